@@ -1,0 +1,24 @@
+"""The srq / nrq / trq triple of one phase of one job [seed 002 §2]."""
+
+from __future__ import annotations
+
+import redis
+
+from srcrawl.keys import Keys
+from srcrawl.queues.tags import TagCounter
+from srcrawl.queues.work_queue import WorkQueue
+
+
+class PhaseQueues:
+    """``srq`` (master → slaves), ``nrq`` (slaves → master) and ``trq`` (tags)."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, phase: str) -> None:
+        self.phase = phase
+        self.srq = WorkQueue(client, keys.srq(phase))
+        self.nrq = WorkQueue(client, keys.nrq(phase))
+        self.trq = TagCounter(client, keys.trq(phase))
+
+
+def new_worker_id(client: redis.Redis, keys: Keys, role: str = "slave") -> str:
+    """A worker id unique in the job, from the job-wide tag counter."""
+    return f"{role}-{TagCounter(client, keys.tags).next(role)}"

@@ -1,0 +1,159 @@
+"""A Redis list with reliable, batched consumption.
+
+Consumers never pop destructively: a batch moves atomically from the queue
+into the consumer's own processing list, and leaves it only when the
+consumer acknowledges it — in the same atomic step that pushes the
+batch's results. If the consumer dies, :meth:`WorkQueue.requeue` returns its
+processing list to the head of the queue. Every operation is one round
+trip for any number of messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import redis
+
+from srcrawl.defaults import LUA_UNPACK_CHUNK
+
+# KEYS[1] queue, KEYS[2] processing list; ARGV[1] how many.
+# Moves up to ARGV[1] messages from the head of the queue to the tail of the
+# processing list; returns them in queue order.
+_POP = f"""
+local items = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+local n = #items
+if n > 0 then
+  redis.call('LTRIM', KEYS[1], n, -1)
+  for i = 1, n, {LUA_UNPACK_CHUNK} do
+    redis.call('RPUSH', KEYS[2], unpack(items, i, math.min(i + {LUA_UNPACK_CHUNK - 1}, n)))
+  end
+end
+return items
+"""
+
+# KEYS[1] processing list, KEYS[2] result queue; ARGV[1] number of tasks n,
+# ARGV[2..n+1] the tasks, ARGV[n+2..] the results.
+# Removes the tasks from the processing list and, if they were there, pushes
+# the results. Returns how many tasks were removed: 0 means the tasks had
+# already been requeued (this consumer was presumed dead), so its results are
+# dropped and the retry elsewhere produces them exactly once.
+_ACK = f"""
+local n = tonumber(ARGV[1])
+local removed = 0
+-- fast path: a consumer acks in the order it popped, so the tasks usually
+-- are the head of its processing list and one LTRIM drops them all
+local head = redis.call('LRANGE', KEYS[1], 0, n - 1)
+local same = #head == n
+for i = 1, #head do
+  if not same then break end
+  same = head[i] == ARGV[i + 1]
+end
+if same and n > 0 then
+  redis.call('LTRIM', KEYS[1], n, -1)
+  removed = n
+else
+  for i = 2, n + 1 do
+    removed = removed + redis.call('LREM', KEYS[1], 1, ARGV[i])
+  end
+end
+if removed > 0 or n == 0 then
+  local last = #ARGV
+  for i = n + 2, last, {LUA_UNPACK_CHUNK} do
+    redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + {LUA_UNPACK_CHUNK - 1}, last)))
+  end
+end
+return removed
+"""
+
+# KEYS[1] processing list, KEYS[2] queue. Moves every message of the processing
+# list back to the head of the queue, keeping their order. Returns the count.
+_REQUEUE = """
+local moved = 0
+while redis.call('RPOPLPUSH', KEYS[1], KEYS[2]) do
+  moved = moved + 1
+end
+return moved
+"""
+
+_PUSH_CHUNK = 1000
+
+
+class WorkQueue:
+    """One queue (``srq`` or ``nrq`` of a phase) and the processing lists of its consumers."""
+
+    def __init__(self, client: redis.Redis, key: str) -> None:
+        self.client = client
+        self.key = key
+        self._pop = client.register_script(_POP)
+        self._ack = client.register_script(_ACK)
+        self._requeue = client.register_script(_REQUEUE)
+
+    def processing_key(self, consumer: str) -> str:
+        return f"{self.key}:processing:{consumer}"
+
+    def push(self, messages: Sequence[bytes], *, front: bool = False) -> int:
+        """Append messages (or put them at the head) in one round trip."""
+        if not messages:
+            return 0
+        pipe = self.client.pipeline(transaction=False)
+        for i in range(0, len(messages), _PUSH_CHUNK):
+            chunk = messages[i : i + _PUSH_CHUNK]
+            if front:
+                pipe.lpush(self.key, *reversed(chunk))
+            else:
+                pipe.rpush(self.key, *chunk)
+        pipe.execute()
+        return len(messages)
+
+    def pop(self, consumer: str, count: int, timeout: float = 0.0) -> list[bytes]:
+        """Take up to ``count`` messages into ``consumer``'s processing list.
+
+        With ``timeout`` > 0, blocks (BLMOVE) up to that many seconds for the
+        first message when the queue is empty, then takes the rest of the
+        batch without blocking; no polling loop hammers Redis.
+        """
+        proc = self.processing_key(consumer)
+        items = self._pop(keys=[self.key, proc], args=[count])
+        if items or timeout <= 0:
+            return list(items)
+        first = self.client.blmove(self.key, proc, timeout, "LEFT", "RIGHT")
+        if first is None:
+            return []
+        rest = self._pop(keys=[self.key, proc], args=[count - 1]) if count > 1 else []
+        return [first, *rest]
+
+    def ack(
+        self,
+        consumer: str,
+        tasks: Sequence[bytes],
+        results: Sequence[bytes] = (),
+        result_queue: WorkQueue | None = None,
+    ) -> bool:
+        """Acknowledge ``tasks`` and push ``results`` to ``result_queue``, atomically.
+
+        Returns False when the tasks were no longer this consumer's (they were
+        requeued after its heartbeat lapsed): nothing was pushed.
+        """
+        if results and result_queue is None:
+            raise ValueError("results need a result_queue")
+        target = result_queue.key if result_queue is not None else self.key
+        removed = self._ack(
+            keys=[self.processing_key(consumer), target],
+            args=[len(tasks), *tasks, *results],
+        )
+        return bool(removed) or not tasks
+
+    def requeue(self, consumer: str) -> int:
+        """Return ``consumer``'s unacknowledged messages to the head of the queue."""
+        return int(self._requeue(keys=[self.processing_key(consumer), self.key]))
+
+    def pending(self, consumer: str) -> list[bytes]:
+        """Messages ``consumer`` holds and has not acknowledged."""
+        return list(self.client.lrange(self.processing_key(consumer), 0, -1))
+
+    def __len__(self) -> int:
+        return int(self.client.llen(self.key))
+
+    def clear(self) -> None:
+        """Drop every queued message (processing lists are left alone)."""
+        self.client.delete(self.key)

@@ -1,0 +1,124 @@
+"""Worker registry and heartbeats.
+
+Every worker (a slave process, or the master for the ``nrq`` it consumes)
+registers the queues it consumes and refreshes a heartbeat key with a TTL.
+:func:`reap` returns the processing lists of workers whose heartbeat expired
+to the head of their queues: a worker killed mid-task loses nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import socket
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import redis
+
+from srcrawl.defaults import DEFAULT_HEARTBEAT_TTL
+from srcrawl.keys import Keys
+from srcrawl.queues.work_queue import WorkQueue
+
+
+def process_stats() -> dict[str, float]:
+    """CPU seconds and resident memory of this process, for heartbeats."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    try:
+        with open("/proc/self/statm") as fh:
+            rss = int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:  # not Linux: peak RSS is the best we have
+        rss = usage.ru_maxrss * 1024
+    return {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "rss_mb": round(rss / 2**20, 1)}
+
+
+@dataclass
+class WorkerInfo:
+    id: str
+    alive: bool
+    queues: list[str] = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
+
+
+class Worker:
+    """This process's presence in the registry."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        worker_id: str,
+        queues: Iterable[WorkQueue],
+        *,
+        role: str = "slave",
+        ttl: float = DEFAULT_HEARTBEAT_TTL,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.id = worker_id
+        self.queues = list(queues)
+        self.ttl = ttl
+        self._record = json.dumps(
+            {
+                "queues": [q.key for q in self.queues],
+                "role": role,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+            }
+        )
+
+    def beat(self, stats: dict | None = None) -> None:
+        """Refresh the heartbeat (and the registration, in case a reaper removed it)."""
+        payload = {"at": time.time(), **process_stats(), **(stats or {})}
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hset(self.keys.workers, self.id, self._record)
+        pipe.set(self.keys.heartbeat(self.id), json.dumps(payload), px=int(self.ttl * 1000))
+        pipe.execute()
+
+    def retire(self) -> int:
+        """Leave cleanly: hand back anything unacknowledged, then unregister."""
+        returned = sum(q.requeue(self.id) for q in self.queues)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hdel(self.keys.workers, self.id)
+        pipe.delete(self.keys.heartbeat(self.id))
+        pipe.execute()
+        return returned
+
+
+def workers(client: redis.Redis, keys: Keys) -> list[WorkerInfo]:
+    """Every registered worker, alive or not, with its last heartbeat stats."""
+    registry = client.hgetall(keys.workers)
+    ids = sorted(k.decode() for k in registry)
+    if not ids:
+        return []
+    beats = client.mget([keys.heartbeat(w) for w in ids])
+    out = []
+    for wid, beat in zip(ids, beats, strict=True):
+        record = json.loads(registry[wid.encode()])
+        out.append(
+            WorkerInfo(
+                id=wid,
+                alive=beat is not None,
+                queues=list(record.get("queues", [])),
+                stats=json.loads(beat) if beat else {},
+            )
+        )
+    return out
+
+
+def reap(client: redis.Redis, keys: Keys) -> dict[str, int]:
+    """Requeue the processing lists of every worker whose heartbeat expired.
+
+    Returns worker id -> messages returned to their queues. A worker that was
+    only slow, not dead, finds its acks refused afterwards (see WorkQueue.ack),
+    so no result is ever counted twice.
+    """
+    returned: dict[str, int] = {}
+    for info in workers(client, keys):
+        if info.alive:
+            continue
+        returned[info.id] = sum(WorkQueue(client, q).requeue(info.id) for q in info.queues)
+        client.hdel(keys.workers, info.id)
+    return returned

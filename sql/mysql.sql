@@ -1,0 +1,68 @@
+-- srcrawl schema for MySQL / MariaDB (InnoDB, utf8mb4). Applied idempotently
+-- by `srcrawl db init`. Rows are keyed by 64-bit URL fingerprints (signed).
+-- utf8mb4_bin: terms and URLs compare byte for byte, never case-folded.
+
+CREATE TABLE IF NOT EXISTS meta (
+    k VARCHAR(64) NOT NULL PRIMARY KEY,
+    v TEXT NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+CREATE TABLE IF NOT EXISTS pages (
+    fp BIGINT NOT NULL PRIMARY KEY,
+    url TEXT NOT NULL,
+    host VARCHAR(255) NOT NULL,
+    depth INT NOT NULL DEFAULT 0,
+    status INT NOT NULL DEFAULT 0,
+    content_type VARCHAR(255) NOT NULL DEFAULT '',
+    fetched_at DOUBLE NOT NULL,
+    fetch_ms INT NOT NULL DEFAULT 0,
+    title TEXT NOT NULL,
+    text MEDIUMTEXT NOT NULL,
+    body MEDIUMBLOB NULL,
+    indexed_at DOUBLE NULL,
+    KEY pages_host (host),
+    KEY pages_indexed (indexed_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+CREATE TABLE IF NOT EXISTS links (
+    src BIGINT NOT NULL,
+    dst BIGINT NOT NULL,
+    PRIMARY KEY (src, dst),
+    KEY links_dst (dst)
+) ENGINE=InnoDB;
+
+CREATE TABLE IF NOT EXISTS terms (
+    id INT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    term VARCHAR(100) NOT NULL,
+    df INT NOT NULL DEFAULT 0,
+    UNIQUE KEY terms_term (term)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+CREATE TABLE IF NOT EXISTS postings (
+    term_id INT NOT NULL,
+    fp BIGINT NOT NULL,
+    tf INT NOT NULL,
+    positions BLOB NULL,
+    PRIMARY KEY (term_id, fp),
+    KEY postings_fp (fp)
+) ENGINE=InnoDB;
+
+CREATE TABLE IF NOT EXISTS doclens (
+    fp BIGINT NOT NULL PRIMARY KEY,
+    length INT NOT NULL
+) ENGINE=InnoDB;
+
+CREATE TABLE IF NOT EXISTS ranks (
+    fp BIGINT NOT NULL PRIMARY KEY,
+    score DOUBLE NOT NULL
+) ENGINE=InnoDB;
+
+CREATE TABLE IF NOT EXISTS jobs (
+    name VARCHAR(64) NOT NULL,
+    phase VARCHAR(16) NOT NULL,
+    state VARCHAR(16) NOT NULL,
+    started_at DOUBLE NULL,
+    finished_at DOUBLE NULL,
+    stats TEXT NOT NULL,
+    PRIMARY KEY (name, phase)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

@@ -1,0 +1,96 @@
+"""The MySQL/MariaDB backend (pymysql), for clusters."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+import pymysql
+
+from srcrawl.errors import StoreError
+from srcrawl.sql.store import Store
+
+if TYPE_CHECKING:
+    from srcrawl.config import DatabaseURL
+
+_PAGE_UPDATE = ", ".join(
+    f"{c} = VALUES({c})"
+    for c in (
+        "url", "host", "depth", "status", "content_type", "fetched_at", "fetch_ms",
+        "title", "text", "body",
+    )
+)  # fmt: skip
+
+
+class MySQLStore(Store):
+    dialect = "mysql"
+
+    # pymysql turns executemany of "INSERT … VALUES (…)" into multi-row inserts
+    UPSERT_PAGE = (
+        "INSERT INTO pages (fp, url, host, depth, status, content_type, fetched_at, fetch_ms, "
+        "title, text, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        f"ON DUPLICATE KEY UPDATE {_PAGE_UPDATE}, indexed_at = NULL"
+    )
+    INSERT_LINK = "INSERT IGNORE INTO links (src, dst) VALUES (?, ?)"
+    UPSERT_JOB = (
+        "INSERT INTO jobs (name, phase, state, started_at, finished_at, stats) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE "
+        "state = VALUES(state), started_at = COALESCE(VALUES(started_at), started_at), "
+        "finished_at = VALUES(finished_at), stats = VALUES(stats)"
+    )
+    UPSERT_META = "REPLACE INTO meta (k, v) VALUES (?, ?)"
+
+    def __init__(self, db: DatabaseURL) -> None:
+        super().__init__()
+        self.db = db
+        self._conn = self._connect()
+
+    def _connect(self) -> pymysql.connections.Connection:
+        db = self.db
+        try:
+            return pymysql.connect(
+                host=db.host,
+                port=db.port,
+                user=db.user,
+                password=db.password,
+                database=db.database,
+                charset="utf8mb4",
+                autocommit=False,
+                connect_timeout=5,
+                read_timeout=600,
+                write_timeout=600,
+            )
+        except pymysql.MySQLError as e:
+            raise StoreError(f"cannot connect to MySQL at {db.redacted()}: {e.args[-1]}") from e
+
+    def _begin(self) -> Any:
+        try:
+            self._conn.begin()
+        except (pymysql.OperationalError, pymysql.InterfaceError) as e:
+            # 2006/2013 or a closed socket: the server dropped an idle
+            # connection; nothing was in flight, so one fresh connection is safe
+            if isinstance(e, pymysql.InterfaceError) or (e.args and e.args[0] in (2006, 2013)):
+                self._conn = self._connect()
+                self._conn.begin()
+            else:
+                raise
+        return self._conn.cursor()
+
+    def _commit(self) -> None:
+        self._conn.commit()
+
+    def _rollback(self) -> None:
+        self._conn.rollback()
+
+    def _sql(self, statement: str) -> str:
+        # the statements are constants with no literal '?' or '%'
+        return statement.replace("?", "%s")
+
+    def _translate_error(self, e: Exception) -> Exception | None:
+        if isinstance(e, pymysql.MySQLError):
+            return StoreError(f"MySQL ({self.db.redacted()}): {e.args[-1] if e.args else e}")
+        return None
+
+    def close(self) -> None:
+        with contextlib.suppress(pymysql.MySQLError):
+            self._conn.close()

@@ -1,0 +1,145 @@
+"""The ``srcrawl`` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, NoReturn
+
+import click
+
+from srcrawl import __version__
+from srcrawl.config import Config
+from srcrawl.errors import SrcrawlError
+
+EXIT_USAGE = 2
+
+
+def fail(message: str) -> NoReturn:
+    """One clear line on stderr, exit code 2: how every expected failure ends."""
+    click.echo(f"srcrawl: {message}", err=True)
+    sys.exit(EXIT_USAGE)
+
+
+class SrcrawlGroup(click.Group):
+    """Turns every SrcrawlError raised by a command into one line and exit 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SrcrawlError as e:
+            fail(str(e))
+        finally:
+            cfg = ctx.obj
+            if isinstance(cfg, Config):
+                cfg.close()
+
+
+def config_of(ctx: click.Context) -> Config:
+    return ctx.find_root().obj
+
+
+@click.group(cls=SrcrawlGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="srcrawl")
+@click.option(
+    "--redis-url", default=None, help="Redis URL [env SRCRAWL_REDIS_URL; default: embedded]"
+)
+@click.option(
+    "--db-url", default=None, help="sqlite:///path or mysql://user:pw@host/db [env SRCRAWL_DB_URL]"
+)
+@click.option("--job", default=None, help="Job name [env SRCRAWL_JOB; default: default]")
+@click.option(
+    "--home",
+    default=None,
+    help="Directory of the embedded Redis and SQLite [env SRCRAWL_HOME; default: .srcrawl]",
+)
+@click.pass_context
+def cli(
+    ctx: click.Context, redis_url: str | None, db_url: str | None, job: str | None, home: str | None
+) -> None:
+    """srcrawl: crawl, store, index, rank and search, over Redis."""
+    try:
+        ctx.obj = Config.load(redis_url=redis_url, db_url=db_url, job=job, home=home)
+    except SrcrawlError as e:
+        fail(str(e))
+
+
+@cli.group()
+def db() -> None:
+    """The SQL store."""
+
+
+@db.command("init")
+@click.pass_context
+def db_init(ctx: click.Context) -> None:
+    """Create the schema (idempotent)."""
+    cfg = config_of(ctx)
+    store = cfg.store()
+    store.init_schema()
+    click.echo(f"schema {store.schema_version()} ready in {cfg.db.redacted()}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Queue lengths per phase, live workers and counters of the job."""
+    from srcrawl import status as job_status
+
+    cfg = config_of(ctx)
+    client = cfg.redis()
+    store = cfg.store()
+    snapshot = job_status.collect(client, cfg.keys)
+    snapshot["store"] = {
+        "db": cfg.db.redacted(),
+        "pages": store.count("pages"),
+        "links": store.count("links"),
+    }
+    if as_json:
+        click.echo(json.dumps(snapshot, indent=2, sort_keys=True))
+    else:
+        click.echo(job_status.render(snapshot))
+        s = snapshot["store"]
+        click.echo(f"store: {s['db']}  pages {s['pages']}  links {s['links']}")
+
+
+@cli.command()
+@click.pass_context
+def down(ctx: click.Context) -> None:
+    """Stop the embedded Redis server of this directory (its data stays)."""
+    from srcrawl import embedded
+
+    cfg = config_of(ctx)
+    if not cfg.embedded:
+        fail("SRCRAWL_REDIS_URL is set: srcrawl only stops the embedded Redis it started")
+    if embedded.stop(cfg.home):
+        click.echo(f"embedded Redis in {cfg.home} stopped; its data stays there")
+    else:
+        click.echo(f"no embedded Redis running in {cfg.home}")
+
+
+@cli.group()
+def bench() -> None:
+    """Throughput benchmarks (see docs/BENCHMARKS.md)."""
+
+
+@bench.command("queue")
+@click.option("--messages", default=100_000, show_default=True, help="Messages to push and pop.")
+@click.option("--batch", default=1000, show_default=True, help="Messages per pop/ack round trip.")
+@click.option("--size", default=64, show_default=True, help="Bytes per message.")
+@click.pass_context
+def bench_queue(ctx: click.Context, messages: int, batch: int, size: int) -> None:
+    """Push, reliably pop and ack small messages through the protocol."""
+    from srcrawl.queues.benchmark import run_queue_benchmark
+
+    cfg = config_of(ctx)
+    result = run_queue_benchmark(cfg.redis(), messages=messages, batch=batch, size=size)
+    click.echo(result.render())
+
+
+def main() -> None:
+    cli(prog_name="srcrawl")
+
+
+if __name__ == "__main__":
+    main()

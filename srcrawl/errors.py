@@ -1,0 +1,21 @@
+"""The exception tree: every error srcrawl raises on purpose derives from SrcrawlError."""
+
+
+class SrcrawlError(Exception):
+    """Base of every error srcrawl raises on purpose."""
+
+
+class ConfigError(SrcrawlError):
+    """A setting is malformed or a service it names cannot be reached."""
+
+
+class StoreError(SrcrawlError):
+    """The SQL store refused an operation."""
+
+
+class EnvelopeError(SrcrawlError):
+    """A queue message is not a srcrawl envelope this version understands."""
+
+
+class EmbeddedRedisError(SrcrawlError):
+    """The embedded Redis server could not be started or stopped."""

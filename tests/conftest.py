@@ -1,0 +1,97 @@
+"""Shared fixtures: a real Redis on a free port, and the SQL stores.
+
+The Redis server is started by the session (never port 6379) from the same
+code as the embedded default. SQLite always runs; MySQL/MariaDB runs when
+SRCRAWL_TEST_MYSQL_URL names a server, in a scratch database of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import pymysql
+import pytest
+import redis
+
+from srcrawl import embedded
+from srcrawl.config import DatabaseURL
+from srcrawl.keys import Keys
+from srcrawl.sql.store import TABLES, Store, open_store
+
+MYSQL_ENV = "SRCRAWL_TEST_MYSQL_URL"
+HELPERS = Path(__file__).parent / "helpers"
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory):
+    directory = tmp_path_factory.mktemp("redis")
+    url, proc = embedded.start_server(directory, appendonly=False, daemonize=False)
+    assert ":6379/" not in url
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture
+def redis_client(redis_url: str):
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def keys() -> Keys:
+    return Keys(f"t-{uuid.uuid4().hex[:10]}")
+
+
+@pytest.fixture(scope="session")
+def mysql_db():
+    url = os.environ.get(MYSQL_ENV)
+    if not url:
+        pytest.skip(f"{MYSQL_ENV} is not set")
+    base = DatabaseURL.parse(url)
+    name = f"srcrawl_test_{os.getpid()}"
+    conn = pymysql.connect(host=base.host, port=base.port, user=base.user, password=base.password)
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{name}` CHARACTER SET utf8mb4")
+    db = DatabaseURL(
+        kind="mysql", host=base.host, port=base.port, user=base.user,
+        password=base.password, database=name,
+    )  # fmt: skip
+    yield db
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+    conn.close()
+
+
+def _empty(store: Store) -> Store:
+    store.init_schema()
+    with store.transaction() as cur:
+        for table in TABLES:
+            if table != "meta":
+                cur.execute(f"DELETE FROM {table}")
+    return store
+
+
+@pytest.fixture(params=["sqlite", pytest.param("mysql", marks=pytest.mark.mysql)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> DatabaseURL:
+    """Each store test runs once per backend."""
+    if request.param == "sqlite":
+        return DatabaseURL(kind="sqlite", path=str(tmp_path / "store.db"))
+    return request.getfixturevalue("mysql_db")
+
+
+@pytest.fixture
+def store(db_url: DatabaseURL):
+    s = _empty(open_store(db_url))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def python() -> str:
+    return sys.executable

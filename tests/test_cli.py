@@ -1,0 +1,108 @@
+"""The command line, run as a user runs it: real processes, real exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+
+from srcrawl import __version__
+from srcrawl.keys import Keys
+from srcrawl.queues.protocol import PhaseQueues
+from srcrawl.queues.workers import Worker
+
+
+def run(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None, **kw
+) -> subprocess.CompletedProcess:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "srcrawl.cli", *args],
+        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120, **kw,
+    )  # fmt: skip
+
+
+def test_version(tmp_path) -> None:
+    r = run(["--version"], tmp_path)
+    assert r.returncode == 0 and __version__ in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ({"SRCRAWL_REDIS_URL": "redis://127.0.0.1:1"}, "cannot reach Redis"),
+        ({"SRCRAWL_REDIS_URL": "redis//nope"}, "SRCRAWL_REDIS_URL is malformed"),
+        ({"SRCRAWL_DB_URL": "sqlite:/x"}, "SRCRAWL_DB_URL is malformed"),
+        ({"SRCRAWL_DB_URL": "mysql://root@127.0.0.1:1/x"}, "cannot connect to MySQL"),
+    ],
+)
+def test_bad_configuration_is_one_line_and_exit_2(tmp_path, redis_url, env, needle) -> None:
+    env = {"SRCRAWL_REDIS_URL": redis_url, **env}
+    r = run(["status"], tmp_path, env)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and needle in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_db_init_and_status_json(tmp_path, redis_url) -> None:
+    env = {"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_JOB": "clijob"}
+    assert run(["db", "init"], tmp_path, env).returncode == 0
+    assert run(["db", "init"], tmp_path, env).returncode == 0  # idempotent
+    client = redis.Redis.from_url(redis_url)
+    keys = Keys("clijob")
+    q = PhaseQueues(client, keys, "index")
+    q.srq.push([b"a", b"b", b"c"])
+    q.srq.pop("slave-1", 1)
+    Worker(client, keys, "slave-1", [q.srq]).beat({"pages": 9})
+    client.hincrby(keys.stats("index"), "docs", 5)
+    r = run(["status", "--json"], tmp_path, env)
+    assert r.returncode == 0, r.stderr
+    snap = json.loads(r.stdout)
+    assert snap["phases"]["index"] == {"srq": 2, "nrq": 0, "in_flight": 1, "counters": {"docs": 5}}
+    assert snap["phases"]["crawl"]["srq"] == 0
+    [w] = snap["workers"]
+    assert w["id"] == "slave-1" and w["alive"] and w["stats"]["pages"] == 9
+    assert snap["store"]["pages"] == 0
+    text = run(["status"], tmp_path, env).stdout
+    assert "slave-1" in text and "docs=5" in text
+
+
+def test_embedded_redis_is_started_reused_and_stopped(tmp_path) -> None:
+    r = run(["status", "--json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    url = (tmp_path / ".srcrawl" / "redis.url").read_text().strip()
+    client = redis.Redis.from_url(url)
+    client.rpush(Keys("default").srq("crawl"), b"survivor")
+    # a second command reuses the same server
+    snap = json.loads(run(["status", "--json"], tmp_path).stdout)
+    assert snap["phases"]["crawl"]["srq"] == 1
+    assert (tmp_path / ".srcrawl" / "redis.url").read_text().strip() == url
+    down = run(["down"], tmp_path)
+    assert down.returncode == 0 and "stopped" in down.stdout
+    with pytest.raises(redis.ConnectionError):
+        client.ping()
+    assert "no embedded Redis" in run(["down"], tmp_path).stdout
+    # state survives `down` + a new command
+    snap = json.loads(run(["status", "--json"], tmp_path).stdout)
+    assert snap["phases"]["crawl"]["srq"] == 1
+    assert (tmp_path / ".srcrawl" / "srcrawl.db").exists()
+    assert run(["down"], tmp_path).returncode == 0
+
+
+def test_down_refuses_an_external_redis(tmp_path, redis_url) -> None:
+    r = run(["down"], tmp_path, {"SRCRAWL_REDIS_URL": redis_url})
+    assert r.returncode == 2 and "only stops the embedded Redis" in r.stderr
+
+
+def test_bench_queue_prints_messages_per_second(tmp_path, redis_url) -> None:
+    r = run(["bench", "queue", "--messages", "5000", "--batch", "500"], tmp_path,
+            {"SRCRAWL_REDIS_URL": redis_url})  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "msg/s" in r.stdout and "Redis CPU time" in r.stdout
+    assert redis.Redis.from_url(redis_url).keys("srcrawl:{bench-queue*") == []

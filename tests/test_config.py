@@ -1,0 +1,87 @@
+"""Configuration: one object from options and SRCRAWL_*; one clear line on failure."""
+
+from __future__ import annotations
+
+import pytest
+
+from srcrawl.config import Config, DatabaseURL
+from srcrawl.errors import ConfigError
+
+
+def test_embedded_defaults_with_nothing_configured(tmp_path) -> None:
+    cfg = Config.load(env={}, home=tmp_path)
+    assert cfg.embedded
+    assert cfg.db == DatabaseURL(kind="sqlite", path=str(tmp_path / "srcrawl.db"))
+    assert cfg.job == "default"
+
+
+def test_options_override_environment() -> None:
+    env = {"SRCRAWL_REDIS_URL": "redis://a:1/0", "SRCRAWL_JOB": "envjob",
+           "SRCRAWL_DB_URL": "sqlite:///env.db"}  # fmt: skip
+    cfg = Config.load(env=env, job="optjob", redis_url="redis://b:2/0")
+    assert (cfg.redis_url, cfg.job, cfg.db.path) == ("redis://b:2/0", "optjob", "env.db")
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("sqlite:///rel/x.db", DatabaseURL(kind="sqlite", path="rel/x.db")),
+        ("sqlite:////abs/x.db", DatabaseURL(kind="sqlite", path="/abs/x.db")),
+        (
+            "mysql://u:p%40ss@db.example:3307/crawl",
+            DatabaseURL(
+                kind="mysql",
+                host="db.example",
+                port=3307,
+                user="u",
+                password="p@ss",
+                database="crawl",
+            ),
+        ),
+        ("mysql+pymysql://root@127.0.0.1/test", DatabaseURL(kind="mysql", database="test")),
+    ],
+)
+def test_database_urls(url: str, expected: DatabaseURL) -> None:
+    assert DatabaseURL.parse(url) == expected
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["foo://x", "sqlite://", "sqlite://host/x.db", "mysql://127.0.0.1", "mysql://h:notaport/db",
+     "mysql:///db", "", "postgres://h/db"],
+)  # fmt: skip
+def test_malformed_database_urls(url: str) -> None:
+    with pytest.raises(ConfigError, match="SRCRAWL_DB_URL is malformed"):
+        DatabaseURL.parse(url) if url == "" else Config.load(env={"SRCRAWL_DB_URL": url})
+
+
+@pytest.mark.parametrize("url", ["http://x", "redis://", "redis://h:port/0", "nonsense"])
+def test_malformed_redis_urls(url: str) -> None:
+    with pytest.raises(ConfigError, match="SRCRAWL_REDIS_URL is malformed"):
+        Config.load(env={"SRCRAWL_REDIS_URL": url})
+
+
+@pytest.mark.parametrize("job", ["a b", "x{y}", "", "j" * 65, "a:b"])
+def test_malformed_job_names(job: str) -> None:
+    if job == "":
+        assert Config.load(env={"SRCRAWL_JOB": job}).job == "default"
+        return
+    with pytest.raises(ConfigError, match="SRCRAWL_JOB is malformed"):
+        Config.load(env={"SRCRAWL_JOB": job})
+
+
+def test_unreachable_redis_is_a_config_error() -> None:
+    cfg = Config.load(env={"SRCRAWL_REDIS_URL": "redis://127.0.0.1:1/0"})
+    with pytest.raises(ConfigError, match="cannot reach Redis"):
+        cfg.check()
+
+
+def test_check_connects_both(redis_url, tmp_path) -> None:
+    cfg = Config.load(
+        env={"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db"}
+    )
+    cfg.check()
+    assert cfg.store().schema_version() == "1"
+    env = cfg.child_env()
+    assert Config.load(env=env).db.path == str(tmp_path / "s.db")
+    cfg.close()

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+import pytest
+
+from srcrawl.errors import EnvelopeError
+from srcrawl.queues.envelope import decode, encode
+
+
+def test_round_trip_with_fields_and_binary_payload() -> None:
+    payload = bytes(range(256)) * 3  # contains b"\n" and NULs
+    msg = decode(encode("postings", {"batch": 7, "note": "中文\nline"}, payload))
+    assert msg.kind == "postings"
+    assert msg.fields == {"batch": 7, "note": "中文\nline"}
+    assert msg.payload == payload
+
+
+def test_missing_optional_fields_default() -> None:
+    msg = decode(b'{"v":1,"kind":"fetch","url":"http://127.0.0.1/"}')
+    assert msg.get("depth", 0) == 0
+    assert msg.payload == b""
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"", b"garbage", b"[1,2]", b'{"kind":"x"}', b'{"v":2,"kind":"x"}', b'{"v":1}', b"\xff\xfe"],
+)
+def test_foreign_messages_are_refused(raw: bytes) -> None:
+    with pytest.raises(EnvelopeError):
+        decode(raw)

@@ -1,0 +1,187 @@
+"""The srq/nrq/trq protocol against a real Redis."""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import subprocess
+import time
+
+import redis
+
+from srcrawl.keys import Keys
+from srcrawl.queues.protocol import PhaseQueues, new_worker_id
+from srcrawl.queues.tags import TagCounter
+from srcrawl.queues.work_queue import WorkQueue
+from srcrawl.queues.workers import Worker, reap, workers
+
+from .conftest import HELPERS
+
+
+def test_keys_share_one_hash_tag(keys: Keys) -> None:
+    q = PhaseQueues(redis.Redis(), keys, "index")
+    assert q.srq.key == f"srcrawl:{{{keys.job}}}:index:srq"
+    assert q.nrq.key.startswith(f"srcrawl:{{{keys.job}}}:")
+    assert q.srq.processing_key("slave-1").startswith(f"srcrawl:{{{keys.job}}}:")
+
+
+def test_batch_push_pop_ack_in_order(redis_client, keys) -> None:
+    q = PhaseQueues(redis_client, keys, "crawl")
+    msgs = [b"m%d" % i for i in range(2500)]
+    q.srq.push(msgs)
+    assert len(q.srq) == 2500
+    first = q.srq.pop("w", 1000)
+    assert first == msgs[:1000]
+    assert q.srq.pending("w") == first
+    assert q.srq.ack("w", first, [b"r"] * 1000, q.nrq)
+    assert q.srq.pending("w") == []
+    assert len(q.nrq) == 1000
+    rest = q.srq.pop("w", 5000)
+    assert rest == msgs[1000:]
+    assert q.srq.pop("w", 10) == []
+
+
+def test_out_of_order_ack_removes_exactly_those_tasks(redis_client, keys) -> None:
+    q = WorkQueue(redis_client, keys.srq("crawl"))
+    q.push([b"a", b"b", b"c", b"a"])
+    assert q.pop("w", 4) == [b"a", b"b", b"c", b"a"]
+    assert q.ack("w", [b"c", b"a"])
+    assert q.pending("w") == [b"b", b"a"]
+
+
+def test_push_front_puts_messages_at_the_head_in_order(redis_client, keys) -> None:
+    q = WorkQueue(redis_client, keys.srq("crawl"))
+    q.push([b"x"])
+    q.push([b"a", b"b"], front=True)
+    assert q.pop("w", 3) == [b"a", b"b", b"x"]
+
+
+def test_blocking_pop_waits_for_the_first_message(redis_client, keys) -> None:
+    q = WorkQueue(redis_client, keys.srq("crawl"))
+    t0 = time.monotonic()
+    assert q.pop("w", 10, timeout=0.3) == []
+    assert time.monotonic() - t0 >= 0.25
+    other = redis.Redis(connection_pool=redis_client.connection_pool)
+
+    def later() -> None:
+        time.sleep(0.2)
+        WorkQueue(other, q.key).push([b"1", b"2", b"3"])
+
+    import threading
+
+    threading.Thread(target=later).start()
+    got = q.pop("w", 10, timeout=5)
+    got += q.pop("w", 10)
+    assert sorted(got) == [b"1", b"2", b"3"]
+    assert sorted(q.pending("w")) == [b"1", b"2", b"3"]
+
+
+def test_requeue_returns_pending_to_the_head(redis_client, keys) -> None:
+    q = WorkQueue(redis_client, keys.srq("crawl"))
+    q.push([b"1", b"2", b"3", b"4"])
+    q.pop("dead", 2)
+    assert q.requeue("dead") == 2
+    assert q.pop("alive", 4) == [b"1", b"2", b"3", b"4"]
+
+
+def test_ack_after_requeue_is_refused_and_pushes_nothing(redis_client, keys) -> None:
+    q = PhaseQueues(redis_client, keys, "crawl")
+    q.srq.push([b"t"])
+    tasks = q.srq.pop("slow", 1)
+    q.srq.requeue("slow")  # the master presumed it dead
+    assert q.srq.ack("slow", tasks, [b"result"], q.nrq) is False
+    assert len(q.nrq) == 0
+    retry = q.srq.pop("other", 1)
+    assert q.srq.ack("other", retry, [b"result"], q.nrq) is True
+    assert q.nrq.pop("master", 10) == [b"result"]
+
+
+def _take_tags(url: str, job: str, n: int, out) -> None:
+    tags = TagCounter(redis.Redis.from_url(url), Keys(job).trq("crawl"))
+    out.put([tags.next("batch") for _ in range(n)])
+
+
+def test_tags_are_unique_across_processes(redis_url, keys) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_take_tags, args=(redis_url, keys.job, 200, out)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    got = [t for _ in procs for t in out.get(timeout=60)]
+    for p in procs:
+        p.join()
+    assert sorted(got) == list(range(1, 801))
+    tags = TagCounter(redis.Redis.from_url(redis_url), keys.trq("crawl"))
+    assert list(tags.reserve("batch", 5)) == [801, 802, 803, 804, 805]
+
+
+def test_worker_ids_are_unique(redis_client, keys) -> None:
+    ids = {new_worker_id(redis_client, keys) for _ in range(50)}
+    assert len(ids) == 50
+
+
+def test_heartbeat_expiry_and_reap(redis_client, keys) -> None:
+    q = PhaseQueues(redis_client, keys, "crawl")
+    live = Worker(redis_client, keys, "live", [q.srq], ttl=30)
+    dead = Worker(redis_client, keys, "dead", [q.srq], ttl=0.2)
+    live.beat({"pages": 3})
+    dead.beat()
+    q.srq.push([b"a", b"b", b"c"])
+    q.srq.pop("dead", 2)
+    q.srq.pop("live", 1)
+    time.sleep(0.4)
+    found = {w.id: w for w in workers(redis_client, keys)}
+    assert found["live"].alive and found["live"].stats["pages"] == 3
+    assert not found["dead"].alive
+    assert reap(redis_client, keys) == {"dead": 2}
+    assert [w.id for w in workers(redis_client, keys)] == ["live"]
+    assert q.srq.pending("live") == [b"c"]
+    assert q.srq.pop("x", 5) == [b"a", b"b"]
+
+
+def test_retire_hands_back_unacknowledged_tasks(redis_client, keys) -> None:
+    q = PhaseQueues(redis_client, keys, "crawl")
+    w = Worker(redis_client, keys, "w", [q.srq])
+    w.beat()
+    q.srq.push([b"a", b"b"])
+    q.srq.pop("w", 2)
+    assert w.retire() == 2
+    assert workers(redis_client, keys) == []
+    assert len(q.srq) == 2
+
+
+def test_worker_killed_between_pop_and_ack_loses_and_doubles_nothing(
+    redis_url, redis_client, keys, python
+) -> None:
+    q = PhaseQueues(redis_client, keys, "crawl")
+    tasks = [b"task-%04d" % i for i in range(600)]
+    q.srq.push(tasks)
+    script = str(HELPERS / "echo_worker.py")
+    victim = subprocess.Popen([python, script, redis_url, keys.job, "victim", "25", "0.3"])
+    try:
+        # wait until it has acked at least one batch and holds another
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if len(q.nrq) >= 25 and q.srq.pending("victim"):
+                break
+            time.sleep(0.02)
+        else:
+            raise AssertionError("the worker never got going")
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=10)
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+    held = q.srq.pending("victim")
+    assert held, "the killed worker should have held unacknowledged tasks"
+    time.sleep(1.3)  # its heartbeat TTL is 1 s
+    assert reap(redis_client, keys) == {"victim": len(held)}
+    subprocess.run(
+        [python, script, redis_url, keys.job, "rescuer", "50", "0", "--burst"],
+        check=True,
+        timeout=60,
+    )
+    results = q.nrq.pop("master", 10_000)
+    assert len(results) == len(tasks)  # none duplicated
+    assert sorted(results) == sorted(b"done:" + t for t in tasks)  # none lost
+    assert len(q.srq) == 0 and q.srq.pending("rescuer") == []

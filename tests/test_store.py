@@ -1,0 +1,117 @@
+"""The storage contract, run against SQLite and (when configured) MariaDB."""
+
+from __future__ import annotations
+
+import pytest
+
+from srcrawl.config import DatabaseURL
+from srcrawl.errors import StoreError
+from srcrawl.sql.store import Page, Store, compress_body, decompress_body, open_store
+
+
+def page(fp: int, url: str | None = None, **kw) -> Page:
+    url = url or f"http://127.0.0.1/p/{fp}"
+    return Page(fp=fp, url=url, host="127.0.0.1", fetched_at=1000.0 + fp % 1000, **kw)
+
+
+def test_schema_is_idempotent(store: Store) -> None:
+    store.init_schema()
+    store.init_schema()
+    assert store.schema_version() == "1"
+    assert store.count("pages") == 0
+
+
+def test_save_fetched_round_trips_every_column(store: Store) -> None:
+    raw = "<html><title>标题</title>中文 and English 🎉</html>".encode()
+    p = Page(
+        fp=-(2**63), url="http://127.0.0.1:8000/中文?q=1", host="127.0.0.1:8000", depth=3,
+        status=200, content_type="text/html; charset=utf-8", fetched_at=1700000000.25,
+        fetch_ms=42, title="标题 🎉", text="中文 and English 🎉", body=compress_body(raw),
+    )  # fmt: skip
+    store.save_fetched([p], [(p.fp, 2**63 - 1), (p.fp, 7)])
+    [got] = store.get_pages([p.fp], with_body=True)
+    assert got == p
+    assert decompress_body(got.body) == raw
+    assert sorted(store.iter_links().__next__()) == [(p.fp, 7), (p.fp, 2**63 - 1)]
+
+
+def test_refetch_replaces_page_and_links_never_doubles(store: Store) -> None:
+    store.save_fetched([page(1, title="old")], [(1, 2), (1, 3)])
+    store.save_fetched([page(1, title="new")], [(1, 3), (1, 4)])
+    assert store.count("pages") == 1
+    assert store.get_pages([1])[0].title == "new"
+    assert [link for chunk in store.iter_links() for link in chunk] == [(1, 3), (1, 4)]
+
+
+def test_duplicate_links_are_collapsed(store: Store) -> None:
+    assert store.put_links([(1, 2), (1, 2), (2, 1)]) == 3
+    store.put_links([(1, 2)])
+    assert store.count("links") == 2
+
+
+def test_iter_pages_and_links_paginate_in_order(store: Store) -> None:
+    fps = [-5, -1, 0, 3, 9, 2**62, 17, 11]
+    store.put_pages(page(fp) for fp in fps)
+    got = [p.fp for p in store.iter_pages(batch=3)]
+    assert got == sorted(fps)
+    links = [(a, b) for a in fps for b in fps if a != b]
+    store.put_links(links)
+    chunks = list(store.iter_links(batch=7))
+    assert all(len(c) <= 7 for c in chunks)
+    assert [x for c in chunks for x in c] == sorted(links)
+
+
+def test_batched_writes_cross_batch_boundaries(store: Store) -> None:
+    store.batch_size = 7
+    assert store.put_pages(page(i) for i in range(50)) == 50
+    assert store.count("pages") == 50
+    assert len(store.get_pages(list(range(0, 1200)))) == 50  # IN lists are chunked too
+
+
+def test_sql_looking_data_is_only_data(store: Store) -> None:
+    evil = "http://127.0.0.1/'; DROP TABLE pages; --"
+    store.put_pages([page(1, url=evil, title="' OR 1=1 --", text="%s ? %(x)s")])
+    [got] = store.get_pages([1])
+    assert (got.url, got.title, got.text) == (evil, "' OR 1=1 --", "%s ? %(x)s")
+    assert store.count("pages") == 1
+
+
+def test_ranks_are_replaced_whole(store: Store) -> None:
+    store.put_pages([page(1, url="http://a/"), page(2, url="http://b/")])
+    store.replace_ranks([(1, 0.25), (2, 0.75)])
+    assert store.top_ranks() == [("http://b/", 0.75), ("http://a/", 0.25)]
+    store.replace_ranks([(1, 1.0)])
+    assert store.top_ranks() == [("http://a/", 1.0)]
+
+
+def test_jobs_keep_their_start_time(store: Store) -> None:
+    store.set_job("j", "crawl", "running", {"pages": 1}, started_at=10.0)
+    store.set_job("j", "crawl", "complete", {"pages": 5}, finished_at=20.0)
+    assert store.get_job("j", "crawl") == {
+        "state": "complete", "started_at": 10.0, "finished_at": 20.0, "stats": {"pages": 5},
+    }  # fmt: skip
+    assert store.get_job("j", "index") is None
+
+
+def test_failed_transaction_rolls_back(store: Store) -> None:
+    with pytest.raises(StoreError), store.transaction() as cur:
+        cur.execute(store._sql(store.UPSERT_PAGE), page(1).row())
+        cur.execute("SELECT * FROM no_such_table")
+    assert store.count("pages") == 0
+
+
+def test_unknown_table_is_refused(store: Store) -> None:
+    with pytest.raises(ValueError):
+        store.count("pages; DROP TABLE pages")
+
+
+def test_unreachable_mysql_is_a_store_error() -> None:
+    with pytest.raises(StoreError, match="cannot connect"):
+        open_store(DatabaseURL(kind="mysql", host="127.0.0.1", port=1, database="x"))
+
+
+def test_sqlite_in_unwritable_place_is_a_store_error(tmp_path) -> None:
+    target = tmp_path / "dir"
+    target.mkdir()
+    with pytest.raises(StoreError):
+        open_store(DatabaseURL(kind="sqlite", path=str(target)))  # a directory, not a file
