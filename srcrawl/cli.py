@@ -119,6 +119,42 @@ def down(ctx: click.Context) -> None:
 
 
 @cli.group()
+def slave() -> None:
+    """A slave process (what each docker compose slave container runs)."""
+
+
+@slave.command("start")
+@click.option(
+    "--phases",
+    default="crawl,index,pagerank",
+    show_default=True,
+    help="Comma-separated phases this slave serves.",
+)
+@click.option("--threads", default=8, show_default=True, help="Fetch threads (crawl phase).")
+@click.option(
+    "--parser",
+    type=click.Choice(["lxml", "bs4"]),
+    default="lxml",
+    show_default=True,
+    help="HTML parser: the lxml fast path or BeautifulSoup.",
+)
+@click.option("--burst", is_flag=True, help="Exit once the queues are drained.")
+@click.pass_context
+def slave_start(ctx: click.Context, phases: str, threads: int, parser: str, burst: bool) -> None:
+    """Serve srq tasks of the given phases until stopped (SIGTERM finishes the batch)."""
+    from srcrawl.slave.phases import build_handlers, parse_phases
+    from srcrawl.slave.runtime import Slave
+
+    cfg = config_of(ctx)
+    cfg.check()
+    handlers = build_handlers(cfg, parse_phases(phases), threads=threads, parser=parser)
+    worker = Slave(cfg, handlers)
+    worker.install_signal_handlers()
+    click.echo(f"{worker.id} serving {phases}", err=True)
+    worker.run(burst=burst)
+
+
+@cli.group()
 def bench() -> None:
     """Throughput benchmarks (see docs/BENCHMARKS.md)."""
 

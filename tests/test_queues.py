@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import signal
 import subprocess
 import time
@@ -96,20 +95,23 @@ def test_ack_after_requeue_is_refused_and_pushes_nothing(redis_client, keys) -> 
     assert q.nrq.pop("master", 10) == [b"result"]
 
 
-def _take_tags(url: str, job: str, n: int, out) -> None:
-    tags = TagCounter(redis.Redis.from_url(url), Keys(job).trq("crawl"))
-    out.put([tags.next("batch") for _ in range(n)])
+_TAKE_TAGS = """
+import sys, redis
+from srcrawl.keys import Keys
+from srcrawl.queues.tags import TagCounter
+tags = TagCounter(redis.Redis.from_url(sys.argv[1]), Keys(sys.argv[2]).trq("crawl"))
+print(" ".join(str(tags.next("batch")) for _ in range(int(sys.argv[3]))))
+"""
 
 
-def test_tags_are_unique_across_processes(redis_url, keys) -> None:
-    ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_take_tags, args=(redis_url, keys.job, 200, out)) for _ in range(4)]
-    for p in procs:
-        p.start()
-    got = [t for _ in procs for t in out.get(timeout=60)]
-    for p in procs:
-        p.join()
+def test_tags_are_unique_across_processes(redis_url, keys, python) -> None:
+    procs = [
+        subprocess.Popen(
+            [python, "-c", _TAKE_TAGS, redis_url, keys.job, "200"], stdout=subprocess.PIPE
+        )
+        for _ in range(4)
+    ]
+    got = [int(t) for p in procs for t in p.communicate(timeout=60)[0].split()]
     assert sorted(got) == list(range(1, 801))
     tags = TagCounter(redis.Redis.from_url(redis_url), keys.trq("crawl"))
     assert list(tags.reserve("batch", 5)) == [801, 802, 803, 804, 805]

@@ -1,0 +1,28 @@
+"""The contract between the slave runtime and the work of one phase."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class PhaseHandler(Protocol):
+    """What a slave does with the tasks of one phase.
+
+    ``handle`` receives a batch of raw ``srq`` messages and returns the raw
+    messages to push to ``nrq``; the runtime acknowledges the batch and
+    pushes the results in one atomic step. ``handle`` must not raise for bad
+    input (a malformed URL, hostile HTML): it reports such a task in its
+    results. An exception means a bug; the runtime then reports the whole
+    batch as failed to the master (an ``error`` message) instead of retrying
+    it forever.
+    """
+
+    phase: str
+    batch_size: int
+    threads: int
+
+    def handle(self, tasks: list[bytes]) -> list[bytes]: ...
+
+    def stats(self) -> dict[str, float]:
+        """Counters for the heartbeat (pages, errors, cache hit rate, …)."""
+        ...

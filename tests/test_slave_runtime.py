@@ -1,0 +1,81 @@
+"""The slave template loop with a pure-logic handler against a real Redis."""
+
+from __future__ import annotations
+
+import threading
+
+from srcrawl.config import Config
+from srcrawl.queues.envelope import decode
+from srcrawl.queues.protocol import PhaseQueues
+from srcrawl.queues.workers import workers
+from srcrawl.slave.runtime import Slave
+
+
+class Upper:
+    phase = "index"
+    batch_size = 7
+    threads = 3
+
+    def __init__(self) -> None:
+        self.seen = 0
+        self.lock = threading.Lock()
+
+    def handle(self, tasks: list[bytes]) -> list[bytes]:
+        if b"boom" in tasks:
+            raise RuntimeError("bug")
+        with self.lock:
+            self.seen += len(tasks)
+        return [t.upper() for t in tasks]
+
+    def stats(self) -> dict[str, float]:
+        return {"seen": self.seen}
+
+
+def make_cfg(redis_url: str, job: str, tmp_path) -> Config:
+    return Config.load(env={"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_JOB": job,
+                            "SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db"})  # fmt: skip
+
+
+def test_burst_drains_every_task_once_with_threads(redis_url, redis_client, keys, tmp_path) -> None:
+    cfg = make_cfg(redis_url, keys.job, tmp_path)
+    q = PhaseQueues(redis_client, keys, "index")
+    tasks = [b"t%03d" % i for i in range(300)]
+    q.srq.push(tasks)
+    handler = Upper()
+    slave = Slave(cfg, [handler])
+    assert slave.id.startswith("slave-")
+    slave.run(burst=True)
+    results = q.nrq.pop("m", 1000)
+    assert sorted(results) == sorted(t.upper() for t in tasks)
+    assert handler.seen == 300 and slave.batches >= 300 // 7
+    assert workers(redis_client, keys) == []  # retired cleanly
+    cfg.close()
+
+
+def test_a_handler_bug_reports_the_batch_instead_of_looping(
+    redis_url, redis_client, keys, tmp_path
+) -> None:
+    cfg = make_cfg(redis_url, keys.job, tmp_path)
+    q = PhaseQueues(redis_client, keys, "index")
+    q.srq.push([b"ok", b"boom"])
+    handler = Upper()
+    handler.threads = 1
+    slave = Slave(cfg, [handler])
+    slave.run(burst=True)
+    [err] = q.nrq.pop("m", 10)
+    msg = decode(err)
+    assert msg.kind == "error" and msg.get("phase") == "index"
+    assert msg.payload.split(b"\n") == [b"ok", b"boom"]
+    assert slave.failed_batches == 1 and len(q.srq) == 0
+    cfg.close()
+
+
+def test_stop_flag_ends_a_blocking_slave(redis_url, keys, tmp_path) -> None:
+    cfg = make_cfg(redis_url, keys.job, tmp_path)
+    slave = Slave(cfg, [Upper()], block_timeout=0.1)
+    t = threading.Thread(target=slave.run)
+    t.start()
+    slave.stopping.set()
+    t.join(timeout=10)
+    assert not t.is_alive()
+    cfg.close()
