@@ -251,6 +251,21 @@ class Store(ABC):
             yield [(int(a), int(b)) for a, b in rows]
             last = (int(rows[-1][0]), int(rows[-1][1]))
 
+    def iter_link_urls(self, *, batch: int = 50_000) -> Iterator[tuple[str, str]]:
+        """(source URL, target URL) of every link whose both ends are stored pages."""
+        sql = (
+            "SELECT s.url, d.url FROM links l JOIN pages s ON s.fp = l.src "
+            "JOIN pages d ON d.fp = l.dst WHERE l.src IN ({}) ORDER BY l.src, l.dst"
+        )
+        srcs: list[int] = []
+        for page in self.iter_pages(batch=batch):
+            srcs.append(page.fp)
+            if len(srcs) >= 500:
+                yield from self._query(sql.format(", ".join("?" * len(srcs))), srcs)
+                srcs = []
+        if srcs:
+            yield from self._query(sql.format(", ".join("?" * len(srcs))), srcs)
+
     def count(self, table: str) -> int:
         """Row count of one of the schema's tables."""
         if table not in TABLES:

@@ -173,6 +173,29 @@ def bench_queue(ctx: click.Context, messages: int, batch: int, size: int) -> Non
     click.echo(result.render())
 
 
+def _register_phase_commands() -> None:
+    from srcrawl.master.commands import (
+        crawl_command,
+        export_links,
+        export_pages,
+        master_group,
+        seed_command,
+    )
+
+    cli.add_command(master_group)
+    cli.add_command(crawl_command)
+    cli.add_command(seed_command)
+    export = cli.commands.get("export")
+    if export is None:
+        export = click.Group("export", help="Print what the store holds.")
+        cli.add_command(export)
+    export.add_command(export_pages)
+    export.add_command(export_links)
+
+
+_register_phase_commands()
+
+
 def main() -> None:
     cli(prog_name="srcrawl")
 

@@ -63,3 +63,84 @@ class Keys:
     def tags(self) -> str:
         """Job-wide tag counters (worker ids are unique across phases)."""
         return f"{self.prefix}:tags"
+
+    # -- crawl frontier and seen set (written by the crawl master only) ---
+    @property
+    def crawl_strategy(self) -> str:
+        """The versioned strategy document (scope, politeness, policy) as JSON."""
+        return f"{self.prefix}:crawl:strategy"
+
+    @property
+    def crawl_state(self) -> str:
+        """Hash: level, advancing flag, state (running/complete), timestamps."""
+        return f"{self.prefix}:crawl:state"
+
+    @property
+    def crawl_ready(self) -> str:
+        """Sorted set: queue name -> earliest time (ms) its next request may start."""
+        return f"{self.prefix}:crawl:ready"
+
+    @property
+    def crawl_inflight(self) -> str:
+        """Hash: queue name -> the task it has in flight (at most one per queue)."""
+        return f"{self.prefix}:crawl:inflight"
+
+    @property
+    def crawl_queue_next(self) -> str:
+        """Hash: queue name -> earliest time (ms) of its next request, kept while idle."""
+        return f"{self.prefix}:crawl:qnext"
+
+    def crawl_queue(self, name: str) -> str:
+        """List of fetch tasks of one frontier queue (a host, or a hash bucket)."""
+        return f"{self.prefix}:crawl:q:{name}"
+
+    @property
+    def crawl_queue_prefix(self) -> str:
+        return f"{self.prefix}:crawl:q:"
+
+    @property
+    def crawl_next_level(self) -> str:
+        """List of fetch tasks of the next depth level, released when this level is done."""
+        return f"{self.prefix}:crawl:nextlevel"
+
+    @property
+    def crawl_host_pages(self) -> str:
+        """Hash: host -> URLs scheduled (for the per-host page cap)."""
+        return f"{self.prefix}:crawl:hostpages"
+
+    @property
+    def seen_snapshot(self) -> str:
+        """The serialised Bloom filter of the seen set."""
+        return f"{self.prefix}:crawl:seen:snapshot"
+
+    @property
+    def seen_journal(self) -> str:
+        """List of packed fingerprints added to the seen set since the snapshot."""
+        return f"{self.prefix}:crawl:seen:journal"
+
+    @property
+    def master_lock(self) -> str:
+        """Held (with a TTL) by the running crawl master; a second one refuses to start."""
+        return f"{self.prefix}:crawl:master"
+
+    def crawl_keys(self) -> list[str]:
+        """Every fixed key of a crawl's state (queue lists are found by prefix)."""
+        return [
+            self.crawl_strategy, self.crawl_state, self.crawl_ready, self.crawl_inflight,
+            self.crawl_queue_next, self.crawl_next_level, self.crawl_host_pages,
+            self.seen_snapshot, self.seen_journal, self.stats("crawl"),
+        ]  # fmt: skip
+
+    # -- pagerank (written by the pagerank master only) --------------------
+    def rank_shard(self, version: int, shard: int) -> str:
+        """Packed CSR arrays of one shard of a published graph version."""
+        return f"{self.prefix}:pagerank:shard:{version}:{shard}"
+
+    def rank_vector(self, version: int) -> str:
+        """The rank vector of the current iteration of a graph version (packed)."""
+        return f"{self.prefix}:pagerank:vector:{version}"
+
+    @property
+    def rank_master(self) -> str:
+        """Held (with a TTL) by the running pagerank master; a second one refuses to start."""
+        return f"{self.prefix}:pagerank:master"

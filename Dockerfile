@@ -1,0 +1,16 @@
+# srcrawl: one image for the master, the slaves and the synthetic test web.
+FROM python:3.11-slim
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY srcrawl ./srcrawl
+COPY master ./master
+COPY slave ./slave
+COPY queues ./queues
+COPY pagerank ./pagerank
+COPY indexer ./indexer
+COPY sql ./sql
+RUN pip install --no-cache-dir . && useradd --create-home srcrawl
+USER srcrawl
+WORKDIR /home/srcrawl
+ENTRYPOINT ["srcrawl"]
+CMD ["status"]

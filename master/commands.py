@@ -1,0 +1,190 @@
+"""Command line of the crawl: `master start`, `crawl`, `seed`, `export pages|links`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from srcrawl.defaults import (
+    DEFAULT_BLOOM_ERROR_RATE,
+    DEFAULT_DELAY,
+    DEFAULT_DELAY_FACTOR,
+    DEFAULT_FETCH_THREADS,
+    DEFAULT_HASH_BUCKETS,
+    DEFAULT_MAX_DELAY,
+    DEFAULT_MAX_DEPTH,
+)
+from srcrawl.errors import ConfigError
+from srcrawl.master.strategy import QUEUE_POLICIES, CrawlStrategy
+
+
+def crawl_options(f: Callable) -> Callable:
+    """Scope, politeness and policy options shared by `crawl` and `master start`."""
+    options = [
+        click.option("--depth", "max_depth", default=DEFAULT_MAX_DEPTH, show_default=True,
+                     help="Link hops from the seeds to follow (a redirect is one hop)."),
+        click.option("--allow-domain", multiple=True,
+                     help="Also crawl this domain and its subdomains (repeatable)."),
+        click.option("--allow", multiple=True, help="Only crawl URLs matching a regex."),
+        click.option("--deny", multiple=True, help="Never crawl URLs matching a regex."),
+        click.option("--max-pages-per-host", default=0, show_default=True, help="0: no cap."),
+        click.option("--delay", default=DEFAULT_DELAY, show_default=True,
+                     help="Minimum seconds between two requests to one host."),
+        click.option("--delay-factor", default=DEFAULT_DELAY_FACTOR, show_default=True,
+                     help="Wait this × the last fetch time before the next request to the host."),
+        click.option("--max-delay", default=DEFAULT_MAX_DELAY, show_default=True,
+                     help="The wait never exceeds this (robots Crawl-delay aside)."),
+        click.option("--queue-policy", type=click.Choice(QUEUE_POLICIES), default="host",
+                     show_default=True,
+                     help="host: one request in flight per host (polite). hash: URLs spread "
+                          "over --hash-buckets queues, trading politeness for parallelism."),
+        click.option("--hash-buckets", default=DEFAULT_HASH_BUCKETS, show_default=True),
+        click.option("--bloom-error-rate", default=DEFAULT_BLOOM_ERROR_RATE, show_default=True),
+    ]  # fmt: skip
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def strategy_from(opts: dict[str, Any]) -> CrawlStrategy:
+    return CrawlStrategy(
+        allow_domains=tuple(opts["allow_domain"]),
+        allow=tuple(opts["allow"]),
+        deny=tuple(opts["deny"]),
+        max_depth=opts["max_depth"],
+        max_pages_per_host=opts["max_pages_per_host"],
+        delay=opts["delay"],
+        delay_factor=opts["delay_factor"],
+        max_delay=opts["max_delay"],
+        queue_policy=opts["queue_policy"],
+        hash_buckets=opts["hash_buckets"],
+        bloom_error_rate=opts["bloom_error_rate"],
+    )
+
+
+def _config(ctx: click.Context):
+    from srcrawl.cli import config_of
+
+    return config_of(ctx)
+
+
+@click.group("master")
+def master_group() -> None:
+    """The crawl master (what the docker compose master container runs)."""
+
+
+@master_group.command("start")
+@click.argument("seeds", nargs=-1)
+@crawl_options
+@click.option("--keep-running", is_flag=True, help="Wait for new seeds once the crawl is complete.")
+@click.pass_context
+def master_start(
+    ctx: click.Context, seeds: tuple[str, ...], keep_running: bool, **opts: Any
+) -> None:
+    """Run the crawl master of the job. With SEEDS, start a new crawl first."""
+    from srcrawl.master.crawl_master import CrawlMaster
+    from srcrawl.master.crawl_run import start_crawl
+
+    cfg = _config(ctx)
+    cfg.check()
+    if seeds:
+        start_crawl(cfg, seeds, strategy_from(opts))
+    master = CrawlMaster(cfg, wait_for_work=keep_running)
+    master.install_signal_handlers()
+    complete = master.run(keep_running=keep_running)
+    c = master.counters()
+    click.echo(
+        f"crawl {'complete' if complete else 'stopped'}: {c.get('pages', 0)} pages, "
+        f"{c.get('scheduled', 0)} URLs scheduled", err=True,
+    )  # fmt: skip
+
+
+@click.command("crawl")
+@click.argument("seeds", nargs=-1)
+@crawl_options
+@click.option("--slaves", default=4, show_default=True, help="Local slave processes.")
+@click.option("--threads", default=DEFAULT_FETCH_THREADS, show_default=True,
+              help="Fetch threads per slave.")  # fmt: skip
+@click.option("--parser", type=click.Choice(["lxml", "bs4"]), default="lxml", show_default=True)
+@click.option("--resume", is_flag=True, help="Continue the job's interrupted crawl.")
+@click.pass_context
+def crawl_command(
+    ctx: click.Context, seeds: tuple[str, ...], slaves: int, threads: int, parser: str,
+    resume: bool, **opts: Any,
+) -> None:  # fmt: skip
+    """Crawl from SEEDS with a master and --slaves local slaves until done."""
+    from srcrawl.master import strategy as strategies
+    from srcrawl.master.crawl_run import run_local_crawl, start_crawl
+
+    cfg = _config(ctx)
+    cfg.check()
+    if slaves < 1:
+        raise ConfigError("--slaves must be at least 1 (or run `srcrawl master start` alone)")
+    if resume:
+        if strategies.load(cfg.redis(), cfg.keys) is None:
+            raise ConfigError(f"job {cfg.job!r} has no crawl to resume")
+        if seeds:
+            raise ConfigError("--resume continues the crawl as it was: give no seeds")
+    else:
+        start_crawl(cfg, seeds, strategy_from(opts))
+    tty = sys.stderr.isatty()
+    last = [0.0]
+
+    def report(p: dict[str, int], elapsed: float) -> None:
+        if not tty and elapsed - last[0] < 5 and p.get("queued", 1) + p.get("in_flight", 1):
+            return
+        last[0] = elapsed
+        rate = p.get("pages", 0) / elapsed if elapsed > 0 else 0.0
+        line = (
+            f"pages {p.get('pages', 0)}  queued {p['queued']}  in flight {p['in_flight']}  "
+            f"{rate:.1f} pages/s  errors {p.get('fetch_errors', 0)}  {elapsed:.0f}s"
+        )
+        click.echo(("\r" + line + "  ") if tty else line, nl=not tty, err=True)
+
+    final = run_local_crawl(
+        cfg,
+        slaves=slaves,
+        slave_args=["--threads", str(threads), "--parser", parser],
+        report=report,
+    )
+    if tty:
+        click.echo("", err=True)
+    click.echo(json.dumps({"job": cfg.job, **final}, sort_keys=True))
+
+
+@click.command("seed")
+@click.argument("urls", nargs=-1, required=True)
+@click.pass_context
+def seed_command(ctx: click.Context, urls: tuple[str, ...]) -> None:
+    """Add seed URLs (and their hosts to the scope) to the job's crawl."""
+    from srcrawl.master.crawl_run import add_seeds
+
+    cfg = _config(ctx)
+    add_seeds(cfg, urls)
+    click.echo(f"{len(urls)} seed(s) queued for job {cfg.job}")
+
+
+@click.command("pages")
+@click.pass_context
+def export_pages(ctx: click.Context) -> None:
+    """One JSON object per fetched URL: url, status, depth, content_type, title."""
+    store = _config(ctx).store()
+    out = sys.stdout
+    for p in store.iter_pages():
+        record = {"url": p.url, "status": p.status, "depth": p.depth,
+                  "content_type": p.content_type, "title": p.title}  # fmt: skip
+        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+@click.command("links")
+@click.pass_context
+def export_links(ctx: click.Context) -> None:
+    """`source<TAB>target` per stored link between two stored pages."""
+    store = _config(ctx).store()
+    out = sys.stdout
+    for src, dst in store.iter_link_urls():
+        out.write(f"{src}\t{dst}\n")

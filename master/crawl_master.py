@@ -1,0 +1,346 @@
+"""The crawl master [seed 002 §3.1]: nrq → canonicalize → scope → seen test → frontier → srq.
+
+The master is the only consumer of the crawl ``nrq`` and the only writer of
+the frontier and the seen set. It keeps no state that Redis does not have:
+kill it at any moment, start it again, and it continues where the last
+committed batch left it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+
+from srcrawl.config import Config
+from srcrawl.defaults import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_MASTER_BATCH, DEFAULT_ROBOTS_TRIES
+from srcrawl.errors import EnvelopeError, SrcrawlError
+from srcrawl.master.frontier import Batch, Frontier, now_ms
+from srcrawl.master.scope import Scope
+from srcrawl.master.seen import SeenSet
+from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.master.strategy import load as load_strategy
+from srcrawl.queues.envelope import Message, decode, encode
+from srcrawl.queues.protocol import PhaseQueues
+from srcrawl.queues.workers import reap
+from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of
+
+log = logging.getLogger("srcrawl.master")
+
+MASTER_ID = "master"
+_LOCK_TTL_MS = 15_000
+
+
+class MasterRunning(SrcrawlError):
+    """Another crawl master holds this job."""
+
+
+def seed_message(urls: list[str], strategy_version: int) -> bytes:
+    """An nrq message adding depth-0 seeds: how `srcrawl seed` reaches the master.
+
+    It names the strategy version that put the seeds' hosts in scope, so the
+    master reloads the strategy before it judges them.
+    """
+    return encode("seed", {"urls": urls, "strategy": strategy_version})
+
+
+def fetch_task(url: str, fp: int, depth: int, queue: str, tries: int = 0) -> str:
+    return encode(
+        "fetch", {"url": url, "fp": fp, "depth": depth, "q": queue, "tries": tries}
+    ).decode()
+
+
+@dataclass
+class MasterStats:
+    started: float = field(default_factory=time.monotonic)
+    messages: int = 0
+    urls_in: int = 0
+    urls_new: int = 0
+
+
+class CrawlMaster:
+    """Runs one crawl job until it is complete (or forever with ``keep_running``)."""
+
+    def __init__(
+        self, cfg: Config, *, batch: int = DEFAULT_MASTER_BATCH, wait_for_work: bool = False
+    ) -> None:
+        self.cfg = cfg
+        self.client = cfg.redis()
+        self.keys = cfg.keys
+        self.queues = PhaseQueues(self.client, self.keys, "crawl")
+        strategy = load_strategy(self.client, self.keys)
+        while strategy is None:
+            if not wait_for_work:
+                raise SrcrawlError(
+                    f"job {cfg.job!r} has no crawl: start it with `srcrawl crawl SEED…`, "
+                    "`srcrawl master start SEED…` or `srcrawl seed URL…`"
+                )
+            time.sleep(1.0)
+            strategy = load_strategy(self.client, self.keys)
+        self.strategy: CrawlStrategy = strategy
+        self.scope = Scope(strategy)
+        self.seen = SeenSet(self.client, self.keys, error_rate=strategy.bloom_error_rate)
+        self.frontier = Frontier(
+            self.client, self.keys, self.queues.srq.key, self.queues.nrq.processing_key(MASTER_ID)
+        )
+        self.batch = batch
+        self.stats = MasterStats()
+        self.stopping = threading.Event()
+        self.host_pages: dict[str, int] = {}
+        self._lock_token = f"{socket.gethostname()}:{os.getpid()}:{time.time_ns()}"
+        self._last_reap = 0.0
+
+    def reload_strategy(self) -> None:
+        strategy = load_strategy(self.client, self.keys)
+        if strategy is not None and strategy.version != self.strategy.version:
+            self.strategy = strategy
+            self.scope = Scope(strategy)
+
+    # -- lifecycle -------------------------------------------------------------
+    def acquire(self, *, wait: bool = True) -> None:
+        """Take the job's master lock, then recover what a previous master left."""
+        # a master that died holds the lock until its TTL lapses: wait that long
+        deadline = time.monotonic() + (_LOCK_TTL_MS / 1000 + 1 if wait else 0)
+        lock = self.keys.master_lock
+        while not self.client.set(lock, self._lock_token, nx=True, px=_LOCK_TTL_MS):
+            if time.monotonic() >= deadline:
+                holder = (self.client.get(lock) or b"?").decode()
+                raise MasterRunning(
+                    f"a crawl master is already running for job {self.cfg.job!r} ({holder})"
+                )
+            time.sleep(0.2)
+        # a previous master's half-processed batch goes back to the head of nrq
+        self.queues.nrq.requeue(MASTER_ID)
+        replayed = self.seen.load()
+        self.host_pages = {
+            k.decode(): int(v) for k, v in self.client.hgetall(self.keys.crawl_host_pages).items()
+        }
+        self.client.hsetnx(self.keys.crawl_state, "level", 0)
+        self.client.hset(
+            self.keys.crawl_state, mapping={"state": "running", "updated": time.time()}
+        )
+        log.info("master up: seen set %d (+%d replayed)", len(self.seen), replayed)
+
+    def release(self) -> None:
+        # only delete the lock if it is still ours
+        if self.client.get(self.keys.master_lock) == self._lock_token.encode():
+            self.client.delete(self.keys.master_lock)
+
+    def install_signal_handlers(self) -> None:
+        def on_signal(signum: int, _frame: object) -> None:
+            if self.stopping.is_set():
+                os._exit(128 + signum)
+            self.stopping.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+    def run(self, *, keep_running: bool = False) -> bool:
+        """Crawl until complete (True) or stopped (False)."""
+        self.acquire()
+        try:
+            return self._loop(keep_running)
+        finally:
+            self.release()
+
+    # -- the loop ----------------------------------------------------------------
+    def _loop(self, keep_running: bool) -> bool:
+        wait = 0.0
+        while not self.stopping.is_set():
+            self._housekeeping()
+            msgs = self.queues.nrq.pop(MASTER_ID, self.batch, timeout=wait)
+            if msgs:
+                self.process(msgs)
+            released, next_ready = self.frontier.schedule()
+            if msgs or released:
+                wait = 0.0
+                continue
+            if self._level_done():
+                if self.client.llen(self.keys.crawl_next_level):
+                    self._advance_level()
+                    continue
+                if not keep_running:
+                    self._finish()
+                    return True
+            # nothing to do until a politeness timer expires or an outcome arrives
+            wait = 0.2 if next_ready < 0 else min(0.2, max(0.005, (next_ready - now_ms()) / 1000))
+        return False
+
+    def _housekeeping(self) -> None:
+        now = time.monotonic()
+        if now - self._last_reap < DEFAULT_HEARTBEAT_INTERVAL:
+            return
+        self._last_reap = now
+        self.reload_strategy()
+        self.client.set(self.keys.master_lock, self._lock_token, px=_LOCK_TTL_MS)
+        returned = reap(self.client, self.keys)
+        if returned:
+            log.warning("requeued tasks of dead workers: %s", returned)
+        if self.seen.snapshot_due():
+            self.seen.snapshot()
+
+    def _level_done(self) -> bool:
+        ready, inflight, _, nrq = self.frontier.level_state(self.queues.nrq.key)
+        return ready == 0 and inflight == 0 and nrq == 0 and not self.queues.nrq.pending(MASTER_ID)
+
+    def _advance_level(self) -> None:
+        # scheduling pauses while a level is released, so no task of the new
+        # level runs before all of it is queued (see Frontier)
+        self.client.hincrby(self.keys.crawl_state, "level", 1)
+        while self.frontier.advance() > 0:
+            pass
+
+    def _finish(self) -> None:
+        self.seen.snapshot()
+        stats = self.counters()
+        self.client.hset(
+            self.keys.crawl_state, mapping={"state": "complete", "finished": time.time()}
+        )
+        started = self.client.hget(self.keys.crawl_state, "started")
+        self.cfg.store().set_job(
+            self.cfg.job, "crawl", "complete", stats,
+            started_at=float(started) if started else None, finished_at=time.time(),
+        )  # fmt: skip
+
+    def counters(self) -> dict[str, int]:
+        raw = self.client.hgetall(self.keys.stats("crawl"))
+        return {k.decode(): int(v) for k, v in raw.items()}
+
+    # -- one batch ------------------------------------------------------------------
+    def process(self, msgs: list[bytes]) -> None:
+        """Turn a batch of nrq messages into one atomic frontier commit."""
+        batch = Batch(acks=len(msgs))
+        level = int(self.client.hget(self.keys.crawl_state, "level") or 0)
+        for raw in msgs:
+            try:
+                msg = decode(raw)
+            except EnvelopeError:
+                batch.count("bad_messages")
+                continue
+            self._apply(msg, batch, level)
+        self.stats.messages += len(msgs)
+        journal = self.seen.take_journal()
+        try:
+            self.frontier.commit(batch, journal)
+        except Exception:
+            # the filter already holds fingerprints that were not committed:
+            # rebuild it from what Redis has before anything else is decided
+            self.seen.load()
+            raise
+
+    def _apply(self, msg: Message, batch: Batch, level: int) -> None:
+        kind = msg.kind
+        if kind == "seed":
+            if int(msg.get("strategy", 0)) > self.strategy.version:
+                self.reload_strategy()
+            for url in msg.get("urls", []):
+                self._candidate(url, 0, batch, level)
+            return
+        if kind == "error":  # a slave's handler failed on these tasks: release their queues
+            batch.count("slave_errors")
+            for raw in msg.payload.split(b"\n") if msg.payload else []:
+                try:
+                    task = decode(raw)
+                except EnvelopeError:
+                    continue
+                if task.get("q"):
+                    batch.done.append([task.get("q"), -1])
+            return
+        queue = msg.get("q")
+        if not queue:
+            batch.count("bad_messages")
+            return
+        s = self.strategy
+        fetch_ms = float(msg.get("fetch_ms", 0))
+        if kind == "fetched":
+            batch.done.append([queue, now_ms() + s.politeness_ms(fetch_ms, msg.get("crawl_delay"))])
+            batch.count("pages")
+            status = int(msg.get("status", 0))
+            batch.count(f"status_{status // 100}xx" if status > 0 else "fetch_errors")
+            depth = int(msg.get("depth", 0)) + 1
+            for url in msg.get("links", []):
+                self._candidate(url, depth, batch, level)
+        elif kind == "robots":  # the task fetched robots.txt: the URL itself comes next
+            batch.count("robots_fetched")
+            batch.retry.append(
+                [
+                    queue,
+                    msg.get("task"),
+                    now_ms() + s.politeness_ms(fetch_ms, msg.get("crawl_delay")),
+                ]
+            )
+        elif kind == "disallowed":
+            batch.count("robots_disallowed")
+            batch.done.append([queue, -1])
+        elif kind == "deferred":
+            task = decode(msg.get("task", ""))
+            tries = int(task.get("tries", 0)) + 1
+            if tries >= DEFAULT_ROBOTS_TRIES:
+                batch.count("robots_gave_up")
+                batch.done.append([queue, -1])
+            else:
+                batch.count("robots_deferred")
+                retry = fetch_task(task.get("url"), task.get("fp"), task.get("depth"), queue, tries)
+                until = int(float(msg.get("until", 0)) * 1000)
+                batch.retry.append(
+                    [queue, retry, max(until, now_ms() + s.politeness_ms(fetch_ms, None))]
+                )
+        else:
+            batch.count("bad_messages")
+
+    def _candidate(self, url: str, depth: int, batch: Batch, level: int) -> None:
+        self.stats.urls_in += 1
+        try:
+            canonical = canonicalize(url)
+        except InvalidURL:
+            batch.count("invalid_urls")
+            return
+        reason = self.scope.reject(canonical, depth)
+        if reason is not None:
+            batch.count(reason)
+            return
+        host = host_of(canonical)
+        cap = self.strategy.max_pages_per_host
+        if cap and self.host_pages.get(host, 0) >= cap:
+            batch.count("host_cap")
+            return
+        fp = fingerprint(canonical)
+        if not self.seen.add(fp):
+            batch.count("duplicates")
+            return
+        self.stats.urls_new += 1
+        if cap:
+            self.host_pages[host] = self.host_pages.get(host, 0) + 1
+            batch.hosts[host] = batch.hosts.get(host, 0) + 1
+        if self.strategy.queue_policy == "hash":
+            queue = f"bucket-{fp % self.strategy.hash_buckets}"
+        else:
+            queue = host
+        task = fetch_task(canonical, fp, depth, queue)
+        batch.count("scheduled")
+        if depth <= level:
+            batch.now.append([queue, task])
+        else:
+            batch.next.append(task)
+
+
+def reset_crawl(cfg: Config) -> None:
+    """Forget a job's crawl state (frontier, seen set, queues); the store is kept."""
+    client = cfg.redis()
+    k = cfg.keys
+    q = PhaseQueues(client, k, "crawl")
+    doomed = [*k.crawl_keys(), q.srq.key, q.nrq.key, k.master_lock]
+    doomed += [key for key in client.scan_iter(match=f"{k.crawl_queue_prefix}*", count=1000)]
+    doomed += [key for key in client.scan_iter(match=f"{q.srq.key}:processing:*", count=1000)]
+    doomed += [key for key in client.scan_iter(match=f"{q.nrq.key}:processing:*", count=1000)]
+    for i in range(0, len(doomed), 1000):
+        client.delete(*doomed[i : i + 1000])
+
+
+def crawl_state(cfg: Config) -> dict[str, str]:
+    raw = cfg.redis().hgetall(cfg.keys.crawl_state)
+    return {k.decode(): v.decode() for k, v in raw.items()}

@@ -1,0 +1,126 @@
+"""Starting a crawl and running it on one machine (`srcrawl crawl`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from srcrawl.config import Config
+from srcrawl.errors import ConfigError, SrcrawlError
+from srcrawl.local import LocalSlaves
+from srcrawl.master import strategy as strategies
+from srcrawl.master.crawl_master import crawl_state, reset_crawl, seed_message
+from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues.protocol import PhaseQueues
+from srcrawl.urls import InvalidURL, canonicalize, host_of
+
+_MASTER_RESTARTS = 5
+
+
+def check_seeds(seeds: Sequence[str]) -> list[str]:
+    """Canonical seeds; a ConfigError naming the first one that is not a crawlable URL."""
+    out = []
+    for seed in seeds:
+        try:
+            out.append(canonicalize(seed))
+        except InvalidURL as e:
+            raise ConfigError(f"invalid seed {seed!r}: {e}") from e
+    if not out:
+        raise ConfigError("give at least one seed URL")
+    return out
+
+
+def start_crawl(cfg: Config, seeds: Sequence[str], strategy: CrawlStrategy) -> CrawlStrategy:
+    """Forget any previous crawl of the job, publish ``strategy`` and queue the seeds."""
+    canonical = check_seeds(seeds)
+    hosts = tuple(dict.fromkeys([*strategy.seed_hosts, *(host_of(u) for u in canonical)]))
+    reset_crawl(cfg)
+    client = cfg.redis()
+    published = strategies.publish(client, cfg.keys, replace(strategy, seed_hosts=hosts))
+    client.hset(
+        cfg.keys.crawl_state, mapping={"state": "running", "started": time.time(), "level": 0}
+    )
+    PhaseQueues(client, cfg.keys, "crawl").nrq.push([seed_message(canonical, published.version)])
+    return published
+
+
+def add_seeds(cfg: Config, seeds: Sequence[str]) -> CrawlStrategy:
+    """Add seeds (and their hosts to the scope) to the job's crawl, running or not.
+
+    A job with no crawl yet gets one with the default strategy: that is how a
+    master started with ``--keep-running`` (docker compose) is given work.
+    """
+    canonical = check_seeds(seeds)
+    client = cfg.redis()
+    current = strategies.load(client, cfg.keys) or CrawlStrategy()
+    hosts = tuple(dict.fromkeys([*current.seed_hosts, *(host_of(u) for u in canonical)]))
+    published = strategies.publish(client, cfg.keys, replace(current, seed_hosts=hosts))
+    client.hset(cfg.keys.crawl_state, "state", "running")
+    PhaseQueues(client, cfg.keys, "crawl").nrq.push([seed_message(canonical, published.version)])
+    return published
+
+
+def progress(cfg: Config) -> dict[str, int]:
+    """Counters of the job's crawl, plus what is queued and in flight (O(1) round trips)."""
+    client = cfg.redis()
+    pipe = client.pipeline(transaction=False)
+    pipe.hgetall(cfg.keys.stats("crawl"))
+    pipe.hlen(cfg.keys.crawl_inflight)
+    raw, inflight = pipe.execute()
+    c = {k.decode(): int(v) for k, v in raw.items()}
+    finished = sum(
+        c.get(k, 0) for k in ("pages", "robots_disallowed", "robots_gave_up", "slave_errors")
+    )
+    c["in_flight"] = int(inflight)
+    c["queued"] = max(0, c.get("scheduled", 0) - finished - c["in_flight"])
+    return c
+
+
+def run_local_crawl(
+    cfg: Config,
+    *,
+    slaves: int,
+    slave_args: Sequence[str] = (),
+    report: Callable[[dict[str, int], float], None] | None = None,
+    interval: float = 0.5,
+) -> dict[str, int]:
+    """Run the job's crawl with a master and ``slaves`` slave processes until it completes.
+
+    The master is restarted if it dies (its state is all in Redis); Ctrl-C
+    reaches every child, which each finish their batch.
+    """
+    env = cfg.child_env()
+    master_cmd = [sys.executable, "-m", "srcrawl.cli", "master", "start"]
+    t0 = time.monotonic()
+    restarts = 0
+    with LocalSlaves(cfg, slaves, ["crawl"], extra_args=slave_args):
+        master = subprocess.Popen(master_cmd, env=env, stdin=subprocess.DEVNULL)
+        try:
+            while True:
+                code = master.poll()
+                if code == 0:
+                    break
+                if code is not None:
+                    if crawl_state(cfg).get("state") == "complete":
+                        break
+                    restarts += 1
+                    if restarts > _MASTER_RESTARTS:
+                        raise SrcrawlError(f"the crawl master keeps failing (exit {code})")
+                    master = subprocess.Popen(master_cmd, env=env, stdin=subprocess.DEVNULL)
+                if report:
+                    report(progress(cfg), time.monotonic() - t0)
+                time.sleep(interval)
+        except KeyboardInterrupt:
+            master.wait(timeout=30)
+            raise
+        finally:
+            if master.poll() is None:
+                master.terminate()
+                master.wait(timeout=30)
+    final = progress(cfg)
+    if report:
+        report(final, time.monotonic() - t0)
+    return final

@@ -1,0 +1,238 @@
+"""The crawl frontier in Redis: per-host queues with cluster-wide politeness.
+
+Every frontier queue (a host, or a hash bucket under the ``hash`` policy
+[seed 001]) is a Redis list. A queue with work is either in ``ready`` (a
+sorted set scored by the earliest time its next request may start) or in
+``inflight`` (it has exactly one task out with a slave) — never both, so at
+most one request per queue is in flight across the whole cluster. When the
+outcome comes back, the queue returns to ``ready`` scored
+``now + clamp(factor × fetch time, delay, max_delay)`` (≥ Crawl-delay).
+
+Depth levels are released one at a time: links found at depth d+1 wait in
+``nextlevel`` until nothing of depth d is queued or in flight. That is what
+makes a crawl with ``--depth`` fetch exactly the URLs within that many hops
+of a seed, however fast or slow each host is.
+
+Every state change is one Lua script, atomic with the master's ack of the
+``nrq`` messages it came from, so a master killed at any point restarts into
+a consistent frontier.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import redis
+
+from srcrawl.defaults import LUA_UNPACK_CHUNK
+from srcrawl.keys import Keys
+
+# KEYS[1] ready, KEYS[2] inflight, KEYS[3] qnext; ARGV[1] now (ms),
+# ARGV[2] queue key prefix, ARGV[3..] pairs (queue name, task).
+# Appends each task to its queue; a queue neither ready nor in flight becomes
+# ready at max(now, its remembered next time). Returns the number of tasks.
+_ENQUEUE = """
+local now = tonumber(ARGV[1])
+for i = 3, #ARGV, 2 do
+  local q = ARGV[i]
+  redis.call('RPUSH', ARGV[2] .. q, ARGV[i + 1])
+  if redis.call('HEXISTS', KEYS[2], q) == 0 then
+    local t = tonumber(redis.call('HGET', KEYS[3], q) or '0')
+    if t < now then t = now end
+    redis.call('ZADD', KEYS[1], 'NX', t, q)
+  end
+end
+return (#ARGV - 2) / 2
+"""
+
+# KEYS[1] ready, KEYS[2] inflight, KEYS[3] srq; ARGV[1] now (ms), ARGV[2] queue
+# key prefix, ARGV[3] most tasks to release.
+# Moves the head task of every queue whose time has come into srq and marks
+# the queue in flight. Returns {tasks released, earliest next ready time or -1}.
+_SCHEDULE = """
+local qs = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+local n = 0
+for _, q in ipairs(qs) do
+  redis.call('ZREM', KEYS[1], q)
+  local task = redis.call('LPOP', ARGV[2] .. q)
+  if task then
+    redis.call('HSET', KEYS[2], q, task)
+    redis.call('RPUSH', KEYS[3], task)
+    n = n + 1
+  end
+end
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {n, tonumber(first[2] or '-1')}
+"""
+
+# KEYS[1] ready, KEYS[2] inflight, KEYS[3] qnext, KEYS[4] nextlevel,
+# KEYS[5] seen journal, KEYS[6] stats, KEYS[7] the master's nrq processing
+# list, KEYS[8] host page counts.
+# ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] JSON:
+#   done:  [[queue, next ms or -1 to keep its time]]  outcome of its in-flight task
+#   retry: [[queue, task, next ms]]                  put the task back at the head
+#   now:   [[queue, task]]                           new tasks of the current level
+#   next:  [task]                                    new tasks of the next level
+#   hosts: [[host, n]], stats: [[counter, n]], acks: messages to drop from KEYS[7]
+# ARGV[4] packed fingerprints for the seen journal (may be empty).
+# Applies one processed batch of nrq messages atomically. Returns acks.
+_COMMIT = f"""
+local now = tonumber(ARGV[1])
+local prefix = ARGV[2]
+local doc = cjson.decode(ARGV[3])
+local function release(q, t)
+  if t < 0 then
+    t = tonumber(redis.call('HGET', KEYS[3], q) or '0')
+    if t < now then t = now end
+  end
+  redis.call('HDEL', KEYS[2], q)
+  redis.call('HSET', KEYS[3], q, t)
+  return t
+end
+for _, d in ipairs(doc.done) do
+  local t = release(d[1], d[2])
+  if redis.call('LLEN', prefix .. d[1]) > 0 then redis.call('ZADD', KEYS[1], t, d[1]) end
+end
+for _, r in ipairs(doc.retry) do
+  local t = release(r[1], r[3])
+  redis.call('LPUSH', prefix .. r[1], r[2])
+  redis.call('ZADD', KEYS[1], t, r[1])
+end
+for _, e in ipairs(doc.now) do
+  redis.call('RPUSH', prefix .. e[1], e[2])
+  if redis.call('HEXISTS', KEYS[2], e[1]) == 0 then
+    local t = tonumber(redis.call('HGET', KEYS[3], e[1]) or '0')
+    if t < now then t = now end
+    redis.call('ZADD', KEYS[1], 'NX', t, e[1])
+  end
+end
+local nxt = doc.next
+for i = 1, #nxt, {LUA_UNPACK_CHUNK} do
+  redis.call('RPUSH', KEYS[4], unpack(nxt, i, math.min(i + {LUA_UNPACK_CHUNK - 1}, #nxt)))
+end
+for _, h in ipairs(doc.hosts) do redis.call('HINCRBY', KEYS[8], h[1], h[2]) end
+for _, s in ipairs(doc.stats) do redis.call('HINCRBY', KEYS[6], s[1], s[2]) end
+if #ARGV[4] > 0 then redis.call('RPUSH', KEYS[5], ARGV[4]) end
+if doc.acks > 0 then redis.call('LTRIM', KEYS[7], doc.acks, -1) end
+return doc.acks
+"""
+
+# KEYS[1] nextlevel, KEYS[2] ready, KEYS[3] inflight, KEYS[4] qnext;
+# ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] chunk size.
+# Releases up to a chunk of next-level tasks into their queues (the queue
+# name is the task's "q" field). Returns the tasks left in nextlevel.
+_ADVANCE = """
+local now = tonumber(ARGV[1])
+local tasks = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[3]) - 1)
+if #tasks > 0 then redis.call('LTRIM', KEYS[1], #tasks, -1) end
+for _, task in ipairs(tasks) do
+  local q = cjson.decode(task).q
+  redis.call('RPUSH', ARGV[2] .. q, task)
+  if redis.call('HEXISTS', KEYS[3], q) == 0 then
+    local t = tonumber(redis.call('HGET', KEYS[4], q) or '0')
+    if t < now then t = now end
+    redis.call('ZADD', KEYS[2], 'NX', t, q)
+  end
+end
+return redis.call('LLEN', KEYS[1])
+"""
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Batch:
+    """What processing a batch of nrq messages decided, applied by Frontier.commit."""
+
+    done: list[list] = field(default_factory=list)
+    retry: list[list] = field(default_factory=list)
+    now: list[list] = field(default_factory=list)
+    next: list[str] = field(default_factory=list)
+    hosts: dict[str, int] = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=dict)
+    acks: int = 0
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.stats[name] = self.stats.get(name, 0) + n
+
+
+class Frontier:
+    """Host queues, politeness and depth levels of one crawl job."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, srq_key: str, nrq_processing: str) -> None:
+        self.client = client
+        self.keys = keys
+        self.srq_key = srq_key
+        self.nrq_processing = nrq_processing
+        self._enqueue = client.register_script(_ENQUEUE)
+        self._schedule = client.register_script(_SCHEDULE)
+        self._commit = client.register_script(_COMMIT)
+        self._advance = client.register_script(_ADVANCE)
+
+    def enqueue(self, entries: Sequence[tuple[str, bytes | str]]) -> int:
+        """Append (queue name, task) entries to the current level."""
+        if not entries:
+            return 0
+        k = self.keys
+        args: list = [now_ms(), k.crawl_queue_prefix]
+        for q, task in entries:
+            args += [q, task]
+        return int(
+            self._enqueue(keys=[k.crawl_ready, k.crawl_inflight, k.crawl_queue_next], args=args)
+        )
+
+    def schedule(self, limit: int = 1000) -> tuple[int, int]:
+        """Release due tasks into srq; return (released, earliest next ready ms or -1)."""
+        k = self.keys
+        released, nxt = self._schedule(
+            keys=[k.crawl_ready, k.crawl_inflight, self.srq_key],
+            args=[now_ms(), k.crawl_queue_prefix, limit],
+        )
+        return int(released), int(nxt)
+
+    def commit(self, batch: Batch, journal: bytes) -> None:
+        k = self.keys
+        doc = {
+            "done": batch.done,
+            "retry": batch.retry,
+            "now": batch.now,
+            "next": batch.next,
+            "hosts": [[h, n] for h, n in batch.hosts.items()],
+            "stats": [[s, n] for s, n in batch.stats.items()],
+            "acks": batch.acks,
+        }
+        # cjson turns empty Lua tables into {}: send empty lists as such
+        raw = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+        self._commit(
+            keys=[
+                k.crawl_ready, k.crawl_inflight, k.crawl_queue_next, k.crawl_next_level,
+                k.seen_journal, k.stats("crawl"), self.nrq_processing, k.crawl_host_pages,
+            ],
+            args=[now_ms(), k.crawl_queue_prefix, raw, journal],
+        )  # fmt: skip
+
+    def advance(self, chunk: int = 5000) -> int:
+        """Release a chunk of the next level; return how many remain."""
+        k = self.keys
+        return int(
+            self._advance(
+                keys=[k.crawl_next_level, k.crawl_ready, k.crawl_inflight, k.crawl_queue_next],
+                args=[now_ms(), k.crawl_queue_prefix, chunk],
+            )
+        )
+
+    def level_state(self, nrq_key: str) -> tuple[int, int, int, int]:
+        """(queues ready, tasks in flight, next-level tasks, nrq messages), one round trip."""
+        k = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zcard(k.crawl_ready)
+        pipe.hlen(k.crawl_inflight)
+        pipe.llen(k.crawl_next_level)
+        pipe.llen(nrq_key)
+        ready, inflight, nxt, nrq = pipe.execute()
+        return int(ready), int(inflight), int(nxt), int(nrq)

@@ -1,0 +1,108 @@
+"""The crawl's strategy document [seed 003 ch.3 §6.1].
+
+A versioned JSON document in Redis that the master publishes and every
+process reads: scope rules, politeness, queue assignment policy. A master
+restarted with no options picks the crawl up from it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field, fields
+
+import redis
+
+from srcrawl.defaults import (
+    DEFAULT_BLOOM_ERROR_RATE,
+    DEFAULT_DELAY,
+    DEFAULT_DELAY_FACTOR,
+    DEFAULT_HASH_BUCKETS,
+    DEFAULT_MAX_CRAWL_DELAY,
+    DEFAULT_MAX_DELAY,
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_REPEATED_SEGMENTS,
+    DEFAULT_MAX_URL_LENGTH,
+)
+from srcrawl.errors import ConfigError
+from srcrawl.keys import Keys
+
+QUEUE_POLICIES = ("host", "hash")
+
+
+@dataclass(frozen=True)
+class CrawlStrategy:
+    """Everything the master decides a crawl by."""
+
+    seed_hosts: tuple[str, ...] = ()
+    """host[:port] of the seeds: the default scope."""
+    allow_domains: tuple[str, ...] = ()
+    """Extra domains in scope (a domain covers its subdomains and every port)."""
+    allow: tuple[str, ...] = ()
+    """Regexes: when given, a URL must match one of them."""
+    deny: tuple[str, ...] = ()
+    """Regexes: a URL matching one of them is never crawled."""
+    max_depth: int = DEFAULT_MAX_DEPTH
+    max_url_length: int = DEFAULT_MAX_URL_LENGTH
+    max_repeated_segments: int = DEFAULT_MAX_REPEATED_SEGMENTS
+    max_pages_per_host: int = 0
+    """0: no cap."""
+    delay: float = DEFAULT_DELAY
+    delay_factor: float = DEFAULT_DELAY_FACTOR
+    max_delay: float = DEFAULT_MAX_DELAY
+    max_crawl_delay: float = DEFAULT_MAX_CRAWL_DELAY
+    queue_policy: str = "host"
+    hash_buckets: int = DEFAULT_HASH_BUCKETS
+    bloom_error_rate: float = DEFAULT_BLOOM_ERROR_RATE
+    version: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.queue_policy not in QUEUE_POLICIES:
+            raise ConfigError(f"--queue-policy must be one of {', '.join(QUEUE_POLICIES)}")
+        if self.max_depth < 0:
+            raise ConfigError("--depth must be 0 or more")
+        if min(self.delay, self.delay_factor, self.max_delay, self.max_crawl_delay) < 0:
+            raise ConfigError("delays must not be negative")
+        if self.max_delay < self.delay:
+            raise ConfigError("--max-delay must not be below --delay")
+        if self.hash_buckets < 1:
+            raise ConfigError("hash buckets must be at least 1")
+        if not 0 < self.bloom_error_rate < 1:
+            raise ConfigError("the Bloom error rate must be between 0 and 1")
+        for pattern in (*self.allow, *self.deny):
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise ConfigError(f"bad regex {pattern!r}: {e}") from e
+
+    def politeness_ms(self, fetch_ms: float, crawl_delay: float | None) -> int:
+        """Wait after a request: clamp(factor × fetch time, delay, max_delay), ≥ Crawl-delay."""
+        wait = min(max(self.delay_factor * fetch_ms / 1000.0, self.delay), self.max_delay)
+        if crawl_delay:
+            wait = max(wait, min(crawl_delay, self.max_crawl_delay))
+        return int(wait * 1000)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> CrawlStrategy:
+        data = json.loads(raw)
+        known = {f.name for f in fields(cls)}
+        data = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in known}
+        return cls(**data)
+
+
+def publish(client: redis.Redis, keys: Keys, strategy: CrawlStrategy) -> CrawlStrategy:
+    """Store ``strategy`` as the next version; return it with its version."""
+    current = load(client, keys)
+    version = (current.version if current else 0) + 1
+    published = CrawlStrategy(**{**asdict(strategy), "version": version})
+    client.set(keys.crawl_strategy, published.to_json())
+    return published
+
+
+def load(client: redis.Redis, keys: Keys) -> CrawlStrategy | None:
+    raw = client.get(keys.crawl_strategy)
+    return CrawlStrategy.from_json(raw) if raw else None

@@ -1,0 +1,117 @@
+"""The crawl phase on a slave: one fetch task in, one outcome out [seed 002 §3.1].
+
+srq task → robots (cluster-wide cache) → fetch → decode → parse → store page
+and links (group commit) → nrq outcome with the page's links, repeats
+dropped by a local CLOCK cache [seed 004].
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from srcrawl.config import Config
+from srcrawl.defaults import DEFAULT_FETCH_THREADS, DEFAULT_SEEN_CACHE
+from srcrawl.errors import EnvelopeError
+from srcrawl.queues.envelope import decode, encode
+from srcrawl.slave.clock_cache import ClockCache
+from srcrawl.slave.decode import decode_html, is_html
+from srcrawl.slave.fetch import Fetcher
+from srcrawl.slave.page_writer import PageWriter
+from srcrawl.slave.parse import parse_html
+from srcrawl.slave.robots import RobotsCache
+from srcrawl.sql.store import Page, compress_body
+from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
+
+
+class CrawlHandler:
+    """Serves the crawl phase; ``threads`` tasks are fetched at once."""
+
+    phase = "crawl"
+    batch_size = 1
+
+    def __init__(
+        self, cfg: Config, *, threads: int = DEFAULT_FETCH_THREADS, parser: str = "lxml"
+    ) -> None:
+        self.threads = threads
+        self.parser = parser
+        self.fetcher = Fetcher()
+        self.robots = RobotsCache(cfg.redis(), cfg.keys, self.fetcher)
+        self.cache = ClockCache(DEFAULT_SEEN_CACHE)
+        self.writer = PageWriter(cfg.store())
+        self._lock = threading.Lock()
+        self.pages = 0
+        self.errors = 0
+        self.invalid_links = 0
+
+    def handle(self, tasks: list[bytes]) -> list[bytes]:
+        return [self._one(raw) for raw in tasks]
+
+    def _one(self, raw: bytes) -> bytes:
+        try:
+            task = decode(raw)
+            url, fp, depth, queue = (
+                task.get("url"),
+                int(task.get("fp")),
+                int(task.get("depth")),
+                task.get("q"),
+            )
+        except (EnvelopeError, TypeError, ValueError):
+            return encode("error", {"phase": "crawl", "error": "malformed fetch task"}, raw)
+        base = {"url": url, "fp": fp, "depth": depth, "q": queue}
+        site = origin(url)
+        rules = self.robots.lookup(site)
+        if rules is None:
+            rules, result = self.robots.fetch_and_store(site)
+            return encode("robots", {**base, "task": raw.decode(), "fetch_ms": result.elapsed_ms,
+                                     "crawl_delay": rules.crawl_delay})  # fmt: skip
+        if rules.deferred_until and rules.deferred_until > time.time():
+            return encode("deferred", {**base, "task": raw.decode(), "until": rules.deferred_until})
+        if not rules.allowed(url):
+            return encode("disallowed", base)
+
+        result = self.fetcher.fetch(url)
+        title = text = ""
+        links: list[str] = []
+        if result.redirect:
+            links = [result.redirect]
+        elif result.status and is_html(result.content_type, result.body):
+            html, _encoding = decode_html(result.body, result.content_type)
+            parsed = parse_html(html, url, self.parser)
+            title = parsed.title
+            text = "" if parsed.noindex else parsed.text
+            links = [] if parsed.nofollow else parsed.links
+        canonical: dict[str, int] = {}
+        invalid = 0
+        for link in links:
+            try:
+                c = canonicalize(link)
+            except InvalidURL:
+                invalid += 1
+                continue
+            if c not in canonical:
+                canonical[c] = fingerprint(c)
+        page = Page(
+            fp=fp, url=url, host=host_of(url), depth=depth, status=result.status,
+            content_type=result.content_type[:255], fetched_at=time.time(),
+            fetch_ms=int(result.elapsed_ms), title=title, text=text,
+            body=compress_body(result.body) if result.body else None,
+        )  # fmt: skip
+        self.writer.save([page], [(fp, dst) for dst in canonical.values()])
+        with self._lock:
+            emit = [c for c, f in canonical.items() if not self.cache.seen_or_add(f)]
+            self.pages += 1
+            self.errors += result.error is not None
+            self.invalid_links += invalid
+        return encode("fetched", {
+            **base, "status": result.status, "fetch_ms": result.elapsed_ms,
+            "crawl_delay": rules.crawl_delay, "links": emit, "error": result.error,
+        })  # fmt: skip
+
+    def stats(self) -> dict[str, float]:
+        return {
+            "pages": self.pages,
+            "errors": self.errors,
+            "invalid_links": self.invalid_links,
+            "cache_hit_rate": round(self.cache.hit_rate, 4),
+        }

@@ -1,0 +1,240 @@
+"""The crawl master against a real Redis, with slaves that answer from a known graph.
+
+The slaves here are the real slave runtime with a handler that, instead of
+HTTP, looks the page's links up in a generated graph (the HTTP side has its
+own tests). What is under test is the master: exact depth-bounded set, each
+URL scheduled once, one task in flight per host, and surviving SIGKILL.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from srcrawl.config import Config
+from srcrawl.master.crawl_master import CrawlMaster, MasterRunning
+from srcrawl.master.crawl_run import add_seeds, progress, start_crawl
+from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues.envelope import decode, encode
+from srcrawl.slave.runtime import Slave
+
+
+def make_graph(hosts: int, pages: int, seed: int = 7) -> dict[str, list[str]]:
+    rng = random.Random(seed)
+    urls = [f"http://127.0.0.1:{9000 + h}/p/{i}" for h in range(hosts) for i in range(pages)]
+    graph = {}
+    for u in urls:
+        # power-law-ish: low page numbers are hubs
+        targets = [urls[min(int(rng.paretovariate(1.2)) - 1, len(urls) - 1)] for _ in range(3)]
+        targets += rng.sample(urls, 3)
+        targets.append("http://127.0.0.1:9999/out-of-scope")
+        targets.append("javascript:void(0)")
+        targets.append(u.replace("/p/", "/P/../p/"))  # another spelling of itself
+        graph[u] = targets
+    return graph
+
+
+def bfs(
+    graph: dict[str, list[str]], seeds: list[str], depth: int, hosts: set[str]
+) -> dict[str, int]:
+    from srcrawl.urls import InvalidURL, canonicalize, host_of
+
+    found = {s: 0 for s in seeds}
+    frontier = list(seeds)
+    for d in range(1, depth + 1):
+        nxt = []
+        for u in frontier:
+            for t in graph.get(u, []):
+                try:
+                    c = canonicalize(t)
+                except InvalidURL:
+                    continue
+                if host_of(c) in hosts and c not in found:
+                    found[c] = d
+                    nxt.append(c)
+        frontier = nxt
+    return found
+
+
+class GraphHandler:
+    phase = "crawl"
+    batch_size = 1
+    threads = 4
+
+    def __init__(self, graph: dict[str, list[str]], fetch_s: float = 0.0) -> None:
+        self.graph = graph
+        self.fetch_s = fetch_s
+        self.fetched: list[tuple[str, int]] = []
+        self.active: collections.Counter[str] = collections.Counter()
+        self.max_active = 0
+        self.lock = threading.Lock()
+
+    def handle(self, tasks: list[bytes]) -> list[bytes]:
+        out = []
+        for raw in tasks:
+            t = decode(raw)
+            with self.lock:
+                self.active[t.get("q")] += 1
+                self.max_active = max(self.max_active, self.active[t.get("q")])
+                self.fetched.append((t.get("url"), t.get("depth")))
+            time.sleep(self.fetch_s)
+            with self.lock:
+                self.active[t.get("q")] -= 1
+            links = self.graph.get(t.get("url"), [])
+            out.append(encode("fetched", {"url": t.get("url"), "fp": t.get("fp"), "q": t.get("q"),
+                                          "depth": t.get("depth"), "status": 200 if links else 404,
+                                          "fetch_ms": 1, "links": links}))  # fmt: skip
+        return out
+
+    def stats(self) -> dict[str, float]:
+        return {}
+
+
+def cfg_for(redis_url: str, job: str, tmp_path) -> Config:
+    return Config.load(env={"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_JOB": job,
+                            "SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db"})  # fmt: skip
+
+
+def run_slave_thread(cfg: Config, handler: GraphHandler) -> tuple[Slave, threading.Thread]:
+    slave = Slave(cfg, [handler], block_timeout=0.05)
+    t = threading.Thread(target=slave.run, daemon=True)
+    t.start()
+    return slave, t
+
+
+FAST = CrawlStrategy(max_depth=3, delay=0, delay_factor=0, max_delay=0)
+
+
+def test_crawl_is_exactly_the_depth_bounded_set(redis_url, keys, tmp_path) -> None:
+    graph = make_graph(hosts=4, pages=150)
+    seeds = ["http://127.0.0.1:9000/p/0", "http://127.0.0.1:9002/p/5"]
+    hosts = {f"127.0.0.1:{9000 + h}" for h in range(4)}
+    expected = bfs(graph, seeds, 3, {"127.0.0.1:9000", "127.0.0.1:9002"})
+    cfg = cfg_for(redis_url, keys.job, tmp_path)
+    start_crawl(cfg, seeds, FAST)
+    handler = GraphHandler(graph)
+    slave, t = run_slave_thread(cfg, handler)
+    master = CrawlMaster(cfg)
+    assert master.run() is True
+    slave.stopping.set()
+    t.join(timeout=10)
+    fetched = dict(handler.fetched)
+    assert len(handler.fetched) == len(fetched), "a URL was fetched twice"
+    assert fetched == expected
+    assert hosts  # the other two hosts are reachable but out of the seed scope
+    p = progress(cfg)
+    assert p["pages"] == len(expected) and p["queued"] == 0 and p["in_flight"] == 0
+    assert p["out_of_scope"] > 0 and p["invalid_urls"] > 0 and p["duplicates"] > 0
+    assert cfg.store().get_job(keys.job, "crawl")["state"] == "complete"
+
+
+def test_one_request_in_flight_per_host_and_delay_between(redis_url, keys, tmp_path) -> None:
+    graph = make_graph(hosts=2, pages=20)
+    seeds = ["http://127.0.0.1:9000/p/0", "http://127.0.0.1:9001/p/0"]
+    cfg = cfg_for(redis_url, keys.job, tmp_path)
+    start_crawl(cfg, seeds, CrawlStrategy(max_depth=2, delay=0.05, delay_factor=0, max_delay=1))
+    handler = GraphHandler(graph, fetch_s=0.01)
+    handler.threads = 8
+    starts: dict[str, list[float]] = collections.defaultdict(list)
+    original = handler.handle
+
+    def timed(tasks: list[bytes]) -> list[bytes]:
+        q = decode(tasks[0]).get("q")
+        starts[q].append(time.monotonic())
+        out = original(tasks)
+        starts[q].append(time.monotonic())
+        return out
+
+    handler.handle = timed  # type: ignore[method-assign]
+    slave, t = run_slave_thread(cfg, handler)
+    assert CrawlMaster(cfg).run()
+    slave.stopping.set()
+    t.join(timeout=10)
+    assert handler.max_active == 1
+    for q, times in starts.items():
+        # consecutive (start, end) pairs: the next start is ≥ 50 ms after the last end
+        gaps = [times[i + 1] - times[i] for i in range(1, len(times) - 1, 2)]
+        assert gaps and min(gaps) >= 0.045, (q, min(gaps))
+
+
+def test_hash_policy_spreads_one_host_over_buckets(redis_url, keys, tmp_path) -> None:
+    graph = make_graph(hosts=1, pages=60)
+    cfg = cfg_for(redis_url, keys.job, tmp_path)
+    start_crawl(cfg, ["http://127.0.0.1:9000/p/0"],
+                CrawlStrategy(max_depth=4, delay=0, delay_factor=0, max_delay=0,
+                              queue_policy="hash", hash_buckets=8))  # fmt: skip
+    handler = GraphHandler(graph, fetch_s=0.02)
+    handler.threads = 8
+    slave, t = run_slave_thread(cfg, handler)
+    assert CrawlMaster(cfg).run()
+    slave.stopping.set()
+    t.join(timeout=10)
+    assert handler.max_active == 1  # per bucket
+    assert len({q for q in handler.active}) > 1
+
+
+def test_seeds_added_later_extend_the_scope(redis_url, keys, tmp_path) -> None:
+    graph = make_graph(hosts=2, pages=10)
+    cfg = cfg_for(redis_url, keys.job, tmp_path)
+    start_crawl(
+        cfg,
+        ["http://127.0.0.1:9000/p/0"],
+        CrawlStrategy(max_depth=1, delay=0, delay_factor=0, max_delay=0),
+    )
+    add_seeds(cfg, ["http://127.0.0.1:9001/p/3"])
+    handler = GraphHandler(graph)
+    slave, t = run_slave_thread(cfg, handler)
+    assert CrawlMaster(cfg).run()
+    slave.stopping.set()
+    t.join(timeout=10)
+    expected = bfs(graph, ["http://127.0.0.1:9000/p/0", "http://127.0.0.1:9001/p/3"], 1,
+                   {"127.0.0.1:9000", "127.0.0.1:9001"})  # fmt: skip
+    assert dict(handler.fetched) == expected
+
+
+def test_a_second_master_refuses_to_start(redis_url, keys, tmp_path) -> None:
+    cfg = cfg_for(redis_url, keys.job, tmp_path)
+    start_crawl(cfg, ["http://127.0.0.1:9000/"], FAST)
+    first = CrawlMaster(cfg)
+    first.acquire()
+    with pytest.raises(MasterRunning):
+        CrawlMaster(cfg).acquire(wait=False)
+    first.release()
+
+
+@pytest.mark.slow
+def test_master_killed_with_sigkill_resumes_exactly(redis_url, keys, tmp_path) -> None:
+    graph = make_graph(hosts=3, pages=300, seed=11)
+    seeds = [f"http://127.0.0.1:{9000 + h}/p/0" for h in range(3)]
+    expected = bfs(graph, seeds, 4, {f"127.0.0.1:{9000 + h}" for h in range(3)})
+    cfg = cfg_for(redis_url, keys.job, tmp_path)
+    start_crawl(cfg, seeds, CrawlStrategy(max_depth=4, delay=0, delay_factor=0, max_delay=0))
+    handler = GraphHandler(graph, fetch_s=0.002)
+    slave, t = run_slave_thread(cfg, handler)
+    env = cfg.child_env()
+    cmd = [sys.executable, "-m", "srcrawl.cli", "master", "start"]
+    kills = 0
+    for threshold in (len(expected) // 4, len(expected) // 2, 3 * len(expected) // 4):
+        master = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while len(handler.fetched) < threshold and time.monotonic() < deadline:
+            time.sleep(0.005)
+        master.send_signal(signal.SIGKILL)
+        master.wait()
+        kills += 1
+        cfg.redis().delete(cfg.keys.master_lock)  # a killed master's lock would lapse by TTL
+    master = subprocess.run(cmd, env=env, timeout=120, capture_output=True)
+    assert master.returncode == 0, master.stderr
+    slave.stopping.set()
+    t.join(timeout=10)
+    counts = collections.Counter(u for u, _ in handler.fetched)
+    assert [u for u, n in counts.items() if n > 1] == []  # nothing scheduled twice
+    assert dict(handler.fetched) == expected  # nothing lost, exact depths
+    assert kills == 3
