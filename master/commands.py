@@ -17,6 +17,9 @@ from srcrawl.defaults import (
     DEFAULT_HASH_BUCKETS,
     DEFAULT_MAX_DELAY,
     DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_PAGE_BYTES,
+    DEFAULT_READ_TIMEOUT,
+    DEFAULT_ROBOTS_DEFER,
 )
 from srcrawl.errors import ConfigError
 from srcrawl.master.strategy import QUEUE_POLICIES, CrawlStrategy
@@ -44,6 +47,12 @@ def crawl_options(f: Callable) -> Callable:
                           "over --hash-buckets queues, trading politeness for parallelism."),
         click.option("--hash-buckets", default=DEFAULT_HASH_BUCKETS, show_default=True),
         click.option("--bloom-error-rate", default=DEFAULT_BLOOM_ERROR_RATE, show_default=True),
+        click.option("--fetch-timeout", default=DEFAULT_READ_TIMEOUT, show_default=True,
+                     help="Seconds to wait for a response's bytes."),
+        click.option("--max-page-bytes", default=DEFAULT_MAX_PAGE_BYTES, show_default=True,
+                     help="Bytes of a body to read; the rest is cut off."),
+        click.option("--robots-defer", default=DEFAULT_ROBOTS_DEFER, show_default=True,
+                     help="Seconds a host waits after its robots.txt failed (5xx, timeout)."),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)
@@ -63,6 +72,9 @@ def strategy_from(opts: dict[str, Any]) -> CrawlStrategy:
         queue_policy=opts["queue_policy"],
         hash_buckets=opts["hash_buckets"],
         bloom_error_rate=opts["bloom_error_rate"],
+        fetch_timeout=opts["fetch_timeout"],
+        max_page_bytes=opts["max_page_bytes"],
+        robots_defer=opts["robots_defer"],
     )
 
 
@@ -188,3 +200,14 @@ def export_links(ctx: click.Context) -> None:
     out = sys.stdout
     for src, dst in store.iter_link_urls():
         out.write(f"{src}\t{dst}\n")
+
+
+@click.command("master")
+@click.option("--urls", default=1_000_000, show_default=True, help="Links in the stream.")
+@click.option("--hosts", default=20, show_default=True)
+@click.pass_context
+def bench_master(ctx: click.Context, urls: int, hosts: int) -> None:
+    """URLs/s through the master: canonicalize + scope + seen test, then with Redis commits."""
+    from srcrawl.master.benchmark import run_master_benchmark
+
+    click.echo(run_master_benchmark(_config(ctx), urls=urls, hosts=hosts).render())

@@ -261,6 +261,8 @@ class CrawlMaster:
             batch.count("pages")
             status = int(msg.get("status", 0))
             batch.count(f"status_{status // 100}xx" if status > 0 else "fetch_errors")
+            if msg.get("invalid"):
+                batch.count("invalid_urls", int(msg.get("invalid")))
             depth = int(msg.get("depth", 0)) + 1
             for url in msg.get("links", []):
                 self._candidate(url, depth, batch, level)

@@ -21,8 +21,11 @@ from srcrawl.defaults import (
     DEFAULT_MAX_CRAWL_DELAY,
     DEFAULT_MAX_DELAY,
     DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_PAGE_BYTES,
     DEFAULT_MAX_REPEATED_SEGMENTS,
     DEFAULT_MAX_URL_LENGTH,
+    DEFAULT_READ_TIMEOUT,
+    DEFAULT_ROBOTS_DEFER,
 )
 from srcrawl.errors import ConfigError
 from srcrawl.keys import Keys
@@ -54,6 +57,12 @@ class CrawlStrategy:
     queue_policy: str = "host"
     hash_buckets: int = DEFAULT_HASH_BUCKETS
     bloom_error_rate: float = DEFAULT_BLOOM_ERROR_RATE
+    fetch_timeout: float = DEFAULT_READ_TIMEOUT
+    """Seconds a slave waits for a response's bytes before giving the URL up."""
+    max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES
+    """Bytes of a body a slave reads; the rest is cut off."""
+    robots_defer: float = DEFAULT_ROBOTS_DEFER
+    """Seconds a host waits after its robots.txt answered 5xx or not at all."""
     version: int = 0
     extra: dict = field(default_factory=dict)
 
@@ -68,6 +77,10 @@ class CrawlStrategy:
             raise ConfigError("--max-delay must not be below --delay")
         if self.hash_buckets < 1:
             raise ConfigError("hash buckets must be at least 1")
+        if self.fetch_timeout <= 0 or self.robots_defer <= 0 or self.max_page_bytes < 1:
+            raise ConfigError(
+                "--fetch-timeout, --robots-defer and --max-page-bytes must be positive"
+            )
         if not 0 < self.bloom_error_rate < 1:
             raise ConfigError("the Bloom error rate must be between 0 and 1")
         for pattern in (*self.allow, *self.deny):

@@ -11,8 +11,10 @@ import threading
 import time
 
 from srcrawl.config import Config
-from srcrawl.defaults import DEFAULT_FETCH_THREADS, DEFAULT_SEEN_CACHE
+from srcrawl.defaults import DEFAULT_FETCH_THREADS, DEFAULT_LINK_CACHE
 from srcrawl.errors import EnvelopeError
+from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.master.strategy import load as load_strategy
 from srcrawl.queues.envelope import decode, encode
 from srcrawl.slave.clock_cache import ClockCache
 from srcrawl.slave.decode import decode_html, is_html
@@ -22,6 +24,8 @@ from srcrawl.slave.parse import parse_html
 from srcrawl.slave.robots import RobotsCache
 from srcrawl.sql.store import Page, compress_body
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
+
+_STRATEGY_REFRESH = 5.0
 
 
 class CrawlHandler:
@@ -33,11 +37,13 @@ class CrawlHandler:
     def __init__(
         self, cfg: Config, *, threads: int = DEFAULT_FETCH_THREADS, parser: str = "lxml"
     ) -> None:
+        self.cfg = cfg
         self.threads = threads
         self.parser = parser
-        self.fetcher = Fetcher()
-        self.robots = RobotsCache(cfg.redis(), cfg.keys, self.fetcher)
-        self.cache = ClockCache(DEFAULT_SEEN_CACHE)
+        self._version = -1
+        self._checked = 0.0
+        self._tools: tuple[Fetcher, RobotsCache] | None = None
+        self.cache = ClockCache(DEFAULT_LINK_CACHE)
         self.writer = PageWriter(cfg.store())
         self._lock = threading.Lock()
         self.pages = 0
@@ -46,6 +52,29 @@ class CrawlHandler:
 
     def handle(self, tasks: list[bytes]) -> list[bytes]:
         return [self._one(raw) for raw in tasks]
+
+    def tools(self) -> tuple[Fetcher, RobotsCache]:
+        """Fetcher and robots cache set up by the crawl's strategy document.
+
+        The document is read again every few seconds and the tools rebuilt
+        when its version changed, so `srcrawl crawl --fetch-timeout …` reaches
+        slaves that were started long before.
+        """
+        now = time.monotonic()
+        if self._tools is not None and now - self._checked < _STRATEGY_REFRESH:
+            return self._tools
+        with self._lock:
+            if self._tools is None or now - self._checked >= _STRATEGY_REFRESH:
+                self._checked = now
+                strategy = load_strategy(self.cfg.redis(), self.cfg.keys) or CrawlStrategy()
+                if self._tools is None or strategy.version != self._version:
+                    fetcher = Fetcher(read_timeout=strategy.fetch_timeout,
+                                      max_bytes=strategy.max_page_bytes)  # fmt: skip
+                    robots = RobotsCache(self.cfg.redis(), self.cfg.keys, fetcher,
+                                         defer=strategy.robots_defer)  # fmt: skip
+                    self._tools = (fetcher, robots)
+                    self._version = strategy.version
+        return self._tools
 
     def _one(self, raw: bytes) -> bytes:
         try:
@@ -59,18 +88,23 @@ class CrawlHandler:
         except (EnvelopeError, TypeError, ValueError):
             return encode("error", {"phase": "crawl", "error": "malformed fetch task"}, raw)
         base = {"url": url, "fp": fp, "depth": depth, "q": queue}
+        fetcher, robots = self.tools()
         site = origin(url)
-        rules = self.robots.lookup(site)
+        rules = robots.lookup(site)
         if rules is None:
-            rules, result = self.robots.fetch_and_store(site)
-            return encode("robots", {**base, "task": raw.decode(), "fetch_ms": result.elapsed_ms,
-                                     "crawl_delay": rules.crawl_delay})  # fmt: skip
-        if rules.deferred_until and rules.deferred_until > time.time():
+            # fetching robots.txt is this task's request to the host; the URL
+            # itself waits its politeness turn
+            rules, result = robots.fetch_and_store(site)
+            if rules.deferred_until is None:
+                fields = {"task": raw.decode(), "fetch_ms": result.elapsed_ms,
+                          "crawl_delay": rules.crawl_delay}  # fmt: skip
+                return encode("robots", {**base, **fields})
+        if rules.deferred_until is not None:
             return encode("deferred", {**base, "task": raw.decode(), "until": rules.deferred_until})
         if not rules.allowed(url):
             return encode("disallowed", base)
 
-        result = self.fetcher.fetch(url)
+        result = fetcher.fetch(url)
         title = text = ""
         links: list[str] = []
         if result.redirect:
@@ -106,6 +140,7 @@ class CrawlHandler:
         return encode("fetched", {
             **base, "status": result.status, "fetch_ms": result.elapsed_ms,
             "crawl_delay": rules.crawl_delay, "links": emit, "error": result.error,
+            "invalid": invalid,
         })  # fmt: skip
 
     def stats(self) -> dict[str, float]:

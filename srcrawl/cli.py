@@ -10,6 +10,7 @@ import click
 
 from srcrawl import __version__
 from srcrawl.config import Config
+from srcrawl.defaults import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_TTL
 from srcrawl.errors import SrcrawlError
 
 EXIT_USAGE = 2
@@ -139,8 +140,12 @@ def slave() -> None:
     help="HTML parser: the lxml fast path or BeautifulSoup.",
 )
 @click.option("--burst", is_flag=True, help="Exit once the queues are drained.")
+@click.option("--heartbeat-ttl", default=DEFAULT_HEARTBEAT_TTL, show_default=True,
+              help="Seconds of silence after which this slave's tasks go to another slave.")
 @click.pass_context
-def slave_start(ctx: click.Context, phases: str, threads: int, parser: str, burst: bool) -> None:
+def slave_start(
+    ctx: click.Context, phases: str, threads: int, parser: str, burst: bool, heartbeat_ttl: float
+) -> None:
     """Serve srq tasks of the given phases until stopped (SIGTERM finishes the batch)."""
     from srcrawl.slave.phases import build_handlers, parse_phases
     from srcrawl.slave.runtime import Slave
@@ -148,7 +153,12 @@ def slave_start(ctx: click.Context, phases: str, threads: int, parser: str, burs
     cfg = config_of(ctx)
     cfg.check()
     handlers = build_handlers(cfg, parse_phases(phases), threads=threads, parser=parser)
-    worker = Slave(cfg, handlers)
+    worker = Slave(
+        cfg,
+        handlers,
+        heartbeat_ttl=heartbeat_ttl,
+        heartbeat_interval=min(DEFAULT_HEARTBEAT_INTERVAL, heartbeat_ttl / 3),
+    )
     worker.install_signal_handlers()
     click.echo(f"{worker.id} serving {phases}", err=True)
     worker.run(burst=burst)
@@ -173,8 +183,28 @@ def bench_queue(ctx: click.Context, messages: int, batch: int, size: int) -> Non
     click.echo(result.render())
 
 
+@bench.command("parse")
+@click.option(
+    "--pages", default=2000, show_default=True, type=click.IntRange(1), help="Pages for lxml."
+)
+@click.option(
+    "--bs4-pages", default=100, show_default=True, type=click.IntRange(0),
+    help="Pages for BeautifulSoup (0: skip it).",
+)  # fmt: skip
+@click.option(
+    "--size-kb", default=30, show_default=True, type=click.IntRange(1, 10_000),
+    help="Size of the generated page.",
+)  # fmt: skip
+def bench_parse(pages: int, bs4_pages: int, size_kb: int) -> None:
+    """Pages/s of charset decoding and of each HTML parser, in this one process."""
+    from srcrawl.slave.benchmark import run_parse_benchmark
+
+    click.echo(run_parse_benchmark(pages=pages, bs4_pages=bs4_pages, size_kb=size_kb).render())
+
+
 def _register_phase_commands() -> None:
     from srcrawl.master.commands import (
+        bench_master,
         crawl_command,
         export_links,
         export_pages,
@@ -191,9 +221,46 @@ def _register_phase_commands() -> None:
         cli.add_command(export)
     export.add_command(export_pages)
     export.add_command(export_links)
+    bench.add_command(bench_master)
 
 
 _register_phase_commands()
+
+
+def _register_index_commands() -> None:
+    from srcrawl.indexer.commands import bench_index, bench_search, index_command, search_command
+
+    cli.add_command(index_command)
+    cli.add_command(search_command)
+    bench.add_command(bench_index)
+    bench.add_command(bench_search)
+
+
+_register_index_commands()
+
+
+def _register_pagerank_commands() -> None:
+    from srcrawl.pagerank.commands import bench_pagerank, export_ranks, pagerank_command
+
+    cli.add_command(pagerank_command)
+    export = cli.commands.get("export")
+    if export is None:
+        export = click.Group("export", help="Print what the store holds.")
+        cli.add_command(export)
+    export.add_command(export_ranks)
+    bench.add_command(bench_pagerank)
+
+
+_register_pagerank_commands()
+
+
+def _register_testweb_commands() -> None:
+    from srcrawl.testweb.commands import testweb
+
+    cli.add_command(testweb)
+
+
+_register_testweb_commands()
 
 
 def main() -> None:

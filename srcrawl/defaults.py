@@ -87,6 +87,47 @@ DEFAULT_ROBOTS_TRIES = 5
 DEFAULT_FETCH_THREADS = 8
 """Fetch threads per crawl slave."""
 
+# -- crawl slave: fetch, decode, parse, robots.txt ---------------------------------
+
+DEFAULT_USER_AGENT = "srcrawl/0.1 (+loopback research crawler)"
+"""User-Agent of every request; its first token (`srcrawl`) is what robots.txt rules name."""
+
+DEFAULT_CONNECT_TIMEOUT = 5.0
+"""Seconds to open a TCP (and TLS) connection to a host."""
+
+DEFAULT_READ_TIMEOUT = 10.0
+"""Seconds a fetch waits for the next bytes of a response."""
+
+DEFAULT_FETCH_DEADLINE = 30.0
+"""Seconds a whole fetch may take: a server that drips bytes cannot hold a thread longer."""
+
+DEFAULT_MAX_PAGE_BYTES = 2 * 1024 * 1024
+"""Bytes of a response body kept (after decompression); the rest is not read."""
+
+DEFAULT_CHARSET_PRESCAN_BYTES = 4096
+"""Bytes at the start of a page searched for `<meta charset>` when HTTP names none."""
+
+DEFAULT_CHARSET_DETECT_BYTES = 65536
+"""Bytes of a page without any declared charset given to the charset detector."""
+
+DEFAULT_ROBOTS_TTL = 3600.0
+"""Seconds a fetched robots.txt (or an allow-all after a 4xx) stays in the shared cache."""
+
+DEFAULT_ROBOTS_DEFER = 60.0
+"""Seconds a host waits after its robots.txt answered 5xx or could not be reached."""
+
+DEFAULT_ROBOTS_MAX_BYTES = 500 * 1024
+"""Bytes of a robots.txt that are parsed (RFC 9309 asks for at least 500 KiB)."""
+
+DEFAULT_ROBOTS_MAX_REDIRECTS = 5
+"""Redirects of a robots.txt followed (RFC 9309); more count as no robots.txt."""
+
+DEFAULT_ROBOTS_MEMO = 1024
+"""Parsed robots.txt rule sets a slave process keeps in memory, by body hash."""
+
+DEFAULT_LINK_CACHE = 50_000
+"""Entries of a slave's CLOCK cache of emitted link fingerprints (seed 004: ~80% hits)."""
+
 DEFAULT_MASTER_BATCH = 500
 """nrq messages the master takes per round trip."""
 
@@ -115,3 +156,89 @@ DEFAULT_PAGERANK_KEY_TTL = 86_400
 
 DEFAULT_STORE_BULK_BATCH = 50_000
 """Rows per transaction batch while a store is in bulk-load mode (pages; links ×10)."""
+
+DEFAULT_SQLITE_BULK_CACHE_MB = 1024
+"""SQLite page cache while bulk loading, so index pages stay in memory between batches."""
+
+DEFAULT_TESTWEB_HOSTS = 4
+"""Hosts of the synthetic test web (four hosts cover every robots.txt variant)."""
+
+DEFAULT_TESTWEB_PAGES = 200
+"""Regular pages per host of the synthetic test web."""
+
+DEFAULT_TESTWEB_SEED = 1
+"""Seed of the synthetic test web's generator."""
+
+DEFAULT_TESTWEB_PORT_BASE = 18700
+"""First port of the test web (host i listens on base + i); below the ephemeral range."""
+
+DEFAULT_TESTWEB_CRAWL_DELAY = 0.2
+"""Seconds of ``Crawl-delay`` in the robots.txt of the test web hosts that set one."""
+
+DEFAULT_TESTWEB_ROBOTS_FAILURES = 3
+"""How many times the flaky test web host answers 500 for /robots.txt before it works."""
+
+DEFAULT_TESTWEB_SLOW_SECONDS = 30.0
+"""Seconds the test web's timeout pages keep a client waiting."""
+
+DEFAULT_TESTWEB_LARGE_BYTES = 10_000_000
+"""Body size of the test web's large page."""
+
+DEFAULT_TESTWEB_LOG_FLUSH = 1.0
+"""Seconds between flushes of the test web's access log."""
+
+DEFAULT_TESTWEB_TRAP_STEPS = 12
+"""Steps into each infinite trap that ``srcrawl testweb graph`` prints."""
+
+# -- index and search ----------------------------------------------------------
+
+MAX_TERM_CHARS = 64
+"""Longest term indexed; longer tokens (hashes, base64, junk) are dropped."""
+
+DEFAULT_INDEX_SLAVES = 2
+"""Local slave processes `srcrawl index` starts (0: rely on slaves started elsewhere)."""
+
+DEFAULT_INDEX_BATCH_PAGES = 50
+"""Page ids per index task in srq (one task: one store read, one postings message)."""
+
+DEFAULT_INDEX_WINDOW = 64
+"""Index tasks the master keeps queued or in flight; it tops srq up as results come."""
+
+DEFAULT_INDEX_MERGE_DOCS = 2000
+"""Documents the index master gathers into one store transaction (larger merges are cheaper)."""
+
+DEFAULT_INDEX_MERGE_WAIT = 2.0
+"""Seconds the index master lets results gather before it merges fewer documents."""
+
+DEFAULT_INDEX_MAX_CHARS = 2_000_000
+"""Characters of a page (title and text) that are tokenized; the rest is not indexed."""
+
+DEFAULT_INDEX_REAP_INTERVAL = 2.0
+"""Seconds between two looks for dead slaves while the index master waits."""
+
+BM25_K1 = 1.2
+"""BM25 term-frequency saturation."""
+
+BM25_B = 0.75
+"""BM25 document-length normalisation (0: none, 1: full)."""
+
+DEFAULT_RANK_WEIGHT = 0.5
+"""How much PageRank can raise a BM25 score: by at most this fraction."""
+
+DEFAULT_SEARCH_TOP = 10
+"""Hits `srcrawl search` prints."""
+
+DEFAULT_SEARCH_POSTINGS_CAP = 4000
+"""Postings read per query term at most (the best ones by BM25 term weight)."""
+
+DEFAULT_MAX_QUERY_TERMS = 32
+"""Distinct query terms used; the rest of a longer query is ignored."""
+
+DEFAULT_MAX_QUERY_CHARS = 10_000
+"""Characters of a query that are tokenized; the rest is ignored."""
+
+DEFAULT_SNIPPET_CHARS = 160
+"""Characters of page text around the query terms shown per hit."""
+
+DEFAULT_RANK_STATS_TTL = 30.0
+"""Seconds a search process keeps the mean PageRank score before reading it again."""

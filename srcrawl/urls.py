@@ -5,8 +5,10 @@ fingerprint of the canonical form, so two spellings of one URL are one URL:
 scheme and host in lower case, IDNA hosts in their ASCII form, IPv6 literals
 compressed, default ports dropped, the fragment dropped, dot segments
 resolved, percent-escapes of unreserved characters decoded and the others in
-upper case, everything else that needs escaping escaped as UTF-8. The query
-keeps its order: reordering parameters can change what a server returns.
+upper case, everything else that needs escaping escaped as UTF-8, and the query's
+parameters sorted by (key, value) with empty ones dropped, so that
+``?b=2&a=1`` and ``?a=1&b=2`` are one page. (A server that gives parameter
+order a meaning is rare, and would be crawled as the sorted variant.)
 """
 
 from __future__ import annotations
@@ -99,12 +101,22 @@ def _host(raw: str) -> str:
     return host
 
 
+def _sort_query(query: str) -> str:
+    if "&" not in query:
+        return query
+    params = [p for p in query.split("&") if p]
+    return "&".join(sorted(params, key=lambda p: tuple(p.partition("=")[::2])))
+
+
 def canonicalize(url: str) -> str:
     """The canonical form of an absolute http(s) URL; raise InvalidURL otherwise."""
     m = _FAST.match(url)
     if m and not _DOT_SEGMENT.search(m.group(4)) and len(url) <= MAX_URL_LENGTH:
         port = m.group(3)
-        if port is None or (int(port) != _DEFAULT_PORTS[m.group(1)] and 0 < int(port) < 65536):
+        query = m.group(5)
+        if (
+            port is None or (int(port) != _DEFAULT_PORTS[m.group(1)] and 0 < int(port) < 65536)
+        ) and (query is None or _sort_query(query[1:]) == query[1:]):
             return url
     return _canonicalize_slow(url)
 
@@ -129,7 +141,7 @@ def _canonicalize_slow(url: str) -> str:
         raise InvalidURL(f"port out of range in {url[:200]!r}")
     netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"
     path = _remove_dot_segments(_normalize_escapes(parts.path or "/", _PATH_SAFE))
-    query = _normalize_escapes(parts.query, _QUERY_SAFE)
+    query = _sort_query(_normalize_escapes(parts.query, _QUERY_SAFE))
     out = f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
     if len(out) > MAX_URL_LENGTH:
         raise InvalidURL(f"URL longer than {MAX_URL_LENGTH} characters")

@@ -1,0 +1,262 @@
+"""A deterministic synthetic web: H hosts × P pages with power-law in-links.
+
+The structure (which page links where, the planted terms, which host has
+which robots.txt) depends only on the seed and the sizes; the ports only
+change the origins. Host roles repeat every four hosts:
+
+=====  ==========================================================  ==========
+index  robots.txt                                                  mode
+=====  ==========================================================  ==========
+4k     ``Disallow: /private/``, ``Allow: /private/open.html``,      ok
+       ``Disallow: /*?print=1``; ``badbot`` may fetch nothing
+4k+1   ``Crawl-delay: D``, ``Disallow: /private/``                 ok
+4k+2   404: everything is allowed                                  missing
+4k+3   500 for the first ``robots_failures`` requests, then        flaky
+       ``Disallow: /private/``
+=====  ==========================================================  ==========
+
+Every host serves ``/`` (its seed), ``P`` regular pages (``/p/N.html``,
+``/docs/sK/pageN.html``, ``/item?cat=C&id=N``), ``/private/0.html``,
+``/private/1.html`` and ``/private/open.html`` (linked from the root; each
+links to a ``/hidden/…`` page nothing else links to), and ``/p/1.html?print=1``.
+Host 0 also serves the special pages of :mod:`srcrawl.testweb.specials`.
+
+In-links follow a power law: besides a random recursive tree that makes every
+page reachable from the root, each page links to 2–10 targets drawn with
+weight ``1 / rank**1.2`` (ranks are a per-host random permutation), 15 % of
+them on another host (hosts drawn by the same law).
+"""
+
+from __future__ import annotations
+
+import itertools
+import posixpath
+import random
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+from srcrawl.defaults import (
+    DEFAULT_TESTWEB_CRAWL_DELAY,
+    DEFAULT_TESTWEB_HOSTS,
+    DEFAULT_TESTWEB_LARGE_BYTES,
+    DEFAULT_TESTWEB_PAGES,
+    DEFAULT_TESTWEB_PORT_BASE,
+    DEFAULT_TESTWEB_ROBOTS_FAILURES,
+    DEFAULT_TESTWEB_SEED,
+    DEFAULT_TESTWEB_SLOW_SECONDS,
+)
+from srcrawl.testweb import specials, words
+from srcrawl.testweb.model import Host, Link, Page, TestWebError, Web
+
+ZIPF_EXPONENT = 1.2
+CROSS_HOST_SHARE = 0.15
+MAX_ADDRESS_HOSTS = 253
+"""127.0.0.2 … 127.0.0.254 in address mode."""
+
+HREF_STYLES = ("root", "root", "rel", "abs", "proto", "upper", "frag", "dots", "reorder")
+"""How a link to a page of the same host is written (``root`` twice as often)."""
+
+
+def loopback_endpoints(
+    hosts: int, port_base: int | None = None, *, ports: Sequence[int] | None = None,
+    addresses: bool = False,
+) -> list[tuple[str, int]]:  # fmt: skip
+    """Where each host listens: ``127.0.0.1:port_base+i`` (ports), or ``127.0.0.(i+2):port``
+    (addresses, one port for all unless ``ports`` are given)."""
+    if hosts < 1:
+        raise TestWebError("a web needs at least one host")
+    if ports is not None and len(ports) != hosts:
+        raise TestWebError(f"{len(ports)} ports given for {hosts} hosts")
+    base = DEFAULT_TESTWEB_PORT_BASE if port_base is None else port_base
+    if addresses:
+        if hosts > MAX_ADDRESS_HOSTS:
+            raise TestWebError(f"address mode holds at most {MAX_ADDRESS_HOSTS} hosts")
+        port_list = list(ports) if ports is not None else [base] * hosts
+        endpoints = [(f"127.0.0.{i + 2}", port_list[i]) for i in range(hosts)]
+    else:
+        port_list = list(ports) if ports is not None else [base + i for i in range(hosts)]
+        endpoints = [("127.0.0.1", p) for p in port_list]
+    for _, port in endpoints:
+        if not 1 <= port <= 65535:
+            raise TestWebError(f"port {port} is out of range 1-65535")
+    return endpoints
+
+
+def robots_for(index: int, crawl_delay: float, failures: int) -> dict:
+    """The robots.txt fields of host ``index`` (see the module docstring)."""
+    role = index % 4
+    if role == 0:
+        text = (
+            f"# srcrawl test web, host {index}\n"
+            "User-agent: badbot\nDisallow: /\n\n"
+            "User-agent: *\nDisallow: /private/\nAllow: /private/open.html\n"
+            "Disallow: /*?print=1\n"
+        )
+        return {"robots_mode": "ok", "robots_text": text}
+    if role == 1:
+        text = f"User-agent: *\nCrawl-delay: {crawl_delay:g}\nDisallow: /private/\n"
+        return {"robots_mode": "ok", "robots_text": text, "crawl_delay": crawl_delay}
+    if role == 2:
+        return {"robots_mode": "missing"}
+    text = "User-agent: *\nDisallow: /private/\n"
+    return {"robots_mode": "flaky", "robots_text": text, "robots_failures": failures}
+
+
+def regular_path(n: int) -> str:
+    """Path (and query, canonical order) of regular page ``n``."""
+    if n % 10 == 7:
+        return f"/item?cat={n % 5}&id={n}"
+    if n % 10 == 3:
+        return f"/docs/s{n // 50}/page{n}.html"
+    return f"/p/{n}.html"
+
+
+def href_for(source: str, target: str, style: str) -> str:
+    """``target`` (canonical) written as seen from ``source`` in the given style.
+
+    Resolving the result against ``source`` and canonicalizing gives ``target``.
+    """
+    s, t = urlsplit(source), urlsplit(target)
+    query = f"?{t.query}" if t.query else ""
+    if s.netloc != t.netloc:
+        style = style if style in ("proto", "upper") else "abs"
+    if style == "abs":
+        return target
+    if style == "proto":
+        return f"//{t.netloc}{t.path}{query}"
+    if style == "upper":
+        return "HTTP" + target[len("http") :]
+    if style == "frag":
+        return f"{t.path}{query}#section-2"
+    if style == "dots":
+        return f"/x/../.{t.path}{query}"
+    if style == "reorder":
+        params = t.query.split("&")
+        if len(params) > 1:
+            return f"{t.path}?{'&'.join(reversed(params))}"
+        return f"{t.path}{query}"
+    if style == "rel":
+        source_dir = s.path if s.path.endswith("/") else posixpath.dirname(s.path)
+        rel = posixpath.relpath(t.path, source_dir)
+        if t.path.endswith("/") and rel != ".":
+            rel += "/"
+        if rel == ".":
+            rel = "./"
+        elif not rel.startswith(".."):
+            rel = "./" + rel
+        return rel + query
+    return t.path + query
+
+
+def _cum_weights(n: int) -> list[float]:
+    return list(itertools.accumulate(1.0 / (r + 1) ** ZIPF_EXPONENT for r in range(n)))
+
+
+def generate(
+    hosts: int = DEFAULT_TESTWEB_HOSTS,
+    pages: int = DEFAULT_TESTWEB_PAGES,
+    seed: int = DEFAULT_TESTWEB_SEED,
+    *,
+    port_base: int | None = None,
+    ports: Sequence[int] | None = None,
+    addresses: bool = False,
+    crawl_delay: float = DEFAULT_TESTWEB_CRAWL_DELAY,
+    robots_failures: int = DEFAULT_TESTWEB_ROBOTS_FAILURES,
+    slow_seconds: float = DEFAULT_TESTWEB_SLOW_SECONDS,
+    large_bytes: int = DEFAULT_TESTWEB_LARGE_BYTES,
+) -> Web:
+    """The web of ``hosts`` × ``pages`` regular pages for ``seed`` (same inputs, same web)."""
+    if pages < 1:
+        raise TestWebError("each host needs at least one page")
+    if crawl_delay < 0 or robots_failures < 0 or slow_seconds < 0 or large_bytes < 0:
+        raise TestWebError("crawl delay, robots failures, slow seconds and size must be >= 0")
+    endpoints = loopback_endpoints(hosts, port_base, ports=ports, addresses=addresses)
+    host_list = [
+        Host(index=i, address=addr, port=port, **robots_for(i, crawl_delay, robots_failures))
+        for i, (addr, port) in enumerate(endpoints)
+    ]
+    rng = random.Random(seed)
+    terms = words.TermPool(rng)
+    out: dict[str, Page] = {}
+    regular = [[h.origin + regular_path(n) for n in range(pages)] for h in host_list]
+    links: dict[str, list[Link]] = {url: [] for urls in regular for url in urls}
+
+    def link(source: str, target: str) -> None:
+        href = href_for(source, target, rng.choice(HREF_STYLES))
+        links[source].append(Link(target=target, href=href))
+
+    # A random recursive tree: every page is reachable from its host's root.
+    for urls in regular:
+        for n in range(1, pages):
+            link(urls[rng.randrange(n)], urls[n])
+    # Power-law extra links.
+    page_weights = _cum_weights(pages)
+    host_weights = _cum_weights(len(host_list))
+    host_ranks = rng.sample(range(len(host_list)), len(host_list))
+    page_ranks = [rng.sample(range(pages), pages) for _ in host_list]
+    for hi, urls in enumerate(regular):
+        for url in urls:
+            seen = {url, *(ln.target for ln in links[url])}
+            for _ in range(rng.randint(2, 10)):
+                th = hi
+                if len(host_list) > 1 and rng.random() < CROSS_HOST_SHARE:
+                    th = rng.choices(host_ranks, cum_weights=host_weights)[0]
+                target = regular[th][rng.choices(page_ranks[th], cum_weights=page_weights)[0]]
+                if target not in seen:
+                    seen.add(target)
+                    link(url, target)
+    for urls in regular:
+        for url in urls:
+            out[url] = Page(
+                url=url, template="regular", links=tuple(links[url]), terms=terms.pair()
+            )
+
+    for i, h in enumerate(host_list):
+        _add_host_pages(out, h, host_list, regular[i], terms, rng)
+    special_pages, names = specials.build(host_list, regular[0], terms)
+    out.update(special_pages)
+    return Web(
+        hosts=host_list,
+        pages=out,
+        special=names,
+        slow_seconds=slow_seconds,
+        large_bytes=large_bytes,
+        seed=seed,
+    )
+
+
+def _add_host_pages(
+    out: dict[str, Page],
+    host: Host,
+    hosts: list[Host],
+    regular: list[str],
+    terms: words.TermPool,
+    rng: random.Random,
+) -> None:
+    """The root, the private/hidden pages and the print version of one host."""
+    o = host.origin
+    root_links = [Link(target=regular[0], href=href_for(host.root, regular[0], "rel"))]
+    for n in sorted(set(rng.sample(range(len(regular)), min(5, len(regular))))):
+        if n:
+            root_links.append(Link(target=regular[n], href=href_for(host.root, regular[n], "root")))
+    for name in ("0", "1", "open"):
+        private, hidden = f"{o}/private/{name}.html", f"{o}/hidden/{name}.html"
+        root_links.append(Link(target=private, href=f"/private/{name}.html"))
+        out[private] = Page(
+            url=private,
+            links=(Link(target=hidden, href=f"../hidden/{name}.html"),),
+            terms=terms.pair(),
+        )
+        out[hidden] = Page(url=hidden, template="leaf", terms=terms.pair())
+    if len(regular) > 1 and regular[1].endswith("/p/1.html"):
+        printed = f"{regular[1]}?print=1"
+        root_links.append(Link(target=printed, href="p/1.html?print=1"))
+        out[printed] = Page(url=printed, template="leaf", terms=terms.pair())
+    if len(hosts) > 1:
+        nxt = hosts[(host.index + 1) % len(hosts)]
+        root_links.append(Link(target=nxt.root, href=nxt.origin))
+    if host.index == 0:
+        root_links.append(Link(target=f"{o}/special/", href="special/"))
+    out[host.root] = Page(
+        url=host.root, template="root", links=tuple(root_links), terms=terms.pair()
+    )

@@ -1,0 +1,255 @@
+"""The synthetic web as data: hosts, pages, links with their attributes.
+
+Every URL the model holds is canonical (see :mod:`srcrawl.testweb.urls`), so
+sets of URLs compare by string. Pages whose HTML writes a link in a tricky
+form (relative, ``../``, a fragment, reordered query, ``<base href>``) keep
+both the ``href`` as written and the canonical ``target`` it resolves to.
+Two infinite traps are not stored but computed on lookup (see
+:mod:`srcrawl.testweb.traps`).
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from protego import Protego
+
+from srcrawl.errors import SrcrawlError
+from srcrawl.testweb import traps
+from srcrawl.testweb.urls import canonical, origin_of
+
+LINK_KINDS = ("a", "area", "frame", "iframe", "next", "redirect")
+"""How a page refers to another: ``<a href>``, ``<area href>``, ``<frame src>``,
+``<iframe src>``, ``<link rel=next href>``, or an HTTP redirect's ``Location``."""
+
+ROBOTS_MODES = ("ok", "missing", "flaky")
+"""``/robots.txt`` answers 200; answers 404; answers 500 ``robots_failures`` times, then 200."""
+
+CRAWLER_AGENT = "srcrawl"
+"""The user-agent token robots rules are evaluated for."""
+
+
+class TestWebError(SrcrawlError):
+    """The synthetic web cannot be built or served as asked."""
+
+    __test__ = False
+
+
+@dataclass(frozen=True)
+class Link:
+    """One reference from a page to ``target`` (canonical), written as ``href``."""
+
+    target: str
+    href: str
+    kind: str = "a"
+    nofollow: bool = False
+    """``rel="nofollow"`` on this link."""
+
+
+@dataclass(frozen=True)
+class Page:
+    """What the server answers for one canonical URL, and what the crawler should do with it.
+
+    ``template`` names the renderer in :mod:`srcrawl.testweb.content`; the other
+    fields are the facts tests rely on.
+    """
+
+    url: str
+    status: int = 200
+    template: str = "article"
+    links: tuple[Link, ...] = ()
+    dropped: tuple[str, ...] = ()
+    """hrefs in the HTML that are no URL to crawl (``javascript:``, malformed, …)."""
+    terms: tuple[str, ...] = ()
+    """Distinctive planted terms (English, Chinese) that only this page carries."""
+    noindex: bool = False
+    """``<meta name=robots content=noindex>``: fetch and follow, do not index."""
+    meta_nofollow: bool = False
+    """``<meta name=robots content=nofollow>``: fetch, index, follow none of its links."""
+    content_type: str = "text/html"
+    encoding: str = "utf-8"
+    charset_in: str = "header"
+    """Where the charset is declared: ``header`` (Content-Type), ``meta``, or ``none``."""
+    location: str | None = None
+    """The ``Location`` header exactly as sent (redirects)."""
+    base_href: str | None = None
+    behavior: str = "normal"
+    """``normal``; ``truncate`` (Content-Length larger than the body sent); ``stall-headers``
+    (nothing for ``slow_seconds``, then the page); ``stall-body`` (headers and part of the
+    body, then nothing for ``slow_seconds``, then the connection closes)."""
+
+    @property
+    def is_html(self) -> bool:
+        return self.content_type == "text/html" and self.template != "binary"
+
+    @property
+    def indexable(self) -> bool:
+        """A 200 HTML page, complete, not noindex: what search should find by its terms."""
+        return (
+            self.status == 200 and self.is_html and not self.noindex and self.behavior == "normal"
+        )
+
+    def followed_links(self, kinds: Iterable[str] = LINK_KINDS) -> list[Link]:
+        """The links a polite crawler follows from this page (in document order)."""
+        if self.meta_nofollow:
+            return []
+        wanted = set(kinds)
+        return [ln for ln in self.links if ln.kind in wanted and not ln.nofollow]
+
+
+@dataclass(frozen=True)
+class Host:
+    """One origin of the web: a listening socket on loopback and its robots.txt."""
+
+    index: int
+    address: str
+    port: int
+    robots_mode: str = "ok"
+    robots_text: str | None = None
+    crawl_delay: float | None = None
+    robots_failures: int = 0
+    """How many times a ``flaky`` host answers 500 for /robots.txt before it works."""
+
+    def __post_init__(self) -> None:
+        try:
+            loopback = ipaddress.IPv4Address(self.address).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise TestWebError(f"host {self.address!r} is not on loopback 127.0.0.0/8")
+        if self.robots_mode not in ROBOTS_MODES:
+            raise TestWebError(f"unknown robots mode {self.robots_mode!r}")
+
+    @property
+    def origin(self) -> str:
+        """``http://address:port`` in canonical form (no ``:80``)."""
+        return f"http://{self.address}" + ("" if self.port == 80 else f":{self.port}")
+
+    @property
+    def root(self) -> str:
+        return f"{self.origin}/"
+
+    @property
+    def robots_url(self) -> str:
+        return f"{self.origin}/robots.txt"
+
+    def robots_allows(self, url: str, agent: str = CRAWLER_AGENT) -> bool:
+        """Whether robots.txt (once it answers) lets ``agent`` fetch ``url``."""
+        if self.robots_mode == "missing" or not self.robots_text:
+            return True
+        return _robots_rules(self.robots_text).can_fetch(url, agent)
+
+
+@functools.lru_cache(maxsize=256)
+def _robots_rules(text: str) -> Protego:
+    return Protego.parse(text)
+
+
+@dataclass
+class Web:
+    """Hosts and pages; the source of truth for what is served and what a crawl must find."""
+
+    hosts: list[Host]
+    pages: dict[str, Page]
+    special: dict[str, str] = field(default_factory=dict)
+    """Stable names of the special pages (see :mod:`srcrawl.testweb.specials`) → URL."""
+    slow_seconds: float = 30.0
+    """How long the timeout pages keep the client waiting."""
+    large_bytes: int = 0
+    """Size of the large page's body."""
+    seed: int = 0
+    """Seed of the text of generated pages."""
+    _by_origin: dict[str, Host] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._by_origin = {h.origin: h for h in self.hosts}
+        if len(self._by_origin) != len(self.hosts):
+            raise TestWebError("two hosts share one origin")
+        for url, page in self.pages.items():
+            if canonical(url) != url or page.url != url:
+                raise TestWebError(f"page URL {url!r} is not canonical or not its key")
+            if origin_of(url) not in self._by_origin:
+                raise TestWebError(f"page {url} is on no host of this web")
+
+    # ---- lookup
+
+    @property
+    def seed_urls(self) -> list[str]:
+        """One root URL per host."""
+        return [h.root for h in self.hosts]
+
+    def base_url(self, host_index: int) -> str:
+        """``http://127.0.0.1:PORT`` of host ``host_index``."""
+        return self.hosts[host_index].origin
+
+    def host_of(self, url: str) -> Host | None:
+        return self._by_origin.get(origin_of(url))
+
+    def page(self, url: str) -> Page | None:
+        """The page at canonical ``url`` (stored or a trap page), or None (a 404)."""
+        found = self.pages.get(url)
+        if found is not None or self.host_of(url) is None:
+            return found
+        return traps.trap_page(url)
+
+    def robots_allows(self, url: str, agent: str = CRAWLER_AGENT) -> bool:
+        host = self.host_of(url)
+        return True if host is None else host.robots_allows(url, agent)
+
+    # ---- graph
+
+    def edges(self, trap_steps: int = 0) -> Iterator[tuple[str, str, Link]]:
+        """Every ``(source, target, link)`` of the stored pages in URL order, then
+        ``trap_steps`` steps into each trap (the traps themselves never end)."""
+        for url in sorted(self.pages):
+            for link in self.pages[url].links:
+                yield url, link.target, link
+        if trap_steps <= 0:
+            return
+        frontier = sorted(
+            {ln.target for p in self.pages.values() for ln in p.links if traps.is_trap(ln.target)}
+        )
+        for start in frontier:
+            url = start
+            for _ in range(trap_steps):
+                page = traps.trap_page(url)
+                if page is None or not page.links:
+                    break
+                for link in page.links:
+                    yield url, link.target, link
+                url = page.links[0].target
+
+    def expected_crawl(
+        self,
+        seeds: Sequence[str],
+        max_depth: int,
+        allowed: Callable[[str], bool] = lambda url: True,
+        *,
+        kinds: Iterable[str] = LINK_KINDS,
+        agent: str = CRAWLER_AGENT,
+    ) -> dict[str, int]:
+        """Every URL a correct crawl fetches, with its BFS depth (see :mod:`.expected`)."""
+        from srcrawl.testweb.expected import expected_crawl
+
+        return expected_crawl(self, seeds, max_depth, allowed, kinds=kinds, agent=agent)
+
+    def known_items(
+        self, within: Iterable[str] | None = None, lang: str | None = None
+    ) -> list[tuple[str, str]]:
+        """``(query, url)`` pairs: searching the planted term should rank that page first.
+
+        Only indexable pages (see :attr:`Page.indexable`); ``within`` limits them to
+        those URLs (e.g. an expected crawl); ``lang`` is ``"en"``, ``"zh"`` or None
+        for both. Sorted by URL, English term first.
+        """
+        urls = sorted(self.pages) if within is None else sorted(set(within) & set(self.pages))
+        wanted = (0, 1) if lang is None else ((0,) if lang == "en" else (1,))
+        items = []
+        for url in urls:
+            page = self.pages[url]
+            if page.indexable and page.terms:
+                items.extend((page.terms[i], url) for i in wanted if i < len(page.terms))
+        return items

@@ -1,0 +1,174 @@
+"""The whole crawl — master, slaves, robots, politeness, store — over the synthetic web.
+
+Everything is real: `srcrawl crawl` as a user runs it, a Redis server, the
+SQLite store, and the test web served by another process on loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from srcrawl.config import Config
+from srcrawl.master.scope import Scope
+from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.testweb import TestWeb
+from srcrawl.testweb.accesslog import gaps, overlaps
+from srcrawl.urls import host_of
+
+DEPTH = 3
+DELAY = 0.05
+POLITE = ["--delay", str(DELAY), "--delay-factor", "0", "--max-delay", "1",
+          "--fetch-timeout", "1", "--robots-defer", "0.3", "--threads", "4"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory):
+    log = tmp_path_factory.mktemp("web") / "access.jsonl"
+    with TestWeb.generate(hosts=4, pages=25, seed=5, slow_seconds=3, crawl_delay=0.1,
+                          large_bytes=3_000_000, access_log=log) as tw:  # fmt: skip
+        yield tw
+
+
+def expected(tw: TestWeb, seeds: list[str], depth: int) -> dict[str, int]:
+    scope = Scope(CrawlStrategy(seed_hosts=tuple({host_of(s) for s in seeds}), max_depth=depth))
+    return tw.web.expected_crawl(seeds, depth, lambda url: scope.reject(url, 0) is None)
+
+
+def env_for(redis_url: str, job: str, tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
+    env.update(SRCRAWL_REDIS_URL=redis_url, SRCRAWL_JOB=job,
+               SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db")  # fmt: skip
+    return env
+
+
+def srcrawl(
+    args: list[str], env: dict[str, str], timeout: float = 300
+) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "srcrawl.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+
+
+def stored(env: dict[str, str]) -> list[dict]:
+    out = srcrawl(["export", "pages"], env)
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("slaves", [1, 4])
+def test_crawl_fetches_exactly_the_reachable_set(web, redis_url, keys, tmp_path, slaves) -> None:
+    seeds = web.seed_urls
+    env = env_for(redis_url, keys.job, tmp_path)
+    t0 = time.monotonic()
+    r = srcrawl(["crawl", *seeds, "--depth", str(DEPTH), "--slaves", str(slaves), *POLITE], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    started = t0
+    summary = json.loads(r.stdout)
+    pages = stored(env)
+    urls = [p["url"] for p in pages]
+    assert len(urls) == len(set(urls))  # each stored once
+    want = expected(web, seeds, DEPTH)
+    assert {p["url"]: p["depth"] for p in pages} == want
+    assert summary["pages"] == len(want) and summary["queued"] == 0
+
+    by_url = {p["url"]: p for p in pages}
+    special = web.special
+    assert by_url[special["not_found"]]["status"] == 404
+    assert by_url[special["server_error"]]["status"] == 500
+    assert by_url[special["redirect_301"]]["status"] == 301
+    if special["timeout_headers"] in by_url:
+        assert by_url[special["timeout_headers"]]["status"] == 0  # recorded as failed
+    assert by_url[special["png"]]["content_type"].startswith("image/png")
+    # javascript:, mailto:, data:, http://[::1/ …: dropped; only the good link is stored
+    links = srcrawl(["export", "links"], env).stdout.splitlines()
+    bad_page_links = {
+        ln.split("\t")[1] for ln in links if ln.startswith(special["bad_links"] + "\t")
+    }
+    assert bad_page_links == {link.target for link in web.web.page(special["bad_links"]).links}
+
+    # the server saw the crawl: nothing disallowed, one request at a time per
+    # host, never a shorter pause than the delay
+    time.sleep(1.2)  # the access log is flushed every second
+    entries = [e for e in web.log_entries() if e["start_mono"] >= started - 1]
+    assert entries
+    for e in entries:
+        assert e["path"] == "/robots.txt" or web.web.robots_allows(e["url"]), e["url"]
+    assert overlaps(entries) == []
+    for host_index, host_gaps in gaps(entries).items():
+        assert min(host_gaps) >= DELAY - 0.005, host_index
+        crawl_delay = web.web.hosts[host_index].crawl_delay
+        if crawl_delay:
+            assert min(host_gaps) >= crawl_delay - 0.005
+
+
+@pytest.mark.slow
+def test_gbk_and_big5_pages_are_stored_as_correct_text(web, redis_url, keys, tmp_path) -> None:
+    special = web.special
+    names = ["gbk_header", "gbk_meta", "gbk_undeclared", "big5_header", "big5_meta"]
+    env = env_for(redis_url, keys.job, tmp_path)
+    r = srcrawl(
+        ["crawl", *(special[n] for n in names), "--depth", "0", "--slaves", "1", *POLITE], env
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    cfg = Config.load(env=env)
+    from srcrawl.urls import fingerprint
+
+    for name in names:
+        page = web.web.page(special[name])
+        [row] = cfg.store().get_pages([fingerprint(special[name])])
+        zh_term = page.terms[1]
+        assert zh_term in row.text, (name, row.text[:200])
+        assert "\ufffd" not in row.text
+    cfg.close()
+
+
+@pytest.mark.slow
+def test_slave_killed_mid_fetch_loses_no_url(redis_url, keys, tmp_path) -> None:
+    # slow pages keep every slave busy mid-fetch when it is killed
+    with TestWeb.generate(hosts=3, pages=15, seed=9, latency_ms=150) as tw:
+        seeds = tw.seed_urls
+        env = env_for(redis_url, keys.job, tmp_path)
+        cfg = Config.load(env=env)
+        from srcrawl.master.crawl_run import start_crawl
+
+        start_crawl(cfg, seeds, CrawlStrategy(max_depth=2, delay=0, delay_factor=0, max_delay=0,
+                                              fetch_timeout=2, robots_defer=0.3))  # fmt: skip
+        short_ttl = {**env}
+        cmd = [sys.executable, "-m", "srcrawl.cli"]
+        master = subprocess.Popen([*cmd, "master", "start"], env=short_ttl)
+        victim = subprocess.Popen(
+            [*cmd, "slave", "start", "--phases", "crawl", "--threads", "3", "--heartbeat-ttl", "1"],
+            env=short_ttl,
+        )
+        try:
+            client = cfg.redis()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                held = [k for k in client.scan_iter(match=f"{cfg.keys.srq('crawl')}:processing:*")
+                        if client.llen(k)]  # fmt: skip
+                if held and int(client.hget(cfg.keys.stats("crawl"), "pages") or 0) >= 3:
+                    break
+                time.sleep(0.02)
+            victim.send_signal(signal.SIGKILL)
+            victim.wait()
+            rescuer = subprocess.Popen([*cmd, "slave", "start", "--phases", "crawl"], env=env)
+            assert master.wait(timeout=180) == 0
+            rescuer.send_signal(signal.SIGTERM)
+            rescuer.wait(timeout=30)
+        finally:
+            for p in (master, victim):
+                if p.poll() is None:
+                    p.kill()
+        pages = stored(env)
+        want = expected(tw, seeds, 2)
+        assert {p["url"]: p["depth"] for p in pages} == want
+        assert len(pages) == len(want)
+        cfg.close()
