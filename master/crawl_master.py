@@ -16,6 +16,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import redis
+
 from srcrawl.config import Config
 from srcrawl.defaults import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_MASTER_BATCH, DEFAULT_ROBOTS_TRIES
 from srcrawl.errors import EnvelopeError, SrcrawlError
@@ -107,6 +109,8 @@ class CrawlMaster:
         deadline = time.monotonic() + (_LOCK_TTL_MS / 1000 + 1 if wait else 0)
         lock = self.keys.master_lock
         while not self.client.set(lock, self._lock_token, nx=True, px=_LOCK_TTL_MS):
+            if self._holder_is_dead():
+                continue
             if time.monotonic() >= deadline:
                 holder = (self.client.get(lock) or b"?").decode()
                 raise MasterRunning(
@@ -124,6 +128,35 @@ class CrawlMaster:
             self.keys.crawl_state, mapping={"state": "running", "updated": time.time()}
         )
         log.info("master up: seen set %d (+%d replayed)", len(self.seen), replayed)
+
+    def _holder_is_dead(self) -> bool:
+        """True (and the lock dropped) if its holder was a process on this host that is gone."""
+        holder = self.client.get(self.keys.master_lock)
+        if not holder:
+            return True
+        host, _, rest = holder.decode().partition(":")
+        pid = rest.partition(":")[0]
+        if host != socket.gethostname() or not pid.isdigit():
+            return False
+        try:
+            os.kill(int(pid), 0)
+            return False
+        except ProcessLookupError:
+            pass
+        except PermissionError:  # alive, someone else's
+            return False
+        pipe = self.client.pipeline(transaction=True)
+        pipe.watch(self.keys.master_lock)
+        try:
+            if pipe.get(self.keys.master_lock) == holder:
+                pipe.multi()
+                pipe.delete(self.keys.master_lock)
+                pipe.execute()
+        except redis.WatchError:
+            pass
+        finally:
+            pipe.reset()
+        return True
 
     def release(self) -> None:
         # only delete the lock if it is still ours

@@ -172,3 +172,36 @@ def test_slave_killed_mid_fetch_loses_no_url(redis_url, keys, tmp_path) -> None:
         assert {p["url"]: p["depth"] for p in pages} == want
         assert len(pages) == len(want)
         cfg.close()
+
+
+@pytest.mark.slow
+def test_master_killed_mid_crawl_is_restarted_and_finishes_exactly(
+    web, redis_url, keys, tmp_path
+) -> None:
+    seeds = web.seed_urls
+    env = env_for(redis_url, keys.job, tmp_path)
+    crawl = subprocess.Popen(
+        [sys.executable, "-m", "srcrawl.cli", "crawl", *seeds, "--depth", str(DEPTH),
+         "--slaves", "2", *POLITE],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    cfg = Config.load(env=env)
+    client = cfg.redis()
+    killed = 0
+    deadline = time.monotonic() + 120
+    while killed < 2 and time.monotonic() < deadline and crawl.poll() is None:
+        pages = int(client.hget(cfg.keys.stats("crawl"), "pages") or 0)
+        holder = client.get(cfg.keys.master_lock)
+        if holder and pages >= 20 * (killed + 1):
+            os.kill(int(holder.decode().split(":")[1]), signal.SIGKILL)
+            killed += 1
+            while client.get(cfg.keys.master_lock) == holder:
+                time.sleep(0.01)
+        time.sleep(0.01)
+    _, err = crawl.communicate(timeout=300)
+    assert crawl.returncode == 0, err[-3000:]
+    assert killed == 2
+    pages = stored(env)
+    assert len(pages) == len({p["url"] for p in pages})
+    assert {p["url"]: p["depth"] for p in pages} == expected(web, seeds, DEPTH)
+    cfg.close()
