@@ -211,3 +211,47 @@ def bench_master(ctx: click.Context, urls: int, hosts: int) -> None:
     from srcrawl.master.benchmark import run_master_benchmark
 
     click.echo(run_master_benchmark(_config(ctx), urls=urls, hosts=hosts).render())
+
+
+@click.command("crawl")
+@click.option(
+    "--slaves",
+    "slave_counts",
+    default="1,2,4",
+    show_default=True,
+    help="Comma-separated slave counts to run, one fresh crawl each.",
+)
+@click.option("--hosts", default=64, show_default=True, help="Hosts of the synthetic web.")
+@click.option("--pages", default=40, show_default=True, help="Pages per host.")
+@click.option("--latency-ms", default=200.0, show_default=True, help="Per-response latency.")
+@click.option("--threads", default=4, show_default=True, help="Fetch threads per slave.")
+@click.option("--depth", default=8, show_default=True)
+@click.pass_context
+def bench_crawl(
+    ctx: click.Context, slave_counts: str, hosts: int, pages: int, latency_ms: float,
+    threads: int, depth: int,
+) -> None:  # fmt: skip
+    """Pages/s crawling the synthetic web with 1, 2, 4 … slaves (politeness off: our own site)."""
+    from srcrawl.master.crawl_benchmark import render, run_crawl_benchmark
+
+    try:
+        counts = [int(x) for x in slave_counts.split(",") if x.strip()]
+    except ValueError as e:
+        raise ConfigError(f"--slaves: {slave_counts!r} is not a list of numbers") from e
+    if not counts or min(counts) < 1:
+        raise ConfigError("--slaves: give slave counts of at least 1")
+    tty = sys.stderr.isatty()
+
+    def progress(n: int, p: dict[str, int], elapsed: float) -> None:
+        if tty:
+            click.echo(
+                f"\r{n} slaves: {p.get('pages', 0)} pages, {elapsed:.0f}s  ", nl=False, err=True
+            )
+
+    runs = run_crawl_benchmark(
+        _config(ctx), slave_counts=counts, hosts=hosts, pages=pages, latency_ms=latency_ms,
+        threads=threads, depth=depth, progress=progress,
+    )  # fmt: skip
+    if tty:
+        click.echo("", err=True)
+    click.echo(render(runs, latency_ms=latency_ms, threads=threads, hosts=hosts))

@@ -204,6 +204,7 @@ def bench_parse(pages: int, bs4_pages: int, size_kb: int) -> None:
 
 def _register_phase_commands() -> None:
     from srcrawl.master.commands import (
+        bench_crawl,
         bench_master,
         crawl_command,
         export_links,
@@ -222,6 +223,7 @@ def _register_phase_commands() -> None:
     export.add_command(export_pages)
     export.add_command(export_links)
     bench.add_command(bench_master)
+    bench.add_command(bench_crawl)
 
 
 _register_phase_commands()
