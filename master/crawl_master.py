@@ -19,7 +19,12 @@ from dataclasses import dataclass, field
 import redis
 
 from srcrawl.config import Config
-from srcrawl.defaults import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_MASTER_BATCH, DEFAULT_ROBOTS_TRIES
+from srcrawl.defaults import (
+    DEFAULT_HEARTBEAT_INTERVAL,
+    DEFAULT_MASTER_BATCH,
+    DEFAULT_ROBOTS_TRIES,
+    DEFAULT_SEEN_CACHE,
+)
 from srcrawl.errors import EnvelopeError, SrcrawlError
 from srcrawl.master.frontier import Batch, Frontier, now_ms
 from srcrawl.master.scope import Scope
@@ -29,6 +34,7 @@ from srcrawl.master.strategy import load as load_strategy
 from srcrawl.queues.envelope import Message, decode, encode
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import reap
+from srcrawl.slave.clock_cache import ClockCache
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of
 
 log = logging.getLogger("srcrawl.master")
@@ -86,6 +92,7 @@ class CrawlMaster:
         self.strategy: CrawlStrategy = strategy
         self.scope = Scope(strategy)
         self.seen = SeenSet(self.client, self.keys, error_rate=strategy.bloom_error_rate)
+        self.recent = ClockCache(DEFAULT_SEEN_CACHE)
         self.frontier = Frontier(
             self.client, self.keys, self.queues.srq.key, self.queues.nrq.processing_key(MASTER_ID)
         )
@@ -329,6 +336,12 @@ class CrawlMaster:
 
     def _candidate(self, url: str, depth: int, batch: Batch, level: int) -> None:
         self.stats.urls_in += 1
+        # most links are repeats [seed 004]: a URL string already judged seen is
+        # a duplicate whatever its depth, without canonicalizing it again
+        if url in self.recent:
+            self.recent.seen_or_add(url)
+            batch.count("duplicates")
+            return
         try:
             canonical = canonicalize(url)
         except InvalidURL:
@@ -344,7 +357,9 @@ class CrawlMaster:
             batch.count("host_cap")
             return
         fp = fingerprint(canonical)
-        if not self.seen.add(fp):
+        is_new = self.seen.add(fp)
+        self.recent.seen_or_add(url)
+        if not is_new:
             batch.count("duplicates")
             return
         self.stats.urls_new += 1

@@ -6,7 +6,6 @@ import re
 from collections import Counter
 
 from srcrawl.master.strategy import CrawlStrategy
-from srcrawl.urls import host_of
 
 # Reasons a URL is dropped, as counted in the crawl stats.
 OUT_OF_SCOPE = "out_of_scope"
@@ -45,7 +44,7 @@ class Scope:
             return TOO_DEEP
         if len(url) > s.max_url_length:
             return TOO_LONG
-        if not self._host_in_scope(host_of(url)):
+        if not self._host_in_scope(url.split("/", 3)[2]):
             return OUT_OF_SCOPE
         if self.allow and not any(p.search(url) for p in self.allow):
             return OUT_OF_SCOPE
@@ -57,6 +56,8 @@ class Scope:
 
 
 def _repeats_a_segment(url: str, limit: int) -> bool:
+    if url.count("/") <= limit + 2:  # "scheme://" has two: too few segments to repeat
+        return False
     start = url.find("/", url.find("//") + 2)
     if start < 0:
         return False

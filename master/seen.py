@@ -1,4 +1,4 @@
-"""The URL-seen test: a Bloom filter (pybloom-live) behind a CLOCK cache [seeds 002, 004].
+"""The URL-seen test: a Bloom filter (pybloom-live) [seed 002 §3.1].
 
 It survives a master restart, ``kill -9`` included: every fingerprint the
 master adds is appended to a journal in Redis in the same atomic step that
@@ -16,9 +16,8 @@ import struct
 import redis
 from pybloom_live import ScalableBloomFilter
 
-from srcrawl.defaults import DEFAULT_BLOOM_CAPACITY, DEFAULT_SEEN_CACHE, DEFAULT_SNAPSHOT_EVERY
+from srcrawl.defaults import DEFAULT_BLOOM_CAPACITY, DEFAULT_SNAPSHOT_EVERY
 from srcrawl.keys import Keys
-from srcrawl.slave.clock_cache import ClockCache
 
 
 class SeenSet:
@@ -31,14 +30,12 @@ class SeenSet:
         *,
         error_rate: float,
         capacity: int = DEFAULT_BLOOM_CAPACITY,
-        cache_size: int = DEFAULT_SEEN_CACHE,
         snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
     ) -> None:
         self.client = client
         self.keys = keys
         self.error_rate = error_rate
         self.capacity = capacity
-        self.cache_size = cache_size
         self.snapshot_every = snapshot_every
         self._new_bloom()
         self._pending: list[int] = []
@@ -50,7 +47,6 @@ class SeenSet:
             error_rate=self.error_rate,
             mode=ScalableBloomFilter.LARGE_SET_GROWTH,
         )
-        self.cache = ClockCache(self.cache_size)
 
     def load(self) -> int:
         """Rebuild from the snapshot and the journal; return the journal entries replayed."""
@@ -72,8 +68,6 @@ class SeenSet:
 
     def add(self, fp: int) -> bool:
         """Mark ``fp`` seen; True if it was new. New ones go to the pending journal entry."""
-        if self.cache.seen_or_add(fp):
-            return False
         if self.bloom.add(fp):
             return False
         self._pending.append(fp)
@@ -105,7 +99,3 @@ class SeenSet:
 
     def __len__(self) -> int:
         return len(self.bloom)
-
-    @property
-    def cache_hit_rate(self) -> float:
-        return self.cache.hit_rate

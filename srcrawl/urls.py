@@ -46,7 +46,6 @@ _FAST = re.compile(
     r"(?::(\d{1,5}))?(/[A-Za-z0-9\-._~/!$&'()*+,;=:@]*)"
     r"(\?[A-Za-z0-9\-._~/?!$&'()*+,;=:@]+)?$"
 )
-_DOT_SEGMENT = re.compile(r"/\.\.?(?:/|$)")
 
 
 def _normalize_escapes(part: str, safe: str) -> str:
@@ -111,12 +110,11 @@ def _sort_query(query: str) -> str:
 def canonicalize(url: str) -> str:
     """The canonical form of an absolute http(s) URL; raise InvalidURL otherwise."""
     m = _FAST.match(url)
-    if m and not _DOT_SEGMENT.search(m.group(4)) and len(url) <= MAX_URL_LENGTH:
-        port = m.group(3)
-        query = m.group(5)
-        if (
-            port is None or (int(port) != _DEFAULT_PORTS[m.group(1)] and 0 < int(port) < 65536)
-        ) and (query is None or _sort_query(query[1:]) == query[1:]):
+    if m is not None and len(url) <= MAX_URL_LENGTH and "/." not in url:
+        scheme, _host, port, _path, query = m.groups()
+        if (port is None or (0 < int(port) < 65536 and int(port) != _DEFAULT_PORTS[scheme])) and (
+            query is None or "&" not in query or _sort_query(query[1:]) == query[1:]
+        ):
             return url
     return _canonicalize_slow(url)
 
