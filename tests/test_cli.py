@@ -106,3 +106,19 @@ def test_bench_queue_prints_messages_per_second(tmp_path, redis_url) -> None:
     assert r.returncode == 0, r.stderr
     assert "msg/s" in r.stdout and "Redis CPU time" in r.stdout
     assert redis.Redis.from_url(redis_url).keys("srcrawl:{bench-queue*") == []
+
+
+@pytest.mark.parametrize("seed", ["javascript:alert(1)", "http://[::1/", "not a url", "ftp://x/"])
+def test_an_invalid_seed_is_one_line_and_exit_2(tmp_path, redis_url, seed) -> None:
+    r = run(["crawl", seed, "--slaves", "1"], tmp_path, {"SRCRAWL_REDIS_URL": redis_url})
+    assert r.returncode == 2
+    assert r.stderr.startswith("srcrawl: invalid seed") and r.stderr.count("\n") == 1
+    r = run(["seed", seed], tmp_path, {"SRCRAWL_REDIS_URL": redis_url})
+    assert r.returncode == 2 and "invalid seed" in r.stderr
+
+
+def test_resume_without_a_crawl_is_refused(tmp_path, redis_url) -> None:
+    r = run(
+        ["crawl", "--resume"], tmp_path, {"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_JOB": "nojob"}
+    )
+    assert r.returncode == 2 and "no crawl to resume" in r.stderr
