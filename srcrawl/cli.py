@@ -202,6 +202,18 @@ def bench_parse(pages: int, bs4_pages: int, size_kb: int) -> None:
     click.echo(run_parse_benchmark(pages=pages, bs4_pages=bs4_pages, size_kb=size_kb).render())
 
 
+@cli.command()
+@click.option("--slaves", default=4, show_default=True, help="Crawl slaves.")
+@click.pass_context
+def demo(ctx: click.Context, slaves: int) -> None:
+    """Serve a synthetic web on loopback; crawl, index, rank and search it."""
+    from srcrawl.demo import run_demo
+
+    cfg = config_of(ctx)
+    cfg.check()
+    run_demo(cfg, slaves=slaves, echo=click.echo)
+
+
 def _register_phase_commands() -> None:
     from srcrawl.master.commands import (
         bench_crawl,
