@@ -140,8 +140,12 @@ def slave() -> None:
     help="HTML parser: the lxml fast path or BeautifulSoup.",
 )
 @click.option("--burst", is_flag=True, help="Exit once the queues are drained.")
-@click.option("--heartbeat-ttl", default=DEFAULT_HEARTBEAT_TTL, show_default=True,
-              help="Seconds of silence after which this slave's tasks go to another slave.")
+@click.option(
+    "--heartbeat-ttl",
+    default=DEFAULT_HEARTBEAT_TTL,
+    show_default=True,
+    help="Seconds of silence after which this slave's tasks go to another slave.",
+)
 @click.pass_context
 def slave_start(
     ctx: click.Context, phases: str, threads: int, parser: str, burst: bool, heartbeat_ttl: float

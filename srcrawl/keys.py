@@ -123,6 +123,18 @@ class Keys:
         """Held (with a TTL) by the running crawl master; a second one refuses to start."""
         return f"{self.prefix}:crawl:master"
 
+    def robots(self, origin: str) -> str:
+        """robots.txt outcome of one origin (``scheme://host:port``), shared by all slaves.
+
+        Expires by itself (TTL); found by prefix, like the queue lists.
+        """
+        return f"{self.robots_prefix}{origin}"
+
+    @property
+    def robots_prefix(self) -> str:
+        """Prefix of every robots.txt cache key of the job."""
+        return f"{self.prefix}:crawl:robots:"
+
     def crawl_keys(self) -> list[str]:
         """Every fixed key of a crawl's state (queue lists are found by prefix)."""
         return [
@@ -144,3 +156,9 @@ class Keys:
     def rank_master(self) -> str:
         """Held (with a TTL) by the running pagerank master; a second one refuses to start."""
         return f"{self.prefix}:pagerank:master"
+
+    # -- index (written by the index master only) ------------------------------
+    @property
+    def index_master(self) -> str:
+        """Held (with a TTL) by the running index master; a second one refuses to start."""
+        return f"{self.prefix}:index:master"

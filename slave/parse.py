@@ -1,0 +1,492 @@
+"""HTML → title, visible text, outgoing links and robots meta flags.
+
+Two parsers produce the same :class:`ParsedPage` on ordinary pages:
+
+- ``lxml`` (the fast path): libxml2's HTML parser builds the tree from UTF-8
+  bytes; links and meta tags come from one C-filtered walk over the few tags
+  that matter, the visible text from one compiled XSLT pass (libxslt). No
+  XPath, no Python work per node.
+- ``bs4``: BeautifulSoup over Python's ``html.parser``. It shares no code
+  with libxml2, which makes it the fallback when libxml2 gives up (an
+  exception, or nesting deeper than its resource limit, where it drops the
+  rest of the page) and the reference the fast path is tested against.
+
+Links are resolved against ``<base href>`` when present, else the page URL,
+in document order, without fragments and without duplicates. Only http and
+https links survive; ``javascript:``, ``mailto:``, ``data:``, ``tel:``, same
+document ``#fragment`` references and malformed URLs (``http://[::1/``) are
+dropped without failing the page.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import warnings
+from dataclasses import dataclass, field
+from urllib.parse import urljoin, urlsplit
+
+from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, XMLParsedAsHTMLWarning
+from bs4.element import PreformattedString, Tag
+from lxml import etree
+
+# Pages are whatever servers send: an XHTML page or a bare URL is no mistake here.
+warnings.filterwarnings("ignore", category=XMLParsedAsHTMLWarning)
+warnings.filterwarnings("ignore", category=MarkupResemblesLocatorWarning)
+
+PARSERS = ("lxml", "bs4")
+"""Names accepted by :func:`parse_html`'s ``parser`` argument."""
+
+INVISIBLE_TAGS = ("script", "style", "noscript", "template", "head", "title", "iframe")
+"""Elements whose content is never part of the visible text (the title is kept apart)."""
+
+BLOCK_TAGS = (
+    "address", "article", "aside", "blockquote", "body", "br", "button", "caption", "dd",
+    "details", "dialog", "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer",
+    "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li", "main", "nav", "ol",
+    "option", "p", "pre", "section", "select", "summary", "table", "tbody", "td", "textarea",
+    "tfoot", "th", "thead", "tr", "ul",
+)  # fmt: skip
+"""Elements that separate words: their text never runs into the text around them."""
+
+LINK_TAGS = ("a", "area", "frame", "iframe", "link")
+"""Elements that carry outgoing links (``link`` only with rel next or alternate)."""
+
+_SCAN_TAGS = (*LINK_TAGS, "base", "meta", "title")
+_SCAN = frozenset(_SCAN_TAGS)
+_INVISIBLE = frozenset(INVISIBLE_TAGS)
+_BLOCKS = frozenset(BLOCK_TAGS)
+_LINK_ATTR = {"a": "href", "area": "href", "link": "href", "frame": "src", "iframe": "src"}
+_FOLLOWED_LINK_RELS = frozenset({"next", "alternate"})
+
+# WHATWG strips leading and trailing C0 controls and spaces from URLs.
+_C0_SPACE = "".join(chr(i) for i in range(33))
+# The href shapes the fast resolver joins itself; anything else takes urljoin.
+_PORT = r"(?::(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?"
+_HOST = r"[A-Za-z0-9.\-]+" + _PORT
+_CHARS = r"[A-Za-z0-9\-._~!$&'()*+,=:@/?%]*"
+_FAST_HREF = re.compile(
+    rf"(?P<absolute>https?://{_HOST}(?:[/?]{_CHARS})?)"
+    rf"|(?P<network>//{_HOST}(?:[/?]{_CHARS})?)"
+    rf"|(?P<root>/(?!/){_CHARS})"
+    rf"|(?P<query>\?{_CHARS})"
+    # a first segment without ":" (that would be a scheme)
+    rf"|(?P<relative>[A-Za-z0-9\-._~!$&'()*+,=@%]+(?:[/?]{_CHARS})?)"
+)
+_EMPTY_AUTHORITY = re.compile(
+    r"(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[/?#\\]|(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//\Z"
+)
+_SIMPLE_BASE = re.compile(rf"https?://{_HOST}(?:/{_CHARS})?\Z")
+_REFRESH_URL = re.compile(r"""^\s*[0-9.]*\s*[;,]?\s*(?:url\s*=\s*)?['"]?([^'"]*)""", re.I)
+# libxml2 turns NUL into U+FFFD; html.parser keeps it. Make bs4 agree.
+_NUL_TO_FFFD = {0: "\ufffd"}
+# Control characters have no place in page text (what libxml2 and html.parser
+# keep of them differs, too).
+_DROP_CONTROLS = dict.fromkeys([*range(0, 32), 127, *range(128, 160)])
+
+
+@dataclass(slots=True)
+class ParsedPage:
+    """What a crawler keeps of an HTML page.
+
+    ``links`` are absolute http(s) URLs without fragments, in document order,
+    deduplicated, without ``rel=nofollow`` ones. ``noindex`` and ``nofollow``
+    come from ``<meta name="robots">``; links are listed even under
+    ``nofollow`` (they still describe the page) and the caller decides
+    whether to follow them. ``parser`` names the parser that produced the
+    page; it does not take part in comparisons.
+    """
+
+    title: str = ""
+    text: str = ""
+    links: list[str] = field(default_factory=list)
+    noindex: bool = False
+    nofollow: bool = False
+    parser: str = field(default="", compare=False)
+
+
+class LinkResolver:
+    """Resolves hrefs against one base URL, fast for the shapes most links have.
+
+    :meth:`resolve` returns exactly ``urljoin(base, href)`` without its
+    fragment, or None when that is not an absolute http(s) URL with a host
+    (and a valid port), when ``urljoin`` rejects the href, for a
+    same-document ``#fragment``, and for an href with an empty authority
+    (``http://``, ``//``, ``http:///x``), which ``urljoin`` would read as the
+    base URL itself. Simple absolute, scheme-relative,
+    root-relative, query-only and relative hrefs (leading ``./`` and ``../``
+    included) are joined by string operations, because ``urljoin`` costs
+    several microseconds a link; every other shape goes through ``urljoin``.
+    """
+
+    __slots__ = ("_base", "_dir", "_origin", "_parents", "_query_base", "_scheme")
+
+    def __init__(self, base_url: str) -> None:
+        self._base = base_url
+        self._scheme = self._origin = self._dir = self._query_base = ""
+        self._parents: list[str] = []  # the base directory, its parent, …, the root
+        if not _SIMPLE_BASE.match(base_url):
+            return  # anything unusual about the base: every href takes urljoin
+        parts = urlsplit(base_url)
+        self._scheme = parts.scheme
+        self._origin = f"{parts.scheme}://{parts.netloc}"
+        path = parts.path or "/"
+        # urljoin drops empty segments and resolves dot segments of the base
+        # path when it joins a relative path; only a base path free of both
+        # joins by concatenation.
+        if "//" not in path and "/." not in path:
+            self._dir = self._origin + path[: path.rfind("/") + 1]
+            self._query_base = self._origin + parts.path
+            directory = path[: path.rfind("/") + 1]
+            while True:
+                self._parents.append(self._origin + directory)
+                if directory == "/":
+                    break
+                directory = directory[: directory.rfind("/", 0, -1) + 1]
+
+    def resolve_all(self, hrefs: list[str]) -> list[str]:
+        """The resolved links of ``hrefs``, in order, without None and duplicates.
+
+        Equals :meth:`resolve` applied to each href; the shapes that make up
+        most links are inlined here, because this loop runs for every link of
+        every page.
+        """
+        out: dict[str, None] = {}
+        match = _FAST_HREF.fullmatch
+        origin, base_dir = self._origin, self._dir
+        for original in dict.fromkeys(hrefs):
+            cut = original.find("#")
+            href = original[:cut] if cut > 0 else original
+            m = match(href)  # also None for hrefs with whitespace around them
+            if m is not None and base_dir and href[-1] != "?":
+                kind = m.lastgroup
+                if kind == "root":
+                    if "/." not in href:
+                        out[origin + href] = None
+                        continue
+                elif kind == "absolute":
+                    out[href] = None
+                    continue
+                elif (
+                    kind == "relative" and href[0] != "." and "/." not in href and "//" not in href
+                ):
+                    out[base_dir + href] = None
+                    continue
+            url = self.resolve(original) if cut else None  # cut == 0: "#fragment"
+            if url is not None:
+                out[url] = None
+        return list(out)
+
+    def resolve(self, href: str) -> str | None:
+        """The absolute http(s) URL ``href`` points to, without fragment, or None."""
+        href = href.strip(_C0_SPACE)
+        cut = href.find("#")
+        if cut >= 0:
+            if cut == 0:
+                return None  # same-document reference
+            href = href[:cut]
+        elif not href:
+            return None  # the page itself
+        m = _FAST_HREF.fullmatch(href)
+        if m is None or href[-1] == "?":
+            return self._slow(href)  # urljoin drops an empty query: let it decide
+        kind = m.lastgroup
+        if kind == "absolute":
+            return href
+        if kind == "network":
+            return self._scheme + ":" + href if self._scheme else self._slow(href)
+        if kind == "root":
+            return self._origin + href if self._origin and "/." not in href else self._slow(href)
+        if kind == "query":
+            return self._query_base + href if self._query_base else self._slow(href)
+        if not self._dir:
+            return self._slow(href)
+        # Leading "./" and "../" segments, the usual dot segments of a link.
+        start = up = 0
+        while href[start] == ".":
+            if href.startswith("./", start):
+                start += 2
+            elif href.startswith("../", start):
+                start += 3
+                up += 1
+            else:
+                return self._slow(href)  # "." or ".." as the last segment
+            if start == len(href):
+                break
+        rest = href[start:]
+        if (
+            rest[:1] == "/"
+            or "/." in rest
+            or "//" in rest
+            or (start and ":" in rest.split("/", 1)[0].split("?", 1)[0])
+        ):
+            return self._slow(href)  # empty or dot segments inside, or a scheme
+        return self._parents[min(up, len(self._parents) - 1)] + rest
+
+    def _slow(self, href: str) -> str | None:
+        try:
+            if _EMPTY_AUTHORITY.match(href):
+                return None  # urljoin would read "http://" as the base itself
+            url = urljoin(self._base, href)
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                return None
+            parts.port  # noqa: B018 -- raises ValueError for a port out of range
+        except ValueError:
+            return None
+        cut = url.find("#")
+        return url if cut < 0 else url[:cut]
+
+
+def _rel_tokens(value: object) -> set[str]:
+    if not value:
+        return set()
+    if isinstance(value, str):
+        return set(value.lower().split())
+    return {str(v).lower() for v in value}  # type: ignore[attr-defined]
+
+
+def _robots_flags(content: str) -> tuple[bool, bool]:
+    tokens = set(content.lower().replace(",", " ").split())
+    if "none" in tokens:
+        return True, True
+    return "noindex" in tokens, "nofollow" in tokens
+
+
+def _refresh_target(content: str) -> str | None:
+    m = _REFRESH_URL.match(content)
+    target = m.group(1).strip() if m else ""
+    return target or None
+
+
+class _PageBuilder:
+    """Collects what one walk over the link-bearing elements finds."""
+
+    __slots__ = ("base_href", "hrefs", "nofollow", "noindex", "title")
+
+    def __init__(self) -> None:
+        self.title: str | None = None
+        self.base_href: str | None = None
+        self.hrefs: list[str] = []
+        self.noindex = False
+        self.nofollow = False
+
+    def element(self, tag: str, get) -> None:  # type: ignore[no-untyped-def]
+        """One link, base or meta element of the walk; ``get(attr)`` reads an attribute."""
+        attr = _LINK_ATTR.get(tag)
+        if attr is not None:
+            href = get(attr)
+            if href is None:
+                return
+            rel = _rel_tokens(get("rel"))
+            if "nofollow" in rel:
+                return
+            if tag == "link" and (not rel & _FOLLOWED_LINK_RELS or "stylesheet" in rel):
+                return
+            self.hrefs.append(href)
+        elif tag == "meta":
+            name = get("name")
+            if name is not None and name.strip().lower() == "robots":
+                noindex, nofollow = _robots_flags(get("content") or "")
+                self.noindex |= noindex
+                self.nofollow |= nofollow
+            else:
+                equiv = get("http-equiv")
+                if equiv is not None and equiv.strip().lower() == "refresh":
+                    target = _refresh_target(get("content") or "")
+                    if target:
+                        self.hrefs.append(target)
+        elif tag == "base" and self.base_href is None:
+            self.base_href = get("href")
+
+    def build(self, text: str, base_url: str, parser: str) -> ParsedPage:
+        resolver = LinkResolver(base_url)
+        if self.base_href is not None:
+            base = resolver.resolve(self.base_href)
+            if base is not None:
+                resolver = LinkResolver(base)
+        return ParsedPage(
+            title=_collapse(self.title or ""),
+            text=text,
+            links=resolver.resolve_all(self.hrefs),
+            noindex=self.noindex,
+            nofollow=self.nofollow,
+            parser=parser,
+        )
+
+
+def _collapse(text: str) -> str:
+    """Whitespace runs to one space, no leading or trailing space, no control characters."""
+    text = " ".join(text.split())
+    if not text.isprintable():  # rare: also false for format characters such as U+200B
+        cleaned = text.translate(_DROP_CONTROLS)
+        if cleaned != text:
+            text = " ".join(cleaned.split())
+    return text
+
+
+# --- lxml ------------------------------------------------------------------
+
+
+# The visible text, block-aware, in one C pass: invisible elements produce
+# nothing, block elements a space on either side, text nodes themselves.
+# (Collapsing whitespace here too, with normalize-space, is faster only for
+# pages without no-break or ideographic spaces, which most pages have.)
+_TEXT_XSLT = f"""<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">
+<xsl:output method="text" encoding="utf-8"/>
+<xsl:template match="{"|".join(INVISIBLE_TAGS)}"/>
+<xsl:template match="{"|".join(BLOCK_TAGS)}">
+<xsl:text> </xsl:text><xsl:apply-templates/><xsl:text> </xsl:text>
+</xsl:template>
+</xsl:stylesheet>""".encode()
+
+_local = threading.local()
+
+
+def _lxml_tools() -> tuple[etree.HTMLParser, etree.XSLT]:
+    # Parser and XSLT objects are not thread-safe; fetch threads each get their own.
+    tools = getattr(_local, "tools", None)
+    if tools is None:
+        parser = etree.HTMLParser(
+            encoding="utf-8",
+            remove_comments=True,
+            remove_pis=True,
+            no_network=True,
+            recover=True,
+            collect_ids=False,
+            # Pages are capped by the fetcher; the default limits would drop
+            # text nodes over 10 MB and everything nested deeper than 256.
+            huge_tree=True,
+        )
+        tools = _local.tools = (parser, etree.XSLT(etree.XML(_TEXT_XSLT)))
+    return tools
+
+
+class _LxmlGaveUp(Exception):
+    """libxml2 stopped before the end of the document (a resource limit)."""
+
+
+# Fatal libxml2 errors after which the tree misses the rest of the page.
+_GAVE_UP = frozenset({"ERR_RESOURCE_LIMIT", "ERR_NO_MEMORY", "ERR_INTERNAL_ERROR"})
+
+
+def _parse_lxml(html: str, base_url: str) -> ParsedPage:
+    try:
+        data = html.encode("utf-8")
+    except UnicodeEncodeError:
+        data = html.encode("utf-8", "replace")  # lone surrogates
+    parser, text_of = _lxml_tools()
+    # Bytes, not str: libxml2 refuses str input that carries an XML encoding
+    # declaration, and parsing UTF-8 bytes is no slower.
+    root = etree.fromstring(data, parser)
+    for error in parser.error_log.filter_from_fatals():
+        if error.type_name in _GAVE_UP:
+            raise _LxmlGaveUp(error.message)
+    builder = _PageBuilder()
+    if root is None:  # nothing but whitespace
+        return builder.build("", base_url, "lxml")
+    # Template content is inert: never shown, its links never followed.
+    etree.strip_elements(root, "template", with_tail=False)
+    hrefs = builder.hrefs
+    for el in root.iter(*_SCAN_TAGS):
+        tag = el.tag
+        if tag == "a":  # the bulk: inlined
+            href = el.get("href")
+            if href is not None:
+                rel = el.get("rel")
+                if rel is None or "nofollow" not in rel.lower().split():
+                    hrefs.append(href)
+        elif tag == "title":
+            if builder.title is None:
+                builder.title = "".join(el.itertext())
+        else:
+            builder.element(tag, el.get)
+    return builder.build(_collapse(str(text_of(root))), base_url, "lxml")
+
+
+# --- BeautifulSoup ------------------------------------------------------------
+
+
+def _bs4_walk(soup: BeautifulSoup, builder: _PageBuilder) -> str:
+    """Feed the link-bearing elements to ``builder`` and return the visible text.
+
+    One linear walk with the XSLT's text rules. Mutating the soup instead
+    (inserting separators, decomposing invisible tags) costs time
+    proportional to the nesting depth per change, which a hostile page turns
+    into minutes.
+    """
+    parts: list[str] = []
+    open_tags: list[Tag] = []  # the ancestors of the current node
+    hidden: Tag | None = None  # the invisible element being walked through
+    inert: Tag | None = None  # the <template> being walked through
+    for node in soup.descendants:
+        parent = node.parent
+        while open_tags and open_tags[-1] is not parent:
+            closed = open_tags.pop()
+            if closed is inert:
+                inert = None
+            if closed is hidden:
+                hidden = None
+            elif hidden is None and closed.name in _BLOCKS:
+                parts.append(" ")
+        if isinstance(node, Tag):
+            open_tags.append(node)
+            name = node.name
+            if inert is None:
+                if name == "template":
+                    inert = node
+                elif name in _SCAN:
+                    if name == "title":
+                        if builder.title is None:
+                            builder.title = node.get_text()
+                    else:
+                        builder.element(name, _bs4_getter(node))
+            if hidden is None:
+                if name in _INVISIBLE:
+                    hidden = node
+                elif name in _BLOCKS:
+                    parts.append(" ")
+        elif hidden is None and not isinstance(node, PreformattedString):
+            parts.append(node)  # type: ignore[arg-type]
+    if hidden is None:
+        parts.extend(" " for tag in open_tags if tag.name in _BLOCKS)
+    return "".join(parts)
+
+
+def _bs4_getter(tag: Tag):  # type: ignore[no-untyped-def]
+    def get(name: str) -> str | None:
+        value = tag.get(name)
+        if value is None or isinstance(value, str):
+            return value
+        return " ".join(value)  # multi-valued attributes such as rel
+
+    return get
+
+
+def _parse_bs4(html: str, base_url: str) -> ParsedPage:
+    try:
+        html.encode("utf-8")
+    except UnicodeEncodeError:
+        html = html.encode("utf-8", "replace").decode("utf-8")
+    soup = BeautifulSoup(html.translate(_NUL_TO_FFFD), "html.parser")
+    builder = _PageBuilder()
+    text = _bs4_walk(soup, builder)
+    return builder.build(_collapse(text), base_url, "bs4")
+
+
+def parse_html(html: str, base_url: str, parser: str = "lxml") -> ParsedPage:
+    """Parse ``html`` fetched from ``base_url``; never raises for any page content.
+
+    ``parser="lxml"`` takes the fast path and falls back to BeautifulSoup when
+    libxml2 fails or stops early; ``parser="bs4"`` uses BeautifulSoup only.
+    The result's ``parser`` field says which one produced it. An unknown
+    ``parser`` name is a ValueError.
+    """
+    if parser not in PARSERS:
+        raise ValueError(f"unknown parser {parser!r}; expected one of {', '.join(PARSERS)}")
+    if parser == "lxml":
+        try:
+            return _parse_lxml(html, base_url)
+        except (etree.LxmlError, ValueError, _LxmlGaveUp):
+            pass
+    return _parse_bs4(html, base_url)

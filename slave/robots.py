@@ -1,0 +1,219 @@
+"""robots.txt, parsed with Protego and cached in Redis for every slave of a job.
+
+One key per origin (``scheme://host:port``) holds the outcome of its last
+robots.txt fetch, with a TTL:
+
+- ``R`` + the robots.txt body (2xx): rules; lives ``ttl`` seconds.
+- ``A`` (4xx other than 429, too many redirects, a broken redirect): no
+  robots.txt, everything is allowed; lives ``ttl`` seconds.
+- ``D`` + a Unix time (5xx, 429, timeout, connection errors): the host is
+  deferred until then; lives until then (``defer`` seconds), after which the
+  next slave to need the host fetches robots.txt again.
+
+:meth:`RobotsCache.lookup` only reads the cache (one GET); the slave calls
+:meth:`RobotsCache.fetch_and_store` on a miss. Parsed rule sets are memoised
+per process by the hash of the body, so hosts looked up again and again are
+parsed once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from urllib.parse import urlsplit
+
+import redis
+import xxhash
+from protego import Protego
+
+from srcrawl.defaults import (
+    DEFAULT_ROBOTS_DEFER,
+    DEFAULT_ROBOTS_MAX_BYTES,
+    DEFAULT_ROBOTS_MAX_REDIRECTS,
+    DEFAULT_ROBOTS_MEMO,
+    DEFAULT_ROBOTS_TTL,
+    DEFAULT_USER_AGENT,
+)
+from srcrawl.keys import Keys
+from srcrawl.slave.fetch import Fetcher, FetchResult
+
+_RULES = b"R"
+_ALLOW_ALL = b"A"
+_DEFER = b"D"
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin_of(url: str) -> str:
+    """The origin ``scheme://host:port`` of an http(s) URL, port always explicit.
+
+    Raises ValueError for a URL that is not http(s) or has no host.
+    """
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.hostname:
+        raise ValueError(f"no http(s) origin in {url!r}")
+    host = parts.hostname  # lower-cased, IPv6 brackets removed
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{parts.port or _DEFAULT_PORTS[scheme]}"
+
+
+class RobotsRules:
+    """What robots.txt says about one origin, for one user agent."""
+
+    __slots__ = ("_parser", "deferred_until", "origin", "source", "user_agent")
+
+    def __init__(
+        self,
+        origin: str,
+        user_agent: str,
+        *,
+        parser: Protego | None = None,
+        deferred_until: float | None = None,
+    ) -> None:
+        self.origin = origin
+        self.user_agent = user_agent
+        self._parser = parser
+        self.deferred_until = deferred_until
+        """Unix time before which the host must not be fetched (robots.txt unavailable)."""
+        self.source = "defer" if deferred_until is not None else "rules" if parser else "allow"
+        """``rules`` (a robots.txt), ``allow`` (none: allow all) or ``defer``."""
+
+    def allowed(self, url: str) -> bool:
+        """May ``url`` be fetched? Always False while the host is deferred."""
+        if self.deferred_until is not None:
+            return False
+        if self._parser is None:
+            return True
+        return self._parser.can_fetch(url, self.user_agent)
+
+    @property
+    def crawl_delay(self) -> float | None:
+        """Seconds between requests that robots.txt asks of this user agent, if any."""
+        if self._parser is None:
+            return None
+        delay = self._parser.crawl_delay(self.user_agent)
+        return float(delay) if delay is not None else None
+
+    def __repr__(self) -> str:
+        return f"RobotsRules({self.origin!r}, {self.source})"
+
+
+class RobotsCache:
+    """The job-wide robots.txt cache in Redis, shared by every slave.
+
+    ``fetcher`` fetches robots.txt (its own caps and timeouts apply); ``ttl``
+    is how long a robots.txt or an allow-all stays cached; ``defer`` how long
+    a host waits after its robots.txt could not be had.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        fetcher: Fetcher,
+        ttl: float = DEFAULT_ROBOTS_TTL,
+        user_agent: str = DEFAULT_USER_AGENT,
+        *,
+        defer: float = DEFAULT_ROBOTS_DEFER,
+        max_bytes: int = DEFAULT_ROBOTS_MAX_BYTES,
+        max_redirects: int = DEFAULT_ROBOTS_MAX_REDIRECTS,
+        memo_size: int = DEFAULT_ROBOTS_MEMO,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if ttl <= 0 or defer <= 0:
+            raise ValueError("robots.txt ttl and defer must be positive")
+        self.client = client
+        self.keys = keys
+        self.fetcher = fetcher
+        self.ttl = ttl
+        self.user_agent = user_agent
+        self.defer = defer
+        self.max_bytes = max_bytes
+        self.max_redirects = max_redirects
+        self.memo_size = memo_size
+        self.clock = clock
+        self._memo: OrderedDict[int, Protego] = OrderedDict()
+        self._lock = threading.Lock()
+        self.parses = 0
+        """robots.txt bodies parsed by this process (memo misses)."""
+
+    # -- reading ------------------------------------------------------------
+    def lookup(self, origin: str) -> RobotsRules | None:
+        """The cached rules of ``origin``, or None when the cache has none (one GET)."""
+        return self._rules(origin, self.client.get(self.keys.robots(origin)))
+
+    def lookup_many(self, origins: Iterable[str]) -> dict[str, RobotsRules | None]:
+        """:meth:`lookup` for many origins in one round trip (MGET)."""
+        origins = list(dict.fromkeys(origins))
+        if not origins:
+            return {}
+        values = self.client.mget([self.keys.robots(o) for o in origins])
+        return {o: self._rules(o, v) for o, v in zip(origins, values, strict=True)}
+
+    def _rules(self, origin: str, value: bytes | None) -> RobotsRules | None:
+        if not value:
+            return None
+        kind, data = value[:1], value[1:]
+        if kind == _RULES:
+            return RobotsRules(origin, self.user_agent, parser=self._parsed(data))
+        if kind == _DEFER:
+            try:
+                return RobotsRules(origin, self.user_agent, deferred_until=float(data))
+            except ValueError:
+                return None  # not ours: treat as a miss, the next store overwrites it
+        if kind == _ALLOW_ALL:
+            return RobotsRules(origin, self.user_agent)
+        return None
+
+    def _parsed(self, body: bytes) -> Protego:
+        digest = xxhash.xxh64_intdigest(body)
+        with self._lock:
+            parser = self._memo.get(digest)
+            if parser is not None:
+                self._memo.move_to_end(digest)
+                return parser
+        # Parse outside the lock: two threads may both parse a new body, once.
+        text = body.decode("utf-8", "replace").lstrip("\ufeff")
+        parser = Protego.parse(text)
+        with self._lock:
+            self.parses += 1
+            self._memo[digest] = parser
+            while len(self._memo) > self.memo_size:
+                self._memo.popitem(last=False)
+        return parser
+
+    # -- fetching -----------------------------------------------------------
+    def fetch_and_store(self, origin: str) -> tuple[RobotsRules, FetchResult]:
+        """Fetch ``origin``'s robots.txt, store the outcome for every slave, return it.
+
+        Redirects are followed up to ``max_redirects`` hops (http and https
+        only, as every fetch). The FetchResult is the last hop's.
+        """
+        url = f"{origin}/robots.txt"
+        result = self.fetcher.fetch(url)
+        hops = 0
+        while result.redirect is not None and hops < self.max_redirects:
+            hops += 1
+            result = self.fetcher.fetch(result.redirect)
+        key = self.keys.robots(origin)
+        status = result.status
+        if 200 <= status < 300 and result.error is None:
+            body = result.body[: self.max_bytes]
+            self.client.set(key, _RULES + body, px=int(self.ttl * 1000))
+            rules = RobotsRules(origin, self.user_agent, parser=self._parsed(body))
+        elif 300 <= status < 500 and status != 429:
+            # No robots.txt (4xx), or one behind a redirect chain too long or
+            # broken: RFC 9309 says crawl as if there were none.
+            self.client.set(key, _ALLOW_ALL, px=int(self.ttl * 1000))
+            rules = RobotsRules(origin, self.user_agent)
+        else:
+            # 5xx, 429, timeouts, connection errors: RFC 9309 says assume
+            # complete disallow for now; try again after a while.
+            until = self.clock() + self.defer
+            self.client.set(key, _DEFER + repr(until).encode(), px=int(self.defer * 1000))
+            rules = RobotsRules(origin, self.user_agent, deferred_until=until)
+        return rules, result

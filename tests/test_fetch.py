@@ -1,0 +1,339 @@
+"""The fetcher against a real HTTP server on 127.0.0.1 that misbehaves on purpose."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import socket
+import threading
+import time
+import tracemalloc
+import zlib
+from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
+
+import pytest
+
+from srcrawl.slave.fetch import (
+    ERROR_BAD_REDIRECT,
+    ERROR_BAD_RESPONSE,
+    ERROR_BAD_URL,
+    ERROR_CONNECT,
+    ERROR_DECODING,
+    ERROR_SCHEME,
+    ERROR_TIMEOUT,
+    ERROR_TRUNCATED,
+    Fetcher,
+)
+
+PAGE = "<html><head><title>t</title></head><body><p>中文 page</p></body></html>".encode()
+BIG = 10 * 1024 * 1024
+CAP = 1024 * 1024
+
+
+def _bomb() -> bytes:
+    """About 100 KB of gzip that inflates to 100 MB of zeros."""
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = bytes(1024 * 1024)
+    return b"".join([*(c.compress(block) for _ in range(100)), c.flush()])
+
+
+BOMB = _bomb()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    hits: ClassVar[Counter[str]] = Counter()
+
+    def log_message(self, *args: object) -> None:  # keep test output clean
+        pass
+
+    def send(self, status: int, body: bytes, ctype: str | None = "text/html", **headers) -> None:
+        self.send_response(status)
+        if ctype is not None:
+            self.send_header("Content-Type", ctype)
+        for name, value in headers.items():
+            self.send_header(name.replace("_", "-"), value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # one branch per misbehaviour
+        path = self.path
+        Handler.hits[path] += 1
+        if path == "/ok":
+            self.send(200, PAGE, "text/html; charset=utf-8", X_Custom="Yes")
+        elif path == "/no-type":
+            self.send(200, b"plain bytes", None)
+        elif path.startswith("/status/"):
+            self.send(int(path.rsplit("/", 1)[1]), b"status page")
+        elif path == "/exact":
+            self.send(200, b"x" * CAP)
+        elif path == "/big":
+            self.send(200, b"<p>" + b"a" * (BIG - 3))
+        elif path == "/chunked-big":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunk = b"b" * 65536
+            try:
+                for _ in range(BIG // len(chunk)):
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.write(b"0\r\n\r\n")
+            except OSError:
+                pass  # the client stopped reading at its cap
+        elif path == "/truncated":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(b"<p>only part" + b"." * 88)
+            self.close_connection = True
+        elif path == "/garbage":
+            self.wfile.write(b"\x00\x01\xffNOT HTTP AT ALL\r\n\r\n")
+            self.close_connection = True
+        elif path == "/hangup":
+            self.close_connection = True  # closes without answering
+        elif path == "/binary":
+            self.send(200, os.urandom(50_000), "text/html")
+        elif path == "/slow":
+            time.sleep(1.5)
+            self.send(200, PAGE)
+        elif path == "/drip":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            try:
+                for _ in range(40):
+                    self.wfile.write(b"d")
+                    self.wfile.flush()
+                    time.sleep(0.1)
+            except OSError:
+                pass
+            self.close_connection = True
+        elif path == "/redirect":
+            self.send(302, b"", Location="/ok?from=redirect")
+        elif path == "/redirect-abs":
+            self.send(301, b"moved", Location="http://127.0.0.2:9/elsewhere")
+        elif path == "/redirect-bad":
+            self.send(302, b"", Location="http://[::1/broken")
+        elif path == "/redirect-ftp":
+            self.send(302, b"", Location="ftp://127.0.0.1/file")
+        elif path == "/redirect-huge":
+            self.send(302, BOMB, "text/html", Content_Encoding="gzip", Location="/ok")
+        elif path == "/redirect-none":
+            self.send(302, b"")
+        elif path == "/gzip":
+            self.send(200, gzip.compress(PAGE), "text/html", Content_Encoding="gzip")
+        elif path == "/gzip-bomb":
+            self.send(200, BOMB, "text/html", Content_Encoding="gzip")
+        elif path == "/gzip-bad":
+            self.send(200, b"\x1f\x8b\x08\x00garbage, not deflate", "text/html",
+                      Content_Encoding="gzip")  # fmt: skip
+        else:
+            self.send(404, b"no such page")
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # clients that stop reading at their cap reset the connection
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    httpd = Server(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture
+def fetcher() -> Iterator[Fetcher]:
+    f = Fetcher(connect_timeout=2, read_timeout=3, max_bytes=CAP, user_agent="srcrawl-test")
+    yield f
+    f.close()
+
+
+def test_a_page_comes_back_with_lowercase_headers(server: str, fetcher: Fetcher) -> None:
+    r = fetcher.fetch(server + "/ok")
+    assert r.ok and r.status == 200 and r.error is None
+    assert r.body == PAGE and not r.truncated
+    assert r.content_type == "text/html; charset=utf-8"
+    assert r.headers["x-custom"] == "Yes" and "content-length" in r.headers
+    assert r.redirect is None and r.elapsed_ms > 0 and r.url == server + "/ok"
+
+
+def test_missing_content_type_is_empty(server: str, fetcher: Fetcher) -> None:
+    r = fetcher.fetch(server + "/no-type")
+    assert r.ok and r.content_type == "" and r.body == b"plain bytes"
+
+
+@pytest.mark.parametrize("status", [204, 404, 410, 500, 503])
+def test_status_codes_are_reported_not_raised(server: str, fetcher: Fetcher, status: int) -> None:
+    r = fetcher.fetch(f"{server}/status/{status}")
+    assert r.status == status and r.error is None
+    assert r.ok == (status < 300)
+
+
+def test_a_body_of_exactly_the_cap_is_not_truncated(server: str, fetcher: Fetcher) -> None:
+    r = fetcher.fetch(server + "/exact")
+    assert r.ok and len(r.body) == CAP and not r.truncated
+
+
+@pytest.mark.parametrize("path", ["/big", "/chunked-big"])
+def test_a_10mb_page_is_cut_at_the_cap(server: str, fetcher: Fetcher, path: str) -> None:
+    r = fetcher.fetch(server + path)
+    assert r.ok and r.truncated and len(r.body) == CAP
+    assert r.body[:3] in (b"<p>", b"bbb")
+
+
+def test_a_short_body_keeps_what_arrived(server: str, fetcher: Fetcher) -> None:
+    r = fetcher.fetch(server + "/truncated")
+    assert r.status == 200 and r.error == ERROR_TRUNCATED and not r.ok
+    assert r.body == b"<p>only part" + b"." * 88
+
+
+def test_garbage_instead_of_http(server: str, fetcher: Fetcher) -> None:
+    r = fetcher.fetch(server + "/garbage")
+    assert r.status == 0 and r.error == ERROR_BAD_RESPONSE and r.body == b""
+    assert r.detail
+
+
+def test_a_server_that_hangs_up(server: str, fetcher: Fetcher) -> None:
+    r = fetcher.fetch(server + "/hangup")
+    assert r.status == 0 and r.error == ERROR_CONNECT
+
+
+def test_a_dead_host_is_a_connect_error(fetcher: Fetcher) -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    r = fetcher.fetch(f"http://127.0.0.1:{port}/")
+    assert r.status == 0 and r.error == ERROR_CONNECT and r.body == b""
+
+
+def test_binary_served_as_html_is_just_bytes(server: str, fetcher: Fetcher) -> None:
+    r = fetcher.fetch(server + "/binary")
+    assert r.ok and len(r.body) == 50_000 and r.content_type == "text/html"
+
+
+def test_a_slow_response_times_out(server: str) -> None:
+    f = Fetcher(connect_timeout=1, read_timeout=0.3, max_bytes=CAP, user_agent="t")
+    t0 = time.monotonic()
+    r = f.fetch(server + "/slow")
+    assert r.status == 0 and r.error == ERROR_TIMEOUT
+    assert time.monotonic() - t0 < 1.4
+    f.close()
+
+
+def test_a_dripping_body_is_stopped_by_the_deadline(server: str) -> None:
+    f = Fetcher(connect_timeout=1, read_timeout=2, max_bytes=CAP, user_agent="t", deadline=0.5)
+    t0 = time.monotonic()
+    r = f.fetch(server + "/drip")
+    took = time.monotonic() - t0
+    assert r.status == 200 and r.error == ERROR_TIMEOUT
+    assert 1 <= len(r.body) < 20 and set(r.body) == {ord("d")}
+    assert took < 1.5
+    f.close()
+
+
+def test_redirects_are_reported_not_followed(server: str, fetcher: Fetcher) -> None:
+    before = Handler.hits["/ok?from=redirect"]
+    r = fetcher.fetch(server + "/redirect")
+    assert r.status == 302 and r.error is None and r.body == b""
+    assert r.redirect == server + "/ok?from=redirect"
+    assert Handler.hits["/ok?from=redirect"] == before
+    r = fetcher.fetch(server + "/redirect-abs")
+    assert r.status == 301 and r.redirect == "http://127.0.0.2:9/elsewhere"
+
+
+@pytest.mark.parametrize("path", ["/redirect-bad", "/redirect-ftp"])
+def test_a_bad_location_is_an_error(server: str, fetcher: Fetcher, path: str) -> None:
+    r = fetcher.fetch(server + path)
+    assert r.status == 302 and r.redirect is None and r.error == ERROR_BAD_REDIRECT
+
+
+def test_a_redirect_body_is_never_read(server: str, fetcher: Fetcher) -> None:
+    tracemalloc.start()
+    try:
+        r = fetcher.fetch(server + "/redirect-huge")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert r.status == 302 and r.redirect == server + "/ok" and r.body == b""
+    assert peak < 2 * CAP
+
+
+def test_a_redirect_without_location(server: str, fetcher: Fetcher) -> None:
+    r = fetcher.fetch(server + "/redirect-none")
+    assert r.status == 302 and r.redirect is None and r.error is None
+
+
+def test_gzip_is_decoded(server: str, fetcher: Fetcher) -> None:
+    r = fetcher.fetch(server + "/gzip")
+    assert r.ok and r.body == PAGE
+
+
+def test_a_gzip_bomb_costs_no_more_than_the_cap(server: str, fetcher: Fetcher) -> None:
+    tracemalloc.start()
+    try:
+        r = fetcher.fetch(server + "/gzip-bomb")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert r.ok and r.truncated and len(r.body) == CAP and r.body == bytes(CAP)
+    assert peak < 8 * CAP, f"peak {peak} bytes while inflating a 100 MB bomb"
+
+
+def test_broken_gzip_is_a_decoding_error(server: str, fetcher: Fetcher) -> None:
+    r = fetcher.fetch(server + "/gzip-bad")
+    assert r.status == 200 and r.error == ERROR_DECODING
+
+
+@pytest.mark.parametrize(
+    "url", ["ftp://127.0.0.1/x", "mailto:someone@127.0.0.1", "javascript:alert(1)", "file:///etc"]
+)
+def test_other_schemes_send_nothing(server: str, fetcher: Fetcher, url: str) -> None:
+    total = sum(Handler.hits.values())
+    r = fetcher.fetch(url)
+    assert r.error == ERROR_SCHEME and r.status == 0
+    assert sum(Handler.hits.values()) == total
+
+
+@pytest.mark.parametrize("url", ["http://[::1/x", "http:///nohost", "http://127.0.0.1:99999/"])
+def test_malformed_urls_are_errors(fetcher: Fetcher, url: str) -> None:
+    r = fetcher.fetch(url)
+    assert r.error == ERROR_BAD_URL and r.status == 0
+
+
+def test_threads_get_their_own_session(server: str, fetcher: Fetcher) -> None:
+    sessions: dict[str, object] = {}
+    results = []
+
+    def work(name: str) -> None:
+        sessions[name] = fetcher.session
+        results.append(fetcher.fetch(server + "/ok"))
+
+    threads = [threading.Thread(target=work, args=(f"t{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(s) for s in sessions.values()}) == 4
+    assert all(r.ok and r.body == PAGE for r in results)
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ValueError):
+        Fetcher(connect_timeout=0)
+    with pytest.raises(ValueError):
+        Fetcher(max_bytes=0)
