@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
 import threading
 import time
@@ -34,6 +33,7 @@ from srcrawl.master.strategy import load as load_strategy
 from srcrawl.queues.envelope import Message, decode, encode
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import reap
+from srcrawl.signals import install_stop_handlers
 from srcrawl.slave.clock_cache import ClockCache
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of
 
@@ -171,13 +171,8 @@ class CrawlMaster:
             self.client.delete(self.keys.master_lock)
 
     def install_signal_handlers(self) -> None:
-        def on_signal(signum: int, _frame: object) -> None:
-            if self.stopping.is_set():
-                os._exit(128 + signum)
-            self.stopping.set()
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+        """First signal: finish the batch in hand. Second: leave at once."""
+        install_stop_handlers(self.stopping)
 
     def run(self, *, keep_running: bool = False) -> bool:
         """Crawl until complete (True) or stopped (False)."""

@@ -10,8 +10,6 @@ is requeued by the master once the heartbeat lapses).
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import threading
 import time
 import traceback
@@ -26,6 +24,7 @@ from srcrawl.defaults import (
 from srcrawl.queues.envelope import encode
 from srcrawl.queues.protocol import PhaseQueues, new_worker_id
 from srcrawl.queues.workers import Worker
+from srcrawl.signals import install_stop_handlers
 from srcrawl.slave.handler import PhaseHandler
 
 log = logging.getLogger("srcrawl.slave")
@@ -65,15 +64,8 @@ class Slave:
 
     # -- signals -----------------------------------------------------------
     def install_signal_handlers(self) -> None:
-        """First signal: finish the current batches. Second: leave at once."""
-
-        def on_signal(signum: int, _frame: object) -> None:
-            if self.stopping.is_set():
-                os._exit(128 + signum)
-            self.stopping.set()
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+        """First signal: finish the batch in hand. Second: leave at once."""
+        install_stop_handlers(self.stopping)
 
     # -- the loop ------------------------------------------------------------
     def run(self, *, burst: bool = False) -> None:
