@@ -38,18 +38,25 @@ CREATE TABLE IF NOT EXISTS terms (
     UNIQUE KEY terms_term (term)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
+-- dl: the page's length, repeated so that BM25 reads one posting range and
+-- never joins doclens. No index on fp: a page's postings are found through
+-- doclens.terms, and an fp index would make every merge slower.
 CREATE TABLE IF NOT EXISTS postings (
     term_id INT NOT NULL,
     fp BIGINT NOT NULL,
     tf INT NOT NULL,
+    dl INT NOT NULL DEFAULT 0,
     positions BLOB NULL,
-    PRIMARY KEY (term_id, fp),
-    KEY postings_fp (fp)
+    PRIMARY KEY (term_id, fp)
 ) ENGINE=InnoDB;
 
+-- terms: the ids of the page's distinct terms, packed little-endian uint32
+-- (the forward index, to replace its postings when it is indexed again)
 CREATE TABLE IF NOT EXISTS doclens (
     fp BIGINT NOT NULL PRIMARY KEY,
-    length INT NOT NULL
+    length INT NOT NULL,
+    terms MEDIUMBLOB NULL,
+    KEY doclens_length (length)
 ) ENGINE=InnoDB;
 
 CREATE TABLE IF NOT EXISTS ranks (

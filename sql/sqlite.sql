@@ -36,19 +36,29 @@ CREATE TABLE IF NOT EXISTS terms (
     df INTEGER NOT NULL DEFAULT 0
 );
 
+-- dl: the page's length, repeated so that BM25 reads one posting range and
+-- never joins doclens. No index on fp: a page's postings are found through
+-- doclens.terms, and an fp index would make every merge several times slower
+-- (its inserts land all over the tree).
 CREATE TABLE IF NOT EXISTS postings (
     term_id INTEGER NOT NULL,
     fp INTEGER NOT NULL,
     tf INTEGER NOT NULL,
+    dl INTEGER NOT NULL DEFAULT 0,
     positions BLOB NULL,
     PRIMARY KEY (term_id, fp)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS postings_fp ON postings (fp);
+DROP INDEX IF EXISTS postings_fp;
 
+-- terms: the ids of the page's distinct terms, packed little-endian uint32
+-- (the forward index, to replace its postings when it is indexed again)
 CREATE TABLE IF NOT EXISTS doclens (
     fp INTEGER NOT NULL PRIMARY KEY,
-    length INTEGER NOT NULL
+    length INTEGER NOT NULL,
+    terms BLOB NULL
 );
+-- covers COUNT(*) and SUM(length) without reading the term lists
+CREATE INDEX IF NOT EXISTS doclens_length ON doclens (length);
 
 CREATE TABLE IF NOT EXISTS ranks (
     fp INTEGER NOT NULL PRIMARY KEY,

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import struct
 import threading
 import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from srcrawl.defaults import DEFAULT_STORE_BATCH
+from srcrawl.defaults import DEFAULT_STORE_BATCH, DEFAULT_STORE_BULK_BATCH
 
 if TYPE_CHECKING:
     from srcrawl.config import DatabaseURL
@@ -63,6 +64,39 @@ class Page:
 PAGE_COLUMNS = "fp, url, host, depth, status, content_type, fetched_at, fetch_ms, title, text, body"
 
 
+class PostingColumns(Protocol):
+    """Tokenized pages in columns (numpy arrays), as the index master merges them.
+
+    Per page: ``fps``, ``fetched`` (the ``fetched_at`` of the text that was
+    tokenized), ``lengths``, ``counts``; per posting, page after page:
+    ``term_idx`` (into ``terms``) and ``tfs``. No page lists a term twice.
+    """
+
+    fps: Any
+    fetched: Any
+    lengths: Any
+    counts: Any
+    term_idx: Any
+    tfs: Any
+    terms: Sequence[str]
+
+
+@dataclass
+class IndexMerge:
+    """What one :meth:`Store.merge_index` did."""
+
+    applied: int = 0  # documents whose postings now are in the index
+    reindexed: int = 0  # of those, documents that replaced older postings
+    stale: int = 0  # documents skipped: the page is gone or was fetched again since
+    postings: int = 0
+    new_terms: int = 0
+
+
+INDEX_COUNTERS = ("index_docs", "index_length")
+"""Meta keys: indexed documents and the sum of their lengths (BM25's N and avgdl),
+as of the last merge."""
+
+
 def schema_statements(dialect: str) -> list[str]:
     """The statements of a schema file, split on ``;`` at the end of a line."""
     text = resources.files("srcrawl.sql").joinpath(f"{dialect}.sql").read_text("utf-8")
@@ -100,6 +134,8 @@ class Store(ABC):
     INSERT_LINK: str
     UPSERT_JOB: str
     UPSERT_META: str
+    ADD_DF: str  # (term id, term, delta): add delta to the df of an existing term
+    UPSERT_DOCLEN: str  # (fp, length, packed term ids)
 
     def __init__(self) -> None:
         # one connection per store; threads of one process take turns
@@ -109,6 +145,10 @@ class Store(ABC):
     @abstractmethod
     def _begin(self) -> Any:
         """Start a transaction and return a cursor."""
+
+    def _begin_read(self) -> Any:
+        """Start a transaction that only reads; backends may avoid the write lock."""
+        return self._begin()
 
     @abstractmethod
     def _commit(self) -> None: ...
@@ -128,11 +168,15 @@ class Store(ABC):
         """A StoreError for a driver error, or None if ``e`` is not one."""
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[Any]:
-        """A cursor inside one transaction: committed on success, rolled back on error."""
+    def transaction(self, *, read_only: bool = False) -> Iterator[Any]:
+        """A cursor inside one transaction: committed on success, rolled back on error.
+
+        ``read_only`` transactions take no write lock where the backend allows
+        it (SQLite), so readers never wait for a writer.
+        """
         with self._lock:
             try:
-                cur = self._begin()
+                cur = self._begin_read() if read_only else self._begin()
             except Exception as e:
                 err = self._translate_error(e)
                 if err is None:
@@ -189,6 +233,26 @@ class Store(ABC):
             self._executemany(cur, "DELETE FROM links WHERE src = ?", srcs)
             self._executemany(cur, self.INSERT_LINK, list(links))
 
+    @contextlib.contextmanager
+    def bulk_load(self) -> Iterator[Store]:
+        """Tune this store for writing many rows (imports, benchmarks) until the block ends.
+
+        ``put_pages`` and ``put_links`` then write much larger batches per
+        transaction, and the backend may relax settings that cost time per
+        write (see ``_bulk_settings``); everything returns to normal after.
+        """
+        saved = self.batch_size
+        self.batch_size = DEFAULT_STORE_BULK_BATCH
+        try:
+            with self._bulk_settings():
+                yield self
+        finally:
+            self.batch_size = saved
+
+    def _bulk_settings(self) -> contextlib.AbstractContextManager[None]:
+        """Backend settings for :meth:`bulk_load` (none by default)."""
+        return contextlib.nullcontext()
+
     def put_pages(self, pages: Iterable[Page]) -> int:
         n = 0
         for batch in _chunks(pages, self.batch_size):
@@ -234,6 +298,21 @@ class Store(ABC):
                 yield Page(*_page_row(r))
             last = rows[-1][0]
 
+    def iter_page_hosts(self, *, batch: int = 100_000) -> Iterator[list[tuple[int, str]]]:
+        """(fp, host) of every stored page, in fingerprint order, a batch at a time."""
+        last: int | None = None
+        while True:
+            if last is None:
+                rows = self._query("SELECT fp, host FROM pages ORDER BY fp LIMIT ?", (batch,))
+            else:
+                rows = self._query(
+                    "SELECT fp, host FROM pages WHERE fp > ? ORDER BY fp LIMIT ?", (last, batch)
+                )
+            if not rows:
+                return
+            yield [(int(fp), host) for fp, host in rows]
+            last = int(rows[-1][0])
+
     def iter_links(self, *, batch: int = 100_000) -> Iterator[list[tuple[int, int]]]:
         """Every link as (src, dst), in (src, dst) order, a batch at a time."""
         last: tuple[int, int] | None = None
@@ -242,7 +321,8 @@ class Store(ABC):
                 rows = self._query("SELECT src, dst FROM links ORDER BY src, dst LIMIT ?", (batch,))
             else:
                 rows = self._query(
-                    "SELECT src, dst FROM links WHERE src > ? OR (src = ? AND dst > ?) "
+                    # `src >= ?` first: SQLite scans the whole table for a bare OR
+                    "SELECT src, dst FROM links WHERE src >= ? AND (src > ? OR dst > ?) "
                     "ORDER BY src, dst LIMIT ?",
                     (last[0], last[0], last[1], batch),
                 )
@@ -290,6 +370,272 @@ class Store(ABC):
             return [(u, float(s)) for u, s in self._query(sql)]
         return [(u, float(s)) for u, s in self._query(sql + " LIMIT ?", (limit,))]
 
+    # -- index -----------------------------------------------------------------
+    def _select_in(
+        self, cur: Any, statement: str, values: Sequence[Any], head: Sequence[Any] = ()
+    ) -> list[tuple]:
+        """Rows of ``statement`` (with one ``{}`` for the IN list) over ``values`` in chunks."""
+        out: list[tuple] = []
+        for i in range(0, len(values), 500):
+            part = list(values[i : i + 500])
+            # only the number of placeholders is built here, never data
+            self._execute(cur, statement.format(", ".join("?" * len(part))), [*head, *part])
+            out.extend(cur.fetchall())
+        return out
+
+    def unindexed_pages(self, after: int | None, limit: int) -> list[int]:
+        """Up to ``limit`` fingerprints of pages unindexed since their last fetch, after ``after``.
+
+        In fingerprint order, so a caller pages through them with the last one it got.
+        """
+        with self.transaction(read_only=True) as cur:
+            if after is None:
+                sql, params = (
+                    "SELECT fp FROM pages WHERE indexed_at IS NULL ORDER BY fp LIMIT ?",
+                    (limit,),
+                )
+            else:
+                sql = "SELECT fp FROM pages WHERE indexed_at IS NULL AND fp > ? ORDER BY fp LIMIT ?"
+                params = (after, limit)
+            return [int(r[0]) for r in self._execute(cur, sql, params).fetchall()]
+
+    def index_documents(self, fps: Sequence[int]) -> list[tuple[int, float, str, str, str]]:
+        """(fp, fetched_at, url, title, text) of the stored pages among ``fps``, any order."""
+        with self.transaction(read_only=True) as cur:
+            rows = self._select_in(
+                cur, "SELECT fp, fetched_at, url, title, text FROM pages WHERE fp IN ({})", fps
+            )
+        return [(int(a), float(b), c, d, e) for a, b, c, d, e in rows]
+
+    def merge_index(
+        self, batch: PostingColumns, indexed_at: float, term_ids: dict[str, int]
+    ) -> IndexMerge:
+        """Merge tokenized pages into terms, postings and doclens in one transaction.
+
+        A page's postings replace the ones it had (document frequencies
+        follow), so merging the same page twice changes nothing; a page listed
+        twice counts once (the last copy). A page is skipped when it is gone or
+        its ``fetched_at`` is no longer the one tokenized (fetched again since:
+        that text is indexed later). Merged pages get ``indexed_at``.
+        ``term_ids`` (term -> id) is the caller's cache of existing terms; it
+        keeps what it learns only if the transaction commits.
+        """
+        import numpy as np  # late: only the index master needs it
+
+        result = IndexMerge()
+        n_docs = len(batch.fps)
+        if n_docs == 0:
+            return result
+        fps = np.asarray(batch.fps, np.int64)
+        counts = np.asarray(batch.counts, np.int64)
+        # the last copy of a page wins
+        _, last = np.unique(fps[::-1], return_index=True)
+        keep = np.zeros(n_docs, bool)
+        keep[n_docs - 1 - last] = True
+        learned: list[str] = []
+        try:
+            with self.transaction() as cur:
+                current = dict(
+                    self._select_in(
+                        cur, "SELECT fp, fetched_at FROM pages WHERE fp IN ({})",
+                        fps[keep].tolist(),
+                    )
+                )  # fmt: skip
+                fetched = np.asarray(batch.fetched, np.float64)
+                for i in np.flatnonzero(keep).tolist():
+                    keep[i] = current.get(int(fps[i])) == float(fetched[i])
+                result.stale = int(len(last) - keep.sum())
+                if not keep.any():
+                    return result
+                live_fps = fps[keep].tolist()
+                per_post = np.repeat(keep, counts)
+                lengths = np.asarray(batch.lengths, np.int64)
+                doc_len = np.repeat(lengths, counts)[per_post]
+                doc_fp = np.repeat(fps, counts)[per_post]
+                term_idx = np.asarray(batch.term_idx, np.int64)[per_post]
+                tfs = np.asarray(batch.tfs, np.int64)[per_post]
+
+                # the pages' old postings go, and their document frequencies
+                old = self._select_in(
+                    cur, "SELECT fp, terms FROM doclens WHERE fp IN ({})", live_fps
+                )
+                old_ids: list[int] = []
+                for fp, blob in old:
+                    ids = _unpack_ids(blob)
+                    old_ids.extend(ids)
+                    for i in range(0, len(ids), 500):
+                        part = ids[i : i + 500]
+                        # only the number of placeholders is built here, never data
+                        marks = ", ".join("?" * len(part))
+                        self._execute(
+                            cur, f"DELETE FROM postings WHERE fp = ? AND term_id IN ({marks})",
+                            [int(fp), *part],
+                        )  # fmt: skip
+
+                # term ids: from the cache, the table, or new rows
+                used = np.unique(term_idx)
+                names = [batch.terms[i] for i in used.tolist()]
+                learned, result.new_terms = self._learn_terms(
+                    cur, [t for t in names if t not in term_ids], term_ids
+                )
+                id_of = np.zeros(len(batch.terms), np.int64)
+                id_of[used] = [term_ids[t] for t in names]
+                tids = id_of[term_idx]
+
+                # df: +1 per page holding a term now, -1 per page that held it
+                ids, inverse = np.unique(
+                    np.concatenate([tids, np.asarray(old_ids, np.int64)]), return_inverse=True
+                )
+                signs = np.concatenate([np.ones(len(tids)), -np.ones(len(old_ids))])
+                delta = np.rint(np.bincount(inverse, weights=signs)).astype(np.int64)
+                name_of = dict(zip(id_of[used].tolist(), names, strict=True))
+                changed = ids[delta != 0].tolist()
+                unnamed = [i for i in changed if i not in name_of]
+                name_of.update(
+                    (int(i), t)
+                    for i, t in self._select_in(
+                        cur, "SELECT id, term FROM terms WHERE id IN ({})", unnamed
+                    )
+                )
+                self._executemany(
+                    cur, self.ADD_DF,
+                    [(i, name_of[i], n) for i, n in zip(changed, delta[delta != 0].tolist(),
+                                                          strict=True)],
+                )  # fmt: skip
+
+                # the forward index: each page's term ids, in the order sent
+                bounds = np.cumsum(counts[keep])[:-1]
+                blobs = [part.astype("<u4").tobytes() for part in np.split(tids, bounds)]
+                # in key order consecutive inserts land on the same B-tree pages:
+                # several times faster than in arrival order
+                order = np.lexsort((doc_fp, tids))
+                self._insert_postings(cur, [c[order] for c in (tids, doc_fp, tfs, doc_len)])
+                self._executemany(
+                    cur, self.UPSERT_DOCLEN,
+                    list(zip(live_fps, lengths[keep].tolist(), blobs, strict=True)),
+                )  # fmt: skip
+                for i in range(0, len(live_fps), 500):
+                    part = live_fps[i : i + 500]
+                    marks = ", ".join("?" * len(part))
+                    self._execute(
+                        cur, f"UPDATE pages SET indexed_at = ? WHERE fp IN ({marks})",
+                        [indexed_at, *part],
+                    )  # fmt: skip
+                # counted afresh (a covering index makes it cheap), so the
+                # counters never drift from what doclens holds
+                docs_n, length_n = self._execute(
+                    cur, "SELECT COUNT(*), COALESCE(SUM(length), 0) FROM doclens"
+                ).fetchone()
+                self._executemany(
+                    cur,
+                    self.UPSERT_META,
+                    list(zip(INDEX_COUNTERS, (str(docs_n), str(length_n)), strict=True)),
+                )
+                result.applied, result.reindexed = len(live_fps), len(old)
+                result.postings = len(tids)
+        except BaseException:
+            for t in learned:  # rolled back: those ids may not exist
+                term_ids.pop(t, None)
+            raise
+        return result
+
+    def _insert_postings(self, cur: Any, columns: Sequence[Any]) -> None:
+        """Insert postings given as integer arrays term_id, fp, tf, dl, in that order."""
+        rows = zip(*(c.tolist() for c in columns), strict=True)
+        self._executemany(
+            cur, "INSERT INTO postings (term_id, fp, tf, dl) VALUES (?, ?, ?, ?)", list(rows)
+        )
+
+    def _learn_terms(
+        self, cur: Any, terms: list[str], term_ids: dict[str, int]
+    ) -> tuple[list[str], int]:
+        """Add the ids of ``terms`` to ``term_ids``, creating missing terms.
+
+        Returns the terms added to ``term_ids`` and how many were created.
+        """
+        if not terms:
+            return [], 0
+        found = dict(self._select_in(cur, "SELECT term, id FROM terms WHERE term IN ({})", terms))
+        missing = [t for t in terms if t not in found]
+        created = len(missing)
+        if missing:
+            # every value a placeholder: pymysql then sends one multi-row INSERT
+            self._executemany(
+                cur, "INSERT INTO terms (term, df) VALUES (?, ?)", [(t, 0) for t in missing]
+            )
+            found.update(
+                self._select_in(cur, "SELECT term, id FROM terms WHERE term IN ({})", missing)
+            )
+        term_ids.update((t, int(i)) for t, i in found.items())
+        return list(found), created
+
+    def _index_counters(self, cur: Any) -> tuple[int, int]:
+        rows = dict(self._select_in(cur, "SELECT k, v FROM meta WHERE k IN ({})", INDEX_COUNTERS))
+        return int(rows.get(INDEX_COUNTERS[0], 0)), int(rows.get(INDEX_COUNTERS[1], 0))
+
+    def index_stats(self) -> tuple[int, int]:
+        """(indexed documents, sum of their lengths)."""
+        with self.transaction(read_only=True) as cur:
+            return self._index_counters(cur)
+
+    def lookup_terms(self, terms: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """term -> (id, document frequency) of the indexed terms among ``terms``."""
+        with self.transaction(read_only=True) as cur:
+            rows = self._select_in(cur, "SELECT term, id, df FROM terms WHERE term IN ({})", terms)
+        return {t: (int(i), int(df)) for t, i, df in rows}
+
+    def term_postings(
+        self, term_id: int, *, limit: int | None = None, norm: tuple[float, float] = (1.0, 0.0)
+    ) -> list[tuple[int, int, int]]:
+        """(fp, tf, dl) of a term's postings.
+
+        With ``limit``, only the ``limit`` postings of highest BM25 term weight
+        tf / (tf + c + a·dl), where ``norm`` = (c, a); ties by fingerprint.
+        """
+        with self.transaction(read_only=True) as cur:
+            if limit is None:
+                sql = "SELECT fp, tf, dl FROM postings WHERE term_id = ?"
+                params: tuple = (term_id,)
+            else:
+                sql = (
+                    "SELECT fp, tf, dl FROM postings WHERE term_id = ? "
+                    "ORDER BY tf / (tf + ? + ? * dl) DESC, fp LIMIT ?"
+                )
+                params = (term_id, float(norm[0]), float(norm[1]), limit)
+            rows = self._execute(cur, sql, params).fetchall()
+        return [(int(a), int(b), int(c)) for a, b, c in rows]
+
+    def term_postings_among(self, term_id: int, fps: Sequence[int]) -> list[tuple[int, int, int]]:
+        """(fp, tf, dl) of a term's postings in the pages ``fps``."""
+        with self.transaction(read_only=True) as cur:
+            rows = self._select_in(
+                cur,
+                "SELECT fp, tf, dl FROM postings WHERE term_id = ? AND fp IN ({})",
+                fps,
+                (term_id,),
+            )
+        return [(int(a), int(b), int(c)) for a, b, c in rows]
+
+    def page_ranks(self, fps: Sequence[int]) -> dict[int, float]:
+        """fp -> PageRank score of the ranked pages among ``fps``."""
+        with self.transaction(read_only=True) as cur:
+            rows = self._select_in(cur, "SELECT fp, score FROM ranks WHERE fp IN ({})", fps)
+        return {int(fp): float(score) for fp, score in rows}
+
+    def rank_mean(self) -> float | None:
+        """The mean PageRank score, or None when no page is ranked."""
+        with self.transaction(read_only=True) as cur:
+            (mean,) = self._execute(cur, "SELECT AVG(score) FROM ranks").fetchone()
+        return None if mean is None else float(mean)
+
+    def reset_index(self) -> None:
+        """Empty the index and mark every page unindexed (benchmarks rebuild from scratch)."""
+        with self.transaction() as cur:
+            for table in ("postings", "doclens", "terms"):
+                self._execute(cur, f"DELETE FROM {table}")
+            self._execute(cur, "UPDATE pages SET indexed_at = NULL")
+            self._select_in(cur, "DELETE FROM meta WHERE k IN ({})", INDEX_COUNTERS)
+
     # -- jobs ------------------------------------------------------------------
     def set_job(
         self,
@@ -326,6 +672,13 @@ class Store(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _unpack_ids(blob: bytes | None) -> list[int]:
+    """Term ids of a doclens row's packed ``terms``."""
+    if not blob:
+        return []
+    return list(struct.unpack(f"<{len(blob) // 4}I", blob))
 
 
 def _page_row(r: Sequence[Any]) -> tuple:

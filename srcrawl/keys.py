@@ -148,9 +148,9 @@ class Keys:
         """Packed CSR arrays of one shard of a published graph version."""
         return f"{self.prefix}:pagerank:shard:{version}:{shard}"
 
-    def rank_vector(self, version: int) -> str:
-        """The rank vector of the current iteration of a graph version (packed)."""
-        return f"{self.prefix}:pagerank:vector:{version}"
+    def rank_vector(self, version: int, iteration: int) -> str:
+        """``x = rank / outdeg`` of one iteration of a graph version (packed float64)."""
+        return f"{self.prefix}:pagerank:vector:{version}:{iteration}"
 
     @property
     def rank_master(self) -> str:

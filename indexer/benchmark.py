@@ -1,0 +1,341 @@
+"""``srcrawl bench index`` and ``srcrawl bench search``.
+
+Both work on generated pages (:mod:`srcrawl.indexer.corpus`) written through
+the store's normal page path into a scratch SQLite file under
+``$SRCRAWL_HOME/bench/`` (kept, so a later run on the same corpus reuses it),
+and on a scratch job in the configured Redis (removed afterwards).
+
+- index: raw jieba (``jieba.Tokenizer.lcut`` on each page's title and text,
+  one process, dictionary loaded beforehand), srcrawl's tokenizer in one
+  process (folding, runs, jieba, stop words, counting), then the whole index
+  phase (master + N local slave processes, started and ready before the
+  clock starts) from an empty index, for each N.
+- search: 100 (``--queries``) known-item queries of 1–3 terms drawn from
+  random pages, timed one by one on one :class:`Searcher`, first with BM25
+  alone, then with a PageRank table (random heavy-tailed scores) blended in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from srcrawl.config import Config, DatabaseURL
+from srcrawl.defaults import DEFAULT_HEARTBEAT_INTERVAL
+from srcrawl.errors import SrcrawlError
+from srcrawl.indexer.corpus import Corpus
+from srcrawl.indexer.master import IndexMaster, IndexReport
+from srcrawl.indexer.search import Searcher
+from srcrawl.indexer.slave import document_text, tokenize_document
+from srcrawl.indexer.tokenizer import Tokenizer
+from srcrawl.local import LocalSlaves
+from srcrawl.queues.workers import workers
+from srcrawl.sql.store import Store
+
+Progress = Callable[[str], None]
+
+
+class BenchmarkError(SrcrawlError):
+    """The benchmark could not run (slaves did not start, …)."""
+
+
+# -- the scratch corpus --------------------------------------------------------
+def bench_config(cfg: Config, pages: int, seed: int) -> Config:
+    """A scratch job and SQLite file for a corpus of ``pages`` pages, on ``cfg``'s Redis."""
+    directory = cfg.home / "bench"
+    directory.mkdir(parents=True, exist_ok=True)
+    db = DatabaseURL(kind="sqlite", path=str(directory / f"index-{pages}-{seed}.db"))
+    job = f"bench-index-{os.getpid()}-{time.time_ns() % 10**6}"
+    return Config(redis_url=cfg.resolved_redis_url(), db=db, job=job, home=cfg.home)
+
+
+def prepare_corpus(bcfg: Config, pages: int, seed: int, say: Progress) -> Store:
+    """The scratch store holding exactly the corpus (generated unless already there)."""
+    marker = Path(bcfg.db.path + ".ready")
+    store = bcfg.store()
+    if marker.exists() and store.count("pages") == pages:
+        return store
+    say(f"generating {pages:,} pages (seed {seed}) into {bcfg.db.path}")
+    with store.transaction() as cur:
+        for table in ("pages", "links", "postings", "doclens", "terms", "ranks"):
+            cur.execute(f"DELETE FROM {table}")
+    store.reset_index()
+    corpus = Corpus(seed)
+    t0 = time.perf_counter()
+    store.put_pages(corpus.pages(pages))
+    marker.write_text(json.dumps({"pages": pages, "seed": seed}))
+    say(f"  {pages:,} pages written in {time.perf_counter() - t0:.1f} s")
+    return store
+
+
+def _texts(store: Store) -> list[tuple[int, float, str, str]]:
+    out = []
+    fps = [p.fp for p in store.iter_pages(batch=5000)]
+    for i in range(0, len(fps), 2000):
+        out.extend((fp, at, t, x) for fp, at, _u, t, x in store.index_documents(fps[i : i + 2000]))
+    return out
+
+
+def _drop_job_keys(bcfg: Config) -> None:
+    client = bcfg.redis()
+    doomed = list(client.scan_iter(match=f"{bcfg.keys.prefix}:*", count=1000))
+    if doomed:
+        client.delete(*doomed)
+
+
+def _cpu_s() -> float:
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+
+
+@dataclass
+class IndexRun:
+    """One timed run of the index phase."""
+
+    report: IndexReport
+    master_cpu_s: float
+    slave_cpu_s: float  # CPU time of the slaves' consumer threads inside the handler
+
+
+def run_index(bcfg: Config, slaves: int, *, wait_ready: float = 120.0) -> IndexRun:
+    """Index the scratch store with ``slaves`` local slaves, timed once all are ready."""
+    log_dir = bcfg.home / "bench" / "logs"
+    client = bcfg.redis()
+    with LocalSlaves(bcfg, slaves, ["index"], log_dir=log_dir) as local:
+        deadline = time.monotonic() + wait_ready
+        # a slave registers once its handler (and jieba's dictionary) is loaded
+        while sum(w.alive for w in workers(client, bcfg.keys)) < slaves:
+            if local.alive() < slaves:
+                raise BenchmarkError(f"an index slave exited at start; see {log_dir}")
+            if time.monotonic() > deadline:
+                raise BenchmarkError(f"index slaves not ready after {wait_ready:.0f} s")
+            time.sleep(0.1)
+        master = IndexMaster(bcfg)
+        cpu0 = _cpu_s()
+        report = master.run(slaves=local)
+        master_cpu = _cpu_s() - cpu0
+        # the slaves' counters arrive with their next heartbeat
+        slave_cpu = 0.0
+        deadline = time.monotonic() + 3 * DEFAULT_HEARTBEAT_INTERVAL
+        while time.monotonic() < deadline:
+            stats = [w.stats for w in workers(client, bcfg.keys) if w.id.startswith("slave-")]
+            if sum(st.get("index_pages", 0) for st in stats) >= report.indexed:
+                slave_cpu = sum(st.get("index_cpu_s", 0.0) for st in stats)
+                break
+            time.sleep(0.2)
+        return IndexRun(report, master_cpu, slave_cpu)
+
+
+def _timed(work: Callable[[], None]) -> tuple[float, float]:
+    """Wall and CPU seconds of ``work`` (this process, one thread)."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    work()
+    return time.perf_counter() - w0, time.process_time() - c0
+
+
+# -- bench index ---------------------------------------------------------------
+@dataclass
+class IndexRow:
+    label: str
+    pages_per_s: float
+    seconds: float
+    cpu_ms_per_page: float | None = None
+    note: str = ""
+
+
+@dataclass
+class IndexBenchmark:
+    pages: int
+    megabytes: float
+    raw_jieba: float  # pages/s: the mean of the runs before and after the index runs
+    rows: list[IndexRow] = field(default_factory=list)
+
+    def render(self) -> str:
+        lines = [
+            f"index benchmark: {self.pages:,} pages, {self.megabytes:.1f} MB of text, "
+            f"{os.cpu_count()} cores; % raw: of raw jieba's pages/s "
+            f"({self.raw_jieba:.1f}, mean of the runs before and after)",
+            f"  {'':34} {'pages/s':>8} {'seconds':>8} {'% raw':>6} {'CPU ms/page':>12}",
+        ]
+        for r in self.rows:
+            pct = 100 * r.pages_per_s / self.raw_jieba if self.raw_jieba else 0.0
+            cpu = f"{r.cpu_ms_per_page:12.2f}" if r.cpu_ms_per_page is not None else " " * 12
+            lines.append(
+                f"  {r.label:34} {r.pages_per_s:8.1f} {r.seconds:8.2f} {pct:5.0f}% {cpu}  {r.note}"
+            )
+        return "\n".join(lines)
+
+
+def run_index_benchmark(
+    cfg: Config, *, pages: int, slaves: Sequence[int], seed: int = 1, say: Progress = print
+) -> IndexBenchmark:
+    """Raw jieba, the tokenizer in one process, then the index phase per slave count."""
+    bcfg = bench_config(cfg, pages, seed)
+    try:
+        store = prepare_corpus(bcfg, pages, seed, say)
+        docs = _texts(store)
+        texts = [document_text(title, text) for _fp, _at, title, text in docs]
+        mb = sum(len(t.encode()) for t in texts) / 1e6
+
+        import jieba
+
+        seg = jieba.Tokenizer()
+        seg.initialize()
+
+        def raw() -> None:
+            for text in texts:
+                seg.lcut(text)
+
+        tok = Tokenizer()
+        tok.warm_up()
+
+        def ours() -> None:
+            for fp, at, title, text in docs:
+                tokenize_document(tok, fp, at, title, text)
+
+        say("raw jieba, one process …")
+        raw_before = _timed(raw)
+        say("srcrawl tokenizer, one process …")
+        ours_s, ours_cpu = _timed(ours)
+        rows = [
+            IndexRow("srcrawl tokenizer, 1 process", pages / ours_s, ours_s,
+                     1000 * ours_cpu / pages),
+        ]  # fmt: skip
+        for n in slaves:
+            store.reset_index()
+            say(f"index phase with {n} slave(s) …")
+            run = run_index(bcfg, n)
+            r = run.report
+            if r.indexed != pages:
+                raise BenchmarkError(f"{n} slave(s) indexed {r.indexed} of {pages} pages")
+            note = (
+                f"master: CPU {1000 * run.master_cpu_s / pages:.2f} ms/page "
+                f"({100 * run.master_cpu_s / r.wall_s:.0f}% of a core), "
+                f"{r.merges} merges taking {100 * r.merge_s / r.wall_s:.0f}% of the time"
+            )
+            slave_cpu = 1000 * run.slave_cpu_s / pages if run.slave_cpu_s else None
+            rows.append(IndexRow(f"index phase, {n} slave(s)", r.pages_per_s, r.wall_s,
+                                 slave_cpu, note))  # fmt: skip
+        say("raw jieba again …")
+        raw_after = _timed(raw)
+        rate = pages / ((raw_before[0] + raw_after[0]) / 2)
+        result = IndexBenchmark(pages, mb, rate)
+        for label, (wall, cpu) in (("before", raw_before), ("after", raw_after)):
+            result.rows.append(
+                IndexRow(f"raw jieba.lcut, 1 process ({label})", pages / wall, wall,
+                         1000 * cpu / pages)
+            )  # fmt: skip
+        result.rows.extend(rows)
+        return result
+    finally:
+        _drop_job_keys(bcfg)
+        bcfg.close()
+
+
+# -- bench search --------------------------------------------------------------
+@dataclass
+class LatencySet:
+    label: str
+    ms: list[float]
+    modes: dict[str, int]
+    approximate: int
+    found_at_1: int
+    found_in_top: int
+
+    def line(self) -> str:
+        q = statistics.quantiles(self.ms, n=100, method="inclusive")
+        n = len(self.ms)
+        modes = ", ".join(f"{k} {v}" for k, v in sorted(self.modes.items()))
+        return (
+            f"  {self.label:16} p50 {q[49]:5.1f} ms  p95 {q[94]:5.1f} ms  "
+            f"max {max(self.ms):6.1f} ms"
+            f"  | {modes}; capped {self.approximate}; source page 1st {self.found_at_1}/{n}, "
+            f"top 10 {self.found_in_top}/{n}"
+        )
+
+
+@dataclass
+class SearchBenchmark:
+    pages: int
+    queries: int
+    build_s: float | None
+    sets: list[LatencySet] = field(default_factory=list)
+
+    def render(self) -> str:
+        built = f", index built in {self.build_s:.0f} s" if self.build_s is not None else ""
+        head = f"search benchmark: {self.queries} queries on {self.pages:,} indexed pages{built}"
+        return "\n".join([head, *(s.line() for s in self.sets)])
+
+
+def make_queries(store: Store, tok: Tokenizer, n: int, seed: int) -> list[tuple[str, int]]:
+    """``n`` (query, page it was drawn from): 1–3 distinct terms of a random page."""
+    rng = random.Random(f"queries-{seed}")
+    fps = [p.fp for p in store.iter_pages(batch=5000)]
+    out: list[tuple[str, int]] = []
+    while len(out) < n:
+        fp = rng.choice(fps)
+        [(_fp, _at, _url, title, text)] = store.index_documents([fp])
+        tokens = tok.tokens(document_text(title, text))
+        distinct = list(dict.fromkeys(tokens))
+        if not distinct:
+            continue
+        k = min(len(distinct), rng.choice((1, 2, 2, 3)))
+        out.append((" ".join(rng.sample(distinct, k)), fp))
+    return out
+
+
+def _time_queries(label: str, searcher: Searcher, queries: list[tuple[str, int]]) -> LatencySet:
+    ms, modes, capped, first, top = [], {}, 0, 0, 0
+    for query, fp in queries:
+        t0 = time.perf_counter()
+        result = searcher.search(query, top=10)
+        ms.append((time.perf_counter() - t0) * 1000)
+        modes[result.mode] = modes.get(result.mode, 0) + 1
+        capped += result.approximate
+        fps = [h.fp for h in result.hits]
+        first += bool(fps) and fps[0] == fp
+        top += fp in fps
+    return LatencySet(label, ms, modes, capped, first, top)
+
+
+def run_search_benchmark(
+    cfg: Config,
+    *,
+    pages: int,
+    queries: int = 100,
+    slaves: int = 2,
+    seed: int = 1,
+    say: Progress = print,
+) -> SearchBenchmark:
+    bcfg = bench_config(cfg, pages, seed)
+    try:
+        store = prepare_corpus(bcfg, pages, seed, say)
+        build_s = None
+        if store.index_stats()[0] != pages or store.unindexed_pages(None, 1):
+            say(f"indexing {pages:,} pages with {slaves} slave(s) …")
+            store.reset_index()
+            build_s = run_index(bcfg, slaves).report.wall_s
+        tok = Tokenizer()
+        tok.warm_up()
+        qs = make_queries(store, tok, queries, seed)
+        result = SearchBenchmark(pages, queries, build_s)
+        store.replace_ranks([])
+        result.sets.append(_time_queries("BM25", Searcher(store, tokenizer=tok), qs))
+        rng = random.Random(f"ranks-{seed}")
+        fps = [p.fp for p in store.iter_pages(batch=5000)]
+        raw = [rng.paretovariate(1.2) for _ in fps]
+        total = sum(raw)
+        store.replace_ranks(zip(fps, (r / total for r in raw), strict=True))
+        result.sets.append(_time_queries("BM25 + PageRank", Searcher(store, tokenizer=tok), qs))
+        store.replace_ranks([])
+        return result
+    finally:
+        _drop_job_keys(bcfg)
+        bcfg.close()

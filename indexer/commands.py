@@ -1,0 +1,219 @@
+"""Command line of the index phase and search: `index`, `search`, `bench index|search`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from srcrawl.config import Config
+from srcrawl.defaults import (
+    DEFAULT_INDEX_BATCH_PAGES,
+    DEFAULT_INDEX_SLAVES,
+    DEFAULT_SEARCH_TOP,
+)
+from srcrawl.indexer.tokenizer import ENV_USER_DICT
+
+
+def _config(ctx: click.Context) -> Config:
+    from srcrawl.cli import config_of
+
+    return config_of(ctx)
+
+
+def _use_user_dict(path: str | None) -> None:
+    """Make ``--user-dict`` what this process and the local slaves it starts read."""
+    if path:
+        os.environ[ENV_USER_DICT] = str(Path(path).resolve())
+
+
+user_dict_option = click.option(
+    "--user-dict",
+    type=click.Path(dir_okay=False),
+    envvar=ENV_USER_DICT,
+    default=None,
+    help="jieba user dictionary (word [freq] [tag] per line) [env SRCRAWL_USER_DICT]; "
+    "slaves and search must use the same one.",
+)
+
+
+@click.command("index")
+@click.option(
+    "--slaves",
+    type=click.IntRange(0, 64),
+    default=DEFAULT_INDEX_SLAVES,
+    show_default=True,
+    help="Local index slaves to start (0: only the master; slaves run elsewhere).",
+)
+@click.option(
+    "--batch",
+    "batch_pages",
+    type=click.IntRange(1, 10_000),
+    default=DEFAULT_INDEX_BATCH_PAGES,
+    show_default=True,
+    help="Pages per task.",
+)
+@user_dict_option
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@click.pass_context
+def index_command(
+    ctx: click.Context, slaves: int, batch_pages: int, user_dict: str | None, as_json: bool
+) -> None:  # fmt: skip
+    """Index new and re-fetched pages: this master schedules and merges, slaves tokenize."""
+    from srcrawl.indexer.master import IndexMaster, IndexReport
+    from srcrawl.local import LocalSlaves
+
+    cfg = _config(ctx)
+    cfg.check()
+    _use_user_dict(user_dict)
+    master = IndexMaster(cfg, batch_pages=batch_pages)
+    tty = sys.stderr.isatty()
+
+    def progress(r: IndexReport) -> None:
+        line = (
+            f"indexed {r.indexed}/{r.scheduled} scheduled  {r.pages_per_s:.1f} pages/s  "
+            f"failed {r.failed}  {r.wall_s:.0f}s"
+        )
+        click.echo(("\r" + line + "  ") if tty else line, nl=not tty, err=True)
+
+    if slaves:
+        log_dir = cfg.home / "logs" / f"index-{cfg.job}"
+        with LocalSlaves(cfg, slaves, ["index"], log_dir=log_dir) as local:
+            report = master.run(slaves=local, progress=progress)
+    else:
+        click.echo(f"{master.id}: waiting for index slaves (srcrawl slave start)", err=True)
+        report = master.run(progress=progress)
+    if tty:
+        click.echo("", err=True)
+    if as_json:
+        click.echo(json.dumps({"job": cfg.job, **report.as_dict()}, sort_keys=True))
+    else:
+        click.echo(
+            f"indexed {report.indexed} pages ({report.reindexed} again, {report.stale} changed "
+            f"meanwhile, {report.failed} failed) in {report.wall_s:.1f} s, "
+            f"{report.pages_per_s:.1f} pages/s; {report.postings} postings, "
+            f"{report.new_terms} new terms"
+        )
+    for error in report.errors:
+        click.echo(f"srcrawl: {error}", err=True)
+    if report.failed:
+        sys.exit(1)
+
+
+@click.command("search")
+@click.argument("query")
+@click.option(
+    "--top",
+    type=click.IntRange(1, 1000),
+    default=DEFAULT_SEARCH_TOP,
+    show_default=True,
+    help="Hits to show.",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print a JSON list of {url, title, score, snippet}."
+)
+@user_dict_option
+@click.pass_context
+def search_command(
+    ctx: click.Context, query: str, top: int, as_json: bool, user_dict: str | None
+) -> None:  # fmt: skip
+    """Search the index: BM25 blended with PageRank, every word required if possible."""
+    from srcrawl.indexer.search import Searcher
+    from srcrawl.indexer.tokenizer import get_tokenizer
+
+    cfg = _config(ctx)
+    searcher = Searcher(cfg.store(), tokenizer=get_tokenizer(user_dict))
+    searcher.tokenizer.warm_up()  # the dictionary load is start-up, not query time
+    result = searcher.search(query, top=top)
+    found = (
+        f"{len(result.hits)} of {'about ' if result.approximate else ''}{result.matches} "
+        f"pages ({'every word' if result.mode == 'and' else 'any word'}"
+        f"{', PageRank blended' if result.ranked else ''}) in {result.elapsed_ms:.1f} ms"
+    )
+    if as_json:
+        click.echo(json.dumps([h.as_json() for h in result.hits], ensure_ascii=False, indent=2))
+        for note in result.notes:
+            click.echo(f"note: {note}", err=True)
+        click.echo(found, err=True)
+        return
+    for i, hit in enumerate(result.hits, 1):
+        click.echo(f"{i:>2}. {hit.title.strip() or hit.url}")
+        click.echo(f"    {hit.url}")
+        if hit.snippet:
+            click.echo(f"    {hit.snippet}")
+        click.echo(f"    score {hit.score:.4f}")
+    for note in result.notes:
+        click.echo(f"note: {note}")
+    click.echo(found if result.hits else f"no results ({result.elapsed_ms:.1f} ms)")
+
+
+def _slave_counts(text: str) -> list[int]:
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        counts = []
+    if not counts or any(n < 1 or n > 64 for n in counts):
+        raise click.BadParameter(f"{text!r}: give slave counts like 1,2,4 (1 to 64)")
+    return counts
+
+
+@click.command("index")
+@click.option(
+    "--pages",
+    type=click.IntRange(10, 10_000_000),
+    default=5000,
+    show_default=True,
+    help="Generated pages (Chinese and English, ~2 KB of text each).",
+)
+@click.option(
+    "--slaves",
+    "slaves_text",
+    default="1,2,4",
+    show_default=True,
+    help="Slave counts to measure, comma-separated.",
+)
+@click.option("--seed", default=1, show_default=True, help="Corpus seed.")
+@click.pass_context
+def bench_index(ctx: click.Context, pages: int, slaves_text: str, seed: int) -> None:
+    """Raw jieba vs the index phase with 1, 2, 4 slaves on the same generated pages."""
+    from srcrawl.indexer.benchmark import run_index_benchmark
+
+    slaves = _slave_counts(slaves_text)
+    cfg = _config(ctx)
+    result = run_index_benchmark(
+        cfg, pages=pages, slaves=slaves, seed=seed, say=lambda s: click.echo(s, err=True)
+    )
+    click.echo(result.render())
+
+
+@click.command("search")
+@click.option(
+    "--pages",
+    type=click.IntRange(10, 10_000_000),
+    default=50_000,
+    show_default=True,
+    help="Generated and indexed pages (built once, then reused).",
+)
+@click.option("--queries", type=click.IntRange(1, 100_000), default=100, show_default=True)
+@click.option(
+    "--slaves",
+    type=click.IntRange(1, 64),
+    default=2,
+    show_default=True,
+    help="Slaves that build the index when it is not there yet.",
+)
+@click.option("--seed", default=1, show_default=True, help="Corpus and query seed.")
+@click.pass_context
+def bench_search(ctx: click.Context, pages: int, queries: int, slaves: int, seed: int) -> None:
+    """Search latency p50/p95 over known-item queries, BM25 alone and blended with PageRank."""
+    from srcrawl.indexer.benchmark import run_search_benchmark
+
+    cfg = _config(ctx)
+    result = run_search_benchmark(
+        cfg, pages=pages, queries=queries, slaves=slaves, seed=seed,
+        say=lambda s: click.echo(s, err=True),
+    )  # fmt: skip
+    click.echo(result.render())

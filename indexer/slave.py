@@ -1,0 +1,114 @@
+"""The index slave: page ids in, packed postings out [seed 002 §3.2].
+
+Per task (a batch of page ids): take a tag from ``trq``, read the pages' text
+from the store, tokenize, count, and answer with one packed postings message
+for the whole batch. The slave writes nothing to the store; the master is
+the single writer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+from srcrawl.config import Config
+from srcrawl.defaults import DEFAULT_INDEX_MAX_CHARS
+from srcrawl.errors import EnvelopeError
+from srcrawl.indexer.messages import POSTINGS, REFUSED, decode_task
+from srcrawl.indexer.postings import DocPostings, pack
+from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
+from srcrawl.queues.envelope import encode
+from srcrawl.queues.protocol import PhaseQueues
+
+
+def document_text(title: str, text: str, limit: int = DEFAULT_INDEX_MAX_CHARS) -> str:
+    """What of a page is indexed: its title and text, cut at ``limit`` characters."""
+    return f"{title}\n{text}"[:limit]
+
+
+def tokenize_document(
+    tokenizer: Tokenizer, fp: int, fetched_at: float, title: str, text: str
+) -> DocPostings:
+    """The postings of one page."""
+    tokens = tokenizer.tokens(document_text(title, text))
+    counts = Counter(tokens)
+    return DocPostings(fp, fetched_at, len(tokens), list(counts), list(counts.values()))
+
+
+class IndexHandler:
+    """Serves the ``index`` phase in ``srcrawl slave start``.
+
+    One task per pop and one thread: tokenizing is CPU-bound Python, so more
+    threads would only contend for the GIL; run more slave processes instead.
+    """
+
+    phase = "index"
+    batch_size = 1
+    threads = 1
+
+    def __init__(self, cfg: Config, *, user_dict: str | None = None) -> None:
+        self.store = cfg.store()
+        self.trq = PhaseQueues(cfg.redis(), cfg.keys, self.phase).trq
+        self.tokenizer = get_tokenizer(user_dict if user_dict is not None else user_dict_from_env())
+        # load jieba now: the first batch then costs what every batch costs,
+        # and the heartbeat never waits behind a dictionary load
+        self.tokenizer.warm_up()
+        self.pages = 0
+        self.terms = 0
+        self.refused = 0
+        self.busy_s = 0.0
+        self.cpu_s = 0.0  # CPU time of this process's consumer thread inside handle()
+        self._lock = threading.Lock()
+
+    def handle(self, tasks: list[bytes]) -> list[bytes]:
+        """One result per task: packed postings, or a refusal naming the reason."""
+        t0, c0 = time.perf_counter(), time.thread_time()
+        tags = self.trq.reserve("result", len(tasks))
+        results = [self._one(raw, tag) for raw, tag in zip(tasks, tags, strict=True)]
+        with self._lock:
+            self.busy_s += time.perf_counter() - t0
+            self.cpu_s += time.thread_time() - c0
+        return results
+
+    def _one(self, raw: bytes, tag: int) -> bytes:
+        try:
+            task = decode_task(raw)
+        except EnvelopeError as e:
+            return self._refuse(None, tag, str(e))
+        if task.dictionary != self.tokenizer.dictionary_id:
+            return self._refuse(
+                task.batch,
+                tag,
+                f"user dictionary {self.tokenizer.dictionary_id or 'none'} on this slave, "
+                f"{task.dictionary or 'none'} on the master (set SRCRAWL_USER_DICT alike)",
+            )
+        docs = [
+            tokenize_document(self.tokenizer, fp, fetched_at, title, text)
+            for fp, fetched_at, _url, title, text in self.store.index_documents(task.fps)
+        ]
+        with self._lock:
+            self.pages += len(docs)
+            self.terms += sum(len(d.terms) for d in docs)
+        fields = {
+            "batch": task.batch,
+            "tag": tag,
+            "docs": len(docs),
+            "missing": len(set(task.fps)) - len(docs),
+        }
+        return encode(POSTINGS, fields, pack(docs))
+
+    def _refuse(self, batch: int | None, tag: int, reason: str) -> bytes:
+        with self._lock:
+            self.refused += 1
+        return encode(REFUSED, {"batch": batch, "tag": tag, "reason": reason})
+
+    def stats(self) -> dict[str, float]:
+        with self._lock:
+            return {
+                "pages": self.pages,
+                "terms": self.terms,
+                "refused": self.refused,
+                "busy_s": round(self.busy_s, 3),
+                "cpu_s": round(self.cpu_s, 3),
+            }

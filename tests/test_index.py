@@ -1,0 +1,222 @@
+"""The index phase end to end: master + slave over real Redis, on SQLite and MariaDB.
+
+The expected postings are written out by hand (jieba's segmentation of these
+sentences is its documented one), not computed by the tokenizer under test.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from srcrawl.config import Config
+from srcrawl.indexer.master import IndexMaster, IndexReport
+from srcrawl.indexer.messages import REFUSED, encode_task
+from srcrawl.indexer.postings import DocPostings, PostingsBatch
+from srcrawl.indexer.slave import IndexHandler
+from srcrawl.queues.envelope import decode
+from srcrawl.queues.protocol import PhaseQueues
+from srcrawl.slave.runtime import Slave
+from srcrawl.sql.store import Page
+from srcrawl.urls import fingerprint
+
+URLS = {k: f"http://127.0.0.1:9/{k}" for k in "ABCDEF"}
+FP = {k: fingerprint(u) for k, u in URLS.items()}
+
+CORPUS = {
+    "A": ("清华大学", "我来到北京清华大学。Hello World, hello again! 2024年"),
+    "B": ("网易", "他来到了网易杭研大厦，ＡＢＣ　Ｄｅｆ full-width test。"),
+    "C": ("", "小明硕士毕业于中国科学院计算所 😀 Привет мир! the of and"),
+    "D": ("", ""),
+}
+# 我 了 他 于 again the of and: stop words; ＡＢＣ　Ｄｅｆ: folded to abc def
+EXPECTED = {
+    "A": {"清华大学": 2, "来到": 1, "北京": 1, "hello": 2, "world": 1, "2024": 1, "年": 1},
+    "B": {"网易": 2, "来到": 1, "杭研": 1, "大厦": 1, "abc": 1, "def": 1, "full": 1,
+          "width": 1, "test": 1},
+    "C": {"小明": 1, "硕士": 1, "毕业": 1, "中国科学院": 1, "计算所": 1, "привет": 1, "мир": 1},
+    "D": {},
+}  # fmt: skip
+
+
+def page(key: str, title: str, text: str, fetched_at: float = 1000.0) -> Page:
+    return Page(fp=FP[key], url=URLS[key], host="127.0.0.1:9", status=200,
+                fetched_at=fetched_at, title=title, text=text)  # fmt: skip
+
+
+def configs(redis_url: str, db_url, job: str, tmp_path) -> tuple[Config, Config]:
+    """Two configurations of the same services: the master's and the slave's connections."""
+    return tuple(Config(redis_url=redis_url, db=db_url, job=job, home=tmp_path) for _ in "ms")
+
+
+def run_index(master_cfg: Config, slave_cfg: Config, **kw) -> IndexReport:
+    """One index run with one slave in a thread of this process."""
+    slave = Slave(slave_cfg, [IndexHandler(slave_cfg)], block_timeout=0.1)
+    thread = threading.Thread(target=slave.run, daemon=True)
+    thread.start()
+    try:
+        master = IndexMaster(master_cfg, block_timeout=0.1, merge_wait=0.2, **kw)
+        return master.run()
+    finally:
+        slave.stopping.set()
+        thread.join(timeout=10)
+
+
+def index_contents(store) -> tuple[dict, dict, dict]:
+    """postings {(term, fp): tf}, df {term: df} (terms with df > 0), doclens {fp: length}."""
+    with store.transaction() as cur:
+        cur.execute(
+            "SELECT t.term, p.fp, p.tf, p.dl FROM postings p JOIN terms t ON t.id = p.term_id"
+        )
+        rows = cur.fetchall()
+        cur.execute("SELECT term, df FROM terms WHERE df <> 0")
+        df = {t: int(n) for t, n in cur.fetchall()}
+        cur.execute("SELECT fp, length FROM doclens")
+        lens = {int(fp): int(n) for fp, n in cur.fetchall()}
+    postings = {(t, int(fp)): int(tf) for t, fp, tf, _dl in rows}
+    # every posting carries its document's length
+    assert all(int(dl) == lens[int(fp)] for _t, fp, _tf, dl in rows)
+    return postings, df, lens
+
+
+def expected_index(docs: dict[str, dict[str, int]]) -> tuple[dict, dict, dict]:
+    postings = {(t, FP[k]): tf for k, terms in docs.items() for t, tf in terms.items()}
+    df = Counter(t for terms in docs.values() for t in terms)
+    lens = {FP[k]: sum(terms.values()) for k, terms in docs.items()}
+    return postings, dict(df), lens
+
+
+def unindexed(store) -> set[int]:
+    with store.transaction() as cur:
+        cur.execute("SELECT fp FROM pages WHERE indexed_at IS NULL")
+        return {int(r[0]) for r in cur.fetchall()}
+
+
+def test_postings_are_exactly_the_expected_tokenization(
+    store, db_url, redis_url, redis_client, keys, tmp_path
+) -> None:
+    store.put_pages(page(k, *tv) for k, tv in CORPUS.items())
+    master_cfg, slave_cfg = configs(redis_url, db_url, keys.job, tmp_path)
+    report = run_index(master_cfg, slave_cfg, batch_pages=3)
+    assert report.indexed == 4 and report.scheduled == 4 and report.failed == 0
+    assert index_contents(store) == expected_index(EXPECTED)
+    assert store.index_stats() == (4, 9 + 10 + 7)
+    assert unindexed(store) == set()
+    assert store.get_job(keys.job, "index")["state"] == "complete"
+    # queues are drained and no worker is left registered
+    q = PhaseQueues(redis_client, keys, "index")
+    assert len(q.srq) == 0 and len(q.nrq) == 0
+    master_cfg.close()
+    slave_cfg.close()
+
+
+def test_reindexing_touches_only_new_and_refetched_pages(
+    store, db_url, redis_url, redis_client, keys, tmp_path
+) -> None:
+    store.put_pages(page(k, *tv) for k, tv in CORPUS.items())
+    master_cfg, slave_cfg = configs(redis_url, db_url, keys.job, tmp_path)
+    run_index(master_cfg, slave_cfg)
+    assert run_index(master_cfg, slave_cfg).scheduled == 0  # nothing new: nothing to do
+
+    # A is fetched again with other text; E is new
+    store.save_fetched([page("A", "北京", "我来到北京大学。hello", fetched_at=2000.0)], [])
+    store.put_pages([page("E", "", "网易 news 网易", fetched_at=2000.0)])
+    assert unindexed(store) == {FP["A"], FP["E"]}
+    report = run_index(master_cfg, slave_cfg)
+    assert (report.scheduled, report.indexed, report.reindexed) == (2, 2, 1)
+
+    docs = dict(EXPECTED)
+    docs["A"] = {"北京": 1, "来到": 1, "北京大学": 1, "hello": 1}
+    docs["E"] = {"网易": 2, "news": 1}
+    postings, df, lens = index_contents(store)
+    assert (postings, df, lens) == expected_index(docs)
+    # A's old terms left with it, its df too; nothing was doubled
+    assert ("清华大学", FP["A"]) not in postings and "清华大学" not in df
+    assert df["来到"] == 2 and df["网易"] == 2 and df["hello"] == 1
+    assert store.index_stats() == (5, 4 + 10 + 7 + 0 + 3)
+    master_cfg.close()
+    slave_cfg.close()
+
+
+def test_merging_the_same_results_twice_changes_nothing(store) -> None:
+    store.put_pages(page(k, *tv) for k, tv in CORPUS.items())
+    docs = [
+        DocPostings(FP[k], 1000.0, sum(t.values()), list(t), list(t.values()))
+        for k, t in EXPECTED.items()
+    ]
+    cache: dict[str, int] = {}
+    first = store.merge_index(PostingsBatch.of(docs), 1.0, cache)
+    before = index_contents(store), store.index_stats()
+    again = store.merge_index(PostingsBatch.of(docs + docs[:2]), 2.0, cache)  # replayed
+    assert (first.applied, first.reindexed) == (4, 0)
+    assert (again.applied, again.reindexed) == (4, 4)
+    assert (index_contents(store), store.index_stats()) == before
+    assert index_contents(store) == expected_index(EXPECTED)
+    # a fresh cache (another master) merges the same way
+    store.merge_index(PostingsBatch.of(docs), 3.0, {})
+    assert index_contents(store) == expected_index(EXPECTED)
+
+
+def test_a_document_of_text_fetched_since_is_not_merged(store) -> None:
+    store.put_pages([page("A", *CORPUS["A"], fetched_at=5000.0)])
+    old = DocPostings(FP["A"], 1000.0, 1, ["旧"], [1])
+    gone = DocPostings(FP["F"], 1000.0, 1, ["旧"], [1])  # no such page
+    merged = store.merge_index(PostingsBatch.of([old, gone]), 1.0, {})
+    assert (merged.applied, merged.stale) == (0, 2)
+    assert index_contents(store) == ({}, {}, {})
+    assert unindexed(store) == {FP["A"]}
+
+
+def test_a_failed_merge_leaves_the_term_cache_clean(store) -> None:
+    from srcrawl.errors import StoreError
+
+    store.put_pages([page("A", *CORPUS["A"])])
+    cache: dict[str, int] = {}
+    # a term listed twice (unpacking refuses that; here it is built by hand) makes
+    # the postings insert fail after the term was created
+    bad = PostingsBatch(
+        fps=np.array([FP["A"]]), fetched=np.array([1000.0]), lengths=np.array([2]),
+        counts=np.array([2]), term_idx=np.array([0, 0]), tfs=np.array([1, 1]), terms=["新"],
+    )  # fmt: skip
+    with pytest.raises(StoreError):
+        store.merge_index(bad, 1.0, cache)
+    assert cache == {}  # rolled back: no id may be remembered
+    assert store.lookup_terms(["新"]) == {}
+    store.merge_index(PostingsBatch.of([DocPostings(FP["A"], 1000.0, 2, ["新"], [2])]), 2.0, cache)
+    assert index_contents(store)[0] == {("新", FP["A"]): 2}
+    assert store.lookup_terms(["新"]) == {"新": (cache["新"], 1)}
+
+
+def test_a_slave_with_another_user_dictionary_refuses_and_nothing_is_lost(
+    store, db_url, redis_url, redis_client, keys, tmp_path
+) -> None:
+    store.put_pages(page(k, *tv) for k, tv in CORPUS.items())
+    user_dict = tmp_path / "words.txt"
+    user_dict.write_text("杭研大厦 10 n\n", encoding="utf-8")
+    master_cfg, slave_cfg = configs(redis_url, db_url, keys.job, tmp_path)
+    report = run_index(master_cfg, slave_cfg, user_dict=str(user_dict))
+    assert report.failed == 4 and report.indexed == 0
+    assert any("user dictionary" in e for e in report.errors)
+    assert unindexed(store) == set(FP[k] for k in CORPUS)  # left for a later run
+    # the refusal itself, as a slave sends it
+    handler = IndexHandler(slave_cfg)
+    [raw] = handler.handle([encode_task(7, [FP["A"]], "abc")])
+    msg = decode(raw)
+    assert msg.kind == REFUSED and msg.get("batch") == 7
+    master_cfg.close()
+    slave_cfg.close()
+
+
+def test_a_second_master_refuses_to_start(
+    store, db_url, redis_url, redis_client, keys, tmp_path
+) -> None:
+    from srcrawl.indexer.master import IndexerError
+
+    cfg = Config(redis_url=redis_url, db=db_url, job=keys.job, home=tmp_path)
+    redis_client.set(keys.index_master, "index-master-99", px=10_000)
+    with pytest.raises(IndexerError, match="another index master"):
+        IndexMaster(cfg).run()
+    cfg.close()

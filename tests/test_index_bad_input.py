@@ -1,0 +1,79 @@
+"""Hostile documents go through the whole index phase without a crash or a lost page."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+from srcrawl.config import Config
+from srcrawl.defaults import MAX_TERM_CHARS
+from srcrawl.indexer.master import IndexMaster
+from srcrawl.indexer.search import Searcher
+from srcrawl.indexer.slave import IndexHandler
+from srcrawl.slave.runtime import Slave
+from srcrawl.sql.store import Page
+from srcrawl.urls import fingerprint
+
+
+def make_page(name: str, text: str, title: str = "") -> Page:
+    url = f"http://127.0.0.1:9/{name}"
+    return Page(fp=fingerprint(url), url=url, host="127.0.0.1:9", fetched_at=1.0,
+                title=title, text=text)  # fmt: skip
+
+
+def hostile_pages() -> dict[str, Page]:
+    rng = random.Random(5)
+    junk = bytes(rng.randrange(256) for _ in range(20_000)).decode("utf-8", errors="replace")
+    megabyte = ("分布式搜索引擎的索引由主节点合并。Slaves tokenize pages. " * 20_000)[:660_000]
+    return {
+        "empty": make_page("empty", ""),
+        "blank": make_page("blank", " \n\t\u3000 ", title="   "),
+        "stop": make_page("stop", "the of and 的 了 我们 在 是"),
+        "junk": make_page("junk", bytes(range(256)).decode("latin-1") * 40 + junk + "\x00\x01"),
+        "long-token": make_page("long-token", "x" * 100_000 + " fine"),
+        "megabyte": make_page("megabyte", megabyte + " 结尾词语 zebraword", title="大页面"),
+        "scripts": make_page(
+            "scripts", "😀🚀 Привет 世界 مرحبا שלום こんにちは 안녕하세요 café NAÏVE ＦＵＬＬ"
+        ),
+    }
+
+
+def test_hostile_documents_are_indexed_without_loss(
+    store, db_url, redis_url, redis_client, keys, tmp_path
+) -> None:
+    pages = hostile_pages()
+    assert len(pages["megabyte"].text.encode()) > 1_000_000
+    store.put_pages(pages.values())
+    master_cfg = Config(redis_url=redis_url, db=db_url, job=keys.job, home=tmp_path)
+    slave_cfg = Config(redis_url=redis_url, db=db_url, job=keys.job, home=tmp_path)
+    slave = Slave(slave_cfg, [IndexHandler(slave_cfg)], block_timeout=0.1)
+    thread = threading.Thread(target=slave.run, daemon=True)
+    thread.start()
+    try:
+        report = IndexMaster(master_cfg, batch_pages=2, block_timeout=0.1, merge_wait=0.2).run()
+    finally:
+        slave.stopping.set()
+        thread.join(timeout=30)
+    assert report.indexed == len(pages) and report.failed == 0 and slave.failed_batches == 0
+
+    with store.transaction() as cur:
+        cur.execute("SELECT term FROM terms")
+        terms = {t for (t,) in cur.fetchall()}
+        cur.execute("SELECT fp, length FROM doclens")
+        lengths = {int(fp): int(n) for fp, n in cur.fetchall()}
+        cur.execute("SELECT COUNT(*) FROM pages WHERE indexed_at IS NULL")
+        assert cur.fetchone()[0] == 0
+    assert all(0 < len(t) <= MAX_TERM_CHARS and t.isalnum() for t in terms)
+    for empty in ("empty", "blank", "stop"):
+        assert lengths[pages[empty].fp] == 0
+    assert lengths[pages["megabyte"].fp] > 50_000
+    assert lengths[pages["long-token"].fp] == 1  # "fine"; the 100,000-x token is dropped
+    assert {"привет", "世界", "مرحبا", "שלום", "こんにちは", "안녕하세요", "café", "naïve",
+            "full"} <= terms  # fmt: skip
+
+    searcher = Searcher(store)
+    assert searcher.search("zebraword 结尾词语").hits[0].url.endswith("/megabyte")
+    [hit] = searcher.search("Naïve привет").hits
+    assert hit.url.endswith("/scripts") and "«NAÏVE»" in hit.snippet
+    master_cfg.close()
+    slave_cfg.close()

@@ -1,0 +1,182 @@
+"""Ranked search on a real index (SQLite and MariaDB): BM25, PageRank, AND/OR, bad queries."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from srcrawl.indexer.postings import PostingsBatch
+from srcrawl.indexer.search import QueryError, Searcher, bm25_idf
+from srcrawl.indexer.slave import tokenize_document
+from srcrawl.indexer.snippets import make_snippet
+from srcrawl.indexer.tokenizer import get_tokenizer
+from srcrawl.sql.store import Page
+from srcrawl.urls import fingerprint
+
+FILLER = [
+    "北京的天气很好，我们去公园散步。Weather report for the city.",
+    "上海交通大学的学生在图书馆读书。Students read books in the library.",
+    "网易发布了新的游戏。A new game was released today.",
+    "分布式系统需要可靠的消息队列。Reliable queues for distributed systems.",
+    "搜索引擎对网页进行排序。Search engines rank web pages by links.",
+]
+
+
+def make_page(name: str, text: str, title: str = "", fetched_at: float = 1.0) -> Page:
+    url = f"http://127.0.0.1:9/{name}"
+    return Page(fp=fingerprint(url), url=url, host="127.0.0.1:9", fetched_at=fetched_at,
+                title=title, text=text)  # fmt: skip
+
+
+def index_pages(store, pages: list[Page]) -> None:
+    """Store and index pages through the slave's tokenization and the master's merge."""
+    store.put_pages(pages)
+    tok = get_tokenizer(None)
+    docs = [tokenize_document(tok, p.fp, p.fetched_at, p.title, p.text) for p in pages]
+    store.merge_index(PostingsBatch.of(docs), 1.0, {})
+
+
+def corpus() -> list[Page]:
+    pages = [make_page(f"filler-{i}", FILLER[i % len(FILLER)] + f" 第{i}页") for i in range(40)]
+    pages.append(
+        make_page("planted", "量子纠缠是一种物理现象。The tesseract appears in 量子纠缠 research.",
+                  title="量子纠缠 tesseract")
+    )  # fmt: skip
+    return pages
+
+
+def test_a_known_item_query_returns_the_planted_page_first(store) -> None:
+    index_pages(store, corpus())
+    result = Searcher(store).search("量子纠缠 Tesseract", top=5)
+    assert result.mode == "and" and result.terms == ["量子", "纠缠", "tesseract"]
+    assert [h.url for h in result.hits] == ["http://127.0.0.1:9/planted"]
+    hit = result.hits[0]
+    assert hit.title == "量子纠缠 tesseract" and hit.score > 0
+    assert "«量子»«纠缠»" in hit.snippet and "«tesseract»" in hit.snippet
+    assert result.elapsed_ms > 0 and not result.ranked
+
+
+def test_bm25_scores_follow_the_stated_formula(store) -> None:
+    index_pages(store, corpus())
+    n_docs, total = store.index_stats()
+    result = Searcher(store).search("tesseract")
+    [hit] = result.hits
+    tok = get_tokenizer(None)
+    page = corpus()[-1]
+    tokens = tok.tokens(f"{page.title}\n{page.text}")
+    tf, dl, avgdl, k1, b = tokens.count("tesseract"), len(tokens), total / n_docs, 1.2, 0.75
+    idf = math.log(1 + (n_docs - 1 + 0.5) / (1 + 0.5))
+    assert hit.score == pytest.approx(idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)))
+
+
+def test_idf_never_goes_negative() -> None:
+    assert bm25_idf(10, 10) > 0 and bm25_idf(1, 1) > 0
+    assert bm25_idf(10, 50) == 0.0
+    assert bm25_idf(1000, 1) > bm25_idf(1000, 999) > 0
+
+
+def test_pagerank_blending_changes_the_order_when_ranks_differ(store) -> None:
+    twins = [make_page(f"twin-{i}", "分布式爬虫 crawler 分布式爬虫") for i in range(2)]
+    index_pages(store, [*twins, *corpus()])
+    plain = Searcher(store).search("分布式 爬虫 crawler")
+    assert not plain.ranked and len(plain.hits) == 2
+    assert plain.hits[0].score == pytest.approx(plain.hits[1].score)  # a tie, broken by fp
+    low, high = plain.hits[1].fp, plain.hits[0].fp
+    store.replace_ranks([(low, 0.9), (high, 0.01), *((p.fp, 0.05) for p in corpus())])
+    ranked = Searcher(store).search("分布式 爬虫 crawler")
+    assert ranked.ranked and [h.fp for h in ranked.hits] == [low, high]
+    mean = store.rank_mean()
+    bm25 = plain.hits[0].score
+    assert ranked.hits[0].score == pytest.approx(bm25 * (1 + 0.5 * 0.9 / (0.9 + mean)))
+    assert ranked.hits[1].score == pytest.approx(bm25 * (1 + 0.5 * 0.01 / (0.01 + mean)))
+    store.replace_ranks([(low, 0.01), (high, 0.9)])
+    assert [h.fp for h in Searcher(store).search("分布式 爬虫").hits] == [high, low]
+
+
+def test_pagerank_cannot_lift_a_much_weaker_match_over_a_strong_one(store) -> None:
+    strong = make_page("strong", "量子纠缠 量子纠缠 量子纠缠 量子纠缠")
+    weak = make_page("weak", "量子纠缠 " + "其它 内容 很多 " * 30)
+    index_pages(store, [strong, weak, *corpus()])
+    store.replace_ranks([(weak.fp, 1.0), (strong.fp, 0.0001)])
+    hits = Searcher(store).search("量子纠缠").hits
+    assert hits[0].fp == strong.fp  # blending raises a score by at most 50%
+
+
+def test_and_falls_back_to_or_when_no_page_holds_every_word(store) -> None:
+    index_pages(store, corpus())
+    result = Searcher(store).search("tesseract 图书馆")
+    assert result.mode == "or"
+    urls = {h.url for h in result.hits}
+    assert "http://127.0.0.1:9/planted" in urls and len(urls) > 1
+    assert any("every word" in n for n in result.notes)
+
+
+def test_a_capped_term_still_returns_its_best_pages(store) -> None:
+    pages = [make_page(f"p{i}", "排序 " * (1 + i % 7) + "其它 " * (i % 5) + FILLER[i % 5])
+             for i in range(60)]  # fmt: skip
+    index_pages(store, pages)
+    full = Searcher(store).search("排序", top=5)
+    capped = Searcher(store, cap=8).search("排序", top=5)
+    assert not full.approximate and capped.approximate
+    assert [h.fp for h in capped.hits] == [h.fp for h in full.hits]
+    assert [h.score for h in capped.hits] == pytest.approx([h.score for h in full.hits])
+
+
+def test_unusable_queries_raise_a_clear_error(store) -> None:
+    index_pages(store, corpus())
+    searcher = Searcher(store)
+    for query, message in [
+        ("", "empty query"),
+        ("   \t\n", "empty query"),
+        ("the of and 的 了 我们", "no searchable words"),
+        ("😀🚀 !!! ——", "no searchable words"),
+    ]:
+        with pytest.raises(QueryError, match=message):
+            searcher.search(query)
+
+
+def test_hostile_queries_get_sensible_answers(store) -> None:
+    index_pages(store, corpus())
+    searcher = Searcher(store)
+    pages_before = store.count("pages")
+    for query in [
+        "'; DROP TABLE pages; --",
+        "1 OR 1=1",
+        "%' OR term LIKE '%",
+        "量子纠缠' UNION SELECT url FROM pages --",
+    ]:
+        result = searcher.search(query)
+        assert all(h.url.startswith("http://127.0.0.1:9/") for h in result.hits)
+    assert store.count("pages") == pages_before and store.count("postings") > 0
+    assert (
+        searcher.search("量子纠缠' UNION SELECT url FROM pages --").hits[0].url.endswith("/planted")
+    )
+    nothing = searcher.search("zzzunknown 无此词语哈")
+    assert nothing.mode == "none" and nothing.hits == [] and nothing.notes
+
+
+def test_a_10000_character_query_is_cut_and_answered(store) -> None:
+    index_pages(store, corpus())
+    query = ("tesseract 量子纠缠 " + "词" * 40 + " ") * 300
+    assert len(query) > 10_000
+    result = Searcher(store).search(query)
+    assert result.hits and result.hits[0].url.endswith("/planted")
+    assert any("10,000" in n for n in result.notes)
+    many = " ".join(f"w{i}" for i in range(100))
+    assert len(Searcher(store).search(many).terms) == 32
+
+
+def test_an_empty_index_is_a_clear_error(store) -> None:
+    store.reset_index()  # the store fixture empties tables, not the counters in meta
+    with pytest.raises(QueryError, match="index is empty"):
+        Searcher(store).search("北京")
+
+
+def test_snippets_mark_whole_words_only() -> None:
+    text = "An engineer builds an engine. 搜索引擎很快。" + "padding " * 100
+    snippet = make_snippet(text, ["engine", "搜索引擎"], width=60)
+    assert "«engine»" in snippet and "«engineer»" not in snippet and "«搜索引擎»" in snippet
+    assert make_snippet("ＦＵＬＬ width", ["full"]) == "«FULL» width"
+    assert make_snippet("no match here", ["zzz"]) == "no match here"
+    assert make_snippet("x" * 500, ["zzz"], width=10) == "x" * 10 + "…"

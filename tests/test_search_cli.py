@@ -1,0 +1,74 @@
+"""`srcrawl index --slaves N` and `srcrawl search` as a user runs them (real processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from srcrawl.config import DatabaseURL
+from srcrawl.sql.store import Page, open_store
+from srcrawl.urls import fingerprint
+
+
+def cli(python: str, env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [python, "-m", "srcrawl.cli", *args], env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.fixture
+def env(redis_url, keys, tmp_path, monkeypatch) -> dict:
+    db = tmp_path / "srcrawl.db"
+    store = open_store(DatabaseURL(kind="sqlite", path=str(db)))
+    store.init_schema()
+    pages = [(f"p{i}", f"第{i}页 分布式系统 message queue 北京 {i % 3}") for i in range(30)]
+    pages.append(("planted", "量子纠缠 tesseract 量子纠缠"))
+    store.put_pages(
+        Page(fp=fingerprint(f"http://127.0.0.1:9/{name}"), url=f"http://127.0.0.1:9/{name}",
+             host="127.0.0.1:9", fetched_at=1.0, title=name, text=text)
+        for name, text in pages
+    )  # fmt: skip
+    store.close()
+    return {**os.environ, "SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_DB_URL": f"sqlite:///{db}",
+            "SRCRAWL_JOB": keys.job, "SRCRAWL_HOME": str(tmp_path / "home")}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_index_with_local_slaves_then_search(python, env) -> None:
+    run = cli(python, env, "index", "--slaves", "2", "--json")
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["indexed"] == 31 and report["failed"] == 0 and report["postings"] > 0
+
+    found = cli(python, env, "search", "量子纠缠 TESSERACT", "--json")
+    assert found.returncode == 0, found.stderr
+    hits = json.loads(found.stdout)
+    assert hits[0]["url"] == "http://127.0.0.1:9/planted"
+    assert set(hits[0]) == {"url", "title", "score", "snippet"}
+    assert "«tesseract»" in hits[0]["snippet"] and " ms" in found.stderr
+
+    plain = cli(python, env, "search", "分布式系统 北京", "--top", "3")
+    assert plain.returncode == 0
+    assert plain.stdout.count("http://127.0.0.1:9/p") == 3
+    assert "3 of 30 pages (every word)" in plain.stdout and " ms" in plain.stdout
+
+    again = cli(python, env, "index", "--slaves", "1", "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["scheduled"] == 0
+
+
+def test_unusable_queries_end_with_one_line_and_exit_2(python, env) -> None:
+    for query, message in [
+        ("", "empty query"),
+        ("  ", "empty query"),
+        ("the of 的 了", "no searchable words"),
+        ("北京", "index is empty"),
+    ]:
+        run = cli(python, env, "search", query)
+        assert run.returncode == 2, (query, run.stdout, run.stderr)
+        assert run.stderr.count("\n") == 1 and message in run.stderr
+        assert "Traceback" not in run.stderr
+    missing = cli(python, env, "search", "北京", "--user-dict", "/nonexistent/words.txt")
+    assert missing.returncode == 2 and "cannot read user dictionary" in missing.stderr
