@@ -1,0 +1,191 @@
+"""Pure logic of PageRank: graph building, shards, messages, the reduce buffer."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from srcrawl.errors import EnvelopeError
+from srcrawl.pagerank.graph import GraphBuilder, host_ids
+from srcrawl.pagerank.master import RankParams, ReduceStep
+from srcrawl.pagerank.protocol import MapTask, Partial, pack_vector, unpack_vector
+from srcrawl.pagerank.shards import Shard, ShardSums, cut_shards, shard_count
+from srcrawl.queues.envelope import decode, encode
+
+FPS = np.array([50, -7, 2**62, -(2**63), 3], dtype=np.int64)  # unsorted, signed extremes
+
+
+def test_builder_maps_fingerprints_to_ids_in_fingerprint_order() -> None:
+    b = GraphBuilder(FPS)
+    b.add([(50, 3), (-7, 50)])
+    g = b.build()
+    assert g.fps.tolist() == sorted(FPS.tolist())
+    ids = {fp: i for i, fp in enumerate(g.fps.tolist())}
+    assert list(zip(g.src.tolist(), g.dst.tolist(), strict=True)) == sorted(
+        [(ids[50], ids[3]), (ids[-7], ids[50])]
+    )
+
+
+def test_builder_drops_self_links_unknown_pages_and_repeats() -> None:
+    b = GraphBuilder(FPS)
+    b.add([(50, 50), (50, 999), (999, 3), (50, 3)])
+    b.add([(50, 3), (3, 50)])  # a repeat across batches
+    b.add(np.empty((0, 2), dtype=np.int64))
+    g = b.build()
+    ids = {fp: i for i, fp in enumerate(g.fps.tolist())}
+    assert sorted(zip(g.src.tolist(), g.dst.tolist(), strict=True)) == sorted(
+        [(ids[50], ids[3]), (ids[3], ids[50])]
+    )
+    assert g.m == 2 and g.n == 5
+    assert g.outdeg.tolist().count(0) == 3
+
+
+def test_builder_collapses_repeats_in_unsorted_input() -> None:
+    b = GraphBuilder(np.arange(10, dtype=np.int64))
+    b.add([(9, 1), (2, 3), (9, 1), (0, 9), (2, 3)])
+    g = b.build()
+    assert list(zip(g.src.tolist(), g.dst.tolist(), strict=True)) == [(0, 9), (2, 3), (9, 1)]
+
+
+def test_skip_internal_drops_links_within_a_host() -> None:
+    fps = np.array([1, 2, 3, 4], dtype=np.int64)
+    hosts = host_ids(["a.test", "a.test", "b.test", "b.test"])
+    assert hosts.tolist() == [0, 0, 1, 1]
+    b = GraphBuilder(fps, hosts)
+    b.add([(1, 2), (1, 3), (3, 4), (4, 2), (2, 1)])
+    g = b.build()
+    assert list(zip(g.src.tolist(), g.dst.tolist(), strict=True)) == [(0, 2), (3, 1)]
+
+
+def test_builder_rejects_repeated_fingerprints_and_bad_shapes() -> None:
+    with pytest.raises(ValueError, match="unique"):
+        GraphBuilder(np.array([1, 2, 1], dtype=np.int64))
+    with pytest.raises(ValueError, match="pairs"):
+        GraphBuilder(FPS).add([(1, 2, 3)])
+
+
+def test_empty_graph() -> None:
+    g = GraphBuilder(np.empty(0, dtype=np.int64)).build()
+    assert g.n == 0 and g.m == 0
+    assert cut_shards(g.src, g.dst, g.n, 4) == []
+    assert shard_count(0, 0, 10) == 0
+
+
+def _random_graph(n: int, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder(np.arange(n, dtype=np.int64))
+    b.add(rng.integers(0, n, size=(m, 2)))
+    g = b.build()
+    return g.src, g.dst
+
+
+@pytest.mark.parametrize("count", [1, 3, 7, 50])
+def test_shards_cover_every_destination_once_and_sum_like_the_matrix(count: int) -> None:
+    n = 40
+    src, dst = _random_graph(n, 200, seed=count)
+    dst = dst.copy()
+    dst[dst == 5] = 6  # node 5 gets no in-links: an empty row inside a shard
+    shards = cut_shards(src, dst, n, count)
+    assert shards[0].lo == 0 and shards[-1].hi == n
+    assert all(a.hi == b.lo for a, b in itertools.pairwise(shards))
+    assert len(shards) <= min(count, n)
+    assert sum(s.nnz for s in shards) == len(src)
+    x = np.random.default_rng(0).random(n)
+    dense = np.zeros((n, n))
+    np.add.at(dense, (dst, src), 1.0)
+    expected = dense @ x
+    got = np.concatenate([ShardSums(s).sums(x) for s in shards])
+    np.testing.assert_allclose(got, expected, rtol=1e-13, atol=0)
+    assert got[5] == 0.0
+
+
+def test_shards_balance_edges() -> None:
+    src, dst = _random_graph(10_000, 100_000, seed=3)
+    shards = cut_shards(src, dst, 10_000, 8)
+    sizes = [s.nnz + (s.hi - s.lo) for s in shards]
+    assert len(shards) == 8 and max(sizes) < 1.2 * min(sizes)
+
+
+def test_shard_pack_round_trip_and_corruption() -> None:
+    src, dst = _random_graph(30, 90, seed=1)
+    shard = cut_shards(src, dst, 30, 3)[1]
+    assert np.all(np.diff(shard.sources) >= 0)  # edges by source within the shard
+    version, back = Shard.unpack(shard.pack(17))
+    assert version == 17 and (back.index, back.lo, back.hi) == (1, shard.lo, shard.hi)
+    assert back.sources.tolist() == shard.sources.tolist()
+    assert back.rows.tolist() == shard.rows.tolist()
+    packed = shard.pack(17)
+    with pytest.raises(ValueError, match="does not match"):
+        Shard.unpack(packed[:-4])
+    msg = decode(packed)
+    rows = shard.rows.copy()
+    rows[0] = shard.hi - shard.lo  # one past the shard's last destination
+    payload = shard.sources.astype("<i4").tobytes() + rows.astype("<i4").tobytes()
+    with pytest.raises(ValueError, match="outside"):
+        Shard.unpack(encode("shard", msg.fields, payload))
+    with pytest.raises(ValueError, match="lacks"):
+        Shard.unpack(encode("shard", {"version": 1}, payload))
+
+
+def test_shard_with_no_edges_sums_to_zeros() -> None:
+    shard = cut_shards(np.empty(0, np.int32), np.empty(0, np.int32), 4, 2)[0]
+    assert ShardSums(shard).sums(np.ones(4)).tolist() == [0.0] * (shard.hi - shard.lo)
+
+
+def test_messages_round_trip_and_reject_garbage() -> None:
+    task = MapTask(3, 4, 5)
+    assert MapTask.decode(task.encode()) == task
+    with pytest.raises(EnvelopeError):
+        MapTask.decode(encode("map", {"version": 3, "iteration": "4", "shard": 5}))
+    with pytest.raises(EnvelopeError):
+        MapTask.decode(b"not json")
+    p = Partial(3, 4, 5, 10, np.array([0.25, 0.5]))
+    back = Partial.from_message(decode(p.encode()))
+    assert (back.version, back.iteration, back.shard, back.lo) == (3, 4, 5, 10)
+    assert back.sums.tolist() == [0.25, 0.5]
+    with pytest.raises(EnvelopeError, match="range"):
+        Partial.from_message(decode(p.encode()[:-1]))
+    x = np.array([1.0, 2.0, 3.0])
+    packed = bytes(pack_vector(x))
+    assert packed == x.astype("<f8").tobytes()
+    assert unpack_vector(packed).tolist() == [1.0, 2.0, 3.0]
+    with pytest.raises(EnvelopeError):
+        unpack_vector(packed[:-1])
+
+
+def test_reduce_step_takes_exactly_one_result_per_shard() -> None:
+    src, dst = _random_graph(20, 60, seed=2)
+    shards = cut_shards(src, dst, 20, 3)
+    rank = np.full(20, 0.05)
+    inv_out = np.full(20, 0.5)
+    step = ReduceStep(7, 2, shards, rank, inv_out, damping=0.8, dangling_mass=0.25)
+    first = shards[0]
+    width = first.hi - first.lo
+    junk = np.full(width, 9.0)
+    assert step.offer(Partial(7, 1, first.index, first.lo, junk)) is None  # stale iteration
+    assert step.offer(Partial(6, 2, first.index, first.lo, junk)) is None  # old graph
+    assert step.offer(Partial(7, 2, first.index, first.lo + 1, junk)) is None  # wrong range
+    assert step.offer(Partial(7, 2, 99, 0, junk)) is None  # no such shard
+    assert step.missing == 3
+    piece = step.offer(Partial(7, 2, first.index, first.lo, np.full(width, 0.5)))
+    assert piece is not None
+    new = 0.8 * 0.5 + (0.8 * 0.25 + 0.2) / 20  # d · sums + (d · dangling + 1 − d) / n
+    np.testing.assert_allclose(step.new[first.lo : first.hi], new, rtol=1e-15)
+    np.testing.assert_allclose(piece, new * 0.5, rtol=1e-15)  # the next x: new / outdeg
+    assert step.delta == pytest.approx(width * abs(new - 0.05), rel=1e-12)
+    assert step.offer(Partial(7, 2, first.index, first.lo, junk)) is None  # a repeat
+    assert step.missing == 2
+    np.testing.assert_allclose(step.new[first.lo : first.hi], new, rtol=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"iterations": 0}, "iterations"), ({"damping": 1.0}, "damping"), ({"tol": -1}, "tol")],
+)
+def test_parameters_are_checked(kwargs: dict, message: str) -> None:
+    from srcrawl.pagerank.errors import PageRankError
+
+    with pytest.raises(PageRankError, match=message):
+        RankParams(**kwargs)
