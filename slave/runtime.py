@@ -122,9 +122,24 @@ class Slave:
                         b"\n".join(tasks),
                     )
                 ]
-            q.srq.ack(self.id, tasks, results, q.nrq)
+            self._ack(q, tasks, results)
             with self._lock:
                 self.batches += 1
+
+    def _ack(self, q: PhaseQueues, tasks: list[bytes], results: list[bytes]) -> None:
+        # Retrying is safe: an ack that went through but whose reply was lost
+        # finds its tasks gone the second time and pushes nothing again.
+        delay = 0.1
+        while True:
+            try:
+                q.srq.ack(self.id, tasks, results, q.nrq)
+                return
+            except Exception:
+                if self.stopping.is_set() and delay > 5:
+                    raise  # give up: the tasks stay in the processing list for the reaper
+                log.exception("ack to %s failed; retrying", q.srq.key)
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
 
     def _heartbeat(self) -> None:
         while not self.stopping.wait(self.heartbeat_interval):
