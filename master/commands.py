@@ -157,12 +157,18 @@ def crawl_command(
         )
         click.echo(("\r" + line + "  ") if tty else line, nl=not tty, err=True)
 
-    final = run_local_crawl(
-        cfg,
-        slaves=slaves,
-        slave_args=["--threads", str(threads), "--parser", parser],
-        report=report,
-    )
+    try:
+        final = run_local_crawl(
+            cfg,
+            slaves=slaves,
+            slave_args=["--threads", str(threads), "--parser", parser],
+            report=report,
+        )
+    except KeyboardInterrupt:
+        click.echo(
+            f"\nsrcrawl: interrupted; `srcrawl --job {cfg.job} crawl --resume` continues", err=True
+        )
+        sys.exit(130)
     if tty:
         click.echo("", err=True)
     click.echo(json.dumps({"job": cfg.job, **final}, sort_keys=True))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
@@ -96,7 +97,9 @@ def run_local_crawl(
     master_cmd = [sys.executable, "-m", "srcrawl.cli", "master", "start"]
     t0 = time.monotonic()
     restarts = 0
-    with LocalSlaves(cfg, slaves, ["crawl"], extra_args=slave_args):
+    local = LocalSlaves(cfg, slaves, ["crawl"], extra_args=slave_args).start()
+    interrupted = False
+    try:
         master = subprocess.Popen(master_cmd, env=env, stdin=subprocess.DEVNULL)
         try:
             while True:
@@ -114,12 +117,17 @@ def run_local_crawl(
                     report(progress(cfg), time.monotonic() - t0)
                 time.sleep(interval)
         except KeyboardInterrupt:
-            master.wait(timeout=30)
+            # the master and the slaves got the Ctrl-C too: let them finish
+            interrupted = True
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                master.wait(timeout=30)
             raise
         finally:
             if master.poll() is None:
                 master.terminate()
                 master.wait(timeout=30)
+    finally:
+        local.stop(signalled=interrupted)
     final = progress(cfg)
     if report:
         report(final, time.monotonic() - t0)

@@ -17,7 +17,11 @@ Two costs grow with the bytes written, and both are avoided here:
 from __future__ import annotations
 
 import redis
-from redis.connection import Encoder, PythonRespSerializer
+
+try:  # redis-py internals: without them, the ordinary client still works, a little slower
+    from redis.connection import Encoder, PythonRespSerializer
+except ImportError:  # pragma: no cover - depends on the installed redis-py
+    Encoder = PythonRespSerializer = None  # type: ignore[assignment,misc]
 
 from srcrawl.defaults import LUA_UNPACK_CHUNK
 
@@ -27,6 +31,8 @@ _BUFFER_CUTOFF = 6000
 
 def bulk_client(client: redis.Redis) -> redis.Redis:
     """A client of the server ``client`` talks to, with the copy-free serializer."""
+    if PythonRespSerializer is None:
+        return client
     kwargs = dict(client.connection_pool.connection_kwargs)
     encoder = Encoder(
         kwargs.get("encoding", "utf-8"),

@@ -53,8 +53,18 @@ class LocalSlaves:
     def alive(self) -> int:
         return sum(p.poll() is None for p in self.procs)
 
-    def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM (finish the batch), then SIGKILL whatever is still there."""
+    def stop(self, timeout: float = 20.0, *, signalled: bool = False) -> None:
+        """SIGTERM (finish the batch), then SIGKILL whatever is still there.
+
+        ``signalled``: they already got a stop signal (a Ctrl-C reaches the
+        whole process group); a second one would make them leave mid-batch,
+        so give them ``timeout`` to finish first.
+        """
+        if signalled:
+            deadline = time.monotonic() + timeout
+            for p in self.procs:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(timeout=max(0.1, deadline - time.monotonic()))
         for p in self.procs:
             if p.poll() is None:
                 with contextlib.suppress(ProcessLookupError):

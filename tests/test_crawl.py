@@ -205,3 +205,41 @@ def test_master_killed_mid_crawl_is_restarted_and_finishes_exactly(
     assert len(pages) == len({p["url"] for p in pages})
     assert {p["url"]: p["depth"] for p in pages} == expected(web, seeds, DEPTH)
     cfg.close()
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_everything_and_resume_finishes_exactly(
+    web, redis_url, keys, tmp_path
+) -> None:
+    seeds = web.seed_urls
+    env = env_for(redis_url, keys.job, tmp_path)
+    crawl = subprocess.Popen(
+        [sys.executable, "-m", "srcrawl.cli", "crawl", *seeds, "--depth", str(DEPTH),
+         "--slaves", "2", *POLITE],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # its own process group, as a terminal gives it
+    )  # fmt: skip
+    cfg = Config.load(env=env)
+    client = cfg.redis()
+    deadline = time.monotonic() + 60
+    while int(client.hget(cfg.keys.stats("crawl"), "pages") or 0) < 30:
+        assert time.monotonic() < deadline and crawl.poll() is None
+        time.sleep(0.02)
+    os.killpg(crawl.pid, signal.SIGINT)  # what Ctrl-C does
+    _, err = crawl.communicate(timeout=60)
+    assert crawl.returncode == 130, err[-2000:]
+    assert "--resume" in err
+    # nothing of the crawl is left running: no live worker, no master lock
+    from srcrawl.queues.workers import workers
+
+    assert [w.id for w in workers(client, cfg.keys) if w.alive] == []
+    assert client.get(cfg.keys.master_lock) is None
+    assert int(client.hget(cfg.keys.stats("crawl"), "pages") or 0) < len(
+        expected(web, seeds, DEPTH)
+    )
+    r = srcrawl(["crawl", "--resume", "--slaves", "2", "--threads", "4"], env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    pages = stored(env)
+    assert len(pages) == len({p["url"] for p in pages})
+    assert {p["url"]: p["depth"] for p in pages} == expected(web, seeds, DEPTH)
+    cfg.close()
