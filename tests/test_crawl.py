@@ -56,6 +56,16 @@ def srcrawl(
                           capture_output=True, text=True, timeout=timeout)  # fmt: skip
 
 
+def background_crawl(seeds: list[str], env: dict[str, str]) -> subprocess.Popen:
+    """`srcrawl crawl` with 2 slaves, running; in its own process group, as a terminal gives it."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "srcrawl.cli", "crawl", *seeds, "--depth", str(DEPTH),
+         "--slaves", "2", *POLITE],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+
+
 def stored(env: dict[str, str]) -> list[dict]:
     out = srcrawl(["export", "pages"], env)
     assert out.returncode == 0, out.stderr
@@ -180,11 +190,7 @@ def test_master_killed_mid_crawl_is_restarted_and_finishes_exactly(
 ) -> None:
     seeds = web.seed_urls
     env = env_for(redis_url, keys.job, tmp_path)
-    crawl = subprocess.Popen(
-        [sys.executable, "-m", "srcrawl.cli", "crawl", *seeds, "--depth", str(DEPTH),
-         "--slaves", "2", *POLITE],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    crawl = background_crawl(seeds, env)
     cfg = Config.load(env=env)
     client = cfg.redis()
     killed = 0
@@ -213,12 +219,7 @@ def test_ctrl_c_stops_everything_and_resume_finishes_exactly(
 ) -> None:
     seeds = web.seed_urls
     env = env_for(redis_url, keys.job, tmp_path)
-    crawl = subprocess.Popen(
-        [sys.executable, "-m", "srcrawl.cli", "crawl", *seeds, "--depth", str(DEPTH),
-         "--slaves", "2", *POLITE],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,  # its own process group, as a terminal gives it
-    )  # fmt: skip
+    crawl = background_crawl(seeds, env)
     cfg = Config.load(env=env)
     client = cfg.redis()
     deadline = time.monotonic() + 60

@@ -7,6 +7,10 @@ query dropped, and query parameters sorted as ``(key, value)`` strings
 Only ``http`` and ``https`` URLs with a host and a valid port are URLs to
 crawl; everything else (``javascript:``, ``mailto:``, ``data:``, a malformed
 IPv6 host, an out-of-range port, no host) canonicalizes to ``None``.
+
+This is written apart from :mod:`srcrawl.urls` on purpose: the test web is
+the oracle the crawler is checked against, and an oracle that shared the
+crawler's code would share its bugs.
 """
 
 from __future__ import annotations
