@@ -13,7 +13,6 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
 
 import redis
 
@@ -25,6 +24,7 @@ from srcrawl.defaults import (
     DEFAULT_SEEN_CACHE,
 )
 from srcrawl.errors import EnvelopeError, SrcrawlError
+from srcrawl.keys import processing_pattern
 from srcrawl.master.frontier import Batch, Frontier, now_ms
 from srcrawl.master.scope import Scope
 from srcrawl.master.seen import SeenSet
@@ -62,14 +62,6 @@ def fetch_task(url: str, fp: int, depth: int, queue: str, tries: int = 0) -> str
     ).decode()
 
 
-@dataclass
-class MasterStats:
-    started: float = field(default_factory=time.monotonic)
-    messages: int = 0
-    urls_in: int = 0
-    urls_new: int = 0
-
-
 class CrawlMaster:
     """Runs one crawl job until it is complete (or forever with ``keep_running``)."""
 
@@ -97,7 +89,6 @@ class CrawlMaster:
             self.client, self.keys, self.queues.srq.key, self.queues.nrq.processing_key(MASTER_ID)
         )
         self.batch = batch
-        self.stats = MasterStats()
         self.stopping = threading.Event()
         self.host_pages: dict[str, int] = {}
         self._lock_token = f"{socket.gethostname()}:{os.getpid()}:{time.time_ns()}"
@@ -257,7 +248,6 @@ class CrawlMaster:
                 batch.count("bad_messages")
                 continue
             self._apply(msg, batch, level)
-        self.stats.messages += len(msgs)
         journal = self.seen.take_journal()
         try:
             self.frontier.commit(batch, journal)
@@ -330,7 +320,6 @@ class CrawlMaster:
             batch.count("bad_messages")
 
     def _candidate(self, url: str, depth: int, batch: Batch, level: int) -> None:
-        self.stats.urls_in += 1
         # most links are repeats [seed 004]: a URL string already judged seen is
         # a duplicate whatever its depth, without canonicalizing it again
         if url in self.recent:
@@ -357,7 +346,6 @@ class CrawlMaster:
         if not is_new:
             batch.count("duplicates")
             return
-        self.stats.urls_new += 1
         if cap:
             self.host_pages[host] = self.host_pages.get(host, 0) + 1
             batch.hosts[host] = batch.hosts.get(host, 0) + 1
@@ -380,8 +368,8 @@ def reset_crawl(cfg: Config) -> None:
     q = PhaseQueues(client, k, "crawl")
     doomed = [*k.crawl_keys(), q.srq.key, q.nrq.key, k.master_lock]
     doomed += [key for key in client.scan_iter(match=f"{k.crawl_queue_prefix}*", count=1000)]
-    doomed += [key for key in client.scan_iter(match=f"{q.srq.key}:processing:*", count=1000)]
-    doomed += [key for key in client.scan_iter(match=f"{q.nrq.key}:processing:*", count=1000)]
+    for queue in (q.srq, q.nrq):
+        doomed += list(client.scan_iter(match=processing_pattern(queue.key), count=1000))
     for i in range(0, len(doomed), 1000):
         client.delete(*doomed[i : i + 1000])
 

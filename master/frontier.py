@@ -22,31 +22,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import redis
 
 from srcrawl.defaults import LUA_UNPACK_CHUNK
 from srcrawl.keys import Keys
-
-# KEYS[1] ready, KEYS[2] inflight, KEYS[3] qnext; ARGV[1] now (ms),
-# ARGV[2] queue key prefix, ARGV[3..] pairs (queue name, task).
-# Appends each task to its queue; a queue neither ready nor in flight becomes
-# ready at max(now, its remembered next time). Returns the number of tasks.
-_ENQUEUE = """
-local now = tonumber(ARGV[1])
-for i = 3, #ARGV, 2 do
-  local q = ARGV[i]
-  redis.call('RPUSH', ARGV[2] .. q, ARGV[i + 1])
-  if redis.call('HEXISTS', KEYS[2], q) == 0 then
-    local t = tonumber(redis.call('HGET', KEYS[3], q) or '0')
-    if t < now then t = now end
-    redis.call('ZADD', KEYS[1], 'NX', t, q)
-  end
-end
-return (#ARGV - 2) / 2
-"""
 
 # KEYS[1] ready, KEYS[2] inflight, KEYS[3] srq; ARGV[1] now (ms), ARGV[2] queue
 # key prefix, ARGV[3] most tasks to release.
@@ -169,22 +150,9 @@ class Frontier:
         self.keys = keys
         self.srq_key = srq_key
         self.nrq_processing = nrq_processing
-        self._enqueue = client.register_script(_ENQUEUE)
         self._schedule = client.register_script(_SCHEDULE)
         self._commit = client.register_script(_COMMIT)
         self._advance = client.register_script(_ADVANCE)
-
-    def enqueue(self, entries: Sequence[tuple[str, bytes | str]]) -> int:
-        """Append (queue name, task) entries to the current level."""
-        if not entries:
-            return 0
-        k = self.keys
-        args: list = [now_ms(), k.crawl_queue_prefix]
-        for q, task in entries:
-            args += [q, task]
-        return int(
-            self._enqueue(keys=[k.crawl_ready, k.crawl_inflight, k.crawl_queue_next], args=args)
-        )
 
     def schedule(self, limit: int = 1000) -> tuple[int, int]:
         """Release due tasks into srq; return (released, earliest next ready ms or -1)."""

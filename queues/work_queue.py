@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import redis
 
 from srcrawl.defaults import LUA_UNPACK_CHUNK
+from srcrawl.keys import processing_key
 
 # KEYS[1] queue, KEYS[2] processing list; ARGV[1] how many.
 # Moves up to ARGV[1] messages from the head of the queue to the tail of the
@@ -89,7 +90,7 @@ class WorkQueue:
         self._requeue = client.register_script(_REQUEUE)
 
     def processing_key(self, consumer: str) -> str:
-        return f"{self.key}:processing:{consumer}"
+        return processing_key(self.key, consumer)
 
     def push(self, messages: Sequence[bytes], *, front: bool = False) -> int:
         """Append messages (or put them at the head) in one round trip."""

@@ -18,6 +18,16 @@ def _check_phase(phase: str) -> str:
     return phase
 
 
+def processing_key(queue_key: str, consumer: str) -> str:
+    """Messages ``consumer`` took from the queue ``queue_key`` and has not yet acknowledged."""
+    return f"{queue_key}:processing:{consumer}"
+
+
+def processing_pattern(queue_key: str) -> str:
+    """SCAN pattern of every processing list of the queue ``queue_key``."""
+    return processing_key(queue_key, "*")
+
+
 @dataclass(frozen=True)
 class Keys:
     """Key builders of one job."""
@@ -40,10 +50,6 @@ class Keys:
     def trq(self, phase: str) -> str:
         """Hash of counters that hand out unique tags (slave ids, batch serials)."""
         return f"{self.prefix}:{_check_phase(phase)}:trq"
-
-    def processing(self, queue_key: str, worker: str) -> str:
-        """Messages a worker has taken from ``queue_key`` and not yet acknowledged."""
-        return f"{queue_key}:processing:{worker}"
 
     def stats(self, phase: str) -> str:
         """Hash of counters of a phase (pages, errors, …)."""

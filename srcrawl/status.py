@@ -7,7 +7,7 @@ from typing import Any
 import redis
 
 from srcrawl.defaults import PHASES
-from srcrawl.keys import Keys
+from srcrawl.keys import Keys, processing_key
 from srcrawl.queues import workers as worker_registry
 
 
@@ -22,7 +22,7 @@ def collect(client: redis.Redis, keys: Keys) -> dict[str, Any]:
         for w in found:
             for q in (keys.srq(phase), keys.nrq(phase)):
                 if q in w.queues:
-                    pipe.llen(f"{q}:processing:{w.id}")
+                    pipe.llen(processing_key(q, w.id))
     replies = iter(pipe.execute())
     phases: dict[str, Any] = {}
     for phase in PHASES:
