@@ -52,7 +52,8 @@ class DocPostings:
 class PostingsBatch:
     """Documents in columns: per document ``fps fetched lengths counts``, per posting
     ``term_idx`` (into ``terms``) and ``tfs``; a document's postings are the next
-    ``counts[i]`` ones, and within a document no term repeats."""
+    ``counts[i]`` ones, and within a document no term repeats (no two of its
+    postings name the same term, even through two entries of ``terms``)."""
 
     fps: np.ndarray
     fetched: np.ndarray
@@ -86,26 +87,32 @@ class PostingsBatch:
 
     @classmethod
     def concat(cls, batches: Sequence[PostingsBatch]) -> PostingsBatch:
-        """One batch of every document of ``batches``, in order, over one term table."""
-        table = dict.fromkeys(chain.from_iterable(b.terms for b in batches))
-        index = {t: i for i, t in enumerate(table)}
-        remapped = []
-        for b in batches:
-            ids = np.fromiter(map(index.__getitem__, b.terms), np.int64, len(b.terms))
-            remapped.append(ids[b.term_idx] if len(b.term_idx) else b.term_idx.astype(np.int64))
+        """One batch of every document of ``batches``, in order.
+
+        The term tables are laid end to end, not merged: a term shared by two
+        batches appears twice (the store maps every entry to its term id in
+        one pass, cheaper than deduplicating strings here).
+        """
+        offsets = np.cumsum([0] + [len(b.terms) for b in batches])
 
         def cat(name: str, dtype: str) -> np.ndarray:
             parts = [getattr(b, name) for b in batches]
             return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
 
+        term_idx = [
+            np.asarray(b.term_idx, np.int64) + off
+            for b, off in zip(batches, offsets.tolist(), strict=False)
+        ]
         return cls(
             fps=cat("fps", "<i8"),
             fetched=cat("fetched", "<f8"),
             lengths=cat("lengths", "<i8"),
             counts=cat("counts", "<i8"),
-            term_idx=np.concatenate(remapped) if remapped else np.zeros(0, np.int64),
+            term_idx=np.concatenate(term_idx).astype(np.int64)
+            if term_idx
+            else np.zeros(0, np.int64),
             tfs=cat("tfs", "<i8"),
-            terms=list(table),
+            terms=list(chain.from_iterable(b.terms for b in batches)),
         )
 
 

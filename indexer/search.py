@@ -15,9 +15,9 @@ by w/2. Without any rank, the score is BM25 alone.
 
 Retrieval is term-at-a-time, rarest term first. AND: the rarest term's
 postings are the candidates, and each further term keeps the candidates it
-also occurs in (looked up by page when that is cheaper than reading its
-list). When no page holds every term, OR: every term adds to the score of
-the pages it occurs in. A term's postings are read in full up to a cap;
+also occurs in (when its list is long, only the blocks holding the
+candidates' postings are read). When no page holds every term, OR: every
+term adds to the score of the pages it occurs in. A term's postings are read in full up to a cap;
 beyond it, only the cap's worth of postings with the highest BM25 term weight
 are read (the result is then marked approximate).
 """
@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import takewhile
+
+import numpy as np
 
 from srcrawl.defaults import (
     BM25_B,
@@ -92,8 +92,10 @@ class _Scoring:
     a: float
     capped: bool = False  # some term's postings were cut at the cap
 
-    def weight(self, tf: int, dl: int) -> float:
-        return tf * (self.k1 + 1) / (tf + self.c + self.a * dl)
+    def weights(self, postings: np.ndarray) -> np.ndarray:
+        """The weight of each posting (records with ``tf`` and ``dl``)."""
+        tf = postings["tf"].astype(np.float64)
+        return tf * (self.k1 + 1) / (tf + self.c + self.a * postings["dl"])
 
 
 class Searcher:
@@ -150,12 +152,12 @@ class Searcher:
         found = self.store.lookup_terms(terms)
         known = sorted((t for t in terms if t in found), key=lambda t: (found[t][1], t))
         idf = {t: bm25_idf(n_docs, found[t][1]) for t in known}
-        scores: dict[int, float] = {}
+        fps, scores = np.zeros(0, np.int64), np.zeros(0)
         mode = "none"
         if known and len(known) == len(terms):
-            scores, mode = self._conjunctive(q, known, found, idf), "and"
-        if not scores and known:
-            scores, mode = self._disjunctive(q, known, found, idf), "or"
+            (fps, scores), mode = self._conjunctive(q, known, found, idf), "and"
+        if not len(fps) and known:
+            (fps, scores), mode = self._disjunctive(q, known, found, idf), "or"
             if len(terms) > 1:
                 notes.append("no page holds every word; pages holding any of them are shown")
         if mode == "none":
@@ -163,7 +165,7 @@ class Searcher:
         missing = [t for t in terms if t not in found]
         if missing and known:
             notes.append("not in any page: " + " ".join(missing))
-        best, ranked = self._best(scores, top)
+        best, ranked = self._best(fps, scores, top)
         pages = {row[0]: row for row in self.store.index_documents([fp for fp, _ in best])}
         hits = []
         for fp, score in best:
@@ -175,7 +177,7 @@ class Searcher:
             query=query,
             terms=terms,
             mode=mode,
-            matches=len(scores),
+            matches=len(fps),
             approximate=q.capped,
             ranked=ranked,
             hits=hits,
@@ -184,9 +186,9 @@ class Searcher:
         )
 
     # -- retrieval ---------------------------------------------------------------
-    def _postings(
-        self, q: _Scoring, term_id: int, df: int, limit: int
-    ) -> list[tuple[int, int, int]]:
+    # Postings arrive as numpy records (fp, tf, dl) in page order; scores are
+    # kept as two arrays, pages (sorted) and their scores.
+    def _postings(self, q: _Scoring, term_id: int, df: int, limit: int) -> np.ndarray:
         if df <= limit:
             return self.store.term_postings(term_id)
         q.capped = True
@@ -198,28 +200,23 @@ class Searcher:
         terms: Sequence[str],
         found: dict[str, tuple[int, int]],
         idf: dict[str, float],
-    ) -> dict[int, float]:
-        weight = q.weight
-        first = terms[0]
-        w = idf[first]
-        acc = {fp: w * weight(tf, dl) for fp, tf, dl in self._postings(q, *found[first], self.cap)}
+    ) -> tuple[np.ndarray, np.ndarray]:
+        first = self._postings(q, *found[terms[0]], self.cap)
+        fps, scores = first["fp"], idf[terms[0]] * q.weights(first)
         for term in terms[1:]:
-            if not acc:
+            if not len(fps):
                 break
             term_id, df = found[term]
-            w = idf[term]
-            # a short list is read whole; a long one is probed for the candidates only
-            if df <= 4 * len(acc):
+            # a short list is read whole; a long one only in the blocks of the candidates
+            if df <= 4 * len(fps):
                 rows = self.store.term_postings(term_id)
             else:
-                rows = self.store.term_postings_among(term_id, list(acc))
-            kept: dict[int, float] = {}
-            for fp, tf, dl in rows:
-                score = acc.get(fp)
-                if score is not None:
-                    kept[fp] = score + w * weight(tf, dl)
-            acc = kept
-        return acc
+                rows = self.store.term_postings_among(term_id, fps.tolist())
+            fps, mine, theirs = np.intersect1d(
+                fps, rows["fp"], assume_unique=True, return_indices=True
+            )
+            scores = scores[mine] + idf[term] * q.weights(rows[theirs])
+        return fps, scores
 
     def _disjunctive(
         self,
@@ -227,16 +224,14 @@ class Searcher:
         terms: Sequence[str],
         found: dict[str, tuple[int, int]],
         idf: dict[str, float],
-    ) -> dict[int, float]:
-        weight = q.weight
+    ) -> tuple[np.ndarray, np.ndarray]:
         # many terms share a budget, so a long query reads no more than a short one
         limit = self.cap if len(terms) <= 4 else max(self.cap * 4 // len(terms), 200)
-        acc: dict[int, float] = defaultdict(float)
-        for term in terms:
-            w = idf[term]
-            for fp, tf, dl in self._postings(q, *found[term], limit):
-                acc[fp] += w * weight(tf, dl)
-        return dict(acc)
+        lists = [self._postings(q, *found[t], limit) for t in terms]
+        every = np.concatenate([r["fp"] for r in lists])
+        weights = np.concatenate([idf[t] * q.weights(r) for t, r in zip(terms, lists, strict=True)])
+        fps, inverse = np.unique(every, return_inverse=True)
+        return fps, np.bincount(inverse.ravel(), weights=weights, minlength=len(fps))
 
     # -- ranking -----------------------------------------------------------------
     def rank_mean(self) -> float | None:
@@ -246,17 +241,23 @@ class Searcher:
             self._rank_mean = (now, self.store.rank_mean())
         return self._rank_mean[1]
 
-    def _best(self, scores: dict[int, float], top: int) -> tuple[list[tuple[int, float]], bool]:
+    def _best(
+        self, fps: np.ndarray, scores: np.ndarray, top: int
+    ) -> tuple[list[tuple[int, float]], bool]:
         """The ``top`` (fp, score) pairs, PageRank blended in when ranks exist."""
-        order = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
-        mean = self.rank_mean() if order else None
-        if not mean or mean <= 0 or self.rank_weight <= 0:
-            return order[:top], False
+        mean = self.rank_mean() if len(fps) else None
+        blend = bool(mean and mean > 0 and self.rank_weight > 0)
+        order = np.lexsort((fps, -scores))
+        if not blend:
+            best = order[:top]
+            return list(zip(fps[best].tolist(), scores[best].tolist(), strict=True)), False
         # blending raises a score by at most (1 + w): pages below kth/(1 + w) cannot reach
         # the top, so only the pages above that bound need their rank
-        kth = order[top - 1][1] if len(order) >= top else 0.0
+        kth = float(scores[order[top - 1]]) if len(order) >= top else 0.0
         bound = kth / (1 + self.rank_weight)
-        pool = list(takewhile(lambda kv: kv[1] >= bound, order))
+        ranked = scores[order]
+        n = int(np.count_nonzero(ranked >= bound))  # in descending order: a prefix
+        pool = list(zip(fps[order[:n]].tolist(), ranked[:n].tolist(), strict=True))
         ranks = self.store.page_ranks([fp for fp, _ in pool])
         w = self.rank_weight
         blended = []

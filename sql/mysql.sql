@@ -31,30 +31,34 @@ CREATE TABLE IF NOT EXISTS links (
     KEY links_dst (dst)
 ) ENGINE=InnoDB;
 
+-- ids are given by the index master (the only writer), next after the highest;
+-- a term's document frequency is the sum of n over its postings rows
 CREATE TABLE IF NOT EXISTS terms (
-    id INT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    id INT NOT NULL PRIMARY KEY,
     term VARCHAR(100) NOT NULL,
-    df INT NOT NULL DEFAULT 0,
     UNIQUE KEY terms_term (term)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
--- dl: the page's length, repeated so that BM25 reads one posting range and
--- never joins doclens. No index on fp: a page's postings are found through
--- doclens.terms, and an fp index would make every merge slower.
+-- A term's postings, one row per merge ("block") that gave the term any:
+-- data packs n postings sorted by page, 16 bytes each, little-endian:
+-- fp int64, tf uint32, dl uint32 (the page's length, so BM25 never joins
+-- doclens). One row per distinct term of a merge instead of one per
+-- (term, page). A page's postings all sit in the block doclens names.
 CREATE TABLE IF NOT EXISTS postings (
     term_id INT NOT NULL,
-    fp BIGINT NOT NULL,
-    tf INT NOT NULL,
-    dl INT NOT NULL DEFAULT 0,
-    positions BLOB NULL,
-    PRIMARY KEY (term_id, fp)
+    block INT NOT NULL,
+    n INT NOT NULL,
+    data MEDIUMBLOB NOT NULL,
+    PRIMARY KEY (term_id, block)
 ) ENGINE=InnoDB;
 
--- terms: the ids of the page's distinct terms, packed little-endian uint32
--- (the forward index, to replace its postings when it is indexed again)
+-- terms: the ids of the page's distinct terms, packed little-endian uint32;
+-- block: the postings block holding them (the forward index, to take the
+-- page out of those rows when it is indexed again)
 CREATE TABLE IF NOT EXISTS doclens (
     fp BIGINT NOT NULL PRIMARY KEY,
     length INT NOT NULL,
+    block INT NOT NULL,
     terms MEDIUMBLOB NULL,
     KEY doclens_length (length)
 ) ENGINE=InnoDB;

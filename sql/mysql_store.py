@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import pymysql
@@ -41,25 +39,12 @@ class MySQLStore(Store):
         "finished_at = VALUES(finished_at), stats = VALUES(stats)"
     )
     UPSERT_META = "REPLACE INTO meta (k, v) VALUES (?, ?)"
-    # keyed by the explicit id, so no AUTO_INCREMENT value is spent on a row
-    # that already exists
-    ADD_DF = (
-        "INSERT INTO terms (id, term, df) VALUES (?, ?, ?) "
-        "ON DUPLICATE KEY UPDATE df = df + VALUES(df)"
-    )
+    INSERT_TERM = "INSERT IGNORE INTO terms (id, term) VALUES (?, ?)"
     UPSERT_DOCLEN = (
-        "INSERT INTO doclens (fp, length, terms) VALUES (?, ?, ?) "
-        "ON DUPLICATE KEY UPDATE length = VALUES(length), terms = VALUES(terms)"
+        "INSERT INTO doclens (fp, length, block, terms) VALUES (?, ?, ?, ?) "
+        "ON DUPLICATE KEY UPDATE length = VALUES(length), block = VALUES(block), "
+        "terms = VALUES(terms)"
     )
-    # postings travel as one JSON array per statement (a single placeholder):
-    # pymysql escapes every value of an executemany in Python, five times slower
-    # (JSON_TABLE: MySQL 8.0, MariaDB 10.6)
-    INSERT_POSTINGS_JSON = (
-        "INSERT INTO postings (term_id, fp, tf, dl) SELECT j.t, j.f, j.n, j.d FROM JSON_TABLE("
-        "?, '$[*]' COLUMNS (t INT PATH '$[0]', f BIGINT PATH '$[1]', n INT PATH '$[2]', "
-        "d INT PATH '$[3]')) AS j"
-    )
-    POSTINGS_PER_STATEMENT = 100_000  # ~3 MB of JSON, well under max_allowed_packet
 
     def __init__(self, db: DatabaseURL) -> None:
         super().__init__()
@@ -103,11 +88,13 @@ class MySQLStore(Store):
     def _rollback(self) -> None:
         self._conn.rollback()
 
-    def _insert_postings(self, cur: Any, columns: Sequence[Any]) -> None:
-        rows = list(zip(*(c.tolist() for c in columns), strict=True))
-        for i in range(0, len(rows), self.POSTINGS_PER_STATEMENT):
-            chunk = rows[i : i + self.POSTINGS_PER_STATEMENT]
-            self._execute(cur, self.INSERT_POSTINGS_JSON, (json.dumps(chunk),))
+    def _columns(self, cur: Any, table: str) -> set[str]:
+        cur.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = DATABASE() AND table_name = %s",
+            (table,),
+        )
+        return {row[0].lower() for row in cur.fetchall()}
 
     def _sql(self, statement: str) -> str:
         # the statements are constants with no literal '?' or '%'

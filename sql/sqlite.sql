@@ -30,31 +30,35 @@ CREATE TABLE IF NOT EXISTS links (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS links_dst ON links (dst);
 
+-- ids are given by the index master (the only writer), next after the highest;
+-- a term's document frequency is the sum of n over its postings rows
 CREATE TABLE IF NOT EXISTS terms (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    term TEXT NOT NULL UNIQUE,
-    df INTEGER NOT NULL DEFAULT 0
+    id INTEGER PRIMARY KEY,
+    term TEXT NOT NULL UNIQUE
 );
 
--- dl: the page's length, repeated so that BM25 reads one posting range and
--- never joins doclens. No index on fp: a page's postings are found through
--- doclens.terms, and an fp index would make every merge several times slower
--- (its inserts land all over the tree).
+-- A term's postings, one row per merge ("block") that gave the term any:
+-- data packs n postings sorted by page, 16 bytes each, little-endian:
+-- fp int64, tf uint32, dl uint32 (the page's length, so BM25 never joins
+-- doclens). One row per distinct term of a merge instead of one per
+-- (term, page): a merge writes ~8x fewer rows, and a term's list is read as
+-- a few blobs. A page's postings all sit in the block doclens names. A rowid
+-- table: a merge's rows are appended, only the small index is written all over.
 CREATE TABLE IF NOT EXISTS postings (
     term_id INTEGER NOT NULL,
-    fp INTEGER NOT NULL,
-    tf INTEGER NOT NULL,
-    dl INTEGER NOT NULL DEFAULT 0,
-    positions BLOB NULL,
-    PRIMARY KEY (term_id, fp)
-) WITHOUT ROWID;
-DROP INDEX IF EXISTS postings_fp;
+    block INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS postings_term ON postings (term_id, block);
 
--- terms: the ids of the page's distinct terms, packed little-endian uint32
--- (the forward index, to replace its postings when it is indexed again)
+-- terms: the ids of the page's distinct terms, packed little-endian uint32;
+-- block: the postings block holding them (the forward index, to take the
+-- page out of those rows when it is indexed again)
 CREATE TABLE IF NOT EXISTS doclens (
     fp INTEGER NOT NULL PRIMARY KEY,
     length INTEGER NOT NULL,
+    block INTEGER NOT NULL,
     terms BLOB NULL
 );
 -- covers COUNT(*) and SUM(length) without reading the term lists

@@ -50,11 +50,8 @@ class SQLiteStore(Store):
         "finished_at = excluded.finished_at, stats = excluded.stats"
     )
     UPSERT_META = "INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)"
-    ADD_DF = (
-        "INSERT INTO terms (id, term, df) VALUES (?, ?, ?) "
-        "ON CONFLICT (id) DO UPDATE SET df = df + excluded.df"
-    )
-    UPSERT_DOCLEN = "INSERT OR REPLACE INTO doclens (fp, length, terms) VALUES (?, ?, ?)"
+    INSERT_TERM = "INSERT OR IGNORE INTO terms (id, term) VALUES (?, ?)"
+    UPSERT_DOCLEN = "INSERT OR REPLACE INTO doclens (fp, length, block, terms) VALUES (?, ?, ?, ?)"
 
     def __init__(self, path: str) -> None:
         super().__init__()
@@ -96,6 +93,10 @@ class SQLiteStore(Store):
 
     def _sql(self, statement: str) -> str:
         return statement
+
+    def _columns(self, cur: Any, table: str) -> set[str]:
+        # table names come from this package, never from data
+        return {row[1] for row in cur.execute(f"PRAGMA table_info({table})").fetchall()}
 
     def _translate_error(self, e: Exception) -> Exception | None:
         if isinstance(e, sqlite3.Error):

@@ -10,8 +10,10 @@ No statement is ever assembled from user data.
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import json
-import struct
+import logging
 import threading
 import zlib
 from abc import ABC, abstractmethod
@@ -25,7 +27,8 @@ from srcrawl.defaults import DEFAULT_STORE_BATCH, DEFAULT_STORE_BULK_BATCH
 if TYPE_CHECKING:
     from srcrawl.config import DatabaseURL
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+"""2: postings packed per (term, merge block); 1 had one row per (term, page)."""
 TABLES = ("meta", "pages", "links", "terms", "postings", "doclens", "ranks", "jobs")
 
 
@@ -69,7 +72,8 @@ class PostingColumns(Protocol):
 
     Per page: ``fps``, ``fetched`` (the ``fetched_at`` of the text that was
     tokenized), ``lengths``, ``counts``; per posting, page after page:
-    ``term_idx`` (into ``terms``) and ``tfs``. No page lists a term twice.
+    ``term_idx`` (into ``terms``) and ``tfs``. No page lists a term twice;
+    ``terms`` may hold a term more than once (one table per slave message).
     """
 
     fps: Any
@@ -95,6 +99,11 @@ class IndexMerge:
 INDEX_COUNTERS = ("index_docs", "index_length")
 """Meta keys: indexed documents and the sum of their lengths (BM25's N and avgdl),
 as of the last merge."""
+
+INDEX_BLOCK = "index_block"
+"""Meta key: the number of the last postings block written (one per merge)."""
+
+log = logging.getLogger("srcrawl.store")
 
 
 def schema_statements(dialect: str) -> list[str]:
@@ -134,8 +143,8 @@ class Store(ABC):
     INSERT_LINK: str
     UPSERT_JOB: str
     UPSERT_META: str
-    ADD_DF: str  # (term id, term, delta): add delta to the df of an existing term
-    UPSERT_DOCLEN: str  # (fp, length, packed term ids)
+    UPSERT_DOCLEN: str  # (fp, length, block, packed term ids)
+    INSERT_TERM: str  # (id, term): a new term, or nothing if the term exists
 
     def __init__(self) -> None:
         # one connection per store; threads of one process take turns
@@ -212,9 +221,28 @@ class Store(ABC):
     def init_schema(self) -> None:
         """Create every table that is missing; safe to run any number of times."""
         with self.transaction() as cur:
+            if "fp" in self._columns(cur, "postings"):
+                self._drop_old_index(cur)
             for statement in schema_statements(self.dialect):
                 cur.execute(statement)
             self._execute(cur, self.UPSERT_META, ("schema_version", SCHEMA_VERSION))
+
+    def _drop_old_index(self, cur: Any) -> None:
+        """Drop an index of schema 1 (a postings row per term and page): the pages are
+        marked unindexed, and the next ``srcrawl index`` builds the index anew."""
+        log.warning(
+            "the store holds an index of an older format (one postings row per term and "
+            "page): it was dropped and every page marked unindexed; run `srcrawl index` "
+            "to build it again"
+        )
+        for table in ("postings", "doclens", "terms"):
+            self._execute(cur, f"DROP TABLE {table}")
+        self._execute(cur, "UPDATE pages SET indexed_at = NULL")
+        self._select_in(cur, "DELETE FROM meta WHERE k IN ({})", [*INDEX_COUNTERS, INDEX_BLOCK])
+
+    @abstractmethod
+    def _columns(self, cur: Any, table: str) -> set[str]:
+        """The column names of ``table`` (empty if there is no such table)."""
 
     def schema_version(self) -> str | None:
         rows = self._query("SELECT v FROM meta WHERE k = ?", ("schema_version",))
@@ -419,8 +447,11 @@ class Store(ABC):
         that text is indexed later). Merged pages get ``indexed_at``.
         ``term_ids`` (term -> id) is the caller's cache of existing terms; it
         keeps what it learns only if the transaction commits.
+
+        The merge's postings become one new block: one ``postings`` row per
+        distinct term, its postings packed in page order.
         """
-        import numpy as np  # late: only the index master needs it
+        import numpy as np  # late: only the index and search need it
 
         result = IndexMerge()
         n_docs = len(batch.fps)
@@ -455,64 +486,39 @@ class Store(ABC):
                 term_idx = np.asarray(batch.term_idx, np.int64)[per_post]
                 tfs = np.asarray(batch.tfs, np.int64)[per_post]
 
-                # the pages' old postings go, and their document frequencies
+                # the pages' old postings leave their blocks (and so their terms' df)
                 old = self._select_in(
-                    cur, "SELECT fp, terms FROM doclens WHERE fp IN ({})", live_fps
+                    cur, "SELECT fp, block, terms FROM doclens WHERE fp IN ({})", live_fps
                 )
-                old_ids: list[int] = []
-                for fp, blob in old:
-                    ids = _unpack_ids(blob)
-                    old_ids.extend(ids)
-                    for i in range(0, len(ids), 500):
-                        part = ids[i : i + 500]
-                        # only the number of placeholders is built here, never data
-                        marks = ", ".join("?" * len(part))
-                        self._execute(
-                            cur, f"DELETE FROM postings WHERE fp = ? AND term_id IN ({marks})",
-                            [int(fp), *part],
-                        )  # fmt: skip
+                self._drop_postings(cur, old)
 
-                # term ids: from the cache, the table, or new rows
-                used = np.unique(term_idx)
-                names = [batch.terms[i] for i in used.tolist()]
-                learned, result.new_terms = self._learn_terms(
-                    cur, [t for t in names if t not in term_ids], term_ids
+                # term ids: from the cache (one C-level pass over the term table),
+                # else from the table or new rows
+                terms = batch.terms
+                ids = np.fromiter(
+                    map(term_ids.get, terms, itertools.repeat(-1)), np.int64, len(terms)
                 )
-                id_of = np.zeros(len(batch.terms), np.int64)
-                id_of[used] = [term_ids[t] for t in names]
-                tids = id_of[term_idx]
+                unknown = np.flatnonzero(ids < 0)
+                if len(unknown):
+                    used = np.zeros(len(terms), bool)
+                    used[term_idx] = True
+                    unknown = unknown[used[unknown]].tolist()
+                    named = [terms[i] for i in unknown]
+                    learned, fresh = self._learn_terms(cur, list(dict.fromkeys(named)), term_ids)
+                    result.new_terms = len(fresh)
+                    ids[unknown] = list(map(term_ids.__getitem__, named))
+                tids = ids[term_idx]
 
-                # df: +1 per page holding a term now, -1 per page that held it
-                ids, inverse = np.unique(
-                    np.concatenate([tids, np.asarray(old_ids, np.int64)]), return_inverse=True
-                )
-                signs = np.concatenate([np.ones(len(tids)), -np.ones(len(old_ids))])
-                delta = np.rint(np.bincount(inverse, weights=signs)).astype(np.int64)
-                name_of = dict(zip(id_of[used].tolist(), names, strict=True))
-                changed = ids[delta != 0].tolist()
-                unnamed = [i for i in changed if i not in name_of]
-                name_of.update(
-                    (int(i), t)
-                    for i, t in self._select_in(
-                        cur, "SELECT id, term FROM terms WHERE id IN ({})", unnamed
-                    )
-                )
-                self._executemany(
-                    cur, self.ADD_DF,
-                    [(i, name_of[i], n) for i, n in zip(changed, delta[delta != 0].tolist(),
-                                                          strict=True)],
-                )  # fmt: skip
-
+                block = self._next_block(cur)
+                self._insert_block(cur, block, tids, doc_fp, tfs, doc_len)
                 # the forward index: each page's term ids, in the order sent
-                bounds = np.cumsum(counts[keep])[:-1]
-                blobs = [part.astype("<u4").tobytes() for part in np.split(tids, bounds)]
-                # in key order consecutive inserts land on the same B-tree pages:
-                # several times faster than in arrival order
-                order = np.lexsort((doc_fp, tids))
-                self._insert_postings(cur, [c[order] for c in (tids, doc_fp, tfs, doc_len)])
+                packed = tids.astype("<u4").tobytes()
+                ends = (np.cumsum(counts[keep]) * 4).tolist()
+                blobs = [packed[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
                 self._executemany(
                     cur, self.UPSERT_DOCLEN,
-                    list(zip(live_fps, lengths[keep].tolist(), blobs, strict=True)),
+                    list(zip(live_fps, lengths[keep].tolist(), [block] * len(live_fps), blobs,
+                             strict=True)),
                 )  # fmt: skip
                 for i in range(0, len(live_fps), 500):
                     part = live_fps[i : i + 500]
@@ -539,35 +545,108 @@ class Store(ABC):
             raise
         return result
 
-    def _insert_postings(self, cur: Any, columns: Sequence[Any]) -> None:
-        """Insert postings given as integer arrays term_id, fp, tf, dl, in that order."""
-        rows = zip(*(c.tolist() for c in columns), strict=True)
+    def _next_block(self, cur: Any) -> int:
+        """A new block number (the merge's), counted in ``meta``."""
+        row = self._execute(cur, "SELECT v FROM meta WHERE k = ?", (INDEX_BLOCK,)).fetchone()
+        block = int(row[0]) + 1 if row else 1
+        self._execute(cur, self.UPSERT_META, (INDEX_BLOCK, str(block)))
+        return block
+
+    def _insert_block(self, cur: Any, block: int, tids: Any, fps: Any, tfs: Any, dls: Any) -> None:
+        """Write one block: a row per distinct term of ``tids``, its postings in page order."""
+        import numpy as np
+
+        if not len(tids):  # only empty pages
+            return
+        # by term, then page: the pages ranked once, so one key per posting
+        # (unique: no page lists a term twice) and a plain sort
+        pages, rank = np.unique(fps, return_inverse=True)
+        order = np.argsort(tids * len(pages) + rank.ravel())
+        t = tids[order]
+        dtype = posting_dtype()
+        recs = np.empty(len(t), dtype)
+        recs["fp"], recs["tf"], recs["dl"] = fps[order], tfs[order], dls[order]
+        new_term = t[1:] != t[:-1]
+        if (~new_term & (recs["fp"][1:] == recs["fp"][:-1])).any():
+            raise ValueError("a page lists a term twice")
+        starts = np.flatnonzero(np.concatenate(([True], new_term)))
+        ends = np.append(starts[1:], len(t))
+        raw = recs.tobytes()
+        size = dtype.itemsize
+        # in key order consecutive inserts land on the same B-tree pages
+        rows = [
+            (tid, block, e - s, raw[s * size : e * size])
+            for tid, s, e in zip(t[starts].tolist(), starts.tolist(), ends.tolist(), strict=True)
+        ]
         self._executemany(
-            cur, "INSERT INTO postings (term_id, fp, tf, dl) VALUES (?, ?, ?, ?)", list(rows)
+            cur, "INSERT INTO postings (term_id, block, n, data) VALUES (?, ?, ?, ?)", rows
         )
+
+    def _drop_postings(self, cur: Any, old: Sequence[tuple]) -> None:
+        """Take the pages of ``old`` (doclens rows: fp, block, terms) out of their blocks."""
+        import numpy as np
+
+        by_block: dict[int, tuple[list[int], list[Any]]] = {}
+        for fp, block, blob in old:
+            ids = np.frombuffer(blob or b"", "<u4").astype(np.int64)
+            gone, terms = by_block.setdefault(int(block), ([], []))
+            gone.append(int(fp))
+            terms.append(ids)
+        dtype = posting_dtype()
+        for block, (gone, terms) in by_block.items():
+            touched = np.unique(np.concatenate(terms)).tolist()
+            rows = self._select_in(
+                cur, "SELECT term_id, data FROM postings WHERE block = ? AND term_id IN ({})",
+                touched, (block,),
+            )  # fmt: skip
+            if not rows:
+                continue
+            # every row of the block at once: one membership test, one copy
+            sizes = np.fromiter((len(r[1]) // dtype.itemsize for r in rows), np.int64, len(rows))
+            recs = _records([r[1] for r in rows])
+            stays = ~np.isin(recs["fp"], np.asarray(gone, np.int64))
+            kept_n = np.bincount(np.repeat(np.arange(len(rows)), sizes)[stays], minlength=len(rows))
+            raw = recs[stays].tobytes()
+            ends = (np.cumsum(kept_n) * dtype.itemsize).tolist()
+            updates, deletes = [], []
+            start = 0
+            for (tid, _data), n, end in zip(rows, kept_n.tolist(), ends, strict=True):
+                if n:
+                    updates.append((n, raw[start:end], int(tid), block))
+                else:
+                    deletes.append((int(tid), block))
+                start = end
+            self._executemany(
+                cur, "UPDATE postings SET n = ?, data = ? WHERE term_id = ? AND block = ?", updates
+            )
+            self._executemany(cur, "DELETE FROM postings WHERE term_id = ? AND block = ?", deletes)
 
     def _learn_terms(
         self, cur: Any, terms: list[str], term_ids: dict[str, int]
-    ) -> tuple[list[str], int]:
-        """Add the ids of ``terms`` to ``term_ids``, creating missing terms.
+    ) -> tuple[list[str], list[str]]:
+        """Add the ids of ``terms`` (none of them in ``term_ids``) to ``term_ids``,
+        creating the terms not in the table.
 
-        Returns the terms added to ``term_ids`` and how many were created.
+        New terms are numbered here, after the highest id (the index master is
+        the only writer). Returns the terms added to ``term_ids`` and the new ones.
         """
         if not terms:
-            return [], 0
-        found = dict(self._select_in(cur, "SELECT term, id FROM terms WHERE term IN ({})", terms))
-        missing = [t for t in terms if t not in found]
-        created = len(missing)
-        if missing:
-            # every value a placeholder: pymysql then sends one multi-row INSERT
-            self._executemany(
-                cur, "INSERT INTO terms (term, df) VALUES (?, ?)", [(t, 0) for t in missing]
+            return [], []
+        (top,) = self._execute(cur, "SELECT COALESCE(MAX(id), 0) FROM terms").fetchone()
+        first = int(top) + 1
+        found = dict(zip(terms, range(first, first + len(terms)), strict=True))
+        # terms unknown to the cache are mostly new: insert first, and look up
+        # only when some already existed (their ids stay; the ones drawn are skipped)
+        self._executemany(cur, self.INSERT_TERM, [(i, t) for t, i in found.items()])
+        missing = terms
+        if cur.rowcount != len(terms):
+            existing = dict(
+                self._select_in(cur, "SELECT term, id FROM terms WHERE term IN ({})", terms)
             )
-            found.update(
-                self._select_in(cur, "SELECT term, id FROM terms WHERE term IN ({})", missing)
-            )
-        term_ids.update((t, int(i)) for t, i in found.items())
-        return list(found), created
+            missing = [t for t in terms if existing[t] == found[t]]
+            found = {t: int(i) for t, i in existing.items()}
+        term_ids.update(found)
+        return terms, missing
 
     def _index_counters(self, cur: Any) -> tuple[int, int]:
         rows = dict(self._select_in(cur, "SELECT k, v FROM meta WHERE k IN ({})", INDEX_COUNTERS))
@@ -579,42 +658,68 @@ class Store(ABC):
             return self._index_counters(cur)
 
     def lookup_terms(self, terms: Sequence[str]) -> dict[str, tuple[int, int]]:
-        """term -> (id, document frequency) of the indexed terms among ``terms``."""
+        """term -> (id, document frequency) of the indexed terms among ``terms``.
+
+        A term no page holds any more is not indexed.
+        """
         with self.transaction(read_only=True) as cur:
-            rows = self._select_in(cur, "SELECT term, id, df FROM terms WHERE term IN ({})", terms)
+            rows = self._select_in(
+                cur,
+                # df: a term's postings are in its block rows, n in each
+                "SELECT t.term, t.id, SUM(p.n) FROM terms t JOIN postings p ON p.term_id = t.id "
+                "WHERE t.term IN ({}) GROUP BY t.term, t.id",
+                terms,
+            )
         return {t: (int(i), int(df)) for t, i, df in rows}
 
     def term_postings(
         self, term_id: int, *, limit: int | None = None, norm: tuple[float, float] = (1.0, 0.0)
-    ) -> list[tuple[int, int, int]]:
-        """(fp, tf, dl) of a term's postings.
+    ) -> Any:
+        """A term's postings: a numpy record array (fp, tf, dl) in page order.
 
         With ``limit``, only the ``limit`` postings of highest BM25 term weight
         tf / (tf + c + a·dl), where ``norm`` = (c, a); ties by fingerprint.
         """
         with self.transaction(read_only=True) as cur:
-            if limit is None:
-                sql = "SELECT fp, tf, dl FROM postings WHERE term_id = ?"
-                params: tuple = (term_id,)
-            else:
-                sql = (
-                    "SELECT fp, tf, dl FROM postings WHERE term_id = ? "
-                    "ORDER BY tf / (tf + ? + ? * dl) DESC, fp LIMIT ?"
-                )
-                params = (term_id, float(norm[0]), float(norm[1]), limit)
-            rows = self._execute(cur, sql, params).fetchall()
-        return [(int(a), int(b), int(c)) for a, b, c in rows]
+            rows = self._execute(
+                cur, "SELECT data FROM postings WHERE term_id = ?", (term_id,)
+            ).fetchall()
+        import numpy as np
 
-    def term_postings_among(self, term_id: int, fps: Sequence[int]) -> list[tuple[int, int, int]]:
-        """(fp, tf, dl) of a term's postings in the pages ``fps``."""
+        recs = _records([r[0] for r in rows])
+        recs = recs[np.argsort(recs["fp"], kind="stable")]
+        if limit is not None and len(recs) > limit:
+            tf = recs["tf"].astype(np.float64)
+            weight = tf / (tf + norm[0] + norm[1] * recs["dl"])
+            # in page order already, so a stable sort on the weight breaks ties by fp
+            best = np.argsort(-weight, kind="stable")[:limit]
+            recs = recs[np.sort(best)]
+        return recs
+
+    def term_postings_among(self, term_id: int, fps: Sequence[int]) -> Any:
+        """A term's postings (as :meth:`term_postings`) in the pages ``fps``.
+
+        Reads only the blocks holding those pages' postings.
+        """
+        import numpy as np
+
+        wanted = np.unique(np.asarray(fps, np.int64))
         with self.transaction(read_only=True) as cur:
-            rows = self._select_in(
-                cur,
-                "SELECT fp, tf, dl FROM postings WHERE term_id = ? AND fp IN ({})",
-                fps,
-                (term_id,),
+            blocks = sorted(
+                {
+                    int(b)
+                    for (b,) in self._select_in(
+                        cur, "SELECT DISTINCT block FROM doclens WHERE fp IN ({})", wanted.tolist()
+                    )
+                }
             )
-        return [(int(a), int(b), int(c)) for a, b, c in rows]
+            rows = self._select_in(
+                cur, "SELECT data FROM postings WHERE term_id = ? AND block IN ({})", blocks,
+                (term_id,),
+            )  # fmt: skip
+        recs = _records([r[0] for r in rows])
+        recs = recs[np.isin(recs["fp"], wanted)]
+        return recs[np.argsort(recs["fp"], kind="stable")]
 
     def page_ranks(self, fps: Sequence[int]) -> dict[int, float]:
         """fp -> PageRank score of the ranked pages among ``fps``."""
@@ -634,7 +739,7 @@ class Store(ABC):
             for table in ("postings", "doclens", "terms"):
                 self._execute(cur, f"DELETE FROM {table}")
             self._execute(cur, "UPDATE pages SET indexed_at = NULL")
-            self._select_in(cur, "DELETE FROM meta WHERE k IN ({})", INDEX_COUNTERS)
+            self._select_in(cur, "DELETE FROM meta WHERE k IN ({})", [*INDEX_COUNTERS, INDEX_BLOCK])
 
     # -- jobs ------------------------------------------------------------------
     def set_job(
@@ -674,11 +779,19 @@ class Store(ABC):
         self.close()
 
 
-def _unpack_ids(blob: bytes | None) -> list[int]:
-    """Term ids of a doclens row's packed ``terms``."""
-    if not blob:
-        return []
-    return list(struct.unpack(f"<{len(blob) // 4}I", blob))
+@functools.cache
+def posting_dtype() -> Any:
+    """The numpy record of one packed posting: fp int64, tf uint32, dl uint32 (16 bytes)."""
+    import numpy as np
+
+    return np.dtype([("fp", "<i8"), ("tf", "<u4"), ("dl", "<u4")])
+
+
+def _records(blobs: Sequence[bytes]) -> Any:
+    """The postings of packed blobs, concatenated (a fresh, writable record array)."""
+    import numpy as np
+
+    return np.frombuffer(b"".join(bytes(b) for b in blobs), posting_dtype()).copy()
 
 
 def _page_row(r: Sequence[Any]) -> tuple:

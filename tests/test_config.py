@@ -6,6 +6,7 @@ import pytest
 
 from srcrawl.config import Config, DatabaseURL
 from srcrawl.errors import ConfigError
+from srcrawl.sql.store import SCHEMA_VERSION
 
 
 def test_embedded_defaults_with_nothing_configured(tmp_path) -> None:
@@ -81,7 +82,7 @@ def test_check_connects_both(redis_url, tmp_path) -> None:
         env={"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db"}
     )
     cfg.check()
-    assert cfg.store().schema_version() == "1"
+    assert cfg.store().schema_version() == SCHEMA_VERSION
     env = cfg.child_env()
     assert Config.load(env=env).db.path == str(tmp_path / "s.db")
     cfg.close()

@@ -68,17 +68,17 @@ def run_index(master_cfg: Config, slave_cfg: Config, **kw) -> IndexReport:
 def index_contents(store) -> tuple[dict, dict, dict]:
     """postings {(term, fp): tf}, df {term: df} (terms with df > 0), doclens {fp: length}."""
     with store.transaction() as cur:
-        cur.execute(
-            "SELECT t.term, p.fp, p.tf, p.dl FROM postings p JOIN terms t ON t.id = p.term_id"
-        )
-        rows = cur.fetchall()
-        cur.execute("SELECT term, df FROM terms WHERE df <> 0")
-        df = {t: int(n) for t, n in cur.fetchall()}
+        cur.execute("SELECT term, id FROM terms")
+        ids = {t: int(i) for t, i in cur.fetchall()}
         cur.execute("SELECT fp, length FROM doclens")
         lens = {int(fp): int(n) for fp, n in cur.fetchall()}
-    postings = {(t, int(fp)): int(tf) for t, fp, tf, _dl in rows}
+    rows = [(t, *p) for t, i in ids.items() for p in store.term_postings(i).tolist()]
+    postings = {(t, fp): tf for t, fp, tf, _dl in rows}
+    assert len(postings) == len(rows)  # no page holds a term twice
+    df = {t: df for t, (_id, df) in store.lookup_terms(list(ids)).items()}
+    assert df == dict(Counter(t for t, *_ in rows))
     # every posting carries its document's length
-    assert all(int(dl) == lens[int(fp)] for _t, fp, _tf, dl in rows)
+    assert all(dl == lens[fp] for _t, fp, _tf, dl in rows)
     return postings, df, lens
 
 
@@ -160,6 +160,22 @@ def test_merging_the_same_results_twice_changes_nothing(store) -> None:
     assert index_contents(store) == expected_index(EXPECTED)
 
 
+def test_a_term_shared_by_two_messages_of_one_merge_is_one_term(store) -> None:
+    store.put_pages(page(k, *tv) for k, tv in CORPUS.items())
+    docs = {
+        k: DocPostings(FP[k], 1000.0, sum(t.values()), list(t), list(t.values()))
+        for k, t in EXPECTED.items()
+    }
+    cache: dict[str, int] = {}
+    # 来到 is in the term tables of both messages of the second merge
+    store.merge_index(PostingsBatch.concat([PostingsBatch.of([docs["A"]])]), 1.0, cache)
+    both = [PostingsBatch.of([docs["B"], docs["D"]]), PostingsBatch.of([docs["C"], docs["A"]])]
+    merged = store.merge_index(PostingsBatch.concat(both), 2.0, cache)
+    assert (merged.applied, merged.reindexed) == (4, 1)
+    assert index_contents(store) == expected_index(EXPECTED)
+    assert store.count("terms") == len({t for terms in EXPECTED.values() for t in terms})
+
+
 def test_a_document_of_text_fetched_since_is_not_merged(store) -> None:
     store.put_pages([page("A", *CORPUS["A"], fetched_at=5000.0)])
     old = DocPostings(FP["A"], 1000.0, 1, ["旧"], [1])
@@ -171,8 +187,6 @@ def test_a_document_of_text_fetched_since_is_not_merged(store) -> None:
 
 
 def test_a_failed_merge_leaves_the_term_cache_clean(store) -> None:
-    from srcrawl.errors import StoreError
-
     store.put_pages([page("A", *CORPUS["A"])])
     cache: dict[str, int] = {}
     # a term listed twice (unpacking refuses that; here it is built by hand) makes
@@ -181,7 +195,7 @@ def test_a_failed_merge_leaves_the_term_cache_clean(store) -> None:
         fps=np.array([FP["A"]]), fetched=np.array([1000.0]), lengths=np.array([2]),
         counts=np.array([2]), term_idx=np.array([0, 0]), tfs=np.array([1, 1]), terms=["新"],
     )  # fmt: skip
-    with pytest.raises(StoreError):
+    with pytest.raises(ValueError, match="twice"):
         store.merge_index(bad, 1.0, cache)
     assert cache == {}  # rolled back: no id may be remembered
     assert store.lookup_terms(["新"]) == {}

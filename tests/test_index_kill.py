@@ -83,10 +83,12 @@ def test_killing_a_slave_mid_batch_loses_and_doubles_nothing(
     assert q.srq.pending("victim-1") == []
 
     with store.transaction() as cur:
-        cur.execute("SELECT t.term, p.fp, p.tf FROM postings p JOIN terms t ON t.id = p.term_id")
-        postings = {(t, int(fp)): int(tf) for t, fp, tf in cur.fetchall()}
-        cur.execute("SELECT term, df FROM terms")
-        df = {t: int(n) for t, n in cur.fetchall()}
+        cur.execute("SELECT term, id FROM terms")
+        ids = {t: int(i) for t, i in cur.fetchall()}
+    rows = [(t, fp, tf) for t, i in ids.items() for fp, tf, _dl in store.term_postings(i).tolist()]
+    postings = {(t, fp): tf for t, fp, tf in rows}
+    assert len(postings) == len(rows)  # no page holds a term twice
+    df = {t: df for t, (_id, df) in store.lookup_terms(list(ids)).items()}
     expected = {
         (t, fingerprint(u)): tf for i, u in enumerate(urls) for t, tf in expected_terms(i).items()
     }

@@ -180,3 +180,36 @@ def test_snippets_mark_whole_words_only() -> None:
     assert make_snippet("ＦＵＬＬ width", ["full"]) == "«FULL» width"
     assert make_snippet("no match here", ["zzz"]) == "no match here"
     assert make_snippet("x" * 500, ["zzz"], width=10) == "x" * 10 + "…"
+
+
+def test_postings_read_across_blocks_whole_capped_and_among_pages(store) -> None:
+    from srcrawl.indexer.postings import DocPostings
+
+    # 12 pages merged in 3 merges (3 blocks); "词" with tf = 1 + i % 4, dl = 10
+    pages = [make_page(f"b{i}", f"page {i}") for i in range(12)]
+    store.put_pages(pages)
+    cache: dict[str, int] = {}
+    for k in range(3):
+        docs = [DocPostings(p.fp, p.fetched_at, 10, ["词", f"only{i}"], [1 + i % 4, 1])
+                for i, p in enumerate(pages) if i % 3 == k]  # fmt: skip
+        store.merge_index(PostingsBatch.of(docs), 1.0, cache)
+    term_id, df = store.lookup_terms(["词"])["词"]
+    assert df == 12 and store.count("postings") == 3 + 12  # one row per (term, block)
+    tf_of = {p.fp: 1 + i % 4 for i, p in enumerate(pages)}
+    whole = store.term_postings(term_id)
+    assert whole["fp"].tolist() == sorted(tf_of)  # in page order, across blocks
+    assert {fp: tf for fp, tf, _dl in whole.tolist()} == tf_of
+    # the cap keeps the highest weights (tf = 4, then 3), ties broken by fp
+    best = store.term_postings(term_id, limit=4, norm=(0.3, 0.09))
+    by_weight = sorted(tf_of, key=lambda fp: (-tf_of[fp], fp))[:4]
+    assert best["fp"].tolist() == sorted(by_weight)
+    some = [pages[0].fp, pages[4].fp, 12345]
+    among = store.term_postings_among(term_id, some)
+    assert among["fp"].tolist() == sorted(some[:2])
+    assert among["tf"].tolist() == [tf_of[fp] for fp in sorted(some[:2])]
+    # re-indexing a page takes it out of its old block, whichever merge it was in
+    again = DocPostings(pages[4].fp, pages[4].fetched_at, 3, ["新词"], [3])
+    store.merge_index(PostingsBatch.of([again]), 2.0, cache)
+    assert store.lookup_terms(["词"])["词"][1] == 11
+    assert pages[4].fp not in store.term_postings(term_id)["fp"].tolist()
+    assert store.lookup_terms(["only4"]) == {}

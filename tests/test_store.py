@@ -17,7 +17,7 @@ def page(fp: int, url: str | None = None, **kw) -> Page:
 def test_schema_is_idempotent(store: Store) -> None:
     store.init_schema()
     store.init_schema()
-    assert store.schema_version() == "1"
+    assert store.schema_version() == "2"
     assert store.count("pages") == 0
 
 
@@ -115,3 +115,46 @@ def test_sqlite_in_unwritable_place_is_a_store_error(tmp_path) -> None:
     target.mkdir()
     with pytest.raises(StoreError):
         open_store(DatabaseURL(kind="sqlite", path=str(target)))  # a directory, not a file
+
+
+def test_an_index_of_schema_1_is_dropped_and_its_pages_marked_unindexed(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    from srcrawl.indexer.postings import DocPostings, PostingsBatch
+
+    store.put_pages([page(1), page(2)])
+    with store.transaction() as cur:
+        # the index tables as schema 1 had them: a postings row per (term, page)
+        for table in ("postings", "doclens", "terms"):
+            cur.execute(f"DROP TABLE {table}")
+        cur.execute(
+            "CREATE TABLE terms (id INTEGER NOT NULL PRIMARY KEY, "
+            "term VARCHAR(100) NOT NULL UNIQUE, df INTEGER NOT NULL DEFAULT 0)"
+        )
+        cur.execute(
+            "CREATE TABLE postings (term_id INTEGER NOT NULL, fp BIGINT NOT NULL, "
+            "tf INTEGER NOT NULL, dl INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (term_id, fp))"
+        )
+        cur.execute(
+            "CREATE TABLE doclens (fp BIGINT NOT NULL PRIMARY KEY, length INTEGER NOT NULL, "
+            "terms BLOB NULL)"
+        )
+        cur.execute("INSERT INTO terms (id, term, df) VALUES (1, 'old', 1)")
+        cur.execute("INSERT INTO postings (term_id, fp, tf, dl) VALUES (1, 1, 1, 1)")
+        cur.execute("INSERT INTO doclens (fp, length) VALUES (1, 1)")
+        cur.execute(store._sql("UPDATE pages SET indexed_at = ? WHERE fp = ?"), (5.0, 1))
+        cur.execute(store._sql(store.UPSERT_META), ("index_docs", "1"))
+        cur.execute(store._sql(store.UPSERT_META), ("index_length", "1"))
+    with caplog.at_level("WARNING", logger="srcrawl.store"):
+        store.init_schema()
+    assert "run `srcrawl index`" in caplog.text
+    assert store.unindexed_pages(None, 10) == [1, 2]
+    assert store.index_stats() == (0, 0) and store.lookup_terms(["old"]) == {}
+    assert store.count("postings") == 0 and store.count("terms") == 0
+    # the index is built anew in the new layout
+    store.merge_index(PostingsBatch.of([DocPostings(1, 1001.0, 2, ["new"], [2])]), 6.0, {})
+    (term_id, df) = store.lookup_terms(["new"])["new"]
+    assert df == 1 and store.term_postings(term_id).tolist() == [(1, 2, 2)]
+    caplog.clear()
+    store.init_schema()  # once migrated, nothing more happens
+    assert caplog.text == "" and store.index_stats() == (1, 2)
