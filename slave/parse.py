@@ -4,8 +4,9 @@ Two parsers produce the same :class:`ParsedPage` on ordinary pages:
 
 - ``lxml`` (the fast path): libxml2's HTML parser builds the tree from UTF-8
   bytes; links and meta tags come from one C-filtered walk over the few tags
-  that matter, the visible text from one compiled XSLT pass (libxslt). No
-  XPath, no Python work per node.
+  that matter, the visible text from one compiled XSLT pass (libxslt) that
+  also collapses ASCII whitespace. No Python work per text node; Python
+  only finishes the rare other whitespace and resolves the links.
 - ``bs4``: BeautifulSoup over Python's ``html.parser``. It shares no code
   with libxml2, which makes it the fallback when libxml2 gives up (an
   exception, or nesting deeper than its resource limit, where it drops the
@@ -53,6 +54,7 @@ LINK_TAGS = ("a", "area", "frame", "iframe", "link")
 """Elements that carry outgoing links (``link`` only with rel next or alternate)."""
 
 _SCAN_TAGS = (*LINK_TAGS, "base", "meta", "title")
+_LXML_SCAN_TAGS = (*_SCAN_TAGS, "template")
 _SCAN = frozenset(_SCAN_TAGS)
 _INVISIBLE = frozenset(INVISIBLE_TAGS)
 _BLOCKS = frozenset(BLOCK_TAGS)
@@ -73,6 +75,10 @@ _FAST_HREF = re.compile(
     # a first segment without ":" (that would be a scheme)
     rf"|(?P<relative>[A-Za-z0-9\-._~!$&'()*+,=@%]+(?:[/?]{_CHARS})?)"
 )
+# The same shapes for resolve_all, which has tested the characters already.
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
+_ABSOLUTE = re.compile(rf"https?://{_HOST}(?:[/?]|\Z)")
+_NETWORK_PATH = re.compile(rf"//{_HOST}(?:[/?]|\Z)")
 _EMPTY_AUTHORITY = re.compile(
     r"(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[/?#\\]|(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//\Z"
 )
@@ -147,32 +153,95 @@ class LinkResolver:
     def resolve_all(self, hrefs: list[str]) -> list[str]:
         """The resolved links of ``hrefs``, in order, without None and duplicates.
 
-        Equals :meth:`resolve` applied to each href; the shapes that make up
-        most links are inlined here, because this loop runs for every link of
-        every page.
+        Equals :meth:`resolve` applied to each href. The shapes that make up
+        most links are decided here by a few string tests each (a regular
+        expression only for hosts and schemes), because this loop runs for
+        every link of every page; whatever they do not cover takes
+        :meth:`resolve`.
         """
         out: dict[str, None] = {}
-        match = _FAST_HREF.fullmatch
-        origin, base_dir = self._origin, self._dir
-        for original in dict.fromkeys(hrefs):
-            cut = original.find("#")
-            href = original[:cut] if cut > 0 else original
-            m = match(href)  # also None for hrefs with whitespace around them
-            if m is not None and base_dir and href[-1] != "?":
-                kind = m.lastgroup
-                if kind == "root":
-                    if "/." not in href:
-                        out[origin + href] = None
+        base_dir = self._dir
+        if not base_dir:  # an unusual base: every href takes the careful way
+            for original in dict.fromkeys(hrefs):
+                url = self.resolve(original)
+                if url is not None:
+                    out[url] = None
+            return list(out)
+        origin, parents, query_base = self._origin, self._parents, self._query_base
+        top = len(parents) - 1
+        unique = dict.fromkeys(hrefs)
+        # urljoin removes tabs and newlines anywhere and may drop ";"
+        # parameters. One test for the whole page instead of one per href:
+        # calls are what costs here.
+        joined = "".join(unique)
+        plain = not ("\t" in joined or "\n" in joined or "\r" in joined or ";" in joined)
+        for original in unique:
+            if "#" in original:
+                cut = original.find("#")
+                if cut == 0:
+                    continue  # same-document reference
+                href = original[:cut]
+            else:
+                href = original
+            # urljoin strips C0 controls and spaces from either end and drops
+            # an empty query ("a?"): such hrefs take the careful way too.
+            if (
+                href
+                and href[0] > " "
+                and href[-1] > " "
+                and href[-1] != "?"
+                and (plain or not ("\t" in href or "\n" in href or "\r" in href or ";" in href))
+            ):
+                first = href[0]
+                if first == "/":
+                    if href[1:2] != "/":
+                        if "/." not in href:
+                            out[origin + href] = None
+                            continue
+                    elif _NETWORK_PATH.match(href):
+                        out[self._scheme + ":" + href] = None
                         continue
-                elif kind == "absolute":
-                    out[href] = None
+                elif first == "?":
+                    out[query_base + href] = None
                     continue
-                elif (
-                    kind == "relative" and href[0] != "." and "/." not in href and "//" not in href
-                ):
+                elif first == ".":
+                    # Leading "./" and "../" segments, the usual dot segments of a link.
+                    start = up = 0
+                    end = len(href)
+                    while start < end and href[start] == ".":
+                        if href.startswith("./", start):
+                            start += 2
+                        elif href.startswith("../", start):
+                            start += 3
+                            up += 1
+                        else:
+                            break  # "." or ".." as the last segment, or ".name"
+                    else:
+                        rest = href[start:]
+                        if (
+                            rest[:1] != "/"
+                            and "/." not in rest
+                            and "//" not in rest
+                            and ":" not in rest
+                        ):
+                            out[(parents[up] if up < top else parents[top]) + rest] = None
+                            continue
+                elif ":" in href:
+                    scheme = _SCHEME.match(href)
+                    if scheme is not None:
+                        name = scheme.group(1).lower()
+                        if name != "http" and name != "https":
+                            continue  # mailto:, javascript:, data:, tel:, ftp: ...
+                        if _ABSOLUTE.match(href):
+                            out[href] = None
+                            continue
+                    elif "/." not in href and "//" not in href:
+                        out[base_dir + href] = None  # a ":" later in a relative path
+                        continue
+                elif "/." not in href and "//" not in href:
                     out[base_dir + href] = None
                     continue
-            url = self.resolve(original) if cut else None  # cut == 0: "#fragment"
+            url = self.resolve(original)
             if url is not None:
                 out[url] = None
         return list(out)
@@ -325,15 +394,38 @@ def _collapse(text: str) -> str:
     return text
 
 
+def _normalize_text(text: str) -> str:
+    """:func:`_collapse` of text whose runs of space, tab, CR and LF are single spaces already.
+
+    No-break and ideographic spaces, the usual other ones, split the text
+    where they are, which is rarely. The result is exact when printable;
+    anything else (control characters, other Unicode spaces, format
+    characters) takes :func:`_collapse`.
+    """
+    ideographic = "\u3000" in text
+    if ideographic or "\xa0" in text:
+        if ideographic:
+            text = text.replace("\u3000", "\xa0")
+        # Inside a piece whitespace is single spaces already; only its ends may have one.
+        pieces = [piece.strip(" ") for piece in text.split("\xa0")]
+        text = " ".join([piece for piece in pieces if piece])
+    return text if text.isprintable() else _collapse(text)
+
+
 # --- lxml ------------------------------------------------------------------
 
 
 # The visible text, block-aware, in one C pass: invisible elements produce
-# nothing, block elements a space on either side, text nodes themselves.
-# (Collapsing whitespace here too, with normalize-space, is faster only for
-# pages without no-break or ideographic spaces, which most pages have.)
+# nothing, block elements a space on either side, text nodes themselves; the
+# whole then goes through XPath's normalize-space, which collapses runs of
+# space, tab, CR and LF in C (far cheaper than splitting the text in Python).
+# Other whitespace and control characters are left to _normalize_text.
 _TEXT_XSLT = f"""<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">
 <xsl:output method="text" encoding="utf-8"/>
+<xsl:template match="/">
+<xsl:variable name="text"><xsl:apply-templates/></xsl:variable>
+<xsl:value-of select="normalize-space($text)"/>
+</xsl:template>
 <xsl:template match="{"|".join(INVISIBLE_TAGS)}"/>
 <xsl:template match="{"|".join(BLOCK_TAGS)}">
 <xsl:text> </xsl:text><xsl:apply-templates/><xsl:text> </xsl:text>
@@ -370,6 +462,28 @@ class _LxmlGaveUp(Exception):
 _GAVE_UP = frozenset({"ERR_RESOURCE_LIMIT", "ERR_NO_MEMORY", "ERR_INTERNAL_ERROR"})
 
 
+def _lxml_walk(root: etree._Element) -> _PageBuilder | None:
+    """The link, base, meta and title elements of the tree; None at a ``<template>``."""
+    builder = _PageBuilder()
+    hrefs = builder.hrefs
+    for el in root.iter(*_LXML_SCAN_TAGS):
+        tag = el.tag
+        if tag == "a":  # the bulk: inlined
+            href = el.get("href")
+            if href is not None:
+                rel = el.get("rel")
+                if rel is None or "nofollow" not in rel.lower().split():
+                    hrefs.append(href)
+        elif tag == "title":
+            if builder.title is None:
+                builder.title = "".join(el.itertext())
+        elif tag == "template":
+            return None
+        else:
+            builder.element(tag, el.get)
+    return builder
+
+
 def _parse_lxml(html: str, base_url: str) -> ParsedPage:
     try:
         data = html.encode("utf-8")
@@ -382,26 +496,16 @@ def _parse_lxml(html: str, base_url: str) -> ParsedPage:
     for error in parser.error_log.filter_from_fatals():
         if error.type_name in _GAVE_UP:
             raise _LxmlGaveUp(error.message)
-    builder = _PageBuilder()
     if root is None:  # nothing but whitespace
-        return builder.build("", base_url, "lxml")
-    # Template content is inert: never shown, its links never followed.
-    etree.strip_elements(root, "template", with_tail=False)
-    hrefs = builder.hrefs
-    for el in root.iter(*_SCAN_TAGS):
-        tag = el.tag
-        if tag == "a":  # the bulk: inlined
-            href = el.get("href")
-            if href is not None:
-                rel = el.get("rel")
-                if rel is None or "nofollow" not in rel.lower().split():
-                    hrefs.append(href)
-        elif tag == "title":
-            if builder.title is None:
-                builder.title = "".join(el.itertext())
-        else:
-            builder.element(tag, el.get)
-    return builder.build(_collapse(str(text_of(root))), base_url, "lxml")
+        return _PageBuilder().build("", base_url, "lxml")
+    builder = _lxml_walk(root)
+    if builder is None:
+        # Template content is inert: never shown, its links never followed.
+        etree.strip_elements(root, "template", with_tail=False)
+        builder = _lxml_walk(root)
+        assert builder is not None
+    text = _normalize_text(bytes(text_of(root)).decode("utf-8"))
+    return builder.build(text, base_url, "lxml")
 
 
 # --- BeautifulSoup ------------------------------------------------------------

@@ -294,6 +294,19 @@ def test_nul_bytes_agree() -> None:
     assert page.text == "c\ufffdde f g hi \ufffd"
 
 
+def test_unicode_spaces_and_invisible_characters_agree() -> None:
+    # Every Unicode space separates words, control characters go, format
+    # characters (soft hyphen, zero-width space) stay.
+    html = (
+        "<p>a\u3000\u3000b&nbsp;c \xa0 d&#x2003;e\x0bf\x0cg&#x2028;h\u1680i\u205fj</p>"
+        "<p>\xa0\u3000</p><p>k\u200bl\xadm\x85n\x1co\x9fp\x01q</p><div>\u3000r\xa0</div>"
+    )
+    page = agree(html)
+    assert page.text == "a b c d e f g h i j k\u200bl\xadm n opq r"
+    only_spaces = agree("<p>\xa0</p><p> \u3000 </p>")
+    assert only_spaces.text == ""
+
+
 @BOTH
 def test_lone_surrogates_do_not_crash(parser: str) -> None:
     page = parse_html("<p>bad \ud800 half</p><a href='/s\udfff'>x</a>", BASE, parser)
@@ -399,7 +412,8 @@ def test_the_resolver_matches_urljoin_on_random_hrefs() -> None:
     ]  # fmt: skip
     atoms = ["a", "b.html", "..", ".", "", "/", "//", "?", "#", ";", ":", "x:y", "http:", "https:",
              "//h2.test", "h3.test:99", ":70000", ":65535", "%20", " ", "\t", "中", "[", "]", "@",
-             "q=1", "&", "=", "mailto:", "javascript:", "\\", "HTTP://"]  # fmt: skip
+             "q=1", "&", "=", "mailto:", "javascript:", "\\", "HTTP://", "\x01", "\xa0", "\u3000",
+             "\u200b", "\x7f", "'", "(", "~", "|", "..x", ".x"]  # fmt: skip
     prefixes = ["http://", "https://", "//", "/", "./", "../", "../../", "?", ""]
     rng = random.Random(5)
     for _ in range(400):
@@ -417,6 +431,55 @@ def test_the_resolver_matches_urljoin_on_random_hrefs() -> None:
         for href, url in zip(hrefs, want, strict=True):
             assert resolver.resolve(href) == url, (base, href)
         assert resolver.resolve_all(hrefs) == list(dict.fromkeys(u for u in want if u))
+
+
+def test_the_resolver_on_whole_pages_of_ordinary_and_odd_hrefs() -> None:
+    # resolve_all tests the characters of a whole page at once and each
+    # href's shape by string tests: a page of plain hrefs, and one where an
+    # odd href (tab, ";", a space at the end) is mixed in, must both equal urljoin.
+    rng = random.Random(8)
+    plain = [
+        "a",
+        "b.html",
+        "x-1",
+        "%7E",
+        "中文",
+        "(",
+        "~",
+        "'",
+        "!",
+        "=",
+        "&",
+        "@",
+        ":",
+        "[",
+        "\\",
+        "\x01",
+    ]
+    odd = [";", "\t", "\n", " ", "?", "#", "\x00", "..", "."]
+    shapes = [
+        "/",
+        "",
+        "./",
+        "../",
+        "../../",
+        "?",
+        "//h2.test/",
+        "http://h3.test:8080/",
+        "https://h4.test/",
+    ]
+    for base in ["http://h.test/a/b/c.html", "https://h.test:8443/a/", "http://h.test"]:
+        resolver = LinkResolver(base)
+        for with_odd in (False, True):
+            atoms = plain + odd if with_odd else plain
+            hrefs = [
+                rng.choice(shapes)
+                + "/".join("".join(rng.choices(atoms, k=rng.randint(1, 3))) for _ in range(3))
+                + rng.choice(["", "", "#frag", "?q=1", "/"])
+                for _ in range(300)
+            ]
+            want = list(dict.fromkeys(u for u in (reference(base, h) for h in hrefs) if u))
+            assert resolver.resolve_all(hrefs) == want, base
 
 
 def test_the_resolver_on_the_shapes_links_usually_have() -> None:
