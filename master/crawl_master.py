@@ -18,6 +18,7 @@ import redis
 
 from srcrawl.config import Config
 from srcrawl.defaults import (
+    DEFAULT_CRAWL_BACKLOG_PER_THREAD,
     DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_MASTER_BATCH,
     DEFAULT_ROBOTS_TRIES,
@@ -32,7 +33,7 @@ from srcrawl.master.strategy import CrawlStrategy
 from srcrawl.master.strategy import load as load_strategy
 from srcrawl.queues.envelope import Message, decode, encode
 from srcrawl.queues.protocol import PhaseQueues
-from srcrawl.queues.workers import reap
+from srcrawl.queues.workers import reap, workers
 from srcrawl.signals import install_stop_handlers
 from srcrawl.slave.clock_cache import ClockCache
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of
@@ -93,6 +94,8 @@ class CrawlMaster:
         self.host_pages: dict[str, int] = {}
         self._lock_token = f"{socket.gethostname()}:{os.getpid()}:{time.time_ns()}"
         self._last_reap = 0.0
+        self.backlog = 0
+        """Most tasks waiting in srq (0: no bound until slaves report their fetch threads)."""
 
     def reload_strategy(self) -> None:
         strategy = load_strategy(self.client, self.keys)
@@ -181,7 +184,7 @@ class CrawlMaster:
             msgs = self.queues.nrq.pop(MASTER_ID, self.batch, timeout=wait)
             if msgs:
                 self.process(msgs)
-            released, next_ready = self.frontier.schedule()
+            released, next_ready = self.frontier.schedule(backlog=self.backlog)
             if msgs or released:
                 wait = 0.0
                 continue
@@ -206,6 +209,12 @@ class CrawlMaster:
         returned = reap(self.client, self.keys)
         if returned:
             log.warning("requeued tasks of dead workers: %s", returned)
+        threads = sum(
+            int(w.stats.get("crawl_threads", 0))
+            for w in workers(self.client, self.keys)
+            if w.alive and self.queues.srq.key in w.queues
+        )
+        self.backlog = DEFAULT_CRAWL_BACKLOG_PER_THREAD * threads
         if self.seen.snapshot_due():
             self.seen.snapshot()
 

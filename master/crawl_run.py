@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from srcrawl.config import Config
 from srcrawl.errors import ConfigError, SrcrawlError
-from srcrawl.local import LocalSlaves
+from srcrawl.local import ForkedCommand, LocalSlaves
 from srcrawl.master import strategy as strategies
 from srcrawl.master.crawl_master import crawl_state, reset_crawl, seed_message
 from srcrawl.master.strategy import CrawlStrategy
@@ -19,6 +18,9 @@ from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.urls import InvalidURL, canonicalize, host_of
 
 _MASTER_RESTARTS = 5
+_PRELOAD = ("srcrawl.slave.phases", "srcrawl.slave.crawl", "srcrawl.slave.runtime",
+            "srcrawl.master.crawl_master")  # fmt: skip
+"""What the master and the slaves import, once here before they are forked."""
 
 
 def check_seeds(seeds: Sequence[str]) -> list[str]:
@@ -91,16 +93,22 @@ def run_local_crawl(
     """Run the job's crawl with a master and ``slaves`` slave processes until it completes.
 
     The master is restarted if it dies (its state is all in Redis); Ctrl-C
-    reaches every child, which each finish their batch.
+    reaches every child, which each finish their batch. The master and the
+    slaves are forked from this process (see :class:`ForkedCommand`).
     """
     env = cfg.child_env()
-    master_cmd = [sys.executable, "-m", "srcrawl.cli", "master", "start"]
+
+    def start_master() -> ForkedCommand:
+        return ForkedCommand(["master", "start"], env, preload=_PRELOAD)
+
     t0 = time.monotonic()
     restarts = 0
-    local = LocalSlaves(cfg, slaves, ["crawl"], extra_args=slave_args).start()
+    local = LocalSlaves(
+        cfg, slaves, ["crawl"], extra_args=slave_args, fork=True, preload=_PRELOAD
+    ).start()
     interrupted = False
     try:
-        master = subprocess.Popen(master_cmd, env=env, stdin=subprocess.DEVNULL)
+        master = start_master()
         try:
             while True:
                 code = master.poll()
@@ -112,10 +120,11 @@ def run_local_crawl(
                     restarts += 1
                     if restarts > _MASTER_RESTARTS:
                         raise SrcrawlError(f"the crawl master keeps failing (exit {code})")
-                    master = subprocess.Popen(master_cmd, env=env, stdin=subprocess.DEVNULL)
+                    master = start_master()
                 if report:
                     report(progress(cfg), time.monotonic() - t0)
-                time.sleep(interval)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    master.wait(timeout=interval)  # returns as soon as the master ends
         except KeyboardInterrupt:
             # the master and the slaves got the Ctrl-C too: let them finish
             interrupted = True

@@ -11,7 +11,9 @@ outcome comes back, the queue returns to ``ready`` scored
 Depth levels are released one at a time: links found at depth d+1 wait in
 ``nextlevel`` until nothing of depth d is queued or in flight. That is what
 makes a crawl with ``--depth`` fetch exactly the URLs within that many hops
-of a seed, however fast or slow each host is.
+of a seed, however fast or slow each host is. A level lasts at least as
+long as its longest host queue takes one URL at a time, so of the queues
+that are due the longest go to ``srq`` first (see :meth:`Frontier.schedule`).
 
 Every state change is one Lua script, atomic with the master's ack of the
 ``nrq`` messages it came from, so a master killed at any point restarts into
@@ -30,13 +32,29 @@ from srcrawl.defaults import LUA_UNPACK_CHUNK
 from srcrawl.keys import Keys
 
 # KEYS[1] ready, KEYS[2] inflight, KEYS[3] srq; ARGV[1] now (ms), ARGV[2] queue
-# key prefix, ARGV[3] most tasks to release.
-# Moves the head task of every queue whose time has come into srq and marks
-# the queue in flight. Returns {tasks released, earliest next ready time or -1}.
+# key prefix, ARGV[3] most due queues looked at, ARGV[4] most tasks left
+# waiting in srq (0: no bound).
+# Moves the head task of due queues into srq, the queues with the most tasks
+# first, and marks them in flight. Returns {tasks released, earliest next
+# ready time or -1}; -1 too when due queues wait for room in srq (an outcome
+# coming back is what makes room).
 _SCHEDULE = """
 local qs = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+local room = #qs
+local cap = tonumber(ARGV[4])
+if cap > 0 then room = math.min(room, cap - redis.call('LLEN', KEYS[3])) end
+if room <= 0 then return {0, -1} end
+if #qs > 1 then
+  local len = {}
+  for _, q in ipairs(qs) do len[q] = redis.call('LLEN', ARGV[2] .. q) end
+  table.sort(qs, function(a, b)
+    if len[a] ~= len[b] then return len[a] > len[b] end
+    return a < b
+  end)
+end
 local n = 0
-for _, q in ipairs(qs) do
+for i = 1, room do
+  local q = qs[i]
   redis.call('ZREM', KEYS[1], q)
   local task = redis.call('LPOP', ARGV[2] .. q)
   if task then
@@ -45,6 +63,7 @@ for _, q in ipairs(qs) do
     n = n + 1
   end
 end
+if room < #qs then return {n, -1} end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 return {n, tonumber(first[2] or '-1')}
 """
@@ -154,12 +173,20 @@ class Frontier:
         self._commit = client.register_script(_COMMIT)
         self._advance = client.register_script(_ADVANCE)
 
-    def schedule(self, limit: int = 1000) -> tuple[int, int]:
-        """Release due tasks into srq; return (released, earliest next ready ms or -1)."""
+    def schedule(self, limit: int = 1000, backlog: int = 0) -> tuple[int, int]:
+        """Release due tasks into srq; return (released, earliest next ready ms or -1).
+
+        ``backlog`` bounds the tasks waiting in srq (0: no bound). srq is
+        first come, first served, so the choice of which host goes next is
+        only made here: kept short (a little more than the slaves' fetch
+        threads), srq always gets the hosts with the most URLs left, and a
+        depth level does not end with a few long hosts fetched one URL at
+        a time while every other thread idles.
+        """
         k = self.keys
         released, nxt = self._schedule(
             keys=[k.crawl_ready, k.crawl_inflight, self.srq_key],
-            args=[now_ms(), k.crawl_queue_prefix, limit],
+            args=[now_ms(), k.crawl_queue_prefix, limit, backlog],
         )
         return int(released), int(nxt)
 

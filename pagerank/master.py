@@ -1,15 +1,21 @@
-"""The master side of PageRank: iterations as map/reduce rounds over Redis.
+"""The master side of PageRank: iterations as rounds of map tasks over Redis.
 
-Per graph: the shards go to Redis once, under a fresh graph version from
-``trq``. Per iteration: one map task per shard goes to ``srq``, and the
-master takes the partial sums from ``nrq`` (reliably, like any consumer)
-until it has exactly one per shard. Results of another graph version or
-iteration, and repeats, are dropped; a slave that dies mid-iteration is
-reaped and its shard recomputed by another. The reduce step (adding the
-teleport and dangling mass, measuring the L1 change) runs shard by shard as
-results arrive, and writes each shard's piece of the next iteration's
-``x = rank / outdeg`` at once: the vector is written once per iteration, and
-is complete when the last result is in, so the next iteration starts then.
+Per run: the graph header (damping, the shards' destination ranges, the
+out-degrees) and the shards go to Redis once, under a fresh graph version
+from ``trq``, and the first iteration's ranks (every node 1/n) as one
+piece per shard. Per iteration: the master makes every shard claimable and
+pushes one map task per shard to ``srq``; the slave that takes a task
+claims a shard, sums it, finishes its destinations' new ranks and writes
+them as the shard's piece of the next iteration (see slave.py), so the
+reduce step happens in the map tasks and only a few bytes per shard come
+back: its part of the L1 change. The master takes those from ``nrq``
+(reliably, like any consumer) until it has exactly one per shard; results
+of another graph version or iteration, and repeats, are dropped. When it
+reaps a dead slave it offers the missing shards again; one computed twice
+writes the same bytes. With one result per shard the next iteration's
+pieces are all written: the master closes the iteration (deletes its
+pieces, after which no late slave can write the next ones) and starts the
+next. It reads the ranks once, at the end.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from srcrawl.errors import EnvelopeError
 from srcrawl.keys import Keys
 from srcrawl.pagerank.errors import PageRankError
 from srcrawl.pagerank.graph import Graph
-from srcrawl.pagerank.protocol import MapTask, Partial, pack_vector
+from srcrawl.pagerank.protocol import GraphHeader, MapTask, ShardDone, pack_vector, unpack_vector
 from srcrawl.pagerank.shards import Shard
 from srcrawl.pagerank.transport import TransientWriter
 from srcrawl.queues.envelope import Message, decode
@@ -95,58 +101,41 @@ class RankResult:
     """Results dropped: of another graph or iteration, or a repeat."""
 
 
-class ReduceStep:
-    """The reduce step of one iteration, shard by shard as partial sums arrive.
+class Tally:
+    """The results of one iteration: exactly one per shard is taken."""
 
-    Exactly one result per shard is taken. For the destinations ``lo … hi-1``
-    of an accepted shard it sets ``new = d · sums + (d · dangling mass + 1 − d) / n``,
-    adds their share of the L1 change, and returns their piece of the next
-    iteration's ``x = new / outdeg``: the master writes that piece while other
-    shards are still being summed, so the next vector is ready when the last
-    result is in.
-    """
-
-    def __init__(
-        self,
-        version: int,
-        iteration: int,
-        shards: list[Shard],
-        rank: np.ndarray,
-        inv_out: np.ndarray,
-        damping: float,
-        dangling_mass: float,
-    ) -> None:
+    def __init__(self, version: int, iteration: int, shards: list[Shard]) -> None:
         self.version = version
         self.iteration = iteration
-        self.bounds = {s.index: (s.lo, s.hi) for s in shards}
-        self.rank = rank
-        self.inv_out = inv_out
-        self.damping = damping
-        self.teleport = (damping * dangling_mass + 1.0 - damping) / len(rank)
-        self.new = np.empty_like(rank)
-        self.delta = 0.0
-        self._missing = set(self.bounds)
+        self._slot = {s.index: i for i, s in enumerate(shards)}
+        self._deltas = np.zeros(len(shards))
+        self._missing = set(self._slot)
 
     @property
     def missing(self) -> int:
         return len(self._missing)
 
-    def offer(self, partial: Partial) -> np.ndarray | None:
-        """Reduce ``partial`` if it is this iteration's first result for its shard;
-        return the shard's piece of the next ``x``, or None if it was dropped."""
-        if (partial.version, partial.iteration) != (self.version, self.iteration):
-            return None
-        if partial.shard not in self._missing:
-            return None
-        lo, hi = self.bounds[partial.shard]
-        if (partial.lo, partial.lo + len(partial.sums)) != (lo, hi):
-            return None
-        self._missing.discard(partial.shard)
-        new = self.new[lo:hi]
-        np.multiply(partial.sums, self.damping, out=new)
-        new += self.teleport
-        self.delta += float(np.abs(new - self.rank[lo:hi]).sum())
-        return new * self.inv_out[lo:hi]
+    @property
+    def missing_shards(self) -> list[int]:
+        return sorted(self._missing)
+
+    def is_missing(self, version: int, iteration: int, shard: int) -> bool:
+        """Whether the shard of that iteration is one this tally still waits for."""
+        return (version, iteration) == (self.version, self.iteration) and shard in self._missing
+
+    def offer(self, done: ShardDone) -> bool:
+        """Take ``done`` if it is this iteration's first result for its shard."""
+        if not self.is_missing(done.version, done.iteration, done.shard):
+            return False
+        self._missing.discard(done.shard)
+        self._deltas[self._slot[done.shard]] = done.delta
+        return True
+
+    @property
+    def delta(self) -> float:
+        """The L1 change of the iteration: its shards' parts, added in shard order
+        (so a run gives the same figure whatever order the results came in)."""
+        return float(self._deltas.sum())
 
 
 class RankMaster:
@@ -209,7 +198,7 @@ class RankMaster:
             worker.beat()
             beat.start()
             version = self.queues.trq.next("graph")
-            self._publish(version, shards)
+            self._publish(version, graph, shards, params)
             return self._iterate(graph, shards, params, version)
         finally:
             self._stop_beat.set()
@@ -219,72 +208,92 @@ class RankMaster:
             leftovers = [self.queues.srq.key, self.queues.nrq.key]
             if version is not None:
                 last = self._iteration
-                leftovers += [self.keys.rank_vector(version, i) for i in (1, last, last + 1)]
+                leftovers.append(self.keys.rank_graph(version))
                 leftovers += [self.keys.rank_shard(version, s.index) for s in shards]
+                for i in sorted({1, last, last + 1}):
+                    leftovers.append(self.keys.rank_unclaimed(version, i))
+                    leftovers += [self.keys.rank_piece(version, i, s.index) for s in shards]
             self.client.delete(*leftovers)
             worker.retire()
             self._release()
             self.bulk.close()
 
-    def _publish(self, version: int, shards: list[Shard]) -> None:
+    def _publish(self, version: int, graph: Graph, shards: list[Shard], params: RankParams) -> None:
+        ttl = DEFAULT_PAGERANK_KEY_TTL
+        bounds = np.array([s.lo for s in shards] + [graph.n], dtype=np.int64)
+        if [s.index for s in shards] != list(range(len(shards))) or np.any(np.diff(bounds) <= 0):
+            raise PageRankError("the shards must cut the nodes in order, numbered from 0")
+        header = GraphHeader(params.damping, bounds, graph.outdeg)
+        self.bulk.set(self.keys.rank_graph(version), header.pack(version), ttl)
         for shard in shards:  # one at a time: only one packed copy in memory
-            key = self.keys.rank_shard(version, shard.index)
-            self.bulk.set(key, shard.pack(version), DEFAULT_PAGERANK_KEY_TTL)
+            self.bulk.set(self.keys.rank_shard(version, shard.index), shard.pack(version), ttl)
+        first = np.full(graph.n, 1.0 / graph.n)
+        for shard in shards:
+            key = self.keys.rank_piece(version, 1, shard.index)
+            self.bulk.set(key, pack_vector(first[shard.lo : shard.hi]), ttl)
 
     def _iterate(
         self, graph: Graph, shards: list[Shard], params: RankParams, version: int
     ) -> RankResult:
-        n = graph.n
-        outdeg = graph.outdeg
-        dangling = np.flatnonzero(outdeg == 0)
-        inv_out = np.zeros(n, dtype=np.float64)
-        np.divide(1.0, outdeg, out=inv_out, where=outdeg > 0)
-        rank = np.full(n, 1.0 / n)
-        result = RankResult(graph.fps, rank)
-        ttl = DEFAULT_PAGERANK_KEY_TTL
-        self.bulk.set(self.keys.rank_vector(version, 1), pack_vector(rank * inv_out), ttl)
+        result = RankResult(graph.fps, np.full(graph.n, 1.0 / graph.n))
         for iteration in range(1, params.iterations + 1):
             t0 = time.perf_counter()
             self._iteration = iteration
-            # the vector of this iteration is complete before any of its tasks exists
-            self.queues.srq.push([MapTask(version, iteration, s.index).encode() for s in shards])
-            step = ReduceStep(
-                version,
-                iteration,
-                shards,
-                rank,
-                inv_out,
-                params.damping,
-                float(rank[dangling].sum()),
-            )
-            following = self.keys.rank_vector(version, iteration + 1)
-            if iteration == params.iterations:
-                following = None  # no next vector to build
-            self._collect(step, result, following)
-            self.client.delete(self.keys.rank_vector(version, iteration))
-            rank = result.ranks = step.new
-            report = IterationReport(iteration, step.delta, time.perf_counter() - t0)
+            # the pieces of this iteration are all written before any of its tasks exists
+            self._offer(version, iteration, [s.index for s in shards])
+            tally = Tally(version, iteration, shards)
+            self._collect(tally, result)
+            # closed: from now on no slave can write a piece of the next iteration
+            closed = [self.keys.rank_piece(version, iteration, s.index) for s in shards]
+            self.client.delete(self.keys.rank_unclaimed(version, iteration), *closed)
+            delta = tally.delta
+            last = iteration == params.iterations or delta < params.tol
+            if last:
+                result.ranks = self._ranks(version, iteration + 1, graph.n, shards)
+                result.converged = delta < params.tol
+            report = IterationReport(iteration, delta, time.perf_counter() - t0)
             result.reports.append(report)
             self.on_iteration(report)
-            if step.delta < params.tol:
-                result.converged = True
+            if last:
                 break
         return result
 
-    # -- collecting one iteration's partial sums -------------------------------
-    def _collect(self, step: ReduceStep, result: RankResult, following: str | None) -> None:
-        """Reduce results until every shard has one; write the pieces of ``following``."""
+    def _offer(self, version: int, iteration: int, shards: list[int]) -> None:
+        """Make ``shards`` claimable and push one task per shard, in one round trip."""
+        unclaimed = self.keys.rank_unclaimed(version, iteration)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.sadd(unclaimed, *shards)
+        pipe.expire(unclaimed, DEFAULT_PAGERANK_KEY_TTL)
+        pipe.rpush(self.queues.srq.key, *[MapTask(version, iteration).encode() for _ in shards])
+        pipe.execute()
+
+    def _ranks(self, version: int, iteration: int, n: int, shards: list[Shard]) -> np.ndarray:
+        """The ranks the slaves wrote for ``iteration``, piece by piece."""
+        raws = self.client.mget([self.keys.rank_piece(version, iteration, s.index) for s in shards])
+        ranks = np.empty(n, dtype=np.float64)
+        for shard, raw in zip(shards, raws, strict=True):
+            piece = unpack_vector(raw or b"")
+            if len(piece) != shard.hi - shard.lo:
+                raise PageRankError(
+                    f"the ranks of shard {shard.index} after iteration {iteration - 1} are gone"
+                )
+            ranks[shard.lo : shard.hi] = piece
+        return ranks
+
+    # -- collecting one iteration's results ---------------------------------------
+    def _collect(self, tally: Tally, result: RankResult) -> None:
+        """Take results until every shard of the iteration has one."""
         nrq = self.queues.nrq
         next_check = last_result = time.monotonic()
         next_check += self.reap_interval
         warned = False
-        while step.missing:
+        while tally.missing:
             if self._lost_lock:
                 raise PageRankError("another pagerank master took over this job")
             wait = min(self.block_timeout, max(0.01, next_check - time.monotonic()))
-            raw = self._pop(step.missing, wait)
+            raw = self._pop(tally.missing, wait)
             for message in raw:
-                self._take(message, step, result, following)
+                self._take(message, tally, result)
             if raw:
                 # acknowledged by count: this master pops into its own, empty
                 # processing list and handles all it popped, so they are its head
@@ -292,7 +301,7 @@ class RankMaster:
                 last_result, warned = time.monotonic(), False
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + self.reap_interval
-                self._reap(result)
+                self._reap(tally, result)
                 idle = time.monotonic() - last_result
                 if not warned and idle > 5 * self.reap_interval and not self._live_slaves():
                     warned = True
@@ -304,9 +313,8 @@ class RankMaster:
     def _pop(self, count: int, timeout: float) -> list[bytes]:
         """Move up to ``count`` results into this master's processing list.
 
-        One pipelined LMOVE per message: Redis moves each message without
-        copying it (WorkQueue.pop's script copies), which matters when every
-        message carries a shard's sums. Blocks up to ``timeout`` for the first.
+        One pipelined LMOVE per message, in one round trip; blocks up to
+        ``timeout`` for the first when there is none.
         """
         nrq = self.queues.nrq
         proc = nrq.processing_key(self.id)
@@ -319,54 +327,53 @@ class RankMaster:
         first = self.client.blmove(nrq.key, proc, timeout, "LEFT", "RIGHT")
         return [] if first is None else [first]
 
-    def _take(
-        self, raw: bytes, step: ReduceStep, result: RankResult, following: str | None
-    ) -> None:
+    def _take(self, raw: bytes, tally: Tally, result: RankResult) -> None:
         try:
             msg = decode(raw)
-            if msg.kind == "partial":
-                partial = Partial.from_message(msg)
-                piece = step.offer(partial)
-                if piece is None:
+            if msg.kind == "done":
+                if not tally.offer(ShardDone.from_message(msg)):
                     result.dropped += 1
-                elif following is not None:
-                    offset = partial.lo * piece.itemsize
-                    self.bulk.setrange(
-                        following, offset, pack_vector(piece), DEFAULT_PAGERANK_KEY_TTL
-                    )
                 return
         except EnvelopeError:
             result.dropped += 1
             return
         if msg.kind == "error":
-            self._raise_if_ours(msg, step)
+            self._raise_if_ours(msg, tally)
         elif msg.kind == "stale" and (msg.get("version"), msg.get("iteration")) == (
-            step.version,
-            step.iteration,
+            tally.version,
+            tally.iteration,
         ):
-            # the shard or vector of the running iteration vanished from Redis
-            raise PageRankError(
-                f"a slave found shard {msg.get('shard')} of the running "
-                f"iteration unavailable: {msg.get('reason')}"
-            )
+            shard = msg.get("shard")
+            if shard is None or (
+                isinstance(shard, int) and tally.is_missing(tally.version, tally.iteration, shard)
+            ):
+                # the header, a shard or the pieces of the running iteration vanished
+                raise PageRankError(
+                    f"a slave found iteration {tally.iteration} unavailable: {msg.get('reason')}"
+                )
         result.dropped += 1
 
-    def _raise_if_ours(self, msg: Message, step: ReduceStep) -> None:
+    def _raise_if_ours(self, msg: Message, tally: Tally) -> None:
         for raw_task in msg.payload.split(b"\n"):
             try:
                 task = MapTask.decode(raw_task)
             except EnvelopeError:
                 continue
-            if task.version == step.version:
+            if (task.version, task.iteration) == (tally.version, tally.iteration):
                 raise PageRankError(
-                    f"a slave failed on shard {task.shard} of iteration "
-                    f"{task.iteration}: {msg.get('error')}"
+                    f"a slave failed in iteration {task.iteration}: {msg.get('error')}"
                 )
 
-    def _reap(self, result: RankResult) -> None:
-        """Requeue the tasks of dead slaves; raise if this run's own slaves are all gone."""
-        returned = reap(self.client, self.keys)
-        result.requeued += sum(returned.values())
+    def _reap(self, tally: Tally, result: RankResult) -> None:
+        """Requeue the tasks of dead slaves and make the shards they may have claimed
+        claimable again; raise if this run's own slaves are all gone."""
+        returned = sum(reap(self.client, self.keys).values())
+        if returned:
+            result.requeued += returned
+            # which shard a dead slave held is not recorded: offer every missing
+            # one again; a shard computed twice writes the same bytes, and the
+            # master takes one answer per shard
+            self._offer(tally.version, tally.iteration, tally.missing_shards)
         if self.slaves_alive is not None and not self.slaves_alive():
             raise PageRankError("every slave of this run has exited")
 

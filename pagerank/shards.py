@@ -58,17 +58,21 @@ class Shard:
     @classmethod
     def unpack(cls, raw: bytes) -> tuple[int, Shard]:
         """(graph version, shard) of a packed shard; ValueError if it is inconsistent."""
-        msg = decode(raw)
+        # the header alone goes through the envelope: the payload (megabytes) is
+        # read in place rather than copied out
+        end = raw.find(b"\n")
+        msg = decode(raw[:end] if end >= 0 else raw)
+        payload = memoryview(raw)[end + 1 :] if end >= 0 else memoryview(b"")
         if msg.kind != "shard":
             raise ValueError(f"expected a shard, got a {msg.kind!r} message")
         head = [msg.get(name) for name in ("version", "shard", "lo", "hi", "nnz")]
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in head):
             raise ValueError("shard header lacks version, shard, lo, hi or nnz")
         version, index, lo, hi, nnz = head
-        if hi <= lo or nnz < 0 or len(msg.payload) != 2 * nnz * _INDEX.itemsize:
+        if hi <= lo or nnz < 0 or len(payload) != 2 * nnz * _INDEX.itemsize:
             raise ValueError("shard payload does not match its header")
-        sources = np.frombuffer(msg.payload, dtype=_INDEX, count=nnz)
-        rows = np.frombuffer(msg.payload, dtype=_INDEX, offset=nnz * _INDEX.itemsize)
+        sources = np.frombuffer(payload, dtype=_INDEX, count=nnz)
+        rows = np.frombuffer(payload, dtype=_INDEX, offset=nnz * _INDEX.itemsize)
         if nnz and (sources.min() < 0 or rows.min() < 0 or rows.max() >= hi - lo):
             raise ValueError("shard names a node outside its ranges")
         return version, cls(index, lo, hi, sources, rows)

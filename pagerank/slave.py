@@ -1,31 +1,130 @@
-"""The slave side of PageRank: the map step of one shard per task.
+"""The slave side of PageRank: the map and the reduce step of one shard per task.
 
-Shards are fetched from Redis once per graph version and kept; the rank
-vector once per iteration, whatever the number of shards this slave serves
-in it. So an iteration moves only the vector in and the partial sums out.
+A task names an iteration, not a shard: the slave claims one of the
+iteration's unclaimed shards, preferably the one it computed in the
+iteration before, then one it already holds, so that each shard tends to
+stay with one slave and is read from Redis once per run, not once per
+slave. The graph header and the shards are fetched once per graph version
+and kept. Once per iteration, whatever the number of shards it serves in
+it, a slave assembles the rank vector the iteration starts from (one piece
+per shard: those it computed itself in the iteration before, it kept; it
+reads only the others) and derives ``x = rank / outdeg`` and the constant
+term ``(d · dangling mass + 1 − d) / n`` (pages without out-links spread
+their rank evenly, as in networkx). Shards partition the destinations, so
+a shard's sums are final for its range: the task finishes the shard's
+destinations, ``rank' = d · sums + constant``, and answers with the
+shard's part of the L1 change, a message of a few bytes. The new ranks are
+the shard's piece of the next iteration: the runtime's acker thread writes
+it (``flush``) just before it acknowledges the task, while the next shard
+is being summed.
 
-The partial sums (8 bytes per destination, megabytes per shard) are
-pushed to ``nrq`` just before the runtime acknowledges the task, not by the
-acknowledgement itself, so that they stay out of the append-only file (see
-transport.py). A slave that dies between the two steps leaves its task to
-be computed again, and the master takes one result per (iteration, shard)
-and drops the repeat. Small answers (stale or failed tasks), and every
-answer while that push fails, go the usual, atomic way.
+Computing a shard twice (the master offers the shards of a dead slave
+again) writes the same bytes to the same key: they depend only on the
+iteration's pieces, the shard and the header. A piece is written only
+while the shard's piece of the running iteration exists; the master
+deletes those when it closes the iteration, so a late slave cannot touch
+an iteration in use. The master takes one answer per (iteration, shard)
+and drops repeats.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import redis
 
 from srcrawl.config import Config
+from srcrawl.defaults import (
+    DEFAULT_PAGERANK_KEY_TTL,
+    DEFAULT_PAGERANK_WRITE_RETRY_DELAY,
+    DEFAULT_PAGERANK_WRITE_TRIES,
+)
 from srcrawl.errors import EnvelopeError
-from srcrawl.pagerank.protocol import MapTask, Partial, stale, task_error, unpack_vector
+from srcrawl.pagerank.protocol import (
+    GraphHeader,
+    MapTask,
+    ShardDone,
+    pack_vector,
+    stale,
+    task_error,
+)
 from srcrawl.pagerank.shards import Shard, ShardSums
 from srcrawl.pagerank.transport import TransientWriter
+
+_FLOAT = np.dtype("<f8")
+
+# KEYS[1] the unclaimed set of an iteration; ARGV the shards the caller prefers.
+# Removes and returns the first preferred shard still in the set, else any
+# shard of the set, else -1 (every shard is taken, or the iteration is over).
+_CLAIM = """
+for i = 1, #ARGV do
+  if redis.call('SREM', KEYS[1], ARGV[i]) == 1 then return tonumber(ARGV[i]) end
+end
+local any = redis.call('SPOP', KEYS[1])
+if any then return tonumber(any) end
+return -1
+"""
+
+
+@dataclass(frozen=True)
+class GraphFacts:
+    """A graph header made ready for repeated iterations."""
+
+    damping: float
+    bounds: list[tuple[int, int]]
+    """(lo, hi) of each shard's destinations, by shard number."""
+    inv_out: np.ndarray
+    """float64[n]: 1 / out-degree, 0 for dangling nodes."""
+    dangling: np.ndarray
+    """intp[k]: the nodes without out-links, ascending."""
+
+    @property
+    def n(self) -> int:
+        return len(self.inv_out)
+
+    @classmethod
+    def of(cls, header: GraphHeader) -> GraphFacts:
+        inv_out = np.zeros(header.n, dtype=np.float64)
+        np.divide(1.0, header.outdeg, out=inv_out, where=header.outdeg > 0)
+        cuts = header.bounds.tolist()
+        bounds = list(itertools.pairwise(cuts))
+        return cls(header.damping, bounds, inv_out, np.flatnonzero(header.outdeg == 0))
+
+
+@dataclass(frozen=True)
+class IterationInput:
+    """What every shard of one iteration reads."""
+
+    version: int
+    iteration: int
+    rank: np.ndarray
+    x: np.ndarray
+    """``rank / outdeg`` (0 for dangling nodes): what flows along each link."""
+    constant: float
+    """``(d · dangling mass + 1 − d) / n``: added to every node's new rank."""
+
+    @classmethod
+    def of(
+        cls, version: int, iteration: int, rank: np.ndarray, graph: GraphFacts
+    ) -> IterationInput:
+        d = graph.damping
+        # the same operations in the same order as one in-process iteration,
+        # so the ranks come out bit for bit the same
+        constant = float((d * rank[graph.dangling].sum() + 1.0 - d) / graph.n)
+        return cls(version, iteration, rank, rank * graph.inv_out, constant)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A computed piece waiting to be written: to ``key`` while ``guard`` exists."""
+
+    key: str
+    guard: str
+    data: memoryview
 
 
 class RankHandler:
@@ -41,106 +140,222 @@ class RankHandler:
         self.keys = cfg.keys
         self._lock = threading.Lock()
         self._version: int | None = None
+        self._graph: GraphFacts | None = None
         self._shards: dict[int, ShardSums] = {}
-        self._vector: tuple[int, int, np.ndarray] | None = None
+        self._input: IterationInput | None = None
+        self._pieces: dict[int, np.ndarray] = {}
+        """Pieces this slave computed, of the iteration ``_pieces_of``, by shard."""
+        self._pieces_of: int | None = None
+        self._pending: list[Piece] = []
+        self._computed: dict[int, list[int]] = {}
+        """Shards this slave claimed, by iteration (the running one and the one before)."""
+        self._pending_lock = threading.Lock()
+        self._claim_script = self.client.register_script(_CLAIM)
         self.computed = 0
         self.stale = 0
+        self.retries = 0
+        self.late = 0
         self.shard_loads = 0
         self.vector_loads = 0
+        self.pieces_read = 0
         self.compute_s = 0.0
         self.vector_s = 0.0
+        self.write_s = 0.0
 
     def handle(self, tasks: list[bytes]) -> list[bytes]:
         with self._lock:
             answers = [self._answer(raw) for raw in tasks]
-        partials = [message for message, is_partial in answers if is_partial]
-        if partials:
-            try:
-                self.bulk.rpush(self.keys.nrq(self.phase), *partials)
-            except redis.RedisError:
-                return [message for message, _ in answers]
-        return [message for message, is_partial in answers if not is_partial]
+        return [a for a in answers if a is not None]
 
-    def _answer(self, raw: bytes) -> tuple[bytes, bool]:
-        """The answer to one task, and whether it is a partial sums message."""
-        answer = self._compute(raw)
-        return (answer, False) if isinstance(answer, bytes) else (answer.encode(), True)
-
-    def _compute(self, raw: bytes) -> Partial | bytes:
+    def _answer(self, raw: bytes) -> bytes | None:
+        """The answer to one task; None when every shard of its iteration is taken."""
         try:
             task = MapTask.decode(raw)
         except EnvelopeError as e:
             return task_error(raw, f"malformed map task: {e}")
         if task.version != self._version:
             # a new graph: the old one's shards will not be asked for again
-            self._version, self._shards, self._vector = task.version, {}, None
-        x = self._vector_of(task)
-        if x is None:
-            self.stale += 1
-            return stale(task, "the rank vector of its iteration is gone")
+            self._version, self._graph, self._shards, self._input = task.version, None, {}, None
+            self._pieces, self._pieces_of, self._computed = {}, None, {}
         try:
-            shard = self._shard_of(task)
+            graph = self._graph_of(task)
         except ValueError as e:
-            return task_error(raw, f"shard {task.shard} is corrupt: {e}")
+            return task_error(raw, str(e))
+        if graph is None:
+            return self._stale(task, "the graph header is gone")
+        index = self._claim(task)
+        if index is None:
+            return None
+        computed = self._computed.setdefault(task.iteration, [])
+        computed.append(index)
+        for old in [i for i in self._computed if i < task.iteration - 1]:
+            del self._computed[old]
+        try:
+            shard = self._shard_of(task, index)
+        except ValueError as e:
+            return task_error(raw, str(e))
         if shard is None:
-            self.stale += 1
-            return stale(task, "the shard is gone")
-        if shard.max_source >= len(x):
-            return task_error(
-                raw,
-                f"shard {task.shard} names node {shard.max_source} beyond the vector's {len(x)}",
-            )
+            return self._stale(task, "the shard is gone", index)
+        if index >= len(graph.bounds) or graph.bounds[index] != (shard.lo, shard.hi):
+            return task_error(raw, f"shard {index} does not match the graph header")
+        if shard.max_source >= graph.n:
+            return task_error(raw, f"shard {index} names nodes beyond the graph's {graph.n}")
+        given = self._input_of(task, graph)
+        if given is None:
+            return self._stale(task, "the ranks of its iteration are gone", index)
         t0 = time.perf_counter()
-        sums = shard.sums(x)
+        new = shard.sums(given.x)
+        new *= graph.damping
+        new += given.constant
+        delta = float(np.abs(new - given.rank[shard.lo : shard.hi]).sum())
+        self._keep(task.iteration + 1, index, new)
         self.compute_s += time.perf_counter() - t0
+        piece = Piece(
+            self.keys.rank_piece(task.version, task.iteration + 1, index),
+            self.keys.rank_piece(task.version, task.iteration, index),
+            pack_vector(new),
+        )
+        with self._pending_lock:
+            self._pending.append(piece)
         self.computed += 1
-        return Partial(task.version, task.iteration, task.shard, shard.lo, sums)
+        return ShardDone(task.version, task.iteration, index, delta).encode()
 
-    def _vector_of(self, task: MapTask) -> np.ndarray | None:
-        """``x`` of the task's iteration (cached); None if Redis no longer has it."""
-        cached = self._vector
-        if cached is not None and cached[:2] == (task.version, task.iteration):
-            return cached[2]
+    def _claim(self, task: MapTask) -> int | None:
+        """Take a shard of the task's iteration that no slave has taken, if any is left:
+        preferably the one this slave computed in the iteration before, then one it
+        holds, so that each shard tends to stay with one slave and is read once."""
+        previous = self._computed.get(task.iteration - 1, [])
+        preferred = previous + [i for i in self._shards if i not in previous]
+        index = int(
+            self._claim_script(
+                keys=[self.keys.rank_unclaimed(task.version, task.iteration)], args=preferred
+            )
+        )
+        return None if index < 0 else index
+
+    def flush(self) -> None:
+        """Write the pieces of the tasks computed so far (the runtime calls this
+        before it acknowledges them, from another thread, so the next shard is
+        summed meanwhile). A write that fails is tried again a few times, then
+        the error goes to the runtime, which reports those tasks as failed."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
         t0 = time.perf_counter()
-        raw = self.client.get(self.keys.rank_vector(task.version, task.iteration))
+        try:
+            while pending:
+                self._write(pending[0])
+                pending.pop(0)
+        finally:
+            if pending:  # unwritten: the tasks acknowledged next need them too
+                with self._pending_lock:
+                    self._pending[:0] = pending
+            self.write_s += time.perf_counter() - t0
+
+    def _write(self, piece: Piece) -> None:
+        delay = DEFAULT_PAGERANK_WRITE_RETRY_DELAY
+        for attempt in range(DEFAULT_PAGERANK_WRITE_TRIES):
+            try:
+                if not self.bulk.set_while(
+                    piece.key, piece.data, DEFAULT_PAGERANK_KEY_TTL, guard=piece.guard
+                ):
+                    # the master closed the iteration: its pieces are all written
+                    self.late += 1
+                return
+            except redis.RedisError:
+                if attempt + 1 == DEFAULT_PAGERANK_WRITE_TRIES:
+                    raise
+                self.retries += 1
+                time.sleep(delay)
+                delay *= 2
+
+    def _stale(self, task: MapTask, reason: str, shard: int | None = None) -> bytes:
+        self.stale += 1
+        return stale(task, reason, shard)
+
+    def _keep(self, iteration: int, shard: int, piece: np.ndarray) -> None:
+        """Keep a computed piece for the iteration that starts from it: the stored
+        one holds the same bytes, whoever wrote it."""
+        if self._pieces_of != iteration:
+            self._pieces, self._pieces_of = {}, iteration
+        self._pieces[shard] = piece
+
+    def _graph_of(self, task: MapTask) -> GraphFacts | None:
+        """The cached graph facts; None if Redis no longer has them; ValueError if corrupt."""
+        if self._graph is not None:
+            return self._graph
+        raw = self.client.get(self.keys.rank_graph(task.version))
         if raw is None:
             return None
         try:
-            x = unpack_vector(raw)
-        except EnvelopeError:
-            return None
-        self.vector_loads += 1
-        self.vector_s += time.perf_counter() - t0
-        self._vector = (task.version, task.iteration, x)
-        return x
+            version, header = GraphHeader.unpack(raw)
+        except EnvelopeError as e:
+            raise ValueError(f"the graph header is corrupt: {e}") from e
+        if version != task.version:
+            raise ValueError(f"the graph header of {task.version} holds that of {version}")
+        self._graph = GraphFacts.of(header)
+        return self._graph
 
-    def _shard_of(self, task: MapTask) -> ShardSums | None:
+    def _input_of(self, task: MapTask, graph: GraphFacts) -> IterationInput | None:
+        """The task's iteration input (cached); None if Redis lacks one of its pieces."""
+        cached = self._input
+        if cached is not None and (cached.version, cached.iteration) == (
+            task.version,
+            task.iteration,
+        ):
+            return cached
+        t0 = time.perf_counter()
+        own = self._pieces if self._pieces_of == task.iteration else {}
+        others = [i for i in range(len(graph.bounds)) if i not in own]
+        raws = []
+        if others:
+            keys = [self.keys.rank_piece(task.version, task.iteration, i) for i in others]
+            raws = self.client.mget(keys)
+        rank = np.empty(graph.n, dtype=np.float64)
+        for i, piece in own.items():
+            lo, hi = graph.bounds[i]
+            rank[lo:hi] = piece
+        for i, raw in zip(others, raws, strict=True):
+            lo, hi = graph.bounds[i]
+            if raw is None or len(raw) != (hi - lo) * _FLOAT.itemsize:
+                return None
+            rank[lo:hi] = np.frombuffer(raw, dtype=_FLOAT)
+        self._input = IterationInput.of(task.version, task.iteration, rank, graph)
+        self.vector_loads += 1
+        self.pieces_read += len(others)
+        self.vector_s += time.perf_counter() - t0
+        return self._input
+
+    def _shard_of(self, task: MapTask, index: int) -> ShardSums | None:
         """The cached shard; None if Redis no longer has it; ValueError if it is corrupt."""
-        shard = self._shards.get(task.shard)
+        shard = self._shards.get(index)
         if shard is not None:
             return shard
-        raw = self.client.get(self.keys.rank_shard(task.version, task.shard))
+        raw = self.client.get(self.keys.rank_shard(task.version, index))
         if raw is None:
             return None
         try:
             version, packed = Shard.unpack(raw)
-        except EnvelopeError as e:
-            raise ValueError(str(e)) from e
-        if (version, packed.index) != (task.version, task.shard):
+        except (EnvelopeError, ValueError) as e:
+            raise ValueError(f"shard {index} is corrupt: {e}") from e
+        if (version, packed.index) != (task.version, index):
             raise ValueError(
-                f"the key of shard {task.shard} holds shard {packed.index} of graph {version}"
+                f"shard {index} is corrupt: its key holds shard {packed.index} of graph {version}"
             )
         self.shard_loads += 1
-        shard = self._shards[task.shard] = ShardSums(packed)
+        shard = self._shards[index] = ShardSums(packed)
         return shard
 
     def stats(self) -> dict[str, float]:
         return {
             "shards": self.computed,
             "stale": self.stale,
+            "retries": self.retries,
+            "late": self.late,
             "shard_loads": self.shard_loads,
             "vector_loads": self.vector_loads,
+            "pieces_read": self.pieces_read,
             "compute_s": round(self.compute_s, 3),
             "vector_s": round(self.vector_s, 3),
+            "write_s": round(self.write_s, 3),
             "cache_mb": round(sum(s.nbytes for s in self._shards.values()) / 2**20, 1),
         }

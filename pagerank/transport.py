@@ -1,4 +1,4 @@
-"""Writing the large values of a run (shards, rank vectors, partial sums) to Redis.
+"""Writing the large values of a run (shards, rank vectors) to Redis.
 
 Two costs grow with the bytes written, and both are avoided here:
 
@@ -7,7 +7,7 @@ Two costs grow with the bytes written, and both are avoided here:
   1 ms per MB); the pure-Python serializer of :func:`bulk_client` hands large
   values to the socket as they are;
 - the append-only file: written to it, a run of a 1M-page graph would add
-  16 MB per iteration and keep Redis rewriting the file (a fork and a full
+  8 MB per iteration and keep Redis rewriting the file (a fork and a full
   dump every few seconds). :class:`TransientWriter` writes through scripts
   that turn replication off, so these values never reach the AOF or
   replicas. A script pays about 2 ms per MB to take its argument, less than
@@ -22,8 +22,6 @@ try:  # redis-py internals: without them, the ordinary client still works, a lit
     from redis.connection import Encoder, PythonRespSerializer
 except ImportError:  # pragma: no cover - depends on the installed redis-py
     Encoder = PythonRespSerializer = None  # type: ignore[assignment,misc]
-
-from srcrawl.defaults import LUA_UNPACK_CHUNK
 
 _BUFFER_CUTOFF = 6000
 """Arguments longer than this go to the socket uncopied (redis-py's own cutoff)."""
@@ -52,57 +50,43 @@ redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 return 1
 """
 
-# KEYS[1] a list; ARGV the values. Appends them without propagating the write
-# to the AOF or replicas; returns the new length of the list.
-_RPUSH_UNLOGGED = """
+# KEYS[1] the key, KEYS[2] a guard key; ARGV[1] the value, ARGV[2] its time to
+# live in seconds. If the guard key exists, sets the key without propagating the
+# write to the AOF or replicas and returns 1; otherwise writes nothing, returns 0.
+_SET_GUARDED = """
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
 redis.set_repl(redis.REPL_NONE)
-return redis.call('RPUSH', KEYS[1], unpack(ARGV))
-"""
-
-
-# KEYS[1] the key; ARGV[1] a byte offset, ARGV[2] the bytes, ARGV[3] a time to
-# live in seconds. Writes the bytes at the offset (a new or short string grows,
-# zero-filled), refreshes the time to live, and propagates neither write to the
-# AOF or replicas; returns the length of the string.
-_SETRANGE_UNLOGGED = """
-redis.set_repl(redis.REPL_NONE)
-local length = redis.call('SETRANGE', KEYS[1], ARGV[1], ARGV[2])
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-return length
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return 1
 """
 
 
 class TransientWriter:
     """Writes values that live for one run and are never persisted.
 
-    A run's shards, rank vectors and partial sums are derived from the store;
-    written to the append-only file they would add megabytes per iteration
-    and keep Redis rewriting the file (a fork and a full dump each time).
-    Scripts that turn replication off keep them out of the AOF and replicas.
-    If Redis restarts mid-run they are gone; the slaves then report them
-    missing and the run fails with a clear error, to be started again. A
-    list written this way (the pagerank ``nrq``) holds nothing that must
-    survive: a replayed AOF may differ from it, and every pagerank run starts
-    by dropping its queues.
+    A run's shards and rank vectors are derived from the store; written to
+    the append-only file they would add megabytes per iteration and keep
+    Redis rewriting the file (a fork and a full dump each time). Scripts
+    that turn replication off keep them out of the AOF and replicas. If
+    Redis restarts mid-run they are gone; the slaves then report them
+    missing and the run fails with a clear error, to be started again.
     """
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = bulk_client(client)
         self._set = self.client.register_script(_SET_UNLOGGED)
-        self._rpush = self.client.register_script(_RPUSH_UNLOGGED)
-        self._setrange = self.client.register_script(_SETRANGE_UNLOGGED)
+        self._set_guarded = self.client.register_script(_SET_GUARDED)
 
     def set(self, key: str, value: bytes | memoryview, ttl: int) -> None:
         self._set(keys=[key], args=[value, ttl])
 
-    def setrange(self, key: str, offset: int, value: bytes | memoryview, ttl: int) -> None:
-        self._setrange(keys=[key], args=[offset, value, ttl])
+    def set_while(self, key: str, value: bytes | memoryview, ttl: int, guard: str) -> bool:
+        """Set ``key`` if ``guard`` exists; whether it did.
 
-    def rpush(self, key: str, *values: bytes) -> int:
-        length = 0
-        for i in range(0, len(values), LUA_UNPACK_CHUNK):
-            length = int(self._rpush(keys=[key], args=list(values[i : i + LUA_UNPACK_CHUNK])))
-        return length
+        The check and the write are one atomic step: once ``guard`` is deleted,
+        no late writer can create ``key`` any more.
+        """
+        return bool(self._set_guarded(keys=[key, guard], args=[value, ttl]))
 
     def close(self) -> None:
         self.client.close()

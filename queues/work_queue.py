@@ -66,6 +66,33 @@ end
 return removed
 """
 
+# KEYS[1] processing list, KEYS[2] result queue; ARGV[1] number of groups,
+# then per group: task count t, result count r, the t tasks, the r results.
+# Each group is one _ACK: its results are pushed only if its tasks were still
+# there. Returns the tasks removed, per group.
+_ACK_GROUPS = f"""
+local groups = tonumber(ARGV[1])
+local i = 2
+local out = {{}}
+for _ = 1, groups do
+  local t, r = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  i = i + 2
+  local removed = 0
+  for j = i, i + t - 1 do
+    removed = removed + redis.call('LREM', KEYS[1], 1, ARGV[j])
+  end
+  i = i + t
+  if (removed > 0 or t == 0) and r > 0 then
+    for j = i, i + r - 1, {LUA_UNPACK_CHUNK} do
+      redis.call('RPUSH', KEYS[2], unpack(ARGV, j, math.min(j + {LUA_UNPACK_CHUNK - 1}, i + r - 1)))
+    end
+  end
+  i = i + r
+  out[#out + 1] = removed
+end
+return out
+"""
+
 # KEYS[1] processing list, KEYS[2] queue. Moves every message of the processing
 # list back to the head of the queue, keeping their order. Returns the count.
 _REQUEUE = """
@@ -87,6 +114,7 @@ class WorkQueue:
         self.key = key
         self._pop = client.register_script(_POP)
         self._ack = client.register_script(_ACK)
+        self._ack_groups = client.register_script(_ACK_GROUPS)
         self._requeue = client.register_script(_REQUEUE)
 
     def processing_key(self, consumer: str) -> str:
@@ -143,6 +171,28 @@ class WorkQueue:
             args=[len(tasks), *tasks, *results],
         )
         return bool(removed) or not tasks
+
+    def ack_groups(
+        self,
+        consumer: str,
+        groups: Sequence[tuple[Sequence[bytes], Sequence[bytes]]],
+        result_queue: WorkQueue,
+    ) -> list[bool]:
+        """:meth:`ack` for many (tasks, results) groups in one round trip.
+
+        Each group is acknowledged on its own terms: its results are pushed
+        only if its tasks were still this consumer's. Returns, per group,
+        whether it was (a group of no tasks always is).
+        """
+        if not groups:
+            return []
+        args: list = [len(groups)]
+        for tasks, results in groups:
+            args += [len(tasks), len(results), *tasks, *results]
+        removed = self._ack_groups(
+            keys=[self.processing_key(consumer), result_queue.key], args=args
+        )
+        return [bool(n) or not tasks for n, (tasks, _) in zip(removed, groups, strict=True)]
 
     def requeue(self, consumer: str) -> int:
         """Return ``consumer``'s unacknowledged messages to the head of the queue."""

@@ -1,8 +1,10 @@
 """The crawl phase on a slave: one fetch task in, one outcome out [seed 002 §3.1].
 
-srq task → robots (cluster-wide cache) → fetch → decode → parse → store page
-and links (group commit) → nrq outcome with the page's links, repeats
-dropped by a local CLOCK cache [seed 004].
+srq task → robots (cluster-wide cache) → fetch → decode → parse → page and
+links queued for the store → nrq outcome with the page's links, repeats
+dropped by a local CLOCK cache [seed 004]; the runtime stores the queued
+pages in one transaction (:meth:`CrawlHandler.flush`) before it
+acknowledges their tasks.
 """
 
 from __future__ import annotations
@@ -131,7 +133,8 @@ class CrawlHandler:
             fetch_ms=int(result.elapsed_ms), title=title, text=text,
             body=compress_body(result.body) if result.body else None,
         )  # fmt: skip
-        self.writer.save([page], [(fp, dst) for dst in canonical.values()])
+        # stored by flush(), before the runtime acknowledges this task
+        self.writer.add([page], [(fp, dst) for dst in canonical.values()])
         with self._lock:
             emit = [c for c, f in canonical.items() if not self.cache.seen_or_add(f)]
             self.pages += 1
@@ -143,8 +146,13 @@ class CrawlHandler:
             "invalid": invalid,
         })  # fmt: skip
 
+    def flush(self) -> None:
+        """Store the pages of every task handled so far (the runtime calls it before an ack)."""
+        self.writer.flush()
+
     def stats(self) -> dict[str, float]:
         return {
+            "threads": self.threads,
             "pages": self.pages,
             "errors": self.errors,
             "invalid_links": self.invalid_links,

@@ -23,6 +23,11 @@ class PhaseHandler(Protocol):
 
     def handle(self, tasks: list[bytes]) -> list[bytes]: ...
 
+    # Optional: ``flush()``, called before the runtime acknowledges tasks this
+    # handler has returned results for; whatever those tasks produced must be
+    # durable when it returns. An exception turns the batches about to be
+    # acknowledged into failed ones.
+
     def stats(self) -> dict[str, float]:
         """Counters for the heartbeat (pages, errors, cache hit rate, …)."""
         ...

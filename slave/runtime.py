@@ -1,15 +1,20 @@
 """The slave process: a template loop that serves any set of phases.
 
-install signal handlers → per phase, ``threads`` consumers each loop
-{ pop a batch (blocking) → handle → ack + push results } → heartbeat thread
-→ on stop, hand back anything unacknowledged. The first SIGTERM/SIGINT lets
-every consumer finish its batch; a second one exits at once (what it held
-is requeued by the master once the heartbeat lapses).
+install signal handlers → per phase, a feeder pops (blocking) one batch
+for every idle consumer in one round trip, ``threads`` consumers each
+{ handle a batch → hand the results to the acker }, and the acker
+acknowledges whatever batches finished meanwhile, with their results, in
+one round trip → heartbeat thread → on stop, hand back anything
+unacknowledged. With many fetch threads that is a round trip or two per
+batch of pages instead of two or three per page. The first SIGTERM/SIGINT
+lets every consumer finish its batch; a second one exits at once (what it
+held is requeued by the master once the heartbeat lapses).
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 import traceback
@@ -73,66 +78,54 @@ class Slave:
         self.worker.beat(self.stats())
         beat = threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True)
         beat.start()
-        consumers = [
-            threading.Thread(
-                target=self._consume, args=(h, burst), name=f"{h.phase}-{i}", daemon=True
-            )
-            for h in self.handlers
-            for i in range(max(1, h.threads))
-        ]
+        phases = [_Phase(self, h, self.queues[h.phase], burst) for h in self.handlers]
         try:
-            for t in consumers:
-                t.start()
-            for t in consumers:
-                while t.is_alive():
-                    t.join(timeout=0.5)
+            for p in phases:
+                p.start()
+            for p in phases:
+                p.join()
         finally:
             self.stopping.set()
+            for p in phases:
+                p.join()
             self.worker.retire()
 
-    def _consume(self, handler: PhaseHandler, burst: bool) -> None:
-        q = self.queues[handler.phase]
-        timeout = 0.0 if burst else self.block_timeout
-        while not self.stopping.is_set():
-            try:
-                tasks = q.srq.pop(self.id, handler.batch_size, timeout=timeout)
-            except Exception:  # Redis gone for a moment: back off, keep the process
-                log.exception("pop from %s failed", q.srq.key)
-                time.sleep(1.0)
-                continue
-            if not tasks:
-                if burst:
-                    return
-                continue
-            try:
-                results = handler.handle(tasks)
-            except Exception:
-                # a bug, not bad input: report the batch instead of retrying it forever
-                log.exception("%s handler failed on a batch of %d", handler.phase, len(tasks))
-                with self._lock:
-                    self.failed_batches += 1
-                results = [
-                    encode(
-                        "error",
-                        {
-                            "phase": handler.phase,
-                            "worker": self.id,
-                            "error": traceback.format_exc(limit=3),
-                        },
-                        b"\n".join(tasks),
-                    )
-                ]
-            self._ack(q, tasks, results)
-            with self._lock:
-                self.batches += 1
+    def _handle(self, handler: PhaseHandler, tasks: list[bytes]) -> list[bytes]:
+        try:
+            results = handler.handle(tasks)
+        except Exception:
+            # a bug, not bad input: report the batch instead of retrying it forever
+            log.exception("%s handler failed on a batch of %d", handler.phase, len(tasks))
+            results = self._failed(handler, tasks)
+        with self._lock:
+            self.batches += 1
+        return results
 
-    def _ack(self, q: PhaseQueues, tasks: list[bytes], results: list[bytes]) -> None:
+    def _failed(self, handler: PhaseHandler, tasks: list[bytes]) -> list[bytes]:
+        with self._lock:
+            self.failed_batches += 1
+        fields = {"phase": handler.phase, "worker": self.id, "error": traceback.format_exc(limit=3)}
+        return [encode("error", fields, b"\n".join(tasks))]
+
+    def _flush(self, handler: PhaseHandler, groups: list[tuple[list[bytes], list[bytes]]]) -> list:
+        """Make what ``groups`` produced durable before their ack (see PhaseHandler)."""
+        flush = getattr(handler, "flush", None)
+        if flush is None:
+            return groups
+        try:
+            flush()
+        except Exception:
+            log.exception("%s handler could not store %d batches", handler.phase, len(groups))
+            return [(tasks, self._failed(handler, tasks)) for tasks, _ in groups]
+        return groups
+
+    def _ack(self, q: PhaseQueues, groups: list[tuple[list[bytes], list[bytes]]]) -> None:
         # Retrying is safe: an ack that went through but whose reply was lost
         # finds its tasks gone the second time and pushes nothing again.
         delay = 0.1
         while True:
             try:
-                q.srq.ack(self.id, tasks, results, q.nrq)
+                q.srq.ack_groups(self.id, groups, q.nrq)
                 return
             except Exception:
                 if self.stopping.is_set() and delay > 5:
@@ -154,3 +147,90 @@ class Slave:
             for k, v in h.stats().items():
                 out[f"{h.phase}_{k}"] = v
         return out
+
+
+class _Phase:
+    """The threads serving one phase: a feeder, ``handler.threads`` consumers, an acker."""
+
+    def __init__(self, slave: Slave, handler: PhaseHandler, q: PhaseQueues, burst: bool) -> None:
+        self.slave = slave
+        self.handler = handler
+        self.q = q
+        self.burst = burst
+        self.consumers = max(1, handler.threads)
+        self.work: queue.SimpleQueue[list[bytes] | None] = queue.SimpleQueue()
+        self.idle = threading.Semaphore(self.consumers)
+        self.done: list[tuple[list[bytes], list[bytes]]] = []
+        self.done_cond = threading.Condition()
+        self.fed = False
+        name = handler.phase
+        self.threads = [
+            threading.Thread(target=self._consume, name=f"{name}-{i}", daemon=True)
+            for i in range(self.consumers)
+        ]
+        self.feeder = threading.Thread(target=self._feed, name=f"{name}-feeder", daemon=True)
+        self.acker = threading.Thread(target=self._acks, name=f"{name}-acker", daemon=True)
+
+    def start(self) -> None:
+        for t in (self.acker, *self.threads, self.feeder):
+            t.start()
+
+    def join(self) -> None:
+        for t in (self.feeder, *self.threads):
+            while t.is_alive():
+                t.join(timeout=0.5)
+        with self.done_cond:
+            self.fed = True
+            self.done_cond.notify()
+        while self.acker.is_alive():
+            self.acker.join(timeout=0.5)
+
+    def _feed(self) -> None:
+        """Pop one batch per idle consumer; the first pop blocks, the rest come along."""
+        slave, batch = self.slave, max(1, self.handler.batch_size)
+        timeout = 0.0 if self.burst else slave.block_timeout
+        try:
+            while not slave.stopping.is_set():
+                if not self.idle.acquire(timeout=0.5):
+                    continue
+                idle = 1
+                while self.idle.acquire(blocking=False):
+                    idle += 1
+                try:
+                    tasks = self.q.srq.pop(slave.id, idle * batch, timeout=timeout)
+                except Exception:  # Redis gone for a moment: back off, keep the process
+                    log.exception("pop from %s failed", self.q.srq.key)
+                    tasks = []
+                    time.sleep(1.0)
+                batches = [tasks[i : i + batch] for i in range(0, len(tasks), batch)]
+                for b in batches:
+                    self.work.put(b)
+                for _ in range(idle - len(batches)):
+                    self.idle.release()
+                if not tasks and self.burst:
+                    return
+        finally:
+            for _ in self.threads:
+                self.work.put(None)
+
+    def _consume(self) -> None:
+        while True:
+            tasks = self.work.get()
+            if tasks is None:
+                return
+            results = self.slave._handle(self.handler, tasks)
+            with self.done_cond:
+                self.done.append((tasks, results))
+                self.done_cond.notify()
+            self.idle.release()
+
+    def _acks(self) -> None:
+        """Acknowledge every batch finished since the last round trip, in one."""
+        while True:
+            with self.done_cond:
+                while not self.done and not self.fed:
+                    self.done_cond.wait()
+                groups, self.done = self.done, []
+                if not groups and self.fed:
+                    return
+            self.slave._ack(self.q, self.slave._flush(self.handler, groups))

@@ -28,8 +28,9 @@ DEFAULT_HEARTBEAT_INTERVAL = 3.0
 DEFAULT_POP_BATCH = 100
 """Messages moved from a queue per round trip by a consumer."""
 
-DEFAULT_BLOCK_TIMEOUT = 1.0
-"""Seconds a consumer blocks on an empty queue before it looks at its stop flag."""
+DEFAULT_BLOCK_TIMEOUT = 0.25
+"""Seconds a consumer blocks on an empty queue before it looks at its stop flag (how long a
+stopped slave may take to leave; an idle slave costs Redis one call per this)."""
 
 DEFAULT_STORE_BATCH = 500
 """Rows written per transaction by batched store writers."""
@@ -122,11 +123,19 @@ DEFAULT_ROBOTS_MAX_BYTES = 500 * 1024
 DEFAULT_ROBOTS_MAX_REDIRECTS = 5
 """Redirects of a robots.txt followed (RFC 9309); more count as no robots.txt."""
 
+DEFAULT_ROBOTS_LOCAL_TTL = 30.0
+"""Seconds a slave answers a host's robots rules from its own copy before reading Redis again."""
+
 DEFAULT_ROBOTS_MEMO = 1024
-"""Parsed robots.txt rule sets a slave process keeps in memory, by body hash."""
+"""Parsed robots.txt rule sets a slave process keeps in memory, by body hash (and hosts whose
+rules it keeps for DEFAULT_ROBOTS_LOCAL_TTL)."""
 
 DEFAULT_LINK_CACHE = 50_000
 """Entries of a slave's CLOCK cache of emitted link fingerprints (seed 004: ~80% hits)."""
+
+DEFAULT_CRAWL_BACKLOG_PER_THREAD = 2
+"""Crawl tasks the master keeps waiting in srq per fetch thread of the live slaves: enough
+that no thread waits for the master, few enough that the master picks the next hosts."""
 
 DEFAULT_MASTER_BATCH = 500
 """nrq messages the master takes per round trip."""
@@ -152,7 +161,13 @@ DEFAULT_PAGERANK_REAP_INTERVAL = 1.0
 """Seconds between two looks for dead slaves while the master waits for partial sums."""
 
 DEFAULT_PAGERANK_KEY_TTL = 86_400
-"""Seconds the shards and rank vector of a graph live in Redis if their master dies."""
+"""Seconds the header, shards and rank pieces of a graph live in Redis if their master dies."""
+
+DEFAULT_PAGERANK_WRITE_TRIES = 4
+"""Attempts of a pagerank slave to write a computed piece before it reports the task failed."""
+
+DEFAULT_PAGERANK_WRITE_RETRY_DELAY = 0.1
+"""Seconds before the second attempt to write a piece; each further wait doubles."""
 
 DEFAULT_STORE_BULK_BATCH = 50_000
 """Rows per transaction batch while a store is in bulk-load mode (pages; links ×10)."""
@@ -204,10 +219,10 @@ DEFAULT_INDEX_BATCH_PAGES = 50
 DEFAULT_INDEX_WINDOW = 64
 """Index tasks the master keeps queued or in flight; it tops srq up as results come."""
 
-DEFAULT_INDEX_MERGE_DOCS = 2000
+DEFAULT_INDEX_MERGE_DOCS = 5000
 """Documents the index master gathers into one store transaction (larger merges are cheaper)."""
 
-DEFAULT_INDEX_MERGE_WAIT = 2.0
+DEFAULT_INDEX_MERGE_WAIT = 5.0
 """Seconds the index master lets results gather before it merges fewer documents."""
 
 DEFAULT_INDEX_MAX_CHARS = 2_000_000

@@ -149,14 +149,24 @@ class Keys:
             self.seen_snapshot, self.seen_journal, self.stats("crawl"),
         ]  # fmt: skip
 
-    # -- pagerank (written by the pagerank master only) --------------------
+    # -- pagerank (the master writes these; slaves write the next rank pieces) --
+    def rank_graph(self, version: int) -> str:
+        """What every map task of a graph version needs: damping, shard ranges, out-degrees."""
+        return f"{self.prefix}:pagerank:graph:{version}"
+
     def rank_shard(self, version: int, shard: int) -> str:
-        """Packed CSR arrays of one shard of a published graph version."""
+        """Packed arrays of one shard of a published graph version."""
         return f"{self.prefix}:pagerank:shard:{version}:{shard}"
 
-    def rank_vector(self, version: int, iteration: int) -> str:
-        """``x = rank / outdeg`` of one iteration of a graph version (packed float64)."""
-        return f"{self.prefix}:pagerank:vector:{version}:{iteration}"
+    def rank_unclaimed(self, version: int, iteration: int) -> str:
+        """Set of the shard numbers of an iteration no slave has claimed yet."""
+        return f"{self.prefix}:pagerank:unclaimed:{version}:{iteration}"
+
+    def rank_piece(self, version: int, iteration: int, shard: int) -> str:
+        """The ranks of one shard's destinations that an iteration of a graph version
+        starts from (packed float64); the task of that shard in the iteration before
+        writes it."""
+        return f"{self.prefix}:pagerank:piece:{version}:{iteration}:{shard}"
 
     @property
     def rank_master(self) -> str:

@@ -19,8 +19,9 @@ import time
 import pytest
 
 from srcrawl.config import Config
-from srcrawl.master.crawl_master import CrawlMaster, MasterRunning
+from srcrawl.master.crawl_master import CrawlMaster, MasterRunning, fetch_task
 from srcrawl.master.crawl_run import add_seeds, progress, start_crawl
+from srcrawl.master.frontier import Batch, Frontier
 from srcrawl.master.strategy import CrawlStrategy
 from srcrawl.queues.envelope import decode, encode
 from srcrawl.slave.runtime import Slave
@@ -133,6 +134,23 @@ def test_crawl_is_exactly_the_depth_bounded_set(redis_url, keys, tmp_path) -> No
     assert p["pages"] == len(expected) and p["queued"] == 0 and p["in_flight"] == 0
     assert p["out_of_scope"] > 0 and p["invalid_urls"] > 0 and p["duplicates"] > 0
     assert cfg.store().get_job(keys.job, "crawl")["state"] == "complete"
+
+
+def test_hosts_with_the_most_urls_go_first_into_a_bounded_srq(redis_client, keys) -> None:
+    srq = keys.srq("crawl")
+    frontier = Frontier(redis_client, keys, srq, "nrq-processing-test")
+    batch = Batch()
+    for host, n in (("a", 1), ("b", 5), ("c", 3), ("d", 2)):
+        batch.now += [[host, fetch_task(f"http://{host}/{i}", i, 1, host)] for i in range(n)]
+    frontier.commit(batch, b"")
+    # room for two tasks: the two longest queues, longest first; the others wait
+    assert frontier.schedule(backlog=2) == (2, -1)
+    assert [decode(t).get("q") for t in redis_client.lrange(srq, 0, -1)] == ["b", "c"]
+    assert frontier.schedule(backlog=2) == (0, -1)  # srq full: nothing more
+    redis_client.delete(srq)
+    released, _ = frontier.schedule()  # no bound: every due queue that is not in flight
+    assert released == 2
+    assert [decode(t).get("q") for t in redis_client.lrange(srq, 0, -1)] == ["d", "a"]
 
 
 def test_one_request_in_flight_per_host_and_delay_between(redis_url, keys, tmp_path) -> None:

@@ -46,6 +46,7 @@ BOMB = _bomb()
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     hits: ClassVar[Counter[str]] = Counter()
+    peers: ClassVar[list[tuple[str, int]]] = []
 
     def log_message(self, *args: object) -> None:  # keep test output clean
         pass
@@ -63,6 +64,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # one branch per misbehaviour
         path = self.path
         Handler.hits[path] += 1
+        Handler.peers.append(self.client_address)
         if path == "/ok":
             self.send(200, PAGE, "text/html; charset=utf-8", X_Custom="Yes")
         elif path == "/no-type":
@@ -114,6 +116,9 @@ class Handler(BaseHTTPRequestHandler):
                     time.sleep(0.1)
             except OSError:
                 pass
+            self.close_connection = True
+        elif path == "/then-close":  # keep-alive promised, then the server hangs up
+            self.send(200, PAGE)
             self.close_connection = True
         elif path == "/redirect":
             self.send(302, b"", Location="/ok?from=redirect")
@@ -315,21 +320,47 @@ def test_malformed_urls_are_errors(fetcher: Fetcher, url: str) -> None:
     assert r.error == ERROR_BAD_URL and r.status == 0
 
 
-def test_threads_get_their_own_session(server: str, fetcher: Fetcher) -> None:
-    sessions: dict[str, object] = {}
-    results = []
+def test_a_fetch_thread_keeps_its_connection_alive(server: str, fetcher: Fetcher) -> None:
+    # a fetch thread's session reuses its open connection to a host
+    before = set(Handler.peers)
+    results: list = []
 
-    def work(name: str) -> None:
-        sessions[name] = fetcher.session
-        results.append(fetcher.fetch(server + "/ok"))
+    def fetch_six() -> None:
+        for _ in range(6):
+            results.append(fetcher.fetch(server + "/ok"))
 
-    threads = [threading.Thread(target=work, args=(f"t{i}",)) for i in range(4)]
+    t = threading.Thread(target=fetch_six)
+    t.start()
+    t.join()
+    assert len(results) == 6 and all(r.ok and r.body == PAGE for r in results)
+    assert len(set(Handler.peers) - before) == 1
+    # at once, every thread still gets its page
+    results.clear()
+    threads = [
+        threading.Thread(target=lambda: results.append(fetcher.fetch(server + "/ok")))
+        for _ in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len({id(s) for s in sessions.values()}) == 4
-    assert all(r.ok and r.body == PAGE for r in results)
+    assert len(results) == 8 and all(r.ok and r.body == PAGE for r in results)
+
+
+def test_a_connection_the_server_closed_is_not_reused(server: str, fetcher: Fetcher) -> None:
+    for _ in range(3):
+        assert fetcher.fetch(server + "/then-close").ok
+        r = fetcher.fetch(server + "/ok")
+        assert r.ok and r.body == PAGE and r.error is None
+
+
+def test_a_capped_body_does_not_spoil_the_next_response(server: str, fetcher: Fetcher) -> None:
+    # the rest of a cut body (or of a redirect's) must not be read as the
+    # next response on a reused connection
+    for path in ("/big", "/redirect-huge", "/redirect", "/chunked-big"):
+        fetcher.fetch(server + path)
+        r = fetcher.fetch(server + "/ok")
+        assert r.ok and r.body == PAGE, path
 
 
 def test_bad_settings_are_refused() -> None:

@@ -27,9 +27,10 @@ from srcrawl.pagerank.errors import PageRankError
 from srcrawl.pagerank.graph import load_graph
 from srcrawl.pagerank.job import RankOptions, rank_graph, rank_job
 from srcrawl.pagerank.master import RankMaster, RankParams, RankResult
-from srcrawl.pagerank.protocol import MapTask, Partial
+from srcrawl.pagerank.protocol import GraphHeader, MapTask, ShardDone, pack_vector
 from srcrawl.pagerank.shards import cut_shards
 from srcrawl.pagerank.slave import RankHandler
+from srcrawl.pagerank.transport import TransientWriter
 from srcrawl.queues.envelope import decode
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.slave.runtime import Slave
@@ -218,27 +219,22 @@ def test_tol_stops_early_and_iterations_cap(redis_url, keys, tmp_path) -> None:
 class Meddling(RankHandler):
     """A slave that sends, around each true result, results that must be ignored:
     before it one of the previous iteration and one of another graph, after it
-    a repeat with other sums."""
+    a repeat; each with an L1 change no true result can have."""
 
     def handle(self, tasks: list[bytes]) -> list[bytes]:
-        nrq = self.keys.nrq("pagerank")
-        junk = []
-        for raw in tasks:
-            task = MapTask.decode(raw)
-            shard = self._shard_of(task)
-            sums = np.full(shard.hi - shard.lo, 1e6)
-            junk.append((task, shard.lo, sums))
-            self.bulk.rpush(
-                nrq,
-                Partial(task.version, task.iteration - 1, task.shard, shard.lo, sums).encode(),
-                Partial(task.version + 1, task.iteration, task.shard, shard.lo, sums).encode(),
-            )
         answers = super().handle(tasks)
-        for task, lo, sums in junk:
-            self.bulk.rpush(
-                nrq, Partial(task.version, task.iteration, task.shard, lo, sums).encode()
+        self.flush()  # the true answers go out here, not with the acknowledgement
+        nrq = self.keys.nrq("pagerank")
+        for raw in answers:
+            d = ShardDone.from_message(decode(raw))
+            self.client.rpush(
+                nrq,
+                ShardDone(d.version, d.iteration - 1, d.shard, 1e6).encode(),
+                ShardDone(d.version + 1, d.iteration, d.shard, 1e6).encode(),
+                raw,
+                ShardDone(d.version, d.iteration, d.shard, 1e6).encode(),
             )
-        return answers
+        return []
 
 
 def test_stale_and_repeated_results_are_ignored(redis_url, keys, tmp_path) -> None:
@@ -247,6 +243,7 @@ def test_stale_and_repeated_results_are_ignored(redis_url, keys, tmp_path) -> No
     with thread_slaves(cfg, 2, handler=Meddling):
         result = rank_job(cfg, CONVERGED, RankOptions(shards=3))
     assert np.abs(result.ranks - six_expected()).sum() <= 1e-9
+    assert result.converged and max(r.delta for r in result.reports) <= 2.0
     # the last iteration's trailing repeats are never read; all others are dropped
     assert result.dropped >= 3 * 3 * (len(result.reports) - 1)
     cfg.close()
@@ -257,6 +254,7 @@ def test_stale_and_repeated_results_are_ignored(redis_url, keys, tmp_path) -> No
 VICTIM = """
 from srcrawl.config import Config
 from srcrawl.pagerank.slave import RankHandler
+from srcrawl.pagerank.transport import TransientWriter
 from srcrawl.slave.runtime import Slave
 
 cfg = Config.load()
@@ -364,8 +362,8 @@ def test_a_corrupt_shard_fails_the_run_with_a_clear_error(redis_url, keys, tmp_p
     master = RankMaster(cfg.redis(), cfg.keys)
     publish = master._publish
 
-    def corrupt(version, shards) -> None:
-        publish(version, shards)
+    def corrupt(version, *rest) -> None:
+        publish(version, *rest)
         cfg.redis().set(cfg.keys.rank_shard(version, 0), b'{"v":1,"kind":"shard"}\nxx')
 
     master._publish = corrupt
@@ -440,30 +438,133 @@ def test_cli_refuses_bad_input_with_one_line(redis_url, keys, tmp_path, python) 
 def test_slave_answers_malformed_and_stale_tasks_without_raising(redis_url, keys, tmp_path) -> None:
     cfg = sqlite_cfg(redis_url, keys, tmp_path)
     handler = RankHandler(cfg)
-    bad, gone = handler.handle([b"garbage", MapTask(41, 1, 0).encode()])
+    bad, gone = handler.handle([b"garbage", MapTask(41, 1).encode()])
     assert decode(bad).kind == "error" and decode(bad).payload == b"garbage"
-    assert decode(gone).kind == "stale" and decode(gone).get("shard") == 0
+    assert decode(gone).kind == "stale" and decode(gone).get("iteration") == 1
     assert handler.stats()["stale"] == 1
     cfg.close()
 
 
-def test_partial_sums_go_through_the_runtime_when_the_direct_push_fails(
+def _publish_cycle(client, keys: Keys, version: int) -> tuple[list, np.ndarray]:
+    """Header, 2 shards and first pieces of 0→1, 0→2, 1→2, 2→0 (node 3 dangles), as a
+    master publishes them; returns the shards and the next ranks worked out by hand."""
+    src, dst = np.array([0, 0, 1, 2], np.int32), np.array([1, 2, 2, 0], np.int32)
+    shards = cut_shards(src, dst, 4, 2)
+    assert len(shards) == 2
+    header = GraphHeader(0.5, np.array([0, shards[1].lo, 4]), np.array([2, 1, 1, 0]))
+    client.set(keys.rank_graph(version), header.pack(version))
+    first = np.array([0.4, 0.3, 0.2, 0.1])
+    for s in shards:
+        client.set(keys.rank_shard(version, s.index), s.pack(version))
+        client.set(keys.rank_piece(version, 1, s.index), bytes(pack_vector(first[s.lo : s.hi])))
+    client.sadd(keys.rank_unclaimed(version, 1), *[s.index for s in shards])
+    # x = [0.2, 0.3, 0.2, 0]; sums = [0.2, 0.2, 0.5, 0]; constant = (0.5·0.1 + 0.5) / 4
+    return shards, np.array([0.1, 0.1, 0.25, 0.0]) + 0.1375
+
+
+def test_a_task_claims_a_shard_and_writes_its_piece_while_the_iteration_is_open(
     redis_url, redis_client, keys, tmp_path
 ) -> None:
     from srcrawl.embedded import free_port
-    from srcrawl.pagerank.protocol import pack_vector
 
     cfg = sqlite_cfg(redis_url, keys, tmp_path)
-    src, dst = np.array([0, 1, 2], np.int32), np.array([1, 2, 0], np.int32)
-    [shard] = cut_shards(src, dst, 3, 1)
-    redis_client.set(keys.rank_shard(5, 0), shard.pack(5))
-    redis_client.set(keys.rank_vector(5, 1), bytes(pack_vector(np.array([0.5, 0.25, 0.25]))))
+    shards, expected = _publish_cycle(redis_client, keys, 5)
+    old = np.array([0.4, 0.3, 0.2, 0.1])
     handler = RankHandler(cfg)
-    assert handler.handle([MapTask(5, 1, 0).encode()]) == []  # pushed to nrq directly
-    [direct] = redis_client.lrange(keys.nrq("pagerank"), 0, -1)
-    assert Partial.from_message(decode(direct)).sums.tolist() == [0.25, 0.5, 0.25]
-    handler.bulk = redis.Redis(port=free_port(), socket_connect_timeout=1)  # nothing listens
-    [answer] = handler.handle([MapTask(5, 1, 0).encode()])
-    assert decode(answer).kind == "partial" and decode(answer).payload == decode(direct).payload
-    assert redis_client.llen(keys.nrq("pagerank")) == 1
+    task = MapTask(5, 1).encode()
+    claimed = []
+    for _ in shards:
+        [answer] = handler.handle([task])
+        done = ShardDone.from_message(decode(answer))
+        s = shards[done.shard]
+        claimed.append(s.index)
+        assert redis_client.get(keys.rank_piece(5, 2, s.index)) is None  # not before flush
+        handler.flush()
+        span = slice(s.lo, s.hi)
+        assert done.delta == pytest.approx(np.abs(expected[span] - old[span]).sum(), rel=1e-15)
+        piece = np.frombuffer(redis_client.get(keys.rank_piece(5, 2, s.index)), dtype="<f8")
+        np.testing.assert_allclose(piece, expected[span], rtol=1e-15)
+        assert redis_client.ttl(keys.rank_piece(5, 2, s.index)) > 0
+    assert sorted(claimed) == [0, 1] and handler.stats()["pieces_read"] == 2
+    assert handler.handle([task]) == []  # every shard of the iteration is taken
+    # a shard offered again (its slave died) is computed again: the same bytes
+    stored = redis_client.get(keys.rank_piece(5, 2, 1))
+    redis_client.sadd(keys.rank_unclaimed(5, 1), 1)
+    [again] = handler.handle([task])
+    handler.flush()
+    assert ShardDone.from_message(decode(again)).shard == 1
+    assert redis_client.get(keys.rank_piece(5, 2, 1)) == stored
+    # the next iteration starts from the pieces this slave computed: nothing to read;
+    # it claims the shard it computed last before any other
+    redis_client.sadd(keys.rank_unclaimed(5, 2), 0, 1)
+    [nxt] = handler.handle([MapTask(5, 2).encode()])
+    assert ShardDone.from_message(decode(nxt)).shard in (0, 1)
+    assert handler.stats()["pieces_read"] == 2 and handler.stats()["shard_loads"] == 2
+    handler.flush()
+    # another slave prefers the shard it holds
+    other = RankHandler(cfg)
+    redis_client.sadd(keys.rank_unclaimed(5, 1), 1)
+    other.handle([task])
+    redis_client.sadd(keys.rank_unclaimed(5, 1), 0, 1)
+    assert [ShardDone.from_message(decode(a)).shard for a in other.handle([task])] == [1]
+    other.flush()
+    # a write that keeps failing is tried a few times, then left for the next flush
+    redis_client.sadd(keys.rank_unclaimed(5, 1), 1)
+    handler.bulk = TransientWriter(redis.Redis(port=free_port(), socket_connect_timeout=1))
+    handler.handle([task])
+    with pytest.raises(redis.ConnectionError):
+        handler.flush()
+    assert handler.stats()["retries"] == 3
+    # once the master closed the iteration (deleted its pieces) nothing is written
+    handler.bulk = TransientWriter(redis_client)
+    redis_client.delete(*[keys.rank_piece(5, i, s.index) for i in (1, 2, 3) for s in shards])
+    handler.flush()
+    assert redis_client.get(keys.rank_piece(5, 2, 1)) is None
+    assert handler.stats()["late"] == 1
+    # a slave which has none of the pieces finds the iteration gone
+    redis_client.sadd(keys.rank_unclaimed(5, 1), 1)
+    [gone] = RankHandler(cfg).handle([task])
+    assert decode(gone).kind == "stale" and "gone" in decode(gone).get("reason")
+    cfg.close()
+
+
+class Clumsy(RankHandler):
+    """A slave whose every ``fail_every``-th write of a piece fails."""
+
+    fail_every = 2
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__(cfg)
+        self.writes = 0
+        write = self.bulk.set_while
+
+        def flaky(*args, **kwargs):
+            self.writes += 1
+            if self.writes % self.fail_every == 0:
+                raise redis.ConnectionError("connection reset")
+            return write(*args, **kwargs)
+
+        self.bulk.set_while = flaky
+
+
+class Broken(Clumsy):
+    fail_every = 1
+
+
+def test_a_piece_write_is_tried_again_then_fails_the_run_clearly(redis_url, keys, tmp_path) -> None:
+    cfg = sqlite_cfg(redis_url, keys, tmp_path)
+    put_web(cfg.store(), SIX, SIX_LINKS)
+    with thread_slaves(cfg, 1, handler=Clumsy) as slaves:
+        result = rank_job(cfg, CONVERGED, RankOptions(shards=3))
+        retries = slaves[0].handlers[0].stats()["retries"]
+    assert result.converged and retries >= len(result.reports)
+    assert np.abs(result.ranks - six_expected()).sum() <= 1e-9
+    graph = load_graph(cfg.store())
+    with (
+        thread_slaves(cfg, 1, handler=Broken),
+        pytest.raises(
+            PageRankError, match=r"(?s)a slave failed in iteration 1: .*connection reset"
+        ),
+    ):
+        rank_graph(cfg, graph, RankParams(), shards=2)
     cfg.close()

@@ -1,4 +1,4 @@
-"""Pure logic of PageRank: graph building, shards, messages, the reduce buffer."""
+"""Pure logic of PageRank: graph building, shards, messages, the tally of results."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import pytest
 
 from srcrawl.errors import EnvelopeError
 from srcrawl.pagerank.graph import GraphBuilder, host_ids
-from srcrawl.pagerank.master import RankParams, ReduceStep
-from srcrawl.pagerank.protocol import MapTask, Partial, pack_vector, unpack_vector
+from srcrawl.pagerank.master import RankParams, Tally
+from srcrawl.pagerank.protocol import GraphHeader, MapTask, ShardDone, pack_vector, unpack_vector
 from srcrawl.pagerank.shards import Shard, ShardSums, cut_shards, shard_count
+from srcrawl.pagerank.slave import GraphFacts, IterationInput
 from srcrawl.queues.envelope import decode, encode
 
 FPS = np.array([50, -7, 2**62, -(2**63), 3], dtype=np.int64)  # unsorted, signed extremes
@@ -135,18 +136,26 @@ def test_shard_with_no_edges_sums_to_zeros() -> None:
 
 
 def test_messages_round_trip_and_reject_garbage() -> None:
-    task = MapTask(3, 4, 5)
+    task = MapTask(3, 4)
     assert MapTask.decode(task.encode()) == task
     with pytest.raises(EnvelopeError):
-        MapTask.decode(encode("map", {"version": 3, "iteration": "4", "shard": 5}))
+        MapTask.decode(encode("map", {"version": 3, "iteration": "4"}))
     with pytest.raises(EnvelopeError):
         MapTask.decode(b"not json")
-    p = Partial(3, 4, 5, 10, np.array([0.25, 0.5]))
-    back = Partial.from_message(decode(p.encode()))
-    assert (back.version, back.iteration, back.shard, back.lo) == (3, 4, 5, 10)
-    assert back.sums.tolist() == [0.25, 0.5]
-    with pytest.raises(EnvelopeError, match="range"):
-        Partial.from_message(decode(p.encode()[:-1]))
+    done = ShardDone(3, 4, 5, 0.1 + 0.2)  # a float with every bit of its mantissa used
+    assert ShardDone.from_message(decode(done.encode())) == done
+    with pytest.raises(EnvelopeError, match="delta"):
+        ShardDone.from_message(decode(encode("done", {"version": 3, "iteration": 4, "shard": 5})))
+    header = GraphHeader(0.85, np.array([0, 3, 4]), np.array([2, 0, 1, 7]))
+    version, back = GraphHeader.unpack(header.pack(9))
+    assert (version, back.n, back.damping) == (9, 4, 0.85)
+    assert (back.bounds.tolist(), back.outdeg.tolist()) == ([0, 3, 4], [2, 0, 1, 7])
+    with pytest.raises(EnvelopeError, match="out-degrees"):
+        GraphHeader.unpack(header.pack(9)[:-1])
+    with pytest.raises(EnvelopeError, match="do not cut"):
+        GraphHeader.unpack(GraphHeader(0.85, np.array([0, 3, 3, 4]), header.outdeg).pack(9))
+    with pytest.raises(EnvelopeError, match="graph header"):
+        GraphHeader.unpack(task.encode())
     x = np.array([1.0, 2.0, 3.0])
     packed = bytes(pack_vector(x))
     assert packed == x.astype("<f8").tobytes()
@@ -155,29 +164,46 @@ def test_messages_round_trip_and_reject_garbage() -> None:
         unpack_vector(packed[:-1])
 
 
-def test_reduce_step_takes_exactly_one_result_per_shard() -> None:
+def test_tally_takes_exactly_one_result_per_shard() -> None:
     src, dst = _random_graph(20, 60, seed=2)
     shards = cut_shards(src, dst, 20, 3)
-    rank = np.full(20, 0.05)
-    inv_out = np.full(20, 0.5)
-    step = ReduceStep(7, 2, shards, rank, inv_out, damping=0.8, dangling_mass=0.25)
-    first = shards[0]
-    width = first.hi - first.lo
-    junk = np.full(width, 9.0)
-    assert step.offer(Partial(7, 1, first.index, first.lo, junk)) is None  # stale iteration
-    assert step.offer(Partial(6, 2, first.index, first.lo, junk)) is None  # old graph
-    assert step.offer(Partial(7, 2, first.index, first.lo + 1, junk)) is None  # wrong range
-    assert step.offer(Partial(7, 2, 99, 0, junk)) is None  # no such shard
-    assert step.missing == 3
-    piece = step.offer(Partial(7, 2, first.index, first.lo, np.full(width, 0.5)))
-    assert piece is not None
-    new = 0.8 * 0.5 + (0.8 * 0.25 + 0.2) / 20  # d · sums + (d · dangling + 1 − d) / n
-    np.testing.assert_allclose(step.new[first.lo : first.hi], new, rtol=1e-15)
-    np.testing.assert_allclose(piece, new * 0.5, rtol=1e-15)  # the next x: new / outdeg
-    assert step.delta == pytest.approx(width * abs(new - 0.05), rel=1e-12)
-    assert step.offer(Partial(7, 2, first.index, first.lo, junk)) is None  # a repeat
-    assert step.missing == 2
-    np.testing.assert_allclose(step.new[first.lo : first.hi], new, rtol=1e-15)
+    tally = Tally(7, 2, shards)
+    first = shards[0].index
+    assert not tally.offer(ShardDone(7, 1, first, 9.0))  # stale iteration
+    assert not tally.offer(ShardDone(6, 2, first, 9.0))  # old graph
+    assert not tally.offer(ShardDone(7, 2, 99, 9.0))  # no such shard
+    assert tally.missing == 3 and tally.delta == 0.0
+    assert tally.offer(ShardDone(7, 2, first, 0.25))
+    assert not tally.offer(ShardDone(7, 2, first, 9.0))  # a repeat
+    assert tally.missing == 2 and not tally.is_missing(7, 2, first)
+    assert tally.is_missing(7, 2, shards[1].index) and not tally.is_missing(7, 3, shards[1].index)
+    assert tally.offer(ShardDone(7, 2, shards[2].index, 0.5))
+    assert tally.offer(ShardDone(7, 2, shards[1].index, 0.125))
+    assert tally.missing == 0 and tally.delta == 0.875
+
+
+def test_iteration_input_matches_one_in_process_step() -> None:
+    """A slave's x and constant term, and a shard's finished ranks, are exactly
+    what one iteration of the textbook formula gives (the reference here)."""
+    n, d = 30, 0.85
+    src, dst = _random_graph(n, 70, seed=4)
+    outdeg = np.bincount(src, minlength=n)
+    assert (outdeg == 0).sum() >= 2  # some nodes dangle
+    rank = np.random.default_rng(1).random(n)
+    rank /= rank.sum()
+    shards = cut_shards(src, dst, n, 4)
+    bounds = np.array([s.lo for s in shards] + [n])
+    graph = GraphFacts.of(GraphHeader(d, bounds, outdeg))
+    assert graph.bounds == [(s.lo, s.hi) for s in shards]
+    given = IterationInput.of(1, 1, rank, graph)
+    inv_out = np.where(outdeg > 0, 1.0 / np.maximum(outdeg, 1), 0.0)
+    np.testing.assert_array_equal(given.x, rank * inv_out)
+    dense = np.zeros((n, n))
+    np.add.at(dense, (dst, src), inv_out[src])
+    expected = d * (dense @ rank) + (d * rank[outdeg == 0].sum() + 1.0 - d) / n
+    got = np.concatenate([d * ShardSums(s).sums(given.x) + given.constant for s in shards])
+    np.testing.assert_allclose(got, expected, rtol=1e-13, atol=0)
+    assert abs(got.sum() - 1.0) < 1e-12
 
 
 @pytest.mark.parametrize(

@@ -95,6 +95,23 @@ def test_ack_after_requeue_is_refused_and_pushes_nothing(redis_client, keys) -> 
     assert q.nrq.pop("master", 10) == [b"result"]
 
 
+def test_grouped_ack_answers_for_each_group(redis_client, keys) -> None:
+    q = PhaseQueues(redis_client, keys, "crawl")
+    q.srq.push([b"a", b"b"])
+    early = q.srq.pop("w", 2)
+    q.srq.requeue("w")  # presumed dead while it worked on a and b
+    q.srq.push([b"c", b"d", b"e"])
+    q.srq.pop("other", 2)  # a and b went to another consumer
+    late = q.srq.pop("w", 3)  # c, d, e
+    assert late == [b"c", b"d", b"e"]
+    groups = [(early, [b"A+B"]), ([b"e"], [b"E1", b"E2"]), ([b"c"], [b"C"]), ([], [b"note"])]
+    assert q.srq.ack_groups("w", groups, q.nrq) == [False, True, True, True]
+    # only the groups still held answer, out of pop order, each with all its results
+    assert q.nrq.pop("master", 10) == [b"E1", b"E2", b"C", b"note"]
+    assert q.srq.pending("w") == [b"d"]
+    assert q.srq.ack_groups("w", [], q.nrq) == []
+
+
 _TAKE_TAGS = """
 import sys, redis
 from srcrawl.keys import Keys

@@ -149,6 +149,23 @@ def test_the_ttl_is_honoured(web: Web, make_cache, redis_client, keys) -> None:
     assert web.robots_hits(origin) == 2
 
 
+def test_rules_read_once_are_kept_for_local_ttl(web: Web, make_cache, redis_client, keys) -> None:
+    origin = web.origin({"/robots.txt": fixed(200, ROBOTS)})
+    make_cache().fetch_and_store(origin)
+    keeper, reader = make_cache(local_ttl=0.5), make_cache(local_ttl=0)
+    assert keeper.lookup(origin).source == "rules" and reader.lookup(origin).source == "rules"
+    redis_client.delete(keys.robots(origin))
+    # the keeper answers from its copy without Redis; the other one sees the change
+    assert keeper.lookup(origin).source == "rules" and reader.lookup(origin) is None
+    time.sleep(0.6)
+    assert keeper.lookup(origin) is None
+    # a copy never outlives the shared key
+    make_cache(ttl=0.3).fetch_and_store(origin)
+    assert keeper.lookup(origin).source == "rules"
+    time.sleep(0.4)
+    assert keeper.lookup(origin) is None
+
+
 @pytest.mark.parametrize("status", [401, 403, 404, 410])
 def test_4xx_allows_everything(web: Web, make_cache, redis_client, keys, status: int) -> None:
     origin = web.origin({"/robots.txt": fixed(status, b"Disallow: /")})

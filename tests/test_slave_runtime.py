@@ -70,6 +70,49 @@ def test_a_handler_bug_reports_the_batch_instead_of_looping(
     cfg.close()
 
 
+class Stored(Upper):
+    """Results count only once flush() made them durable; the store fails on "lost"."""
+
+    threads = 4
+    batch_size = 1
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queued: list[bytes] = []
+        self.durable: set[bytes] = set()
+
+    def handle(self, tasks: list[bytes]) -> list[bytes]:
+        with self.lock:
+            self.queued += tasks
+        return [t.upper() for t in tasks]
+
+    def flush(self) -> None:
+        with self.lock:
+            batch, self.queued = self.queued, []
+        if b"lost" in batch:
+            raise RuntimeError("store down")
+        self.durable.update(batch)
+
+
+def test_results_are_acknowledged_only_after_flush(redis_url, redis_client, keys, tmp_path) -> None:
+    cfg = make_cfg(redis_url, keys.job, tmp_path)
+    q = PhaseQueues(redis_client, keys, "index")
+    tasks = [b"t%03d" % i for i in range(200)]
+    q.srq.push(tasks)
+    handler = Stored()
+    Slave(cfg, [handler]).run(burst=True)
+    assert handler.durable == set(tasks)
+    assert sorted(q.nrq.pop("m", 1000)) == sorted(t.upper() for t in tasks)
+    # a flush that fails turns the batches it covered into reported failures
+    q.srq.push([b"lost"])
+    slave = Slave(cfg, [handler])
+    slave.run(burst=True)
+    [err] = q.nrq.pop("m", 10)
+    assert decode(err).kind == "error" and decode(err).payload == b"lost"
+    assert slave.failed_batches == 1 and len(q.srq) == 0
+    cfg.close()
+
+
 def test_stop_flag_ends_a_blocking_slave(redis_url, keys, tmp_path) -> None:
     cfg = make_cfg(redis_url, keys.job, tmp_path)
     slave = Slave(cfg, [Upper()], block_timeout=0.1)
