@@ -37,6 +37,7 @@ from srcrawl.indexer.slave import document_text, tokenize_document
 from srcrawl.indexer.tokenizer import Tokenizer
 from srcrawl.local import LocalSlaves
 from srcrawl.queues.workers import workers
+from srcrawl.scaling import Column, Row, ScalingResult
 from srcrawl.sql.store import Store
 
 Progress = Callable[[str], None]
@@ -104,7 +105,13 @@ class IndexRun:
     slave_cpu_s: float  # CPU time of the slaves' consumer threads inside the handler
 
 
-def run_index(bcfg: Config, slaves: int, *, wait_ready: float = 120.0) -> IndexRun:
+def run_index(
+    bcfg: Config,
+    slaves: int,
+    *,
+    wait_ready: float = 120.0,
+    progress: Callable[[IndexReport], None] | None = None,
+) -> IndexRun:
     """Index the scratch store with ``slaves`` local slaves, timed once all are ready."""
     log_dir = bcfg.home / "bench" / "logs"
     client = bcfg.redis()
@@ -119,7 +126,7 @@ def run_index(bcfg: Config, slaves: int, *, wait_ready: float = 120.0) -> IndexR
             time.sleep(0.1)
         master = IndexMaster(bcfg)
         cpu0 = _cpu_s()
-        report = master.run(slaves=local)
+        report = master.run(slaves=local, progress=progress, progress_interval=1.0)
         master_cpu = _cpu_s() - cpu0
         # the slaves' counters arrive with their next heartbeat
         slave_cpu = 0.0
@@ -141,43 +148,21 @@ def _timed(work: Callable[[], None]) -> tuple[float, float]:
 
 
 # -- bench index ---------------------------------------------------------------
-@dataclass
-class IndexRow:
-    label: str
-    pages_per_s: float
-    seconds: float
-    cpu_ms_per_page: float | None = None
-    note: str = ""
-
-
-@dataclass
-class IndexBenchmark:
-    pages: int
-    megabytes: float
-    raw_jieba: float  # pages/s: the mean of the runs before and after the index runs
-    rows: list[IndexRow] = field(default_factory=list)
-
-    def render(self) -> str:
-        lines = [
-            f"index benchmark: {self.pages:,} pages, {self.megabytes:.1f} MB of text, "
-            f"{os.cpu_count()} cores; % raw: of raw jieba's pages/s "
-            f"({self.raw_jieba:.1f}, mean of the runs before and after)",
-            f"  {'':34} {'pages/s':>8} {'seconds':>8} {'% raw':>6} {'CPU ms/page':>12}",
-        ]
-        for r in self.rows:
-            pct = 100 * r.pages_per_s / self.raw_jieba if self.raw_jieba else 0.0
-            cpu = f"{r.cpu_ms_per_page:12.2f}" if r.cpu_ms_per_page is not None else " " * 12
-            lines.append(
-                f"  {r.label:34} {r.pages_per_s:8.1f} {r.seconds:8.2f} {pct:5.0f}% {cpu}  {r.note}"
-            )
-        return "\n".join(lines)
-
-
 def run_index_benchmark(
-    cfg: Config, *, pages: int, slaves: Sequence[int], seed: int = 1, say: Progress = print
-) -> IndexBenchmark:
-    """Raw jieba, the tokenizer in one process, then the index phase per slave count."""
+    cfg: Config,
+    *,
+    pages: int,
+    slaves: Sequence[int],
+    seed: int = 1,
+    say: Progress = print,
+    progress: Progress | None = None,
+) -> ScalingResult:
+    """Raw jieba, the tokenizer in one process, then the index phase per slave count.
+
+    ``say`` gets the steps, ``progress`` the changing line of a running index phase.
+    """
     bcfg = bench_config(cfg, pages, seed)
+    show = progress or (lambda text: None)
     try:
         store = prepare_corpus(bcfg, pages, seed, say)
         docs = _texts(store)
@@ -204,39 +189,74 @@ def run_index_benchmark(
         raw_before = _timed(raw)
         say("srcrawl tokenizer, one process …")
         ours_s, ours_cpu = _timed(ours)
-        rows = [
-            IndexRow("srcrawl tokenizer, 1 process", pages / ours_s, ours_s,
-                     1000 * ours_cpu / pages),
-        ]  # fmt: skip
+        runs = []
         for n in slaves:
             store.reset_index()
             say(f"index phase with {n} slave(s) …")
-            run = run_index(bcfg, n)
-            r = run.report
-            if r.indexed != pages:
-                raise BenchmarkError(f"{n} slave(s) indexed {r.indexed} of {pages} pages")
-            note = (
-                f"master: CPU {1000 * run.master_cpu_s / pages:.2f} ms/page "
-                f"({100 * run.master_cpu_s / r.wall_s:.0f}% of a core), "
-                f"{r.merges} merges taking {100 * r.merge_s / r.wall_s:.0f}% of the time"
-            )
-            slave_cpu = 1000 * run.slave_cpu_s / pages if run.slave_cpu_s else None
-            rows.append(IndexRow(f"index phase, {n} slave(s)", r.pages_per_s, r.wall_s,
-                                 slave_cpu, note))  # fmt: skip
+
+            def line(r: IndexReport, n: int = n) -> None:
+                show(
+                    f"{n} slave(s): indexed {r.indexed:,}/{pages:,}, "
+                    f"{r.pages_per_s:.1f} pages/s, {r.wall_s:.0f} s"
+                )
+
+            run = run_index(bcfg, n, progress=line)
+            if run.report.indexed != pages:
+                raise BenchmarkError(f"{n} slave(s) indexed {run.report.indexed} of {pages} pages")
+            runs.append((n, run))
         say("raw jieba again …")
         raw_after = _timed(raw)
-        rate = pages / ((raw_before[0] + raw_after[0]) / 2)
-        result = IndexBenchmark(pages, mb, rate)
-        for label, (wall, cpu) in (("before", raw_before), ("after", raw_after)):
-            result.rows.append(
-                IndexRow(f"raw jieba.lcut, 1 process ({label})", pages / wall, wall,
-                         1000 * cpu / pages)
-            )  # fmt: skip
-        result.rows.extend(rows)
-        return result
     finally:
         _drop_job_keys(bcfg)
         bcfg.close()
+    raw_rate = pages / ((raw_before[0] + raw_after[0]) / 2)
+    result = ScalingResult(
+        bench="index",
+        title=f"index benchmark: {pages:,} pages, {mb:.1f} MB of text, {os.cpu_count()} cores",
+        head=[
+            f"  % raw: of raw jieba's pages/s ({raw_rate:.1f}, mean of the runs before and "
+            "after); CPU ms/page of the index phase: the slaves' tokenizing threads"
+        ],
+        unit="pages",
+        per="page",
+        parameters={
+            "pages": pages,
+            "slaves": list(slaves),
+            "seed": seed,
+            "megabytes": mb,
+            "raw_jieba_pages_per_s": raw_rate,
+        },
+        columns=[
+            Column("pct_raw", "% raw", ".0f"),
+            Column("master_cpu_ms", "master CPU ms/page", ".2f"),
+            Column("master_core", "master % of a core", ".0%"),
+            Column("merges", "merges", "d"),
+        ],
+    )
+    for label, (wall, cpu) in (("before", raw_before), ("after", raw_after)):
+        result.rows.append(
+            Row(None, pages, wall, cpu, label=f"raw jieba.lcut, 1 process ({label})")
+        )
+    result.rows.append(Row(None, pages, ours_s, ours_cpu, label="srcrawl tokenizer, 1 process"))
+    for n, run in runs:
+        r = run.report
+        result.rows.append(
+            Row(
+                n,
+                r.indexed,
+                r.wall_s,
+                run.slave_cpu_s or None,
+                extra={
+                    "master_cpu_ms": 1000 * run.master_cpu_s / pages,
+                    "master_core": run.master_cpu_s / r.wall_s if r.wall_s else None,
+                    "merges": r.merges,
+                    "merge_share": r.merge_s / r.wall_s if r.wall_s else None,
+                },
+            )
+        )
+    for row in result.rows:
+        row.extra["pct_raw"] = 100 * row.throughput / raw_rate if raw_rate else None
+    return result
 
 
 # -- bench search --------------------------------------------------------------

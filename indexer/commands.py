@@ -150,16 +150,6 @@ def search_command(
     click.echo(found if result.hits else f"no results ({result.elapsed_ms:.1f} ms)")
 
 
-def _slave_counts(text: str) -> list[int]:
-    try:
-        counts = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        counts = []
-    if not counts or any(n < 1 or n > 64 for n in counts):
-        raise click.BadParameter(f"{text!r}: give slave counts like 1,2,4 (1 to 64)")
-    return counts
-
-
 @click.command("index")
 @click.option(
     "--pages",
@@ -176,16 +166,45 @@ def _slave_counts(text: str) -> list[int]:
     help="Slave counts to measure, comma-separated.",
 )
 @click.option("--seed", default=1, show_default=True, help="Corpus seed.")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write every row, the parameters and the machine to this JSON file.",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Draw pages/s against slaves with the ideal line (PNG; needs matplotlib).",
+)
 @click.pass_context
-def bench_index(ctx: click.Context, pages: int, slaves_text: str, seed: int) -> None:
+def bench_index(
+    ctx: click.Context,
+    pages: int,
+    slaves_text: str,
+    seed: int,
+    json_path: str | None,
+    plot_path: str | None,
+) -> None:
     """Raw jieba vs the index phase with 1, 2, 4 slaves on the same generated pages."""
     from srcrawl.indexer.benchmark import run_index_benchmark
+    from srcrawl.scaling import ProgressLine, check_outputs, parse_slave_counts
 
-    slaves = _slave_counts(slaves_text)
+    slaves = parse_slave_counts(slaves_text)
+    check_outputs(json_path=json_path, plot_path=plot_path)
     cfg = _config(ctx)
-    result = run_index_benchmark(
-        cfg, pages=pages, slaves=slaves, seed=seed, say=lambda s: click.echo(s, err=True)
-    )
+    cfg.check()
+    line = ProgressLine()
+    try:
+        result = run_index_benchmark(
+            cfg, pages=pages, slaves=slaves, seed=seed, say=line.say, progress=line.update
+        )
+    finally:
+        line.done()
+    result.save(json_path=json_path, plot_path=plot_path)
     click.echo(result.render())
 
 

@@ -223,41 +223,96 @@ def bench_master(ctx: click.Context, urls: int, hosts: int) -> None:
 @click.option(
     "--slaves",
     "slave_counts",
-    default="1,2,4",
+    default="1,2,4,8",
     show_default=True,
     help="Comma-separated slave counts to run, one fresh crawl each.",
 )
-@click.option("--hosts", default=64, show_default=True, help="Hosts of the synthetic web.")
-@click.option("--pages", default=40, show_default=True, help="Pages per host.")
-@click.option("--latency-ms", default=200.0, show_default=True, help="Per-response latency.")
-@click.option("--threads", default=4, show_default=True, help="Fetch threads per slave.")
-@click.option("--depth", default=8, show_default=True)
+@click.option(
+    "--hosts",
+    # many small hosts: with one request in flight per host, 8 slaves × 4
+    # threads need ≥ 32 hosts with work until the end of every depth level
+    default=257,
+    show_default=True,
+    type=click.IntRange(2),
+    help="Hosts of the synthetic web (host 0, the special pages, is not crawled).",
+)
+@click.option(
+    "--pages", default=20, show_default=True, type=click.IntRange(1), help="Pages per host."
+)
+@click.option(
+    "--latency-ms",
+    default=200.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Per-response latency (0: the machine's ceiling).",
+)
+@click.option(
+    "--threads",
+    default=4,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Fetch threads per slave.",
+)
+@click.option("--depth", default=8, show_default=True, type=click.IntRange(0))
+@click.option(
+    "--peer",
+    type=click.Choice(["scrapy"]),
+    default=None,
+    help="Also crawl the same web with a plain Scrapy spider at the same concurrency.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write every row, the parameters and the machine to this JSON file.",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Draw pages/s against slaves with the ideal line (PNG; needs matplotlib).",
+)
 @click.pass_context
 def bench_crawl(
-    ctx: click.Context, slave_counts: str, hosts: int, pages: int, latency_ms: float,
-    threads: int, depth: int,
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    slave_counts: str,
+    hosts: int,
+    pages: int,
+    latency_ms: float,
+    threads: int,
+    depth: int,
+    peer: str | None,
+    json_path: str | None,
+    plot_path: str | None,
+) -> None:
     """Pages/s crawling the synthetic web with 1, 2, 4 … slaves (politeness off: our own site)."""
-    from srcrawl.master.crawl_benchmark import render, run_crawl_benchmark
+    from srcrawl.master.crawl_benchmark import run_crawl_benchmark
+    from srcrawl.scaling import ProgressLine, check_outputs, parse_slave_counts
 
+    counts = parse_slave_counts(slave_counts)
+    check_outputs(json_path=json_path, plot_path=plot_path)
+    if peer == "scrapy":
+        from srcrawl.master.scrapy_peer import require_scrapy
+
+        require_scrapy()
+    cfg = _config(ctx)
+    cfg.check()
+    line = ProgressLine()
     try:
-        counts = [int(x) for x in slave_counts.split(",") if x.strip()]
-    except ValueError as e:
-        raise ConfigError(f"--slaves: {slave_counts!r} is not a list of numbers") from e
-    if not counts or min(counts) < 1:
-        raise ConfigError("--slaves: give slave counts of at least 1")
-    tty = sys.stderr.isatty()
-
-    def progress(n: int, p: dict[str, int], elapsed: float) -> None:
-        if tty:
-            click.echo(
-                f"\r{n} slaves: {p.get('pages', 0)} pages, {elapsed:.0f}s  ", nl=False, err=True
-            )
-
-    runs = run_crawl_benchmark(
-        _config(ctx), slave_counts=counts, hosts=hosts, pages=pages, latency_ms=latency_ms,
-        threads=threads, depth=depth, progress=progress,
-    )  # fmt: skip
-    if tty:
-        click.echo("", err=True)
-    click.echo(render(runs, latency_ms=latency_ms, threads=threads, hosts=hosts))
+        result = run_crawl_benchmark(
+            cfg,
+            slave_counts=counts,
+            hosts=hosts,
+            pages=pages,
+            latency_ms=latency_ms,
+            threads=threads,
+            depth=depth,
+            peer=peer,
+            progress=line.update,
+        )
+    finally:
+        line.done()
+    result.save(json_path=json_path, plot_path=plot_path)
+    click.echo(result.render())

@@ -5,6 +5,18 @@ on loopback with a fixed per-response latency, as a fresh job into a fresh
 SQLite store, with the same threads per slave: only the slave count changes.
 Politeness is off (it is our own site), but there is still one request in
 flight per host, so the web has many hosts.
+
+Beside pages/s, each run reports what the master and the slaves saw:
+
+- master URLs/s: links the master judged (canonicalize, scope and trap
+  filters, seen test) per second of the crawl, from the crawl's counters:
+  the load the slaves put on it, not its ceiling (``bench master``);
+- link cache hit rate: the slaves' CLOCK caches of links they already
+  emitted, from their heartbeats (sampled while the crawl runs: a slave's
+  heartbeat leaves with it), each slave weighted by its pages.
+
+With ``peer="scrapy"`` a plain Scrapy spider (:mod:`srcrawl.master.scrapy_peer`)
+crawls the same web after each srcrawl run, at the same total concurrency.
 """
 
 from __future__ import annotations
@@ -12,30 +24,57 @@ from __future__ import annotations
 import resource
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 from srcrawl.config import Config, DatabaseURL
 from srcrawl.master.crawl_run import run_local_crawl, start_crawl
+from srcrawl.master.scope import DENIED, OUT_OF_SCOPE, TOO_DEEP, TOO_LONG, TRAP
 from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues.workers import workers
+from srcrawl.scaling import Column, Row, ScalingResult
 from srcrawl.testweb import TestWeb
 
+JUDGED = ("scheduled", "duplicates", "host_cap", OUT_OF_SCOPE, DENIED, TOO_LONG, TRAP, TOO_DEEP)
+"""Crawl counters that each count one link the master judged."""
+FETCH_TIMEOUT = 1.0
+"""Seconds a fetch may wait for bytes (the web answers within --latency-ms)."""
+SAMPLE_INTERVAL = 1.0
+"""Seconds between two reads of the slaves' heartbeats during a run."""
 
-@dataclass
-class CrawlRun:
-    slaves: int
-    pages: int
-    seconds: float
-    cpu_s: float
-
-    @property
-    def rate(self) -> float:
-        return self.pages / self.seconds if self.seconds else 0.0
+Progress = Callable[[str], None]
 
 
 def _children_cpu() -> float:
     u = resource.getrusage(resource.RUSAGE_CHILDREN)
     return u.ru_utime + u.ru_stime
+
+
+class SlaveSampler:
+    """The latest heartbeat stats of every crawl slave of a job."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.latest: dict[str, dict] = {}
+        self._last = 0.0
+
+    def sample(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < SAMPLE_INTERVAL:
+            return
+        self._last = now
+        for w in workers(self.cfg.redis(), self.cfg.keys):
+            if w.alive and "crawl_pages" in w.stats:
+                self.latest[w.id] = w.stats
+
+    def cache_hit_rate(self) -> float | None:
+        """The slaves' link cache hit rates, weighted by their pages."""
+        weighted = [
+            (float(s.get("crawl_cache_hit_rate", 0.0)), float(s.get("crawl_pages", 0)))
+            for s in self.latest.values()
+        ]
+        pages = sum(p for _r, p in weighted)
+        return sum(r * p for r, p in weighted) / pages if pages else None
 
 
 def run_crawl_benchmark(
@@ -47,49 +86,134 @@ def run_crawl_benchmark(
     latency_ms: float,
     threads: int,
     depth: int,
-    progress=None,
-) -> list[CrawlRun]:
-    runs: list[CrawlRun] = []
-    with tempfile.TemporaryDirectory(prefix="srcrawl-bench-") as tmp, TestWeb.generate(
-        hosts=hosts, pages=pages, seed=1, latency_ms=latency_ms, slow_seconds=2,
-        robots_failures=0, crawl_delay=0, large_bytes=200_000,
-    ) as web:  # fmt: skip
+    peer: str | None = None,
+    progress: Progress | None = None,
+) -> ScalingResult:
+    """Crawl the synthetic web once per slave count (and with the peer, if asked)."""
+    say = progress or (lambda text: None)
+    result = ScalingResult(
+        bench="crawl",
+        title=f"crawl benchmark: {hosts - 1 if hosts > 1 else hosts} hosts crawled, "
+        f"latency {latency_ms:g} ms, {threads} threads per slave, depth {depth}",
+        unit="pages",
+        per="page",
+        parameters={
+            "slaves": slave_counts,
+            "hosts": hosts,
+            "pages_per_host": pages,
+            "latency_ms": latency_ms,
+            "threads": threads,
+            "depth": depth,
+            "peer": peer,
+            "fetch_timeout": FETCH_TIMEOUT,
+        },
+        columns=[
+            Column("master_urls_per_s", "master URLs/s", ",.0f"),
+            Column("link_cache_hit_rate", "link cache hits", ".1%"),
+        ],
+    )
+    if peer:
+        result.columns.append(Column("vs_peer", f"× {peer}", ".2f"))
+    with (
+        tempfile.TemporaryDirectory(prefix="srcrawl-bench-") as tmp,
+        TestWeb.generate(
+            hosts=hosts,
+            pages=pages,
+            seed=1,
+            latency_ms=latency_ms,
+            slow_seconds=2,
+            robots_failures=0,
+            crawl_delay=0,
+            large_bytes=200_000,
+        ) as web,
+    ):
+        # host 0 carries the special pages (timeouts, traps, huge pages):
+        # they measure robustness, not throughput, so the benchmark leaves it out
+        seeds = web.seed_urls[1:] if len(web.seed_urls) > 1 else web.seed_urls
         for n in slave_counts:
-            job_cfg = Config(
-                redis_url=cfg.resolved_redis_url(),
-                db=DatabaseURL(kind="sqlite", path=str(Path(tmp) / f"bench-{n}.db")),
-                job=f"bench-crawl-{n}-{time.time_ns()}",
-                home=cfg.home,
-            )
-            strategy = CrawlStrategy(max_depth=depth, delay=0, delay_factor=0, max_delay=0,
-                                     fetch_timeout=1, robots_defer=0.5)  # fmt: skip
-            # host 0 carries the special pages (timeouts, traps, huge pages):
-            # they measure robustness, not throughput, so the benchmark leaves it out
-            seeds = web.seed_urls[1:] if len(web.seed_urls) > 1 else web.seed_urls
-            start_crawl(job_cfg, seeds, strategy)
-            cpu0 = _children_cpu()
-            t0 = time.monotonic()
-            final = run_local_crawl(
-                job_cfg, slaves=n, slave_args=["--threads", str(threads)],
-                report=(lambda p, e, n=n: progress(n, p, e)) if progress else None,
-            )  # fmt: skip
-            seconds = time.monotonic() - t0
-            runs.append(CrawlRun(n, final.get("pages", 0), seconds, _children_cpu() - cpu0))
-            job_cfg.close()
-    return runs
+            row = _crawl_once(cfg, Path(tmp), seeds, n, threads, depth, say)
+            result.rows.append(row)
+            if peer == "scrapy":
+                peer_row = _scrapy_once(seeds, n, threads, depth, say)
+                result.rows.append(peer_row)
+                if peer_row.throughput:
+                    row.extra["vs_peer"] = row.throughput / peer_row.throughput
+    return result
 
 
-def render(runs: list[CrawlRun], *, latency_ms: float, threads: int, hosts: int) -> str:
-    base = runs[0].rate / runs[0].slaves if runs and runs[0].rate else 0.0
-    lines = [
-        f"crawl benchmark: {hosts} hosts, latency {latency_ms:g} ms, {threads} threads per slave",
-        f"{'slaves':>6} {'pages':>7} {'seconds':>8} {'pages/s':>9} {'speedup':>8} "
-        f"{'efficiency':>10} {'CPU ms/page':>12}",
-    ]
-    for r in runs:
-        speedup = r.rate / base if base else 0.0
-        lines.append(
-            f"{r.slaves:>6} {r.pages:>7} {r.seconds:>8.1f} {r.rate:>9.1f} {speedup:>8.2f} "
-            f"{speedup / r.slaves:>10.0%} {1000 * r.cpu_s / max(1, r.pages):>12.1f}"
+def _crawl_once(
+    cfg: Config, tmp: Path, seeds: list[str], n: int, threads: int, depth: int, say: Progress
+) -> Row:
+    job_cfg = Config(
+        redis_url=cfg.resolved_redis_url(),
+        db=DatabaseURL(kind="sqlite", path=str(tmp / f"bench-{n}.db")),
+        job=f"bench-crawl-{n}-{time.time_ns()}",
+        home=cfg.home,
+    )
+    try:
+        strategy = CrawlStrategy(
+            max_depth=depth,
+            delay=0,
+            delay_factor=0,
+            max_delay=0,
+            fetch_timeout=FETCH_TIMEOUT,
+            robots_defer=0.5,
         )
-    return "\n".join(lines)
+        start_crawl(job_cfg, seeds, strategy)
+        sampler = SlaveSampler(job_cfg)
+
+        def report(p: dict[str, int], elapsed: float) -> None:
+            sampler.sample()
+            rate = p.get("pages", 0) / elapsed if elapsed > 0 else 0.0
+            say(
+                f"{n} slave(s): {p.get('pages', 0)} pages, {p.get('queued', 0)} queued, "
+                f"{rate:.1f} pages/s, {elapsed:.0f} s"
+            )
+
+        cpu0 = _children_cpu()
+        t0 = time.monotonic()
+        final = run_local_crawl(
+            job_cfg, slaves=n, slave_args=["--threads", str(threads)], report=report
+        )
+        seconds = time.monotonic() - t0
+        cpu = _children_cpu() - cpu0
+    finally:
+        _drop_job(job_cfg)
+        job_cfg.close()
+    judged = sum(final.get(k, 0) for k in JUDGED)
+    return Row(
+        slaves=n,
+        items=final.get("pages", 0),
+        seconds=seconds,
+        cpu_s=cpu,
+        extra={
+            "master_urls_per_s": judged / seconds if seconds else 0.0,
+            "links_judged": judged,
+            "link_cache_hit_rate": sampler.cache_hit_rate(),
+            "fetch_errors": final.get("fetch_errors", 0),
+        },
+    )
+
+
+def _scrapy_once(seeds: list[str], n: int, threads: int, depth: int, say: Progress) -> Row:
+    from srcrawl.master.scrapy_peer import run_scrapy_peer
+
+    say(f"scrapy, {n * threads} concurrent requests …")
+    run = run_scrapy_peer(seeds, depth=depth, concurrency=n * threads, timeout=FETCH_TIMEOUT)
+    return Row(
+        slaves=n,
+        items=run.pages,
+        seconds=run.seconds,
+        cpu_s=run.cpu_s,
+        label=f"scrapy ({run.concurrency} concurrent)",
+        series="scrapy",
+        extra={"concurrency": run.concurrency, "disallowed": run.disallowed},
+    )
+
+
+def _drop_job(cfg: Config) -> None:
+    """Remove a finished run's keys: later runs share the Redis."""
+    client = cfg.redis()
+    doomed = list(client.scan_iter(match=f"{cfg.keys.prefix}:*", count=1000))
+    for i in range(0, len(doomed), 1000):
+        client.delete(*doomed[i : i + 1000])

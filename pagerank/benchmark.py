@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from srcrawl.config import Config
+from srcrawl.local import LocalSlaves
 from srcrawl.pagerank.errors import PageRankError
 from srcrawl.pagerank.graph import Graph, GraphBuilder, distinct_sorted, load_graph
 from srcrawl.pagerank.job import local_slaves, rank_graph
 from srcrawl.pagerank.master import PHASE, RankParams
 from srcrawl.queues.workers import workers
+from srcrawl.scaling import Column, Row, ScalingResult
 from srcrawl.sql.store import Page, Store
+from srcrawl.testweb.loadgen import process_cpu_seconds
 
 IN_DEGREE_SKEW = 0.9
 """Zipf exponent of link targets: in-degrees follow a power law of tail ~2.1 (web-like)."""
@@ -137,54 +140,6 @@ class ScipyBaseline:
         return rank, seconds
 
 
-@dataclass
-class SlaveRun:
-    slaves: int
-    seconds: list[float]
-    l1_vs_baseline: float
-
-    @property
-    def per_iteration(self) -> float:
-        return sum(self.seconds) / len(self.seconds)
-
-
-@dataclass
-class PageRankBenchmark:
-    nodes: int
-    edges: int
-    dangling: int
-    generate_s: float
-    store_write_s: float
-    load_s: float
-    baseline: list[float]
-    runs: list[SlaveRun] = field(default_factory=list)
-
-    def render(self) -> str:
-        base = sum(self.baseline) / len(self.baseline)
-        lines = [
-            f"pagerank benchmark: {self.nodes:,} pages, {self.edges:,} links "
-            f"({self.dangling:,} pages without out-links), {len(self.baseline)} iterations",
-            f"  generate graph       {self.generate_s:8.2f} s",
-            f"  store write          {self.store_write_s:8.2f} s  (put_pages + put_links)",
-            f"  graph load           {self.load_s:8.2f} s  (store -> compact ids -> CSR)",
-            f"  {'slaves':>6} {'s/iteration':>12} {'× baseline':>11} {'median':>8} "
-            f"{'first':>7} {'total':>7} {'L1 vs baseline':>15}",
-            _row("scipy", self.baseline, base, "-"),
-        ]
-        lines += [
-            _row(str(r.slaves), r.seconds, base, f"{r.l1_vs_baseline:.2e}") for r in self.runs
-        ]
-        return "\n".join(lines)
-
-
-def _row(name: str, seconds: list[float], base: float, l1: str) -> str:
-    mean = sum(seconds) / len(seconds)
-    return (
-        f"  {name:>6} {mean:12.4f} {mean / base:11.2f} {float(np.median(seconds)):8.4f} "
-        f"{seconds[0]:7.3f} {sum(seconds):7.2f} {l1:>15}"
-    )
-
-
 def _wait_for_slaves(cfg: Config, n: int, timeout: float = 60.0) -> None:
     srq = cfg.keys.srq(PHASE)
     deadline = time.monotonic() + timeout
@@ -196,6 +151,17 @@ def _wait_for_slaves(cfg: Config, n: int, timeout: float = 60.0) -> None:
     raise PageRankError(f"{n} local slaves did not come up within {timeout:.0f} s")
 
 
+def _cpu_of(slaves: LocalSlaves | None) -> float | None:
+    """CPU seconds this process and its slave processes used so far (None without /proc)."""
+    total = time.process_time()
+    for proc in slaves.procs if slaves is not None else []:
+        cpu = process_cpu_seconds(proc.pid)
+        if cpu is None:
+            return None
+        total += cpu
+    return total
+
+
 def run_pagerank_benchmark(
     cfg: Config,
     *,
@@ -205,10 +171,12 @@ def run_pagerank_benchmark(
     iterations: int,
     seed: int = 1,
     echo: Callable[[str], None] = lambda line: None,
-) -> PageRankBenchmark:
+    progress: Callable[[str], None] = lambda line: None,
+) -> ScalingResult:
     """Generate, store and load a synthetic web, then time the iterations per slave count.
 
     The store must hold no pages: the synthetic web stays in it afterwards.
+    ``echo`` gets the steps, ``progress`` one line per iteration.
     """
     store = cfg.store()
     held = store.count("pages")
@@ -228,26 +196,85 @@ def run_pagerank_benchmark(
     t3 = time.perf_counter()
     echo(f"graph load {t3 - t2:.2f} s")
     params = RankParams(iterations=iterations)
-    baseline_ranks, baseline = ScipyBaseline(graph).run(params)
-    echo(f"scipy baseline {sum(baseline) / len(baseline):.4f} s/iteration")
-    result = PageRankBenchmark(
-        nodes=graph.n,
-        edges=graph.m,
-        dangling=int((graph.outdeg == 0).sum()),
-        generate_s=t1 - t0,
-        store_write_s=t2 - t1,
-        load_s=t3 - t2,
-        baseline=baseline,
+    scipy_run = ScipyBaseline(graph)
+    baseline_cpu0 = time.process_time()
+    baseline_ranks, baseline = scipy_run.run(params)
+    baseline_cpu = time.process_time() - baseline_cpu0
+    base = sum(baseline) / len(baseline)
+    echo(f"scipy baseline {base:.4f} s/iteration")
+    dangling = int((graph.outdeg == 0).sum())
+    result = ScalingResult(
+        bench="pagerank",
+        title=f"pagerank benchmark: {graph.n:,} pages, {graph.m:,} links "
+        f"({dangling:,} pages without out-links), {len(baseline)} iterations",
+        unit="iterations",
+        per="iteration",
+        parameters={
+            "nodes": nodes,
+            "edges": edges,
+            "slaves": list(slave_counts),
+            "iterations": iterations,
+            "seed": seed,
+            "dangling": dangling,
+            "generate_s": t1 - t0,
+            "store_write_s": t2 - t1,
+            "load_s": t3 - t2,
+        },
+        head=[
+            f"  generate graph       {t1 - t0:8.2f} s",
+            f"  store write          {t2 - t1:8.2f} s  (put_pages + put_links)",
+            f"  graph load           {t3 - t2:8.2f} s  (store -> compact ids -> CSR)",
+        ],
+        columns=[
+            Column("s_per_iteration", "s/iteration", ".4f"),
+            Column("x_baseline", "× baseline", ".2f"),
+            Column("median_s", "median s", ".4f"),
+            Column("first_s", "first s", ".3f"),
+            Column("l1_vs_baseline", "L1 vs baseline", ".2e"),
+        ],
+        notes=[
+            "  CPU: this process (the master, or scipy) and the slave processes while "
+            "iterating; seconds: the iterations' sum"
+        ],
+    )
+    result.rows.append(
+        Row(
+            None,
+            len(baseline),
+            sum(baseline),
+            baseline_cpu,
+            label="scipy",
+            extra=_iteration_columns(baseline, base),
+        )
     )
     for count in slave_counts:
         with local_slaves(cfg, count) as slaves:
             _wait_for_slaves(cfg, count)
-            run = rank_graph(cfg, graph, params, slaves=slaves)
+            cpu0 = _cpu_of(slaves)
+
+            def line(text: str, count: int = count) -> None:
+                if text.startswith("iteration"):
+                    progress(f"{count} slave(s): {text}")
+
+            run = rank_graph(cfg, graph, params, slaves=slaves, echo=line)
+            cpu1 = _cpu_of(slaves)
         seconds = [r.seconds for r in run.reports]
-        l1 = float(np.abs(run.ranks - baseline_ranks).sum())
-        result.runs.append(SlaveRun(count, seconds, l1))
+        extra = _iteration_columns(seconds, base)
+        extra["l1_vs_baseline"] = float(np.abs(run.ranks - baseline_ranks).sum())
+        cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
+        result.rows.append(Row(count, len(seconds), sum(seconds), cpu, extra=extra))
         echo(f"{count} slaves: {sum(seconds) / len(seconds):.4f} s/iteration")
     return result
+
+
+def _iteration_columns(seconds: list[float], base: float) -> dict[str, float]:
+    mean = sum(seconds) / len(seconds)
+    return {
+        "x_baseline": mean / base if base else 0.0,
+        "median_s": float(np.median(seconds)),
+        "first_s": seconds[0],
+        "s_per_iteration": mean,
+    }
 
 
 def graph_of(web: SyntheticWeb) -> Graph:

@@ -17,7 +17,6 @@ from srcrawl.defaults import (
     DEFAULT_PAGERANK_SLAVES,
     DEFAULT_PAGERANK_TOL,
 )
-from srcrawl.errors import ConfigError
 
 
 def _config(ctx: click.Context) -> Config:
@@ -99,16 +98,6 @@ def export_ranks(ctx: click.Context, limit: int | None) -> None:
         out.write(f"{url}\t{score!r}\n")
 
 
-def _slave_counts(text: str) -> list[int]:
-    try:
-        counts = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        counts = []
-    if not counts or min(counts) < 1:
-        raise ConfigError(f"--slaves: expected slave counts like 1,2,4, not {text!r}")
-    return counts
-
-
 @click.command("pagerank")
 @click.option("--nodes", type=click.IntRange(min=2), default=1_000_000, show_default=True)
 @click.option("--edges", type=click.IntRange(min=0), default=10_000_000, show_default=True)
@@ -122,23 +111,52 @@ def _slave_counts(text: str) -> list[int]:
     show_default=True,
 )
 @click.option("--seed", default=1, show_default=True, help="Seed of the graph generator.")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write every row, the parameters and the machine to this JSON file.",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Draw iterations/s against slaves with the ideal line (PNG; needs matplotlib).",
+)
 @click.pass_context
 def bench_pagerank(
-    ctx: click.Context, nodes: int, edges: int, slaves: str, iterations: int, seed: int
+    ctx: click.Context,
+    nodes: int,
+    edges: int,
+    slaves: str,
+    iterations: int,
+    seed: int,
+    json_path: str | None,
+    plot_path: str | None,
 ) -> None:
     """Seconds per iteration per slave count on a synthetic power-law web, beside scipy."""
     from srcrawl.pagerank.benchmark import run_pagerank_benchmark
+    from srcrawl.scaling import ProgressLine, check_outputs, parse_slave_counts
 
-    counts = _slave_counts(slaves)
+    counts = parse_slave_counts(slaves)
+    check_outputs(json_path=json_path, plot_path=plot_path)
     cfg = _config(ctx)
     cfg.check()
-    result = run_pagerank_benchmark(
-        cfg,
-        nodes=nodes,
-        edges=edges,
-        slave_counts=counts,
-        iterations=iterations,
-        seed=seed,
-        echo=lambda line: click.echo(line, err=True),
-    )
+    line = ProgressLine()
+    try:
+        result = run_pagerank_benchmark(
+            cfg,
+            nodes=nodes,
+            edges=edges,
+            slave_counts=counts,
+            iterations=iterations,
+            seed=seed,
+            echo=line.say,
+            progress=line.update,
+        )
+    finally:
+        line.done()
+    result.save(json_path=json_path, plot_path=plot_path)
     click.echo(result.render())

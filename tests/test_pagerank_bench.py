@@ -41,15 +41,21 @@ def test_synthetic_web_has_distinct_links_and_skewed_degrees() -> None:
 
 def test_benchmark_times_each_slave_count_beside_the_baseline(redis_url, keys, tmp_path) -> None:
     cfg = bench_cfg(redis_url, keys.job, tmp_path)
+    lines: list[str] = []
     result = run_pagerank_benchmark(
-        cfg, nodes=3_000, edges=20_000, slave_counts=[1, 2], iterations=6
+        cfg, nodes=3_000, edges=20_000, slave_counts=[1, 2], iterations=6, progress=lines.append
     )
-    assert (result.nodes, result.edges) == (3_000, 20_000)
+    assert (result.parameters["nodes"], result.parameters["edges"]) == (3_000, 20_000)
     assert cfg.store().count("links") == 20_000  # it went through the store
-    assert len(result.baseline) == 6
-    assert [r.slaves for r in result.runs] == [1, 2]
-    for run in result.runs:
-        assert len(run.seconds) == 6 and run.l1_vs_baseline < 1e-12
+    baseline, *runs = result.rows
+    assert baseline.label == "scipy" and baseline.items == 6 and baseline.slaves is None
+    assert [r.slaves for r in runs] == [1, 2]
+    for run in runs:
+        assert run.items == 6 and run.extra["l1_vs_baseline"] < 1e-12
+        assert run.cpu_s is not None and run.cpu_s > 0
+        assert run.extra["s_per_iteration"] == pytest.approx(run.seconds / 6)
+    assert result.speedup(runs[0]) == pytest.approx(1.0)
+    assert len([ln for ln in lines if ln.startswith("2 slave(s): iteration")]) == 6
     text = result.render()
     assert "3,000 pages, 20,000 links" in text and "scipy" in text
     assert len([ln for ln in text.splitlines() if ln.split()[0] in ("1", "2")]) == 2
@@ -98,7 +104,10 @@ def test_bench_command_prints_the_table(redis_url, keys, tmp_path, python) -> No
     lines = done.stdout.splitlines()
     assert lines[0].startswith("pagerank benchmark: 2,000 pages, 9,000 links")
     assert any(ln.strip().startswith("graph load") for ln in lines)
+    header = next(ln for ln in lines if ln.split()[0] == "slaves")
+    assert "iterations/s" in header and "L1 vs baseline" in header
     rows = {ln.split()[0]: ln.split() for ln in lines if ln.split()[0] in ("scipy", "1", "2")}
     assert rows.keys() == {"scipy", "1", "2"}
     assert float(rows["1"][-1]) < 1e-12  # the same ranks as the baseline
-    assert len(rows["scipy"]) == len(rows["1"]) == 7
+    assert rows["1"][4] == "1.00"  # speedup of the one-slave run
+    assert len(rows["1"]) == len(rows["2"]) == 12 and len(rows["scipy"]) == 9

@@ -47,6 +47,10 @@ def generator_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="How long the timeout pages stall."),
         click.option("--large-bytes", type=click.IntRange(0), default=DEFAULT_TESTWEB_LARGE_BYTES,
                      show_default=True, help="Size of the large page."),
+        click.option("--public-host", default=None, metavar="NAME",
+                     help="Host name of every URL of the web (links, seeds) instead of the "
+                          "loopback address, e.g. a compose service name; ports stay "
+                          "PORT_BASE+i."),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)
@@ -61,12 +65,13 @@ def _web(opts: dict[str, Any]):
         port_base=opts["port_base"], addresses=opts["addresses"],
         crawl_delay=opts["crawl_delay"], robots_failures=opts["robots_failures"],
         slow_seconds=opts["slow_seconds"], large_bytes=opts["large_bytes"],
+        host_name=opts["public_host"],
     )  # fmt: skip
 
 
 def _generator_kwargs(f: Callable[..., Any]) -> Callable[..., Any]:
     names = ("hosts", "pages", "seed", "port_base", "addresses", "crawl_delay",
-             "robots_failures", "slow_seconds", "large_bytes")  # fmt: skip
+             "robots_failures", "slow_seconds", "large_bytes", "public_host")  # fmt: skip
 
     @functools.wraps(f)
     def wrapper(**kwargs: Any) -> Any:
@@ -87,8 +92,13 @@ def testweb() -> None:
               help="Delay before every response.")  # fmt: skip
 @click.option("--access-log", type=click.Path(dir_okay=False), default=None,
               help="Append one JSON line per request to this file.")  # fmt: skip
+@click.option("--bind", "bind_address", default=None, metavar="ADDR",
+              help="Listen on ADDR (e.g. 0.0.0.0 in a container) at each host's port, "
+                   "instead of each host's loopback address.")  # fmt: skip
 @_generator_kwargs
-def serve(opts: dict[str, Any], latency_ms: float, access_log: str | None) -> None:
+def serve(
+    opts: dict[str, Any], latency_ms: float, access_log: str | None, bind_address: str | None
+) -> None:
     """Print the seed URLs (one per host root), then serve until Ctrl-C."""
     import asyncio
     import signal
@@ -96,7 +106,9 @@ def serve(opts: dict[str, Any], latency_ms: float, access_log: str | None) -> No
     from srcrawl.testweb.server import TestWebServer, bind_sockets
 
     web = _web(opts)
-    socks = bind_sockets(web)
+    if bind_address is not None and opts["addresses"]:
+        raise click.UsageError("--bind listens on one address: use it with ports, not --addresses")
+    socks = bind_sockets(web, bind_address)
     server = TestWebServer(web, latency_ms=latency_ms, access_log=access_log)
 
     async def main() -> None:

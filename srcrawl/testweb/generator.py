@@ -164,15 +164,28 @@ def generate(
     robots_failures: int = DEFAULT_TESTWEB_ROBOTS_FAILURES,
     slow_seconds: float = DEFAULT_TESTWEB_SLOW_SECONDS,
     large_bytes: int = DEFAULT_TESTWEB_LARGE_BYTES,
+    host_name: str | None = None,
 ) -> Web:
-    """The web of ``hosts`` × ``pages`` regular pages for ``seed`` (same inputs, same web)."""
+    """The web of ``hosts`` × ``pages`` regular pages for ``seed`` (same inputs, same web).
+
+    ``host_name``: the name every host's URLs use instead of its loopback address
+    (one port per host, so the origins stay distinct).
+    """
+    if host_name is not None and addresses:
+        raise TestWebError("a host name needs one port per host, not one address per host")
     if pages < 1:
         raise TestWebError("each host needs at least one page")
     if crawl_delay < 0 or robots_failures < 0 or slow_seconds < 0 or large_bytes < 0:
         raise TestWebError("crawl delay, robots failures, slow seconds and size must be >= 0")
     endpoints = loopback_endpoints(hosts, port_base, ports=ports, addresses=addresses)
     host_list = [
-        Host(index=i, address=addr, port=port, **robots_for(i, crawl_delay, robots_failures))
+        Host(
+            index=i,
+            address=addr,
+            port=port,
+            name=host_name,
+            **robots_for(i, crawl_delay, robots_failures),
+        )
         for i, (addr, port) in enumerate(endpoints)
     ]
     rng = random.Random(seed)

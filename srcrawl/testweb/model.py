@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -27,6 +28,8 @@ LINK_KINDS = ("a", "area", "frame", "iframe", "next", "redirect")
 
 ROBOTS_MODES = ("ok", "missing", "flaky")
 """``/robots.txt`` answers 200; answers 404; answers 500 ``robots_failures`` times, then 200."""
+
+_HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
 
 CRAWLER_AGENT = "srcrawl"
 """The user-agent token robots rules are evaluated for."""
@@ -112,6 +115,9 @@ class Host:
     crawl_delay: float | None = None
     robots_failures: int = 0
     """How many times a ``flaky`` host answers 500 for /robots.txt before it works."""
+    name: str | None = None
+    """The host name its URLs use instead of ``address`` (a compose service name that
+    resolves to the container serving it); None: the address."""
 
     def __post_init__(self) -> None:
         try:
@@ -122,11 +128,14 @@ class Host:
             raise TestWebError(f"host {self.address!r} is not on loopback 127.0.0.0/8")
         if self.robots_mode not in ROBOTS_MODES:
             raise TestWebError(f"unknown robots mode {self.robots_mode!r}")
+        if self.name is not None and not _HOST_NAME.fullmatch(self.name):
+            raise TestWebError(f"{self.name!r} is no host name (letters, digits, '-', '.')")
 
     @property
     def origin(self) -> str:
-        """``http://address:port`` in canonical form (no ``:80``)."""
-        return f"http://{self.address}" + ("" if self.port == 80 else f":{self.port}")
+        """``http://address:port`` (or ``name:port``) in canonical form (no ``:80``)."""
+        host = self.name.lower() if self.name else self.address
+        return f"http://{host}" + ("" if self.port == 80 else f":{self.port}")
 
     @property
     def root(self) -> str:

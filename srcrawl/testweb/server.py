@@ -44,20 +44,22 @@ LISTEN_BACKLOG = 1024
 WRITE_HIGH_WATER = 256 * 1024
 
 
-def bind_sockets(web: Web) -> list[socket.socket]:
-    """One listening socket per host of ``web``, bound to its loopback address and port."""
+def bind_sockets(web: Web, address: str | None = None) -> list[socket.socket]:
+    """One listening socket per host of ``web``, bound to its loopback address and port
+    (or to ``address`` and its port: ``0.0.0.0`` serves it from a container)."""
     socks: list[socket.socket] = []
     try:
         for host in web.hosts:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             socks.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            where = address or host.address
             try:
-                sock.bind((host.address, host.port))
+                sock.bind((where, host.port))
             except OSError as e:
                 hint = " (choose another --port-base)" if e.errno == errno.EADDRINUSE else ""
                 raise TestWebError(
-                    f"cannot listen on {host.address}:{host.port}: {e.strerror}{hint}"
+                    f"cannot listen on {where}:{host.port}: {e.strerror}{hint}"
                 ) from e
             sock.listen(LISTEN_BACKLOG)
             sock.setblocking(False)

@@ -1,0 +1,95 @@
+"""The scaling benchmarks' command line: bad --slaves and missing extras end with one
+line and exit 2 before anything runs; a tiny `bench crawl --peer scrapy` writes its
+table, its JSON and its plot."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# Runs the CLI with some modules made unimportable, as if they were not installed.
+WITHOUT = (
+    "import sys\n"
+    "for name in sys.argv[1].split(','):\n"
+    "    sys.modules[name] = None\n"
+    "sys.argv = ['srcrawl', *sys.argv[2:]]\n"
+    "from srcrawl.cli import main\n"
+    "main()\n"
+)
+
+
+def run(args: list[str], cwd: Path, env: dict[str, str], *, without: str = "", timeout=300):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
+    full_env.update(env)
+    cmd = [sys.executable, "-c", WITHOUT, without, *args]
+    return subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+
+
+@pytest.fixture
+def env(tmp_path, redis_url, keys) -> dict[str, str]:
+    return {"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_HOME": str(tmp_path / "home"),
+            "SRCRAWL_JOB": keys.job}  # fmt: skip
+
+
+@pytest.mark.parametrize("bench", ["crawl", "index", "pagerank"])
+@pytest.mark.parametrize("counts", ["1,x", "0", "1,1", ""])
+def test_bad_slave_counts_end_with_one_line(bench, counts, tmp_path, env) -> None:
+    r = run(["bench", bench, "--slaves", counts], tmp_path, env)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("srcrawl: --slaves: ") and r.stderr.count("\n") == 1, r.stderr
+    assert r.stdout == ""
+
+
+@pytest.mark.parametrize("bench", ["crawl", "index", "pagerank"])
+def test_plot_without_matplotlib_ends_with_one_line_before_running(bench, tmp_path, env) -> None:
+    png = tmp_path / "out.png"
+    r = run(["bench", bench, "--slaves", "1", "--plot", str(png)], tmp_path, env,
+            without="matplotlib")  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "pip install 'srcrawl[plot]'" in r.stderr, r.stderr
+    assert not png.exists() and r.stdout == ""
+    assert not (tmp_path / "home").exists()  # nothing ran: not even the embedded Redis
+
+
+def test_peer_without_scrapy_ends_with_one_line(tmp_path, env) -> None:
+    r = run(["bench", "crawl", "--peer", "scrapy"], tmp_path, env, without="scrapy")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "pip install 'srcrawl[peer]'" in r.stderr, r.stderr
+
+
+def test_bench_crawl_beside_scrapy_writes_table_json_and_plot(tmp_path, env) -> None:
+    out_json, out_png = tmp_path / "crawl.json", tmp_path / "crawl.png"
+    r = run(["bench", "crawl", "--slaves", "2,1", "--hosts", "4", "--pages", "6",
+             "--latency-ms", "5", "--threads", "2", "--depth", "3", "--peer", "scrapy",
+             "--json", str(out_json), "--plot", str(out_png)], tmp_path, env)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    data = json.loads(out_json.read_text())
+    assert data["parameters"]["slaves"] == [2, 1] and data["parameters"]["peer"] == "scrapy"
+    assert data["machine"]["cores"] == os.cpu_count()
+    ours = {row["slaves"]: row for row in data["rows"] if row["series"] == "srcrawl"}
+    peers = {row["slaves"]: row for row in data["rows"] if row["series"] == "scrapy"}
+    assert set(ours) == set(peers) == {1, 2}
+    pages = ours[1]["items"]
+    assert pages > 3 * 6  # the three crawled hosts' pages and more
+    for n in (1, 2):
+        # the same web, seeds, depth and scope: the same pages
+        assert ours[n]["items"] == peers[n]["items"] == pages
+        assert peers[n]["concurrency"] == 2 * n
+        assert ours[n]["vs_peer"] == pytest.approx(ours[n]["throughput"] / peers[n]["throughput"])
+        assert ours[n]["cpu_s_per_item"] > 0 and peers[n]["cpu_s_per_item"] > 0
+        assert ours[n]["links_judged"] >= pages  # every fetched page was judged once
+    assert ours[1]["speedup"] == pytest.approx(1.0)
+    assert ours[2]["efficiency"] == pytest.approx(ours[2]["speedup"] / 2)
+    assert out_png.read_bytes().startswith(PNG_SIGNATURE)
+    table = r.stdout.splitlines()
+    assert table[0].startswith("crawl benchmark: 3 hosts crawled")
+    assert "master URLs/s" in table[1] and "× scrapy" in table[1]
+    assert [ln.split()[0] for ln in table[2:]] == ["2", "scrapy", "1", "scrapy"]
+    assert "slave(s):" in r.stderr  # the progress line
