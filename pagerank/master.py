@@ -36,6 +36,7 @@ from srcrawl.defaults import (
     DEFAULT_PAGERANK_ITERATIONS,
     DEFAULT_PAGERANK_KEY_TTL,
     DEFAULT_PAGERANK_REAP_INTERVAL,
+    DEFAULT_PAGERANK_STALL_TIMEOUT,
     DEFAULT_PAGERANK_TOL,
 )
 from srcrawl.errors import EnvelopeError
@@ -160,6 +161,7 @@ class RankMaster:
         self.keys = keys
         self.queues = PhaseQueues(client, keys, PHASE)
         self.reap_interval = reap_interval
+        self.stall_timeout = DEFAULT_PAGERANK_STALL_TIMEOUT
         self.block_timeout = block_timeout
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_ttl = heartbeat_ttl
@@ -284,7 +286,7 @@ class RankMaster:
     def _collect(self, tally: Tally, result: RankResult) -> None:
         """Take results until every shard of the iteration has one."""
         nrq = self.queues.nrq
-        next_check = last_result = time.monotonic()
+        next_check = last_result = last_offer = time.monotonic()
         next_check += self.reap_interval
         warned = False
         while tally.missing:
@@ -303,6 +305,9 @@ class RankMaster:
                 next_check = time.monotonic() + self.reap_interval
                 self._reap(tally, result)
                 idle = time.monotonic() - last_result
+                if idle > self.stall_timeout and time.monotonic() - last_offer > self.stall_timeout:
+                    last_offer = time.monotonic()
+                    self._offer_if_no_task(tally)
                 if not warned and idle > 5 * self.reap_interval and not self._live_slaves():
                     warned = True
                     self.on_wait(
@@ -376,6 +381,17 @@ class RankMaster:
             self._offer(tally.version, tally.iteration, tally.missing_shards)
         if self.slaves_alive is not None and not self.slaves_alive():
             raise PageRankError("every slave of this run has exited")
+
+    def _offer_if_no_task(self, tally: Tally) -> None:
+        """Offer the missing shards again when no map task is left to compute them.
+
+        A slave that retires hands its unacknowledged task back to srq, but a
+        shard it had claimed stays claimed; the task, taken again, finds no
+        shard to claim. Recomputing a shard writes the same bytes and the
+        master takes one answer per shard, so offering again is always safe.
+        """
+        if self.client.llen(self.queues.srq.key) == 0:
+            self._offer(tally.version, tally.iteration, tally.missing_shards)
 
     def _live_slaves(self) -> int:
         srq = self.queues.srq.key

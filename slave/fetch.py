@@ -14,6 +14,7 @@ from __future__ import annotations
 import http.client
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import urljoin, urlsplit
 
@@ -80,6 +81,22 @@ class FetchResult:
         return self.error is None and 200 <= self.status < 300
 
 
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and every exception it wraps (arguments, causes, contexts, reasons)."""
+    seen: set[int] = set()
+    stack: list[BaseException] = [exc]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        stack.extend(a for a in getattr(e, "args", ()) if isinstance(a, BaseException))
+        for linked in (e.__cause__, e.__context__, getattr(e, "reason", None)):
+            if isinstance(linked, BaseException):
+                stack.append(linked)
+
+
 def _classify(exc: BaseException) -> str:
     """Map an exception raised while fetching to an ``ERROR_*`` name."""
     if isinstance(exc, (requests.Timeout, urllib3.exceptions.TimeoutError, TimeoutError)):
@@ -104,13 +121,7 @@ def _classify(exc: BaseException) -> str:
         return ERROR_TRUNCATED
     # requests wraps urllib3 wraps http.client: look at the whole chain for
     # what the server actually did.
-    seen: set[int] = set()
-    stack: list[BaseException] = [exc]
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
+    for e in _chain(exc):
         if isinstance(e, http.client.IncompleteRead):
             return ERROR_TRUNCATED
         if isinstance(e, http.client.RemoteDisconnected):
@@ -119,11 +130,12 @@ def _classify(exc: BaseException) -> str:
             return ERROR_BAD_RESPONSE
         if isinstance(e, urllib3.exceptions.ProtocolError) and "IncompleteRead" in str(e):
             return ERROR_TRUNCATED
-        stack.extend(a for a in getattr(e, "args", ()) if isinstance(a, BaseException))
-        for linked in (e.__cause__, e.__context__, getattr(e, "reason", None)):
-            if isinstance(linked, BaseException):
-                stack.append(linked)
     return ERROR_CONNECT
+
+
+def _closed_by_server(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server closed the connection before any response."""
+    return any(isinstance(e, http.client.RemoteDisconnected) for e in _chain(exc))
 
 
 class _Session(requests.Session):
@@ -212,12 +224,14 @@ class Fetcher:
             return result
         started = time.monotonic()
         try:
-            response = self.session.get(
-                url,
-                stream=True,
-                allow_redirects=False,
-                timeout=(self.connect_timeout, self.read_timeout),
-            )
+            try:
+                response = self._get(url)
+            except requests.ConnectionError as e:
+                # a kept-alive connection the server had closed meanwhile: what a
+                # browser does, send the GET once more on a new connection
+                if not _closed_by_server(e):
+                    raise
+                response = self._get(url)
         except (requests.RequestException, urllib3.exceptions.HTTPError, OSError, ValueError) as e:
             result.elapsed_ms = (time.monotonic() - started) * 1000
             return self._failed(result, _classify(e), e)
@@ -233,6 +247,14 @@ class Fetcher:
             response.close()
             result.elapsed_ms = (time.monotonic() - started) * 1000
         return result
+
+    def _get(self, url: str) -> requests.Response:
+        return self.session.get(
+            url,
+            stream=True,
+            allow_redirects=False,
+            timeout=(self.connect_timeout, self.read_timeout),
+        )
 
     @staticmethod
     def _failed(result: FetchResult, error: str, exc: BaseException) -> FetchResult:

@@ -33,7 +33,6 @@ class PageWriter:
         self._links: list[tuple[int, int]] = []
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
-        self.commits = 0
 
     def add(self, pages: Sequence[Page], links: Sequence[tuple[int, int]]) -> None:
         """Queue ``pages`` and ``links`` for the next :meth:`flush`."""
@@ -45,10 +44,8 @@ class PageWriter:
         """Store everything added so far in one transaction; return the page count.
 
         A busy or restarting database is retried a few times; then the
-        StoreError is raised (the caller reports the tasks it was about to
-        acknowledge as failed) and the pages wait for the next flush: some
-        may belong to tasks whose results are not yet in the caller's hands,
-        and those must not be acknowledged without their page.
+        StoreError is raised and the pages wait for the next flush (the
+        runtime acknowledges none of their tasks until one succeeds).
         """
         with self._flush_lock:
             with self._lock:
@@ -59,17 +56,13 @@ class PageWriter:
             for attempt in range(_RETRIES):
                 try:
                     self.store.save_fetched(pages, links)
-                    self.commits += 1
                     return len(pages)
-                except StoreError as e:
+                except Exception as e:
                     log.warning("store write failed (attempt %d): %s", attempt + 1, e)
-                    if attempt == _RETRIES - 1:
+                    if attempt == _RETRIES - 1 or not isinstance(e, StoreError):
                         with self._lock:
                             self._pages[:0] = pages
                             self._links[:0] = links
                         raise
                     time.sleep(min(2**attempt * 0.2, 5.0))
             return 0  # not reached
-
-    def close(self) -> None:
-        self.flush()

@@ -26,6 +26,7 @@ from srcrawl.defaults import (
     DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_HEARTBEAT_TTL,
 )
+from srcrawl.errors import StoreError
 from srcrawl.queues.envelope import encode
 from srcrawl.queues.protocol import PhaseQueues, new_worker_id
 from srcrawl.queues.workers import Worker
@@ -107,13 +108,22 @@ class Slave:
         fields = {"phase": handler.phase, "worker": self.id, "error": traceback.format_exc(limit=3)}
         return [encode("error", fields, b"\n".join(tasks))]
 
-    def _flush(self, handler: PhaseHandler, groups: list[tuple[list[bytes], list[bytes]]]) -> list:
-        """Make what ``groups`` produced durable before their ack (see PhaseHandler)."""
+    def _flush(
+        self, handler: PhaseHandler, groups: list[tuple[list[bytes], list[bytes]]]
+    ) -> list | None:
+        """Make what ``groups`` produced durable before their ack (see PhaseHandler).
+
+        None: the store is down (StoreError); the handler keeps what it could
+        not write and the groups must not be acknowledged yet.
+        """
         flush = getattr(handler, "flush", None)
         if flush is None:
             return groups
         try:
             flush()
+        except StoreError:
+            log.exception("%s: store down, %d batches wait", handler.phase, len(groups))
+            return None
         except Exception:
             log.exception("%s handler could not store %d batches", handler.phase, len(groups))
             return [(tasks, self._failed(handler, tasks)) for tasks, _ in groups]
@@ -162,6 +172,7 @@ class _Phase:
         self.idle = threading.Semaphore(self.consumers)
         self.done: list[tuple[list[bytes], list[bytes]]] = []
         self.done_cond = threading.Condition()
+        self.backlog = 4 * self.consumers
         self.fed = False
         name = handler.phase
         self.threads = [
@@ -221,7 +232,11 @@ class _Phase:
             results = self.slave._handle(self.handler, tasks)
             with self.done_cond:
                 self.done.append((tasks, results))
-                self.done_cond.notify()
+                self.done_cond.notify_all()
+                # while the acker cannot store (the database is down), stop
+                # taking work rather than piling up fetched pages in memory
+                while len(self.done) > self.backlog and not self.slave.stopping.is_set():
+                    self.done_cond.wait(timeout=0.5)
             self.idle.release()
 
     def _acks(self) -> None:
@@ -231,6 +246,16 @@ class _Phase:
                 while not self.done and not self.fed:
                     self.done_cond.wait()
                 groups, self.done = self.done, []
+                self.done_cond.notify_all()
                 if not groups and self.fed:
                     return
-            self.slave._ack(self.q, self.slave._flush(self.handler, groups))
+            delay = 0.5
+            while (flushed := self.slave._flush(self.handler, groups)) is None:
+                if self.slave.stopping.is_set():
+                    # leave the groups unacknowledged: their tasks go back to the
+                    # queue when the slave retires (or to the reaper if it dies)
+                    log.error("stopping with %d batches not stored", len(groups))
+                    return
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+            self.slave._ack(self.q, flushed)

@@ -160,6 +160,10 @@ DEFAULT_PAGERANK_SHARD_EDGES = 1_000_000
 DEFAULT_PAGERANK_REAP_INTERVAL = 1.0
 """Seconds between two looks for dead slaves while the master waits for partial sums."""
 
+DEFAULT_PAGERANK_STALL_TIMEOUT = 30.0
+"""Seconds without any answer, with no map task left in srq, after which the master offers
+the iteration's missing shards again (a slave that claimed one may have left without it)."""
+
 DEFAULT_PAGERANK_KEY_TTL = 86_400
 """Seconds the header, shards and rank pieces of a graph live in Redis if their master dies."""
 

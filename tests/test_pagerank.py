@@ -251,6 +251,36 @@ def test_stale_and_repeated_results_are_ignored(redis_url, keys, tmp_path) -> No
 
 # -- failures ----------------------------------------------------------------------
 
+
+class Forgetful(RankHandler):
+    """Loses its first task after claiming a shard: no piece, no answer, the task
+    gone (as a slave that retired with a claimed shard leaves things)."""
+
+    forgot = False
+
+    def handle(self, tasks: list[bytes]) -> list[bytes]:
+        answers = super().handle(tasks)
+        if not Forgetful.forgot and answers:
+            Forgetful.forgot = True
+            with self._pending_lock:
+                self._pending.clear()
+            return []
+        return answers
+
+
+def test_a_shard_claimed_and_forgotten_is_offered_again(
+    redis_url, keys, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setattr("srcrawl.pagerank.master.DEFAULT_PAGERANK_STALL_TIMEOUT", 0.5)
+    cfg = sqlite_cfg(redis_url, keys, tmp_path)
+    put_web(cfg.store(), SIX, SIX_LINKS)
+    with thread_slaves(cfg, 2, handler=Forgetful):
+        result = rank_job(cfg, CONVERGED, RankOptions(shards=3))
+    assert Forgetful.forgot
+    assert np.abs(result.ranks - six_expected()).sum() <= 1e-9 and result.converged
+    cfg.close()
+
+
 VICTIM = """
 from srcrawl.config import Config
 from srcrawl.pagerank.slave import RankHandler

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from srcrawl.config import Config
+from srcrawl.errors import StoreError
+from srcrawl.keys import processing_key
 from srcrawl.queues.envelope import decode
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import workers
@@ -110,6 +113,64 @@ def test_results_are_acknowledged_only_after_flush(redis_url, redis_client, keys
     [err] = q.nrq.pop("m", 10)
     assert decode(err).kind == "error" and decode(err).payload == b"lost"
     assert slave.failed_batches == 1 and len(q.srq) == 0
+    cfg.close()
+
+
+class Outage(Stored):
+    """The store is down for the first ``failures`` flushes (StoreError), then back."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    def flush(self) -> None:
+        with self.lock:
+            if self.failures:
+                self.failures -= 1
+                raise StoreError("database is restarting")
+            batch, self.queued = self.queued, []
+        self.durable.update(batch)
+
+
+def test_a_store_outage_delays_the_ack_and_loses_nothing(
+    redis_url, redis_client, keys, tmp_path
+) -> None:
+    cfg = make_cfg(redis_url, keys.job, tmp_path)
+    q = PhaseQueues(redis_client, keys, "index")
+    tasks = [b"t%03d" % i for i in range(40)]
+    q.srq.push(tasks)
+    handler = Outage(failures=2)
+    slave = Slave(cfg, [handler])
+    slave.run(burst=True)
+    # every task acknowledged once, each with its result, none as an error
+    assert handler.failures == 0 and handler.durable == set(tasks)
+    assert sorted(q.nrq.pop("m", 1000)) == sorted(t.upper() for t in tasks)
+    assert slave.failed_batches == 0 and len(q.srq) == 0
+    assert redis_client.llen(processing_key(q.srq.key, slave.id)) == 0
+    cfg.close()
+
+
+def test_a_slave_stopping_during_an_outage_hands_its_tasks_back(
+    redis_url, redis_client, keys, tmp_path
+) -> None:
+    cfg = make_cfg(redis_url, keys.job, tmp_path)
+    q = PhaseQueues(redis_client, keys, "index")
+    q.srq.push([b"a", b"b"])
+    handler = Outage(failures=10**6)
+    slave = Slave(cfg, [handler], block_timeout=0.1)
+    t = threading.Thread(target=slave.run)
+    t.start()
+    deadline = time.monotonic() + 10
+    while len(handler.queued) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    slave.stopping.set()
+    t.join(timeout=20)
+    assert not t.is_alive()
+    # nothing acknowledged, nothing reported: on leaving, the slave handed its
+    # unacknowledged tasks back to the queue for another slave
+    assert q.nrq.pop("m", 10) == []
+    assert redis_client.llen(processing_key(q.srq.key, slave.id)) == 0
+    assert sorted(redis_client.lrange(q.srq.key, 0, -1)) == [b"a", b"b"]
     cfg.close()
 
 
