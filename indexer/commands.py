@@ -16,6 +16,7 @@ from srcrawl.defaults import (
     DEFAULT_SEARCH_TOP,
 )
 from srcrawl.indexer.tokenizer import ENV_USER_DICT
+from srcrawl.scaling import ProgressLine, check_outputs, parse_slave_counts, scaling_options
 
 
 def _config(ctx: click.Context) -> Config:
@@ -158,28 +159,8 @@ def search_command(
     show_default=True,
     help="Generated pages (Chinese and English, ~2 KB of text each).",
 )
-@click.option(
-    "--slaves",
-    "slaves_text",
-    default="1,2,4",
-    show_default=True,
-    help="Slave counts to measure, comma-separated.",
-)
 @click.option("--seed", default=1, show_default=True, help="Corpus seed.")
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Write every row, the parameters and the machine to this JSON file.",
-)
-@click.option(
-    "--plot",
-    "plot_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Draw pages/s against slaves with the ideal line (PNG; needs matplotlib).",
-)
+@scaling_options(default_slaves="1,2,4", throughput="pages/s")
 @click.pass_context
 def bench_index(
     ctx: click.Context,
@@ -191,7 +172,6 @@ def bench_index(
 ) -> None:
     """Raw jieba vs the index phase with 1, 2, 4 slaves on the same generated pages."""
     from srcrawl.indexer.benchmark import run_index_benchmark
-    from srcrawl.scaling import ProgressLine, check_outputs, parse_slave_counts
 
     slaves = parse_slave_counts(slaves_text)
     check_outputs(json_path=json_path, plot_path=plot_path)

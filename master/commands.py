@@ -23,6 +23,7 @@ from srcrawl.defaults import (
 )
 from srcrawl.errors import ConfigError
 from srcrawl.master.strategy import QUEUE_POLICIES, CrawlStrategy
+from srcrawl.scaling import ProgressLine, check_outputs, parse_slave_counts, scaling_options
 
 
 def crawl_options(f: Callable) -> Callable:
@@ -221,13 +222,6 @@ def bench_master(ctx: click.Context, urls: int, hosts: int) -> None:
 
 @click.command("crawl")
 @click.option(
-    "--slaves",
-    "slave_counts",
-    default="1,2,4,8",
-    show_default=True,
-    help="Comma-separated slave counts to run, one fresh crawl each.",
-)
-@click.option(
     "--hosts",
     # many small hosts: with one request in flight per host, 8 slaves × 4
     # threads need ≥ 32 hosts with work until the end of every depth level
@@ -260,24 +254,11 @@ def bench_master(ctx: click.Context, urls: int, hosts: int) -> None:
     default=None,
     help="Also crawl the same web with a plain Scrapy spider at the same concurrency.",
 )
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Write every row, the parameters and the machine to this JSON file.",
-)
-@click.option(
-    "--plot",
-    "plot_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Draw pages/s against slaves with the ideal line (PNG; needs matplotlib).",
-)
+@scaling_options(default_slaves="1,2,4,8", throughput="pages/s")
 @click.pass_context
 def bench_crawl(
     ctx: click.Context,
-    slave_counts: str,
+    slaves_text: str,
     hosts: int,
     pages: int,
     latency_ms: float,
@@ -289,9 +270,8 @@ def bench_crawl(
 ) -> None:
     """Pages/s crawling the synthetic web with 1, 2, 4 … slaves (politeness off: our own site)."""
     from srcrawl.master.crawl_benchmark import run_crawl_benchmark
-    from srcrawl.scaling import ProgressLine, check_outputs, parse_slave_counts
 
-    counts = parse_slave_counts(slave_counts)
+    counts = parse_slave_counts(slaves_text)
     check_outputs(json_path=json_path, plot_path=plot_path)
     if peer == "scrapy":
         from srcrawl.master.scrapy_peer import require_scrapy

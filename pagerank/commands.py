@@ -17,6 +17,7 @@ from srcrawl.defaults import (
     DEFAULT_PAGERANK_SLAVES,
     DEFAULT_PAGERANK_TOL,
 )
+from srcrawl.scaling import ProgressLine, check_outputs, parse_slave_counts, scaling_options
 
 
 def _config(ctx: click.Context) -> Config:
@@ -102,35 +103,19 @@ def export_ranks(ctx: click.Context, limit: int | None) -> None:
 @click.option("--nodes", type=click.IntRange(min=2), default=1_000_000, show_default=True)
 @click.option("--edges", type=click.IntRange(min=0), default=10_000_000, show_default=True)
 @click.option(
-    "--slaves", "slaves", default="1,2,4", show_default=True, help="Slave counts to time."
-)
-@click.option(
     "--iterations",
     type=click.IntRange(min=1),
     default=DEFAULT_PAGERANK_ITERATIONS,
     show_default=True,
 )
 @click.option("--seed", default=1, show_default=True, help="Seed of the graph generator.")
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Write every row, the parameters and the machine to this JSON file.",
-)
-@click.option(
-    "--plot",
-    "plot_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Draw iterations/s against slaves with the ideal line (PNG; needs matplotlib).",
-)
+@scaling_options(default_slaves="1,2,4", throughput="iterations/s")
 @click.pass_context
 def bench_pagerank(
     ctx: click.Context,
     nodes: int,
     edges: int,
-    slaves: str,
+    slaves_text: str,
     iterations: int,
     seed: int,
     json_path: str | None,
@@ -138,9 +123,8 @@ def bench_pagerank(
 ) -> None:
     """Seconds per iteration per slave count on a synthetic power-law web, beside scipy."""
     from srcrawl.pagerank.benchmark import run_pagerank_benchmark
-    from srcrawl.scaling import ProgressLine, check_outputs, parse_slave_counts
 
-    counts = parse_slave_counts(slaves)
+    counts = parse_slave_counts(slaves_text)
     check_outputs(json_path=json_path, plot_path=plot_path)
     cfg = _config(ctx)
     cfg.check()

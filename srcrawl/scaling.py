@@ -23,10 +23,12 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+
+import click
 
 from srcrawl import __version__
 from srcrawl.errors import ConfigError
@@ -35,6 +37,41 @@ MAX_SLAVES = 64
 """Largest slave count a benchmark accepts."""
 PROGRESS_INTERVAL = 5.0
 """Seconds between progress lines when stderr is not a terminal."""
+
+
+def scaling_options(*, default_slaves: str, throughput: str) -> Callable[[Callable], Callable]:
+    """``--slaves`` (as ``slaves_text``, for :func:`parse_slave_counts`), ``--json`` and
+    ``--plot``: the options every scaling benchmark takes."""
+    options = [
+        click.option(
+            "--slaves",
+            "slaves_text",
+            default=default_slaves,
+            show_default=True,
+            help="Comma-separated slave counts to run, one fresh run each.",
+        ),
+        click.option(
+            "--json",
+            "json_path",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="Write every row, the parameters and the machine to this JSON file.",
+        ),
+        click.option(
+            "--plot",
+            "plot_path",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help=f"Draw {throughput} against slaves with the ideal line (PNG; needs matplotlib).",
+        ),
+    ]
+
+    def decorate(f: Callable) -> Callable:
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorate
 
 
 def parse_slave_counts(text: str, *, most: int = MAX_SLAVES) -> list[int]:
