@@ -129,7 +129,7 @@ class CrawlHandler:
                 canonical[c] = fingerprint(c)
         page = Page(
             fp=fp, url=url, host=host_of(url), depth=depth, status=result.status,
-            content_type=result.content_type[:255], fetched_at=time.time(),
+            content_type=result.content_type, fetched_at=time.time(),
             fetch_ms=int(result.elapsed_ms), title=title, text=text,
             body=compress_body(result.body) if result.body else None,
         )  # fmt: skip

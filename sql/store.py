@@ -41,6 +41,12 @@ def decompress_body(stored: bytes | None) -> bytes:
     return zlib.decompress(stored) if stored else b""
 
 
+MAX_TITLE_CHARS = 4_000
+"""Characters of a title stored (MySQL's TEXT holds 65,535 bytes: 4 bytes a character)."""
+MAX_CONTENT_TYPE_CHARS = 255
+"""Characters of a Content-Type stored (the column is VARCHAR(255))."""
+
+
 @dataclass
 class Page:
     """One fetched URL as stored: keyed by the fingerprint of its canonical URL."""
@@ -58,9 +64,12 @@ class Page:
     body: bytes | None = None  # compressed with compress_body
 
     def row(self) -> tuple:
+        # a hostile page's title or header is cut to what every backend's
+        # column holds: refused, it would fail its whole batch on every retry
         return (
-            self.fp, self.url, self.host, self.depth, self.status, self.content_type,
-            self.fetched_at, self.fetch_ms, self.title, self.text, self.body,
+            self.fp, self.url, self.host, self.depth, self.status,
+            self.content_type[:MAX_CONTENT_TYPE_CHARS], self.fetched_at, self.fetch_ms,
+            self.title[:MAX_TITLE_CHARS], self.text, self.body,
         )  # fmt: skip
 
 

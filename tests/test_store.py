@@ -6,7 +6,15 @@ import pytest
 
 from srcrawl.config import DatabaseURL
 from srcrawl.errors import StoreError
-from srcrawl.sql.store import Page, Store, compress_body, decompress_body, open_store
+from srcrawl.sql.store import (
+    MAX_CONTENT_TYPE_CHARS,
+    MAX_TITLE_CHARS,
+    Page,
+    Store,
+    compress_body,
+    decompress_body,
+    open_store,
+)
 
 
 def page(fp: int, url: str | None = None, **kw) -> Page:
@@ -33,6 +41,15 @@ def test_save_fetched_round_trips_every_column(store: Store) -> None:
     assert got == p
     assert decompress_body(got.body) == raw
     assert sorted(store.iter_links().__next__()) == [(p.fp, 7), (p.fp, 2**63 - 1)]
+
+
+def test_a_hostile_title_or_content_type_is_cut_not_refused(store: Store) -> None:
+    # one page a column cannot hold must not fail its whole batch on every retry
+    title, ctype = "标题" * 40_000, "text/html; x=" + "y" * 1_000
+    store.save_fetched([page(5, title=title, content_type=ctype), page(6, title="ok")], [])
+    got = {p.fp: p for p in store.get_pages([5, 6])}
+    assert got[5].title == title[:MAX_TITLE_CHARS] and got[6].title == "ok"
+    assert got[5].content_type == ctype[:MAX_CONTENT_TYPE_CHARS]
 
 
 def test_refetch_replaces_page_and_links_never_doubles(store: Store) -> None:
