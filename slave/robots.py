@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import redis
@@ -183,14 +183,6 @@ class RobotsCache:
             self._local.move_to_end(origin)
             while len(self._local) > self.memo_size:
                 self._local.popitem(last=False)
-
-    def lookup_many(self, origins: Iterable[str]) -> dict[str, RobotsRules | None]:
-        """:meth:`lookup` for many origins in one round trip (MGET)."""
-        origins = list(dict.fromkeys(origins))
-        if not origins:
-            return {}
-        values = self.client.mget([self.keys.robots(o) for o in origins])
-        return {o: self._rules(o, v) for o, v in zip(origins, values, strict=True)}
 
     def _rules(self, origin: str, value: bytes | None) -> RobotsRules | None:
         if not value:

@@ -270,21 +270,6 @@ def test_parsed_rules_are_memoised_by_body(web: Web, make_cache) -> None:
     assert reader.parses == 1 and writer.parses == 1
 
 
-def test_lookup_many_is_one_round_trip(web: Web, make_cache, redis_client) -> None:
-    allowed = web.origin({})
-    ruled = web.origin({"/robots.txt": fixed(200, ROBOTS)})
-    cache = make_cache()
-    cache.fetch_and_store(allowed)
-    cache.fetch_and_store(ruled)
-    calls = redis_client.info("commandstats").get("cmdstat_mget", {}).get("calls", 0)
-    got = cache.lookup_many([allowed, ruled, "http://127.0.0.9:1", allowed])
-    assert redis_client.info("commandstats")["cmdstat_mget"]["calls"] == calls + 1
-    assert list(got) == [allowed, ruled, "http://127.0.0.9:1"]
-    assert got[allowed].source == "allow" and got[ruled].source == "rules"
-    assert got["http://127.0.0.9:1"] is None
-    assert cache.lookup_many([]) == {}
-
-
 def test_a_foreign_value_is_a_miss(make_cache, redis_client, keys) -> None:
     redis_client.set(keys.robots("http://127.0.0.1:1"), b"Dnot-a-time")
     redis_client.set(keys.robots("http://127.0.0.1:2"), b"?what")
