@@ -244,10 +244,13 @@ class Store(ABC):
             "page): it was dropped and every page marked unindexed; run `srcrawl index` "
             "to build it again"
         )
-        for table in ("postings", "doclens", "terms"):
-            self._execute(cur, f"DROP TABLE {table}")
+        # Pages first, then the tables, postings last: MySQL commits before
+        # each DROP, so a crash in between must leave pages marked unindexed
+        # and the old postings table, which makes the next start finish this.
         self._execute(cur, "UPDATE pages SET indexed_at = NULL")
         self._select_in(cur, "DELETE FROM meta WHERE k IN ({})", [*INDEX_COUNTERS, INDEX_BLOCK])
+        for table in ("doclens", "terms", "postings"):
+            self._execute(cur, f"DROP TABLE IF EXISTS {table}")
 
     @abstractmethod
     def _columns(self, cur: Any, table: str) -> set[str]:

@@ -134,11 +134,8 @@ def test_sqlite_in_unwritable_place_is_a_store_error(tmp_path) -> None:
         open_store(DatabaseURL(kind="sqlite", path=str(target)))  # a directory, not a file
 
 
-def test_an_index_of_schema_1_is_dropped_and_its_pages_marked_unindexed(
-    store: Store, caplog: pytest.LogCaptureFixture
-) -> None:
-    from srcrawl.indexer.postings import DocPostings, PostingsBatch
-
+def _index_of_schema_1(store: Store) -> None:
+    """Pages 1 and 2, page 1 indexed in the index tables as schema 1 had them."""
     store.put_pages([page(1), page(2)])
     with store.transaction() as cur:
         # the index tables as schema 1 had them: a postings row per (term, page)
@@ -162,6 +159,14 @@ def test_an_index_of_schema_1_is_dropped_and_its_pages_marked_unindexed(
         cur.execute(store._sql("UPDATE pages SET indexed_at = ? WHERE fp = ?"), (5.0, 1))
         cur.execute(store._sql(store.UPSERT_META), ("index_docs", "1"))
         cur.execute(store._sql(store.UPSERT_META), ("index_length", "1"))
+
+
+def test_an_index_of_schema_1_is_dropped_and_its_pages_marked_unindexed(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    from srcrawl.indexer.postings import DocPostings, PostingsBatch
+
+    _index_of_schema_1(store)
     with caplog.at_level("WARNING", logger="srcrawl.store"):
         store.init_schema()
     assert "run `srcrawl index`" in caplog.text
@@ -175,3 +180,31 @@ def test_an_index_of_schema_1_is_dropped_and_its_pages_marked_unindexed(
     caplog.clear()
     store.init_schema()  # once migrated, nothing more happens
     assert caplog.text == "" and store.index_stats() == (1, 2)
+
+
+def test_a_drop_of_the_old_index_cut_short_is_finished_by_the_next_start(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # MySQL commits before every DROP TABLE: a crash between two of them
+    # leaves part of the old index. The next start must finish the drop and
+    # never leave pages marked indexed over an index that is gone.
+    _index_of_schema_1(store)
+    execute = type(store)._execute
+    drops = []
+
+    def crash_at_second_drop(self, cur, statement, params=()):  # type: ignore[no-untyped-def]
+        if statement.startswith("DROP TABLE"):
+            drops.append(statement)
+            if len(drops) == 2:
+                raise StoreError("the process died here")
+        return execute(self, cur, statement, params)
+
+    monkeypatch.setattr(type(store), "_execute", crash_at_second_drop)
+    with pytest.raises(StoreError, match="died"):
+        store.init_schema()
+    monkeypatch.undo()
+    store.init_schema()
+    assert store.unindexed_pages(None, 10) == [1, 2]
+    assert store.index_stats() == (0, 0) and store.lookup_terms(["old"]) == {}
+    assert store.count("postings") == 0 and store.count("doclens") == 0
+    assert store.schema_version() == "2"
