@@ -500,7 +500,7 @@ class Store(ABC):
 
                 # the pages' old postings leave their blocks (and so their terms' df)
                 old = self._select_in(
-                    cur, "SELECT fp, block, terms FROM doclens WHERE fp IN ({})", live_fps
+                    cur, "SELECT fp, block, terms, length FROM doclens WHERE fp IN ({})", live_fps
                 )
                 self._drop_postings(cur, old)
 
@@ -539,11 +539,17 @@ class Store(ABC):
                         cur, f"UPDATE pages SET indexed_at = ? WHERE fp IN ({marks})",
                         [indexed_at, *part],
                     )  # fmt: skip
-                # counted afresh (a covering index makes it cheap), so the
-                # counters never drift from what doclens holds
-                docs_n, length_n = self._execute(
-                    cur, "SELECT COUNT(*), COALESCE(SUM(length), 0) FROM doclens"
-                ).fetchone()
+                # moved by what this merge added and replaced, in its own
+                # transaction: counting doclens afresh would read every indexed
+                # page's row on every merge
+                counted = self._index_counters(cur)
+                if counted is None:  # a store that never had them: count once
+                    docs_n, length_n = self._execute(
+                        cur, "SELECT COUNT(*), COALESCE(SUM(length), 0) FROM doclens"
+                    ).fetchone()
+                else:
+                    docs_n = counted[0] + len(live_fps) - len(old)
+                    length_n = counted[1] + int(lengths[keep].sum()) - sum(int(r[3]) for r in old)
                 self._executemany(
                     cur,
                     self.UPSERT_META,
@@ -595,11 +601,11 @@ class Store(ABC):
         )
 
     def _drop_postings(self, cur: Any, old: Sequence[tuple]) -> None:
-        """Take the pages of ``old`` (doclens rows: fp, block, terms) out of their blocks."""
+        """Take the pages of ``old`` (doclens rows: fp, block, terms, …) out of their blocks."""
         import numpy as np
 
         by_block: dict[int, tuple[list[int], list[Any]]] = {}
-        for fp, block, blob in old:
+        for fp, block, blob, *_ in old:
             ids = np.frombuffer(blob or b"", "<u4").astype(np.int64)
             gone, terms = by_block.setdefault(int(block), ([], []))
             gone.append(int(fp))
@@ -660,14 +666,17 @@ class Store(ABC):
         term_ids.update(found)
         return terms, missing
 
-    def _index_counters(self, cur: Any) -> tuple[int, int]:
+    def _index_counters(self, cur: Any) -> tuple[int, int] | None:
+        """(documents, total length) from ``meta``; None when they are not there."""
         rows = dict(self._select_in(cur, "SELECT k, v FROM meta WHERE k IN ({})", INDEX_COUNTERS))
-        return int(rows.get(INDEX_COUNTERS[0], 0)), int(rows.get(INDEX_COUNTERS[1], 0))
+        if len(rows) < len(INDEX_COUNTERS):
+            return None
+        return int(rows[INDEX_COUNTERS[0]]), int(rows[INDEX_COUNTERS[1]])
 
     def index_stats(self) -> tuple[int, int]:
         """(indexed documents, sum of their lengths)."""
         with self.transaction(read_only=True) as cur:
-            return self._index_counters(cur)
+            return self._index_counters(cur) or (0, 0)
 
     def lookup_terms(self, terms: Sequence[str]) -> dict[str, tuple[int, int]]:
         """term -> (id, document frequency) of the indexed terms among ``terms``.

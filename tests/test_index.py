@@ -141,6 +141,49 @@ def test_reindexing_touches_only_new_and_refetched_pages(
     slave_cfg.close()
 
 
+def test_the_index_counters_follow_every_merge_without_a_recount(store) -> None:
+    # The counters move by each merge's added and replaced pages; after any
+    # mix of new, replaced, repeated and stale pages they equal a fresh count.
+    import random
+
+    rng = random.Random(5)
+    fps = [fingerprint(f"http://127.0.0.1:9/p{i}") for i in range(40)]
+    store.put_pages(
+        Page(fp=fp, url=f"http://127.0.0.1:9/p{i}", host="127.0.0.1:9", status=200,
+             fetched_at=1000.0, title="", text="x")
+        for i, fp in enumerate(fps)
+    )  # fmt: skip
+    cache: dict[str, int] = {}
+
+    def recount() -> tuple[int, int]:
+        with store.transaction(read_only=True) as cur:
+            cur.execute("SELECT COUNT(*), COALESCE(SUM(length), 0) FROM doclens")
+            n, total = cur.fetchone()
+        return int(n), int(total)
+
+    statements: list[str] = []
+    if store.dialect == "sqlite":
+        store._conn.set_trace_callback(statements.append)
+    for round_ in range(12):
+        docs = []
+        for fp in rng.sample(fps, 15) + rng.sample(fps, 3):  # some pages twice
+            terms = rng.sample(["a", "b", "c", "d", "e", "f"], rng.randint(0, 4))
+            at = 1000.0 if rng.random() < 0.9 else 999.0  # stale: another fetch's text
+            docs.append(DocPostings(fp, at, rng.randint(0, 50), terms, [1] * len(terms)))
+        store.merge_index(PostingsBatch.of(docs), float(round_), cache)
+        assert store.index_stats() == recount() != (0, 0)
+    if store.dialect == "sqlite":  # after the first merge, no merge reads all of doclens
+        store._conn.set_trace_callback(None)
+        assert sum("COUNT(*)" in st for st in statements) == 12 + 1  # recount()s + first merge
+    # a store that lost its counters counts once, then goes on moving them
+    with store.transaction() as cur:
+        cur.execute("DELETE FROM meta WHERE k IN ('index_docs', 'index_length')")
+    assert store.index_stats() == (0, 0)
+    docs = [DocPostings(fps[0], 1000.0, 7, ["a"], [1])]
+    store.merge_index(PostingsBatch.of(docs), 99.0, cache)
+    assert store.index_stats() == recount()
+
+
 def test_merging_the_same_results_twice_changes_nothing(store) -> None:
     store.put_pages(page(k, *tv) for k, tv in CORPUS.items())
     docs = [
