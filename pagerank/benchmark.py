@@ -226,6 +226,8 @@ def run_pagerank_benchmark(
             f"  graph load           {t3 - t2:8.2f} s  (store -> compact ids -> CSR)",
         ],
         columns=[
+            Column("publish_s", "publish s", ".2f"),
+            Column("shard_load_s", "shard load s", ".3f"),
             Column("s_per_iteration", "s/iteration", ".4f"),
             Column("x_baseline", "× baseline", ".2f"),
             Column("median_s", "median s", ".4f"),
@@ -233,8 +235,10 @@ def run_pagerank_benchmark(
             Column("l1_vs_baseline", "L1 vs baseline", ".2e"),
         ],
         notes=[
-            "  CPU: this process (the master, or scipy) and the slave processes while "
-            "iterating; seconds: the iterations' sum"
+            "  once per run, before the first iteration: publish (the master writes the "
+            "shards to Redis), shard load (the slaves read them: the load round)",
+            "  seconds: the iterations' sum; CPU: this process (the master, or scipy) and "
+            "the slave processes over the whole run, publish and shard load included",
         ],
     )
     result.rows.append(
@@ -261,9 +265,16 @@ def run_pagerank_benchmark(
         seconds = [r.seconds for r in run.reports]
         extra = _iteration_columns(seconds, base)
         extra["l1_vs_baseline"] = float(np.abs(run.ranks - baseline_ranks).sum())
+        if run.load is not None:
+            extra["publish_s"] = run.load.publish_seconds
+            extra["shard_load_s"] = run.load.seconds
+            extra["shards_loaded"] = run.load.loaded
         cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
         result.rows.append(Row(count, len(seconds), sum(seconds), cpu, extra=extra))
-        echo(f"{count} slaves: {sum(seconds) / len(seconds):.4f} s/iteration")
+        echo(
+            f"{count} slaves: {sum(seconds) / len(seconds):.4f} s/iteration"
+            + (f" after a {run.load.seconds:.3f} s shard load" if run.load else "")
+        )
     return result
 
 

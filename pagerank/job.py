@@ -12,7 +12,14 @@ from srcrawl.defaults import DEFAULT_PAGERANK_SHARD_EDGES
 from srcrawl.local import LocalSlaves
 from srcrawl.pagerank.errors import PageRankError
 from srcrawl.pagerank.graph import Graph, load_graph
-from srcrawl.pagerank.master import PHASE, IterationReport, RankMaster, RankParams, RankResult
+from srcrawl.pagerank.master import (
+    PHASE,
+    IterationReport,
+    LoadReport,
+    RankMaster,
+    RankParams,
+    RankResult,
+)
 from srcrawl.pagerank.shards import cut_shards, shard_count
 
 
@@ -57,10 +64,18 @@ def rank_graph(
     def report(r: IterationReport) -> None:
         echo(f"iteration {r.iteration:3d}  L1 change {r.delta:.6e}  {r.seconds:7.3f} s")
 
+    def loaded(r: LoadReport) -> None:
+        rest = "" if r.loaded == r.shards else f" (the other {r.shards - r.loaded} as claimed)"
+        echo(
+            f"shard load: {r.shards} shards to Redis in {r.publish_seconds:.2f} s, "
+            f"{r.loaded} loaded by the slaves in {r.seconds:.2f} s{rest}"
+        )
+
     master = RankMaster(
         cfg.redis(),
         cfg.keys,
         on_iteration=report,
+        on_load=loaded,
         on_wait=echo,
         slaves_alive=(lambda: slaves.alive() > 0) if slaves else None,
     )

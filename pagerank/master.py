@@ -3,7 +3,13 @@
 Per run: the graph header (damping, the shards' destination ranges, the
 out-degrees) and the shards go to Redis once, under a fresh graph version
 from ``trq``, and the first iteration's ranks (every node 1/n) as one
-piece per shard. Per iteration: the master makes every shard claimable and
+piece per shard. Then the load round: one task per shard, each of which
+makes a slave claim a shard, read and keep it, so that the shards are in
+the slaves' memory before the first iteration and their one-time cost is
+timed apart from the iterations. The round is only a head start: a shard
+no slave loaded in it (its slave died, none answered within the stall
+timeout, a slave joined later) is loaded by whichever slave claims it in
+an iteration. Per iteration: the master makes every shard claimable and
 pushes one map task per shard to ``srq``; the slave that takes a task
 claims a shard, sums it, finishes its destinations' new ranks and writes
 them as the shard's piece of the next iteration (see slave.py), so the
@@ -43,7 +49,14 @@ from srcrawl.errors import EnvelopeError
 from srcrawl.keys import Keys
 from srcrawl.pagerank.errors import PageRankError
 from srcrawl.pagerank.graph import Graph
-from srcrawl.pagerank.protocol import GraphHeader, MapTask, ShardDone, pack_vector, unpack_vector
+from srcrawl.pagerank.protocol import (
+    LOAD_ROUND,
+    GraphHeader,
+    MapTask,
+    ShardDone,
+    pack_vector,
+    unpack_vector,
+)
 from srcrawl.pagerank.shards import Shard
 from srcrawl.pagerank.transport import TransientWriter
 from srcrawl.queues.envelope import Message, decode
@@ -60,6 +73,10 @@ if ARGV[3] == 'release' then redis.call('DEL', KEYS[1])
 else redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 1
 """
+
+
+def _round(iteration: int) -> str:
+    return "the load round" if iteration == LOAD_ROUND else f"iteration {iteration}"
 
 
 @dataclass(frozen=True)
@@ -87,6 +104,20 @@ class IterationReport:
     seconds: float
 
 
+@dataclass(frozen=True)
+class LoadReport:
+    """The one-time steps of a run, before its first iteration."""
+
+    publish_seconds: float
+    """The master writing the header, the shards and the first ranks to Redis."""
+    seconds: float
+    """The load round: slaves reading the shards from Redis and keeping them ready."""
+    loaded: int
+    """Shards loaded in the round; fewer than ``shards`` if it stalled (the rest are
+    loaded by the slaves that claim them in an iteration)."""
+    shards: int
+
+
 @dataclass
 class RankResult:
     fps: np.ndarray
@@ -100,6 +131,7 @@ class RankResult:
     """Tasks returned to srq because the slave holding them died."""
     dropped: int = 0
     """Results dropped: of another graph or iteration, or a repeat."""
+    load: LoadReport | None = None
 
 
 class Tally:
@@ -152,6 +184,7 @@ class RankMaster:
         heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL,
         heartbeat_ttl: float = DEFAULT_HEARTBEAT_TTL,
         on_iteration: Callable[[IterationReport], None] | None = None,
+        on_load: Callable[[LoadReport], None] | None = None,
         on_wait: Callable[[str], None] | None = None,
         slaves_alive: Callable[[], bool] | None = None,
     ) -> None:
@@ -166,6 +199,7 @@ class RankMaster:
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_ttl = heartbeat_ttl
         self.on_iteration = on_iteration or (lambda report: None)
+        self.on_load = on_load or (lambda report: None)
         self.on_wait = on_wait or (lambda message: None)
         self.slaves_alive = slaves_alive
         self.id = new_worker_id(client, keys, "master")
@@ -200,8 +234,12 @@ class RankMaster:
             worker.beat()
             beat.start()
             version = self.queues.trq.next("graph")
+            t0 = time.perf_counter()
             self._publish(version, graph, shards, params)
-            return self._iterate(graph, shards, params, version)
+            result = RankResult(graph.fps, np.full(graph.n, 1.0 / graph.n))
+            result.load = self._load(version, shards, result, time.perf_counter() - t0)
+            self.on_load(result.load)
+            return self._iterate(graph, shards, params, version, result)
         finally:
             self._stop_beat.set()
             if beat.is_alive():
@@ -212,7 +250,7 @@ class RankMaster:
                 last = self._iteration
                 leftovers.append(self.keys.rank_graph(version))
                 leftovers += [self.keys.rank_shard(version, s.index) for s in shards]
-                for i in sorted({1, last, last + 1}):
+                for i in sorted({LOAD_ROUND, 1, last, last + 1}):
                     leftovers.append(self.keys.rank_unclaimed(version, i))
                     leftovers += [self.keys.rank_piece(version, i, s.index) for s in shards]
             self.client.delete(*leftovers)
@@ -227,17 +265,36 @@ class RankMaster:
             raise PageRankError("the shards must cut the nodes in order, numbered from 0")
         header = GraphHeader(params.damping, bounds, graph.outdeg)
         self.bulk.set(self.keys.rank_graph(version), header.pack(version), ttl)
-        for shard in shards:  # one at a time: only one packed copy in memory
-            self.bulk.set(self.keys.rank_shard(version, shard.index), shard.pack(version), ttl)
+        for shard in shards:
+            self.bulk.set_list(self.keys.rank_shard(version, shard.index), shard.pack(version), ttl)
         first = np.full(graph.n, 1.0 / graph.n)
         for shard in shards:
             key = self.keys.rank_piece(version, 1, shard.index)
             self.bulk.set(key, pack_vector(first[shard.lo : shard.hi]), ttl)
 
+    def _load(
+        self, version: int, shards: list[Shard], result: RankResult, publish_seconds: float
+    ) -> LoadReport:
+        """Run the load round: every shard loaded by a slave, or a stall."""
+        t0 = time.perf_counter()
+        self._offer(version, LOAD_ROUND, [s.index for s in shards])
+        tally = Tally(version, LOAD_ROUND, shards)
+        if not self._collect(tally, result, patient=False):
+            # the shards left are loaded by the slaves that claim them in an
+            # iteration; the round's tasks left in srq would find nothing to claim
+            self.client.lrem(self.queues.srq.key, 0, MapTask(version, LOAD_ROUND).encode())
+        self.client.delete(self.keys.rank_unclaimed(version, LOAD_ROUND))
+        loaded = len(shards) - tally.missing
+        return LoadReport(publish_seconds, time.perf_counter() - t0, loaded, len(shards))
+
     def _iterate(
-        self, graph: Graph, shards: list[Shard], params: RankParams, version: int
+        self,
+        graph: Graph,
+        shards: list[Shard],
+        params: RankParams,
+        version: int,
+        result: RankResult,
     ) -> RankResult:
-        result = RankResult(graph.fps, np.full(graph.n, 1.0 / graph.n))
         for iteration in range(1, params.iterations + 1):
             t0 = time.perf_counter()
             self._iteration = iteration
@@ -283,8 +340,12 @@ class RankMaster:
         return ranks
 
     # -- collecting one iteration's results ---------------------------------------
-    def _collect(self, tally: Tally, result: RankResult) -> None:
-        """Take results until every shard of the iteration has one."""
+    def _collect(self, tally: Tally, result: RankResult, *, patient: bool = True) -> bool:
+        """Take results until every shard of the iteration has one; whether it did.
+
+        When no result came for the stall timeout, a patient collection offers
+        the missing shards again; an impatient one gives up.
+        """
         nrq = self.queues.nrq
         next_check = last_result = last_offer = time.monotonic()
         next_check += self.reap_interval
@@ -306,6 +367,8 @@ class RankMaster:
                 self._reap(tally, result)
                 idle = time.monotonic() - last_result
                 if idle > self.stall_timeout and time.monotonic() - last_offer > self.stall_timeout:
+                    if not patient:
+                        return False
                     last_offer = time.monotonic()
                     self._offer_if_no_task(tally)
                 if not warned and idle > 5 * self.reap_interval and not self._live_slaves():
@@ -314,6 +377,7 @@ class RankMaster:
                         "waiting for a pagerank slave (start one with "
                         "`srcrawl slave start --phases pagerank`)"
                     )
+        return True
 
     def _pop(self, count: int, timeout: float) -> list[bytes]:
         """Move up to ``count`` results into this master's processing list.
@@ -354,7 +418,7 @@ class RankMaster:
             ):
                 # the header, a shard or the pieces of the running iteration vanished
                 raise PageRankError(
-                    f"a slave found iteration {tally.iteration} unavailable: {msg.get('reason')}"
+                    f"a slave found {_round(tally.iteration)} unavailable: {msg.get('reason')}"
                 )
         result.dropped += 1
 
@@ -366,7 +430,7 @@ class RankMaster:
                 continue
             if (task.version, task.iteration) == (tally.version, tally.iteration):
                 raise PageRankError(
-                    f"a slave failed in iteration {task.iteration}: {msg.get('error')}"
+                    f"a slave failed in {_round(task.iteration)}: {msg.get('error')}"
                 )
 
     def _reap(self, tally: Tally, result: RankResult) -> None:

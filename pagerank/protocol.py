@@ -9,7 +9,9 @@
 - the unclaimed set of an iteration: the shards no slave has taken yet.
 - ``srq``: a ``map`` task per shard and iteration, (graph version,
   iteration): the slave that takes one claims a shard from the unclaimed
-  set, one it already holds if it can (see slave.py).
+  set, one it already holds if it can (see slave.py). Iteration 0
+  (``LOAD_ROUND``) comes before the first: its tasks make slaves claim a
+  shard and load it, computing nothing; they answer ``done`` with no change.
 - ``nrq``: a ``done`` message per task with the shard's part of the L1
   change, acknowledged once its piece of the next iteration is written; a
   ``stale`` message when the task's graph or iteration has moved on; an
@@ -25,6 +27,9 @@ import numpy as np
 
 from srcrawl.errors import EnvelopeError
 from srcrawl.queues.envelope import Message, decode, encode
+
+LOAD_ROUND = 0
+"""The iteration number of the load round, in which slaves load shards and compute nothing."""
 
 _FLOAT = np.dtype("<f8")
 _INDEX = np.dtype("<i4")

@@ -15,11 +15,15 @@ own rows stays in cache, since a shard has few rows.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from srcrawl.defaults import DEFAULT_PAGERANK_SHARD_CHUNK
 from srcrawl.queues.envelope import decode, encode
+
+Buffer = bytes | memoryview
 
 ROW_COST = 1.0
 """Work of one destination row relative to one edge, for balancing the cuts."""
@@ -35,16 +39,17 @@ class Shard:
     lo: int
     hi: int
     sources: np.ndarray
-    """int32[nnz]: source node of each edge, ascending."""
+    """int32[nnz] (intp once unpacked): source node of each edge, ascending."""
     rows: np.ndarray
-    """int32[nnz]: destination of each edge, minus ``lo``."""
+    """int32[nnz] (intp once unpacked): destination of each edge, minus ``lo``."""
 
     @property
     def nnz(self) -> int:
         return len(self.sources)
 
-    def pack(self, version: int) -> bytes:
-        """The shard as one packed message (little-endian int32 arrays)."""
+    def pack(self, version: int, chunk_bytes: int = DEFAULT_PAGERANK_SHARD_CHUNK) -> list[Buffer]:
+        """The shard as stored: a header message, then ``sources`` and ``rows`` as
+        little-endian int32, cut into chunks of at most ``chunk_bytes`` (uncopied)."""
         fields = {
             "version": version,
             "shard": self.index,
@@ -52,27 +57,43 @@ class Shard:
             "hi": self.hi,
             "nnz": self.nnz,
         }
-        payload = self.sources.astype(_INDEX).tobytes() + self.rows.astype(_INDEX).tobytes()
-        return encode("shard", fields, payload)
+        step = max(1, chunk_bytes // _INDEX.itemsize)
+        parts: list[Buffer] = [encode("shard", fields)]
+        for column in (self.sources, self.rows):
+            flat = np.ascontiguousarray(column, dtype=_INDEX)
+            parts += [memoryview(flat[i : i + step]).cast("B") for i in range(0, len(flat), step)]
+        return parts
 
     @classmethod
-    def unpack(cls, raw: bytes) -> tuple[int, Shard]:
-        """(graph version, shard) of a packed shard; ValueError if it is inconsistent."""
-        # the header alone goes through the envelope: the payload (megabytes) is
-        # read in place rather than copied out
-        end = raw.find(b"\n")
-        msg = decode(raw[:end] if end >= 0 else raw)
-        payload = memoryview(raw)[end + 1 :] if end >= 0 else memoryview(b"")
+    def unpack(cls, parts: Sequence[bytes]) -> tuple[int, Shard]:
+        """(graph version, shard) of a stored shard; ValueError if it is inconsistent.
+
+        Its ``sources`` and ``rows`` come back as native-width integers, what
+        ShardSums works with: the chunks are converted as they are copied out,
+        one pass over the bytes (a read of one large value instead costs Redis
+        and hiredis more time than the several smaller ones of a chunked shard).
+        """
+        if not parts:
+            raise ValueError("a shard has a header")
+        msg = decode(parts[0])
         if msg.kind != "shard":
             raise ValueError(f"expected a shard, got a {msg.kind!r} message")
         head = [msg.get(name) for name in ("version", "shard", "lo", "hi", "nnz")]
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in head):
             raise ValueError("shard header lacks version, shard, lo, hi or nnz")
         version, index, lo, hi, nnz = head
-        if hi <= lo or nnz < 0 or len(payload) != 2 * nnz * _INDEX.itemsize:
+        sizes = [len(chunk) for chunk in parts[1:]]
+        if hi <= lo or nnz < 0 or sum(sizes) != 2 * nnz * _INDEX.itemsize:
             raise ValueError("shard payload does not match its header")
-        sources = np.frombuffer(payload, dtype=_INDEX, count=nnz)
-        rows = np.frombuffer(payload, dtype=_INDEX, offset=nnz * _INDEX.itemsize)
+        if any(size % _INDEX.itemsize for size in sizes):
+            raise ValueError("shard payload is cut inside a value")
+        both = np.empty(2 * nnz, dtype=np.intp)
+        at = 0
+        for chunk in parts[1:]:
+            values = np.frombuffer(chunk, dtype=_INDEX)
+            both[at : at + len(values)] = values
+            at += len(values)
+        sources, rows = both[:nnz], both[nnz:]
         if nnz and (sources.min() < 0 or rows.min() < 0 or rows.max() >= hi - lo):
             raise ValueError("shard names a node outside its ranges")
         return version, cls(index, lo, hi, sources, rows)
@@ -122,8 +143,9 @@ class ShardSums:
         self.lo = shard.lo
         self.hi = shard.hi
         # native-width indices: take() and bincount() would convert int32 each time
-        self.sources = shard.sources.astype(np.intp)
-        self.rows = shard.rows.astype(np.intp)
+        # (an unpacked shard has them already: no copy then)
+        self.sources = np.asarray(shard.sources, dtype=np.intp)
+        self.rows = np.asarray(shard.rows, dtype=np.intp)
         self.max_source = int(self.sources.max()) if len(self.sources) else -1
         self.nbytes = self.sources.nbytes + self.rows.nbytes
 

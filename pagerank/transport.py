@@ -16,6 +16,8 @@ Two costs grow with the bytes written, and both are avoided here:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import redis
 
 try:  # redis-py internals: without them, the ordinary client still works, a little slower
@@ -50,6 +52,17 @@ redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 return 1
 """
 
+# KEYS[1] the key; ARGV[1] its time to live in seconds, ARGV[2…] the values.
+# Replaces the key by a list of the values, without propagating the write to the
+# AOF or replicas; returns 1. One RPUSH per value: a shard has a handful.
+_LIST_UNLOGGED = """
+redis.set_repl(redis.REPL_NONE)
+redis.call('DEL', KEYS[1])
+for i = 2, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return 1
+"""
+
 # KEYS[1] the key, KEYS[2] a guard key; ARGV[1] the value, ARGV[2] its time to
 # live in seconds. If the guard key exists, sets the key without propagating the
 # write to the AOF or replicas and returns 1; otherwise writes nothing, returns 0.
@@ -76,9 +89,14 @@ class TransientWriter:
         self.client = bulk_client(client)
         self._set = self.client.register_script(_SET_UNLOGGED)
         self._set_guarded = self.client.register_script(_SET_GUARDED)
+        self._list = self.client.register_script(_LIST_UNLOGGED)
 
     def set(self, key: str, value: bytes | memoryview, ttl: int) -> None:
         self._set(keys=[key], args=[value, ttl])
+
+    def set_list(self, key: str, values: Sequence[bytes | memoryview], ttl: int) -> None:
+        """Make ``key`` the list of ``values`` (read back with one LRANGE)."""
+        self._list(keys=[key], args=[ttl, *values])
 
     def set_while(self, key: str, value: bytes | memoryview, ttl: int, guard: str) -> bool:
         """Set ``key`` if ``guard`` exists; whether it did.

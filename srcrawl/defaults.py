@@ -157,15 +157,28 @@ DEFAULT_PAGERANK_SLAVES = 2
 DEFAULT_PAGERANK_SHARD_EDGES = 1_000_000
 """Edges per graph shard (one map task per shard and iteration)."""
 
+DEFAULT_PAGERANK_SHARD_CHUNK = 1 << 20
+"""Bytes per value of a shard stored in Redis: a shard is a list of such chunks, read in
+one LRANGE (an 8 MB shard: about half the time of one 8 MB GET)."""
+
 DEFAULT_PAGERANK_REAP_INTERVAL = 1.0
 """Seconds between two looks for dead slaves while the master waits for partial sums."""
 
 DEFAULT_PAGERANK_STALL_TIMEOUT = 30.0
 """Seconds without any answer, with no map task left in srq, after which the master offers
-the iteration's missing shards again (a slave that claimed one may have left without it)."""
+the iteration's missing shards again (a slave that claimed one may have left without it).
+The load round gives up after as long without an answer: the shards left are loaded by the
+slaves that claim them in the first iteration."""
 
 DEFAULT_PAGERANK_KEY_TTL = 86_400
 """Seconds the header, shards and rank pieces of a graph live in Redis if their master dies."""
+
+DEFAULT_PAGERANK_STEAL_AFTER = 0.1
+"""Seconds a pagerank slave hands back the tasks of an iteration in which only shards other
+slaves hold are left, before it takes one of those (and reads it from Redis)."""
+
+DEFAULT_PAGERANK_CLAIM_RETRY = 0.005
+"""Seconds a pagerank slave pauses after handing a task back, before it pops again."""
 
 DEFAULT_PAGERANK_WRITE_TRIES = 4
 """Attempts of a pagerank slave to write a computed piece before it reports the task failed."""

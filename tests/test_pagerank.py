@@ -282,13 +282,21 @@ def test_a_shard_claimed_and_forgotten_is_offered_again(
 
 
 VICTIM = """
+import sys, time
 from srcrawl.config import Config
+from srcrawl.pagerank.protocol import MapTask
 from srcrawl.pagerank.slave import RankHandler
-from srcrawl.pagerank.transport import TransientWriter
 from srcrawl.slave.runtime import Slave
 
+class Slow(RankHandler):
+    # lingers over the tasks of one round, so that it can be caught holding one
+    def handle(self, tasks):
+        if any(MapTask.decode(t).iteration == int(sys.argv[1]) for t in tasks):
+            time.sleep(0.2)
+        return super().handle(tasks)
+
 cfg = Config.load()
-Slave(cfg, [RankHandler(cfg)], heartbeat_interval=0.2, heartbeat_ttl=1.0).run()
+Slave(cfg, [Slow(cfg)], heartbeat_interval=0.2, heartbeat_ttl=1.0).run()
 """
 
 
@@ -299,8 +307,9 @@ def _worker_of(client, keys: Keys, pid: int) -> str | None:
     return None
 
 
-def _kill_while_holding_a_task(client, keys: Keys, victim: subprocess.Popen) -> int:
-    """SIGKILL ``victim`` while it holds a map task; return how many it held."""
+def _kill_while_holding_a_task(client, keys: Keys, victim: subprocess.Popen, iteration: int) -> int:
+    """SIGKILL ``victim`` while it holds a map task of ``iteration``; return how many
+    tasks it held."""
     q = PhaseQueues(client, keys, "pagerank")
     deadline = time.monotonic() + 60
     worker = None
@@ -308,8 +317,9 @@ def _kill_while_holding_a_task(client, keys: Keys, victim: subprocess.Popen) -> 
         worker = worker or _worker_of(client, keys, victim.pid)
         if worker and client.llen(q.srq.processing_key(worker)):
             victim.send_signal(signal.SIGSTOP)  # frozen: it can no longer ack
-            held = client.llen(q.srq.processing_key(worker))
-            if held:
+            tasks = client.lrange(q.srq.processing_key(worker), 0, -1)
+            if any(MapTask.decode(t).iteration == iteration for t in tasks):
+                held = len(tasks)
                 victim.kill()
                 victim.wait()
                 return held
@@ -317,8 +327,9 @@ def _kill_while_holding_a_task(client, keys: Keys, victim: subprocess.Popen) -> 
     raise AssertionError("the victim never held a task")
 
 
-def test_a_slave_killed_mid_iteration_changes_nothing(
-    redis_url, redis_client, keys, tmp_path, python
+@pytest.mark.parametrize("iteration", [0, 3], ids=["in the load round", "mid-iteration"])
+def test_a_slave_killed_holding_a_task_changes_nothing(
+    redis_url, redis_client, keys, tmp_path, python, iteration
 ) -> None:
     cfg = sqlite_cfg(redis_url, keys, tmp_path)
     pages, links = random_web(20_000, seed=4)
@@ -330,7 +341,7 @@ def test_a_slave_killed_mid_iteration_changes_nothing(
         clean = RankMaster(redis_client, keys).run(graph, shards, params)
     assert clean.requeued == 0
 
-    victim = subprocess.Popen([python, "-c", VICTIM], env=cfg.child_env())
+    victim = subprocess.Popen([python, "-c", VICTIM, str(iteration)], env=cfg.child_env())
     master = RankMaster(redis_client, keys, reap_interval=0.2)
     outcome: dict = {}
 
@@ -343,7 +354,7 @@ def test_a_slave_killed_mid_iteration_changes_nothing(
     t = threading.Thread(target=run_master)
     t.start()
     try:
-        held = _kill_while_holding_a_task(redis_client, keys, victim)
+        held = _kill_while_holding_a_task(redis_client, keys, victim, iteration)
         with LocalSlaves(cfg, 1, ["pagerank"]):
             t.join(timeout=120)
     finally:
@@ -353,9 +364,64 @@ def test_a_slave_killed_mid_iteration_changes_nothing(
     result = outcome["result"]
     assert held >= 1 and result.requeued >= held
     assert len(result.reports) == 40
+    assert result.load is not None and result.load.loaded == len(shards)
     assert np.array_equal(result.ranks, clean.ranks)  # bit for bit: each shard summed once
     q = PhaseQueues(redis_client, keys, "pagerank")
     assert len(q.srq) == 0 and len(q.nrq) == 0
+    cfg.close()
+
+
+def test_slaves_that_missed_the_load_round_load_shards_as_they_claim_them(
+    redis_url, redis_client, keys, tmp_path
+) -> None:
+    cfg = sqlite_cfg(redis_url, keys, tmp_path)
+    pages, links = random_web(5_000, seed=8)
+    put_web(cfg.store(), pages, links)
+    graph = load_graph(cfg.store())
+    shards = cut_shards(graph.src, graph.dst, graph.n, 6)
+    params = RankParams(iterations=12)
+    with thread_slaves(cfg, 2):
+        clean = RankMaster(redis_client, keys).run(graph, shards, params)
+    assert clean.load is not None and clean.load.loaded == 6
+
+    # no slave answers within the stall timeout: the round gives up, the
+    # iterations wait for slaves, which load every shard as they claim it
+    loads = []
+    master = RankMaster(redis_client, keys, reap_interval=0.1, on_load=loads.append)
+    master.stall_timeout = 0.5
+    outcome: dict = {}
+    t = threading.Thread(target=lambda: outcome.update(result=master.run(graph, shards, params)))
+    t.start()
+    deadline = time.monotonic() + 30
+    while not loads and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert loads and loads[0].loaded == 0 and loads[0].shards == 6
+    with thread_slaves(cfg, 2) as late:
+        t.join(timeout=60)
+        stats = [s.handlers[0].stats() for s in late]
+    assert not t.is_alive() and np.array_equal(outcome["result"].ranks, clean.ranks)
+    assert sum(st["shard_loads"] for st in stats) >= 6
+
+    # the slave of the load round leaves before the first iteration; one that
+    # never saw the round does every iteration
+    first = Slave(cfg, [RankHandler(cfg)], block_timeout=0.1)
+    runner = threading.Thread(target=first.run, daemon=True)
+    runner.start()
+    joined: list[Slave] = []
+
+    def swap(report) -> None:
+        first.stopping.set()
+        runner.join(timeout=10)
+        joined.append(Slave(cfg, [RankHandler(cfg)], block_timeout=0.1))
+        threading.Thread(target=joined[0].run, daemon=True).start()
+
+    result = RankMaster(redis_client, keys, on_load=swap).run(graph, shards, params)
+    joined[0].stopping.set()
+    assert result.load is not None and result.load.loaded == 6
+    assert first.handlers[0].stats()["shard_loads"] == 6
+    assert first.handlers[0].stats()["shards"] == 0  # loaded, computed nothing
+    assert joined[0].handlers[0].stats()["shard_loads"] == 6
+    assert np.array_equal(result.ranks, clean.ranks)
     cfg.close()
 
 
@@ -394,7 +460,9 @@ def test_a_corrupt_shard_fails_the_run_with_a_clear_error(redis_url, keys, tmp_p
 
     def corrupt(version, *rest) -> None:
         publish(version, *rest)
-        cfg.redis().set(cfg.keys.rank_shard(version, 0), b'{"v":1,"kind":"shard"}\nxx')
+        key = cfg.keys.rank_shard(version, 0)
+        cfg.redis().delete(key)
+        cfg.redis().rpush(key, b'{"v":1,"kind":"shard"}', b"xx")
 
     master._publish = corrupt
     with thread_slaves(cfg, 1), pytest.raises(PageRankError, match="shard 0 is corrupt"):
@@ -485,7 +553,7 @@ def _publish_cycle(client, keys: Keys, version: int) -> tuple[list, np.ndarray]:
     client.set(keys.rank_graph(version), header.pack(version))
     first = np.array([0.4, 0.3, 0.2, 0.1])
     for s in shards:
-        client.set(keys.rank_shard(version, s.index), s.pack(version))
+        client.rpush(keys.rank_shard(version, s.index), *s.pack(version))
         client.set(keys.rank_piece(version, 1, s.index), bytes(pack_vector(first[s.lo : s.hi])))
     client.sadd(keys.rank_unclaimed(version, 1), *[s.index for s in shards])
     # x = [0.2, 0.3, 0.2, 0]; sums = [0.2, 0.2, 0.5, 0]; constant = (0.5·0.1 + 0.5) / 4
@@ -493,10 +561,12 @@ def _publish_cycle(client, keys: Keys, version: int) -> tuple[list, np.ndarray]:
 
 
 def test_a_task_claims_a_shard_and_writes_its_piece_while_the_iteration_is_open(
-    redis_url, redis_client, keys, tmp_path
+    redis_url, redis_client, keys, tmp_path, monkeypatch
 ) -> None:
     from srcrawl.embedded import free_port
 
+    # one slave takes every shard here, held or not (see the test after this one)
+    monkeypatch.setattr("srcrawl.pagerank.slave.DEFAULT_PAGERANK_STEAL_AFTER", 0.0)
     cfg = sqlite_cfg(redis_url, keys, tmp_path)
     shards, expected = _publish_cycle(redis_client, keys, 5)
     old = np.array([0.4, 0.3, 0.2, 0.1])
@@ -555,6 +625,43 @@ def test_a_task_claims_a_shard_and_writes_its_piece_while_the_iteration_is_open(
     redis_client.sadd(keys.rank_unclaimed(5, 1), 1)
     [gone] = RankHandler(cfg).handle([task])
     assert decode(gone).kind == "stale" and "gone" in decode(gone).get("reason")
+    cfg.close()
+
+
+def test_a_slave_leaves_the_shards_others_hold_to_them_for_a_while(
+    redis_url, redis_client, keys, tmp_path, monkeypatch
+) -> None:
+    cfg = sqlite_cfg(redis_url, keys, tmp_path)
+    _publish_cycle(redis_client, keys, 6)
+    srq, unclaimed = keys.srq("pagerank"), keys.rank_unclaimed(6, 1)
+    task = MapTask(6, 1).encode()
+    a, b = RankHandler(cfg), RankHandler(cfg)
+    [x] = [ShardDone.from_message(decode(m)).shard for m in a.handle([task])]
+    [y] = [ShardDone.from_message(decode(m)).shard for m in b.handle([task])]
+    assert {x, y} == {0, 1}
+    # only a's shard is left: b hands its task back rather than read that shard
+    redis_client.sadd(unclaimed, x)
+    assert b.handle([task]) == []
+    assert redis_client.lrange(srq, 0, -1) == [task] and redis_client.sismember(unclaimed, x)
+    assert b.stats()["deferred"] == 1 and b.stats()["shard_loads"] == 1
+    assert [
+        ShardDone.from_message(decode(m)).shard for m in a.handle(redis_client.lpop(srq, 1))
+    ] == [x]
+    # past the steal delay (its holder died, or is slow) it takes the shard
+    redis_client.sadd(unclaimed, x)
+    assert b.handle([task]) == [] and redis_client.llen(srq) == 1
+    monkeypatch.setattr("srcrawl.pagerank.slave.DEFAULT_PAGERANK_STEAL_AFTER", 0.0)
+    assert [ShardDone.from_message(decode(m)).shard for m in b.handle([task])] == [x]
+    assert b.stats()["shard_loads"] == 2 and b.stats()["deferred"] == 2
+    # in the load round no shard is anyone's: a takes y, loads it, computes nothing
+    monkeypatch.setattr("srcrawl.pagerank.slave.DEFAULT_PAGERANK_STEAL_AFTER", 60.0)
+    redis_client.sadd(keys.rank_unclaimed(6, 0), y)
+    [loaded] = a.handle([MapTask(6, 0).encode()])
+    assert ShardDone.from_message(decode(loaded)) == ShardDone(6, 0, y, 0.0)
+    assert a.stats()["shard_loads"] == 2 and a.stats()["shards"] == 2
+    a.flush()
+    assert redis_client.get(keys.rank_piece(6, 1, y)) is not None  # the first ranks only
+    assert redis_client.get(keys.rank_piece(6, 2, y)) is None
     cfg.close()
 
 

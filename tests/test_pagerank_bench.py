@@ -54,6 +54,9 @@ def test_benchmark_times_each_slave_count_beside_the_baseline(redis_url, keys, t
         assert run.items == 6 and run.extra["l1_vs_baseline"] < 1e-12
         assert run.cpu_s is not None and run.cpu_s > 0
         assert run.extra["s_per_iteration"] == pytest.approx(run.seconds / 6)
+        # the one-time steps are reported beside the iterations, not in them
+        assert run.extra["publish_s"] > 0 and run.extra["shard_load_s"] > 0
+        assert run.extra["shards_loaded"] == 1
     assert result.speedup(runs[0]) == pytest.approx(1.0)
     assert len([ln for ln in lines if ln.startswith("2 slave(s): iteration")]) == 6
     text = result.render()
@@ -110,4 +113,5 @@ def test_bench_command_prints_the_table(redis_url, keys, tmp_path, python) -> No
     assert rows.keys() == {"scipy", "1", "2"}
     assert float(rows["1"][-1]) < 1e-12  # the same ranks as the baseline
     assert rows["1"][4] == "1.00"  # speedup of the one-slave run
-    assert len(rows["1"]) == len(rows["2"]) == 12 and len(rows["scipy"]) == 9
+    assert len(rows["1"]) == len(rows["2"]) == 14 and len(rows["scipy"]) == 9
+    assert "publish s" in header and "shard load s" in header

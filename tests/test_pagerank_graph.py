@@ -113,26 +113,35 @@ def test_shard_pack_round_trip_and_corruption() -> None:
     src, dst = _random_graph(30, 90, seed=1)
     shard = cut_shards(src, dst, 30, 3)[1]
     assert np.all(np.diff(shard.sources) >= 0)  # edges by source within the shard
-    version, back = Shard.unpack(shard.pack(17))
-    assert version == 17 and (back.index, back.lo, back.hi) == (1, shard.lo, shard.hi)
-    assert back.sources.tolist() == shard.sources.tolist()
-    assert back.rows.tolist() == shard.rows.tolist()
-    packed = shard.pack(17)
+    assert shard.nnz > 4
+    for chunk_bytes, chunks in ((8, 2 * -(-shard.nnz // 2)), (1 << 20, 2)):
+        parts = [bytes(p) for p in shard.pack(17, chunk_bytes)]
+        assert len(parts) == 1 + chunks
+        version, back = Shard.unpack(parts)
+        assert version == 17 and (back.index, back.lo, back.hi) == (1, shard.lo, shard.hi)
+        assert back.sources.tolist() == shard.sources.tolist()
+        assert back.rows.tolist() == shard.rows.tolist()
+        assert back.sources.dtype == back.rows.dtype == np.intp  # ready for ShardSums
+    head, sources, rows = parts
     with pytest.raises(ValueError, match="does not match"):
-        Shard.unpack(packed[:-4])
-    msg = decode(packed)
-    rows = shard.rows.copy()
-    rows[0] = shard.hi - shard.lo  # one past the shard's last destination
-    payload = shard.sources.astype("<i4").tobytes() + rows.astype("<i4").tobytes()
+        Shard.unpack([head, sources])
+    with pytest.raises(ValueError, match="inside a value"):
+        Shard.unpack([head, sources + rows[:2], rows[2:]])
+    bad = shard.rows.copy()
+    bad[0] = shard.hi - shard.lo  # one past the shard's last destination
     with pytest.raises(ValueError, match="outside"):
-        Shard.unpack(encode("shard", msg.fields, payload))
+        Shard.unpack([head, sources, bad.astype("<i4").tobytes()])
     with pytest.raises(ValueError, match="lacks"):
-        Shard.unpack(encode("shard", {"version": 1}, payload))
+        Shard.unpack([encode("shard", {"version": 1}), sources, rows])
+    with pytest.raises(ValueError, match="expected a shard"):
+        Shard.unpack([encode("graph", {"version": 1}), sources, rows])
 
 
 def test_shard_with_no_edges_sums_to_zeros() -> None:
     shard = cut_shards(np.empty(0, np.int32), np.empty(0, np.int32), 4, 2)[0]
     assert ShardSums(shard).sums(np.ones(4)).tolist() == [0.0] * (shard.hi - shard.lo)
+    parts = shard.pack(3)
+    assert len(parts) == 1 and Shard.unpack(parts)[1].nnz == 0
 
 
 def test_messages_round_trip_and_reject_garbage() -> None:
