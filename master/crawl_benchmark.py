@@ -125,6 +125,9 @@ def run_crawl_benchmark(
             robots_failures=0,
             crawl_delay=0,
             large_bytes=200_000,
+            # every page is rendered before the crawl starts: rendering is the
+            # remote sites' CPU, which here would come out of the crawl's cores
+            prerender=True,
         ) as web,
     ):
         # host 0 carries the special pages (timeouts, traps, huge pages):

@@ -102,6 +102,9 @@ DEFAULT_READ_TIMEOUT = 10.0
 DEFAULT_FETCH_DEADLINE = 30.0
 """Seconds a whole fetch may take: a server that drips bytes cannot hold a thread longer."""
 
+DEFAULT_FETCH_HOST_POOLS = 512
+"""Hosts whose idle keep-alive connections a slave keeps (least recently used go first)."""
+
 DEFAULT_MAX_PAGE_BYTES = 2 * 1024 * 1024
 """Bytes of a response body kept (after decompression); the rest is not read."""
 

@@ -120,6 +120,10 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/then-close":  # keep-alive promised, then the server hangs up
             self.send(200, PAGE)
             self.close_connection = True
+        elif path == "/set-cookie":
+            self.send(200, PAGE, "text/html", Set_Cookie="session=abc; Path=/")
+        elif path == "/echo-cookie":
+            self.send(200, self.headers.get("Cookie", "").encode(), "text/plain")
         elif path == "/redirect":
             self.send(302, b"", Location="/ok?from=redirect")
         elif path == "/redirect-abs":
@@ -345,6 +349,68 @@ def test_a_fetch_thread_keeps_its_connection_alive(server: str, fetcher: Fetcher
     for t in threads:
         t.join()
     assert len(results) == 8 and all(r.ok and r.body == PAGE for r in results)
+
+
+def test_a_host_keeps_one_connection_whichever_thread_fetches(
+    server: str, fetcher: Fetcher
+) -> None:
+    # the master sends a host's URLs to whichever fetch thread is free: the
+    # connection belongs to the fetcher, not to the thread that opened it
+    assert fetcher.fetch(server + "/ok").ok
+    before = set(Handler.peers)
+    for _ in range(4):
+        t = threading.Thread(target=lambda: fetcher.fetch(server + "/ok"))
+        t.start()
+        t.join()
+    assert set(Handler.peers) <= before
+
+
+def test_connections_to_many_hosts_are_kept() -> None:
+    # more hosts than a requests Session pools (10): a crawl goes round all its hosts
+    servers = [Server(("127.0.0.1", 0), Handler) for _ in range(24)]
+    for httpd in servers:
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    f = Fetcher(connect_timeout=2, read_timeout=3, user_agent="t")
+    try:
+        urls = [f"http://127.0.0.1:{httpd.server_address[1]}/ok" for httpd in servers]
+        assert all(f.fetch(url).ok for url in urls)
+        before = set(Handler.peers)
+        assert all(f.fetch(url).ok for url in urls)
+        assert set(Handler.peers) <= before
+    finally:
+        f.close()
+        for httpd in servers:
+            httpd.shutdown()
+            httpd.server_close()
+
+
+def test_every_thread_may_fetch_from_one_host_at_once(
+    server: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # under the hash queue policy a host's URLs may all be in flight at once:
+    # each thread's connection is kept, none is discarded for want of room
+    f = Fetcher(connect_timeout=2, read_timeout=3, user_agent="t", threads=6)
+    results: list = []
+    try:
+        for _ in range(2):
+            threads = [
+                threading.Thread(target=lambda: results.append(f.fetch(server + "/slow")))
+                for _ in range(6)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    finally:
+        f.close()
+    assert len(results) == 12 and all(r.ok for r in results)
+    assert "pool is full" not in caplog.text
+
+
+def test_cookies_are_not_sent_back(server: str, fetcher: Fetcher) -> None:
+    assert fetcher.fetch(server + "/set-cookie").ok
+    r = fetcher.fetch(server + "/echo-cookie")
+    assert r.ok and r.body == b""
 
 
 def test_a_connection_the_server_closed_is_not_reused(server: str, fetcher: Fetcher) -> None:

@@ -13,9 +13,10 @@ import pytest
 import requests
 from bs4 import BeautifulSoup
 
-from srcrawl.testweb import TestWeb, TestWebError, canonical, read_access_log
+from srcrawl.testweb import TestWeb, TestWebError, canonical, content, generate, read_access_log
 from srcrawl.testweb.accesslog import by_host, gaps, overlaps
 from srcrawl.testweb.content import render
+from srcrawl.testweb.server import Site
 from srcrawl.testweb.specials import BAD_HREFS
 from srcrawl.testweb.traps import is_trap
 
@@ -130,6 +131,27 @@ def test_served_html_links_match_the_model(
         assert ("noindex" in metas) == page.noindex and ("nofollow" in metas) == page.meta_nofollow
         checked += 1
     assert checked > 100
+
+
+def test_a_prerendered_web_serves_the_same_bytes_without_rendering_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    web = generate(3, 15, seed=4, ports=[1, 2, 3], large_bytes=50_000)
+    expected = {url: render(web, page) for url, page in web.pages.items()}
+    site = Site(web, prerender=True)
+    monkeypatch.setattr(content, "render", lambda *args: pytest.fail("rendered on request"))
+    for url in web.pages:
+        host = web.host_of(url)
+        assert host is not None
+        assert site.respond(host, url) == expected[url]
+
+
+def test_a_prerendered_web_is_served_from_its_process(http: requests.Session) -> None:
+    with TestWeb.generate(3, 10, seed=4, prerender=True) as tw:
+        for url, page in sorted(tw.web.pages.items()):
+            if page.behavior == "normal":
+                r = http.get(url, allow_redirects=False, timeout=10)
+                assert r.status_code == page.status and r.content == render(tw.web, page).body
 
 
 def test_bad_links_page_holds_every_bad_href(served: TestWeb, http: requests.Session) -> None:

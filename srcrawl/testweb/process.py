@@ -60,9 +60,12 @@ class TestWeb:
         in_process: bool = False,
         flush_interval: float = DEFAULT_TESTWEB_LOG_FLUSH,
         sockets: Sequence[socket.socket] | None = None,
+        prerender: bool = False,
     ) -> None:
-        """Serve ``web`` on its own addresses and ports (``sockets``: already bound ones)."""
+        """Serve ``web`` on its own addresses and ports (``sockets``: already bound ones);
+        ``prerender``: render every page before serving (see :class:`~.server.Site`)."""
         self.web = web
+        self.prerender = prerender
         self.latency_ms = latency_ms
         self.access_log = Path(access_log) if access_log else None
         self.in_process = in_process
@@ -85,6 +88,7 @@ class TestWeb:
         access_log: str | Path | None = None,
         in_process: bool = False,
         flush_interval: float = DEFAULT_TESTWEB_LOG_FLUSH,
+        prerender: bool = False,
         **options: Any,
     ) -> TestWeb:
         """A generated web on ports the kernel picked (``options`` go to :func:`generate`)."""
@@ -102,7 +106,7 @@ class TestWeb:
                 s.close()
             raise
         return cls(web, latency_ms=latency_ms, access_log=access_log, in_process=in_process,
-                   flush_interval=flush_interval, sockets=socks)  # fmt: skip
+                   flush_interval=flush_interval, sockets=socks, prerender=prerender)  # fmt: skip
 
     # ---- the model, for convenience
 
@@ -181,7 +185,7 @@ class TestWeb:
         payload = pickle.dumps({
             "web": self.web, "fds": fds, "latency_ms": self.latency_ms,
             "access_log": str(self.access_log) if self.access_log else None,
-            "flush_interval": self.flush_interval,
+            "flush_interval": self.flush_interval, "prerender": self.prerender,
         })  # fmt: skip
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "srcrawl.testweb"],
@@ -209,7 +213,8 @@ class TestWeb:
             try:
                 server = TestWebServer(self.web, latency_ms=self.latency_ms,
                                        access_log=self.access_log,
-                                       flush_interval=self.flush_interval)  # fmt: skip
+                                       flush_interval=self.flush_interval,
+                                       prerender=self.prerender)  # fmt: skip
                 await server.start(socks)
             except BaseException as e:
                 failure.append(e)
@@ -272,7 +277,8 @@ def child_main() -> int:
     try:
         server = TestWebServer(job["web"], latency_ms=job["latency_ms"],
                                access_log=job["access_log"],
-                               flush_interval=job["flush_interval"])  # fmt: skip
+                               flush_interval=job["flush_interval"],
+                               prerender=job["prerender"])  # fmt: skip
     except SrcrawlError as e:
         print(f"srcrawl testweb: {e}", file=sys.stderr)
         return 2

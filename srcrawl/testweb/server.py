@@ -94,25 +94,40 @@ class Request:
 
 
 class Site:
-    """Answers requests from the model: lookup, robots.txt modes, a cache of rendered pages."""
+    """Answers requests from the model: lookup, robots.txt modes, a cache of rendered pages.
 
-    def __init__(self, web: Web, cache_size: int = RENDER_CACHE_SIZE) -> None:
+    With ``prerender`` every stored page is rendered up front (a trap page
+    still on first request): a benchmark then measures the crawler, not the
+    rendering of the pages it fetches, and a big web takes longer to start.
+    """
+
+    def __init__(
+        self, web: Web, cache_size: int = RENDER_CACHE_SIZE, *, prerender: bool = False
+    ) -> None:
         self.web = web
         self.robots_requests = [0] * len(web.hosts)
         self._cache: OrderedDict[str, Response] = OrderedDict()
         self._cache_size = cache_size
+        self._rendered: dict[str, Response] = {}
+        if prerender:
+            self._rendered = {url: content.render(web, page) for url, page in web.pages.items()}
 
     def url_of(self, host: Host, target: str) -> str | None:
         if target.startswith("/"):
-            return canonical(host.origin + target)
+            url = host.origin + target
+            # a crawler asks for canonical URLs, and a page's URL is canonical
+            return url if url in self.web.pages else canonical(url)
         if target.lower().startswith(("http://", "https://")):  # absolute-form
             url = canonical(target)
             return None if url is None else canonical(host.origin + target_of(url))
         return None
 
     def respond(self, host: Host, url: str) -> Response:
-        if target_of(url) == "/robots.txt":
+        if url.endswith("/robots.txt") and target_of(url) == "/robots.txt":
             return self._robots(host)
+        rendered = self._rendered.get(url)
+        if rendered is not None:
+            return rendered
         cached = self._cache.get(url)
         if cached is not None:
             self._cache.move_to_end(url)
@@ -321,11 +336,12 @@ class TestWebServer:
         latency_ms: float = 0.0,
         access_log: str | Path | None = None,
         flush_interval: float = DEFAULT_TESTWEB_LOG_FLUSH,
+        prerender: bool = False,
     ) -> None:
         if latency_ms < 0:
             raise TestWebError("latency must be >= 0 ms")
         self.web = web
-        self.site = Site(web)
+        self.site = Site(web, prerender=prerender)
         self.latency = latency_ms / 1000.0
         self.log = AccessLog(access_log, flush_interval) if access_log else None
         self.connections: set[HttpConnection] = set()
