@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pymysql
 
 from srcrawl.errors import StoreError
-from srcrawl.sql.store import Store
+from srcrawl.sql.store import RETIRED_INDEXES, Store
 
 if TYPE_CHECKING:
     from srcrawl.config import DatabaseURL
@@ -87,6 +87,16 @@ class MySQLStore(Store):
 
     def _rollback(self) -> None:
         self._conn.rollback()
+
+    def _retire_indexes(self, cur: Any) -> None:
+        for table, index in RETIRED_INDEXES:
+            cur.execute(
+                "SELECT 1 FROM information_schema.statistics WHERE table_schema = DATABASE() "
+                "AND table_name = %s AND index_name = %s LIMIT 1",
+                (table, index),
+            )
+            if cur.fetchone():
+                cur.execute(f"ALTER TABLE {table} DROP INDEX {index}")  # names from our code
 
     def _columns(self, cur: Any, table: str) -> set[str]:
         cur.execute(

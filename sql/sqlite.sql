@@ -28,7 +28,9 @@ CREATE TABLE IF NOT EXISTS links (
     dst INTEGER NOT NULL,
     PRIMARY KEY (src, dst)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS links_dst ON links (dst);
+-- No index by dst: nothing reads links by target, and keeping one cost a
+-- random B-tree insert per stored link (half of a crawled page's insert).
+-- Stores made before lose it in Store.init_schema.
 
 -- ids are given by the index master (the only writer), next after the highest;
 -- a term's document frequency is the sum of n over its postings rows

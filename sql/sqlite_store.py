@@ -11,7 +11,7 @@ from typing import Any
 
 from srcrawl.defaults import DEFAULT_SQLITE_BULK_CACHE_MB
 from srcrawl.errors import StoreError
-from srcrawl.sql.store import Store, schema_statements
+from srcrawl.sql.store import RETIRED_INDEXES, Store, schema_statements
 
 _PAGE_UPDATE = ", ".join(
     f"{c} = excluded.{c}"
@@ -97,6 +97,10 @@ class SQLiteStore(Store):
     def _columns(self, cur: Any, table: str) -> set[str]:
         # table names come from this package, never from data
         return {row[1] for row in cur.execute(f"PRAGMA table_info({table})").fetchall()}
+
+    def _retire_indexes(self, cur: Any) -> None:
+        for _table, index in RETIRED_INDEXES:
+            cur.execute(f"DROP INDEX IF EXISTS {index}")  # names from our code
 
     def _translate_error(self, e: Exception) -> Exception | None:
         if isinstance(e, sqlite3.Error):

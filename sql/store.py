@@ -106,6 +106,9 @@ class IndexMerge:
 
 
 INDEX_COUNTERS = ("index_docs", "index_length")
+
+RETIRED_INDEXES = (("links", "links_dst"),)
+"""(table, index) pairs older schemas had and this one drops."""
 """Meta keys: indexed documents and the sum of their lengths (BM25's N and avgdl),
 as of the last merge."""
 
@@ -234,7 +237,12 @@ class Store(ABC):
                 self._drop_old_index(cur)
             for statement in schema_statements(self.dialect):
                 cur.execute(statement)
+            self._retire_indexes(cur)
             self._execute(cur, self.UPSERT_META, ("schema_version", SCHEMA_VERSION))
+
+    @abstractmethod
+    def _retire_indexes(self, cur: Any) -> None:
+        """Drop the indexes of RETIRED_INDEXES that a store made by an older version has."""
 
     def _drop_old_index(self, cur: Any) -> None:
         """Drop an index of schema 1 (a postings row per term and page): the pages are

@@ -117,6 +117,30 @@ def test_failed_transaction_rolls_back(store: Store) -> None:
     assert store.count("pages") == 0
 
 
+def test_a_store_made_with_the_links_dst_index_loses_it(store: Store) -> None:
+    # Older schemas indexed links by target; nothing reads them that way and
+    # the index cost a B-tree insert per stored link.
+    def indexes() -> set[str]:
+        with store.transaction(read_only=True) as cur:
+            if store.dialect == "sqlite":
+                cur.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+            else:
+                cur.execute(
+                    "SELECT index_name FROM information_schema.statistics "
+                    "WHERE table_schema = DATABASE() AND table_name = 'links'"
+                )
+            return {row[0] for row in cur.fetchall()}
+
+    with store.transaction() as cur:
+        cur.execute("CREATE INDEX links_dst ON links (dst)")
+    assert "links_dst" in indexes()
+    store.save_fetched([page(1)], [(1, 2), (1, 3)])
+    store.init_schema()
+    assert "links_dst" not in indexes()
+    assert store.count("links") == 2
+    store.init_schema()  # and stays idempotent
+
+
 def test_unknown_table_is_refused(store: Store) -> None:
     with pytest.raises(ValueError):
         store.count("pages; DROP TABLE pages")
