@@ -434,3 +434,20 @@ def test_bad_settings_are_refused() -> None:
         Fetcher(connect_timeout=0)
     with pytest.raises(ValueError):
         Fetcher(max_bytes=0)
+
+
+def test_proxies_in_the_environment_are_never_used(
+    server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A crawler talks to each host itself: a proxy named in the environment
+    # (here a port nothing listens on) must change nothing.
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))
+    port = dead.getsockname()[1]
+    dead.close()
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{port}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    result = Fetcher().fetch(server + "/ok")
+    assert result.error is None and result.status == 200 and result.body == PAGE
