@@ -158,4 +158,6 @@ class CrawlHandler:
             "errors": self.errors,
             "invalid_links": self.invalid_links,
             "cache_hit_rate": round(self.cache.hit_rate, 4),
+            "stored_bare": self.writer.stored_bare,
+            "store_dropped": self.writer.dropped,
         }

@@ -7,21 +7,31 @@ the batch it is about to acknowledge. A page is acknowledged only once it
 is stored, yet the store sees one transaction per batch, not per page, and
 no fetch thread waits for the store (nor switches to a writer thread and
 back, which cost more CPU than the insert itself).
+
+A batch that keeps failing is stored page by page: a page the store
+refuses whatever happens (a text over what its column holds, a packet
+over the server's limit) is stored without its title, text and body, so
+that one hostile page never holds back the crawl; one whose bare row is
+refused for its data too (a constraint) is dropped and counted. Only when
+a bare page fails for another reason is the store taken to be down: the
+pages wait for the next flush, and their tasks for their ack.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Sequence
 
-from srcrawl.errors import StoreError
+from srcrawl.errors import StoreDataError, StoreError
 from srcrawl.sql.store import Page, Store
 
 log = logging.getLogger("srcrawl.slave")
 
 _RETRIES = 5
+_BACKOFF = 0.2  # seconds before the second attempt; doubled each time, at most 5 s
 
 
 class PageWriter:
@@ -33,6 +43,10 @@ class PageWriter:
         self._links: list[tuple[int, int]] = []
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
+        self.stored_bare = 0
+        """Pages the store refused whole, stored without title, text and body."""
+        self.dropped = 0
+        """Pages not stored in any form (an error that is not the store's)."""
 
     def add(self, pages: Sequence[Page], links: Sequence[tuple[int, int]]) -> None:
         """Queue ``pages`` and ``links`` for the next :meth:`flush`."""
@@ -41,11 +55,13 @@ class PageWriter:
             self._links.extend(links)
 
     def flush(self) -> int:
-        """Store everything added so far in one transaction; return the page count.
+        """Store everything added so far; return the page count.
 
-        A busy or restarting database is retried a few times; then the
-        StoreError is raised and the pages wait for the next flush (the
-        runtime acknowledges none of their tasks until one succeeds).
+        One transaction for all; a busy or restarting database is retried a
+        few times, then the pages are stored one at a time (see the module
+        docstring). Raises StoreError when the store is down: the pages wait
+        for the next flush (the runtime acknowledges none of their tasks
+        until one succeeds).
         """
         with self._flush_lock:
             with self._lock:
@@ -57,12 +73,52 @@ class PageWriter:
                 try:
                     self.store.save_fetched(pages, links)
                     return len(pages)
-                except Exception as e:
+                except StoreDataError as e:  # refused again however often it is sent
+                    log.warning("store write refused: %s", e)
+                    break
+                except StoreError as e:
                     log.warning("store write failed (attempt %d): %s", attempt + 1, e)
-                    if attempt == _RETRIES - 1 or not isinstance(e, StoreError):
-                        with self._lock:
-                            self._pages[:0] = pages
-                            self._links[:0] = links
-                        raise
-                    time.sleep(min(2**attempt * 0.2, 5.0))
-            return 0  # not reached
+                    if attempt < _RETRIES - 1:
+                        time.sleep(min(2**attempt * _BACKOFF, 5.0))
+                except Exception as e:  # not the store: something in the pages
+                    log.warning("store write failed: %r", e)
+                    break
+            return self._one_by_one(pages, links)
+
+    def _one_by_one(self, pages: list[Page], links: list[tuple[int, int]]) -> int:
+        by_src: dict[int, list[tuple[int, int]]] = {}
+        for link in links:
+            by_src.setdefault(link[0], []).append(link)
+        for i, page in enumerate(pages):
+            mine = by_src.get(page.fp, [])
+            try:
+                self.store.save_fetched([page], mine)
+                continue
+            except Exception as e:
+                refused = e
+            bare = dataclasses.replace(page, title="", text="", body=None)
+            try:
+                self.store.save_fetched([bare], mine)
+            except StoreDataError as e:
+                self.dropped += 1
+                log.error("page %s not stored: %s (then %s)", page.url, refused, e)
+                continue
+            except StoreError:
+                # even a bare page fails, and not for its data: the store is down
+                left = pages[i:]
+                fps = {p.fp for p in left}
+                with self._lock:
+                    self._pages[:0] = left
+                    self._links[:0] = [link for link in links if link[0] in fps]
+                raise
+            except Exception as e:
+                self.dropped += 1
+                log.error("page %s not stored: %r (then %r)", page.url, refused, e)
+                continue
+            self.stored_bare += 1
+            log.error(
+                "page %s: the store refused it (%s); stored without its title, text and body",
+                page.url,
+                refused,
+            )
+        return len(pages)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pymysql
 
-from srcrawl.errors import StoreError
+from srcrawl.errors import StoreDataError, StoreError
 from srcrawl.sql.store import RETIRED_INDEXES, Store
 
 if TYPE_CHECKING:
@@ -112,7 +112,9 @@ class MySQLStore(Store):
 
     def _translate_error(self, e: Exception) -> Exception | None:
         if isinstance(e, pymysql.MySQLError):
-            return StoreError(f"MySQL ({self.db.redacted()}): {e.args[-1] if e.args else e}")
+            data = isinstance(e, pymysql.IntegrityError | pymysql.DataError)
+            kind = StoreDataError if data else StoreError
+            return kind(f"MySQL ({self.db.redacted()}): {e.args[-1] if e.args else e}")
         return None
 
     def close(self) -> None:

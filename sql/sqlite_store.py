@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from srcrawl.defaults import DEFAULT_SQLITE_BULK_CACHE_MB
-from srcrawl.errors import StoreError
+from srcrawl.errors import StoreDataError, StoreError
 from srcrawl.sql.store import RETIRED_INDEXES, Store, schema_statements
 
 _PAGE_UPDATE = ", ".join(
@@ -103,6 +103,8 @@ class SQLiteStore(Store):
             cur.execute(f"DROP INDEX IF EXISTS {index}")  # names from our code
 
     def _translate_error(self, e: Exception) -> Exception | None:
+        if isinstance(e, sqlite3.IntegrityError | sqlite3.DataError):
+            return StoreDataError(f"SQLite ({self.path}): {e}")
         if isinstance(e, sqlite3.Error):
             return StoreError(f"SQLite ({self.path}): {e}")
         return None

@@ -13,6 +13,11 @@ class StoreError(SrcrawlError):
     """The SQL store refused an operation."""
 
 
+class StoreDataError(StoreError):
+    """The store refused the data itself (a constraint, a value too long): trying the
+    same rows again fails again, unlike a store that is down or busy."""
+
+
 class EnvelopeError(SrcrawlError):
     """A queue message is not a srcrawl envelope this version understands."""
 

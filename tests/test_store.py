@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from srcrawl.config import DatabaseURL
-from srcrawl.errors import StoreError
+from srcrawl.errors import StoreDataError, StoreError
 from srcrawl.sql.store import (
     MAX_CONTENT_TYPE_CHARS,
     MAX_TITLE_CHARS,
@@ -232,3 +232,11 @@ def test_a_drop_of_the_old_index_cut_short_is_finished_by_the_next_start(
     assert store.index_stats() == (0, 0) and store.lookup_terms(["old"]) == {}
     assert store.count("postings") == 0 and store.count("doclens") == 0
     assert store.schema_version() == "2"
+
+
+def test_rows_the_store_refuses_for_their_data_are_a_store_data_error(store: Store) -> None:
+    # what a slave must not retry forever, told apart from a store that is down
+    bad = Page(fp=1, url=None, host="h", depth=2**40)  # type: ignore[arg-type]
+    with pytest.raises(StoreDataError):
+        store.save_fetched([bad], [])
+    assert store.count("pages") == 0
