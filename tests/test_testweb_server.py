@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -473,3 +478,48 @@ def test_unwritable_access_log_is_a_clear_error(in_process: bool) -> None:
     with pytest.raises(TestWebError, match="did not start"):
         tw.start()
     tw.stop()  # harmless after a failed start
+
+
+def test_the_server_stops_when_its_parent_dies_even_with_forked_children(tmp_path: Path) -> None:
+    # The local master and slaves are forked from the process that serves the
+    # test web; if that process dies, the server must not live on for as long
+    # as they do (they would hold its stdin pipe open).
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "from srcrawl.testweb import TestWeb\n"
+        "web = TestWeb.generate(hosts=1, pages=5, seed=1).start()\n"
+        "child = os.fork()\n"
+        "if child == 0:\n"
+        "    null = os.open(os.devnull, os.O_WRONLY)\n"
+        "    os.dup2(null, 1)\n"
+        "    time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "print(web.server_pid, child, flush=True)\n"
+        "os._exit(0)  # dies without stopping the server\n"
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        text=True, timeout=60,
+    )  # fmt: skip
+    server, child = (int(x) for x in out.stdout.split())
+    try:
+        deadline = time.monotonic() + 10
+        while _alive(server) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(server), "the server outlived its parent"
+        assert _alive(child)  # it was the forked child's copy of the pipe that mattered
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # an exited child of a dead parent is reaped by init; a zombie counts as gone
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as f:
+        return f.read().split(")")[-1].split()[0] != "Z"
+    return True

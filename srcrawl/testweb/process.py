@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import pickle
 import signal
 import socket
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,29 @@ START_TIMEOUT = 60.0
 """Seconds the child may take to start serving (it unpickles the whole model)."""
 STOP_TIMEOUT = 10.0
 _READY = b"ready\n"
+
+
+# The test webs served by child processes of this process. The server
+# stops when its stdin pipe reaches EOF, that is when every process holding
+# the pipe's write end has closed it or died; a child forked from this
+# process (the local master and slaves, srcrawl.local) would hold it too, and
+# keep the server alive after this process died. Forked children let go.
+_SERVED: weakref.WeakSet[TestWeb] = weakref.WeakSet()
+
+
+def _release_pipes_in_child() -> None:
+    for web in list(_SERVED):
+        proc = web._proc
+        if proc is None or proc.stdin is None:
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, proc.stdin.fileno())  # the fd stays valid: later closes are harmless
+            os.close(null)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_release_pipes_in_child)
 
 
 class TestWeb:
@@ -153,6 +178,7 @@ class TestWeb:
     def stop(self) -> None:
         """Stop serving; the access log is complete afterwards."""
         if self._proc is not None:
+            _SERVED.discard(self)
             proc, self._proc = self._proc, None
             with contextlib.suppress(OSError):
                 assert proc.stdin is not None
@@ -194,6 +220,7 @@ class TestWeb:
             pass_fds=fds,
         )
         assert self._proc.stdin is not None and self._proc.stdout is not None
+        _SERVED.add(self)
         try:
             self._proc.stdin.write(struct.pack(">Q", len(payload)) + payload)
             self._proc.stdin.flush()
