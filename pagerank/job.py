@@ -67,7 +67,8 @@ def rank_graph(
     def loaded(r: LoadReport) -> None:
         rest = "" if r.loaded == r.shards else f" (the other {r.shards - r.loaded} as claimed)"
         echo(
-            f"shard load: {r.shards} shards to Redis in {r.publish_seconds:.2f} s, "
+            f"shard load: {r.shards} shard{'s' if r.shards != 1 else ''} to Redis in "
+            f"{r.publish_seconds:.2f} s, "
             f"{r.loaded} loaded by the slaves in {r.seconds:.2f} s{rest}"
         )
 
