@@ -26,6 +26,7 @@ from srcrawl.slave.fetch import (
     ERROR_TIMEOUT,
     ERROR_TRUNCATED,
     Fetcher,
+    FetchResult,
 )
 
 PAGE = "<html><head><title>t</title></head><body><p>中文 page</p></body></html>".encode()
@@ -325,7 +326,7 @@ def test_malformed_urls_are_errors(fetcher: Fetcher, url: str) -> None:
 
 
 def test_a_fetch_thread_keeps_its_connection_alive(server: str, fetcher: Fetcher) -> None:
-    # a fetch thread's session reuses its open connection to a host
+    # a fetch thread reuses the open connection to a host
     before = set(Handler.peers)
     results: list = []
 
@@ -339,16 +340,21 @@ def test_a_fetch_thread_keeps_its_connection_alive(server: str, fetcher: Fetcher
     assert len(results) == 6 and all(r.ok and r.body == PAGE for r in results)
     assert len(set(Handler.peers) - before) == 1
     # at once, every thread still gets its page
-    results.clear()
-    threads = [
-        threading.Thread(target=lambda: results.append(fetcher.fetch(server + "/ok")))
-        for _ in range(8)
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = fetch_at_once(fetcher, server + "/ok", 8)
     assert len(results) == 8 and all(r.ok and r.body == PAGE for r in results)
+
+
+def fetch_at_once(fetcher: Fetcher, url: str, threads: int) -> list[FetchResult]:
+    """``url`` fetched by ``threads`` threads at once; their results."""
+    results: list[FetchResult] = []
+    workers = [
+        threading.Thread(target=lambda: results.append(fetcher.fetch(url))) for _ in range(threads)
+    ]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    return results
 
 
 def test_a_host_keeps_one_connection_whichever_thread_fetches(
@@ -393,14 +399,7 @@ def test_every_thread_may_fetch_from_one_host_at_once(
     results: list = []
     try:
         for _ in range(2):
-            threads = [
-                threading.Thread(target=lambda: results.append(f.fetch(server + "/slow")))
-                for _ in range(6)
-            ]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            results += fetch_at_once(f, server + "/slow", 6)
     finally:
         f.close()
     assert len(results) == 12 and all(r.ok for r in results)
