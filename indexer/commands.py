@@ -95,8 +95,8 @@ def index_command(
         click.echo(
             f"indexed {report.indexed} pages ({report.reindexed} again, {report.stale} changed "
             f"meanwhile, {report.failed} failed) in {report.wall_s:.1f} s, "
-            f"{report.pages_per_s:.1f} pages/s; {report.postings} postings, "
-            f"{report.new_terms} new terms"
+            f"{report.pages_per_s:.1f} pages/s; {report.postings} postings in "
+            f"{report.rows} rows"
         )
     for error in report.errors:
         click.echo(f"srcrawl: {error}", err=True)

@@ -6,7 +6,8 @@ of page ids with a serial from ``trq``, queued in ``srq``. Slaves answer in
 ``nrq`` with packed postings. The master is the only writer of the index: it
 moves results into its processing list, lets them gather (up to
 ``DEFAULT_INDEX_MERGE_DOCS`` documents or ``DEFAULT_INDEX_MERGE_WAIT``
-seconds), merges them in one store transaction, and acknowledges them only
+seconds, and at the end of a run no more than the pages still out with
+slaves), merges them in one store transaction, and acknowledges them only
 once that transaction committed. A master
 killed between the two leaves the results to be merged again, which changes
 nothing (a merge replaces a page's postings). While it waits it reaps dead
@@ -67,7 +68,7 @@ class IndexReport:
     missing: int = 0  # page ids a slave found no page for
     failed: int = 0  # pages of tasks a slave refused or failed on (left unindexed)
     postings: int = 0
-    new_terms: int = 0
+    rows: int = 0  # postings rows written (a row per distinct term of a merge)
     merges: int = 0
     merge_s: float = 0.0  # time inside merge transactions
     wall_s: float = 0.0
@@ -120,7 +121,6 @@ class IndexMaster:
             self.client, self.keys, self.id, [self.q.nrq], role="master", ttl=heartbeat_ttl
         )
         self._lock = self.client.register_script(_LOCK)
-        self.term_ids: dict[str, int] = {}
         self.report = IndexReport()
         self._outstanding: dict[int, int] = {}  # batch serial -> pages
         self._cursor: int | None = None
@@ -182,11 +182,7 @@ class IndexMaster:
                 want = max(1, (self.merge_docs - self._held_docs) // self.batch_pages)
                 messages = self.q.nrq.pop(self.id, want, timeout=timeout)
                 self._take(messages)
-                if self._held and (
-                    self._held_docs >= self.merge_docs
-                    or not self._outstanding
-                    or time.monotonic() - self._held_since >= self.merge_wait
-                ):
+                if self._held and self._merge_due():
                     self._merge()
                 if (
                     not messages
@@ -249,6 +245,19 @@ class IndexMaster:
         self.q.srq.push(tasks)
         self.report.scheduled += len(fps)
 
+    def _merge_due(self) -> bool:
+        """Whether the held results are to be merged now.
+
+        Once every page is scheduled, they are merged as soon as they are as
+        many as the pages still out with slaves: the merges that end the run
+        halve in size, so the last one, which no slave work overlaps, is small.
+        """
+        if self._held_docs >= self.merge_docs or not self._outstanding:
+            return True
+        if self._scanned_all and self._held_docs >= sum(self._outstanding.values()):
+            return True
+        return time.monotonic() - self._held_since >= self.merge_wait
+
     def _take(self, messages: list[bytes]) -> None:
         """Hold popped results until the next merge; note which tasks are answered."""
         if not messages:
@@ -284,14 +293,14 @@ class IndexMaster:
         if self._held_docs:
             t0 = time.perf_counter()
             batch = PostingsBatch.concat(self._batches)
-            merged = self.store.merge_index(batch, time.time(), self.term_ids)
+            merged = self.store.merge_index(batch, time.time())
             self.report.merge_s += time.perf_counter() - t0
             self.report.merges += 1
             self.report.indexed += merged.applied
             self.report.reindexed += merged.reindexed
             self.report.stale += merged.stale
             self.report.postings += merged.postings
-            self.report.new_terms += merged.new_terms
+            self.report.rows += merged.rows
         # after the commit: a crash before this line replays the results
         self.q.nrq.ack(self.id, self._held)
         self._held, self._batches, self._held_docs = [], [], 0

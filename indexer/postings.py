@@ -1,7 +1,14 @@
 """Packed postings: what an index slave sends the master, many documents a message.
 
-Layout (little-endian), after a fixed header ``b"SRP1" n_docs n_terms
-n_postings terms_bytes`` (four uint32):
+A term is known to the index by its fingerprint, the signed 64-bit xxh64 of
+its UTF-8 bytes (as a page is by the fingerprint of its URL): slaves compute
+it, the master writes it as ``term_id`` without a vocabulary to consult or
+keep in memory, and a query looks its terms up the same way. Two terms with
+one fingerprint would be one term of the index; with 64 bits that is
+expected about once in 10^19 pairs.
+
+Layout (little-endian), after a fixed header ``b"SRP2" n_docs n_terms
+n_postings`` (three uint32):
 
 =========================  =====================================================
 ``fp``       int64[d]      the page fingerprints
@@ -10,31 +17,42 @@ n_postings terms_bytes`` (four uint32):
 ``count``    uint32[d]     distinct terms of each document
 ``term``     uint32[p]     index into the message's term table, per posting
 ``tf``       uint32[p]     term frequency, per posting
-terms        bytes         the term table: UTF-8 terms joined by NUL
+``table``    int64[t]      the term table: distinct term fingerprints
 =========================  =====================================================
 
-A term is never empty and never holds a NUL (the tokenizer keeps letters and
-digits only), so the table needs no escaping. The master works on the
-columns as they are (:class:`PostingsBatch`), never on one object per posting.
+The master works on the columns as they are (:class:`PostingsBatch`), never
+on one object per posting.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import chain
 
 import numpy as np
+import xxhash
 
 from srcrawl.errors import EnvelopeError
 
-MAGIC = b"SRP1"
-_HEADER = struct.Struct("<4sIIII")
+MAGIC = b"SRP2"
+_HEADER = struct.Struct("<4sIII")
 
 
 class PostingsFormatError(EnvelopeError):
     """A postings payload that is truncated, inconsistent or of another format."""
+
+
+def term_fingerprint(term: str) -> int:
+    """The id of ``term`` in the index: signed 64-bit xxh64 of its UTF-8 (SQL BIGINT)."""
+    v = xxhash.xxh64_intdigest(term.encode())
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def term_fingerprints(terms: Iterable[str]) -> np.ndarray:
+    """The fingerprints of ``terms``, as int64 (one C-level pass over the strings)."""
+    digest = xxhash.xxh64_intdigest
+    return np.fromiter((digest(t.encode()) for t in terms), np.uint64).view(np.int64)
 
 
 @dataclass
@@ -51,32 +69,29 @@ class DocPostings:
 @dataclass
 class PostingsBatch:
     """Documents in columns: per document ``fps fetched lengths counts``, per posting
-    ``term_idx`` (into ``terms``) and ``tfs``; a document's postings are the next
-    ``counts[i]`` ones, and within a document no term repeats (no two of its
-    postings name the same term, even through two entries of ``terms``)."""
+    ``terms`` (term fingerprints) and ``tfs``; a document's postings are the next
+    ``counts[i]`` ones, and within a document no term repeats."""
 
     fps: np.ndarray
     fetched: np.ndarray
     lengths: np.ndarray
     counts: np.ndarray
-    term_idx: np.ndarray
+    terms: np.ndarray
     tfs: np.ndarray
-    terms: list[str]
 
     def __len__(self) -> int:
         return len(self.fps)
 
-    def docs(self) -> list[DocPostings]:
-        """One object per document (for inspection; the master keeps the columns)."""
-        names = [self.terms[i] for i in self.term_idx.tolist()]
-        tfs = self.tfs.tolist()
+    def postings(self) -> list[tuple[int, float, int, dict[int, int]]]:
+        """(fp, fetched_at, length, {term fingerprint: tf}) per document (for inspection)."""
+        terms, tfs = self.terms.tolist(), self.tfs.tolist()
         out, start = [], 0
         for fp, at, length, n in zip(
             self.fps.tolist(), self.fetched.tolist(), self.lengths.tolist(),
             self.counts.tolist(), strict=True,
         ):  # fmt: skip
             end = start + n
-            out.append(DocPostings(fp, at, length, names[start:end], tfs[start:end]))
+            out.append((fp, at, length, dict(zip(terms[start:end], tfs[start:end], strict=True))))
             start = end
         return out
 
@@ -87,32 +102,19 @@ class PostingsBatch:
 
     @classmethod
     def concat(cls, batches: Sequence[PostingsBatch]) -> PostingsBatch:
-        """One batch of every document of ``batches``, in order.
-
-        The term tables are laid end to end, not merged: a term shared by two
-        batches appears twice (the store maps every entry to its term id in
-        one pass, cheaper than deduplicating strings here).
-        """
-        offsets = np.cumsum([0] + [len(b.terms) for b in batches])
+        """One batch of every document of ``batches``, in order."""
 
         def cat(name: str, dtype: str) -> np.ndarray:
             parts = [getattr(b, name) for b in batches]
-            return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+            return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
 
-        term_idx = [
-            np.asarray(b.term_idx, np.int64) + off
-            for b, off in zip(batches, offsets.tolist(), strict=False)
-        ]
         return cls(
             fps=cat("fps", "<i8"),
             fetched=cat("fetched", "<f8"),
             lengths=cat("lengths", "<i8"),
             counts=cat("counts", "<i8"),
-            term_idx=np.concatenate(term_idx).astype(np.int64)
-            if term_idx
-            else np.zeros(0, np.int64),
+            terms=cat("terms", "<i8"),
             tfs=cat("tfs", "<i8"),
-            terms=list(chain.from_iterable(b.terms for b in batches)),
         )
 
 
@@ -121,34 +123,62 @@ def pack(docs: Sequence[DocPostings]) -> bytes:
     table: dict[str, int] = {}
     term_idx: list[int] = []
     tfs: list[int] = []
+    counts: list[int] = []
     for d in docs:
         if len(d.terms) != len(d.tfs):
             raise ValueError(f"document {d.fp}: {len(d.terms)} terms but {len(d.tfs)} tfs")
         setdefault = table.setdefault
         term_idx.extend([setdefault(t, len(table)) for t in d.terms])
         tfs.extend(d.tfs)
-    names = "\x00".join(table).encode("utf-8")
+        counts.append(len(d.terms))
+    fps = term_fingerprints(table)
+    slots: dict[int, int] = {}
+    slot = [slots.setdefault(f, len(slots)) for f in fps.tolist()]
+    if len(slots) < len(slot):
+        # two terms share a fingerprint, so they are one term of the index:
+        # one table entry, and a document holding both lists it once
+        term_idx, tfs, counts = _fold([slot[i] for i in term_idx], tfs, counts)
+        fps = np.fromiter(slots, np.int64, len(slots))
     parts = [
-        _HEADER.pack(MAGIC, len(docs), len(table), len(term_idx), len(names)),
+        _HEADER.pack(MAGIC, len(docs), len(fps), len(term_idx)),
         np.fromiter((d.fp for d in docs), "<i8", len(docs)).tobytes(),
         np.fromiter((d.fetched_at for d in docs), "<f8", len(docs)).tobytes(),
         np.fromiter((d.length for d in docs), "<u4", len(docs)).tobytes(),
-        np.fromiter((len(d.terms) for d in docs), "<u4", len(docs)).tobytes(),
+        np.asarray(counts, "<u4").tobytes(),
         np.asarray(term_idx, "<u4").tobytes(),
         np.asarray(tfs, "<u4").tobytes(),
-        names,
+        fps.astype("<i8").tobytes(),
     ]
     return b"".join(parts)
+
+
+def _fold(
+    term_idx: list[int], tfs: list[int], counts: list[int]
+) -> tuple[list[int], list[int], list[int]]:
+    """Per document, postings naming one table entry twice become one, tfs summed."""
+    out_idx: list[int] = []
+    out_tfs: list[int] = []
+    out_counts: list[int] = []
+    start = 0
+    for n in counts:
+        merged: dict[int, int] = {}
+        for i, tf in zip(term_idx[start : start + n], tfs[start : start + n], strict=True):
+            merged[i] = merged.get(i, 0) + tf
+        out_idx.extend(merged)
+        out_tfs.extend(merged.values())
+        out_counts.append(len(merged))
+        start += n
+    return out_idx, out_tfs, out_counts
 
 
 def unpack_batch(payload: bytes) -> PostingsBatch:
     """The documents of a payload; raise PostingsFormatError if it is malformed."""
     if len(payload) < _HEADER.size:
         raise PostingsFormatError("postings payload shorter than its header")
-    magic, n_docs, n_terms, n_post, n_bytes = _HEADER.unpack_from(payload)
+    magic, n_docs, n_terms, n_post = _HEADER.unpack_from(payload)
     if magic != MAGIC:
         raise PostingsFormatError(f"postings payload of unknown format {magic!r}")
-    expected = _HEADER.size + n_docs * 24 + n_post * 8 + n_bytes
+    expected = _HEADER.size + n_docs * 24 + n_post * 8 + n_terms * 8
     if len(payload) != expected:
         raise PostingsFormatError(f"postings payload of {len(payload)} bytes, expected {expected}")
     off = _HEADER.size
@@ -162,14 +192,12 @@ def unpack_batch(payload: bytes) -> PostingsBatch:
     fps, fetched = take("<i8", n_docs), take("<f8", n_docs)
     lengths, counts = take("<u4", n_docs).astype(np.int64), take("<u4", n_docs).astype(np.int64)
     term_idx, tfs = take("<u4", n_post).astype(np.int64), take("<u4", n_post).astype(np.int64)
-    try:
-        table = payload[off:].decode("utf-8").split("\x00") if n_terms else []
-    except UnicodeDecodeError as e:
-        raise PostingsFormatError("postings term table is not UTF-8") from e
-    if len(table) != n_terms or int(counts.sum()) != n_post:
+    table = take("<i8", n_terms)
+    if int(counts.sum()) != n_post:
         raise PostingsFormatError("postings payload counts disagree")
-    if not all(table):
-        raise PostingsFormatError("postings term table holds an empty term")
+    ordered = np.sort(table)  # (np.unique costs several times a sort here)
+    if (ordered[1:] == ordered[:-1]).any():
+        raise PostingsFormatError("postings term table lists a term twice")
     if n_post:
         if int(term_idx.max()) >= n_terms:
             raise PostingsFormatError("postings refer past the term table")
@@ -179,9 +207,4 @@ def unpack_batch(payload: bytes) -> PostingsBatch:
         pairs = np.sort(np.repeat(np.arange(n_docs, dtype=np.int64), counts) * n_terms + term_idx)
         if (pairs[1:] == pairs[:-1]).any():
             raise PostingsFormatError("a document lists a term twice")
-    return PostingsBatch(fps, fetched, lengths, counts, term_idx, tfs, table)
-
-
-def unpack(payload: bytes) -> list[DocPostings]:
-    """The documents of a payload, one object each."""
-    return unpack_batch(payload).docs()
+    return PostingsBatch(fps, fetched, lengths, counts, table[term_idx], tfs)

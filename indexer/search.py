@@ -43,6 +43,7 @@ from srcrawl.defaults import (
     DEFAULT_SNIPPET_CHARS,
 )
 from srcrawl.errors import SrcrawlError
+from srcrawl.indexer.postings import term_fingerprint
 from srcrawl.indexer.snippets import make_snippet
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
 from srcrawl.sql.store import Store
@@ -149,7 +150,9 @@ class Searcher:
             raise QueryError("the index is empty: run `srcrawl index` first")
         avgdl = total_length / n_docs if total_length > 0 else 1.0
         q = _Scoring(self.k1, self.k1 * (1 - self.b), self.k1 * self.b / avgdl)
-        found = self.store.lookup_terms(terms)
+        ids = {t: term_fingerprint(t) for t in terms}
+        dfs = self.store.lookup_terms(list(ids.values()))
+        found = {t: (ids[t], dfs[ids[t]]) for t in terms if ids[t] in dfs}
         known = sorted((t for t in terms if t in found), key=lambda t: (found[t][1], t))
         idf = {t: bm25_idf(n_docs, found[t][1]) for t in known}
         fps, scores = np.zeros(0, np.int64), np.zeros(0)

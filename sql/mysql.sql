@@ -33,28 +33,22 @@ CREATE TABLE IF NOT EXISTS links (
 -- random B-tree insert per stored link. Stores made before lose it in
 -- Store.init_schema (MySQL has no DROP INDEX IF EXISTS).
 
--- ids are given by the index master (the only writer), next after the highest;
--- a term's document frequency is the sum of n over its postings rows
-CREATE TABLE IF NOT EXISTS terms (
-    id INT NOT NULL PRIMARY KEY,
-    term VARCHAR(100) NOT NULL,
-    UNIQUE KEY terms_term (term)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
-
--- A term's postings, one row per merge ("block") that gave the term any:
+-- A term's postings, one row per merge ("block") that gave the term any.
+-- term_id is the term's fingerprint (signed 64-bit xxh64 of its UTF-8), so
+-- no table numbers terms; its document frequency is the sum of n over its rows.
 -- data packs n postings sorted by page, 16 bytes each, little-endian:
 -- fp int64, tf uint32, dl uint32 (the page's length, so BM25 never joins
 -- doclens). One row per distinct term of a merge instead of one per
 -- (term, page). A page's postings all sit in the block doclens names.
 CREATE TABLE IF NOT EXISTS postings (
-    term_id INT NOT NULL,
+    term_id BIGINT NOT NULL,
     block INT NOT NULL,
     n INT NOT NULL,
     data MEDIUMBLOB NOT NULL,
     PRIMARY KEY (term_id, block)
 ) ENGINE=InnoDB;
 
--- terms: the ids of the page's distinct terms, packed little-endian uint32;
+-- terms: the ids of the page's distinct terms, packed little-endian int64;
 -- block: the postings block holding them (the forward index, to take the
 -- page out of those rows when it is indexed again)
 CREATE TABLE IF NOT EXISTS doclens (

@@ -39,7 +39,6 @@ class MySQLStore(Store):
         "finished_at = VALUES(finished_at), stats = VALUES(stats)"
     )
     UPSERT_META = "REPLACE INTO meta (k, v) VALUES (?, ?)"
-    INSERT_TERM = "INSERT IGNORE INTO terms (id, term) VALUES (?, ?)"
     UPSERT_DOCLEN = (
         "INSERT INTO doclens (fp, length, block, terms) VALUES (?, ?, ?, ?) "
         "ON DUPLICATE KEY UPDATE length = VALUES(length), block = VALUES(block), "

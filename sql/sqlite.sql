@@ -32,14 +32,9 @@ CREATE TABLE IF NOT EXISTS links (
 -- random B-tree insert per stored link (half of a crawled page's insert).
 -- Stores made before lose it in Store.init_schema.
 
--- ids are given by the index master (the only writer), next after the highest;
--- a term's document frequency is the sum of n over its postings rows
-CREATE TABLE IF NOT EXISTS terms (
-    id INTEGER PRIMARY KEY,
-    term TEXT NOT NULL UNIQUE
-);
-
--- A term's postings, one row per merge ("block") that gave the term any:
+-- A term's postings, one row per merge ("block") that gave the term any.
+-- term_id is the term's fingerprint (signed 64-bit xxh64 of its UTF-8), so
+-- no table numbers terms; its document frequency is the sum of n over its rows.
 -- data packs n postings sorted by page, 16 bytes each, little-endian:
 -- fp int64, tf uint32, dl uint32 (the page's length, so BM25 never joins
 -- doclens). One row per distinct term of a merge instead of one per
@@ -54,7 +49,7 @@ CREATE TABLE IF NOT EXISTS postings (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS postings_term ON postings (term_id, block);
 
--- terms: the ids of the page's distinct terms, packed little-endian uint32;
+-- terms: the ids of the page's distinct terms, packed little-endian int64;
 -- block: the postings block holding them (the forward index, to take the
 -- page out of those rows when it is indexed again)
 CREATE TABLE IF NOT EXISTS doclens (

@@ -50,7 +50,6 @@ class SQLiteStore(Store):
         "finished_at = excluded.finished_at, stats = excluded.stats"
     )
     UPSERT_META = "INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)"
-    INSERT_TERM = "INSERT OR IGNORE INTO terms (id, term) VALUES (?, ?)"
     UPSERT_DOCLEN = "INSERT OR REPLACE INTO doclens (fp, length, block, terms) VALUES (?, ?, ?, ?)"
 
     def __init__(self, path: str) -> None:

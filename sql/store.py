@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import json
 import logging
 import threading
@@ -27,9 +26,10 @@ from srcrawl.defaults import DEFAULT_STORE_BATCH, DEFAULT_STORE_BULK_BATCH
 if TYPE_CHECKING:
     from srcrawl.config import DatabaseURL
 
-SCHEMA_VERSION = "2"
-"""2: postings packed per (term, merge block); 1 had one row per (term, page)."""
-TABLES = ("meta", "pages", "links", "terms", "postings", "doclens", "ranks", "jobs")
+SCHEMA_VERSION = "3"
+"""3: terms known by their fingerprints, no terms table; 2: postings packed per
+(term, merge block), terms numbered in a terms table; 1: a row per (term, page)."""
+TABLES = ("meta", "pages", "links", "postings", "doclens", "ranks", "jobs")
 
 
 def compress_body(raw: bytes) -> bytes:
@@ -81,17 +81,16 @@ class PostingColumns(Protocol):
 
     Per page: ``fps``, ``fetched`` (the ``fetched_at`` of the text that was
     tokenized), ``lengths``, ``counts``; per posting, page after page:
-    ``term_idx`` (into ``terms``) and ``tfs``. No page lists a term twice;
-    ``terms`` may hold a term more than once (one table per slave message).
+    ``terms`` (the term's fingerprint, its id in the index) and ``tfs``. No
+    page lists a term twice.
     """
 
     fps: Any
     fetched: Any
     lengths: Any
     counts: Any
-    term_idx: Any
+    terms: Any
     tfs: Any
-    terms: Sequence[str]
 
 
 @dataclass
@@ -102,7 +101,7 @@ class IndexMerge:
     reindexed: int = 0  # of those, documents that replaced older postings
     stale: int = 0  # documents skipped: the page is gone or was fetched again since
     postings: int = 0
-    new_terms: int = 0
+    rows: int = 0  # postings rows written: one per distinct term of the merge
 
 
 INDEX_COUNTERS = ("index_docs", "index_length")
@@ -155,8 +154,7 @@ class Store(ABC):
     INSERT_LINK: str
     UPSERT_JOB: str
     UPSERT_META: str
-    UPSERT_DOCLEN: str  # (fp, length, block, packed term ids)
-    INSERT_TERM: str  # (id, term): a new term, or nothing if the term exists
+    UPSERT_DOCLEN: str  # (fp, length, block, packed term fingerprints)
 
     def __init__(self) -> None:
         # one connection per store; threads of one process take turns
@@ -233,7 +231,8 @@ class Store(ABC):
     def init_schema(self) -> None:
         """Create every table that is missing; safe to run any number of times."""
         with self.transaction() as cur:
-            if "fp" in self._columns(cur, "postings"):
+            # schema 1 had postings by page, schema 2 a terms table
+            if "fp" in self._columns(cur, "postings") or self._columns(cur, "terms"):
                 self._drop_old_index(cur)
             for statement in schema_statements(self.dialect):
                 cur.execute(statement)
@@ -245,19 +244,18 @@ class Store(ABC):
         """Drop the indexes of RETIRED_INDEXES that a store made by an older version has."""
 
     def _drop_old_index(self, cur: Any) -> None:
-        """Drop an index of schema 1 (a postings row per term and page): the pages are
-        marked unindexed, and the next ``srcrawl index`` builds the index anew."""
+        """Drop an index of schema 1 or 2 (numbered terms): the pages are marked
+        unindexed, and the next ``srcrawl index`` builds the index anew."""
         log.warning(
-            "the store holds an index of an older format (one postings row per term and "
-            "page): it was dropped and every page marked unindexed; run `srcrawl index` "
-            "to build it again"
+            "the store holds an index of an older format: it was dropped and every page "
+            "marked unindexed; run `srcrawl index` to build it again"
         )
-        # Pages first, then the tables, postings last: MySQL commits before
-        # each DROP, so a crash in between must leave pages marked unindexed
-        # and the old postings table, which makes the next start finish this.
+        # Pages first, then the tables, terms last: MySQL commits before each
+        # DROP, so a crash in between must leave pages marked unindexed and the
+        # old terms table, which makes the next start finish this.
         self._execute(cur, "UPDATE pages SET indexed_at = NULL")
         self._select_in(cur, "DELETE FROM meta WHERE k IN ({})", [*INDEX_COUNTERS, INDEX_BLOCK])
-        for table in ("doclens", "terms", "postings"):
+        for table in ("doclens", "postings", "terms"):
             self._execute(cur, f"DROP TABLE IF EXISTS {table}")
 
     @abstractmethod
@@ -455,18 +453,14 @@ class Store(ABC):
             )
         return [(int(a), float(b), c, d, e) for a, b, c, d, e in rows]
 
-    def merge_index(
-        self, batch: PostingColumns, indexed_at: float, term_ids: dict[str, int]
-    ) -> IndexMerge:
-        """Merge tokenized pages into terms, postings and doclens in one transaction.
+    def merge_index(self, batch: PostingColumns, indexed_at: float) -> IndexMerge:
+        """Merge tokenized pages into postings and doclens in one transaction.
 
         A page's postings replace the ones it had (document frequencies
         follow), so merging the same page twice changes nothing; a page listed
         twice counts once (the last copy). A page is skipped when it is gone or
         its ``fetched_at`` is no longer the one tokenized (fetched again since:
         that text is indexed later). Merged pages get ``indexed_at``.
-        ``term_ids`` (term -> id) is the caller's cache of existing terms; it
-        keeps what it learns only if the transaction commits.
 
         The merge's postings become one new block: one ``postings`` row per
         distinct term, its postings packed in page order.
@@ -483,92 +477,74 @@ class Store(ABC):
         _, last = np.unique(fps[::-1], return_index=True)
         keep = np.zeros(n_docs, bool)
         keep[n_docs - 1 - last] = True
-        learned: list[str] = []
-        try:
-            with self.transaction() as cur:
-                current = dict(
-                    self._select_in(
-                        cur, "SELECT fp, fetched_at FROM pages WHERE fp IN ({})",
-                        fps[keep].tolist(),
-                    )
+        with self.transaction() as cur:
+            current = dict(
+                self._select_in(
+                    cur, "SELECT fp, fetched_at FROM pages WHERE fp IN ({})", fps[keep].tolist()
+                )
+            )
+            fetched = np.asarray(batch.fetched, np.float64)
+            for i in np.flatnonzero(keep).tolist():
+                keep[i] = current.get(int(fps[i])) == float(fetched[i])
+            result.stale = int(len(last) - keep.sum())
+            if not keep.any():
+                return result
+            # the kept pages in page order, and their postings with them: the
+            # block is then one stable sort by term away (postings of a term
+            # in page order)
+            docs = np.flatnonzero(keep)
+            docs = docs[np.argsort(fps[docs], kind="stable")]
+            starts = np.cumsum(counts) - counts
+            n = counts[docs]
+            order = np.repeat(starts[docs] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
+            live_fps = fps[docs].tolist()
+            lengths = np.asarray(batch.lengths, np.int64)[docs]
+            doc_len = np.repeat(lengths, n)
+            doc_fp = np.repeat(fps[docs], n)
+            tids = np.asarray(batch.terms, np.int64)[order]
+            tfs = np.asarray(batch.tfs, np.int64)[order]
+
+            # the pages' old postings leave their blocks (and so their terms' df)
+            old = self._select_in(
+                cur, "SELECT fp, block, terms, length FROM doclens WHERE fp IN ({})", live_fps
+            )
+            self._drop_postings(cur, old)
+
+            block = self._next_block(cur)
+            result.rows = self._insert_block(cur, block, tids, doc_fp, tfs, doc_len)
+            # the forward index: each page's term fingerprints
+            packed = tids.astype("<i8").tobytes()
+            ends = (np.cumsum(n) * 8).tolist()
+            blobs = [packed[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+            self._executemany(
+                cur, self.UPSERT_DOCLEN,
+                list(zip(live_fps, lengths.tolist(), [block] * len(live_fps), blobs, strict=True)),
+            )  # fmt: skip
+            for i in range(0, len(live_fps), 500):
+                part = live_fps[i : i + 500]
+                marks = ", ".join("?" * len(part))
+                self._execute(
+                    cur, f"UPDATE pages SET indexed_at = ? WHERE fp IN ({marks})",
+                    [indexed_at, *part],
                 )  # fmt: skip
-                fetched = np.asarray(batch.fetched, np.float64)
-                for i in np.flatnonzero(keep).tolist():
-                    keep[i] = current.get(int(fps[i])) == float(fetched[i])
-                result.stale = int(len(last) - keep.sum())
-                if not keep.any():
-                    return result
-                live_fps = fps[keep].tolist()
-                per_post = np.repeat(keep, counts)
-                lengths = np.asarray(batch.lengths, np.int64)
-                doc_len = np.repeat(lengths, counts)[per_post]
-                doc_fp = np.repeat(fps, counts)[per_post]
-                term_idx = np.asarray(batch.term_idx, np.int64)[per_post]
-                tfs = np.asarray(batch.tfs, np.int64)[per_post]
-
-                # the pages' old postings leave their blocks (and so their terms' df)
-                old = self._select_in(
-                    cur, "SELECT fp, block, terms, length FROM doclens WHERE fp IN ({})", live_fps
-                )
-                self._drop_postings(cur, old)
-
-                # term ids: from the cache (one C-level pass over the term table),
-                # else from the table or new rows
-                terms = batch.terms
-                ids = np.fromiter(
-                    map(term_ids.get, terms, itertools.repeat(-1)), np.int64, len(terms)
-                )
-                unknown = np.flatnonzero(ids < 0)
-                if len(unknown):
-                    used = np.zeros(len(terms), bool)
-                    used[term_idx] = True
-                    unknown = unknown[used[unknown]].tolist()
-                    named = [terms[i] for i in unknown]
-                    learned, fresh = self._learn_terms(cur, list(dict.fromkeys(named)), term_ids)
-                    result.new_terms = len(fresh)
-                    ids[unknown] = list(map(term_ids.__getitem__, named))
-                tids = ids[term_idx]
-
-                block = self._next_block(cur)
-                self._insert_block(cur, block, tids, doc_fp, tfs, doc_len)
-                # the forward index: each page's term ids, in the order sent
-                packed = tids.astype("<u4").tobytes()
-                ends = (np.cumsum(counts[keep]) * 4).tolist()
-                blobs = [packed[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
-                self._executemany(
-                    cur, self.UPSERT_DOCLEN,
-                    list(zip(live_fps, lengths[keep].tolist(), [block] * len(live_fps), blobs,
-                             strict=True)),
-                )  # fmt: skip
-                for i in range(0, len(live_fps), 500):
-                    part = live_fps[i : i + 500]
-                    marks = ", ".join("?" * len(part))
-                    self._execute(
-                        cur, f"UPDATE pages SET indexed_at = ? WHERE fp IN ({marks})",
-                        [indexed_at, *part],
-                    )  # fmt: skip
-                # moved by what this merge added and replaced, in its own
-                # transaction: counting doclens afresh would read every indexed
-                # page's row on every merge
-                counted = self._index_counters(cur)
-                if counted is None:  # a store that never had them: count once
-                    docs_n, length_n = self._execute(
-                        cur, "SELECT COUNT(*), COALESCE(SUM(length), 0) FROM doclens"
-                    ).fetchone()
-                else:
-                    docs_n = counted[0] + len(live_fps) - len(old)
-                    length_n = counted[1] + int(lengths[keep].sum()) - sum(int(r[3]) for r in old)
-                self._executemany(
-                    cur,
-                    self.UPSERT_META,
-                    list(zip(INDEX_COUNTERS, (str(docs_n), str(length_n)), strict=True)),
-                )
-                result.applied, result.reindexed = len(live_fps), len(old)
-                result.postings = len(tids)
-        except BaseException:
-            for t in learned:  # rolled back: those ids may not exist
-                term_ids.pop(t, None)
-            raise
+            # moved by what this merge added and replaced, in its own
+            # transaction: counting doclens afresh would read every indexed
+            # page's row on every merge
+            counted = self._index_counters(cur)
+            if counted is None:  # a store that never had them: count once
+                docs_n, length_n = self._execute(
+                    cur, "SELECT COUNT(*), COALESCE(SUM(length), 0) FROM doclens"
+                ).fetchone()
+            else:
+                docs_n = counted[0] + len(live_fps) - len(old)
+                length_n = counted[1] + int(lengths.sum()) - sum(int(r[3]) for r in old)
+            self._executemany(
+                cur,
+                self.UPSERT_META,
+                list(zip(INDEX_COUNTERS, (str(docs_n), str(length_n)), strict=True)),
+            )
+            result.applied, result.reindexed = len(live_fps), len(old)
+            result.postings = len(tids)
         return result
 
     def _next_block(self, cur: Any) -> int:
@@ -578,16 +554,15 @@ class Store(ABC):
         self._execute(cur, self.UPSERT_META, (INDEX_BLOCK, str(block)))
         return block
 
-    def _insert_block(self, cur: Any, block: int, tids: Any, fps: Any, tfs: Any, dls: Any) -> None:
-        """Write one block: a row per distinct term of ``tids``, its postings in page order."""
+    def _insert_block(self, cur: Any, block: int, tids: Any, fps: Any, tfs: Any, dls: Any) -> int:
+        """Write one block: a row per distinct term of ``tids``, its postings in page
+        order (the postings come in page order). Returns the number of rows."""
         import numpy as np
 
         if not len(tids):  # only empty pages
-            return
-        # by term, then page: the pages ranked once, so one key per posting
-        # (unique: no page lists a term twice) and a plain sort
-        pages, rank = np.unique(fps, return_inverse=True)
-        order = np.argsort(tids * len(pages) + rank.ravel())
+            return 0
+        # stable: a term's postings stay in the page order they came in
+        order = np.argsort(tids, kind="stable")
         t = tids[order]
         dtype = posting_dtype()
         recs = np.empty(len(t), dtype)
@@ -607,6 +582,7 @@ class Store(ABC):
         self._executemany(
             cur, "INSERT INTO postings (term_id, block, n, data) VALUES (?, ?, ?, ?)", rows
         )
+        return len(rows)
 
     def _drop_postings(self, cur: Any, old: Sequence[tuple]) -> None:
         """Take the pages of ``old`` (doclens rows: fp, block, terms, …) out of their blocks."""
@@ -614,7 +590,7 @@ class Store(ABC):
 
         by_block: dict[int, tuple[list[int], list[Any]]] = {}
         for fp, block, blob, *_ in old:
-            ids = np.frombuffer(blob or b"", "<u4").astype(np.int64)
+            ids = np.frombuffer(blob or b"", "<i8")
             gone, terms = by_block.setdefault(int(block), ([], []))
             gone.append(int(fp))
             terms.append(ids)
@@ -647,33 +623,6 @@ class Store(ABC):
             )
             self._executemany(cur, "DELETE FROM postings WHERE term_id = ? AND block = ?", deletes)
 
-    def _learn_terms(
-        self, cur: Any, terms: list[str], term_ids: dict[str, int]
-    ) -> tuple[list[str], list[str]]:
-        """Add the ids of ``terms`` (none of them in ``term_ids``) to ``term_ids``,
-        creating the terms not in the table.
-
-        New terms are numbered here, after the highest id (the index master is
-        the only writer). Returns the terms added to ``term_ids`` and the new ones.
-        """
-        if not terms:
-            return [], []
-        (top,) = self._execute(cur, "SELECT COALESCE(MAX(id), 0) FROM terms").fetchone()
-        first = int(top) + 1
-        found = dict(zip(terms, range(first, first + len(terms)), strict=True))
-        # terms unknown to the cache are mostly new: insert first, and look up
-        # only when some already existed (their ids stay; the ones drawn are skipped)
-        self._executemany(cur, self.INSERT_TERM, [(i, t) for t, i in found.items()])
-        missing = terms
-        if cur.rowcount != len(terms):
-            existing = dict(
-                self._select_in(cur, "SELECT term, id FROM terms WHERE term IN ({})", terms)
-            )
-            missing = [t for t in terms if existing[t] == found[t]]
-            found = {t: int(i) for t, i in existing.items()}
-        term_ids.update(found)
-        return terms, missing
-
     def _index_counters(self, cur: Any) -> tuple[int, int] | None:
         """(documents, total length) from ``meta``; None when they are not there."""
         rows = dict(self._select_in(cur, "SELECT k, v FROM meta WHERE k IN ({})", INDEX_COUNTERS))
@@ -686,8 +635,8 @@ class Store(ABC):
         with self.transaction(read_only=True) as cur:
             return self._index_counters(cur) or (0, 0)
 
-    def lookup_terms(self, terms: Sequence[str]) -> dict[str, tuple[int, int]]:
-        """term -> (id, document frequency) of the indexed terms among ``terms``.
+    def lookup_terms(self, term_ids: Sequence[int]) -> dict[int, int]:
+        """term id -> document frequency of the indexed terms among ``term_ids``.
 
         A term no page holds any more is not indexed.
         """
@@ -695,11 +644,10 @@ class Store(ABC):
             rows = self._select_in(
                 cur,
                 # df: a term's postings are in its block rows, n in each
-                "SELECT t.term, t.id, SUM(p.n) FROM terms t JOIN postings p ON p.term_id = t.id "
-                "WHERE t.term IN ({}) GROUP BY t.term, t.id",
-                terms,
+                "SELECT term_id, SUM(n) FROM postings WHERE term_id IN ({}) GROUP BY term_id",
+                list(term_ids),
             )
-        return {t: (int(i), int(df)) for t, i, df in rows}
+        return {int(i): int(df) for i, df in rows}
 
     def term_postings(
         self, term_id: int, *, limit: int | None = None, norm: tuple[float, float] = (1.0, 0.0)
@@ -765,7 +713,7 @@ class Store(ABC):
     def reset_index(self) -> None:
         """Empty the index and mark every page unindexed (benchmarks rebuild from scratch)."""
         with self.transaction() as cur:
-            for table in ("postings", "doclens", "terms"):
+            for table in ("postings", "doclens"):
                 self._execute(cur, f"DELETE FROM {table}")
             self._execute(cur, "UPDATE pages SET indexed_at = NULL")
             self._select_in(cur, "DELETE FROM meta WHERE k IN ({})", [*INDEX_COUNTERS, INDEX_BLOCK])

@@ -15,7 +15,7 @@ import pytest
 from srcrawl.config import Config
 from srcrawl.indexer.master import IndexMaster, IndexReport
 from srcrawl.indexer.messages import REFUSED, encode_task
-from srcrawl.indexer.postings import DocPostings, PostingsBatch
+from srcrawl.indexer.postings import DocPostings, PostingsBatch, term_fingerprint
 from srcrawl.indexer.slave import IndexHandler
 from srcrawl.queues.envelope import decode
 from srcrawl.queues.protocol import PhaseQueues
@@ -65,17 +65,25 @@ def run_index(master_cfg: Config, slave_cfg: Config, **kw) -> IndexReport:
         thread.join(timeout=10)
 
 
+# every term these tests index: the index knows terms only by their fingerprints
+VOCAB = {t for terms in EXPECTED.values() for t in terms} | {"北京大学", "news", "旧", "新"}
+
+
 def index_contents(store) -> tuple[dict, dict, dict]:
-    """postings {(term, fp): tf}, df {term: df} (terms with df > 0), doclens {fp: length}."""
+    """postings {(term, fp): tf}, df {term: df} (terms with df > 0), doclens {fp: length}.
+
+    A term outside VOCAB shows as ``#<its id>``, so it fails any comparison.
+    """
+    names = {term_fingerprint(t): t for t in VOCAB}
     with store.transaction() as cur:
-        cur.execute("SELECT term, id FROM terms")
-        ids = {t: int(i) for t, i in cur.fetchall()}
+        cur.execute("SELECT DISTINCT term_id FROM postings")
+        ids = [int(r[0]) for r in cur.fetchall()]
         cur.execute("SELECT fp, length FROM doclens")
         lens = {int(fp): int(n) for fp, n in cur.fetchall()}
-    rows = [(t, *p) for t, i in ids.items() for p in store.term_postings(i).tolist()]
+    rows = [(names.get(i, f"#{i}"), *p) for i in ids for p in store.term_postings(i).tolist()]
     postings = {(t, fp): tf for t, fp, tf, _dl in rows}
     assert len(postings) == len(rows)  # no page holds a term twice
-    df = {t: df for t, (_id, df) in store.lookup_terms(list(ids)).items()}
+    df = {names.get(i, f"#{i}"): df for i, df in store.lookup_terms(ids).items()}
     assert df == dict(Counter(t for t, *_ in rows))
     # every posting carries its document's length
     assert all(dl == lens[fp] for _t, fp, _tf, dl in rows)
@@ -153,7 +161,6 @@ def test_the_index_counters_follow_every_merge_without_a_recount(store) -> None:
              fetched_at=1000.0, title="", text="x")
         for i, fp in enumerate(fps)
     )  # fmt: skip
-    cache: dict[str, int] = {}
 
     def recount() -> tuple[int, int]:
         with store.transaction(read_only=True) as cur:
@@ -170,7 +177,7 @@ def test_the_index_counters_follow_every_merge_without_a_recount(store) -> None:
             terms = rng.sample(["a", "b", "c", "d", "e", "f"], rng.randint(0, 4))
             at = 1000.0 if rng.random() < 0.9 else 999.0  # stale: another fetch's text
             docs.append(DocPostings(fp, at, rng.randint(0, 50), terms, [1] * len(terms)))
-        store.merge_index(PostingsBatch.of(docs), float(round_), cache)
+        store.merge_index(PostingsBatch.of(docs), float(round_))
         assert store.index_stats() == recount() != (0, 0)
     if store.dialect == "sqlite":  # after the first merge, no merge reads all of doclens
         store._conn.set_trace_callback(None)
@@ -180,7 +187,7 @@ def test_the_index_counters_follow_every_merge_without_a_recount(store) -> None:
         cur.execute("DELETE FROM meta WHERE k IN ('index_docs', 'index_length')")
     assert store.index_stats() == (0, 0)
     docs = [DocPostings(fps[0], 1000.0, 7, ["a"], [1])]
-    store.merge_index(PostingsBatch.of(docs), 99.0, cache)
+    store.merge_index(PostingsBatch.of(docs), 99.0)
     assert store.index_stats() == recount()
 
 
@@ -190,16 +197,15 @@ def test_merging_the_same_results_twice_changes_nothing(store) -> None:
         DocPostings(FP[k], 1000.0, sum(t.values()), list(t), list(t.values()))
         for k, t in EXPECTED.items()
     ]
-    cache: dict[str, int] = {}
-    first = store.merge_index(PostingsBatch.of(docs), 1.0, cache)
+    first = store.merge_index(PostingsBatch.of(docs), 1.0)
     before = index_contents(store), store.index_stats()
-    again = store.merge_index(PostingsBatch.of(docs + docs[:2]), 2.0, cache)  # replayed
+    again = store.merge_index(PostingsBatch.of(docs + docs[:2]), 2.0)  # replayed
     assert (first.applied, first.reindexed) == (4, 0)
     assert (again.applied, again.reindexed) == (4, 4)
     assert (index_contents(store), store.index_stats()) == before
     assert index_contents(store) == expected_index(EXPECTED)
-    # a fresh cache (another master) merges the same way
-    store.merge_index(PostingsBatch.of(docs), 3.0, {})
+    # another master (nothing of the first in memory) merges the same way
+    store.merge_index(PostingsBatch.of(docs), 3.0)
     assert index_contents(store) == expected_index(EXPECTED)
 
 
@@ -209,42 +215,42 @@ def test_a_term_shared_by_two_messages_of_one_merge_is_one_term(store) -> None:
         k: DocPostings(FP[k], 1000.0, sum(t.values()), list(t), list(t.values()))
         for k, t in EXPECTED.items()
     }
-    cache: dict[str, int] = {}
     # 来到 is in the term tables of both messages of the second merge
-    store.merge_index(PostingsBatch.concat([PostingsBatch.of([docs["A"]])]), 1.0, cache)
+    store.merge_index(PostingsBatch.concat([PostingsBatch.of([docs["A"]])]), 1.0)
     both = [PostingsBatch.of([docs["B"], docs["D"]]), PostingsBatch.of([docs["C"], docs["A"]])]
-    merged = store.merge_index(PostingsBatch.concat(both), 2.0, cache)
+    merged = store.merge_index(PostingsBatch.concat(both), 2.0)
     assert (merged.applied, merged.reindexed) == (4, 1)
     assert index_contents(store) == expected_index(EXPECTED)
-    assert store.count("terms") == len({t for terms in EXPECTED.values() for t in terms})
+    # one row per distinct term, all in the second block (A left the first)
+    assert store.count("postings") == len({t for terms in EXPECTED.values() for t in terms})
 
 
 def test_a_document_of_text_fetched_since_is_not_merged(store) -> None:
     store.put_pages([page("A", *CORPUS["A"], fetched_at=5000.0)])
     old = DocPostings(FP["A"], 1000.0, 1, ["旧"], [1])
     gone = DocPostings(FP["F"], 1000.0, 1, ["旧"], [1])  # no such page
-    merged = store.merge_index(PostingsBatch.of([old, gone]), 1.0, {})
+    merged = store.merge_index(PostingsBatch.of([old, gone]), 1.0)
     assert (merged.applied, merged.stale) == (0, 2)
     assert index_contents(store) == ({}, {}, {})
     assert unindexed(store) == {FP["A"]}
 
 
-def test_a_failed_merge_leaves_the_term_cache_clean(store) -> None:
+def test_a_failed_merge_leaves_nothing_behind(store) -> None:
     store.put_pages([page("A", *CORPUS["A"])])
-    cache: dict[str, int] = {}
+    new = term_fingerprint("新")
     # a term listed twice (unpacking refuses that; here it is built by hand) makes
-    # the postings insert fail after the term was created
+    # the block's insert fail after the page's old postings were dropped
     bad = PostingsBatch(
         fps=np.array([FP["A"]]), fetched=np.array([1000.0]), lengths=np.array([2]),
-        counts=np.array([2]), term_idx=np.array([0, 0]), tfs=np.array([1, 1]), terms=["新"],
+        counts=np.array([2]), terms=np.array([new, new]), tfs=np.array([1, 1]),
     )  # fmt: skip
     with pytest.raises(ValueError, match="twice"):
-        store.merge_index(bad, 1.0, cache)
-    assert cache == {}  # rolled back: no id may be remembered
-    assert store.lookup_terms(["新"]) == {}
-    store.merge_index(PostingsBatch.of([DocPostings(FP["A"], 1000.0, 2, ["新"], [2])]), 2.0, cache)
+        store.merge_index(bad, 1.0)
+    assert store.lookup_terms([new]) == {} and store.index_stats() == (0, 0)
+    assert unindexed(store) == {FP["A"]}
+    store.merge_index(PostingsBatch.of([DocPostings(FP["A"], 1000.0, 2, ["新"], [2])]), 2.0)
     assert index_contents(store)[0] == {("新", FP["A"]): 2}
-    assert store.lookup_terms(["新"]) == {"新": (cache["新"], 1)}
+    assert store.lookup_terms([new]) == {new: 1}
 
 
 def test_a_slave_with_another_user_dictionary_refuses_and_nothing_is_lost(

@@ -8,8 +8,10 @@ import threading
 from srcrawl.config import Config
 from srcrawl.defaults import MAX_TERM_CHARS
 from srcrawl.indexer.master import IndexMaster
+from srcrawl.indexer.postings import term_fingerprint
 from srcrawl.indexer.search import Searcher
-from srcrawl.indexer.slave import IndexHandler
+from srcrawl.indexer.slave import IndexHandler, document_text
+from srcrawl.indexer.tokenizer import Tokenizer
 from srcrawl.slave.runtime import Slave
 from srcrawl.sql.store import Page
 from srcrawl.urls import fingerprint
@@ -56,9 +58,13 @@ def test_hostile_documents_are_indexed_without_loss(
         thread.join(timeout=30)
     assert report.indexed == len(pages) and report.failed == 0 and slave.failed_batches == 0
 
+    # the index holds exactly the terms the tokenizer makes of these pages
+    # (known by their fingerprints), and every one of them is clean
+    tok = Tokenizer()
+    terms = {t for p in pages.values() for t in tok.tokens(document_text(p.title, p.text))}
     with store.transaction() as cur:
-        cur.execute("SELECT term FROM terms")
-        terms = {t for (t,) in cur.fetchall()}
+        cur.execute("SELECT DISTINCT term_id FROM postings")
+        assert {int(i) for (i,) in cur.fetchall()} == {term_fingerprint(t) for t in terms}
         cur.execute("SELECT fp, length FROM doclens")
         lengths = {int(fp): int(n) for fp, n in cur.fetchall()}
         cur.execute("SELECT COUNT(*) FROM pages WHERE indexed_at IS NULL")

@@ -11,6 +11,7 @@ import pytest
 
 from srcrawl.config import Config
 from srcrawl.indexer.master import IndexMaster
+from srcrawl.indexer.postings import term_fingerprint
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.sql.store import Page
 from srcrawl.urls import fingerprint
@@ -82,13 +83,16 @@ def test_killing_a_slave_mid_batch_loses_and_doubles_nothing(
     assert report.indexed == PAGES and report.failed == 0
     assert q.srq.pending("victim-1") == []
 
+    vocab = {t for i in range(PAGES) for t in expected_terms(i)}
+    names = {term_fingerprint(t): t for t in vocab}
     with store.transaction() as cur:
-        cur.execute("SELECT term, id FROM terms")
-        ids = {t: int(i) for t, i in cur.fetchall()}
-    rows = [(t, fp, tf) for t, i in ids.items() for fp, tf, _dl in store.term_postings(i).tolist()]
+        cur.execute("SELECT DISTINCT term_id FROM postings")
+        ids = [int(i) for (i,) in cur.fetchall()]
+    assert set(ids) == set(names)  # no term but the expected ones
+    rows = [(names[i], fp, tf) for i in ids for fp, tf, _dl in store.term_postings(i).tolist()]
     postings = {(t, fp): tf for t, fp, tf in rows}
     assert len(postings) == len(rows)  # no page holds a term twice
-    df = {t: df for t, (_id, df) in store.lookup_terms(list(ids)).items()}
+    df = {names[i]: df for i, df in store.lookup_terms(ids).items()}
     expected = {
         (t, fingerprint(u)): tf for i, u in enumerate(urls) for t, tf in expected_terms(i).items()
     }

@@ -34,7 +34,7 @@ def index_pages(store, pages: list[Page]) -> None:
     store.put_pages(pages)
     tok = get_tokenizer(None)
     docs = [tokenize_document(tok, p.fp, p.fetched_at, p.title, p.text) for p in pages]
-    store.merge_index(PostingsBatch.of(docs), 1.0, {})
+    store.merge_index(PostingsBatch.of(docs), 1.0)
 
 
 def corpus() -> list[Page]:
@@ -183,17 +183,17 @@ def test_snippets_mark_whole_words_only() -> None:
 
 
 def test_postings_read_across_blocks_whole_capped_and_among_pages(store) -> None:
-    from srcrawl.indexer.postings import DocPostings
+    from srcrawl.indexer.postings import DocPostings, term_fingerprint
 
     # 12 pages merged in 3 merges (3 blocks); "词" with tf = 1 + i % 4, dl = 10
     pages = [make_page(f"b{i}", f"page {i}") for i in range(12)]
     store.put_pages(pages)
-    cache: dict[str, int] = {}
     for k in range(3):
         docs = [DocPostings(p.fp, p.fetched_at, 10, ["词", f"only{i}"], [1 + i % 4, 1])
                 for i, p in enumerate(pages) if i % 3 == k]  # fmt: skip
-        store.merge_index(PostingsBatch.of(docs), 1.0, cache)
-    term_id, df = store.lookup_terms(["词"])["词"]
+        store.merge_index(PostingsBatch.of(docs), 1.0)
+    term_id = term_fingerprint("词")
+    df = store.lookup_terms([term_id])[term_id]
     assert df == 12 and store.count("postings") == 3 + 12  # one row per (term, block)
     tf_of = {p.fp: 1 + i % 4 for i, p in enumerate(pages)}
     whole = store.term_postings(term_id)
@@ -209,7 +209,7 @@ def test_postings_read_across_blocks_whole_capped_and_among_pages(store) -> None
     assert among["tf"].tolist() == [tf_of[fp] for fp in sorted(some[:2])]
     # re-indexing a page takes it out of its old block, whichever merge it was in
     again = DocPostings(pages[4].fp, pages[4].fetched_at, 3, ["新词"], [3])
-    store.merge_index(PostingsBatch.of([again]), 2.0, cache)
-    assert store.lookup_terms(["词"])["词"][1] == 11
+    store.merge_index(PostingsBatch.of([again]), 2.0)
+    assert store.lookup_terms([term_id]) == {term_id: 11}
     assert pages[4].fp not in store.term_postings(term_id)["fp"].tolist()
-    assert store.lookup_terms(["only4"]) == {}
+    assert store.lookup_terms([term_fingerprint("only4")]) == {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from srcrawl.config import DatabaseURL
@@ -25,7 +27,7 @@ def page(fp: int, url: str | None = None, **kw) -> Page:
 def test_schema_is_idempotent(store: Store) -> None:
     store.init_schema()
     store.init_schema()
-    assert store.schema_version() == "2"
+    assert store.schema_version() == "3"
     assert store.count("pages") == 0
 
 
@@ -158,61 +160,87 @@ def test_sqlite_in_unwritable_place_is_a_store_error(tmp_path) -> None:
         open_store(DatabaseURL(kind="sqlite", path=str(target)))  # a directory, not a file
 
 
-def _index_of_schema_1(store: Store) -> None:
-    """Pages 1 and 2, page 1 indexed in the index tables as schema 1 had them."""
+def _old_index(store: Store, schema: int) -> None:
+    """Pages 1 and 2, page 1 indexed in the index tables of an older schema: 1 had a
+    postings row per (term, page), 2 blocks of postings and a terms table numbering terms."""
     store.put_pages([page(1), page(2)])
     with store.transaction() as cur:
-        # the index tables as schema 1 had them: a postings row per (term, page)
         for table in ("postings", "doclens", "terms"):
-            cur.execute(f"DROP TABLE {table}")
+            cur.execute(f"DROP TABLE IF EXISTS {table}")
         cur.execute(
             "CREATE TABLE terms (id INTEGER NOT NULL PRIMARY KEY, "
             "term VARCHAR(100) NOT NULL UNIQUE, df INTEGER NOT NULL DEFAULT 0)"
         )
-        cur.execute(
-            "CREATE TABLE postings (term_id INTEGER NOT NULL, fp BIGINT NOT NULL, "
-            "tf INTEGER NOT NULL, dl INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (term_id, fp))"
-        )
-        cur.execute(
-            "CREATE TABLE doclens (fp BIGINT NOT NULL PRIMARY KEY, length INTEGER NOT NULL, "
-            "terms BLOB NULL)"
-        )
         cur.execute("INSERT INTO terms (id, term, df) VALUES (1, 'old', 1)")
-        cur.execute("INSERT INTO postings (term_id, fp, tf, dl) VALUES (1, 1, 1, 1)")
-        cur.execute("INSERT INTO doclens (fp, length) VALUES (1, 1)")
+        if schema == 1:
+            cur.execute(
+                "CREATE TABLE postings (term_id INTEGER NOT NULL, fp BIGINT NOT NULL, "
+                "tf INTEGER NOT NULL, dl INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (term_id, fp))"
+            )
+            cur.execute("INSERT INTO postings (term_id, fp, tf, dl) VALUES (1, 1, 1, 1)")
+            cur.execute(
+                "CREATE TABLE doclens (fp BIGINT NOT NULL PRIMARY KEY, length INTEGER NOT NULL, "
+                "terms BLOB NULL)"
+            )
+        else:
+            cur.execute(
+                "CREATE TABLE postings (term_id INTEGER NOT NULL, block INTEGER NOT NULL, "
+                "n INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (term_id, block))"
+            )
+            record = struct.pack("<qII", 1, 1, 1)
+            cur.execute(
+                store._sql("INSERT INTO postings (term_id, block, n, data) VALUES (?, ?, ?, ?)"),
+                (1, 1, 1, record),
+            )
+            cur.execute(
+                "CREATE TABLE doclens (fp BIGINT NOT NULL PRIMARY KEY, length INTEGER NOT NULL, "
+                "block INTEGER NOT NULL, terms BLOB NULL)"
+            )
+        cur.execute("INSERT INTO doclens (fp, length) VALUES (1, 1)" if schema == 1 else
+                    "INSERT INTO doclens (fp, length, block) VALUES (1, 1, 1)")  # fmt: skip
         cur.execute(store._sql("UPDATE pages SET indexed_at = ? WHERE fp = ?"), (5.0, 1))
         cur.execute(store._sql(store.UPSERT_META), ("index_docs", "1"))
         cur.execute(store._sql(store.UPSERT_META), ("index_length", "1"))
+        cur.execute(store._sql(store.UPSERT_META), ("schema_version", str(schema)))
 
 
-def test_an_index_of_schema_1_is_dropped_and_its_pages_marked_unindexed(
-    store: Store, caplog: pytest.LogCaptureFixture
+def _tables(store: Store) -> set[str]:
+    with store.transaction() as cur:
+        return {t for t in ("postings", "doclens", "terms") if store._columns(cur, t)}
+
+
+@pytest.mark.parametrize("schema", [1, 2])
+def test_an_index_of_an_older_schema_is_dropped_and_its_pages_marked_unindexed(
+    store: Store, caplog: pytest.LogCaptureFixture, schema: int
 ) -> None:
-    from srcrawl.indexer.postings import DocPostings, PostingsBatch
+    from srcrawl.indexer.postings import DocPostings, PostingsBatch, term_fingerprint
 
-    _index_of_schema_1(store)
+    _old_index(store, schema)
     with caplog.at_level("WARNING", logger="srcrawl.store"):
         store.init_schema()
     assert "run `srcrawl index`" in caplog.text
     assert store.unindexed_pages(None, 10) == [1, 2]
-    assert store.index_stats() == (0, 0) and store.lookup_terms(["old"]) == {}
-    assert store.count("postings") == 0 and store.count("terms") == 0
+    assert store.index_stats() == (0, 0) and store.lookup_terms([1]) == {}
+    assert store.count("postings") == 0 and _tables(store) == {"postings", "doclens"}
+    assert store.schema_version() == "3"
     # the index is built anew in the new layout
-    store.merge_index(PostingsBatch.of([DocPostings(1, 1001.0, 2, ["new"], [2])]), 6.0, {})
-    (term_id, df) = store.lookup_terms(["new"])["new"]
-    assert df == 1 and store.term_postings(term_id).tolist() == [(1, 2, 2)]
+    store.merge_index(PostingsBatch.of([DocPostings(1, 1001.0, 2, ["new"], [2])]), 6.0)
+    new = term_fingerprint("new")
+    assert store.lookup_terms([new]) == {new: 1}
+    assert store.term_postings(new).tolist() == [(1, 2, 2)]
     caplog.clear()
     store.init_schema()  # once migrated, nothing more happens
     assert caplog.text == "" and store.index_stats() == (1, 2)
 
 
+@pytest.mark.parametrize("schema", [1, 2])
 def test_a_drop_of_the_old_index_cut_short_is_finished_by_the_next_start(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store, monkeypatch: pytest.MonkeyPatch, schema: int
 ) -> None:
     # MySQL commits before every DROP TABLE: a crash between two of them
     # leaves part of the old index. The next start must finish the drop and
     # never leave pages marked indexed over an index that is gone.
-    _index_of_schema_1(store)
+    _old_index(store, schema)
     execute = type(store)._execute
     drops = []
 
@@ -229,9 +257,10 @@ def test_a_drop_of_the_old_index_cut_short_is_finished_by_the_next_start(
     monkeypatch.undo()
     store.init_schema()
     assert store.unindexed_pages(None, 10) == [1, 2]
-    assert store.index_stats() == (0, 0) and store.lookup_terms(["old"]) == {}
+    assert store.index_stats() == (0, 0) and store.lookup_terms([1]) == {}
     assert store.count("postings") == 0 and store.count("doclens") == 0
-    assert store.schema_version() == "2"
+    assert _tables(store) == {"postings", "doclens"}
+    assert store.schema_version() == "3"
 
 
 def test_rows_the_store_refuses_for_their_data_are_a_store_data_error(store: Store) -> None:
