@@ -39,7 +39,7 @@ from srcrawl.indexer.tokenizer import dictionary_id, user_dict_from_env
 from srcrawl.local import LocalSlaves
 from srcrawl.queues.envelope import Message, decode
 from srcrawl.queues.protocol import PhaseQueues, new_worker_id
-from srcrawl.queues.workers import Worker, reap
+from srcrawl.queues.workers import Worker, reap, requeued
 
 log = logging.getLogger("srcrawl.indexer")
 
@@ -202,7 +202,7 @@ class IndexMaster:
                 if now - last_reap >= self.reap_interval:
                     returned = reap(self.client, self.keys)
                     if returned:
-                        self.report.requeued += sum(returned.values())
+                        self.report.requeued += requeued(returned)
                         log.warning("requeued the tasks of dead workers: %s", returned)
                     last_reap = now
                 if progress is not None and now - last_progress >= progress_interval:

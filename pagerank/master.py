@@ -61,7 +61,7 @@ from srcrawl.pagerank.shards import Shard
 from srcrawl.pagerank.transport import TransientWriter
 from srcrawl.queues.envelope import Message, decode
 from srcrawl.queues.protocol import PhaseQueues, new_worker_id
-from srcrawl.queues.workers import Worker, reap, workers
+from srcrawl.queues.workers import Worker, reap, requeued, workers
 
 PHASE = "pagerank"
 
@@ -436,7 +436,9 @@ class RankMaster:
     def _reap(self, tally: Tally, result: RankResult) -> None:
         """Requeue the tasks of dead slaves and make the shards they may have claimed
         claimable again; raise if this run's own slaves are all gone."""
-        returned = sum(reap(self.client, self.keys).values())
+        # only a task of this phase can have claimed a shard: a dead slave of
+        # another phase (the same job's crawl, say) costs no offer
+        returned = requeued(reap(self.client, self.keys), self.queues.srq.key)
         if returned:
             result.requeued += returned
             # which shard a dead slave held is not recorded: offer every missing

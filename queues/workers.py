@@ -108,17 +108,24 @@ def workers(client: redis.Redis, keys: Keys) -> list[WorkerInfo]:
     return out
 
 
-def reap(client: redis.Redis, keys: Keys) -> dict[str, int]:
+def reap(client: redis.Redis, keys: Keys) -> dict[str, dict[str, int]]:
     """Requeue the processing lists of every worker whose heartbeat expired.
 
-    Returns worker id -> messages returned to their queues. A worker that was
-    only slow, not dead, finds its acks refused afterwards (see WorkQueue.ack),
-    so no result is ever counted twice.
+    Returns worker id -> {queue key: messages returned to it} (queues it held
+    nothing of are left out). A worker that was only slow, not dead, finds
+    its acks refused afterwards (see WorkQueue.ack), so no result is ever
+    counted twice.
     """
-    returned: dict[str, int] = {}
+    returned: dict[str, dict[str, int]] = {}
     for info in workers(client, keys):
         if info.alive:
             continue
-        returned[info.id] = sum(WorkQueue(client, q).requeue(info.id) for q in info.queues)
+        counts = {q: WorkQueue(client, q).requeue(info.id) for q in info.queues}
+        returned[info.id] = {q: n for q, n in counts.items() if n}
         client.hdel(keys.workers, info.id)
     return returned
+
+
+def requeued(returned: dict[str, dict[str, int]], queue: str | None = None) -> int:
+    """Messages :func:`reap` returned, to ``queue`` only or to every queue."""
+    return sum(n for per in returned.values() for q, n in per.items() if queue in (None, q))

@@ -7,6 +7,7 @@ sentences is its documented one), not computed by the tokenizer under test.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 
 import numpy as np
@@ -282,4 +283,29 @@ def test_a_second_master_refuses_to_start(
     redis_client.set(keys.index_master, "index-master-99", px=10_000)
     with pytest.raises(IndexerError, match="another index master"):
         IndexMaster(cfg).run()
+    cfg.close()
+
+
+def test_the_merges_that_end_a_run_halve_so_the_last_one_is_small(
+    db_url, redis_url, keys, tmp_path
+) -> None:
+    # The last merge runs after every slave is done, with nothing to overlap
+    # it: once every page is scheduled, held results are merged as soon as
+    # they are as many as the pages still out with slaves.
+    cfg = Config(redis_url=redis_url, db=db_url, job=keys.job, home=tmp_path)
+    master = IndexMaster(cfg, merge_docs=5000, merge_wait=60.0)
+    master._held_since = time.monotonic()
+    master._outstanding = {1: 50, 2: 50, 3: 50}
+
+    def due(held: int, scanned_all: bool) -> bool:
+        master._held_docs, master._scanned_all = held, scanned_all
+        return master._merge_due()
+
+    assert not due(149, True) and due(150, True)
+    assert not due(4999, False) and due(5000, False)  # pages still to schedule: gather
+    master._outstanding = {}
+    assert due(1, False)  # nothing out: merge what is held
+    master._outstanding = {1: 50}
+    master._held_since -= 61.0
+    assert due(1, False)  # held for longer than merge_wait
     cfg.close()

@@ -705,3 +705,39 @@ def test_a_piece_write_is_tried_again_then_fails_the_run_clearly(redis_url, keys
     ):
         rank_graph(cfg, graph, RankParams(), shards=2)
     cfg.close()
+
+
+def test_only_a_dead_worker_of_this_phase_makes_the_master_offer_shards_again(
+    redis_client, keys
+) -> None:
+    # A task of this phase may have claimed a shard, so its death puts every
+    # missing shard up again; a dead slave of another phase (the job's crawl)
+    # gets its tasks back and costs no offer.
+    from srcrawl.pagerank.master import Tally
+    from srcrawl.pagerank.shards import Shard
+    from srcrawl.queues.workers import Worker
+
+    rank_q, crawl_q = (
+        PhaseQueues(redis_client, keys, "pagerank"),
+        PhaseQueues(redis_client, keys, "crawl"),
+    )
+    master = RankMaster(redis_client, keys)
+    empty = np.zeros(0, np.int32)
+    tally = Tally(7, 2, [Shard(i, 0, 0, empty, empty) for i in range(3)])
+    result = RankResult(np.zeros(0, np.int64), np.zeros(0))
+
+    Worker(redis_client, keys, "crawler", [crawl_q.srq], ttl=0.1).beat()
+    crawl_q.srq.push([b"a crawl task"])
+    crawl_q.srq.pop("crawler", 1)
+    time.sleep(0.3)
+    master._reap(tally, result)
+    assert len(crawl_q.srq) == 1 and len(rank_q.srq) == 0 and result.requeued == 0
+
+    Worker(redis_client, keys, "ranker", [rank_q.srq], ttl=0.1).beat()
+    rank_q.srq.push([MapTask(7, 2).encode()])
+    rank_q.srq.pop("ranker", 1)
+    time.sleep(0.3)
+    master._reap(tally, result)
+    assert result.requeued == 1
+    assert len(rank_q.srq) == 1 + 3  # its task back, and one task per missing shard
+    assert redis_client.smembers(keys.rank_unclaimed(7, 2)) == {b"0", b"1", b"2"}

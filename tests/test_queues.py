@@ -152,7 +152,7 @@ def test_heartbeat_expiry_and_reap(redis_client, keys) -> None:
     found = {w.id: w for w in workers(redis_client, keys)}
     assert found["live"].alive and found["live"].stats["pages"] == 3
     assert not found["dead"].alive
-    assert reap(redis_client, keys) == {"dead": 2}
+    assert reap(redis_client, keys) == {"dead": {q.srq.key: 2}}
     assert [w.id for w in workers(redis_client, keys)] == ["live"]
     assert q.srq.pending("live") == [b"c"]
     assert q.srq.pop("x", 5) == [b"a", b"b"]
@@ -194,7 +194,7 @@ def test_worker_killed_between_pop_and_ack_loses_and_doubles_nothing(
     held = q.srq.pending("victim")
     assert held, "the killed worker should have held unacknowledged tasks"
     time.sleep(1.3)  # its heartbeat TTL is 1 s
-    assert reap(redis_client, keys) == {"victim": len(held)}
+    assert reap(redis_client, keys) == {"victim": {q.srq.key: len(held)}}
     subprocess.run(
         [python, script, redis_url, keys.job, "rescuer", "50", "0", "--burst"],
         check=True,
