@@ -93,3 +93,18 @@ def test_bench_crawl_beside_scrapy_writes_table_json_and_plot(tmp_path, env) -> 
     assert "master URLs/s" in table[1] and "× scrapy" in table[1]
     assert [ln.split()[0] for ln in table[2:]] == ["2", "scrapy", "1", "scrapy"]
     assert "slave(s):" in r.stderr  # the progress line
+
+
+def test_bench_index_and_search_run_on_a_small_corpus(tmp_path, env) -> None:
+    out_json = tmp_path / "index.json"
+    r = run(["bench", "index", "--pages", "40", "--slaves", "1", "--json", str(out_json)],
+            tmp_path, env)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(out_json.read_text())["rows"]
+    phase = [row for row in rows if row["slaves"] == 1]
+    assert len(phase) == 1 and phase[0]["items"] == 40 and phase[0]["throughput"] > 0
+    # the search benchmark indexes the same corpus once, then times known-item queries
+    r = run(["bench", "search", "--pages", "40", "--queries", "5", "--slaves", "1"],
+            tmp_path, env)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "p95" in r.stdout, r.stdout
