@@ -94,7 +94,9 @@ def run_local_crawl(
 
     The master is restarted if it dies (its state is all in Redis); Ctrl-C
     reaches every child, which each finish their batch. The master and the
-    slaves are forked from this process (see :class:`ForkedCommand`).
+    slaves are forked from this process (see :class:`ForkedCommand`); the
+    slaves write to ``$SRCRAWL_HOME/logs/crawl-<job>/``. Raises SrcrawlError
+    when every slave has exited before the crawl completed.
     """
     env = cfg.child_env()
 
@@ -103,9 +105,11 @@ def run_local_crawl(
 
     t0 = time.monotonic()
     restarts = 0
+    log_dir = cfg.home / "logs" / f"crawl-{cfg.job}"
     local = LocalSlaves(
-        cfg, slaves, ["crawl"], extra_args=slave_args, fork=True, preload=_PRELOAD
-    ).start()
+        cfg, slaves, ["crawl"], extra_args=slave_args, log_dir=log_dir, fork=True,
+        preload=_PRELOAD,
+    ).start()  # fmt: skip
     interrupted = False
     try:
         master = start_master()
@@ -121,6 +125,9 @@ def run_local_crawl(
                     if restarts > _MASTER_RESTARTS:
                         raise SrcrawlError(f"the crawl master keeps failing (exit {code})")
                     master = start_master()
+                if local.alive() == 0 and crawl_state(cfg).get("state") != "complete":
+                    # nothing would ever fetch the frontier: fail, do not wait forever
+                    raise SrcrawlError(f"every local crawl slave exited; see {log_dir}")
                 if report:
                     report(progress(cfg), time.monotonic() - t0)
                 with contextlib.suppress(subprocess.TimeoutExpired):

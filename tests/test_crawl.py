@@ -44,7 +44,7 @@ def expected(tw: TestWeb, seeds: list[str], depth: int) -> dict[str, int]:
 
 def env_for(redis_url: str, job: str, tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
-    env.update(SRCRAWL_REDIS_URL=redis_url, SRCRAWL_JOB=job,
+    env.update(SRCRAWL_REDIS_URL=redis_url, SRCRAWL_JOB=job, SRCRAWL_HOME=str(tmp_path / "home"),
                SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db")  # fmt: skip
     return env
 
@@ -243,4 +243,35 @@ def test_ctrl_c_stops_everything_and_resume_finishes_exactly(
     pages = stored(env)
     assert len(pages) == len({p["url"] for p in pages})
     assert {p["url"]: p["depth"] for p in pages} == expected(web, seeds, DEPTH)
+    cfg.close()
+
+
+def test_a_local_crawl_whose_slaves_all_died_fails_instead_of_waiting(
+    web, redis_url, keys, tmp_path
+) -> None:
+    # With no slave left nothing would ever fetch the frontier: `srcrawl
+    # crawl` says so and where the slaves' logs are, and exits.
+    env = env_for(redis_url, keys.job, tmp_path)
+    crawl = background_crawl(web.seed_urls, env)
+    cfg = Config.load(env=env)
+    client = cfg.redis()
+    try:
+        deadline = time.monotonic() + 60
+        pids: list[int] = []
+        while len(pids) < 2 and time.monotonic() < deadline:
+            records = [json.loads(r) for r in client.hgetall(cfg.keys.workers).values()]
+            pids = [r["pid"] for r in records if r["role"] == "slave"]
+            time.sleep(0.05)
+        assert len(pids) == 2, "the slaves never registered"
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        _, err = crawl.communicate(timeout=60)
+    finally:
+        if crawl.poll() is None:
+            os.killpg(crawl.pid, signal.SIGKILL)
+            crawl.wait()
+    logs = tmp_path / "home" / "logs" / f"crawl-{keys.job}"
+    assert crawl.returncode == 2, err[-2000:]  # how every expected failure ends
+    assert f"every local crawl slave exited; see {logs}" in err
+    assert sorted(p.name for p in logs.iterdir()) == ["slave-1.log", "slave-2.log"]
     cfg.close()
