@@ -19,7 +19,7 @@ from srcrawl.master.strategy import CrawlStrategy
 from srcrawl.master.strategy import load as load_strategy
 from srcrawl.queues.envelope import decode, encode
 from srcrawl.slave.clock_cache import ClockCache
-from srcrawl.slave.decode import decode_html, is_html
+from srcrawl.slave.decode import decode_html, is_html, utf8_source
 from srcrawl.slave.fetch import Fetcher
 from srcrawl.slave.page_writer import PageWriter
 from srcrawl.slave.parse import parse_html
@@ -113,8 +113,9 @@ class CrawlHandler:
         if result.redirect:
             links = [result.redirect]
         elif result.status and is_html(result.content_type, result.body):
-            html, _encoding = decode_html(result.body, result.content_type)
-            parsed = parse_html(html, url, self.parser)
+            html, encoding = decode_html(result.body, result.content_type)
+            utf8 = utf8_source(result.body, html, encoding)
+            parsed = parse_html(html, url, self.parser, utf8=utf8)
             title = parsed.title
             text = "" if parsed.noindex else parsed.text
             links = [] if parsed.nofollow else parsed.links

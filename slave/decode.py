@@ -211,6 +211,19 @@ def decode_html(body: bytes, content_type: str = "") -> tuple[str, str]:
     return text, "utf-8"
 
 
+def utf8_source(body: bytes, text: str, encoding: str) -> bytes | None:
+    """The bytes ``text`` was decoded from, when they are exactly its UTF-8 (a
+    byte order mark dropped); else None.
+
+    Given to :func:`~srcrawl.slave.parse.parse_html`, they spare it encoding
+    the text again for libxml2. A decoding error leaves U+FFFD in the text,
+    so text without one, decoded as UTF-8, is the strict decoding of the body.
+    """
+    if encoding != "utf-8" or "\ufffd" in text:
+        return None
+    return body[len(codecs.BOM_UTF8) :] if body.startswith(codecs.BOM_UTF8) else body
+
+
 def mime_type(content_type: str) -> str:
     """The lower-case ``type/subtype`` of a Content-Type header ('' if none)."""
     return (content_type or "").split(";", 1)[0].strip().lower()

@@ -484,11 +484,13 @@ def _lxml_walk(root: etree._Element) -> _PageBuilder | None:
     return builder
 
 
-def _parse_lxml(html: str, base_url: str) -> ParsedPage:
-    try:
-        data = html.encode("utf-8")
-    except UnicodeEncodeError:
-        data = html.encode("utf-8", "replace")  # lone surrogates
+def _parse_lxml(html: str, base_url: str, utf8: bytes | None = None) -> ParsedPage:
+    data = utf8
+    if data is None:
+        try:
+            data = html.encode("utf-8")
+        except UnicodeEncodeError:
+            data = html.encode("utf-8", "replace")  # lone surrogates
     parser, text_of = _lxml_tools()
     # Bytes, not str: libxml2 refuses str input that carries an XML encoding
     # declaration, and parsing UTF-8 bytes is no slower.
@@ -578,19 +580,24 @@ def _parse_bs4(html: str, base_url: str) -> ParsedPage:
     return builder.build(_collapse(text), base_url, "bs4")
 
 
-def parse_html(html: str, base_url: str, parser: str = "lxml") -> ParsedPage:
+def parse_html(
+    html: str, base_url: str, parser: str = "lxml", *, utf8: bytes | None = None
+) -> ParsedPage:
     """Parse ``html`` fetched from ``base_url``; never raises for any page content.
 
     ``parser="lxml"`` takes the fast path and falls back to BeautifulSoup when
     libxml2 fails or stops early; ``parser="bs4"`` uses BeautifulSoup only.
     The result's ``parser`` field says which one produced it. An unknown
-    ``parser`` name is a ValueError.
+    ``parser`` name is a ValueError. ``utf8``: ``html`` encoded as UTF-8, when
+    the caller has it (the fetched bytes, see
+    :func:`~srcrawl.slave.decode.utf8_source`); the lxml path parses it
+    instead of encoding ``html`` again.
     """
     if parser not in PARSERS:
         raise ValueError(f"unknown parser {parser!r}; expected one of {', '.join(PARSERS)}")
     if parser == "lxml":
         try:
-            return _parse_lxml(html, base_url)
+            return _parse_lxml(html, base_url, utf8)
         except (etree.LxmlError, ValueError, _LxmlGaveUp):
             pass
     return _parse_bs4(html, base_url)

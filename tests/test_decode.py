@@ -15,6 +15,7 @@ from srcrawl.slave.decode import (
     looks_binary,
     meta_charset,
     normalize_charset,
+    utf8_source,
 )
 
 ZH = "分布式网络爬虫系统的设计与实现。搜索引擎需要抓取大量网页，并建立倒排索引。"
@@ -246,3 +247,18 @@ def test_untyped_html_is_sniffed(body: bytes) -> None:
 )
 def test_untyped_non_html_is_not(body: bytes) -> None:
     assert not is_html("", body)
+
+
+def test_the_utf8_source_is_the_body_only_when_the_text_is_its_exact_utf8() -> None:
+    text = page(ZH)
+    body = text.encode()
+    assert utf8_source(body, *decode_html(body, "text/html")) == body
+    with_bom = codecs.BOM_UTF8 + body
+    assert utf8_source(with_bom, *decode_html(with_bom, "text/html")) == body
+    # another charset, or a decoding error (U+FFFD in the text): parse the text
+    gbk = text.encode("gbk")
+    assert utf8_source(gbk, *decode_html(gbk, "text/html; charset=gbk")) is None
+    broken = body[:-20] + b"\xff" + body[-20:]
+    decoded = decode_html(broken, "text/html; charset=utf-8")
+    assert decoded[1] == "utf-8" and "\ufffd" in decoded[0]
+    assert utf8_source(broken, *decoded) is None

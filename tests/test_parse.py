@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 import random
 import re
@@ -13,6 +14,7 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 
 from srcrawl.slave.benchmark import BENCH_BASE_URL, make_page
+from srcrawl.slave.decode import decode_html, utf8_source
 from srcrawl.slave.parse import LinkResolver, ParsedPage, parse_html
 
 # bs4 warns about XHTML parsed as HTML; here that is the point.
@@ -86,10 +88,17 @@ requests. See <a href="/posts/2?ref=blog&amp;x=1">part two</a> and
 
 
 def agree(html: str, base: str = BASE) -> ParsedPage:
+    """Both parsers give the same page, and so does the lxml path reading the
+    page's UTF-8 bytes, as a slave does with a page fetched as UTF-8."""
     fast = parse_html(html, base, "lxml")
     slow = parse_html(html, base, "bs4")
     assert fast.parser == "lxml" and slow.parser == "bs4"
     assert fast == slow, f"lxml: {fast}\nbs4: {slow}"
+    body = codecs.BOM_UTF8 + html.encode()
+    decoded, encoding = decode_html(body, "text/html; charset=utf-8")
+    utf8 = utf8_source(body, decoded, encoding)
+    assert utf8 == html.encode() and decoded == html
+    assert parse_html(decoded, base, utf8=utf8) == fast
     return fast
 
 
