@@ -24,11 +24,11 @@ from srcrawl.config import Config, DatabaseURL
 from srcrawl.keys import Keys
 from srcrawl.local import LocalSlaves
 from srcrawl.pagerank.errors import PageRankError
-from srcrawl.pagerank.graph import load_graph
+from srcrawl.pagerank.graph import Graph, load_graph
 from srcrawl.pagerank.job import RankOptions, rank_graph, rank_job
 from srcrawl.pagerank.master import RankMaster, RankParams, RankResult
 from srcrawl.pagerank.protocol import GraphHeader, MapTask, ShardDone, pack_vector
-from srcrawl.pagerank.shards import cut_shards
+from srcrawl.pagerank.shards import Shard, cut_shards
 from srcrawl.pagerank.slave import RankHandler
 from srcrawl.pagerank.transport import TransientWriter
 from srcrawl.queues.envelope import decode
@@ -300,6 +300,14 @@ Slave(cfg, [Slow(cfg)], heartbeat_interval=0.2, heartbeat_ttl=1.0).run()
 """
 
 
+def stored_web(cfg: Config, n: int, *, seed: int, shards: int) -> tuple[Graph, list[Shard]]:
+    """A random web of ``n`` pages written to the store, read back and cut in shards."""
+    pages, links = random_web(n, seed=seed)
+    put_web(cfg.store(), pages, links)
+    graph = load_graph(cfg.store())
+    return graph, cut_shards(graph.src, graph.dst, graph.n, shards)
+
+
 def _worker_of(client, keys: Keys, pid: int) -> str | None:
     for wid, record in client.hgetall(keys.workers).items():
         if json.loads(record).get("pid") == pid:
@@ -332,10 +340,7 @@ def test_a_slave_killed_holding_a_task_changes_nothing(
     redis_url, redis_client, keys, tmp_path, python, iteration
 ) -> None:
     cfg = sqlite_cfg(redis_url, keys, tmp_path)
-    pages, links = random_web(20_000, seed=4)
-    put_web(cfg.store(), pages, links)
-    graph = load_graph(cfg.store())
-    shards = cut_shards(graph.src, graph.dst, graph.n, 8)
+    graph, shards = stored_web(cfg, 20_000, seed=4, shards=8)
     params = RankParams(iterations=40)
     with LocalSlaves(cfg, 1, ["pagerank"]):
         clean = RankMaster(redis_client, keys).run(graph, shards, params)
@@ -375,10 +380,7 @@ def test_slaves_that_missed_the_load_round_load_shards_as_they_claim_them(
     redis_url, redis_client, keys, tmp_path
 ) -> None:
     cfg = sqlite_cfg(redis_url, keys, tmp_path)
-    pages, links = random_web(5_000, seed=8)
-    put_web(cfg.store(), pages, links)
-    graph = load_graph(cfg.store())
-    shards = cut_shards(graph.src, graph.dst, graph.n, 6)
+    graph, shards = stored_web(cfg, 5_000, seed=8, shards=6)
     params = RankParams(iterations=12)
     with thread_slaves(cfg, 2):
         clean = RankMaster(redis_client, keys).run(graph, shards, params)
@@ -714,7 +716,6 @@ def test_only_a_dead_worker_of_this_phase_makes_the_master_offer_shards_again(
     # missing shard up again; a dead slave of another phase (the job's crawl)
     # gets its tasks back and costs no offer.
     from srcrawl.pagerank.master import Tally
-    from srcrawl.pagerank.shards import Shard
     from srcrawl.queues.workers import Worker
 
     rank_q, crawl_q = (
