@@ -132,11 +132,12 @@ def pack(docs: Sequence[DocPostings]) -> bytes:
         tfs.extend(d.tfs)
         counts.append(len(d.terms))
     fps = term_fingerprints(table)
-    slots: dict[int, int] = {}
-    slot = [slots.setdefault(f, len(slots)) for f in fps.tolist()]
-    if len(slots) < len(slot):
+    listed = fps.tolist()
+    if len(set(listed)) < len(listed):
         # two terms share a fingerprint, so they are one term of the index:
         # one table entry, and a document holding both lists it once
+        slots: dict[int, int] = {}
+        slot = [slots.setdefault(f, len(slots)) for f in listed]
         term_idx, tfs, counts = _fold([slot[i] for i in term_idx], tfs, counts)
         fps = np.fromiter(slots, np.int64, len(slots))
     parts = [
