@@ -37,7 +37,7 @@ from srcrawl.indexer.slave import document_text, tokenize_document
 from srcrawl.indexer.tokenizer import Tokenizer
 from srcrawl.local import LocalSlaves
 from srcrawl.queues.workers import workers
-from srcrawl.scaling import Column, Row, ScalingResult
+from srcrawl.scaling import Column, Row, ScalingResult, median_of_rounds, round_orders
 from srcrawl.sql.store import Store
 
 Progress = Callable[[str], None]
@@ -154,13 +154,18 @@ def run_index_benchmark(
     pages: int,
     slaves: Sequence[int],
     seed: int = 1,
+    rounds: int = 1,
     say: Progress = print,
     progress: Progress | None = None,
 ) -> ScalingResult:
     """Raw jieba, the tokenizer in one process, then the index phase per slave count.
 
+    With ``rounds`` > 1 every slave count runs once a round (see
+    :func:`~srcrawl.scaling.round_orders`) and its row is its median run.
     ``say`` gets the steps, ``progress`` the changing line of a running index phase.
     """
+    if rounds < 1:
+        raise ValueError("rounds must be positive")
     bcfg = bench_config(cfg, pages, seed)
     show = progress or (lambda text: None)
     try:
@@ -189,21 +194,27 @@ def run_index_benchmark(
         raw_before = _timed(raw)
         say("srcrawl tokenizer, one process …")
         ours_s, ours_cpu = _timed(ours)
-        runs = []
-        for n in slaves:
-            store.reset_index()
-            say(f"index phase with {n} slave(s) …")
+        rounds_run: list[dict[int, IndexRun]] = []
+        for r, order in enumerate(round_orders(slaves, rounds)):
+            runs: dict[int, IndexRun] = {}
+            for n in order:
+                store.reset_index()
+                step = f"round {r + 1}/{rounds}: " if rounds > 1 else ""
+                say(f"{step}index phase with {n} slave(s) …")
 
-            def line(r: IndexReport, n: int = n) -> None:
-                show(
-                    f"{n} slave(s): indexed {r.indexed:,}/{pages:,}, "
-                    f"{r.pages_per_s:.1f} pages/s, {r.wall_s:.0f} s"
-                )
+                def line(rep: IndexReport, n: int = n, step: str = step) -> None:
+                    show(
+                        f"{step}{n} slave(s): indexed {rep.indexed:,}/{pages:,}, "
+                        f"{rep.pages_per_s:.1f} pages/s, {rep.wall_s:.0f} s"
+                    )
 
-            run = run_index(bcfg, n, progress=line)
-            if run.report.indexed != pages:
-                raise BenchmarkError(f"{n} slave(s) indexed {run.report.indexed} of {pages} pages")
-            runs.append((n, run))
+                run = run_index(bcfg, n, progress=line)
+                if run.report.indexed != pages:
+                    raise BenchmarkError(
+                        f"{n} slave(s) indexed {run.report.indexed} of {pages} pages"
+                    )
+                runs[n] = run
+            rounds_run.append(runs)
         say("raw jieba again …")
         raw_after = _timed(raw)
     finally:
@@ -223,6 +234,7 @@ def run_index_benchmark(
             "pages": pages,
             "slaves": list(slaves),
             "seed": seed,
+            "rounds": rounds,
             "megabytes": mb,
             "raw_jieba_pages_per_s": raw_rate,
         },
@@ -231,6 +243,7 @@ def run_index_benchmark(
             Column("master_cpu_ms", "master CPU ms/page", ".2f"),
             Column("master_core", "master % of a core", ".0%"),
             Column("merges", "merges", "d"),
+            Column("rows_per_page", "postings rows/page", ".1f"),
         ],
     )
     for label, (wall, cpu) in (("before", raw_before), ("after", raw_after)):
@@ -238,25 +251,35 @@ def run_index_benchmark(
             Row(None, pages, wall, cpu, label=f"raw jieba.lcut, 1 process ({label})")
         )
     result.rows.append(Row(None, pages, ours_s, ours_cpu, label="srcrawl tokenizer, 1 process"))
-    for n, run in runs:
-        r = run.report
-        result.rows.append(
-            Row(
-                n,
-                r.indexed,
-                r.wall_s,
-                run.slave_cpu_s or None,
-                extra={
-                    "master_cpu_ms": 1000 * run.master_cpu_s / pages,
-                    "master_core": run.master_cpu_s / r.wall_s if r.wall_s else None,
-                    "merges": r.merges,
-                    "merge_share": r.merge_s / r.wall_s if r.wall_s else None,
-                },
-            )
+    result.rows += median_of_rounds(
+        [{n: _index_row(n, run, pages) for n, run in runs.items()} for runs in rounds_run]
+    )
+    if rounds > 1:
+        result.columns.append(Column("speedups", "speedup per round"))
+        result.head.append(
+            f"  {rounds} rounds, the order of slave counts reversed every other round; each "
+            "count's row is its run of median pages/s, its speedup that of the median runs"
         )
     for row in result.rows:
         row.extra["pct_raw"] = 100 * row.throughput / raw_rate if raw_rate else None
     return result
+
+
+def _index_row(slaves: int, run: IndexRun, pages: int) -> Row:
+    r = run.report
+    return Row(
+        slaves,
+        r.indexed,
+        r.wall_s,
+        run.slave_cpu_s or None,
+        extra={
+            "master_cpu_ms": 1000 * run.master_cpu_s / pages,
+            "master_core": run.master_cpu_s / r.wall_s if r.wall_s else None,
+            "merges": r.merges,
+            "merge_share": r.merge_s / r.wall_s if r.wall_s else None,
+            "rows_per_page": r.rows / r.indexed if r.indexed else None,
+        },
+    )
 
 
 # -- bench search --------------------------------------------------------------

@@ -160,6 +160,13 @@ def search_command(
     help="Generated pages (Chinese and English, ~2 KB of text each).",
 )
 @click.option("--seed", default=1, show_default=True, help="Corpus seed.")
+@click.option(
+    "--rounds",
+    type=click.IntRange(1, 99),
+    default=1,
+    show_default=True,
+    help="Run every slave count this many times, alternating their order; report medians.",
+)
 @scaling_options(default_slaves="1,2,4", throughput="pages/s")
 @click.pass_context
 def bench_index(
@@ -167,6 +174,7 @@ def bench_index(
     pages: int,
     slaves_text: str,
     seed: int,
+    rounds: int,
     json_path: str | None,
     plot_path: str | None,
 ) -> None:
@@ -180,7 +188,13 @@ def bench_index(
     line = ProgressLine()
     try:
         result = run_index_benchmark(
-            cfg, pages=pages, slaves=slaves, seed=seed, say=line.say, progress=line.update
+            cfg,
+            pages=pages,
+            slaves=slaves,
+            seed=seed,
+            rounds=rounds,
+            say=line.say,
+            progress=line.update,
         )
     finally:
         line.done()

@@ -23,7 +23,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -85,6 +85,43 @@ def parse_slave_counts(text: str, *, most: int = MAX_SLAVES) -> list[int]:
             f"--slaves: expected distinct slave counts like 1,2,4 (1 to {most}), not {text!r}"
         )
     return counts
+
+
+def round_orders(slaves: Sequence[int], rounds: int) -> list[list[int]]:
+    """The slave counts of each round: as given, then reversed, and so on.
+
+    On a shared machine the CPU's speed drifts over minutes; alternating the
+    order puts each count as often early as late in a round, so a steady
+    drift weighs on every count alike instead of favouring the one run first.
+    """
+    return [list(slaves) if r % 2 == 0 else list(reversed(slaves)) for r in range(rounds)]
+
+
+def median_of_rounds(rounds: Sequence[Mapping[int, Row]]) -> list[Row]:
+    """Per slave count, its run of median throughput over ``rounds``.
+
+    Each round maps a slave count to its run in that round. The row chosen
+    gets ``extra["round_speedups"]``: in every round, the count's throughput
+    over that round's smallest count's, per slave of it (the speedup of runs
+    made minutes apart, not of runs an hour apart), and ``extra["speedups"]``,
+    the same as text for the table.
+    """
+    if not rounds:
+        return []
+    counts = sorted(rounds[0])
+    base = counts[0]
+    rows = []
+    for n in counts:
+        runs = sorted((r[n] for r in rounds), key=lambda row: row.throughput)
+        row = runs[(len(runs) - 1) // 2]
+        speedups = [
+            r[n].throughput / (r[base].throughput / base) if r[base].throughput else None
+            for r in rounds
+        ]
+        row.extra["round_speedups"] = speedups
+        row.extra["speedups"] = " ".join("-" if s is None else f"{s:.2f}" for s in speedups)
+        rows.append(row)
+    return rows
 
 
 @dataclass(frozen=True)

@@ -97,12 +97,23 @@ def test_bench_crawl_beside_scrapy_writes_table_json_and_plot(tmp_path, env) -> 
 
 def test_bench_index_and_search_run_on_a_small_corpus(tmp_path, env) -> None:
     out_json = tmp_path / "index.json"
-    r = run(["bench", "index", "--pages", "40", "--slaves", "1", "--json", str(out_json)],
-            tmp_path, env)  # fmt: skip
+    r = run(["bench", "index", "--pages", "40", "--slaves", "1,2", "--rounds", "2",
+             "--json", str(out_json)], tmp_path, env)  # fmt: skip
     assert r.returncode == 0, r.stderr
     rows = json.loads(out_json.read_text())["rows"]
-    phase = [row for row in rows if row["slaves"] == 1]
-    assert len(phase) == 1 and phase[0]["items"] == 40 and phase[0]["throughput"] > 0
+    phase = {row["slaves"]: row for row in rows if row["series"] == "srcrawl"}
+    assert sorted(phase) == [1, 2]
+    for row in phase.values():
+        assert row["items"] == 40 and row["throughput"] > 0 and row["rows_per_page"] > 1
+        assert len(row["round_speedups"]) == 2, row
+        assert row["speedup"] == pytest.approx(row["throughput"] / phase[1]["throughput"])
+    assert phase[1]["round_speedups"] == [1.0, 1.0]
+    # the second round runs the counts in the other order
+    assert "round 2/2: index phase with 2 slave(s)" in r.stderr
+    assert r.stderr.index("round 2/2: index phase with 2") < r.stderr.index(
+        "round 2/2: index phase with 1"
+    )
+    assert "speedup per round" in r.stdout
     # the search benchmark indexes the same corpus once, then times known-item queries
     r = run(["bench", "search", "--pages", "40", "--queries", "5", "--slaves", "1"],
             tmp_path, env)  # fmt: skip

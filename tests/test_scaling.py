@@ -18,7 +18,9 @@ from srcrawl.scaling import (
     ScalingResult,
     check_outputs,
     load_pyplot,
+    median_of_rounds,
     parse_slave_counts,
+    round_orders,
 )
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -65,6 +67,32 @@ def test_without_a_one_slave_run_the_smallest_count_is_taken_as_linear() -> None
     assert r.speedup(r.rows[1]) == pytest.approx(3.2)
     assert r.efficiency(r.rows[1]) == pytest.approx(0.8)
     assert "no 1-slave run" in r.render()
+
+
+def test_rounds_alternate_the_order_of_slave_counts() -> None:
+    assert round_orders([1, 2, 4], 3) == [[1, 2, 4], [4, 2, 1], [1, 2, 4]]
+    assert round_orders([2], 2) == [[2], [2]]
+
+
+def test_each_count_keeps_its_median_run_and_the_speedup_of_every_round() -> None:
+    # pages/s: round 1 at 1 and 2 slaves 100 / 170, round 2 80 / 150, round 3 120 / 190
+    rounds = [
+        {1: Row(1, 100, 1.0, label="r1"), 2: Row(2, 100, 100 / 170, label="r1")},
+        {1: Row(1, 100, 100 / 80, label="r2"), 2: Row(2, 100, 100 / 150, label="r2")},
+        {1: Row(1, 100, 100 / 120, label="r3"), 2: Row(2, 100, 100 / 190, label="r3")},
+    ]
+    one, two = median_of_rounds(rounds)
+    # the median of 80, 100, 120 is round 1's run; of 150, 170, 190 too
+    assert (one.slaves, one.label, two.slaves, two.label) == (1, "r1", 2, "r1")
+    assert one.extra["round_speedups"] == pytest.approx([1.0, 1.0, 1.0])
+    assert two.extra["round_speedups"] == pytest.approx([1.7, 1.875, 190 / 120])
+    assert two.extra["speedups"] == "1.70 1.88 1.58"
+    r = result(one, two)
+    assert r.speedup(two) == pytest.approx(1.7)
+    # with an even number of rounds the lower of the two middle runs is taken
+    low, _ = median_of_rounds(rounds[1:])
+    assert low.label == "r2"
+    assert median_of_rounds([]) == []
 
 
 def test_render_one_table_with_the_extra_columns() -> None:
