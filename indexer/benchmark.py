@@ -9,7 +9,8 @@ and on a scratch job in the configured Redis (removed afterwards).
   one process, dictionary loaded beforehand), srcrawl's tokenizer in one
   process (folding, runs, jieba, stop words, counting), then the whole index
   phase (master + N local slave processes, started and ready before the
-  clock starts) from an empty index, for each N.
+  clock starts) from an empty index, for each N; with ``--rounds`` R, R
+  times each in alternating order, each N's median run in the table.
 - search: 100 (``--queries``) known-item queries of 1–3 terms drawn from
   random pages, timed one by one on one :class:`Searcher`, first with BM25
   alone, then with a PageRank table (random heavy-tailed scores) blended in.
