@@ -160,14 +160,7 @@ def search_command(
     help="Generated pages (Chinese and English, ~2 KB of text each).",
 )
 @click.option("--seed", default=1, show_default=True, help="Corpus seed.")
-@click.option(
-    "--rounds",
-    type=click.IntRange(1, 99),
-    default=1,
-    show_default=True,
-    help="Run every slave count this many times, alternating their order; report medians.",
-)
-@scaling_options(default_slaves="1,2,4", throughput="pages/s")
+@scaling_options(default_slaves="1,2,4", throughput="pages/s", rounds=True)
 @click.pass_context
 def bench_index(
     ctx: click.Context,

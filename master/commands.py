@@ -254,11 +254,12 @@ def bench_master(ctx: click.Context, urls: int, hosts: int) -> None:
     default=None,
     help="Also crawl the same web with a plain Scrapy spider at the same concurrency.",
 )
-@scaling_options(default_slaves="1,2,4,8", throughput="pages/s")
+@scaling_options(default_slaves="1,2,4,8", throughput="pages/s", rounds=True)
 @click.pass_context
 def bench_crawl(
     ctx: click.Context,
     slaves_text: str,
+    rounds: int,
     hosts: int,
     pages: int,
     latency_ms: float,
@@ -290,6 +291,7 @@ def bench_crawl(
             threads=threads,
             depth=depth,
             peer=peer,
+            rounds=rounds,
             progress=line.update,
         )
     finally:

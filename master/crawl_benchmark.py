@@ -32,7 +32,7 @@ from srcrawl.master.crawl_run import run_local_crawl, start_crawl
 from srcrawl.master.scope import DENIED, OUT_OF_SCOPE, TOO_DEEP, TOO_LONG, TRAP
 from srcrawl.master.strategy import CrawlStrategy
 from srcrawl.queues.workers import workers
-from srcrawl.scaling import Column, Row, ScalingResult
+from srcrawl.scaling import Column, Row, ScalingResult, median_of_rounds, round_orders
 from srcrawl.testweb import TestWeb
 
 JUDGED = ("scheduled", "duplicates", "host_cap", OUT_OF_SCOPE, DENIED, TOO_LONG, TRAP, TOO_DEEP)
@@ -87,10 +87,18 @@ def run_crawl_benchmark(
     threads: int,
     depth: int,
     peer: str | None = None,
+    rounds: int = 1,
     progress: Progress | None = None,
 ) -> ScalingResult:
-    """Crawl the synthetic web once per slave count (and with the peer, if asked)."""
-    say = progress or (lambda text: None)
+    """Crawl the synthetic web once per slave count (and with the peer, if asked).
+
+    With ``rounds`` > 1, once per slave count a round (see
+    :func:`~srcrawl.scaling.round_orders`); each count's row, and its peer's,
+    is its median run.
+    """
+    if rounds < 1:
+        raise ValueError("rounds must be positive")
+    progress = progress or (lambda text: None)
     result = ScalingResult(
         bench="crawl",
         title=f"crawl benchmark: {hosts - 1 if hosts > 1 else hosts} hosts crawled, "
@@ -105,6 +113,7 @@ def run_crawl_benchmark(
             "threads": threads,
             "depth": depth,
             "peer": peer,
+            "rounds": rounds,
             "fetch_timeout": FETCH_TIMEOUT,
         },
         columns=[
@@ -133,23 +142,52 @@ def run_crawl_benchmark(
         # host 0 carries the special pages (timeouts, traps, huge pages):
         # they measure robustness, not throughput, so the benchmark leaves it out
         seeds = web.seed_urls[1:] if len(web.seed_urls) > 1 else web.seed_urls
-        for n in slave_counts:
-            row = _crawl_once(cfg, Path(tmp), seeds, n, threads, depth, say)
-            result.rows.append(row)
-            if peer == "scrapy":
-                peer_row = _scrapy_once(seeds, n, threads, depth, say)
-                result.rows.append(peer_row)
-                if peer_row.throughput:
-                    row.extra["vs_peer"] = row.throughput / peer_row.throughput
+        ours: list[dict[int, Row]] = []
+        theirs: list[dict[int, Row]] = []
+        for r, order in enumerate(round_orders(slave_counts, rounds)):
+            step = f"round {r + 1}/{rounds}: " if rounds > 1 else ""
+
+            def say(text: str, step: str = step) -> None:
+                progress(step + text)
+
+            ours.append({})
+            theirs.append({})
+            for n in order:
+                # a fresh store per run
+                ours[-1][n] = _crawl_once(cfg, Path(tmp) / f"{r}-{n}.db", seeds, n, threads,
+                                          depth, say)  # fmt: skip
+                if peer == "scrapy":
+                    theirs[-1][n] = _scrapy_once(seeds, n, threads, depth, say)
+    if rounds == 1:
+        mine, peers = ours[0], theirs[0]
+    else:
+        mine = {row.slaves: row for row in median_of_rounds(ours)}
+        peers = {row.slaves: row for row in median_of_rounds(theirs)} if peer else {}
+        result.columns.append(Column("speedups", "speedup per round"))
+        result.head.append(
+            f"  {rounds} rounds, the order of slave counts reversed every other round; each "
+            "count's row (and its peer's) is its run of median pages/s"
+        )
+        for row in peers.values():  # the peer's own scaling is not what the column shows
+            row.extra.pop("speedups", None)
+            row.extra.pop("round_speedups", None)
+    for n in slave_counts:
+        row = mine[n]
+        result.rows.append(row)
+        peer_row = peers.get(n)
+        if peer_row is not None:
+            result.rows.append(peer_row)
+            if peer_row.throughput:
+                row.extra["vs_peer"] = row.throughput / peer_row.throughput
     return result
 
 
 def _crawl_once(
-    cfg: Config, tmp: Path, seeds: list[str], n: int, threads: int, depth: int, say: Progress
+    cfg: Config, db: Path, seeds: list[str], n: int, threads: int, depth: int, say: Progress
 ) -> Row:
     job_cfg = Config(
         redis_url=cfg.resolved_redis_url(),
-        db=DatabaseURL(kind="sqlite", path=str(tmp / f"bench-{n}.db")),
+        db=DatabaseURL(kind="sqlite", path=str(db)),
         job=f"bench-crawl-{n}-{time.time_ns()}",
         home=cfg.home,
     )

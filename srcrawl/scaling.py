@@ -39,9 +39,12 @@ PROGRESS_INTERVAL = 5.0
 """Seconds between progress lines when stderr is not a terminal."""
 
 
-def scaling_options(*, default_slaves: str, throughput: str) -> Callable[[Callable], Callable]:
+def scaling_options(
+    *, default_slaves: str, throughput: str, rounds: bool = False
+) -> Callable[[Callable], Callable]:
     """``--slaves`` (as ``slaves_text``, for :func:`parse_slave_counts`), ``--json`` and
-    ``--plot``: the options every scaling benchmark takes."""
+    ``--plot``: the options every scaling benchmark takes; with ``rounds``, also
+    ``--rounds`` (see :func:`round_orders` and :func:`median_of_rounds`)."""
     options = [
         click.option(
             "--slaves",
@@ -65,6 +68,18 @@ def scaling_options(*, default_slaves: str, throughput: str) -> Callable[[Callab
             help=f"Draw {throughput} against slaves with the ideal line (PNG; needs matplotlib).",
         ),
     ]
+    if rounds:
+        options.insert(
+            1,
+            click.option(
+                "--rounds",
+                type=click.IntRange(1, 99),
+                default=1,
+                show_default=True,
+                help="Run every slave count this many times, alternating their order; "
+                "show each count's median run.",
+            ),
+        )
 
     def decorate(f: Callable) -> Callable:
         for option in reversed(options):

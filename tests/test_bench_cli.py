@@ -68,10 +68,12 @@ def test_bench_crawl_beside_scrapy_writes_table_json_and_plot(tmp_path, env) -> 
     out_json, out_png = tmp_path / "crawl.json", tmp_path / "crawl.png"
     r = run(["bench", "crawl", "--slaves", "2,1", "--hosts", "4", "--pages", "6",
              "--latency-ms", "5", "--threads", "2", "--depth", "3", "--peer", "scrapy",
-             "--json", str(out_json), "--plot", str(out_png)], tmp_path, env)  # fmt: skip
+             "--rounds", "2", "--json", str(out_json), "--plot", str(out_png)],
+            tmp_path, env)  # fmt: skip
     assert r.returncode == 0, r.stderr
     data = json.loads(out_json.read_text())
     assert data["parameters"]["slaves"] == [2, 1] and data["parameters"]["peer"] == "scrapy"
+    assert data["parameters"]["rounds"] == 2
     assert data["machine"]["cores"] == os.cpu_count()
     ours = {row["slaves"]: row for row in data["rows"] if row["series"] == "srcrawl"}
     peers = {row["slaves"]: row for row in data["rows"] if row["series"] == "scrapy"}
@@ -85,13 +87,18 @@ def test_bench_crawl_beside_scrapy_writes_table_json_and_plot(tmp_path, env) -> 
         assert ours[n]["vs_peer"] == pytest.approx(ours[n]["throughput"] / peers[n]["throughput"])
         assert ours[n]["cpu_s_per_item"] > 0 and peers[n]["cpu_s_per_item"] > 0
         assert ours[n]["links_judged"] >= pages  # every fetched page was judged once
+        # each count's median run of two rounds, with both rounds' speedups
+        assert len(ours[n]["round_speedups"]) == 2 and "round_speedups" not in peers[n]
+    assert ours[1]["round_speedups"] == [1.0, 1.0]
     assert ours[1]["speedup"] == pytest.approx(1.0)
     assert ours[2]["efficiency"] == pytest.approx(ours[2]["speedup"] / 2)
     assert out_png.read_bytes().startswith(PNG_SIGNATURE)
     table = r.stdout.splitlines()
     assert table[0].startswith("crawl benchmark: 3 hosts crawled")
-    assert "master URLs/s" in table[1] and "× scrapy" in table[1]
-    assert [ln.split()[0] for ln in table[2:]] == ["2", "scrapy", "1", "scrapy"]
+    assert table[1].startswith("  2 rounds, the order of slave counts reversed")
+    assert "master URLs/s" in table[2] and "× scrapy" in table[2]
+    assert "speedup per round" in table[2]
+    assert [ln.split()[0] for ln in table[3:]] == ["2", "scrapy", "1", "scrapy"]
     assert "slave(s):" in r.stderr  # the progress line
 
 
