@@ -11,6 +11,8 @@ at the same concurrency). Speedup and efficiency are computed here only:
 
 where K is the smallest slave count measured (1 when it was run; with a
 larger K the runs below it are assumed linear, and the table says so).
+With ``--rounds`` a benchmark measures each count several times and keeps
+one row per count, its median run (:func:`median_of_rounds`).
 The same result renders as a table, as JSON (rows, parameters, machine)
 and as a PNG plot of throughput against slaves with the ideal line.
 """
