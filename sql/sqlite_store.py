@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -62,13 +63,32 @@ class SQLiteStore(Store):
             self._conn = sqlite3.connect(
                 path, timeout=60.0, isolation_level=None, check_same_thread=False
             )
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._wal()
             # NORMAL in WAL mode: a crash never corrupts, a power loss may drop
             # the last commits, which the queues' acks then replay
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA busy_timeout=60000")
         except sqlite3.Error as e:
             raise StoreError(f"cannot open SQLite database {path!r}: {e}") from e
+
+    def _wal(self, wait: float = 60.0) -> None:
+        """Put the file in WAL mode (kept in the file: a no-op once it is).
+
+        Processes that open a new file at once (a local crawl forks its master
+        and slaves together) each ask for the exclusive lock the switch takes
+        while holding a shared one; SQLite fails all but one at once instead of
+        waiting, as waiting would deadlock. Once one has switched, the others'
+        retries find the file in WAL mode.
+        """
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)
 
     def _begin(self) -> Any:
         cur = self._conn.cursor()

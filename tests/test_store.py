@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import threading
 
 import pytest
 
@@ -158,6 +159,32 @@ def test_sqlite_in_unwritable_place_is_a_store_error(tmp_path) -> None:
     target.mkdir()
     with pytest.raises(StoreError):
         open_store(DatabaseURL(kind="sqlite", path=str(target)))  # a directory, not a file
+
+
+def test_many_connections_opening_a_new_sqlite_file_at_once_all_open_it(tmp_path) -> None:
+    # a local crawl forks its master and slaves together, each opening the
+    # store: switching a new file to WAL takes an exclusive lock that SQLite
+    # refuses at once (no busy wait) to all but one of them
+    failures: list[str] = []
+    for i in range(60):
+        path = str(tmp_path / f"{i}.db")
+        start = threading.Barrier(6)
+
+        def open_it(path: str = path, start: threading.Barrier = start) -> None:
+            start.wait()
+            try:
+                open_store(DatabaseURL(kind="sqlite", path=path)).close()
+            except StoreError as e:
+                failures.append(str(e))
+
+        threads = [threading.Thread(target=open_it) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert failures == []
+    with open_store(DatabaseURL(kind="sqlite", path=str(tmp_path / "0.db"))) as store:
+        assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 def _old_index(store: Store, schema: int) -> None:
