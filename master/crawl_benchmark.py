@@ -158,19 +158,17 @@ def run_crawl_benchmark(
                                           depth, say)  # fmt: skip
                 if peer == "scrapy":
                     theirs[-1][n] = _scrapy_once(seeds, n, threads, depth, say)
-    if rounds == 1:
-        mine, peers = ours[0], theirs[0]
-    else:
-        mine = {row.slaves: row for row in median_of_rounds(ours)}
-        peers = {row.slaves: row for row in median_of_rounds(theirs)} if peer else {}
+    mine = {row.slaves: row for row in median_of_rounds(ours)}
+    peers = {row.slaves: row for row in median_of_rounds(theirs)} if peer else {}
+    for row in peers.values():  # the peer's own scaling is not what the column shows
+        row.extra.pop("speedups", None)
+        row.extra.pop("round_speedups", None)
+    if rounds > 1:
         result.columns.append(Column("speedups", "speedup per round"))
         result.head.append(
             f"  {rounds} rounds, the order of slave counts reversed every other round; each "
             "count's row (and its peer's) is its run of median pages/s"
         )
-        for row in peers.values():  # the peer's own scaling is not what the column shows
-            row.extra.pop("speedups", None)
-            row.extra.pop("round_speedups", None)
     for n in slave_counts:
         row = mine[n]
         result.rows.append(row)
