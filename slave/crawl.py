@@ -9,8 +9,11 @@ acknowledges their tasks.
 
 from __future__ import annotations
 
+import select
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from srcrawl.config import Config
 from srcrawl.defaults import DEFAULT_FETCH_THREADS, DEFAULT_LINK_CACHE
@@ -20,18 +23,26 @@ from srcrawl.master.strategy import load as load_strategy
 from srcrawl.queues.envelope import decode, encode
 from srcrawl.slave.clock_cache import ClockCache
 from srcrawl.slave.decode import decode_html, is_html, utf8_source
-from srcrawl.slave.fetch import Fetcher
+from srcrawl.slave.fetch import Fetcher, FetchMulti, FetchResult
 from srcrawl.slave.page_writer import PageWriter
 from srcrawl.slave.parse import parse_html
-from srcrawl.slave.robots import RobotsCache
+from srcrawl.slave.robots import RobotsCache, RobotsRules
 from srcrawl.sql.store import Page, compress_body
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
 
 _STRATEGY_REFRESH = 5.0
+_ROBOTS_THREADS = 4
+"""Threads fetching robots.txt for hosts not cached yet (each blocks on its fetch)."""
 
 
 class CrawlHandler:
-    """Serves the crawl phase; ``threads`` tasks are fetched at once."""
+    """Serves the crawl phase; ``threads`` tasks are fetched at once.
+
+    The runtime drives it through :meth:`start` and :meth:`poll` from one
+    thread, which runs every fetch at once on a libcurl multi handle and
+    parses each page as it arrives: no fetch threads, no hand-offs between
+    them. :meth:`handle` does the same work one task at a time.
+    """
 
     phase = "crawl"
     batch_size = 1
@@ -51,6 +62,9 @@ class CrawlHandler:
         self.pages = 0
         self.errors = 0
         self.invalid_links = 0
+        self._multi: FetchMulti | None = None
+        self._robots_pool: ThreadPoolExecutor | None = None
+        self._robots_tasks: list[tuple[bytes, Future[bytes]]] = []
 
     def handle(self, tasks: list[bytes]) -> list[bytes]:
         return [self._one(raw) for raw in tasks]
@@ -79,7 +93,90 @@ class CrawlHandler:
                     self._version = strategy.version
         return self._tools
 
+    # -- one task at a time (tests, robots.txt misses) -----------------------
     def _one(self, raw: bytes) -> bytes:
+        step = self._begin(raw)
+        if isinstance(step, bytes):
+            return step
+        fetcher, url, base, rules = step
+        return self._finish(base, rules, fetcher.fetch(url))
+
+    # -- many at once, driven by the runtime's one crawl thread ----------------
+    def start(self, raw: bytes, wake: Callable[[], None]) -> bytes | None:
+        """Begin ``raw``: its outcome if it needs no fetch, else None (``poll`` returns it).
+
+        A host whose robots.txt is not cached yet costs a blocking fetch (or
+        a few, with redirects): the whole task goes to a small thread pool,
+        which calls ``wake`` when done. Every other fetch joins the multi
+        handle.
+        """
+        try:
+            task = decode(raw)
+            site = origin(str(task.get("url")))
+            fetcher, robots = self.tools()
+            known = robots.lookup(site) is not None
+        except (EnvelopeError, InvalidURL, TypeError, ValueError):
+            known = True  # _begin reports what is wrong with it
+        if not known:
+            if self._robots_pool is None:
+                self._robots_pool = ThreadPoolExecutor(
+                    max_workers=min(self.threads, _ROBOTS_THREADS), thread_name_prefix="robots"
+                )
+            future = self._robots_pool.submit(self._one, raw)
+            future.add_done_callback(lambda _f: wake())
+            self._robots_tasks.append((raw, future))
+            return None
+        step = self._begin(raw)
+        if isinstance(step, bytes):
+            return step
+        fetcher, url, base, rules = step
+        if self._multi is None:
+            self._multi = FetchMulti(fetcher.host_pools)
+        self._multi.add(fetcher, url, (raw, base, rules))
+        return None
+
+    def poll(self, timeout: float, wake_fd: int) -> list[tuple[bytes, bytes]]:
+        """Wait up to ``timeout`` s for fetches (or ``wake_fd``); the tasks that finished."""
+        out: list[tuple[bytes, bytes]] = []
+        if self._robots_tasks:
+            waiting = []
+            for raw, future in self._robots_tasks:
+                if future.done():
+                    error = future.exception()
+                    if error is None:
+                        out.append((raw, future.result()))
+                    else:  # Redis gone for a moment, or a bug: the master hears of it
+                        fields = {"phase": "crawl", "error": f"{type(error).__name__}: {error}"}
+                        out.append((raw, encode("error", fields, raw)))
+                else:
+                    waiting.append((raw, future))
+            self._robots_tasks = waiting
+            if out:
+                timeout = 0.0
+        if self._multi is None:
+            if timeout > 0:
+                select.select([wake_fd], [], [], timeout)
+            return out
+        for tag, result in self._multi.wait(timeout, (wake_fd,)):
+            raw, base, rules = tag  # type: ignore[misc]
+            out.append((raw, self._finish(base, rules, result)))
+        return out
+
+    def in_flight(self) -> int:
+        """Tasks started and not yet returned by :meth:`poll`."""
+        return len(self._robots_tasks) + (len(self._multi) if self._multi is not None else 0)
+
+    def close(self) -> None:
+        """Stop the robots.txt threads and drop the open connections."""
+        if self._robots_pool is not None:
+            self._robots_pool.shutdown(wait=True)
+        if self._multi is not None:
+            self._multi.close()
+            self._multi = None
+
+    # -- the two halves of a task -------------------------------------------
+    def _begin(self, raw: bytes) -> bytes | tuple[Fetcher, str, dict, RobotsRules]:
+        """The task's outcome when it is over before its fetch, else what to fetch."""
         try:
             task = decode(raw)
             url, fp, depth, queue = (
@@ -106,8 +203,11 @@ class CrawlHandler:
             return encode("deferred", {**base, "task": raw.decode(), "until": rules.deferred_until})
         if not rules.allowed(url):
             return encode("disallowed", base)
+        return fetcher, url, base, rules
 
-        result = fetcher.fetch(url)
+    def _finish(self, base: dict, rules: RobotsRules, result: FetchResult) -> bytes:
+        """Parse and queue the fetched page for the store; the task's outcome."""
+        url, fp, depth = base["url"], base["fp"], base["depth"]
         title = text = ""
         links: list[str] = []
         if result.redirect:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 
@@ -31,3 +32,32 @@ class PhaseHandler(Protocol):
     def stats(self) -> dict[str, float]:
         """Counters for the heartbeat (pages, errors, cache hit rate, …)."""
         ...
+
+
+class MultiplexedHandler(PhaseHandler, Protocol):
+    """A handler whose tasks wait on the network: many run at once in one thread.
+
+    The runtime's driver thread calls :meth:`start` for each task the
+    feeder hands over (``threads`` at most in flight) and :meth:`poll` in
+    between, which waits until some task finished, ``wake_fd`` became
+    readable (more tasks were handed over) or ``timeout`` passed. ``start``
+    and ``poll`` run in that one thread only; ``wake`` may be called from
+    any thread to interrupt a ``poll``. Neither raises for bad input.
+    """
+
+    def start(self, task: bytes, wake: Callable[[], None]) -> bytes | None:
+        """The task's result when it is done at once, else None (``poll`` returns it)."""
+        ...
+
+    def poll(self, timeout: float, wake_fd: int) -> list[tuple[bytes, bytes]]:
+        """``(task, result)`` of the tasks that finished since the last call."""
+        ...
+
+    def in_flight(self) -> int:
+        """Tasks started and not yet returned by ``poll``."""
+        ...
+
+
+def is_multiplexed(handler: PhaseHandler) -> bool:
+    """Whether the runtime should drive ``handler`` through start/poll."""
+    return all(callable(getattr(handler, name, None)) for name in ("start", "poll", "in_flight"))

@@ -6,15 +6,21 @@ for every idle consumer in one round trip, ``threads`` consumers each
 acknowledges whatever batches finished meanwhile, with their results, in
 one round trip → heartbeat thread → on stop, hand back anything
 unacknowledged. With many fetch threads that is a round trip or two per
-batch of pages instead of two or three per page. The first SIGTERM/SIGINT
+batch of pages instead of two or three per page. A multiplexed handler
+(:class:`~srcrawl.slave.handler.MultiplexedHandler`, the crawl) gets one
+driver thread instead of the consumers: it starts every task the feeder
+hands over and collects them as they finish, ``threads`` of them in
+flight at once. The first SIGTERM/SIGINT
 lets every consumer finish its batch; a second one exits at once (what it
 held is requeued by the master once the heartbeat lapses).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
+import socket
 import threading
 import time
 import traceback
@@ -31,9 +37,12 @@ from srcrawl.queues.envelope import encode
 from srcrawl.queues.protocol import PhaseQueues, new_worker_id
 from srcrawl.queues.workers import Worker
 from srcrawl.signals import install_stop_handlers
-from srcrawl.slave.handler import PhaseHandler
+from srcrawl.slave.handler import MultiplexedHandler, PhaseHandler, is_multiplexed
 
 log = logging.getLogger("srcrawl.slave")
+
+_FEED_LINGER = 0.01
+"""Seconds the feeder of a multiplexed handler waits for more free slots while tasks abound."""
 
 
 class Slave:
@@ -175,10 +184,19 @@ class _Phase:
         self.backlog = 4 * self.consumers
         self.fed = False
         name = handler.phase
-        self.threads = [
-            threading.Thread(target=self._consume, name=f"{name}-{i}", daemon=True)
-            for i in range(self.consumers)
-        ]
+        self.multiplexed = is_multiplexed(handler)
+        if self.multiplexed:
+            # the feeder wakes the driver when it hands over tasks
+            self._wake_r, self._wake_w = socket.socketpair()
+            self._wake_r.setblocking(False)
+            self._wake_w.setblocking(False)
+            driver = threading.Thread(target=self._drive, name=f"{name}-driver", daemon=True)
+            self.threads = [driver]
+        else:
+            self.threads = [
+                threading.Thread(target=self._consume, name=f"{name}-{i}", daemon=True)
+                for i in range(self.consumers)
+            ]
         self.feeder = threading.Thread(target=self._feed, name=f"{name}-feeder", daemon=True)
         self.acker = threading.Thread(target=self._acks, name=f"{name}-acker", daemon=True)
 
@@ -200,6 +218,13 @@ class _Phase:
         """Pop one batch per idle consumer; the first pop blocks, the rest come along."""
         slave, batch = self.slave, max(1, self.handler.batch_size)
         timeout = 0.0 if self.burst else slave.block_timeout
+        # A multiplexed handler frees one slot at a time, many a second. While
+        # the queue holds more than the slave can take (the last pop came back
+        # full), the feeder waits a moment for a few slots to come free and
+        # fills them with one pop: fewer round trips and thread wake-ups. A
+        # pop that came back short means tasks are scarce: no waiting then.
+        refill = max(1, self.consumers // 4) if self.multiplexed else 1
+        plenty = False
         try:
             while not slave.stopping.is_set():
                 if not self.idle.acquire(timeout=0.5):
@@ -207,15 +232,22 @@ class _Phase:
                 idle = 1
                 while self.idle.acquire(blocking=False):
                     idle += 1
+                if plenty and idle < refill:
+                    time.sleep(_FEED_LINGER)
+                    while self.idle.acquire(blocking=False):
+                        idle += 1
                 try:
                     tasks = self.q.srq.pop(slave.id, idle * batch, timeout=timeout)
                 except Exception:  # Redis gone for a moment: back off, keep the process
                     log.exception("pop from %s failed", self.q.srq.key)
                     tasks = []
                     time.sleep(1.0)
+                plenty = len(tasks) == idle * batch
                 batches = [tasks[i : i + batch] for i in range(0, len(tasks), batch)]
                 for b in batches:
                     self.work.put(b)
+                if batches:
+                    self._wake()
                 for _ in range(idle - len(batches)):
                     self.idle.release()
                 if not tasks and self.burst:
@@ -223,6 +255,65 @@ class _Phase:
         finally:
             for _ in self.threads:
                 self.work.put(None)
+            self._wake()
+
+    def _wake(self) -> None:
+        if self.multiplexed:
+            # BlockingIOError: a wake-up is pending already
+            with contextlib.suppress(OSError):
+                self._wake_w.send(b"x")
+
+    def _drive(self) -> None:
+        """Start the tasks handed over, collect those that finished, until told to end."""
+        handler: MultiplexedHandler = self.handler  # type: ignore[assignment]
+        ending = False
+        try:
+            while True:
+                # take what the feeder handed over, unless results pile up
+                # because the store is down
+                while not ending and len(self.done) <= self.backlog:
+                    try:
+                        tasks = self.work.get_nowait()
+                    except queue.Empty:
+                        break
+                    if tasks is None:
+                        ending = True
+                        break
+                    for task in tasks:
+                        try:
+                            result = handler.start(task, self._wake)
+                        except Exception:
+                            log.exception("%s handler failed to start a task", handler.phase)
+                            result = self.slave._failed(handler, [task])[0]
+                        if result is not None:
+                            self._finished([(task, result)])
+                if ending and handler.in_flight() == 0:
+                    return
+                try:
+                    finished = handler.poll(0.5, self._wake_r.fileno())
+                except Exception:  # a bug: say so, keep the process
+                    log.exception("%s handler failed while polling", handler.phase)
+                    time.sleep(1.0)
+                    continue
+                with contextlib.suppress(OSError):  # BlockingIOError once drained
+                    while self._wake_r.recv(4096):
+                        pass
+                self._finished(finished)
+        finally:
+            close = getattr(handler, "close", None)
+            if close is not None:
+                close()
+
+    def _finished(self, pairs: list[tuple[bytes, bytes]]) -> None:
+        """Hand each finished task and its result to the acker; free its slot."""
+        if not pairs:
+            return
+        with self.slave._lock:
+            self.slave.batches += len(pairs)
+        with self.done_cond:
+            self.done.extend(([task], [result]) for task, result in pairs)
+            self.done_cond.notify_all()
+        self.idle.release(len(pairs))
 
     def _consume(self) -> None:
         while True:
