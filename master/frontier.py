@@ -22,10 +22,10 @@ a consistent frontier.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 
+import orjson
 import redis
 
 from srcrawl.defaults import LUA_UNPACK_CHUNK
@@ -202,7 +202,7 @@ class Frontier:
             "acks": batch.acks,
         }
         # cjson turns empty Lua tables into {}: send empty lists as such
-        raw = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+        raw = orjson.dumps(doc)
         self._commit(
             keys=[
                 k.crawl_ready, k.crawl_inflight, k.crawl_queue_next, k.crawl_next_level,

