@@ -1,11 +1,11 @@
-"""Group commit of fetched pages: many fetch threads, one store transaction.
+"""Group commit of fetched pages: many fetches, one store transaction.
 
-Fetch threads add their page and links and go on to their next task; the
-slave's acker calls :meth:`PageWriter.flush` before it acknowledges the
+The crawl's driver thread adds each page and its links and goes on to
+the next; the slave's acker calls :meth:`PageWriter.flush` before it acknowledges the
 tasks that finished meanwhile, so one transaction stores every page of
 the batch it is about to acknowledge. A page is acknowledged only once it
 is stored, yet the store sees one transaction per batch, not per page, and
-no fetch thread waits for the store (nor switches to a writer thread and
+no fetch waits for the store (nor switches to a writer thread and
 back, which cost more CPU than the insert itself).
 
 A batch that keeps failing is stored page by page: a page the store

@@ -198,6 +198,10 @@ class LinkResolver:
                         if "/." not in href:
                             out[origin + href] = None
                             continue
+                        path, sep, query = href.partition("?")
+                        if "//" not in path:
+                            out[origin + _root_dots(path) + sep + query] = None
+                            continue
                     elif _NETWORK_PATH.match(href):
                         out[self._scheme + ":" + href] = None
                         continue
@@ -235,6 +239,13 @@ class LinkResolver:
                         if _ABSOLUTE.match(href):
                             out[href] = None
                             continue
+                        if scheme.group(1) != name:
+                            # "HTTP://": urljoin lowers the scheme when it is the
+                            # base's, and returns any other URL as it is
+                            lowered = name + href[len(name) :]
+                            if _ABSOLUTE.match(lowered):
+                                out[lowered if name == self._scheme else href] = None
+                                continue
                     elif "/." not in href and "//" not in href:
                         out[base_dir + href] = None  # a ":" later in a relative path
                         continue
@@ -305,6 +316,22 @@ class LinkResolver:
             return None
         cut = url.find("#")
         return url if cut < 0 else url[:cut]
+
+
+def _root_dots(path: str) -> str:
+    """A root-relative path without empty segments, its dot segments resolved as urljoin does."""
+    segments = path.split("/")
+    resolved: list[str] = []
+    for segment in segments:
+        if segment == "..":
+            if resolved:
+                resolved.pop()
+        elif segment != ".":
+            resolved.append(segment)
+    if segments[-1] in (".", ".."):
+        resolved.append("")
+    joined = "/".join(resolved) or "/"
+    return joined if joined[0] == "/" else "/" + joined
 
 
 def _rel_tokens(value: object) -> set[str]:
@@ -436,7 +463,7 @@ _local = threading.local()
 
 
 def _lxml_tools() -> tuple[etree.HTMLParser, etree.XSLT]:
-    # Parser and XSLT objects are not thread-safe; fetch threads each get their own.
+    # Parser and XSLT objects are not thread-safe; each thread that parses gets its own.
     tools = getattr(_local, "tools", None)
     if tools is None:
         parser = etree.HTMLParser(

@@ -10,7 +10,11 @@ import click
 
 from srcrawl import __version__
 from srcrawl.config import Config
-from srcrawl.defaults import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_TTL
+from srcrawl.defaults import (
+    DEFAULT_FETCH_THREADS,
+    DEFAULT_HEARTBEAT_INTERVAL,
+    DEFAULT_HEARTBEAT_TTL,
+)
 from srcrawl.errors import SrcrawlError
 
 EXIT_USAGE = 2
@@ -131,7 +135,8 @@ def slave() -> None:
     show_default=True,
     help="Comma-separated phases this slave serves.",
 )
-@click.option("--threads", default=8, show_default=True, help="Fetch threads (crawl phase).")
+@click.option("--threads", default=DEFAULT_FETCH_THREADS, show_default=True,
+              help="Fetches in flight at once (crawl phase).")  # fmt: skip
 @click.option(
     "--parser",
     type=click.Choice(["lxml", "bs4"]),

@@ -85,8 +85,8 @@ DEFAULT_HASH_BUCKETS = 64
 DEFAULT_ROBOTS_TRIES = 5
 """Deferrals (robots.txt 5xx or unreachable) before a URL is given up."""
 
-DEFAULT_FETCH_THREADS = 8
-"""Fetch threads per crawl slave."""
+DEFAULT_FETCH_THREADS = 32
+"""Fetches a crawl slave keeps in flight at once (``--threads``; one thread drives them all)."""
 
 # -- crawl slave: fetch, decode, parse, robots.txt ---------------------------------
 

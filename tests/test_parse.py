@@ -507,6 +507,19 @@ def test_the_resolver_on_the_shapes_links_usually_have() -> None:
         assert r.resolve(href) == want == reference(r._base, href)
 
 
+def test_dot_segments_in_root_paths_and_upper_case_schemes_resolve_as_urljoin_does() -> None:
+    # resolve_all joins both shapes itself; each must equal urljoin, one by one and in a page
+    hrefs = ["/x/.././p/19.html", "/..", "/../a", "/a/../..", "/./", "/a/b/..", "/a/b/.",
+             "/x/.././item?cat=2&id=27", "/a/./b?q=/../c", "/a/..?", "/%2e%2e/a", "/a/.b/../c",
+             "HTTP://h.test/x", "Http://h.test", "HTTPS://h.test:99/a?b", "HTTP://h.test:99999/",
+             "HTTP://", "HtTp://H.Test/./a"]  # fmt: skip
+    for base in ("http://h.test/a/b/c.html", "https://h.test:8443/d/?q=1"):
+        r = LinkResolver(base)
+        want = [reference(base, h) for h in hrefs]
+        assert [r.resolve(h) for h in hrefs] == want
+        assert r.resolve_all(hrefs) == list(dict.fromkeys(u for u in want if u))
+
+
 # -- the benchmark command ---------------------------------------------------------------
 
 
