@@ -12,8 +12,7 @@ from __future__ import annotations
 import select
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 from srcrawl.config import Config
 from srcrawl.defaults import DEFAULT_FETCH_THREADS, DEFAULT_LINK_CACHE
@@ -26,13 +25,19 @@ from srcrawl.slave.decode import decode_html, is_html, utf8_source
 from srcrawl.slave.fetch import Fetcher, FetchMulti, FetchResult
 from srcrawl.slave.page_writer import PageWriter
 from srcrawl.slave.parse import parse_html
-from srcrawl.slave.robots import RobotsCache, RobotsRules
+from srcrawl.slave.robots import RobotsCache, RobotsRules, robots_url
 from srcrawl.sql.store import Page, compress_body
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
 
 _STRATEGY_REFRESH = 5.0
-_ROBOTS_THREADS = 4
-"""Threads fetching robots.txt for hosts not cached yet (each blocks on its fetch)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _RobotsMiss:
+    """A task whose host has no robots.txt cached: fetching it is the task's request."""
+
+    site: str
+    base: dict
 
 
 class CrawlHandler:
@@ -63,8 +68,6 @@ class CrawlHandler:
         self.errors = 0
         self.invalid_links = 0
         self._multi: FetchMulti | None = None
-        self._robots_pool: ThreadPoolExecutor | None = None
-        self._robots_tasks: list[tuple[bytes, Future[bytes]]] = []
 
     def handle(self, tasks: list[bytes]) -> list[bytes]:
         return [self._one(raw) for raw in tasks]
@@ -93,90 +96,71 @@ class CrawlHandler:
                     self._version = strategy.version
         return self._tools
 
-    # -- one task at a time (tests, robots.txt misses) -----------------------
+    # -- one task at a time (tests) -------------------------------------------
     def _one(self, raw: bytes) -> bytes:
         step = self._begin(raw)
         if isinstance(step, bytes):
             return step
-        fetcher, url, base, rules = step
+        fetcher, robots = self.tools()
+        if isinstance(step, _RobotsMiss):
+            rules, result = robots.fetch_and_store(step.site)
+            return self._after_robots(raw, step.base, rules, result)
+        url, base, rules = step
         return self._finish(base, rules, fetcher.fetch(url))
 
     # -- many at once, driven by the runtime's one crawl thread ----------------
-    def start(self, raw: bytes, wake: Callable[[], None]) -> bytes | None:
+    def start(self, raw: bytes) -> bytes | None:
         """Begin ``raw``: its outcome if it needs no fetch, else None (``poll`` returns it).
 
-        A host whose robots.txt is not cached yet costs a blocking fetch (or
-        a few, with redirects): the whole task goes to a small thread pool,
-        which calls ``wake`` when done. Every other fetch joins the multi
-        handle.
+        Its fetch joins the multi handle: the page's, or on a host whose
+        robots.txt is not cached yet, the robots.txt's (this task's request
+        to the host; the page waits its politeness turn).
         """
-        try:
-            task = decode(raw)
-            site = origin(str(task.get("url")))
-            fetcher, robots = self.tools()
-            known = robots.lookup(site) is not None
-        except (EnvelopeError, InvalidURL, TypeError, ValueError):
-            known = True  # _begin reports what is wrong with it
-        if not known:
-            if self._robots_pool is None:
-                self._robots_pool = ThreadPoolExecutor(
-                    max_workers=min(self.threads, _ROBOTS_THREADS), thread_name_prefix="robots"
-                )
-            future = self._robots_pool.submit(self._one, raw)
-            future.add_done_callback(lambda _f: wake())
-            self._robots_tasks.append((raw, future))
-            return None
         step = self._begin(raw)
         if isinstance(step, bytes):
             return step
-        fetcher, url, base, rules = step
+        fetcher, _robots = self.tools()
         if self._multi is None:
             self._multi = FetchMulti(fetcher.host_pools)
-        self._multi.add(fetcher, url, (raw, base, rules))
+        if isinstance(step, _RobotsMiss):
+            self._multi.add(fetcher, robots_url(step.site), (raw, step, 0))
+        else:
+            url, base, rules = step
+            self._multi.add(fetcher, url, (raw, base, rules))
         return None
 
     def poll(self, timeout: float, wake_fd: int) -> list[tuple[bytes, bytes]]:
         """Wait up to ``timeout`` s for fetches (or ``wake_fd``); the tasks that finished."""
-        out: list[tuple[bytes, bytes]] = []
-        if self._robots_tasks:
-            waiting = []
-            for raw, future in self._robots_tasks:
-                if future.done():
-                    error = future.exception()
-                    if error is None:
-                        out.append((raw, future.result()))
-                    else:  # Redis gone for a moment, or a bug: the master hears of it
-                        fields = {"phase": "crawl", "error": f"{type(error).__name__}: {error}"}
-                        out.append((raw, encode("error", fields, raw)))
-                else:
-                    waiting.append((raw, future))
-            self._robots_tasks = waiting
-            if out:
-                timeout = 0.0
         if self._multi is None:
             if timeout > 0:
                 select.select([wake_fd], [], [], timeout)
-            return out
-        for tag, result in self._multi.wait(timeout, (wake_fd,)):
-            raw, base, rules = tag  # type: ignore[misc]
-            out.append((raw, self._finish(base, rules, result)))
+            return []
+        out: list[tuple[bytes, bytes]] = []
+        for (raw, what, extra), result in self._multi.wait(timeout, (wake_fd,)):  # type: ignore[misc]
+            if isinstance(what, _RobotsMiss):
+                fetcher, robots = self.tools()
+                if result.redirect is not None and extra < robots.max_redirects:
+                    self._multi.add(fetcher, result.redirect, (raw, what, extra + 1))
+                    continue
+                rules = robots.store(what.site, result)
+                out.append((raw, self._after_robots(raw, what.base, rules, result)))
+            else:
+                out.append((raw, self._finish(what, extra, result)))
         return out
 
     def in_flight(self) -> int:
         """Tasks started and not yet returned by :meth:`poll`."""
-        return len(self._robots_tasks) + (len(self._multi) if self._multi is not None else 0)
+        return len(self._multi) if self._multi is not None else 0
 
     def close(self) -> None:
-        """Stop the robots.txt threads and drop the open connections."""
-        if self._robots_pool is not None:
-            self._robots_pool.shutdown(wait=True)
+        """Drop the open connections (fetches still running are abandoned)."""
         if self._multi is not None:
             self._multi.close()
             self._multi = None
 
-    # -- the two halves of a task -------------------------------------------
-    def _begin(self, raw: bytes) -> bytes | tuple[Fetcher, str, dict, RobotsRules]:
-        """The task's outcome when it is over before its fetch, else what to fetch."""
+    # -- the parts of a task ---------------------------------------------------
+    def _begin(self, raw: bytes) -> bytes | _RobotsMiss | tuple[str, dict, RobotsRules]:
+        """The task's outcome when it is over before any fetch, else what to fetch first."""
         try:
             task = decode(raw)
             url, fp, depth, queue = (
@@ -188,22 +172,34 @@ class CrawlHandler:
         except (EnvelopeError, TypeError, ValueError):
             return encode("error", {"phase": "crawl", "error": "malformed fetch task"}, raw)
         base = {"url": url, "fp": fp, "depth": depth, "q": queue}
-        fetcher, robots = self.tools()
+        _fetcher, robots = self.tools()
         site = origin(url)
         rules = robots.lookup(site)
         if rules is None:
-            # fetching robots.txt is this task's request to the host; the URL
-            # itself waits its politeness turn
-            rules, result = robots.fetch_and_store(site)
-            if rules.deferred_until is None:
-                fields = {"task": raw.decode(), "fetch_ms": result.elapsed_ms,
-                          "crawl_delay": rules.crawl_delay}  # fmt: skip
-                return encode("robots", {**base, **fields})
+            return _RobotsMiss(site, base)
+        return self._ruled(raw, base, rules)
+
+    @staticmethod
+    def _ruled(raw: bytes, base: dict, rules: RobotsRules) -> bytes | tuple[str, dict, RobotsRules]:
+        url = base["url"]
         if rules.deferred_until is not None:
             return encode("deferred", {**base, "task": raw.decode(), "until": rules.deferred_until})
         if not rules.allowed(url):
             return encode("disallowed", base)
-        return fetcher, url, base, rules
+        return url, base, rules
+
+    def _after_robots(
+        self, raw: bytes, base: dict, rules: RobotsRules, result: FetchResult
+    ) -> bytes:
+        """The outcome of a task whose request went to the host's robots.txt."""
+        if rules.deferred_until is None:
+            # the master queues the page again, for its politeness turn
+            fields = {"task": raw.decode(), "fetch_ms": result.elapsed_ms,
+                      "crawl_delay": rules.crawl_delay}  # fmt: skip
+            return encode("robots", {**base, **fields})
+        outcome = self._ruled(raw, base, rules)
+        assert isinstance(outcome, bytes)  # deferred
+        return outcome
 
     def _finish(self, base: dict, rules: RobotsRules, result: FetchResult) -> bytes:
         """Parse and queue the fetched page for the store; the task's outcome."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Protocol
 
 
@@ -40,12 +39,11 @@ class MultiplexedHandler(PhaseHandler, Protocol):
     The runtime's driver thread calls :meth:`start` for each task the
     feeder hands over (``threads`` at most in flight) and :meth:`poll` in
     between, which waits until some task finished, ``wake_fd`` became
-    readable (more tasks were handed over) or ``timeout`` passed. ``start``
-    and ``poll`` run in that one thread only; ``wake`` may be called from
-    any thread to interrupt a ``poll``. Neither raises for bad input.
+    readable (the feeder handed over more) or ``timeout`` passed. Both run
+    in that one thread only. Neither raises for bad input.
     """
 
-    def start(self, task: bytes, wake: Callable[[], None]) -> bytes | None:
+    def start(self, task: bytes) -> bytes | None:
         """The task's result when it is done at once, else None (``poll`` returns it)."""
         ...
 

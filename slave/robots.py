@@ -65,6 +65,11 @@ def origin_of(url: str) -> str:
     return f"{scheme}://{host}:{parts.port or _DEFAULT_PORTS[scheme]}"
 
 
+def robots_url(origin: str) -> str:
+    """Where ``origin``'s robots.txt is."""
+    return f"{origin}/robots.txt"
+
+
 class RobotsRules:
     """What robots.txt says about one origin, for one user agent."""
 
@@ -223,12 +228,20 @@ class RobotsCache:
         Redirects are followed up to ``max_redirects`` hops (http and https
         only, as every fetch). The FetchResult is the last hop's.
         """
-        url = f"{origin}/robots.txt"
-        result = self.fetcher.fetch(url)
+        result = self.fetcher.fetch(robots_url(origin))
         hops = 0
         while result.redirect is not None and hops < self.max_redirects:
             hops += 1
             result = self.fetcher.fetch(result.redirect)
+        return self.store(origin, result), result
+
+    def store(self, origin: str, result: FetchResult) -> RobotsRules:
+        """Store what fetching ``origin``'s robots.txt gave (its last hop) for every slave.
+
+        For callers that fetch robots.txt themselves (the crawl's multi
+        handle), following up to ``max_redirects`` redirects as
+        :meth:`fetch_and_store` does.
+        """
         key = self.keys.robots(origin)
         status = result.status
         if 200 <= status < 300 and result.error is None:
@@ -251,4 +264,4 @@ class RobotsCache:
             kept = self.defer
         if self.local_ttl:
             self._keep(origin, rules, kept)
-        return rules, result
+        return rules

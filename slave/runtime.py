@@ -327,7 +327,7 @@ class _Phase:
         at_once = []
         for task in tasks:
             try:
-                result = handler.start(task, self._wake)
+                result = handler.start(task)
             except Exception:
                 log.exception("%s handler failed to start a task", handler.phase)
                 result = self.slave._failed(handler, [task])[0]

@@ -10,6 +10,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from srcrawl.config import Config, DatabaseURL
+from srcrawl.master.crawl_master import fetch_task
+from srcrawl.queues.envelope import Message, decode
+from srcrawl.slave.crawl import CrawlHandler
 from srcrawl.slave.fetch import Fetcher
 from srcrawl.slave.robots import RobotsCache, origin_of
 
@@ -294,3 +298,54 @@ def test_origin_of(url: str, origin: str) -> None:
 def test_origin_of_rejects_non_http(url: str) -> None:
     with pytest.raises(ValueError):
         origin_of(url)
+
+
+def test_the_crawl_handler_fetches_robots_txt_on_its_multi_handle(
+    web: Web, redis_url: str, keys, tmp_path
+) -> None:
+    # the crawl's driver thread fetches robots.txt like any page, redirects
+    # included; the task's outcome says what became of the host
+    page = b"<html><title>p</title><a href='/x'>x</a></html>"
+    rules = fixed(200, b"User-agent: *\nDisallow: /private\n")
+    target = web.origin(
+        {
+            "/robots.txt": rules,
+            "/real-robots.txt": rules,
+            "/page": fixed(200, page, Content_Type="text/html"),
+        }
+    )
+    moved = web.origin({"/robots.txt": redirect(target + "/real-robots.txt")})
+    down = web.origin({"/robots.txt": fixed(503)})
+    db = DatabaseURL(kind="sqlite", path=str(tmp_path / "s.db"))
+    cfg = Config(redis_url=redis_url, db=db, job=keys.job, home=tmp_path)
+    cfg.store().init_schema()
+    handler = CrawlHandler(cfg, threads=4)
+
+    def task(url: str, fp: int) -> bytes:
+        return fetch_task(url, fp, 1, "q").encode()
+
+    def drain() -> dict[bytes, Message]:
+        out: dict[bytes, Message] = {}
+        deadline = time.monotonic() + 10
+        while handler.in_flight() and time.monotonic() < deadline:
+            out.update((raw, decode(result)) for raw, result in handler.poll(0.2, -1))
+        assert handler.in_flight() == 0
+        return out
+
+    try:
+        first = {"moved": task(moved + "/page", 1), "down": task(down + "/page", 2),
+                 "target": task(target + "/page", 3)}  # fmt: skip
+        assert all(handler.start(t) is None for t in first.values())
+        outcomes = drain()
+        assert {name: outcomes[t].kind for name, t in first.items()} == {
+            "moved": "robots", "down": "deferred", "target": "robots",
+        }  # fmt: skip
+        # the rules are cached now: a disallowed page ends at start, an allowed one is fetched
+        assert decode(handler.start(task(target + "/private/a", 4))).kind == "disallowed"
+        assert decode(handler.start(task(moved + "/private/b", 5))).kind == "disallowed"
+        assert handler.start(first["target"]) is None
+        [fetched] = drain().values()
+        assert fetched.kind == "fetched" and fetched.get("status") == 200
+        assert fetched.get("links") == [target + "/x"]
+    finally:
+        handler.close()
