@@ -7,11 +7,14 @@ vectors, edge lists) travels as the packed binary payload, many records a
 message, never as JSON numbers. Headers are written and read with orjson:
 the same bytes as the standard library's compact ``json.dumps`` (UTF-8,
 no spaces), at a twentieth of its CPU; every task and outcome of a crawl
-passes through here twice.
+passes through here twice. orjson reads an integer past 64 bits as a float
+(srcrawl writes none: fingerprints are 64-bit), which the readers of the
+fields then refuse as the wrong type.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +40,10 @@ def encode(kind: str, fields: dict[str, Any] | None = None, payload: bytes = b""
     header = {"v": ENVELOPE_VERSION, "kind": kind}
     if fields:
         header.update(fields)
-    raw = orjson.dumps(header, option=orjson.OPT_NON_STR_KEYS)
+    try:
+        raw = orjson.dumps(header, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # an integer past 64 bits: the standard library writes it
+        raw = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
     return raw + b"\n" + payload if payload else raw
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from srcrawl.defaults import ENVELOPE_VERSION
 from srcrawl.errors import EnvelopeError
 from srcrawl.queues.envelope import decode, encode
 
@@ -27,3 +28,17 @@ def test_missing_optional_fields_default() -> None:
 def test_foreign_messages_are_refused(raw: bytes) -> None:
     with pytest.raises(EnvelopeError):
         decode(raw)
+
+
+def test_headers_are_compact_json_whatever_writes_them() -> None:
+    import json
+
+    fields = {"url": "http://h.test/中", "fp": 2**64 - 1, "links": ["a", "b"], "x": None,
+              "f": 1.5, "ok": True}  # fmt: skip
+    want = json.dumps({"v": ENVELOPE_VERSION, "kind": "k", **fields}, ensure_ascii=False,
+                      separators=(",", ":")).encode()  # fmt: skip
+    assert encode("k", fields) == want
+    # past 64 bits orjson refuses to write: the standard library does, byte for byte
+    big = {"fp": 2**64}
+    assert encode("k", big) == b'{"v":%d,"kind":"k","fp":18446744073709551616}' % ENVELOPE_VERSION
+    assert decode(encode("k", fields)).fields == fields
