@@ -187,8 +187,7 @@ class _Phase:
         self.multiplexed = is_multiplexed(handler)
         if self.multiplexed:
             # The driver starts every task and collects it; the feeder pops
-            # tasks into the free slots. Helper threads of the handler
-            # (robots.txt) and the feeder wake the driver through a socket pair.
+            # tasks into the free slots and wakes the driver through a socket pair.
             self._wake_r, self._wake_w = socket.socketpair()
             self._wake_r.setblocking(False)
             self._wake_w.setblocking(False)
@@ -206,15 +205,15 @@ class _Phase:
                 for i in range(self.consumers)
             ]
             feeder = self._feed
-        self.feeders = [threading.Thread(target=feeder, name=f"{name}-feeder", daemon=True)]
+        self.feeder = threading.Thread(target=feeder, name=f"{name}-feeder", daemon=True)
         self.acker = threading.Thread(target=self._acks, name=f"{name}-acker", daemon=True)
 
     def start(self) -> None:
-        for t in (self.acker, *self.threads, *self.feeders):
+        for t in (self.acker, *self.threads, self.feeder):
             t.start()
 
     def join(self) -> None:
-        for t in (*self.feeders, *self.threads):
+        for t in (self.feeder, *self.threads):
             while t.is_alive():
                 t.join(timeout=0.5)
         with self.done_cond:
