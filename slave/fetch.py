@@ -37,7 +37,6 @@ from srcrawl.defaults import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_FETCH_DEADLINE,
     DEFAULT_FETCH_HOST_POOLS,
-    DEFAULT_FETCH_THREADS,
     DEFAULT_MAX_PAGE_BYTES,
     DEFAULT_READ_TIMEOUT,
     DEFAULT_USER_AGENT,
@@ -244,8 +243,7 @@ class Fetcher:
     may arrive once connected; ``deadline`` bounds the whole fetch. Idle
     connections are kept to the ``host_pools`` hosts fetched from last.
     Safe to share between threads: each thread drives a :class:`FetchMulti`
-    of its own, and they share one connection cache. ``threads`` is how
-    many threads will fetch at once, for the callers' sizing.
+    of its own, and they share one connection cache.
     """
 
     def __init__(
@@ -257,7 +255,6 @@ class Fetcher:
         *,
         deadline: float = DEFAULT_FETCH_DEADLINE,
         host_pools: int = DEFAULT_FETCH_HOST_POOLS,
-        threads: int = DEFAULT_FETCH_THREADS,
     ) -> None:
         if connect_timeout <= 0 or read_timeout <= 0 or deadline <= 0:
             raise ValueError("fetch timeouts must be positive")
@@ -269,7 +266,6 @@ class Fetcher:
         self.user_agent = user_agent
         self.deadline = deadline
         self.host_pools = host_pools
-        self.threads = threads
         self._share = pycurl.CurlShare()
         self._share.setopt(pycurl.SH_SHARE, pycurl.LOCK_DATA_CONNECT)
         self._share.setopt(pycurl.SH_SHARE, pycurl.LOCK_DATA_DNS)

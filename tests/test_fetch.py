@@ -395,7 +395,7 @@ def test_every_thread_may_fetch_from_one_host_at_once(
 ) -> None:
     # under the hash queue policy a host's URLs may all be in flight at once:
     # each thread's connection is kept, none is discarded for want of room
-    f = Fetcher(connect_timeout=2, read_timeout=3, user_agent="t", threads=6)
+    f = Fetcher(connect_timeout=2, read_timeout=3, user_agent="t")
     results: list = []
     try:
         for _ in range(2):
