@@ -12,14 +12,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 import redis
+from redis.connection import URL_QUERY_ARGUMENT_PARSERS
 
 from srcrawl import embedded
+from srcrawl.credentials import FILE_SUFFIX, read_setting, redact_url
 from srcrawl.defaults import (
     DEFAULT_HOME,
     DEFAULT_JOB,
+    DEFAULT_MYSQL_TLS_MODE,
     DEFAULT_SQLITE_NAME,
     REDIS_CONNECT_TIMEOUT,
     REDIS_SOCKET_TIMEOUT,
@@ -34,12 +37,25 @@ ENV_REDIS_URL = "SRCRAWL_REDIS_URL"
 ENV_DB_URL = "SRCRAWL_DB_URL"
 ENV_JOB = "SRCRAWL_JOB"
 ENV_HOME = "SRCRAWL_HOME"
-ENV_VARS = (ENV_REDIS_URL, ENV_DB_URL, ENV_JOB, ENV_HOME)
+ENV_REDIS_URL_FILE = ENV_REDIS_URL + FILE_SUFFIX
+ENV_DB_URL_FILE = ENV_DB_URL + FILE_SUFFIX
+ENV_VARS = (ENV_REDIS_URL, ENV_DB_URL, ENV_JOB, ENV_HOME, ENV_REDIS_URL_FILE, ENV_DB_URL_FILE)
 """Every environment variable the configuration reads."""
 
 _JOB_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
 _DB_SCHEMES = ("sqlite", "mysql", "mysql+pymysql")
+_MALFORMED_NETLOC = "bad host or port; percent-encode special characters of the user and password"
+
+# TLS options of a rediss:// URL: redis-py reads them from the query (see from_url)
+_REDIS_TLS_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
+_REDIS_TLS_OPTIONS = (*_REDIS_TLS_FILES, "ssl_ca_path", "ssl_cert_reqs", "ssl_password")
+_REDIS_QUERY = frozenset(URL_QUERY_ARGUMENT_PARSERS) | frozenset(_REDIS_TLS_OPTIONS)
+_REDIS_CERT_REQS = ("none", "optional", "required")
+
+# TLS of a mysql:// URL, named after the MySQL client's --ssl-mode and --ssl-ca/-cert/-key
+MYSQL_TLS_MODES = ("disabled", "preferred", "required", "verify_ca", "verify_identity")
+_MYSQL_TLS_FILES = ("ssl_ca", "ssl_cert", "ssl_key")
 
 
 @dataclass(frozen=True)
@@ -51,32 +67,43 @@ class DatabaseURL:
     host: str = "127.0.0.1"
     port: int = 3306
     user: str = "root"
-    password: str = ""
+    password: str = field(default="", repr=False)
     database: str = ""
+    ssl_mode: str = ""
+    """One of MYSQL_TLS_MODES; empty: pymysql's own (TLS if the server offers it, unverified)."""
+    ssl_ca: str = ""
+    ssl_cert: str = ""
+    ssl_key: str = ""
+    source_file: Path | None = field(default=None, compare=False)
+    """The file the URL was read from (``SRCRAWL_DB_URL_FILE``), handed on to child processes."""
 
     @classmethod
     def parse(cls, url: str) -> DatabaseURL:
+        shown = redact_url(url)
         try:
             parts = urlsplit(url)
             port = parts.port
-        except ValueError as e:
-            raise ConfigError(f"{ENV_DB_URL} is malformed: {url!r} ({e})") from e
+        except ValueError:
+            raise ConfigError(
+                f"{ENV_DB_URL} is malformed: {shown!r} ({_MALFORMED_NETLOC})"
+            ) from None
         if parts.scheme not in _DB_SCHEMES:
             raise ConfigError(
-                f"{ENV_DB_URL} is malformed: {url!r} (scheme must be sqlite:// or mysql://)"
+                f"{ENV_DB_URL} is malformed: {shown!r} (scheme must be sqlite:// or mysql://)"
             )
         if parts.scheme == "sqlite":
             # sqlite:///relative.db, sqlite:////absolute.db, sqlite:///:memory:
             if not url.startswith("sqlite:///") or len(parts.path) < 2:
                 raise ConfigError(
-                    f"{ENV_DB_URL} is malformed: {url!r} (use sqlite:///relative/path.db "
+                    f"{ENV_DB_URL} is malformed: {shown!r} (use sqlite:///relative/path.db "
                     "or sqlite:////absolute/path.db)"
                 )
             return cls(kind="sqlite", path=unquote(parts.path[1:]))
         database = parts.path.lstrip("/")
         if not parts.hostname or not database or "/" in database:
             raise ConfigError(
-                f"{ENV_DB_URL} is malformed: {url!r} (use mysql://user:password@host:port/database)"
+                f"{ENV_DB_URL} is malformed: {shown!r} "
+                "(use mysql://user:password@host:port/database)"
             )
         return cls(
             kind="mysql",
@@ -85,24 +112,92 @@ class DatabaseURL:
             user=unquote(parts.username or "root"),
             password=unquote(parts.password or ""),
             database=unquote(database),
+            **_mysql_tls(parts.query),
         )
 
     def redacted(self) -> str:
+        """The URL without its password: what errors, logs and ``status`` show."""
         if self.kind == "sqlite":
             return f"sqlite:///{self.path}"
-        return f"mysql://{self.user}@{self.host}:{self.port}/{self.database}"
+        return f"mysql://{quote(self.user, safe='')}@{self._location()}"
+
+    def url(self) -> str:
+        """The whole URL, password included: only for a child process's environment."""
+        if self.kind == "sqlite":
+            return f"sqlite:///{self.path}"
+        cred = quote(self.user, safe="")
+        if self.password:
+            cred += ":" + quote(self.password, safe="")
+        return f"mysql://{cred}@{self._location()}"
+
+    def _location(self) -> str:
+        tls = {k: getattr(self, k) for k in ("ssl_mode", *_MYSQL_TLS_FILES) if getattr(self, k)}
+        query = "?" + urlencode(tls, safe="/") if tls else ""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}/{quote(self.database, safe='')}{query}"
+
+
+def _mysql_tls(query: str) -> dict[str, str]:
+    """The TLS fields of a mysql:// URL's query, checked (files must exist)."""
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise ConfigError(f"{ENV_DB_URL}: malformed query {redact_url('?' + query)!r}") from None
+    tls: dict[str, str] = {}
+    known = ("ssl_mode", *_MYSQL_TLS_FILES)
+    for key, value in pairs:
+        if key not in known or key in tls:
+            raise ConfigError(
+                f"{ENV_DB_URL}: unknown or repeated option {key!r} (known: {', '.join(known)})"
+            )
+        tls[key] = value
+    for key in _MYSQL_TLS_FILES:
+        if key in tls and not os.path.isfile(tls[key]):
+            raise ConfigError(f"{ENV_DB_URL}: {key} {tls[key]} is not a readable file")
+    if "ssl_key" in tls and "ssl_cert" not in tls:
+        raise ConfigError(f"{ENV_DB_URL}: ssl_key needs ssl_cert (the client certificate)")
+    mode = tls.get("ssl_mode", "").lower()
+    if mode and mode not in MYSQL_TLS_MODES:
+        raise ConfigError(
+            f"{ENV_DB_URL}: ssl_mode {mode!r} is not one of {', '.join(MYSQL_TLS_MODES)}"
+        )
+    if not mode and any(k in tls for k in _MYSQL_TLS_FILES):
+        mode = DEFAULT_MYSQL_TLS_MODE  # a CA or a client certificate given: TLS, verified
+    if mode == "disabled" and len(tls) > 1:
+        raise ConfigError(f"{ENV_DB_URL}: ssl_mode=disabled with TLS files makes no sense")
+    tls["ssl_mode"] = "" if mode == "preferred" else mode
+    return tls
 
 
 def _check_redis_url(url: str) -> str:
+    shown = redact_url(url)
     try:
         parts = urlsplit(url)
         _ = parts.port
-    except ValueError as e:
-        raise ConfigError(f"{ENV_REDIS_URL} is malformed: {url!r} ({e})") from e
+        options = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+    except ValueError:
+        raise ConfigError(
+            f"{ENV_REDIS_URL} is malformed: {shown!r} ({_MALFORMED_NETLOC})"
+        ) from None
     if parts.scheme not in _REDIS_SCHEMES or (parts.scheme != "unix" and not parts.hostname):
         raise ConfigError(
-            f"{ENV_REDIS_URL} is malformed: {url!r} (expected redis://host:port/db or unix://path)"
+            f"{ENV_REDIS_URL} is malformed: {shown!r} "
+            "(expected redis://host:port/db, rediss://host:port/db or unix://path)"
         )
+    for key, value in options:
+        if key not in _REDIS_QUERY:
+            raise ConfigError(
+                f"{ENV_REDIS_URL}: unknown option {key!r} (TLS: {', '.join(_REDIS_TLS_OPTIONS)})"
+            )
+        if key.startswith("ssl_") and parts.scheme != "rediss":
+            raise ConfigError(f"{ENV_REDIS_URL}: {key} is a TLS option: use rediss://")
+        if key in _REDIS_TLS_FILES and not os.path.isfile(value):
+            raise ConfigError(f"{ENV_REDIS_URL}: {key} {value} is not a readable file")
+        if key == "ssl_cert_reqs" and value not in _REDIS_CERT_REQS:
+            raise ConfigError(
+                f"{ENV_REDIS_URL}: ssl_cert_reqs {value!r} is not one of "
+                + ", ".join(_REDIS_CERT_REQS)
+            )
     return url
 
 
@@ -110,11 +205,13 @@ def _check_redis_url(url: str) -> str:
 class Config:
     """Where Redis and the store are, and which job this process works on."""
 
-    redis_url: str | None
+    redis_url: str | None = field(repr=False)
     """None means: the embedded server under ``home``."""
     db: DatabaseURL
     job: str
     home: Path
+    redis_url_file: Path | None = None
+    """The file the Redis URL was read from (``SRCRAWL_REDIS_URL_FILE``), for child processes."""
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -130,12 +227,15 @@ class Config:
         """Build the configuration; raise ConfigError on anything malformed."""
         env = os.environ if env is None else env
         home_path = Path(home or env.get(ENV_HOME) or DEFAULT_HOME)
-        redis_url = redis_url or env.get(ENV_REDIS_URL) or None
+        redis_url_file = db_url_file = None
+        if not redis_url:  # an option wins over the variable and its _FILE alike
+            redis_url, redis_url_file = read_setting(env, ENV_REDIS_URL)
         if redis_url is not None:
             _check_redis_url(redis_url)
-        db_url = db_url or env.get(ENV_DB_URL) or None
+        if not db_url:
+            db_url, db_url_file = read_setting(env, ENV_DB_URL)
         db = (
-            DatabaseURL.parse(db_url)
+            replace(DatabaseURL.parse(db_url), source_file=db_url_file)
             if db_url
             else DatabaseURL(kind="sqlite", path=str(home_path / DEFAULT_SQLITE_NAME))
         )
@@ -144,7 +244,9 @@ class Config:
             raise ConfigError(
                 f"{ENV_JOB} is malformed: {job!r} (letters, digits, '_', '.', '-'; at most 64)"
             )
-        return cls(redis_url=redis_url, db=db, job=job, home=home_path)
+        return cls(
+            redis_url=redis_url, db=db, job=job, home=home_path, redis_url_file=redis_url_file
+        )
 
     @property
     def keys(self) -> Keys:
@@ -179,7 +281,9 @@ class Config:
                 )
                 client.ping()
             except (redis.RedisError, OSError, ValueError) as e:
-                raise ConfigError(f"cannot reach Redis at {url}: {_one_line(e)}") from e
+                raise ConfigError(
+                    f"cannot reach Redis at {redact_url(url)}: {redact_url(_one_line(e))}"
+                ) from None
             self._cache["redis"] = client
         return client
 
@@ -204,24 +308,28 @@ class Config:
         self.store()
 
     def child_env(self) -> dict[str, str]:
-        """Environment for a child process that must see the same Redis, store and job."""
+        """Environment for a child process that must see the same Redis, store and job.
+
+        URLs go in the environment, never in arguments (which every user
+        sees in the process list); one read from a file is passed on as
+        that file's name.
+        """
         env = dict(os.environ)
-        env[ENV_REDIS_URL] = self.resolved_redis_url()
-        env[ENV_DB_URL] = (
-            f"sqlite:///{Path(self.db.path).resolve()}"
-            if self.db.kind == "sqlite" and self.db.path != ":memory:"
-            else self._db_url_with_password()
-        )
+        for name in (ENV_REDIS_URL, ENV_REDIS_URL_FILE, ENV_DB_URL, ENV_DB_URL_FILE):
+            env.pop(name, None)
+        if self.redis_url_file is not None and self.redis_url is not None:
+            env[ENV_REDIS_URL_FILE] = str(self.redis_url_file)
+        else:
+            env[ENV_REDIS_URL] = self.resolved_redis_url()
+        if self.db.kind == "sqlite" and self.db.path != ":memory:":
+            env[ENV_DB_URL] = f"sqlite:///{Path(self.db.path).resolve()}"
+        elif self.db.source_file is not None:
+            env[ENV_DB_URL_FILE] = str(self.db.source_file)
+        else:
+            env[ENV_DB_URL] = self.db.url()
         env[ENV_JOB] = self.job
         env[ENV_HOME] = str(self.home.resolve())
         return env
-
-    def _db_url_with_password(self) -> str:
-        from urllib.parse import quote
-
-        d = self.db
-        cred = quote(d.user, safe="") + (":" + quote(d.password, safe="") if d.password else "")
-        return f"mysql://{cred}@{d.host}:{d.port}/{quote(d.database, safe='')}"
 
     def with_job(self, job: str) -> Config:
         """The same services, another job."""

@@ -44,6 +44,10 @@ REDIS_CONNECT_TIMEOUT = 5.0
 LUA_UNPACK_CHUNK = 4000
 """Largest number of values passed to one Lua ``unpack`` (its C stack is ~8000)."""
 
+DEFAULT_MYSQL_TLS_MODE = "verify_identity"
+"""TLS of a ``mysql://`` URL that names a CA or client certificate but no ``ssl_mode``:
+required, with the server's certificate and host name checked."""
+
 # -- crawl -------------------------------------------------------------------
 
 DEFAULT_BLOOM_ERROR_RATE = 1e-6
