@@ -47,10 +47,15 @@ def config_of(ctx: click.Context) -> Config:
 @click.group(cls=SrcrawlGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="srcrawl")
 @click.option(
-    "--redis-url", default=None, help="Redis URL [env SRCRAWL_REDIS_URL; default: embedded]"
+    "--redis-url",
+    default=None,
+    help="Redis URL [env SRCRAWL_REDIS_URL or _FILE; default: embedded]; "
+    "a password here shows in the process list",
 )
 @click.option(
-    "--db-url", default=None, help="sqlite:///path or mysql://user:pw@host/db [env SRCRAWL_DB_URL]"
+    "--db-url",
+    default=None,
+    help="sqlite:///path or mysql://user:pw@host/db [env SRCRAWL_DB_URL or _FILE]",
 )
 @click.option("--job", default=None, help="Job name [env SRCRAWL_JOB; default: default]")
 @click.option(

@@ -86,3 +86,47 @@ def test_check_connects_both(redis_url, tmp_path) -> None:
     env = cfg.child_env()
     assert Config.load(env=env).db.path == str(tmp_path / "s.db")
     cfg.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:pw@h:1/0", "redis://:***@h:1/0"),
+        ("redis://alice:pw@h:1/0", "redis://alice:***@h:1/0"),
+        ("redis://alice@h:1/0", "redis://alice@h:1/0"),
+        ("redis://h:1/0", "redis://h:1/0"),
+        (
+            "rediss://:a/b@c?d@h:1/0?ssl_ca_certs=/ca.pem",
+            "rediss://:***@h:1/0?ssl_ca_certs=/ca.pem",
+        ),
+        ("rediss://h/0?ssl_password=pw&x=1", "rediss://h/0?ssl_password=***&x=1"),
+        ("mysql://u:p%40ss@db:3307/crawl?ssl_ca=/c", "mysql://u:***@db:3307/crawl?ssl_ca=/c"),
+        ("not a url", "not a url"),
+    ],
+)
+def test_redacted_urls_hide_the_password(url: str, shown: str) -> None:
+    from srcrawl.credentials import redact_url
+
+    assert redact_url(url) == shown
+
+
+def test_a_malformed_url_is_reported_without_its_password() -> None:
+    for env in ({"SRCRAWL_REDIS_URL": "redis://:pa/ss@h:6379/0"},
+                {"SRCRAWL_DB_URL": "mysql://u:pa/ss@h:6379/db"}):  # fmt: skip
+        with pytest.raises(ConfigError, match="is malformed") as e:
+            Config.load(env=env)
+        assert "pa/ss" not in str(e.value) and "ss@h" not in str(e.value)
+        assert e.value.__cause__ is None and e.value.__suppress_context__
+
+
+def test_a_mysql_url_with_tls_round_trips_and_hides_its_password(tmp_path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    db = DatabaseURL.parse(f"mysql://u:p%2Fw@db:3307/crawl?ssl_ca={ca}")
+    assert (db.password, db.ssl_mode, db.ssl_ca) == ("p/w", "verify_identity", str(ca))
+    assert DatabaseURL.parse(db.url()) == db
+    assert db.redacted() == f"mysql://u@db:3307/crawl?ssl_mode=verify_identity&ssl_ca={ca}"
+    assert "p/w" not in repr(db) and "p%2Fw" not in repr(db)
+    cfg = Config.load(env={"SRCRAWL_REDIS_URL": "redis://:p%2Fw@h:1/0"})
+    assert "p%2Fw" not in repr(cfg)
+    assert DatabaseURL.parse("mysql://u@db/c?ssl_mode=preferred").ssl_mode == ""

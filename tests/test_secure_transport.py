@@ -544,7 +544,13 @@ def test_a_crawl_and_an_index_show_no_secret(password_redis, mariadb, pki, tmp_p
     assert [e for e in environs.values() if leaked(e)] == []
     logs = "".join(p.read_text(errors="replace") for p in home.rglob("*.log"))
     assert leaked("".join(outputs) + logs) == []
-    cfg = Config.load(env=env)
+    # the crawl went to these servers (not to an embedded default), as the files said
+    assert not (home / "redis.url").exists()
+    cfg = Config.load(
+        env={"SRCRAWL_REDIS_URL": redis_password_url(password_redis, acl=True),
+             "SRCRAWL_DB_URL": mysql_tls_url(mariadb, pki), "SRCRAWL_JOB": "secretjob"}
+    )  # fmt: skip
+    assert cfg.store().count("pages") >= 12
     with cfg.store().transaction() as cur:
         cur.execute("SELECT name, phase, state, stats FROM jobs")
         jobs = cur.fetchall()
