@@ -163,8 +163,9 @@ def _mysql_tls(query: str) -> dict[str, str]:
         )
     if not mode and any(k in tls for k in _MYSQL_TLS_FILES):
         mode = DEFAULT_MYSQL_TLS_MODE  # a CA or a client certificate given: TLS, verified
-    if mode == "disabled" and len(tls) > 1:
-        raise ConfigError(f"{ENV_DB_URL}: ssl_mode=disabled with TLS files makes no sense")
+    if mode in ("disabled", "preferred") and len(tls) > 1:
+        # pymysql would ignore the files: say so rather than seem to check the server
+        raise ConfigError(f"{ENV_DB_URL}: ssl_mode={mode} uses no TLS files; drop them")
     tls["ssl_mode"] = "" if mode == "preferred" else mode
     return tls
 

@@ -470,6 +470,7 @@ def test_db_commands_over_tls_from_a_url_file(mariadb, pki, tmp_path) -> None:
         ("ssl_mode=sometimes", "ssl_mode 'sometimes'"),
         ("ssl_ca=/nonexistent.pem", "not a readable file"),
         ("sslca={ca}", "unknown or repeated option 'sslca'"),
+        ("ssl_mode=preferred&ssl_ca={ca}", "ssl_mode=preferred uses no TLS files"),
     ],
 )
 def test_mysql_tls_failures_are_one_line(mariadb, pki, tmp_path, query, needle) -> None:
