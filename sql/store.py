@@ -784,7 +784,7 @@ def open_store(db: DatabaseURL) -> Store:
     if db.kind == "sqlite":
         from srcrawl.sql.sqlite_store import SQLiteStore
 
-        return SQLiteStore(db.path)
+        return SQLiteStore(db.path, create_dirs=db.create_dirs)
     from srcrawl.sql.mysql_store import MySQLStore
 
     return MySQLStore(db)

@@ -53,6 +53,9 @@ class DatabaseURL:
     user: str = "root"
     password: str = ""
     database: str = ""
+    create_dirs: bool = False
+    """SQLite: the default store under the home directory, whose directories may be
+    created; a path the user named must be in a directory that exists."""
 
     @classmethod
     def parse(cls, url: str) -> DatabaseURL:
@@ -137,7 +140,9 @@ class Config:
         db = (
             DatabaseURL.parse(db_url)
             if db_url
-            else DatabaseURL(kind="sqlite", path=str(home_path / DEFAULT_SQLITE_NAME))
+            else DatabaseURL(
+                kind="sqlite", path=str(home_path / DEFAULT_SQLITE_NAME), create_dirs=True
+            )
         )
         job = job or env.get(ENV_JOB) or DEFAULT_JOB
         if not _JOB_RE.match(job):
@@ -212,6 +217,8 @@ class Config:
             if self.db.kind == "sqlite" and self.db.path != ":memory:"
             else self._db_url_with_password()
         )
+        if self.db.create_dirs:  # the child is handed a named path: its directory must exist
+            Path(self.db.path).parent.mkdir(parents=True, exist_ok=True)
         env[ENV_JOB] = self.job
         env[ENV_HOME] = str(self.home.resolve())
         return env

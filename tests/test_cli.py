@@ -50,6 +50,28 @@ def test_bad_configuration_is_one_line_and_exit_2(tmp_path, redis_url, env, need
     assert "Traceback" not in r.stderr
 
 
+def test_a_sqlite_path_in_a_missing_directory_is_refused_not_created(tmp_path, redis_url) -> None:
+    named = tmp_path / "nonexistent" / "dir" / "x.db"
+    for how in ({"SRCRAWL_DB_URL": f"sqlite:///{named}"}, {}):
+        args = ["status"] if how else ["--db-url", f"sqlite:///{named}", "status"]
+        r = run(args, tmp_path, {"SRCRAWL_REDIS_URL": redis_url, **how})
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert "does not exist" in r.stderr and str(named.parent) in r.stderr
+        assert not (tmp_path / "nonexistent").exists()
+    # a named file in a directory that exists is created
+    r = run(
+        ["status"], tmp_path, {"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_DB_URL": "sqlite:///x.db"}
+    )
+    assert r.returncode == 0 and (tmp_path / "x.db").is_file(), r.stderr
+
+
+def test_the_default_store_is_created_under_a_new_home(tmp_path, redis_url) -> None:
+    home = tmp_path / "new" / "home"
+    r = run(["status"], tmp_path, {"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_HOME": str(home)})
+    assert r.returncode == 0, r.stderr
+    assert (home / "srcrawl.db").is_file()
+
+
 def test_db_init_and_status_json(tmp_path, redis_url) -> None:
     env = {"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_JOB": "clijob"}
     assert run(["db", "init"], tmp_path, env).returncode == 0
