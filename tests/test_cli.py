@@ -139,6 +139,13 @@ def test_an_invalid_seed_is_one_line_and_exit_2(tmp_path, redis_url, seed) -> No
     assert r.returncode == 2 and "invalid seed" in r.stderr
 
 
+@pytest.mark.parametrize("seed", ["127.0.0.1:8000/index.html", "localhost:8000", "example.org/a"])
+def test_a_seed_without_a_scheme_is_shown_with_one(tmp_path, redis_url, seed) -> None:
+    r = run(["crawl", seed, "--slaves", "1"], tmp_path, {"SRCRAWL_REDIS_URL": redis_url})
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "has no scheme" in r.stderr and f"'http://{seed}" in r.stderr
+
+
 def test_resume_without_a_crawl_is_refused(tmp_path, redis_url) -> None:
     r = run(
         ["crawl", "--resume"], tmp_path, {"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_JOB": "nojob"}
