@@ -35,7 +35,8 @@ def crawl_options(f: Callable) -> Callable:
                      help="Also crawl this domain and its subdomains (repeatable)."),
         click.option("--allow", multiple=True, help="Only crawl URLs matching a regex."),
         click.option("--deny", multiple=True, help="Never crawl URLs matching a regex."),
-        click.option("--max-pages-per-host", default=0, show_default=True, help="0: no cap."),
+        click.option("--max-pages-per-host", default=0, show_default=True, type=click.IntRange(0),
+                     help="0: no cap."),
         click.option("--delay", default=DEFAULT_DELAY, show_default=True,
                      help="Minimum seconds between two requests to one host."),
         click.option("--delay-factor", default=DEFAULT_DELAY_FACTOR, show_default=True,
@@ -120,7 +121,7 @@ def master_start(
 @click.argument("seeds", nargs=-1)
 @crawl_options
 @click.option("--slaves", default=4, show_default=True, help="Local slave processes.")
-@click.option("--threads", default=DEFAULT_FETCH_THREADS, show_default=True,
+@click.option("--threads", default=DEFAULT_FETCH_THREADS, show_default=True, type=click.IntRange(1),
               help="Fetch threads per slave.")  # fmt: skip
 @click.option("--parser", type=click.Choice(["lxml", "bs4"]), default="lxml", show_default=True)
 @click.option("--resume", is_flag=True, help="Continue the job's interrupted crawl.")
@@ -210,8 +211,9 @@ def export_links(ctx: click.Context) -> None:
 
 
 @click.command("master")
-@click.option("--urls", default=1_000_000, show_default=True, help="Links in the stream.")
-@click.option("--hosts", default=20, show_default=True)
+@click.option("--urls", default=1_000_000, show_default=True, type=click.IntRange(1),
+              help="Links in the stream.")  # fmt: skip
+@click.option("--hosts", default=20, show_default=True, type=click.IntRange(1))
 @click.pass_context
 def bench_master(ctx: click.Context, urls: int, hosts: int) -> None:
     """URLs/s through the master: canonicalize + scope + seen test, then with Redis commits."""

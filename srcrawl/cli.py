@@ -34,6 +34,8 @@ class SrcrawlGroup(click.Group):
             return super().invoke(ctx)
         except SrcrawlError as e:
             fail(str(e))
+        except click.BadParameter as e:  # out of range, not a number: as one line too
+            fail(e.format_message())
         finally:
             cfg = ctx.obj
             if isinstance(cfg, Config):
@@ -135,7 +137,7 @@ def slave() -> None:
     show_default=True,
     help="Comma-separated phases this slave serves.",
 )
-@click.option("--threads", default=DEFAULT_FETCH_THREADS, show_default=True,
+@click.option("--threads", default=DEFAULT_FETCH_THREADS, show_default=True, type=click.IntRange(1),
               help="Fetches in flight at once (crawl phase).")  # fmt: skip
 @click.option(
     "--parser",
@@ -149,6 +151,7 @@ def slave() -> None:
     "--heartbeat-ttl",
     default=DEFAULT_HEARTBEAT_TTL,
     show_default=True,
+    type=click.FloatRange(0, min_open=True),
     help="Seconds of silence after which this slave's tasks go to another slave.",
 )
 @click.pass_context
@@ -179,9 +182,12 @@ def bench() -> None:
 
 
 @bench.command("queue")
-@click.option("--messages", default=100_000, show_default=True, help="Messages to push and pop.")
-@click.option("--batch", default=1000, show_default=True, help="Messages per pop/ack round trip.")
-@click.option("--size", default=64, show_default=True, help="Bytes per message.")
+@click.option("--messages", default=100_000, show_default=True, type=click.IntRange(1),
+              help="Messages to push and pop.")  # fmt: skip
+@click.option("--batch", default=1000, show_default=True, type=click.IntRange(1),
+              help="Messages per pop/ack round trip.")  # fmt: skip
+@click.option("--size", default=64, show_default=True, type=click.IntRange(1),
+              help="Bytes per message.")  # fmt: skip
 @click.pass_context
 def bench_queue(ctx: click.Context, messages: int, batch: int, size: int) -> None:
     """Push, reliably pop and ack small messages through the protocol."""
@@ -212,7 +218,9 @@ def bench_parse(pages: int, bs4_pages: int, size_kb: int) -> None:
 
 
 @cli.command()
-@click.option("--slaves", default=4, show_default=True, help="Crawl slaves.")
+@click.option(
+    "--slaves", default=4, show_default=True, type=click.IntRange(1), help="Crawl slaves."
+)
 @click.pass_context
 def demo(ctx: click.Context, slaves: int) -> None:
     """Serve a synthetic web on loopback; crawl, index, rank and search it."""

@@ -146,6 +146,25 @@ def test_a_seed_without_a_scheme_is_shown_with_one(tmp_path, redis_url, seed) ->
     assert "has no scheme" in r.stderr and f"'http://{seed}" in r.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["crawl", "http://127.0.0.1:1/", "--threads", "0"], "--threads"),
+        (["slave", "start", "--threads", "0"], "--threads"),
+        (["slave", "start", "--heartbeat-ttl", "0"], "--heartbeat-ttl"),
+        (["crawl", "http://127.0.0.1:1/", "--max-pages-per-host", "-1"], "--max-pages-per-host"),
+        (["master", "start", "--max-pages-per-host", "-5"], "--max-pages-per-host"),
+        (["demo", "--slaves", "0"], "--slaves"),
+        (["bench", "queue", "--batch", "0"], "--batch"),
+        (["pagerank", "--damping", "1.5"], "--damping"),
+    ],
+)
+def test_a_nonsense_count_is_refused_with_one_line(tmp_path, redis_url, args, option) -> None:
+    r = run(args, tmp_path, {"SRCRAWL_REDIS_URL": redis_url}, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("srcrawl: ") and option in r.stderr
+
+
 def test_resume_without_a_crawl_is_refused(tmp_path, redis_url) -> None:
     r = run(
         ["crawl", "--resume"], tmp_path, {"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_JOB": "nojob"}
