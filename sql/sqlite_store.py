@@ -157,5 +157,16 @@ class SQLiteStore(Store):
                 self.init_schema()  # creates the dropped indexes again
                 self._conn.execute(f"PRAGMA cache_size = {int(saved):d}")
 
+    def size_bytes(self) -> int:
+        """The database file and its write-ahead log (which holds the latest commits
+        until a checkpoint moves them into the file)."""
+        if self.path == ":memory:":
+            return 0
+        total = 0
+        for name in (self.path, f"{self.path}-wal"):
+            with contextlib.suppress(FileNotFoundError):  # no log yet, or truncated away
+                total += Path(name).stat().st_size
+        return total
+
     def close(self) -> None:
         self._conn.close()

@@ -183,6 +183,10 @@ class Store(ABC):
     def close(self) -> None: ...
 
     @abstractmethod
+    def size_bytes(self) -> int:
+        """Bytes the store takes on its server or disk (what ``status`` shows)."""
+
+    @abstractmethod
     def _translate_error(self, e: Exception) -> Exception | None:
         """A StoreError for a driver error, or None if ``e`` is not one."""
 

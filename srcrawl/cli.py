@@ -101,13 +101,21 @@ def status(ctx: click.Context, as_json: bool) -> None:
         "db": cfg.db.redacted(),
         "pages": store.count("pages"),
         "links": store.count("links"),
+        "size_bytes": store.size_bytes(),
     }
     if as_json:
         click.echo(json.dumps(snapshot, indent=2, sort_keys=True))
     else:
         click.echo(job_status.render(snapshot))
         s = snapshot["store"]
-        click.echo(f"store: {s['db']}  pages {s['pages']}  links {s['links']}")
+        click.echo(
+            f"store: {s['db']}  pages {s['pages']}  links {s['links']}  "
+            f"size {_megabytes(s['size_bytes'])}"
+        )
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 2**20:.1f} MB" if size >= 2**20 else f"{size / 2**10:.0f} KB"
 
 
 @cli.command()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -91,8 +92,11 @@ def test_db_init_and_status_json(tmp_path, redis_url) -> None:
     [w] = snap["workers"]
     assert w["id"] == "slave-1" and w["alive"] and w["stats"]["pages"] == 9
     assert snap["store"]["pages"] == 0
+    # the file and its log while open; on close the log is moved into the file
+    assert 0 < (tmp_path / ".srcrawl" / "srcrawl.db").stat().st_size <= snap["store"]["size_bytes"]
     text = run(["status"], tmp_path, env).stdout
     assert "slave-1" in text and "docs=5" in text
+    assert re.search(r"^store: sqlite:///\S+  pages 0  links 0  size \d+ KB$", text, re.M), text
 
 
 def test_embedded_redis_is_started_reused_and_stopped(tmp_path) -> None:
