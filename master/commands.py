@@ -20,10 +20,12 @@ from srcrawl.defaults import (
     DEFAULT_MAX_PAGE_BYTES,
     DEFAULT_READ_TIMEOUT,
     DEFAULT_ROBOTS_DEFER,
+    DEFAULT_USER_AGENT,
 )
 from srcrawl.errors import ConfigError
 from srcrawl.master.strategy import QUEUE_POLICIES, CrawlStrategy
 from srcrawl.scaling import ProgressLine, check_outputs, parse_slave_counts, scaling_options
+from srcrawl.useragent import ENV_USER_AGENT, contact_warning
 
 
 def crawl_options(f: Callable) -> Callable:
@@ -55,6 +57,11 @@ def crawl_options(f: Callable) -> Callable:
                      help="Bytes of a body to read; the rest is cut off."),
         click.option("--robots-defer", default=DEFAULT_ROBOTS_DEFER, show_default=True,
                      help="Seconds a host waits after its robots.txt failed (5xx, timeout)."),
+        click.option("--user-agent", envvar=ENV_USER_AGENT, default=DEFAULT_USER_AGENT,
+                     show_default=True,
+                     help="User-Agent of every request: your crawler's name and a contact URL "
+                          "or e-mail; robots.txt rules are matched against the name "
+                          f"[env {ENV_USER_AGENT}]."),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)
@@ -77,7 +84,15 @@ def strategy_from(opts: dict[str, Any]) -> CrawlStrategy:
         fetch_timeout=opts["fetch_timeout"],
         max_page_bytes=opts["max_page_bytes"],
         robots_defer=opts["robots_defer"],
+        user_agent=opts["user_agent"],
     )
+
+
+def warn_without_contact(strategy: CrawlStrategy) -> None:
+    """One line on stderr when the crawl reaches other machines with an anonymous agent."""
+    warning = contact_warning(strategy.user_agent, [*strategy.seed_hosts, *strategy.allow_domains])
+    if warning:
+        click.echo(f"srcrawl: {warning}", err=True)
 
 
 def _config(ctx: click.Context):
@@ -106,7 +121,7 @@ def master_start(
     cfg = _config(ctx)
     cfg.check()
     if seeds:
-        start_crawl(cfg, seeds, strategy_from(opts))
+        warn_without_contact(start_crawl(cfg, seeds, strategy_from(opts)))
     master = CrawlMaster(cfg, wait_for_work=keep_running)
     master.install_signal_handlers()
     complete = master.run(keep_running=keep_running)
@@ -144,7 +159,7 @@ def crawl_command(
         if seeds:
             raise ConfigError("--resume continues the crawl as it was: give no seeds")
     else:
-        start_crawl(cfg, seeds, strategy_from(opts))
+        warn_without_contact(start_crawl(cfg, seeds, strategy_from(opts)))
     tty = sys.stderr.isatty()
     last = [0.0]
 
