@@ -41,6 +41,7 @@ from srcrawl.defaults import (
     DEFAULT_SEARCH_POSTINGS_CAP,
     DEFAULT_SEARCH_TOP,
     DEFAULT_SNIPPET_CHARS,
+    MAX_TERM_CHARS,
 )
 from srcrawl.errors import SrcrawlError
 from srcrawl.indexer.postings import term_fingerprint
@@ -132,6 +133,14 @@ class Searcher:
             query = query[:DEFAULT_MAX_QUERY_CHARS]
             notes.append(f"only the first {DEFAULT_MAX_QUERY_CHARS:,} characters were used")
         terms = list(dict.fromkeys(self.tokenizer.tokens(query)))
+        overlong = self.tokenizer.overlong(query)
+        if overlong:
+            # no page holds such a word as a term: say so rather than search without it
+            shown = ", ".join(repr(w[:20] + "…") for w in dict.fromkeys(overlong))
+            dropped = f"words over {MAX_TERM_CHARS} characters are not indexed: {shown}"
+            if not terms:
+                raise QueryError(f"the query has no searchable words ({dropped})")
+            notes.append(f"left out, {dropped}")
         if not terms:
             raise QueryError(
                 "the query has no searchable words (only stop words, punctuation or symbols)"

@@ -143,6 +143,15 @@ class Tokenizer:
                     append(word)
         return out
 
+    def overlong(self, text: str) -> list[str]:
+        """The words of ``text`` that :meth:`tokens` drops for being longer than
+        MAX_TERM_CHARS (no page can hold them as terms), in order."""
+        out = []
+        for m in _runs().finditer(normalize(text)):
+            words = [m.group(2)] if m.group(2) is not None else self._segmenter().cut(m.group(1))
+            out += [w for w in words if len(w) > MAX_TERM_CHARS]
+        return out
+
 
 _shared: dict[str | None, Tokenizer] = {}
 _shared_lock = threading.Lock()

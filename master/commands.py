@@ -20,10 +20,12 @@ from srcrawl.defaults import (
     DEFAULT_MAX_PAGE_BYTES,
     DEFAULT_READ_TIMEOUT,
     DEFAULT_ROBOTS_DEFER,
+    DEFAULT_USER_AGENT,
 )
 from srcrawl.errors import ConfigError
 from srcrawl.master.strategy import QUEUE_POLICIES, CrawlStrategy
 from srcrawl.scaling import ProgressLine, check_outputs, parse_slave_counts, scaling_options
+from srcrawl.useragent import ENV_USER_AGENT, contact_warning
 
 
 def crawl_options(f: Callable) -> Callable:
@@ -35,7 +37,8 @@ def crawl_options(f: Callable) -> Callable:
                      help="Also crawl this domain and its subdomains (repeatable)."),
         click.option("--allow", multiple=True, help="Only crawl URLs matching a regex."),
         click.option("--deny", multiple=True, help="Never crawl URLs matching a regex."),
-        click.option("--max-pages-per-host", default=0, show_default=True, help="0: no cap."),
+        click.option("--max-pages-per-host", default=0, show_default=True, type=click.IntRange(0),
+                     help="0: no cap."),
         click.option("--delay", default=DEFAULT_DELAY, show_default=True,
                      help="Minimum seconds between two requests to one host."),
         click.option("--delay-factor", default=DEFAULT_DELAY_FACTOR, show_default=True,
@@ -54,6 +57,11 @@ def crawl_options(f: Callable) -> Callable:
                      help="Bytes of a body to read; the rest is cut off."),
         click.option("--robots-defer", default=DEFAULT_ROBOTS_DEFER, show_default=True,
                      help="Seconds a host waits after its robots.txt failed (5xx, timeout)."),
+        click.option("--user-agent", envvar=ENV_USER_AGENT, default=DEFAULT_USER_AGENT,
+                     show_default=True,
+                     help="User-Agent of every request: your crawler's name and a contact URL "
+                          "or e-mail; robots.txt rules are matched against the name "
+                          f"[env {ENV_USER_AGENT}]."),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)
@@ -76,7 +84,15 @@ def strategy_from(opts: dict[str, Any]) -> CrawlStrategy:
         fetch_timeout=opts["fetch_timeout"],
         max_page_bytes=opts["max_page_bytes"],
         robots_defer=opts["robots_defer"],
+        user_agent=opts["user_agent"],
     )
+
+
+def warn_without_contact(strategy: CrawlStrategy) -> None:
+    """One line on stderr when the crawl reaches other machines with an anonymous agent."""
+    warning = contact_warning(strategy.user_agent, [*strategy.seed_hosts, *strategy.allow_domains])
+    if warning:
+        click.echo(f"srcrawl: {warning}", err=True)
 
 
 def _config(ctx: click.Context):
@@ -105,7 +121,7 @@ def master_start(
     cfg = _config(ctx)
     cfg.check()
     if seeds:
-        start_crawl(cfg, seeds, strategy_from(opts))
+        warn_without_contact(start_crawl(cfg, seeds, strategy_from(opts)))
     master = CrawlMaster(cfg, wait_for_work=keep_running)
     master.install_signal_handlers()
     complete = master.run(keep_running=keep_running)
@@ -120,7 +136,7 @@ def master_start(
 @click.argument("seeds", nargs=-1)
 @crawl_options
 @click.option("--slaves", default=4, show_default=True, help="Local slave processes.")
-@click.option("--threads", default=DEFAULT_FETCH_THREADS, show_default=True,
+@click.option("--threads", default=DEFAULT_FETCH_THREADS, show_default=True, type=click.IntRange(1),
               help="Fetch threads per slave.")  # fmt: skip
 @click.option("--parser", type=click.Choice(["lxml", "bs4"]), default="lxml", show_default=True)
 @click.option("--resume", is_flag=True, help="Continue the job's interrupted crawl.")
@@ -143,7 +159,7 @@ def crawl_command(
         if seeds:
             raise ConfigError("--resume continues the crawl as it was: give no seeds")
     else:
-        start_crawl(cfg, seeds, strategy_from(opts))
+        warn_without_contact(start_crawl(cfg, seeds, strategy_from(opts)))
     tty = sys.stderr.isatty()
     last = [0.0]
 
@@ -210,8 +226,9 @@ def export_links(ctx: click.Context) -> None:
 
 
 @click.command("master")
-@click.option("--urls", default=1_000_000, show_default=True, help="Links in the stream.")
-@click.option("--hosts", default=20, show_default=True)
+@click.option("--urls", default=1_000_000, show_default=True, type=click.IntRange(1),
+              help="Links in the stream.")  # fmt: skip
+@click.option("--hosts", default=20, show_default=True, type=click.IntRange(1))
 @click.pass_context
 def bench_master(ctx: click.Context, urls: int, hosts: int) -> None:
     """URLs/s through the master: canonicalize + scope + seen test, then with Redis commits."""

@@ -30,10 +30,21 @@ def check_seeds(seeds: Sequence[str]) -> list[str]:
         try:
             out.append(canonicalize(seed))
         except InvalidURL as e:
-            raise ConfigError(f"invalid seed {seed!r}: {e}") from e
+            raise ConfigError(f"invalid seed {seed!r}: {_seed_hint(seed) or e}") from e
     if not out:
         raise ConfigError("give at least one seed URL")
     return out
+
+
+def _seed_hint(seed: str) -> str | None:
+    """What a seed typed without its scheme (``127.0.0.1:8000/``, ``example.org``) meant."""
+    if "://" in seed:
+        return None
+    try:
+        meant = canonicalize(f"http://{seed}")
+    except InvalidURL:
+        return None
+    return f"it has no scheme (did you mean {meant!r}?)"
 
 
 def start_crawl(cfg: Config, seeds: Sequence[str], strategy: CrawlStrategy) -> CrawlStrategy:

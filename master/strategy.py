@@ -26,9 +26,11 @@ from srcrawl.defaults import (
     DEFAULT_MAX_URL_LENGTH,
     DEFAULT_READ_TIMEOUT,
     DEFAULT_ROBOTS_DEFER,
+    DEFAULT_USER_AGENT,
 )
 from srcrawl.errors import ConfigError
 from srcrawl.keys import Keys
+from srcrawl.useragent import check_user_agent
 
 QUEUE_POLICIES = ("host", "hash")
 
@@ -63,6 +65,9 @@ class CrawlStrategy:
     """Bytes of a body a slave reads; the rest is cut off."""
     robots_defer: float = DEFAULT_ROBOTS_DEFER
     """Seconds a host waits after its robots.txt answered 5xx or not at all."""
+    user_agent: str = DEFAULT_USER_AGENT
+    """The User-Agent of every request of the crawl; its product token is what
+    robots.txt groups are matched against (see srcrawl/useragent.py)."""
     version: int = 0
     extra: dict = field(default_factory=dict)
 
@@ -81,6 +86,7 @@ class CrawlStrategy:
             raise ConfigError(
                 "--fetch-timeout, --robots-defer and --max-page-bytes must be positive"
             )
+        check_user_agent(self.user_agent)
         if not 0 < self.bloom_error_rate < 1:
             raise ConfigError("the Bloom error rate must be between 0 and 1")
         for pattern in (*self.allow, *self.deny):

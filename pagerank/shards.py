@@ -156,4 +156,7 @@ class ShardSums:
         """
         # mode="clip" skips the per-index bounds error path; max_source is checked
         gathered = np.take(x, self.sources, mode="clip")
-        return np.bincount(self.rows, weights=gathered, minlength=self.hi - self.lo)
+        sums = np.bincount(self.rows, weights=gathered, minlength=self.hi - self.lo)
+        # bincount of no values gives integers even with weights: a shard without
+        # in-links must still give float sums (the caller scales them in place)
+        return sums.astype(np.float64, copy=False)

@@ -88,9 +88,11 @@ class CrawlHandler:
                 strategy = load_strategy(self.cfg.redis(), self.cfg.keys) or CrawlStrategy()
                 if self._tools is None or strategy.version != self._version:
                     fetcher = Fetcher(read_timeout=strategy.fetch_timeout,
-                                      max_bytes=strategy.max_page_bytes)  # fmt: skip
+                                      max_bytes=strategy.max_page_bytes,
+                                      user_agent=strategy.user_agent)  # fmt: skip
                     robots = RobotsCache(self.cfg.redis(), self.cfg.keys, fetcher,
-                                         defer=strategy.robots_defer)  # fmt: skip
+                                         defer=strategy.robots_defer,
+                                         user_agent=strategy.user_agent)  # fmt: skip
                     self._tools = (fetcher, robots)
                     self._version = strategy.version
         return self._tools

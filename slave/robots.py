@@ -38,10 +38,10 @@ from srcrawl.defaults import (
     DEFAULT_ROBOTS_MAX_REDIRECTS,
     DEFAULT_ROBOTS_MEMO,
     DEFAULT_ROBOTS_TTL,
-    DEFAULT_USER_AGENT,
 )
 from srcrawl.keys import Keys
 from srcrawl.slave.fetch import Fetcher, FetchResult
+from srcrawl.useragent import product_token
 
 _RULES = b"R"
 _ALLOW_ALL = b"A"
@@ -84,7 +84,9 @@ class RobotsRules:
         deferred_until: float | None = None,
     ) -> None:
         self.origin = origin
-        self.user_agent = user_agent
+        # groups are matched on the crawler's name alone (RFC 9309): Protego finds a
+        # group's name anywhere in what it is given, the contact's domain included
+        self.user_agent = product_token(user_agent)
         self._parser = parser
         self.deferred_until = deferred_until
         """Unix time before which the host must not be fetched (robots.txt unavailable)."""
@@ -126,7 +128,7 @@ class RobotsCache:
         keys: Keys,
         fetcher: Fetcher,
         ttl: float = DEFAULT_ROBOTS_TTL,
-        user_agent: str = DEFAULT_USER_AGENT,
+        user_agent: str | None = None,
         *,
         defer: float = DEFAULT_ROBOTS_DEFER,
         max_bytes: int = DEFAULT_ROBOTS_MAX_BYTES,
@@ -141,7 +143,8 @@ class RobotsCache:
         self.keys = keys
         self.fetcher = fetcher
         self.ttl = ttl
-        self.user_agent = user_agent
+        self.user_agent = fetcher.user_agent if user_agent is None else user_agent
+        """Whose rules apply: by default the agent the fetcher sends."""
         self.defer = defer
         self.max_bytes = max_bytes
         self.max_redirects = max_redirects

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pymysql
 
 from srcrawl.errors import StoreDataError, StoreError
-from srcrawl.sql.store import RETIRED_INDEXES, Store
+from srcrawl.sql.store import RETIRED_INDEXES, TABLES, Store
 
 if TYPE_CHECKING:
     from srcrawl.config import DatabaseURL
@@ -117,6 +117,17 @@ class MySQLStore(Store):
             kind = StoreDataError if data else StoreError
             return kind(f"MySQL ({self.db.redacted()}): {e.args[-1] if e.args else e}")
         return None
+
+    def size_bytes(self) -> int:
+        """Data and index bytes of the store's tables, as the server's table
+        statistics give them (InnoDB estimates them from its page counts)."""
+        marks = ", ".join("?" * len(TABLES))
+        rows = self._query(
+            "SELECT COALESCE(SUM(data_length + index_length), 0) FROM information_schema.tables "
+            f"WHERE table_schema = DATABASE() AND table_name IN ({marks})",
+            list(TABLES),
+        )
+        return int(rows[0][0])
 
     def close(self) -> None:
         with contextlib.suppress(pymysql.MySQLError):

@@ -53,11 +53,21 @@ class SQLiteStore(Store):
     UPSERT_META = "INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)"
     UPSERT_DOCLEN = "INSERT OR REPLACE INTO doclens (fp, length, block, terms) VALUES (?, ?, ?, ?)"
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, create_dirs: bool = False) -> None:
+        """Open (or create) the file ``path``; with ``create_dirs``, its missing
+        directories too. A path the user typed gets no directories made up for
+        it: a typo there must not quietly start a new, empty store."""
         super().__init__()
         self.path = path
         if path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            parent = Path(path).parent
+            if create_dirs:
+                parent.mkdir(parents=True, exist_ok=True)
+            elif not parent.is_dir():
+                raise StoreError(
+                    f"cannot open SQLite database {path!r}: the directory {str(parent)!r} "
+                    "does not exist (create it first, or correct the database URL)"
+                )
         try:
             # isolation_level=None: transactions are explicit BEGIN/COMMIT
             self._conn = sqlite3.connect(
@@ -146,6 +156,17 @@ class SQLiteStore(Store):
             with self._lock:
                 self.init_schema()  # creates the dropped indexes again
                 self._conn.execute(f"PRAGMA cache_size = {int(saved):d}")
+
+    def size_bytes(self) -> int:
+        """The database file and its write-ahead log (which holds the latest commits
+        until a checkpoint moves them into the file)."""
+        if self.path == ":memory:":
+            return 0
+        total = 0
+        for name in (self.path, f"{self.path}-wal"):
+            with contextlib.suppress(FileNotFoundError):  # no log yet, or truncated away
+                total += Path(name).stat().st_size
+        return total
 
     def close(self) -> None:
         self._conn.close()

@@ -183,6 +183,10 @@ class Store(ABC):
     def close(self) -> None: ...
 
     @abstractmethod
+    def size_bytes(self) -> int:
+        """Bytes the store takes on its server or disk (what ``status`` shows)."""
+
+    @abstractmethod
     def _translate_error(self, e: Exception) -> Exception | None:
         """A StoreError for a driver error, or None if ``e`` is not one."""
 
@@ -784,7 +788,7 @@ def open_store(db: DatabaseURL) -> Store:
     if db.kind == "sqlite":
         from srcrawl.sql.sqlite_store import SQLiteStore
 
-        return SQLiteStore(db.path)
+        return SQLiteStore(db.path, create_dirs=db.create_dirs)
     from srcrawl.sql.mysql_store import MySQLStore
 
     return MySQLStore(db)

@@ -34,6 +34,8 @@ class SrcrawlGroup(click.Group):
             return super().invoke(ctx)
         except SrcrawlError as e:
             fail(str(e))
+        except click.BadParameter as e:  # out of range, not a number: as one line too
+            fail(e.format_message())
         finally:
             cfg = ctx.obj
             if isinstance(cfg, Config):
@@ -104,13 +106,21 @@ def status(ctx: click.Context, as_json: bool) -> None:
         "db": cfg.db.redacted(),
         "pages": store.count("pages"),
         "links": store.count("links"),
+        "size_bytes": store.size_bytes(),
     }
     if as_json:
         click.echo(json.dumps(snapshot, indent=2, sort_keys=True))
     else:
         click.echo(job_status.render(snapshot))
         s = snapshot["store"]
-        click.echo(f"store: {s['db']}  pages {s['pages']}  links {s['links']}")
+        click.echo(
+            f"store: {s['db']}  pages {s['pages']}  links {s['links']}  "
+            f"size {_megabytes(s['size_bytes'])}"
+        )
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 2**20:.1f} MB" if size >= 2**20 else f"{size / 2**10:.0f} KB"
 
 
 @cli.command()
@@ -140,7 +150,7 @@ def slave() -> None:
     show_default=True,
     help="Comma-separated phases this slave serves.",
 )
-@click.option("--threads", default=DEFAULT_FETCH_THREADS, show_default=True,
+@click.option("--threads", default=DEFAULT_FETCH_THREADS, show_default=True, type=click.IntRange(1),
               help="Fetches in flight at once (crawl phase).")  # fmt: skip
 @click.option(
     "--parser",
@@ -154,6 +164,7 @@ def slave() -> None:
     "--heartbeat-ttl",
     default=DEFAULT_HEARTBEAT_TTL,
     show_default=True,
+    type=click.FloatRange(0, min_open=True),
     help="Seconds of silence after which this slave's tasks go to another slave.",
 )
 @click.pass_context
@@ -184,9 +195,12 @@ def bench() -> None:
 
 
 @bench.command("queue")
-@click.option("--messages", default=100_000, show_default=True, help="Messages to push and pop.")
-@click.option("--batch", default=1000, show_default=True, help="Messages per pop/ack round trip.")
-@click.option("--size", default=64, show_default=True, help="Bytes per message.")
+@click.option("--messages", default=100_000, show_default=True, type=click.IntRange(1),
+              help="Messages to push and pop.")  # fmt: skip
+@click.option("--batch", default=1000, show_default=True, type=click.IntRange(1),
+              help="Messages per pop/ack round trip.")  # fmt: skip
+@click.option("--size", default=64, show_default=True, type=click.IntRange(1),
+              help="Bytes per message.")  # fmt: skip
 @click.pass_context
 def bench_queue(ctx: click.Context, messages: int, batch: int, size: int) -> None:
     """Push, reliably pop and ack small messages through the protocol."""
@@ -217,7 +231,9 @@ def bench_parse(pages: int, bs4_pages: int, size_kb: int) -> None:
 
 
 @cli.command()
-@click.option("--slaves", default=4, show_default=True, help="Crawl slaves.")
+@click.option(
+    "--slaves", default=4, show_default=True, type=click.IntRange(1), help="Crawl slaves."
+)
 @click.pass_context
 def demo(ctx: click.Context, slaves: int) -> None:
     """Serve a synthetic web on loopback; crawl, index, rank and search it."""

@@ -76,6 +76,9 @@ class DatabaseURL:
     ssl_key: str = ""
     source_file: Path | None = field(default=None, compare=False)
     """The file the URL was read from (``SRCRAWL_DB_URL_FILE``), handed on to child processes."""
+    create_dirs: bool = False
+    """SQLite: the default store under the home directory, whose directories may be
+    created; a path the user named must be in a directory that exists."""
 
     @classmethod
     def parse(cls, url: str) -> DatabaseURL:
@@ -238,7 +241,9 @@ class Config:
         db = (
             replace(DatabaseURL.parse(db_url), source_file=db_url_file)
             if db_url
-            else DatabaseURL(kind="sqlite", path=str(home_path / DEFAULT_SQLITE_NAME))
+            else DatabaseURL(
+                kind="sqlite", path=str(home_path / DEFAULT_SQLITE_NAME), create_dirs=True
+            )
         )
         job = job or env.get(ENV_JOB) or DEFAULT_JOB
         if not _JOB_RE.match(job):
@@ -328,6 +333,8 @@ class Config:
             env[ENV_DB_URL_FILE] = str(self.db.source_file)
         else:
             env[ENV_DB_URL] = self.db.url()
+        if self.db.create_dirs:  # the child is handed a named path: its directory must exist
+            Path(self.db.path).parent.mkdir(parents=True, exist_ok=True)
         env[ENV_JOB] = self.job
         env[ENV_HOME] = str(self.home.resolve())
         return env

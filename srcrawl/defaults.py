@@ -4,6 +4,8 @@ Each constant is documented where it is defined; options and environment
 variables override them through :class:`srcrawl.config.Config`.
 """
 
+from srcrawl import __version__
+
 DEFAULT_JOB = "default"
 """Name of the job when neither ``--job`` nor ``SRCRAWL_JOB`` is given."""
 
@@ -94,8 +96,11 @@ DEFAULT_FETCH_THREADS = 32
 
 # -- crawl slave: fetch, decode, parse, robots.txt ---------------------------------
 
-DEFAULT_USER_AGENT = "srcrawl/0.1 (+loopback research crawler)"
-"""User-Agent of every request; its first token (`srcrawl`) is what robots.txt rules name."""
+DEFAULT_USER_AGENT = f"srcrawl/{__version__} (+https://github.com/srcrawl/srcrawl)"
+"""User-Agent of every request (``--user-agent``, ``SRCRAWL_USER_AGENT``): the crawler's
+name and where to learn about it. Its product token (``srcrawl``, before the first '/')
+is what robots.txt groups are matched against. An operator crawling other people's
+sites names their own crawler and a contact instead."""
 
 DEFAULT_CONNECT_TIMEOUT = 5.0
 """Seconds to open a TCP (and TLS) connection to a host."""

@@ -30,7 +30,9 @@ def demo_config(cfg: Config) -> Config:
     demo = cfg.with_job(DEMO_JOB)
     if demo.db.kind == "sqlite" and Path(demo.db.path) == cfg.home / DEFAULT_SQLITE_NAME:
         demo = replace(
-            demo, db=DatabaseURL(kind="sqlite", path=str(cfg.home / "demo.db")), _cache={}
+            demo,
+            db=DatabaseURL(kind="sqlite", path=str(cfg.home / "demo.db"), create_dirs=True),
+            _cache={},
         )
     return demo
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,28 @@ def test_bad_configuration_is_one_line_and_exit_2(tmp_path, redis_url, env, need
     assert "Traceback" not in r.stderr
 
 
+def test_a_sqlite_path_in_a_missing_directory_is_refused_not_created(tmp_path, redis_url) -> None:
+    named = tmp_path / "nonexistent" / "dir" / "x.db"
+    for how in ({"SRCRAWL_DB_URL": f"sqlite:///{named}"}, {}):
+        args = ["status"] if how else ["--db-url", f"sqlite:///{named}", "status"]
+        r = run(args, tmp_path, {"SRCRAWL_REDIS_URL": redis_url, **how})
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert "does not exist" in r.stderr and str(named.parent) in r.stderr
+        assert not (tmp_path / "nonexistent").exists()
+    # a named file in a directory that exists is created
+    r = run(
+        ["status"], tmp_path, {"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_DB_URL": "sqlite:///x.db"}
+    )
+    assert r.returncode == 0 and (tmp_path / "x.db").is_file(), r.stderr
+
+
+def test_the_default_store_is_created_under_a_new_home(tmp_path, redis_url) -> None:
+    home = tmp_path / "new" / "home"
+    r = run(["status"], tmp_path, {"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_HOME": str(home)})
+    assert r.returncode == 0, r.stderr
+    assert (home / "srcrawl.db").is_file()
+
+
 def test_db_init_and_status_json(tmp_path, redis_url) -> None:
     env = {"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_JOB": "clijob"}
     assert run(["db", "init"], tmp_path, env).returncode == 0
@@ -69,8 +92,11 @@ def test_db_init_and_status_json(tmp_path, redis_url) -> None:
     [w] = snap["workers"]
     assert w["id"] == "slave-1" and w["alive"] and w["stats"]["pages"] == 9
     assert snap["store"]["pages"] == 0
+    # the file and its log while open; on close the log is moved into the file
+    assert 0 < (tmp_path / ".srcrawl" / "srcrawl.db").stat().st_size <= snap["store"]["size_bytes"]
     text = run(["status"], tmp_path, env).stdout
     assert "slave-1" in text and "docs=5" in text
+    assert re.search(r"^store: sqlite:///\S+  pages 0  links 0  size \d+ KB$", text, re.M), text
 
 
 def test_embedded_redis_is_started_reused_and_stopped(tmp_path) -> None:
@@ -115,6 +141,32 @@ def test_an_invalid_seed_is_one_line_and_exit_2(tmp_path, redis_url, seed) -> No
     assert r.stderr.startswith("srcrawl: invalid seed") and r.stderr.count("\n") == 1
     r = run(["seed", seed], tmp_path, {"SRCRAWL_REDIS_URL": redis_url})
     assert r.returncode == 2 and "invalid seed" in r.stderr
+
+
+@pytest.mark.parametrize("seed", ["127.0.0.1:8000/index.html", "localhost:8000", "example.org/a"])
+def test_a_seed_without_a_scheme_is_shown_with_one(tmp_path, redis_url, seed) -> None:
+    r = run(["crawl", seed, "--slaves", "1"], tmp_path, {"SRCRAWL_REDIS_URL": redis_url})
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "has no scheme" in r.stderr and f"'http://{seed}" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["crawl", "http://127.0.0.1:1/", "--threads", "0"], "--threads"),
+        (["slave", "start", "--threads", "0"], "--threads"),
+        (["slave", "start", "--heartbeat-ttl", "0"], "--heartbeat-ttl"),
+        (["crawl", "http://127.0.0.1:1/", "--max-pages-per-host", "-1"], "--max-pages-per-host"),
+        (["master", "start", "--max-pages-per-host", "-5"], "--max-pages-per-host"),
+        (["demo", "--slaves", "0"], "--slaves"),
+        (["bench", "queue", "--batch", "0"], "--batch"),
+        (["pagerank", "--damping", "1.5"], "--damping"),
+    ],
+)
+def test_a_nonsense_count_is_refused_with_one_line(tmp_path, redis_url, args, option) -> None:
+    r = run(args, tmp_path, {"SRCRAWL_REDIS_URL": redis_url}, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("srcrawl: ") and option in r.stderr
 
 
 def test_resume_without_a_crawl_is_refused(tmp_path, redis_url) -> None:

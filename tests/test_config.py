@@ -12,7 +12,7 @@ from srcrawl.sql.store import SCHEMA_VERSION
 def test_embedded_defaults_with_nothing_configured(tmp_path) -> None:
     cfg = Config.load(env={}, home=tmp_path)
     assert cfg.embedded
-    assert cfg.db == DatabaseURL(kind="sqlite", path=str(tmp_path / "srcrawl.db"))
+    assert cfg.db == DatabaseURL(kind="sqlite", path=str(tmp_path / "srcrawl.db"), create_dirs=True)
     assert cfg.job == "default"
 
 
@@ -130,3 +130,12 @@ def test_a_mysql_url_with_tls_round_trips_and_hides_its_password(tmp_path) -> No
     cfg = Config.load(env={"SRCRAWL_REDIS_URL": "redis://:p%2Fw@h:1/0"})
     assert "p%2Fw" not in repr(cfg)
     assert DatabaseURL.parse("mysql://u@db/c?ssl_mode=preferred").ssl_mode == ""
+
+
+def test_children_find_the_default_store_where_its_directories_may_be_created(tmp_path) -> None:
+    cfg = Config.load(env={"SRCRAWL_REDIS_URL": "redis://127.0.0.1:1/0"}, home=tmp_path / "h")
+    child = Config.load(env=cfg.child_env())
+    assert child.db.path == str((tmp_path / "h" / "srcrawl.db").resolve())
+    assert (tmp_path / "h").is_dir()  # the child may not create it: its path is a named one
+    named = Config.load(env={"SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db"})
+    assert not Config.load(env=named.child_env()).db.create_dirs

@@ -201,6 +201,48 @@ def test_skip_internal_matches_networkx_without_host_links(
     cfg.close()
 
 
+ONE_HOST = {fp: "a.test" for fp in (-9, 3, 11, 40)}
+DEGENERATE = {
+    "one page": ({5: "a.test"}, [], {}),
+    "no links": ({1: "a.test", 2: "b.test", 3: "c.test"}, [], {}),
+    "only self-links": ({1: "a.test", 2: "b.test", 3: "c.test"}, [(1, 1), (2, 2), (3, 3)], {}),
+    "only links to pages never stored": ({1: "a.test", 2: "b.test"}, [(1, 99), (2, 98)], {}),
+    "one host, internal links skipped": (
+        ONE_HOST,
+        [(-9, 3), (3, 11), (11, 40), (40, -9)],
+        {"skip_internal": True},
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", DEGENERATE, ids=list(DEGENERATE))
+def test_a_graph_without_edges_gives_every_page_the_same_rank(
+    shape: str, redis_url, keys, tmp_path
+) -> None:
+    pages, links, options = DEGENERATE[shape]
+    cfg = sqlite_cfg(redis_url, keys, tmp_path)
+    put_web(cfg.store(), pages, links)
+    with thread_slaves(cfg, 2):
+        result = rank_job(cfg, CONVERGED, RankOptions(shards=3, **options))
+    assert result.converged
+    assert np.abs(result.ranks - 1.0 / len(pages)).max() <= 1e-12
+    assert l1(result, networkx_ranks(pages, links, **options)) <= 1e-9
+    assert cfg.store().count("ranks") == len(pages)
+    cfg.close()
+
+
+def test_shards_without_in_links_beside_others_match_networkx(redis_url, keys, tmp_path) -> None:
+    pages = {fp: f"h{fp % 3}.test" for fp in range(1, 13)}
+    links = [(fp, 1) for fp in range(2, 13)] + [(1, 2)]  # every link ends in the first shard
+    cfg = sqlite_cfg(redis_url, keys, tmp_path)
+    put_web(cfg.store(), pages, links)
+    with thread_slaves(cfg, 2):
+        result = rank_job(cfg, CONVERGED, RankOptions(shards=4))
+    assert result.converged
+    assert l1(result, networkx_ranks(pages, links)) <= 1e-9
+    cfg.close()
+
+
 def test_tol_stops_early_and_iterations_cap(redis_url, keys, tmp_path) -> None:
     pages, links = random_web(2_000, seed=2)
     cfg = sqlite_cfg(redis_url, keys, tmp_path)

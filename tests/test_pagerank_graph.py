@@ -139,7 +139,8 @@ def test_shard_pack_round_trip_and_corruption() -> None:
 
 def test_shard_with_no_edges_sums_to_zeros() -> None:
     shard = cut_shards(np.empty(0, np.int32), np.empty(0, np.int32), 4, 2)[0]
-    assert ShardSums(shard).sums(np.ones(4)).tolist() == [0.0] * (shard.hi - shard.lo)
+    sums = ShardSums(shard).sums(np.ones(4))
+    assert sums.dtype == np.float64 and sums.tolist() == [0.0] * (shard.hi - shard.lo)
     parts = shard.pack(3)
     assert len(parts) == 1 and Shard.unpack(parts)[1].nnz == 0
 

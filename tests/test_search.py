@@ -136,6 +136,19 @@ def test_unusable_queries_raise_a_clear_error(store) -> None:
             searcher.search(query)
 
 
+def test_a_word_too_long_to_be_indexed_is_named_not_called_a_stop_word(store) -> None:
+    index_pages(store, corpus())
+    searcher = Searcher(store)
+    long = "x" * 100
+    with pytest.raises(QueryError, match=r"over 64 characters are not indexed: 'x{20}…'") as e:
+        searcher.search(long)
+    assert "stop words" not in str(e.value)
+    result = searcher.search(f"tesseract {long}")
+    assert result.hits[0].url.endswith("/planted") and result.terms == ["tesseract"]
+    assert any("left out, words over 64 characters" in n for n in result.notes)
+    assert not any("64" in n for n in searcher.search("tesseract " + "y" * 64).notes)
+
+
 def test_hostile_queries_get_sensible_answers(store) -> None:
     index_pages(store, corpus())
     searcher = Searcher(store)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import random
+import string
 import struct
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -142,6 +145,21 @@ def test_a_store_made_with_the_links_dst_index_loses_it(store: Store) -> None:
     assert "links_dst" not in indexes()
     assert store.count("links") == 2
     store.init_schema()  # and stays idempotent
+
+
+def test_size_is_what_the_store_takes_and_grows_with_its_pages(store: Store, db_url) -> None:
+    empty = store.size_bytes()
+    assert empty > 0  # the schema's tables and indexes
+    rng = random.Random(3)
+    text = lambda: "".join(rng.choices(string.ascii_letters, k=20_000))  # noqa: E731
+    store.put_pages(page(fp, text=text()) for fp in range(200))
+    if db_url.kind == "mysql":  # InnoDB's table statistics catch up in the background
+        for table in ("pages", "links"):
+            store._query(f"ANALYZE TABLE {table}")
+    else:
+        files = [Path(db_url.path), Path(f"{db_url.path}-wal")]
+        assert store.size_bytes() == sum(f.stat().st_size for f in files if f.exists())
+    assert store.size_bytes() - empty >= 200 * 15_000
 
 
 def test_unknown_table_is_refused(store: Store) -> None:

@@ -7,7 +7,8 @@ request target as sent), ``url`` (its canonical form, or null), ``status``,
 between processes of one machine), and ``aborted`` (the client went away
 before the response was complete). ``start`` is when the request head was
 received, ``end`` when the last byte was handed to the kernel (or the
-connection ended). Lines are flushed every ``flush_interval`` seconds and on
+connection ended). ``agent`` is the request's User-Agent (null without one).
+Lines are flushed every ``flush_interval`` seconds and on
 shutdown; the file is appended to, never truncated.
 
 :func:`by_host`, :func:`overlaps` and :func:`gaps` are what politeness checks
@@ -42,7 +43,7 @@ class AccessLog:
     def record(
         self, *, host: str, host_index: int, method: str, path: str, url: str | None,
         status: int, sent: int, start: float, end: float, start_mono: float, end_mono: float,
-        aborted: bool,
+        aborted: bool, agent: str | None = None,
     ) -> None:  # fmt: skip
         """Buffer one entry (formatted by hand: json.dumps of a dict costs 4× more)."""
         self._lines.append(
@@ -50,7 +51,8 @@ class AccessLog:
             f'"path":{_esc(path)},"url":{"null" if url is None else _esc(url)},'
             f'"status":{status},"bytes":{sent},"start":{start!r},"end":{end!r},'
             f'"start_mono":{start_mono!r},"end_mono":{end_mono!r},'
-            f'"aborted":{"true" if aborted else "false"}}}'
+            f'"aborted":{"true" if aborted else "false"},'
+            f'"agent":{"null" if agent is None else _esc(agent)}}}'
         )
 
     def flush(self) -> None:

@@ -91,6 +91,7 @@ class Request:
     start_mono: float
     error: int | None = None
     http10: bool = False
+    user_agent: str | None = None
 
 
 class Site:
@@ -243,6 +244,7 @@ class HttpConnection(asyncio.Protocol):
         method, target, version = parts
         connection = ""
         length = 0
+        agent = None
         for line in lines[1:]:
             name, sep, value = line.partition(":")
             if not sep:
@@ -250,6 +252,8 @@ class HttpConnection(asyncio.Protocol):
             name = name.strip().lower()
             if name == "connection":
                 connection = value.strip().lower()
+            elif name == "user-agent":
+                agent = value.strip()
             elif name == "content-length":
                 try:
                     length = int(value.strip())
@@ -263,7 +267,7 @@ class HttpConnection(asyncio.Protocol):
         error = None if method in ("GET", "HEAD") else 405
         return Request(
             method, target, keep_alive, start, start_mono, error=error,
-            http10=version == "HTTP/1.0",
+            http10=version == "HTTP/1.0", user_agent=agent,
         )  # fmt: skip
 
     def _refuse(self, status: int) -> None:
@@ -424,7 +428,7 @@ class TestWebServer:
                 status=response.status, sent=sent,
                 start=request.start, end=time.time(),
                 start_mono=request.start_mono, end_mono=time.monotonic(),
-                aborted=aborted,
+                aborted=aborted, agent=request.user_agent,
             )  # fmt: skip
         return keep and not aborted
 
