@@ -132,6 +132,7 @@ def crawl_command(
     """Crawl from SEEDS with a master and --slaves local slaves until done."""
     from srcrawl.master import strategy as strategies
     from srcrawl.master.crawl_run import run_local_crawl, start_crawl
+    from srcrawl.signals import exit_code_of
 
     cfg = _config(ctx)
     cfg.check()
@@ -165,11 +166,11 @@ def crawl_command(
             slave_args=["--threads", str(threads), "--parser", parser],
             report=report,
         )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # SIGINT or SIGTERM: every child has been stopped
         click.echo(
             f"\nsrcrawl: interrupted; `srcrawl --job {cfg.job} crawl --resume` continues", err=True
         )
-        sys.exit(130)
+        sys.exit(exit_code_of(e))
     if tty:
         click.echo("", err=True)
     click.echo(json.dumps({"job": cfg.job, **final}, sort_keys=True))

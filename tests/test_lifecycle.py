@@ -1,0 +1,227 @@
+"""Process lifecycle of local runs: signals, parent death, burst slaves, Redis outages.
+
+Real processes and real signals: `srcrawl crawl` / `srcrawl demo` as a user
+runs them, the slaves and master they start, and a Redis server killed
+under them. Leftover processes are looked for with psutil.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from srcrawl import embedded
+from srcrawl.config import Config
+from srcrawl.master.scope import Scope
+from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.testweb import TestWeb
+from srcrawl.urls import host_of
+
+CLI = [sys.executable, "-m", "srcrawl.cli"]
+FAST = ["--delay", "0.05", "--delay-factor", "0", "--max-delay", "1", "--fetch-timeout", "1",
+        "--robots-defer", "0.3", "--threads", "4"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def web():
+    # slow enough that a crawl of depth 3 is still running when it is signalled
+    with TestWeb.generate(hosts=3, pages=25, seed=5, latency_ms=40) as tw:
+        yield tw
+
+
+def expected(tw: TestWeb, seeds: list[str], depth: int) -> dict[str, int]:
+    scope = Scope(CrawlStrategy(seed_hosts=tuple({host_of(s) for s in seeds}), max_depth=depth))
+    return tw.web.expected_crawl(seeds, depth, lambda url: scope.reject(url, 0) is None)
+
+
+def env_for(tmp_path: Path, job: str, redis_url: str | None, *, db: bool = True) -> dict[str, str]:
+    """The environment of a command; without ``redis_url`` it starts the embedded Redis."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
+    env.update(SRCRAWL_JOB=job, SRCRAWL_HOME=str(tmp_path / "home"))
+    if db:
+        env["SRCRAWL_DB_URL"] = f"sqlite:///{tmp_path}/crawl.db"
+    if redis_url:
+        env["SRCRAWL_REDIS_URL"] = redis_url
+    return env
+
+
+def start(
+    args: list[str], env: dict[str, str], *, sigint_ignored: bool = False
+) -> subprocess.Popen:
+    """A command in its own session and process group, as a terminal gives it.
+
+    ``sigint_ignored``: as a shell starts a background job (``srcrawl crawl &``).
+    """
+
+    def ignore_sigint() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    return subprocess.Popen([*CLI, *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=ignore_sigint if sigint_ignored else None)  # fmt: skip
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    return psutil.Process(pid).children(recursive=True)
+
+
+def leftovers(procs: list[psutil.Process], timeout: float = 30) -> list[psutil.Process]:
+    """The processes of ``procs`` still alive (not zombies) after up to ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = []
+        for p in procs:
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)
+
+
+def wait_for_pages(cfg: Config, n: int, proc: subprocess.Popen, timeout: float = 90) -> None:
+    client = cfg.redis()
+    deadline = time.monotonic() + timeout
+    while int(client.hget(cfg.keys.stats("crawl"), "pages") or 0) < n:
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "the crawl made no progress"
+        time.sleep(0.05)
+
+
+def kill_all(procs: list[psutil.Process]) -> None:
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("sig", "to_group", "background", "code"),
+    [
+        (signal.SIGINT, True, False, 130),
+        (signal.SIGINT, True, True, 130),
+        (signal.SIGINT, False, True, 130),
+        (signal.SIGTERM, False, False, 143),
+    ],
+    ids=["ctrl-c", "ctrl-c-background-job", "sigint-to-parent", "sigterm-to-parent"],
+)
+def test_a_signalled_crawl_stops_every_child_and_says_how_to_resume(
+    web, redis_url, keys, tmp_path, sig, to_group, background, code
+) -> None:
+    env = env_for(tmp_path, keys.job, redis_url)
+    args = ["crawl", *web.seed_urls, "--depth", "3", "--slaves", "2", *FAST]
+    crawl = start(args, env, sigint_ignored=background)
+    cfg = Config.load(env=env)
+    children: list[psutil.Process] = []
+    try:
+        wait_for_pages(cfg, 5, crawl)
+        children = descendants(crawl.pid)
+        assert len(children) == 3  # the master and two slaves
+        if to_group:
+            os.killpg(crawl.pid, sig)
+        else:
+            os.kill(crawl.pid, sig)
+        _, err = crawl.communicate(timeout=60)
+        assert crawl.returncode == code, err[-2000:]
+        assert f"srcrawl --job {keys.job} crawl --resume" in err
+        assert leftovers(children, timeout=5) == []
+        # each child left cleanly: no live worker, no master lock
+        from srcrawl.queues.workers import workers
+
+        client = cfg.redis()
+        assert [w.id for w in workers(client, cfg.keys) if w.alive] == []
+        assert client.get(cfg.keys.master_lock) is None
+    finally:
+        if crawl.poll() is None:
+            crawl.kill()
+        kill_all(children)
+        cfg.close()
+
+
+@pytest.mark.slow
+def test_the_children_of_a_killed_crawl_stop_too(web, redis_url, keys, tmp_path) -> None:
+    env = env_for(tmp_path, keys.job, redis_url)
+    crawl = start(["crawl", *web.seed_urls, "--depth", "3", "--slaves", "2", *FAST], env)
+    cfg = Config.load(env=env)
+    children: list[psutil.Process] = []
+    try:
+        wait_for_pages(cfg, 5, crawl)
+        children = descendants(crawl.pid)
+        assert len(children) == 3
+        crawl.kill()
+        crawl.wait()
+        assert leftovers(children) == []
+        # they stopped as if told to: finished their batch and handed back the rest
+        from srcrawl.queues.workers import workers
+
+        assert [w.id for w in workers(cfg.redis(), cfg.keys) if w.alive] == []
+        # and the crawl resumes to the exact reachable set
+        r = subprocess.run([*CLI, "crawl", "--resume", "--slaves", "2"], env=env,
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert r.returncode == 0, r.stderr[-2000:]
+        pages = cfg.store().iter_pages()
+        assert {p.url: p.depth for p in pages} == expected(web, web.seed_urls, 3)
+    finally:
+        kill_all(children)
+        cfg.close()
+
+
+@pytest.mark.slow
+def test_a_terminated_demo_leaves_nothing_behind(tmp_path) -> None:
+    env = env_for(tmp_path, "demo", None, db=False)
+    demo = start(["demo", "--slaves", "2"], env)
+    found: list[psutil.Process] = []
+    try:
+        # wait until its crawl step runs: the demo, its test web, the crawl, a master, 2 slaves
+        deadline = time.monotonic() + 90
+        while not any("master" in " ".join(p.cmdline()) or "slave" in " ".join(p.cmdline())
+                      for p in found if p.is_running()):  # fmt: skip
+            assert demo.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+            found = [p for p in descendants(demo.pid) if _cmdline(p)]
+        time.sleep(0.5)
+        found = descendants(demo.pid)
+        os.kill(demo.pid, signal.SIGTERM)
+        _, err = demo.communicate(timeout=60)
+        assert demo.returncode == 143, err[-2000:]
+        assert leftovers(found) == []
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+        kill_all(found)
+        embedded.stop(tmp_path / "home")
+
+
+def _cmdline(p: psutil.Process) -> str:
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:
+        return ""
+
+
+@pytest.mark.slow
+def test_the_demo_shows_progress_and_how_to_look_at_the_result(tmp_path) -> None:
+    env = env_for(tmp_path, "demo", None, db=False)
+    try:
+        r = subprocess.run([*CLI, "demo", "--slaves", "2"], env=env, capture_output=True,
+                           text=True, timeout=300)  # fmt: skip
+    finally:
+        embedded.stop(tmp_path / "home")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    assert "pages " in r.stderr and "pages/s" in r.stderr  # the crawl's progress line
+    assert "iteration" in r.stdout  # what the pagerank step printed
+    db = f"sqlite:///{(tmp_path / 'home' / 'demo.db')}"
+    assert f"srcrawl --job demo --db-url {db} status" in r.stdout
+    assert f"srcrawl --job demo --db-url {db} search " in r.stdout
+    assert "`srcrawl down` stops it" in r.stdout
