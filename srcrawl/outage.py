@@ -99,7 +99,9 @@ class RedisOutage(Retry):
                 else:
                     time.sleep(pause)
                 continue
-            if self._down_since is not None:
+            # only a call that failed and then got through proves Redis is back
+            # (a connect() on a socket not yet found dead "succeeds" without a word)
+            if failures and self._down_since is not None:
                 self._came_back()
             return result
 

@@ -8,6 +8,7 @@ under them. Leftover processes are looked for with psutil.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -225,3 +226,136 @@ def test_the_demo_shows_progress_and_how_to_look_at_the_result(tmp_path) -> None
     assert f"srcrawl --job demo --db-url {db} status" in r.stdout
     assert f"srcrawl --job demo --db-url {db} search " in r.stdout
     assert "`srcrawl down` stops it" in r.stdout
+
+
+@pytest.mark.slow
+def test_a_burst_slave_stays_until_the_crawl_has_no_work_left(
+    web, redis_url, keys, tmp_path
+) -> None:
+    env = env_for(tmp_path, keys.job, redis_url)
+    policy = [a for a in FAST if a not in ("--threads", "4")]
+    master = start(["master", "start", *web.seed_urls, "--depth", "1", *policy], env)
+    try:
+        # started at once: srq is empty until the master has scheduled the seeds
+        slave = subprocess.run([*CLI, "slave", "start", "--burst", "--threads", "4"], env=env,
+                               capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert slave.returncode == 0, slave.stderr[-2000:]
+        _, err = master.communicate(timeout=30)
+        assert master.returncode == 0, err[-2000:]
+    finally:
+        if master.poll() is None:
+            master.kill()
+            master.wait()
+    cfg = Config.load(env=env)
+    assert {p.url: p.depth for p in cfg.store().iter_pages()} == expected(web, web.seed_urls, 1)
+    cfg.close()
+
+
+def test_the_master_says_once_when_no_slave_is_alive_and_once_when_one_is_back(
+    web, redis_url, keys, tmp_path, caplog
+) -> None:
+    from srcrawl.master.crawl_master import CrawlMaster
+    from srcrawl.master.crawl_run import start_crawl
+
+    cfg = Config.load(env=env_for(tmp_path, keys.job, redis_url))
+    start_crawl(cfg, web.seed_urls, CrawlStrategy())
+    master = CrawlMaster(cfg)
+    t0 = time.monotonic()
+    with caplog.at_level("WARNING", logger="srcrawl.master"):
+        for dt in (0, 10, 29):
+            master._watch_slaves(0, t0 + dt)
+        assert caplog.messages == []
+        for dt in (31, 40, 50):
+            master._watch_slaves(0, t0 + dt)
+        assert len(caplog.messages) == 1
+        assert "no crawl slave has been alive for 31 s" in caplog.messages[0]
+        for dt in (51, 52):
+            master._watch_slaves(2, t0 + dt)
+        assert caplog.messages[1:] == ["2 crawl slaves are alive again"]
+        master._watch_slaves(0, t0 + 53)  # a short gap is not worth a line
+        assert len(caplog.messages) == 2
+    cfg.close()
+
+
+@pytest.mark.slow
+def test_a_crawl_survives_its_embedded_redis_being_killed(web, keys, tmp_path) -> None:
+    env = env_for(tmp_path, keys.job, None)  # the embedded Redis, with its AOF
+    home = tmp_path / "home"
+    crawl = start(["crawl", *web.seed_urls, "--depth", "3", "--slaves", "2", *FAST], env)
+    cfg = Config.load(env=env)
+    children: list[psutil.Process] = []
+    try:
+        wait_for_pages(cfg, 15, crawl)
+        children = descendants(crawl.pid)
+        pid = int((home / "redis.pid").read_text())
+        os.kill(pid, signal.SIGKILL)
+        out, err = crawl.communicate(timeout=300)
+        assert crawl.returncode == 0, err[-3000:]
+        assert int((home / "redis.pid").read_text()) != pid  # started again
+        # exactly the reachable set: nothing lost, nothing stored twice
+        summary = json.loads(out)
+        want = expected(web, web.seed_urls, 3)
+        pages = list(cfg.store().iter_pages())
+        assert len(pages) == len({p.url for p in pages})
+        assert {p.url: p.depth for p in pages} == want
+        assert summary["pages"] == len(want)
+        # one sentence when Redis went, one when it came back; no tracebacks
+        assert "Redis is unreachable" in err and "Redis is back after" in err
+        assert "Traceback" not in err
+        logs = [p.read_text() for p in (home / "logs" / f"crawl-{keys.job}").iterdir()]
+        assert any("Redis is unreachable" in text for text in logs)
+        for text in logs:
+            assert "Traceback" not in text, text[-3000:]
+            assert text.count("Redis is unreachable") <= 1
+    finally:
+        if crawl.poll() is None:
+            crawl.kill()
+        kill_all(children)
+        embedded.stop(home)
+
+
+@pytest.mark.slow
+def test_an_orphaned_slave_waits_for_redis_quietly_and_leaves_with_its_parent(
+    keys, tmp_path
+) -> None:
+    server_dir = tmp_path / "redis"
+    url, server = embedded.start_server(server_dir, appendonly=False, daemonize=False)
+    env = env_for(tmp_path, keys.job, url)
+    log = tmp_path / "slave.log"
+    # a parent that starts a slave as every local run does, then waits
+    parent_code = (
+        "import subprocess, sys, time, os\n"
+        "from srcrawl.local import popen_child\n"
+        f"out = open({str(log)!r}, 'ab')\n"
+        "popen_child([sys.executable, '-m', 'srcrawl.cli', 'slave', 'start', '--phases',"
+        " 'crawl'], dict(os.environ), stdout=out, stderr=out)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], env=env)
+    slave = None
+    try:
+        deadline = time.monotonic() + 30
+        while "serving" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline, log.read_text() if log.exists() else "no log"
+            time.sleep(0.1)
+        [slave] = descendants(parent.pid)
+        server.kill()
+        server.wait()
+        cpu0 = sum(slave.cpu_times()[:2])
+        time.sleep(6)
+        # waiting, not spinning: one line, no tracebacks, next to no CPU
+        text = log.read_text()
+        assert text.count("Redis is unreachable") == 1, text[-3000:]
+        assert "Traceback" not in text, text[-3000:]
+        assert sum(slave.cpu_times()[:2]) - cpu0 < 0.5
+        parent.kill()
+        parent.wait()
+        assert leftovers([slave], timeout=15) == []
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        if slave is not None:
+            kill_all([slave])
+        if server.poll() is None:
+            server.kill()
