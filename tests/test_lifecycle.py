@@ -359,3 +359,38 @@ def test_an_orphaned_slave_waits_for_redis_quietly_and_leaves_with_its_parent(
             kill_all([slave])
         if server.poll() is None:
             server.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signalled_pagerank_stops_its_slaves(redis_url, keys, tmp_path, sig, code) -> None:
+    from srcrawl.sql.store import Page
+
+    env = env_for(tmp_path, keys.job, redis_url)
+    cfg = Config.load(env=env)
+    ring = list(range(1, 41))
+    cfg.store().put_pages(
+        Page(fp=fp, url=f"http://h{fp % 3}.test/{fp}", host=f"h{fp % 3}.test", fetched_at=1.0)
+        for fp in ring
+    )
+    cfg.store().put_links([(fp, ring[i - 1]) for i, fp in enumerate(ring)])
+    cfg.close()
+    # never converges by itself: --tol 0 runs every one of the iterations
+    rank = start(["pagerank", "--slaves", "2", "--iterations", "1000000", "--tol", "0"], env,
+                 sigint_ignored=sig == signal.SIGINT)  # fmt: skip
+    children: list[psutil.Process] = []
+    try:
+        assert rank.stdout is not None
+        for line in rank.stdout:
+            if line.startswith("iteration"):
+                break
+        children = descendants(rank.pid)
+        assert len(children) == 2
+        os.kill(rank.pid, sig)
+        _, err = rank.communicate(timeout=60)
+        assert rank.returncode == code, err[-2000:]
+        assert leftovers(children, timeout=5) == []
+    finally:
+        if rank.poll() is None:
+            rank.kill()
+        kill_all(children)
