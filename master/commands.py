@@ -101,6 +101,7 @@ def master_start(
     """Run the crawl master of the job. With SEEDS, start a new crawl first."""
     from srcrawl.master.crawl_master import CrawlMaster
     from srcrawl.master.crawl_run import start_crawl
+    from srcrawl.outage import REDIS_DOWN
 
     cfg = _config(ctx)
     cfg.check()
@@ -109,7 +110,10 @@ def master_start(
     master = CrawlMaster(cfg, wait_for_work=keep_running)
     master.install_signal_handlers()
     complete = master.run(keep_running=keep_running)
-    c = master.counters()
+    try:
+        c = master.counters()
+    except REDIS_DOWN:  # stopped while Redis was away: the master said so
+        return
     click.echo(
         f"crawl {'complete' if complete else 'stopped'}: {c.get('pages', 0)} pages, "
         f"{c.get('scheduled', 0)} URLs scheduled", err=True,

@@ -394,3 +394,30 @@ def test_a_signalled_pagerank_stops_its_slaves(redis_url, keys, tmp_path, sig, c
         if rank.poll() is None:
             rank.kill()
         kill_all(children)
+
+
+@pytest.mark.slow
+def test_a_crawl_whose_embedded_redis_is_stopped_on_purpose_ends_cleanly(
+    web, keys, tmp_path
+) -> None:
+    env = env_for(tmp_path, keys.job, None)
+    crawl = start(["crawl", *web.seed_urls, "--depth", "3", "--slaves", "2", *FAST], env)
+    cfg = Config.load(env=env)
+    children: list[psutil.Process] = []
+    try:
+        wait_for_pages(cfg, 5, crawl)
+        children = descendants(crawl.pid)
+        down = subprocess.run([*CLI, "down"], env=env, capture_output=True, text=True, timeout=60)
+        assert down.returncode == 0, down.stderr
+        _, err = crawl.communicate(timeout=120)
+        assert crawl.returncode == 2, err[-3000:]
+        assert "srcrawl: the embedded Redis was stopped (`srcrawl down`)" in err
+        assert "Traceback" not in err, err[-3000:]
+        assert leftovers(children, timeout=15) == []
+        for log in (tmp_path / "home" / "logs" / f"crawl-{keys.job}").iterdir():
+            assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
+    finally:
+        if crawl.poll() is None:
+            crawl.kill()
+        kill_all(children)
+        embedded.stop(tmp_path / "home")
