@@ -243,6 +243,11 @@ class CrawlHandler:
             "invalid": invalid,
         })  # fmt: skip
 
+    def forget(self) -> None:
+        """Forget the links sent so far: results that carried some were refused (see runtime)."""
+        with self._lock:
+            self.cache = ClockCache(DEFAULT_LINK_CACHE)
+
     def drained(self) -> bool:
         """True once the crawl has nothing queued and nothing in flight (``--burst`` leaves)."""
         from srcrawl.master.crawl_master import MASTER_ID

@@ -142,13 +142,17 @@ class Slave:
             return [(tasks, self._failed(handler, tasks)) for tasks, _ in groups]
         return groups
 
-    def _ack(self, q: PhaseQueues, groups: list[tuple[list[bytes], list[bytes]]]) -> None:
+    def _ack(
+        self, handler: PhaseHandler, q: PhaseQueues, groups: list[tuple[list[bytes], list[bytes]]]
+    ) -> None:
         # Retrying is safe: an ack that went through but whose reply was lost
         # finds its tasks gone the second time and pushes nothing again.
         delay = 0.1
         while True:
             try:
-                q.srq.ack_groups(self.id, groups, q.nrq)
+                accepted = q.srq.ack_groups(self.id, groups, q.nrq)
+                if not all(accepted):
+                    self._refused(handler, accepted.count(False))
                 return
             except REDIS_DOWN:  # only once stopping: until then the client waits for Redis
                 log.error("stopping with %d batches not acknowledged: Redis is unreachable",
@@ -160,6 +164,19 @@ class Slave:
                 log.exception("ack to %s failed; retrying", q.srq.key)
                 time.sleep(delay)
                 delay = min(delay * 2, 10.0)
+
+    def _refused(self, handler: PhaseHandler, n: int) -> None:
+        """Batches whose results were refused: their tasks went back to the queue.
+
+        That happens when the master presumed this slave dead (silent past
+        its heartbeat TTL, as in a long Redis outage). The handler forgets
+        what it remembered of them (the crawl: the links it has sent), so
+        that fetching them again sends everything again.
+        """
+        log.warning("%d finished batches were no longer this slave's; they run again", n)
+        forget = getattr(handler, "forget", None)
+        if forget is not None:
+            forget()
 
     def _heartbeat(self) -> None:
         while not self.stopping.wait(self.heartbeat_interval):
@@ -413,4 +430,4 @@ class _Phase:
                     return
                 time.sleep(delay)
                 delay = min(delay * 2, 10.0)
-            self.slave._ack(self.q, flushed)
+            self.slave._ack(self.handler, self.q, flushed)

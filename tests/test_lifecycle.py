@@ -421,3 +421,49 @@ def test_a_crawl_whose_embedded_redis_is_stopped_on_purpose_ends_cleanly(
             crawl.kill()
         kill_all(children)
         embedded.stop(tmp_path / "home")
+
+
+class Remembering:
+    """A handler that remembers something of each batch (as the crawl its links)."""
+
+    phase = "index"
+    batch_size = 1
+    threads = 1
+
+    def __init__(self) -> None:
+        self.forgotten = 0
+
+    def handle(self, tasks: list[bytes]) -> list[bytes]:
+        return [t.upper() for t in tasks]
+
+    def forget(self) -> None:
+        self.forgotten += 1
+
+    def stats(self) -> dict[str, float]:
+        return {}
+
+
+def test_results_refused_after_a_presumed_death_make_the_handler_forget(
+    redis_url, redis_client, keys, tmp_path
+) -> None:
+    # A slave silent past its heartbeat TTL (a long Redis outage) is presumed
+    # dead and its tasks requeued; when its acks are refused, the crawl
+    # handler must forget the links it believes sent, or fetching the pages
+    # again in this slave would not send them and the pages below are lost.
+    from srcrawl.queues.protocol import PhaseQueues
+    from srcrawl.slave.runtime import Slave
+
+    cfg = Config.load(env=env_for(tmp_path, keys.job, redis_url))
+    handler = Remembering()
+    slave = Slave(cfg, [handler])
+    q = PhaseQueues(redis_client, keys, "index")
+    q.srq.push([b"a", b"b"])
+    tasks = q.srq.pop(slave.id, 2)
+    slave._ack(handler, q, [([tasks[0]], [b"A"])])
+    assert handler.forgotten == 0
+    q.srq.requeue(slave.id)  # what the master does to a worker presumed dead
+    slave._ack(handler, q, [([tasks[1]], [b"B"])])
+    assert handler.forgotten == 1
+    assert q.nrq.pop("m", 10) == [b"A"]  # the refused result was not pushed
+    assert q.srq.pop("other", 10) == [b"b"]  # its task runs again
+    cfg.close()
