@@ -20,6 +20,8 @@ from srcrawl.outage import RedisOutage, wait_out_outages
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.urls import InvalidURL, canonicalize, host_of
 
+log = logging.getLogger("srcrawl.crawl")
+
 _MASTER_RESTARTS = 5
 _PRELOAD = ("srcrawl.slave.phases", "srcrawl.slave.crawl", "srcrawl.slave.runtime",
             "srcrawl.master.crawl_master")  # fmt: skip
@@ -83,9 +85,6 @@ def progress(cfg: Config) -> dict[str, int]:
     c["in_flight"] = int(inflight)
     c["queued"] = max(0, c.get("scheduled", 0) - finished - c["in_flight"])
     return c
-
-
-log = logging.getLogger("srcrawl.crawl")
 
 
 def _wait_for_redis(cfg: Config) -> None:
