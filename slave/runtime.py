@@ -12,7 +12,8 @@ driver thread instead of the consumers: it starts the tasks the feeder
 pops into its free slots and collects them as they finish, ``threads`` of
 them in flight at once. The first SIGTERM/SIGINT
 lets every consumer finish its batch; a second one exits at once (what it
-held is requeued by the master once the heartbeat lapses).
+held is requeued by the master once the heartbeat lapses). While Redis
+cannot be reached, every command waits for it (see :mod:`srcrawl.outage`).
 """
 
 from __future__ import annotations
@@ -330,7 +331,10 @@ class _Phase:
         ``CrawlHandler.drained``); for the others an empty srq is all there is.
         """
         drained = getattr(self.handler, "drained", None)
-        return drained() if drained is not None else True
+        try:
+            return drained() if drained is not None else True
+        except REDIS_DOWN:  # only once stopping: leave
+            return True
 
     def _drive(self) -> None:
         """Start the tasks the feeder popped, collect those that finished, until it ends."""
