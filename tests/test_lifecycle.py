@@ -467,3 +467,43 @@ def test_results_refused_after_a_presumed_death_make_the_handler_forget(
     assert q.nrq.pop("m", 10) == [b"A"]  # the refused result was not pushed
     assert q.srq.pop("other", 10) == [b"b"]  # its task runs again
     cfg.close()
+
+
+@pytest.mark.slow
+def test_a_terminated_index_stops_its_slaves(redis_url, keys, tmp_path) -> None:
+    from srcrawl.sql.store import Page
+
+    env = env_for(tmp_path, keys.job, redis_url)
+    cfg = Config.load(env=env)
+    words = ["crawler", "index", "search", "rank", "page", "link", "host", "queue", "slave"]
+    text = " ".join(words[(i * 7) % len(words)] + str(i % 97) for i in range(600))
+    cfg.store().put_pages(
+        Page(
+            fp=fp,
+            url=f"http://h.test/{fp}",
+            host="h.test",
+            status=200,
+            fetched_at=1.0,
+            content_type="text/html",
+            title=f"page {fp}",
+            text=text,
+        )
+        for fp in range(1, 20_001)
+    )
+    cfg.close()
+    index = start(["index", "--slaves", "2"], env)
+    children: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(children) < 2:
+            assert index.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+            children = descendants(index.pid)
+        os.kill(index.pid, signal.SIGTERM)
+        _, err = index.communicate(timeout=60)
+        assert index.returncode == 143, err[-2000:]
+        assert leftovers(children, timeout=5) == []
+    finally:
+        if index.poll() is None:
+            index.kill()
+        kill_all(children)
