@@ -117,6 +117,7 @@ def master_start(
     """Run the crawl master of the job. With SEEDS, start a new crawl first."""
     from srcrawl.master.crawl_master import CrawlMaster
     from srcrawl.master.crawl_run import start_crawl
+    from srcrawl.outage import REDIS_DOWN
 
     cfg = _config(ctx)
     cfg.check()
@@ -125,7 +126,10 @@ def master_start(
     master = CrawlMaster(cfg, wait_for_work=keep_running)
     master.install_signal_handlers()
     complete = master.run(keep_running=keep_running)
-    c = master.counters()
+    try:
+        c = master.counters()
+    except REDIS_DOWN:  # stopped while Redis was away: the master said so
+        return
     click.echo(
         f"crawl {'complete' if complete else 'stopped'}: {c.get('pages', 0)} pages, "
         f"{c.get('scheduled', 0)} URLs scheduled", err=True,
@@ -148,6 +152,7 @@ def crawl_command(
     """Crawl from SEEDS with a master and --slaves local slaves until done."""
     from srcrawl.master import strategy as strategies
     from srcrawl.master.crawl_run import run_local_crawl, start_crawl
+    from srcrawl.signals import exit_code_of
 
     cfg = _config(ctx)
     cfg.check()
@@ -181,11 +186,11 @@ def crawl_command(
             slave_args=["--threads", str(threads), "--parser", parser],
             report=report,
         )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # SIGINT or SIGTERM: every child has been stopped
         click.echo(
             f"\nsrcrawl: interrupted; `srcrawl --job {cfg.job} crawl --resume` continues", err=True
         )
-        sys.exit(130)
+        sys.exit(exit_code_of(e))
     if tty:
         click.echo("", err=True)
     click.echo(json.dumps({"job": cfg.job, **final}, sort_keys=True))

@@ -8,6 +8,7 @@ committed batch left it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -21,6 +22,7 @@ from srcrawl.defaults import (
     DEFAULT_CRAWL_BACKLOG_PER_THREAD,
     DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_MASTER_BATCH,
+    DEFAULT_NO_SLAVE_WARNING,
     DEFAULT_ROBOTS_TRIES,
     DEFAULT_SEEN_CACHE,
 )
@@ -31,6 +33,7 @@ from srcrawl.master.scope import Scope
 from srcrawl.master.seen import SeenSet
 from srcrawl.master.strategy import CrawlStrategy
 from srcrawl.master.strategy import load as load_strategy
+from srcrawl.outage import REDIS_DOWN, RedisOutage, wait_out_outages
 from srcrawl.queues.envelope import Message, decode, encode
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import reap, workers
@@ -91,6 +94,10 @@ class CrawlMaster:
         )
         self.batch = batch
         self.stopping = threading.Event()
+        # every Redis command waits out an outage (until the master is told to stop)
+        wait_out_outages(self.client, RedisOutage(log, stopping=self.stopping))
+        self._no_slave_since: float | None = time.monotonic()
+        self._said_no_slave = False
         self.host_pages: dict[str, int] = {}
         self._lock_token = f"{socket.gethostname()}:{os.getpid()}:{time.time_ns()}"
         self._last_reap = 0.0
@@ -173,8 +180,14 @@ class CrawlMaster:
         self.acquire()
         try:
             return self._loop(keep_running)
+        except REDIS_DOWN:
+            if not self.stopping.is_set():
+                raise
+            log.error("stopped while Redis is unreachable")
+            return False
         finally:
-            self.release()
+            with contextlib.suppress(*REDIS_DOWN):
+                self.release()
 
     # -- the loop ----------------------------------------------------------------
     def _loop(self, keep_running: bool) -> bool:
@@ -209,14 +222,32 @@ class CrawlMaster:
         returned = reap(self.client, self.keys)
         if returned:
             log.warning("requeued tasks of dead workers: %s", returned)
-        threads = sum(
-            int(w.stats.get("crawl_threads", 0))
+        slaves = [
+            w
             for w in workers(self.client, self.keys)
             if w.alive and self.queues.srq.key in w.queues
-        )
+        ]
+        threads = sum(int(w.stats.get("crawl_threads", 0)) for w in slaves)
         self.backlog = DEFAULT_CRAWL_BACKLOG_PER_THREAD * threads
+        self._watch_slaves(len(slaves), now)
         if self.seen.snapshot_due():
             self.seen.snapshot()
+
+    def _watch_slaves(self, alive: int, now: float) -> None:
+        """Say once when no crawl slave has been alive for a while, and once when one is back."""
+        if alive:
+            if self._said_no_slave:
+                log.warning("%d crawl slave%s alive again", alive, "s are" if alive > 1 else " is")
+            self._no_slave_since, self._said_no_slave = None, False
+            return
+        if self._no_slave_since is None:
+            self._no_slave_since = now
+        elif not self._said_no_slave and now - self._no_slave_since >= DEFAULT_NO_SLAVE_WARNING:
+            self._said_no_slave = True
+            log.warning(
+                "no crawl slave has been alive for %.0f s: nothing is fetched; start one with "
+                "`srcrawl slave start`", now - self._no_slave_since,
+            )  # fmt: skip
 
     def _level_done(self) -> bool:
         ready, inflight, _, nrq = self.frontier.level_state(self.queues.nrq.key)

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from srcrawl import embedded
 from srcrawl.config import Config
 from srcrawl.errors import ConfigError, SrcrawlError
-from srcrawl.local import ForkedCommand, LocalSlaves
+from srcrawl.local import ForkedCommand, LocalSlaves, stop_children
 from srcrawl.master import strategy as strategies
 from srcrawl.master.crawl_master import crawl_state, reset_crawl, seed_message
 from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.outage import RedisOutage, wait_out_outages
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.urls import InvalidURL, canonicalize, host_of
+
+log = logging.getLogger("srcrawl.crawl")
 
 _MASTER_RESTARTS = 5
 _PRELOAD = ("srcrawl.slave.phases", "srcrawl.slave.crawl", "srcrawl.slave.runtime",
@@ -93,6 +98,12 @@ def progress(cfg: Config) -> dict[str, int]:
     return c
 
 
+def _wait_for_redis(cfg: Config) -> None:
+    """Have this process's Redis client wait out outages, restarting the embedded server."""
+    restart = (lambda: embedded.restart(cfg.home)) if cfg.embedded else None
+    wait_out_outages(cfg.redis(), RedisOutage(log, on_failure=restart))
+
+
 def run_local_crawl(
     cfg: Config,
     *,
@@ -103,13 +114,16 @@ def run_local_crawl(
 ) -> dict[str, int]:
     """Run the job's crawl with a master and ``slaves`` slave processes until it completes.
 
-    The master is restarted if it dies (its state is all in Redis); Ctrl-C
-    reaches every child, which each finish their batch. The master and the
-    slaves are forked from this process (see :class:`ForkedCommand`); the
-    slaves write to ``$SRCRAWL_HOME/logs/crawl-<job>/``. Raises SrcrawlError
-    when every slave has exited before the crawl completed.
+    The master is restarted if it dies (its state is all in Redis), and so
+    is the embedded Redis server (from its AOF), while the master and the
+    slaves wait for it. Interrupted (SIGINT, SIGTERM), the run sends each
+    child one SIGTERM, which finishes its batch. The master and the slaves
+    are forked from this process (see :class:`ForkedCommand`); the slaves
+    write to ``$SRCRAWL_HOME/logs/crawl-<job>/``. Raises SrcrawlError when
+    every slave has exited before the crawl completed.
     """
     env = cfg.child_env()
+    _wait_for_redis(cfg)
 
     def start_master() -> ForkedCommand:
         return ForkedCommand(["master", "start"], env, preload=_PRELOAD)
@@ -121,7 +135,6 @@ def run_local_crawl(
         cfg, slaves, ["crawl"], extra_args=slave_args, log_dir=log_dir, fork=True,
         preload=_PRELOAD,
     ).start()  # fmt: skip
-    interrupted = False
     try:
         master = start_master()
         try:
@@ -143,18 +156,10 @@ def run_local_crawl(
                     report(progress(cfg), time.monotonic() - t0)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     master.wait(timeout=interval)  # returns as soon as the master ends
-        except KeyboardInterrupt:
-            # the master and the slaves got the Ctrl-C too: let them finish
-            interrupted = True
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                master.wait(timeout=30)
-            raise
         finally:
-            if master.poll() is None:
-                master.terminate()
-                master.wait(timeout=30)
+            stop_children([master])
     finally:
-        local.stop(signalled=interrupted)
+        local.stop()
     final = progress(cfg)
     if report:
         report(final, time.monotonic() - t0)

@@ -231,3 +231,21 @@ class Frontier:
         pipe.llen(nrq_key)
         ready, inflight, nxt, nrq = pipe.execute()
         return int(ready), int(inflight), int(nxt), int(nrq)
+
+
+def work_left(client: redis.Redis, keys: Keys, nrq_key: str, nrq_processing: str) -> bool:
+    """True while the job's crawl has anything queued or in flight, in one atomic read.
+
+    A task is always in one of these: ``nrq`` (an outcome or seed for the
+    master), the master's batch in hand, a ready queue, a queue with its
+    task out (in ``srq`` or with a slave), or the next level.
+    """
+    pipe = client.pipeline(transaction=True)
+    pipe.hget(keys.crawl_state, "state")
+    pipe.llen(nrq_key)
+    pipe.llen(nrq_processing)
+    pipe.zcard(keys.crawl_ready)
+    pipe.hlen(keys.crawl_inflight)
+    pipe.llen(keys.crawl_next_level)
+    state, *counts = pipe.execute()
+    return state not in (None, b"complete") and any(counts)

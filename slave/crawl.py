@@ -245,6 +245,22 @@ class CrawlHandler:
             "invalid": invalid,
         })  # fmt: skip
 
+    def forget(self) -> None:
+        """Forget the links sent so far: results that carried some were refused (see runtime)."""
+        with self._lock:
+            self.cache = ClockCache(DEFAULT_LINK_CACHE)
+
+    def drained(self) -> bool:
+        """True once the crawl has nothing queued and nothing in flight (``--burst`` leaves)."""
+        from srcrawl.master.crawl_master import MASTER_ID
+        from srcrawl.master.frontier import work_left
+        from srcrawl.queues.protocol import PhaseQueues
+
+        nrq = PhaseQueues(self.cfg.redis(), self.cfg.keys, "crawl").nrq
+        return not work_left(
+            self.cfg.redis(), self.cfg.keys, nrq.key, nrq.processing_key(MASTER_ID)
+        )
+
     def flush(self) -> None:
         """Store the pages of every task handled so far (the runtime calls it before an ack)."""
         self.writer.flush()

@@ -12,7 +12,8 @@ driver thread instead of the consumers: it starts the tasks the feeder
 pops into its free slots and collects them as they finish, ``threads`` of
 them in flight at once. The first SIGTERM/SIGINT
 lets every consumer finish its batch; a second one exits at once (what it
-held is requeued by the master once the heartbeat lapses).
+held is requeued by the master once the heartbeat lapses). While Redis
+cannot be reached, every command waits for it (see :mod:`srcrawl.outage`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from srcrawl.defaults import (
     DEFAULT_HEARTBEAT_TTL,
 )
 from srcrawl.errors import StoreError
+from srcrawl.outage import REDIS_DOWN, RedisOutage, wait_out_outages
 from srcrawl.queues.envelope import encode
 from srcrawl.queues.protocol import PhaseQueues, new_worker_id
 from srcrawl.queues.workers import Worker
@@ -56,7 +58,10 @@ class Slave:
         block_timeout: float = DEFAULT_BLOCK_TIMEOUT,
     ) -> None:
         self.cfg = cfg
+        self.stopping = threading.Event()
         self.client = cfg.redis()
+        # every Redis command of this process (the handlers' too) waits out an outage
+        wait_out_outages(self.client, RedisOutage(log, stopping=self.stopping))
         self.handlers = list(handlers)
         self.queues = {h.phase: PhaseQueues(self.client, cfg.keys, h.phase) for h in self.handlers}
         self.id = worker_id or new_worker_id(self.client, cfg.keys, "slave")
@@ -69,7 +74,6 @@ class Slave:
         )
         self.heartbeat_interval = heartbeat_interval
         self.block_timeout = block_timeout
-        self.stopping = threading.Event()
         self.batches = 0
         self.failed_batches = 0
         self._lock = threading.Lock()
@@ -95,7 +99,11 @@ class Slave:
             self.stopping.set()
             for p in phases:
                 p.join()
-            self.worker.retire()
+            try:
+                self.worker.retire()
+            except REDIS_DOWN:
+                # the master requeues them once this slave's heartbeat lapses
+                log.error("left without handing back its tasks: Redis is unreachable")
 
     def _handle(self, handler: PhaseHandler, tasks: list[bytes]) -> list[bytes]:
         try:
@@ -135,13 +143,21 @@ class Slave:
             return [(tasks, self._failed(handler, tasks)) for tasks, _ in groups]
         return groups
 
-    def _ack(self, q: PhaseQueues, groups: list[tuple[list[bytes], list[bytes]]]) -> None:
+    def _ack(
+        self, handler: PhaseHandler, q: PhaseQueues, groups: list[tuple[list[bytes], list[bytes]]]
+    ) -> None:
         # Retrying is safe: an ack that went through but whose reply was lost
         # finds its tasks gone the second time and pushes nothing again.
         delay = 0.1
         while True:
             try:
-                q.srq.ack_groups(self.id, groups, q.nrq)
+                accepted = q.srq.ack_groups(self.id, groups, q.nrq)
+                if not all(accepted):
+                    self._refused(handler, accepted.count(False))
+                return
+            except REDIS_DOWN:  # only once stopping: until then the client waits for Redis
+                log.error("stopping with %d batches not acknowledged: Redis is unreachable",
+                          len(groups))  # fmt: skip
                 return
             except Exception:
                 if self.stopping.is_set() and delay > 5:
@@ -150,10 +166,25 @@ class Slave:
                 time.sleep(delay)
                 delay = min(delay * 2, 10.0)
 
+    def _refused(self, handler: PhaseHandler, n: int) -> None:
+        """Batches whose results were refused: their tasks went back to the queue.
+
+        That happens when the master presumed this slave dead (silent past
+        its heartbeat TTL, as in a long Redis outage). The handler forgets
+        what it remembered of them (the crawl: the links it has sent), so
+        that fetching them again sends everything again.
+        """
+        log.warning("%d finished batches were no longer this slave's; they run again", n)
+        forget = getattr(handler, "forget", None)
+        if forget is not None:
+            forget()
+
     def _heartbeat(self) -> None:
         while not self.stopping.wait(self.heartbeat_interval):
             try:
                 self.worker.beat(self.stats())
+            except REDIS_DOWN:  # stopping: nothing more to say
+                return
             except Exception:
                 log.exception("heartbeat failed")
 
@@ -225,7 +256,7 @@ class _Phase:
     def _feed(self) -> None:
         """Pop one batch per idle consumer; the first pop blocks, the rest come along."""
         slave, batch = self.slave, max(1, self.handler.batch_size)
-        timeout = 0.0 if self.burst else slave.block_timeout
+        timeout = slave.block_timeout
         try:
             while not slave.stopping.is_set():
                 if not self.idle.acquire(timeout=0.5):
@@ -235,7 +266,9 @@ class _Phase:
                     idle += 1
                 try:
                     tasks = self.q.srq.pop(slave.id, idle * batch, timeout=timeout)
-                except Exception:  # Redis gone for a moment: back off, keep the process
+                except REDIS_DOWN:  # only once stopping: until then the client waits
+                    return
+                except Exception:  # a bug, or a Redis error reply: say so, keep the process
                     log.exception("pop from %s failed", self.q.srq.key)
                     tasks = []
                     time.sleep(1.0)
@@ -244,7 +277,7 @@ class _Phase:
                     self.work.put(b)
                 for _ in range(idle - len(batches)):
                     self.idle.release()
-                if not tasks and self.burst:
+                if not tasks and self.burst and self._drained():
                     return
         finally:
             for _ in self.threads:
@@ -260,7 +293,7 @@ class _Phase:
         once.
         """
         slave = self.slave
-        timeout = 0.0 if self.burst else slave.block_timeout
+        timeout = slave.block_timeout
         try:
             while not slave.stopping.is_set():
                 with self.slots:
@@ -273,7 +306,9 @@ class _Phase:
                     take, self.free = self.free, 0
                 try:
                     tasks = self.q.srq.pop(slave.id, take, timeout=timeout)
-                except Exception:  # Redis gone for a moment: back off, keep the process
+                except REDIS_DOWN:  # only once stopping: until then the client waits
+                    return
+                except Exception:  # a bug, or a Redis error reply: say so, keep the process
                     log.exception("pop from %s failed", self.q.srq.key)
                     tasks = []
                     time.sleep(1.0)
@@ -283,11 +318,23 @@ class _Phase:
                 if tasks:
                     self.work.put(tasks)
                     self._wake()
-                elif self.burst:
+                elif self.burst and self._drained():
                     return
         finally:
             self.work.put(None)
             self._wake()
+
+    def _drained(self) -> bool:
+        """Burst: leave once the phase has no work queued or in flight, not when srq is empty.
+
+        A handler that knows its phase's state says (the crawl: see
+        ``CrawlHandler.drained``); for the others an empty srq is all there is.
+        """
+        drained = getattr(self.handler, "drained", None)
+        try:
+            return drained() if drained is not None else True
+        except REDIS_DOWN:  # only once stopping: leave
+            return True
 
     def _drive(self) -> None:
         """Start the tasks the feeder popped, collect those that finished, until it ends."""
@@ -387,4 +434,4 @@ class _Phase:
                     return
                 time.sleep(delay)
                 delay = min(delay * 2, 10.0)
-            self.slave._ack(self.q, flushed)
+            self.slave._ack(self.handler, self.q, flushed)

@@ -16,6 +16,8 @@ from srcrawl.defaults import (
     DEFAULT_HEARTBEAT_TTL,
 )
 from srcrawl.errors import SrcrawlError
+from srcrawl.local import end_children
+from srcrawl.signals import Interrupted, die_with_parent, interrupts
 
 EXIT_USAGE = 2
 
@@ -30,13 +32,19 @@ class SrcrawlGroup(click.Group):
     """Turns every SrcrawlError raised by a command into one line and exit 2."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        # a child of a local run leaves with it; every command stops its children on a signal
+        die_with_parent()
         try:
-            return super().invoke(ctx)
+            with interrupts():
+                return super().invoke(ctx)
         except SrcrawlError as e:
             fail(str(e))
         except click.BadParameter as e:  # out of range, not a number: as one line too
             fail(e.format_message())
+        except Interrupted as e:
+            sys.exit(e.exit_code)
         finally:
+            end_children()
             cfg = ctx.obj
             if isinstance(cfg, Config):
                 cfg.close()

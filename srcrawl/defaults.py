@@ -50,6 +50,15 @@ DEFAULT_MYSQL_TLS_MODE = "verify_identity"
 """TLS of a ``mysql://`` URL that names a CA or client certificate but no ``ssl_mode``:
 required, with the server's certificate and host name checked."""
 
+REDIS_OUTAGE_FIRST_WAIT = 0.1
+"""Seconds a process waits after Redis first fails to answer before it asks again."""
+
+REDIS_OUTAGE_MAX_WAIT = 10.0
+"""Longest wait between two attempts to reach a Redis that is down (the back-off's cap)."""
+
+CHILD_STOP_TIMEOUT = 20.0
+"""Seconds a local run gives its master and slaves to finish their batch after SIGTERM."""
+
 # -- crawl -------------------------------------------------------------------
 
 DEFAULT_BLOOM_ERROR_RATE = 1e-6
@@ -93,6 +102,9 @@ DEFAULT_ROBOTS_TRIES = 5
 
 DEFAULT_FETCH_THREADS = 32
 """Fetches a crawl slave keeps in flight at once (``--threads``; one thread drives them all)."""
+
+DEFAULT_NO_SLAVE_WARNING = 30.0
+"""Seconds without a live crawl slave after which the master says that nothing fetches."""
 
 # -- crawl slave: fetch, decode, parse, robots.txt ---------------------------------
 

@@ -1,12 +1,13 @@
 """``srcrawl demo``: the whole engine on a synthetic web, in under a minute.
 
 It serves the test web on loopback, then runs the same commands a user runs
-— crawl with 4 slaves, index, PageRank, search — each as its own process,
-and prints what each printed.
+— crawl with 4 slaves, index, PageRank, search — each as its own process
+writing to this one's terminal, so each step's progress shows as it runs.
 """
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 from srcrawl.config import Config
 from srcrawl.defaults import DEFAULT_SQLITE_NAME
 from srcrawl.errors import SrcrawlError
+from srcrawl.local import popen_child, stop_children
 from srcrawl.testweb import TestWeb
 
 DEMO_JOB = "demo"
@@ -43,15 +45,17 @@ def run_demo(cfg: Config, *, slaves: int = 4, hosts: int = 4, pages: int = 60,
     env = cfg.child_env()
     cli = [sys.executable, "-m", "srcrawl.cli"]
 
-    def step(title: str, args: list[str]) -> str:
+    def step(title: str, args: list[str]) -> None:
         echo(f"\n$ srcrawl {' '.join(args)}")
         t0 = time.monotonic()
-        r = subprocess.run([*cli, *args], env=env, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise SrcrawlError(f"{title} failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
-        echo(r.stdout.rstrip())
+        proc = popen_child([*cli, *args], env, stdin=subprocess.DEVNULL)
+        try:
+            code = proc.wait()
+        finally:
+            stop_children([proc])  # interrupted: the step stops (and stops its own children)
+        if code != 0:
+            raise SrcrawlError(f"{title} failed (exit {code}); its error is above")
         echo(f"  ({title}: {time.monotonic() - t0:.1f} s)")
-        return r.stdout
 
     t_start = time.monotonic()
     with TestWeb.generate(hosts=hosts, pages=pages, seed=1, slow_seconds=2,
@@ -69,6 +73,11 @@ def run_demo(cfg: Config, *, slaves: int = 4, hosts: int = 4, pages: int = 60,
         queries += [q for q, _ in web.web.known_items(within=crawled, lang="zh")[:1]]
         for q in queries:
             step("search", ["search", q, "--top", "3"])
-    echo(f"\ndemo done in {time.monotonic() - t_start:.1f} s; the store is {cfg.db.redacted()}, "
-         f"the job {cfg.job!r} (try: srcrawl --job demo --db-url sqlite:///{cfg.db.path} "
-         "search \"...\")")  # fmt: skip
+    store = "" if cfg.db.kind != "sqlite" else f" --db-url sqlite:///{cfg.db.path}"
+    query = queries[0] if queries else "..."
+    echo(f"\ndemo done in {time.monotonic() - t_start:.1f} s; the job is {cfg.job!r}, "
+         f"its store {cfg.db.redacted()}. Look at the result with:\n"
+         f"  srcrawl --job {cfg.job}{store} status\n"
+         f"  srcrawl --job {cfg.job}{store} search {shlex.quote(query)}")  # fmt: skip
+    if cfg.embedded:
+        echo("The embedded Redis keeps running for them; `srcrawl down` stops it.")

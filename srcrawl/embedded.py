@@ -74,6 +74,8 @@ def start_server(
         "--dbfilename", "dump.rdb",
         "--logfile", str((directory / "redis.log").resolve()),
         "--appendonly", "yes" if appendonly else "no",
+        # Redis writes the AOF before it replies, so a killed server loses
+        # nothing it acknowledged; the fsync policy only matters if the machine goes down
         "--appendfsync", "everysec",
         # snapshots are left to the AOF; an RDB save would stall large queues
         "--save", "",
@@ -140,6 +142,34 @@ def ensure_running(directory: Path) -> str:
             return url
         url, _ = start_server(directory)
         (directory / _URL_FILE).write_text(url + "\n")
+        return url
+
+
+def _server_process_alive(directory: Path) -> bool:
+    try:
+        pid = int((directory / _PID_FILE).read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def restart(directory: Path) -> str:
+    """Start the embedded server of ``directory`` again, on its port, if it died; its URL.
+
+    Its clients keep the URL they were given, so it must come back where it
+    was; it reloads its AOF. Raises EmbeddedRedisError if it was stopped on
+    purpose (``srcrawl down`` removes its URL file).
+    """
+    with _locked(directory):
+        url_file = directory / _URL_FILE
+        if not url_file.exists():
+            raise EmbeddedRedisError("the embedded Redis was stopped (`srcrawl down`)")
+        url = url_file.read_text().strip()
+        if _alive(url) or _server_process_alive(directory):
+            return url  # up, or still loading its AOF
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        url, _ = start_server(directory, port)
         return url
 
 

@@ -1,4 +1,9 @@
-"""Slaves as local processes, for the one-machine commands (crawl, index, pagerank)."""
+"""Slaves as local processes, for the one-machine commands (crawl, index, pagerank).
+
+Every child a local run starts is in a process group of its own and dies
+with the run (see :mod:`srcrawl.signals`); :func:`end_children` stops
+whatever is still running when the run ends.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,51 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from srcrawl.config import Config
+from srcrawl.defaults import CHILD_STOP_TIMEOUT
+from srcrawl.signals import child_env
+
+_CHILDREN: list[subprocess.Popen | ForkedCommand] = []
+"""Children started by this process that have not been seen to end."""
+
+
+def track(child: subprocess.Popen | ForkedCommand) -> None:
+    """Remember ``child`` so that :func:`end_children` stops it should the run end first."""
+    _CHILDREN[:] = [c for c in _CHILDREN if c.poll() is None]
+    _CHILDREN.append(child)
+
+
+def popen_child(args: Sequence[str], env: dict[str, str], **kwargs: object) -> subprocess.Popen:
+    """``subprocess.Popen`` of a child that leaves with this process (see :mod:`srcrawl.signals`).
+
+    In a session of its own, so a Ctrl-C in the terminal reaches only this process.
+    """
+    proc = subprocess.Popen(args, env=child_env(env), start_new_session=True, **kwargs)  # type: ignore
+    track(proc)
+    return proc
+
+
+def stop_children(
+    children: Sequence[subprocess.Popen | ForkedCommand], timeout: float = CHILD_STOP_TIMEOUT
+) -> None:
+    """One SIGTERM each (finish the batch), then SIGKILL what is still there after ``timeout``."""
+    for p in children:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for p in children:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def end_children(timeout: float = CHILD_STOP_TIMEOUT) -> None:
+    """Stop every child this process started that is still running."""
+    alive = [c for c in _CHILDREN if c.poll() is None]
+    _CHILDREN.clear()
+    stop_children(alive, timeout)
 
 
 class ForkedCommand:
@@ -41,10 +91,12 @@ class ForkedCommand:
         self.returncode: int | None = None
         for stream in (sys.stdout, sys.stderr):
             stream.flush()  # or the child would write this process's pending output again
+        env = child_env(env)
         pid = os.fork()
         if pid == 0:
             _run_child(self.args, env, output)  # never returns
         self.pid = pid
+        track(self)
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -77,6 +129,8 @@ class ForkedCommand:
 def _run_child(args: list[str], env: dict[str, str], output: int | None) -> None:
     code = 1
     try:
+        os.setpgid(0, 0)  # a Ctrl-C reaches the run, which stops its children one by one
+        _CHILDREN.clear()  # the run's, not this child's
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         if output is not None:
@@ -107,8 +161,8 @@ def _run_child(args: list[str], env: dict[str, str], output: int | None) -> None
 class LocalSlaves:
     """``n`` ``srcrawl slave start`` processes sharing this process's Redis, store and job.
 
-    They stay in this process group, so a Ctrl-C in the terminal reaches them
-    too and each finishes its batch before leaving. With ``fork`` they are
+    Each is in a process group of its own and dies with this process; on
+    :meth:`stop` each gets one SIGTERM and finishes its batch. With ``fork`` they are
     forked from this process (:class:`ForkedCommand`, after importing
     ``preload``) instead of started as new interpreters.
     """
@@ -153,9 +207,9 @@ class LocalSlaves:
                 self.log_dir.mkdir(parents=True, exist_ok=True)
                 out = open(self.log_dir / f"slave-{i + 1}.log", "ab")  # noqa: SIM115
             self.procs.append(
-                subprocess.Popen(
+                popen_child(
                     [sys.executable, "-m", "srcrawl.cli", *args],
-                    env=env,
+                    env,
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=out,
@@ -166,29 +220,9 @@ class LocalSlaves:
     def alive(self) -> int:
         return sum(p.poll() is None for p in self.procs)
 
-    def stop(self, timeout: float = 20.0, *, signalled: bool = False) -> None:
-        """SIGTERM (finish the batch), then SIGKILL whatever is still there.
-
-        ``signalled``: they already got a stop signal (a Ctrl-C reaches the
-        whole process group); a second one would make them leave mid-batch,
-        so give them ``timeout`` to finish first.
-        """
-        if signalled:
-            deadline = time.monotonic() + timeout
-            for p in self.procs:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        for p in self.procs:
-            if p.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    p.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        for p in self.procs:
-            try:
-                p.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+    def stop(self, timeout: float = CHILD_STOP_TIMEOUT) -> None:
+        """SIGTERM (finish the batch), then SIGKILL whatever is still there after ``timeout``."""
+        stop_children(self.procs, timeout)
         self.procs.clear()
 
     def __enter__(self) -> LocalSlaves:

@@ -1,0 +1,125 @@
+"""Waiting out a Redis outage: every command is tried again, with back-off, until Redis answers.
+
+The long-running roles (master, slaves) and a local run's progress polling
+give their Redis client a :class:`RedisOutage` as its redis-py retry
+policy, so every command — a pop, an ack, a heartbeat, a Lua script — waits
+for Redis to come back instead of raising. The process says once that
+Redis went away and once that it is back, whatever number of threads or
+commands were waiting. Retrying a command is what redis-py already does on
+a dropped connection; the acks and frontier commits are written to be safe
+to repeat.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from srcrawl.defaults import REDIS_OUTAGE_FIRST_WAIT, REDIS_OUTAGE_MAX_WAIT
+
+T = TypeVar("T")
+
+REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError, socket.timeout, ConnectionError)
+"""What a Redis client raises when the server cannot be reached (or is still loading)."""
+
+
+class RedisOutage(Retry):
+    """A redis-py retry policy that waits for Redis for as long as it takes.
+
+    ``stopping``: once set, a command that fails raises instead of waiting
+    (a process asked to stop does not wait for a Redis that may never come
+    back). ``on_failure``: called after each failed attempt (the local run
+    restarts its embedded server there).
+    """
+
+    def __init__(
+        self,
+        log: logging.Logger,
+        *,
+        stopping: threading.Event | None = None,
+        on_failure: Callable[[], None] | None = None,
+        first_wait: float = REDIS_OUTAGE_FIRST_WAIT,
+        max_wait: float = REDIS_OUTAGE_MAX_WAIT,
+    ) -> None:
+        super().__init__(ExponentialBackoff(cap=max_wait, base=first_wait), -1, REDIS_DOWN)
+        self.log = log
+        self.stopping = stopping
+        self.on_failure = on_failure
+        self._lock = threading.Lock()
+        self._down_since: float | None = None
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    __hash__ = object.__hash__
+
+    def __deepcopy__(self, memo: dict) -> RedisOutage:
+        return self  # one policy per process: its connections share the outage's state
+
+    @property
+    def down(self) -> bool:
+        """True while Redis is known to be unreachable."""
+        return self._down_since is not None
+
+    def call_with_retry(
+        self,
+        do: Callable[[], T],
+        fail: Callable[..., Any],
+        is_retryable: Callable[[Exception], bool] | None = None,
+        with_failure_count: bool = False,
+    ) -> T:
+        failures = 0
+        while True:
+            try:
+                result = do()
+            except REDIS_DOWN as error:
+                if is_retryable and not is_retryable(error):
+                    raise
+                failures += 1
+                if with_failure_count:
+                    fail(error, failures)
+                else:
+                    fail(error)
+                self._went_away(error)
+                if self.stopping is not None and self.stopping.is_set():
+                    raise
+                if self.on_failure is not None:
+                    self.on_failure()
+                pause = self._backoff.compute(failures - 1)
+                if self.stopping is not None:
+                    self.stopping.wait(pause)
+                else:
+                    time.sleep(pause)
+                continue
+            # only a call that failed and then got through proves Redis is back
+            # (a connect() on a socket not yet found dead "succeeds" without a word)
+            if failures and self._down_since is not None:
+                self._came_back()
+            return result
+
+    def _went_away(self, error: Exception) -> None:
+        with self._lock:
+            if self._down_since is None:
+                self._down_since = time.monotonic()
+                reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+                self.log.warning("Redis is unreachable (%s); waiting for it to come back", reason)
+
+    def _came_back(self) -> None:
+        with self._lock:
+            if self._down_since is not None:
+                self.log.warning("Redis is back after %.1f s", time.monotonic() - self._down_since)
+                self._down_since = None
+
+
+def wait_out_outages(client: redis.Redis, policy: RedisOutage) -> RedisOutage:
+    """Give ``client`` (and its open connections) ``policy``; return it."""
+    client.set_retry(policy)
+    return policy
