@@ -54,6 +54,11 @@ def crawl_options(f: Callable) -> Callable:
                      help="Bytes of a body to read; the rest is cut off."),
         click.option("--robots-defer", default=DEFAULT_ROBOTS_DEFER, show_default=True,
                      help="Seconds a host waits after its robots.txt failed (5xx, timeout)."),
+        click.option("--allow-private", is_flag=True,
+                     help="Let requests go to loopback, private and link-local addresses "
+                          "(a seed's own IP-literal or localhost origin needs no opt-in)."),
+        click.option("--allow-network", multiple=True, metavar="CIDR",
+                     help="Let requests go to the addresses of this network (repeatable)."),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)
@@ -76,6 +81,8 @@ def strategy_from(opts: dict[str, Any]) -> CrawlStrategy:
         fetch_timeout=opts["fetch_timeout"],
         max_page_bytes=opts["max_page_bytes"],
         robots_defer=opts["robots_defer"],
+        allow_private=opts["allow_private"],
+        allow_networks=tuple(opts["allow_network"]),
     )
 
 

@@ -15,7 +15,7 @@ from srcrawl.master import strategy as strategies
 from srcrawl.master.crawl_master import crawl_state, reset_crawl, seed_message
 from srcrawl.master.strategy import CrawlStrategy
 from srcrawl.queues.protocol import PhaseQueues
-from srcrawl.urls import InvalidURL, canonicalize, host_of
+from srcrawl.urls import InvalidURL, canonicalize, host_of, origin
 
 _MASTER_RESTARTS = 5
 _PRELOAD = ("srcrawl.slave.phases", "srcrawl.slave.crawl", "srcrawl.slave.runtime",
@@ -36,13 +36,19 @@ def check_seeds(seeds: Sequence[str]) -> list[str]:
     return out
 
 
+def _with_seeds(strategy: CrawlStrategy, canonical: Sequence[str]) -> CrawlStrategy:
+    """``strategy`` with the hosts and origins of the ``canonical`` seeds added."""
+    hosts = tuple(dict.fromkeys([*strategy.seed_hosts, *(host_of(u) for u in canonical)]))
+    origins = tuple(dict.fromkeys([*strategy.seed_origins, *(origin(u) for u in canonical)]))
+    return replace(strategy, seed_hosts=hosts, seed_origins=origins)
+
+
 def start_crawl(cfg: Config, seeds: Sequence[str], strategy: CrawlStrategy) -> CrawlStrategy:
     """Forget any previous crawl of the job, publish ``strategy`` and queue the seeds."""
     canonical = check_seeds(seeds)
-    hosts = tuple(dict.fromkeys([*strategy.seed_hosts, *(host_of(u) for u in canonical)]))
     reset_crawl(cfg)
     client = cfg.redis()
-    published = strategies.publish(client, cfg.keys, replace(strategy, seed_hosts=hosts))
+    published = strategies.publish(client, cfg.keys, _with_seeds(strategy, canonical))
     client.hset(
         cfg.keys.crawl_state, mapping={"state": "running", "started": time.time(), "level": 0}
     )
@@ -59,8 +65,7 @@ def add_seeds(cfg: Config, seeds: Sequence[str]) -> CrawlStrategy:
     canonical = check_seeds(seeds)
     client = cfg.redis()
     current = strategies.load(client, cfg.keys) or CrawlStrategy()
-    hosts = tuple(dict.fromkeys([*current.seed_hosts, *(host_of(u) for u in canonical)]))
-    published = strategies.publish(client, cfg.keys, replace(current, seed_hosts=hosts))
+    published = strategies.publish(client, cfg.keys, _with_seeds(current, canonical))
     client.hset(cfg.keys.crawl_state, "state", "running")
     PhaseQueues(client, cfg.keys, "crawl").nrq.push([seed_message(canonical, published.version)])
     return published
