@@ -184,13 +184,26 @@ def crawl_command(
 
 @click.command("seed")
 @click.argument("urls", nargs=-1, required=True)
+@click.option(
+    "--allow-private",
+    is_flag=True,
+    help="Also let the crawl reach loopback, private and link-local addresses.",
+)
+@click.option(
+    "--allow-network",
+    multiple=True,
+    metavar="CIDR",
+    help="Also let the crawl reach this network's addresses (repeatable).",
+)
 @click.pass_context
-def seed_command(ctx: click.Context, urls: tuple[str, ...]) -> None:
+def seed_command(
+    ctx: click.Context, urls: tuple[str, ...], allow_private: bool, allow_network: tuple[str, ...]
+) -> None:  # fmt: skip
     """Add seed URLs (and their hosts to the scope) to the job's crawl."""
     from srcrawl.master.crawl_run import add_seeds
 
     cfg = _config(ctx)
-    add_seeds(cfg, urls)
+    add_seeds(cfg, urls, allow_private=allow_private, allow_networks=allow_network)
     click.echo(f"{len(urls)} seed(s) queued for job {cfg.job}")
 
 

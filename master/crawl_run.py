@@ -56,15 +56,22 @@ def start_crawl(cfg: Config, seeds: Sequence[str], strategy: CrawlStrategy) -> C
     return published
 
 
-def add_seeds(cfg: Config, seeds: Sequence[str]) -> CrawlStrategy:
+def add_seeds(
+    cfg: Config, seeds: Sequence[str], *, allow_private: bool = False,
+    allow_networks: Sequence[str] = (),
+) -> CrawlStrategy:  # fmt: skip
     """Add seeds (and their hosts to the scope) to the job's crawl, running or not.
 
     A job with no crawl yet gets one with the default strategy: that is how a
     master started with ``--keep-running`` (docker compose) is given work.
+    ``allow_private`` and ``allow_networks`` widen the addresses the crawl may reach.
     """
     canonical = check_seeds(seeds)
     client = cfg.redis()
     current = strategies.load(client, cfg.keys) or CrawlStrategy()
+    networks = tuple(dict.fromkeys([*current.allow_networks, *allow_networks]))
+    current = replace(current, allow_private=current.allow_private or allow_private,
+                      allow_networks=networks)  # fmt: skip
     published = strategies.publish(client, cfg.keys, _with_seeds(current, canonical))
     client.hset(cfg.keys.crawl_state, "state", "running")
     PhaseQueues(client, cfg.keys, "crawl").nrq.push([seed_message(canonical, published.version)])

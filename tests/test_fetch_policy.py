@@ -356,3 +356,23 @@ def test_a_crawl_of_a_hostile_host_requests_nothing_but_the_seeds_origin(
         assert canary.seen == [] and fake_redis.seen == []
     finally:
         fake_redis.close()
+
+
+def test_seed_records_the_opt_in_and_the_seeds_origins(redis_url, keys, tmp_path) -> None:
+    env = env_for(redis_url, keys.job, tmp_path)
+    r = srcrawl(["seed", "http://[::1]:8080/", "http://example.org/"], env)
+    assert r.returncode == 0, r.stderr
+    r = srcrawl(["seed", "--allow-network", "10.0.0.0/8", "--allow-private", "http://b.test/"], env)
+    assert r.returncode == 0, r.stderr
+    import redis
+
+    from srcrawl.keys import Keys
+    from srcrawl.master.strategy import load
+
+    s = load(redis.Redis.from_url(redis_url), Keys(keys.job))
+    assert s.seed_origins == ("http://[::1]:8080", "http://example.org", "http://b.test")
+    assert s.allow_private and s.allow_networks == ("10.0.0.0/8",)
+    policy = FetchPolicy.of(s)
+    assert policy.trusted == {"http://[::1]:8080"}  # a name is no address the user named
+    bad = srcrawl(["seed", "--allow-network", "10.0.0.0/99", "http://c.test/"], env)
+    assert bad.returncode == 2 and "--allow-network" in bad.stderr
