@@ -62,6 +62,11 @@ def crawl_options(f: Callable) -> Callable:
                      help="User-Agent of every request: your crawler's name and a contact URL "
                           "or e-mail; robots.txt rules are matched against the name "
                           f"[env {ENV_USER_AGENT}]."),
+        click.option("--allow-private", is_flag=True,
+                     help="Let requests go to loopback, private and link-local addresses "
+                          "(a seed's own IP-literal or localhost origin needs no opt-in)."),
+        click.option("--allow-network", multiple=True, metavar="CIDR",
+                     help="Let requests go to the addresses of this network (repeatable)."),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)
@@ -85,6 +90,8 @@ def strategy_from(opts: dict[str, Any]) -> CrawlStrategy:
         max_page_bytes=opts["max_page_bytes"],
         robots_defer=opts["robots_defer"],
         user_agent=opts["user_agent"],
+        allow_private=opts["allow_private"],
+        allow_networks=tuple(opts["allow_network"]),
     )
 
 
@@ -198,13 +205,26 @@ def crawl_command(
 
 @click.command("seed")
 @click.argument("urls", nargs=-1, required=True)
+@click.option(
+    "--allow-private",
+    is_flag=True,
+    help="Also let the crawl reach loopback, private and link-local addresses.",
+)
+@click.option(
+    "--allow-network",
+    multiple=True,
+    metavar="CIDR",
+    help="Also let the crawl reach this network's addresses (repeatable).",
+)
 @click.pass_context
-def seed_command(ctx: click.Context, urls: tuple[str, ...]) -> None:
+def seed_command(
+    ctx: click.Context, urls: tuple[str, ...], allow_private: bool, allow_network: tuple[str, ...]
+) -> None:  # fmt: skip
     """Add seed URLs (and their hosts to the scope) to the job's crawl."""
     from srcrawl.master.crawl_run import add_seeds
 
     cfg = _config(ctx)
-    add_seeds(cfg, urls)
+    add_seeds(cfg, urls, allow_private=allow_private, allow_networks=allow_network)
     click.echo(f"{len(urls)} seed(s) queued for job {cfg.job}")
 
 

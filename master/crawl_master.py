@@ -39,6 +39,7 @@ from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import reap, workers
 from srcrawl.signals import install_stop_handlers
 from srcrawl.slave.clock_cache import ClockCache
+from srcrawl.slave.fetch import ERROR_ADDRESS_REFUSED
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of
 
 log = logging.getLogger("srcrawl.master")
@@ -326,6 +327,8 @@ class CrawlMaster:
             batch.count("pages")
             status = int(msg.get("status", 0))
             batch.count(f"status_{status // 100}xx" if status > 0 else "fetch_errors")
+            if msg.get("error") == ERROR_ADDRESS_REFUSED:
+                batch.count("address_refused")
             if msg.get("invalid"):
                 batch.count("invalid_urls", int(msg.get("invalid")))
             depth = int(msg.get("depth", 0)) + 1

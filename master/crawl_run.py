@@ -18,7 +18,7 @@ from srcrawl.master.crawl_master import crawl_state, reset_crawl, seed_message
 from srcrawl.master.strategy import CrawlStrategy
 from srcrawl.outage import RedisOutage, wait_out_outages
 from srcrawl.queues.protocol import PhaseQueues
-from srcrawl.urls import InvalidURL, canonicalize, host_of
+from srcrawl.urls import InvalidURL, canonicalize, host_of, origin
 
 log = logging.getLogger("srcrawl.crawl")
 
@@ -52,13 +52,19 @@ def _seed_hint(seed: str) -> str | None:
     return f"it has no scheme (did you mean {meant!r}?)"
 
 
+def _with_seeds(strategy: CrawlStrategy, canonical: Sequence[str]) -> CrawlStrategy:
+    """``strategy`` with the hosts and origins of the ``canonical`` seeds added."""
+    hosts = tuple(dict.fromkeys([*strategy.seed_hosts, *(host_of(u) for u in canonical)]))
+    origins = tuple(dict.fromkeys([*strategy.seed_origins, *(origin(u) for u in canonical)]))
+    return replace(strategy, seed_hosts=hosts, seed_origins=origins)
+
+
 def start_crawl(cfg: Config, seeds: Sequence[str], strategy: CrawlStrategy) -> CrawlStrategy:
     """Forget any previous crawl of the job, publish ``strategy`` and queue the seeds."""
     canonical = check_seeds(seeds)
-    hosts = tuple(dict.fromkeys([*strategy.seed_hosts, *(host_of(u) for u in canonical)]))
     reset_crawl(cfg)
     client = cfg.redis()
-    published = strategies.publish(client, cfg.keys, replace(strategy, seed_hosts=hosts))
+    published = strategies.publish(client, cfg.keys, _with_seeds(strategy, canonical))
     client.hset(
         cfg.keys.crawl_state, mapping={"state": "running", "started": time.time(), "level": 0}
     )
@@ -66,17 +72,23 @@ def start_crawl(cfg: Config, seeds: Sequence[str], strategy: CrawlStrategy) -> C
     return published
 
 
-def add_seeds(cfg: Config, seeds: Sequence[str]) -> CrawlStrategy:
+def add_seeds(
+    cfg: Config, seeds: Sequence[str], *, allow_private: bool = False,
+    allow_networks: Sequence[str] = (),
+) -> CrawlStrategy:  # fmt: skip
     """Add seeds (and their hosts to the scope) to the job's crawl, running or not.
 
     A job with no crawl yet gets one with the default strategy: that is how a
     master started with ``--keep-running`` (docker compose) is given work.
+    ``allow_private`` and ``allow_networks`` widen the addresses the crawl may reach.
     """
     canonical = check_seeds(seeds)
     client = cfg.redis()
     current = strategies.load(client, cfg.keys) or CrawlStrategy()
-    hosts = tuple(dict.fromkeys([*current.seed_hosts, *(host_of(u) for u in canonical)]))
-    published = strategies.publish(client, cfg.keys, replace(current, seed_hosts=hosts))
+    networks = tuple(dict.fromkeys([*current.allow_networks, *allow_networks]))
+    current = replace(current, allow_private=current.allow_private or allow_private,
+                      allow_networks=networks)  # fmt: skip
+    published = strategies.publish(client, cfg.keys, _with_seeds(current, canonical))
     client.hset(cfg.keys.crawl_state, "state", "running")
     PhaseQueues(client, cfg.keys, "crawl").nrq.push([seed_message(canonical, published.version)])
     return published

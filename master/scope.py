@@ -26,7 +26,8 @@ class Scope:
         self.deny = [re.compile(p) for p in strategy.deny]
         self._host_cache: dict[str, bool] = {}
 
-    def _host_in_scope(self, host: str) -> bool:
+    def host_in_scope(self, host: str) -> bool:
+        """Whether ``host[:port]`` (canonical) is one of the seeds' or in an allowed domain."""
         ok = self._host_cache.get(host)
         if ok is None:
             name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
@@ -44,7 +45,7 @@ class Scope:
             return TOO_DEEP
         if len(url) > s.max_url_length:
             return TOO_LONG
-        if not self._host_in_scope(url.split("/", 3)[2]):
+        if not self.host_in_scope(url.split("/", 3)[2]):
             return OUT_OF_SCOPE
         if self.allow and not any(p.search(url) for p in self.allow):
             return OUT_OF_SCOPE

@@ -7,6 +7,7 @@ restarted with no options picks the crawl up from it.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from dataclasses import asdict, dataclass, field, fields
@@ -68,6 +69,12 @@ class CrawlStrategy:
     user_agent: str = DEFAULT_USER_AGENT
     """The User-Agent of every request of the crawl; its product token is what
     robots.txt groups are matched against (see srcrawl/useragent.py)."""
+    allow_private: bool = False
+    """Requests may go to any address: loopback, private, link-local, … (see fetch_policy)."""
+    allow_networks: tuple[str, ...] = ()
+    """CIDRs whose addresses requests may go to, beside the public ones."""
+    seed_origins: tuple[str, ...] = ()
+    """``scheme://host[:port]`` of the seeds: those on an IP literal or localhost need no opt-in."""
     version: int = 0
     extra: dict = field(default_factory=dict)
 
@@ -89,6 +96,11 @@ class CrawlStrategy:
         check_user_agent(self.user_agent)
         if not 0 < self.bloom_error_rate < 1:
             raise ConfigError("the Bloom error rate must be between 0 and 1")
+        for cidr in self.allow_networks:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError as e:
+                raise ConfigError(f"--allow-network {cidr!r} is no network (CIDR): {e}") from e
         for pattern in (*self.allow, *self.deny):
             try:
                 re.compile(pattern)

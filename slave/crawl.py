@@ -23,6 +23,7 @@ from srcrawl.queues.envelope import decode, encode
 from srcrawl.slave.clock_cache import ClockCache
 from srcrawl.slave.decode import decode_html, is_html, utf8_source
 from srcrawl.slave.fetch import Fetcher, FetchMulti, FetchResult
+from srcrawl.slave.fetch_policy import FetchPolicy
 from srcrawl.slave.page_writer import PageWriter
 from srcrawl.slave.parse import parse_html
 from srcrawl.slave.robots import RobotsCache, RobotsRules, robots_url
@@ -89,7 +90,8 @@ class CrawlHandler:
                 if self._tools is None or strategy.version != self._version:
                     fetcher = Fetcher(read_timeout=strategy.fetch_timeout,
                                       max_bytes=strategy.max_page_bytes,
-                                      user_agent=strategy.user_agent)  # fmt: skip
+                                      user_agent=strategy.user_agent,
+                                      policy=FetchPolicy.of(strategy))  # fmt: skip
                     robots = RobotsCache(self.cfg.redis(), self.cfg.keys, fetcher,
                                          defer=strategy.robots_defer,
                                          user_agent=strategy.user_agent)  # fmt: skip

@@ -24,6 +24,7 @@ environment, HTTP/1.1, certificates checked against certifi's bundle.
 from __future__ import annotations
 
 import select
+import socket
 import threading
 import time
 from collections.abc import Iterable
@@ -41,6 +42,7 @@ from srcrawl.defaults import (
     DEFAULT_READ_TIMEOUT,
     DEFAULT_USER_AGENT,
 )
+from srcrawl.slave.fetch_policy import FetchPolicy
 
 ERROR_SCHEME = "scheme"
 """The URL is not http or https; no request was sent."""
@@ -60,6 +62,12 @@ ERROR_TLS = "tls"
 """The TLS handshake or certificate check failed."""
 ERROR_BAD_REDIRECT = "bad_redirect"
 """A 3xx whose Location is malformed or not http(s)."""
+ERROR_OUT_OF_SCOPE = "out_of_scope"
+"""The URL's host is outside the crawl's scope (the fetch policy); no request was sent."""
+ERROR_ADDRESS_REFUSED = "address_refused"
+"""Every address of the host is one the fetch policy refuses; no connection was made."""
+POLICY_ERRORS = frozenset({ERROR_OUT_OF_SCOPE, ERROR_ADDRESS_REFUSED})
+"""The errors of a request the crawl's fetch policy did not let out."""
 
 _STALL_CHECK = 0.05
 """Seconds between checks for fetches that wait too long for bytes."""
@@ -137,8 +145,8 @@ def _classify(code: int, status: int) -> str:
 class _Transfer:
     """One request's state while libcurl runs it: headers, body chunks, why it stopped."""
 
-    __slots__ = ("chunks", "connect_timeout", "headers", "last", "limit", "read_timeout", "size",
-                 "started", "status", "stopped", "tag", "url")  # fmt: skip
+    __slots__ = ("chunks", "connect_timeout", "headers", "last", "limit", "read_timeout", "refused",
+                 "size", "started", "status", "stopped", "tag", "url")  # fmt: skip
 
     def __init__(self, url: str, fetcher: Fetcher, tag: object = None) -> None:
         self.url = url
@@ -151,6 +159,7 @@ class _Transfer:
         self.status = 0
         self.headers: dict[str, str] = {}
         self.stopped = ""  # "cap" or "redirect": we ended the transfer, libcurl says WRITE_ERROR
+        self.refused = ""  # why the fetch policy refused an address of the host
         self.started = self.last = time.monotonic()
 
     def header(self, line: bytes) -> int | None:
@@ -196,6 +205,9 @@ class _Transfer:
         if code and not (code == pycurl.E_WRITE_ERROR and self.stopped):
             r.error = _classify(code, self.status)
             r.detail = f"libcurl error {code}: {message}"[:300]
+            if self.refused and not self.status:
+                r.error = ERROR_ADDRESS_REFUSED
+                r.detail = self.refused[:300]
         if self.stopped == "redirect" or (300 <= self.status < 400 and r.error is None):
             body = b""
             _redirect(r)
@@ -220,8 +232,39 @@ def _redirect(result: FetchResult) -> None:
     result.redirect = target
 
 
-def _refused(url: str) -> FetchResult | None:
-    """The result of a URL no request is sent for (not http(s), unparsable), else None."""
+class _SocketGate:
+    """libcurl's socket opener for one transfer: refuses the addresses the policy refuses."""
+
+    __slots__ = ("policy", "seed_host", "transfer")
+
+    def __init__(self, policy: FetchPolicy, transfer: _Transfer) -> None:
+        self.policy = policy
+        self.transfer = transfer
+        self.seed_host = policy.seed_host(transfer.url)
+
+    def __call__(self, _purpose: int, address: tuple) -> socket.socket | int:
+        family, socktype, protocol, sockaddr = address
+        why = self.policy.refuse_address(sockaddr[0], self.seed_host)
+        if why is not None:
+            self.transfer.refused = why
+            return pycurl.SOCKET_BAD  # libcurl tries the host's next address, if any
+        try:
+            return socket.socket(family, socktype, protocol)  # pycurl keeps a dup of it
+        except OSError:
+            return pycurl.SOCKET_BAD
+
+    def before_request(self, address: str, _local: str, _port: int, _local_port: int) -> int:
+        """Checks the address again just before the request goes out, on a reused connection too."""
+        why = self.policy.refuse_address(address, self.seed_host)
+        if why is None:
+            return pycurl.PREREQFUNC_OK
+        self.transfer.refused = why
+        return pycurl.PREREQFUNC_ABORT
+
+
+def _refused(url: str, policy: FetchPolicy | None = None) -> FetchResult | None:
+    """The result of a URL no request is sent for (not http(s), unparsable, out of scope),
+    else None."""
     try:
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
@@ -233,6 +276,9 @@ def _refused(url: str) -> FetchResult | None:
         parts.port  # noqa: B018 (raises ValueError for a port out of range)
     except ValueError as e:
         return FetchResult(url=url, error=ERROR_BAD_URL, detail=f"ValueError: {e}"[:300])
+    why = policy.refuse_url(url) if policy is not None else None
+    if why is not None:
+        return FetchResult(url=url, error=ERROR_OUT_OF_SCOPE, detail=why[:300])
     return None
 
 
@@ -255,6 +301,7 @@ class Fetcher:
         *,
         deadline: float = DEFAULT_FETCH_DEADLINE,
         host_pools: int = DEFAULT_FETCH_HOST_POOLS,
+        policy: FetchPolicy | None = None,
     ) -> None:
         if connect_timeout <= 0 or read_timeout <= 0 or deadline <= 0:
             raise ValueError("fetch timeouts must be positive")
@@ -266,6 +313,7 @@ class Fetcher:
         self.user_agent = user_agent
         self.deadline = deadline
         self.host_pools = host_pools
+        self.policy = policy
         self._share = pycurl.CurlShare()
         self._share.setopt(pycurl.SH_SHARE, pycurl.LOCK_DATA_CONNECT)
         self._share.setopt(pycurl.SH_SHARE, pycurl.LOCK_DATA_DNS)
@@ -299,6 +347,18 @@ class Fetcher:
         easy.setopt(pycurl.URL, transfer.url)
         easy.setopt(pycurl.WRITEFUNCTION, transfer.write)
         easy.setopt(pycurl.HEADERFUNCTION, transfer.header)
+        if self.policy is None:
+            easy.unsetopt(pycurl.OPENSOCKETFUNCTION)
+            easy.unsetopt(pycurl.PREREQFUNCTION)
+            return
+        # every connection is checked where it goes, after DNS, before it is
+        # opened; every request again on the connection it is about to use (a
+        # kept-alive one may have been opened under an earlier policy)
+        gate = _SocketGate(self.policy, transfer)
+        easy.setopt(pycurl.OPENSOCKETFUNCTION, gate)
+        easy.setopt(pycurl.PREREQFUNCTION, gate.before_request)
+        if self.policy.resolve:
+            easy.setopt(pycurl.RESOLVE, self.policy.resolve)
 
     def close(self) -> None:
         """Close every handle this fetcher made, and their connections."""
@@ -353,7 +413,7 @@ class FetchMulti:
 
     def add(self, fetcher: Fetcher, url: str, tag: object) -> None:
         """Start fetching ``url`` with ``fetcher``'s settings; ``wait`` returns it with ``tag``."""
-        refused = _refused(url)
+        refused = _refused(url, fetcher.policy)
         if refused is not None:
             self._done.append((tag, refused))
             return
@@ -437,6 +497,8 @@ class FetchMulti:
         # the callbacks hold the transfer (and its chunks) until replaced
         easy.setopt(pycurl.WRITEFUNCTION, _discard)
         easy.setopt(pycurl.HEADERFUNCTION, _discard)
+        easy.unsetopt(pycurl.OPENSOCKETFUNCTION)
+        easy.unsetopt(pycurl.PREREQFUNCTION)
         self._free.append(easy)
         self._done.append((transfer.tag, transfer.result(code, message)))
 

@@ -5,7 +5,11 @@ robots.txt fetch, with a TTL:
 
 - ``R`` + the robots.txt body (2xx): rules; lives ``ttl`` seconds.
 - ``A`` (4xx other than 429, too many redirects, a broken redirect): no
-  robots.txt, everything is allowed; lives ``ttl`` seconds.
+  robots.txt, everything is allowed; lives ``ttl`` seconds. A robots.txt
+  the crawl's fetch policy does not let the slave request (a redirect out
+  of the scope or to a refused address) is no robots.txt either, as RFC
+  9309 treats a redirect chain that reaches none; that answer lives
+  ``defer`` seconds, so a changed policy is soon asked again.
 - ``D`` + a Unix time (5xx, 429, timeout, connection errors): the host is
   deferred until then; lives until then (``defer`` seconds), after which the
   next slave to need the host fetches robots.txt again.
@@ -42,6 +46,7 @@ from srcrawl.defaults import (
 from srcrawl.keys import Keys
 from srcrawl.slave.fetch import Fetcher, FetchResult
 from srcrawl.useragent import product_token
+from srcrawl.slave.fetch import POLICY_ERRORS, Fetcher, FetchResult
 
 _RULES = b"R"
 _ALLOW_ALL = b"A"
@@ -229,7 +234,8 @@ class RobotsCache:
         """Fetch ``origin``'s robots.txt, store the outcome for every slave, return it.
 
         Redirects are followed up to ``max_redirects`` hops (http and https
-        only, as every fetch). The FetchResult is the last hop's.
+        only, each hop through the fetcher's policy, as every fetch). The
+        FetchResult is the last hop's.
         """
         result = self.fetcher.fetch(robots_url(origin))
         hops = 0
@@ -247,7 +253,11 @@ class RobotsCache:
         """
         key = self.keys.robots(origin)
         status = result.status
-        if 200 <= status < 300 and result.error is None:
+        if result.error in POLICY_ERRORS:
+            self.client.set(key, _ALLOW_ALL, px=int(self.defer * 1000))
+            rules = RobotsRules(origin, self.user_agent)
+            kept = self.defer
+        elif 200 <= status < 300 and result.error is None:
             body = result.body[: self.max_bytes]
             self.client.set(key, _RULES + body, px=int(self.ttl * 1000))
             rules = RobotsRules(origin, self.user_agent, parser=self._parsed(body))

@@ -12,10 +12,12 @@ import pytest
 
 from srcrawl.config import Config, DatabaseURL
 from srcrawl.master.crawl_master import fetch_task
+from srcrawl.master.strategy import CrawlStrategy, publish
 from srcrawl.queues.envelope import Message, decode
 from srcrawl.slave.crawl import CrawlHandler
 from srcrawl.slave.fetch import Fetcher
 from srcrawl.slave.robots import RobotsCache, origin_of
+from srcrawl.urls import host_of
 
 UA = "srcrawl-test/1.0 (+loopback)"
 ROBOTS = b"""# test rules
@@ -319,6 +321,9 @@ def test_the_crawl_handler_fetches_robots_txt_on_its_multi_handle(
     db = DatabaseURL(kind="sqlite", path=str(tmp_path / "s.db"))
     cfg = Config(redis_url=redis_url, db=db, job=keys.job, home=tmp_path)
     cfg.store().init_schema()
+    seeds = (target, moved, down)  # in scope, and their own loopback origins are allowed
+    publish(cfg.redis(), cfg.keys, CrawlStrategy(seed_hosts=tuple(host_of(o + "/") for o in seeds),
+                                                 seed_origins=seeds))  # fmt: skip
     handler = CrawlHandler(cfg, threads=4)
 
     def task(url: str, fp: int) -> bytes:

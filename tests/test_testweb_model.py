@@ -135,9 +135,10 @@ def test_address_mode_uses_one_loopback_address_per_host() -> None:
     assert web.seed_urls == [f"http://127.0.0.{i}:9100/" for i in (2, 3, 4)]
     with pytest.raises(TestWebError):
         loopback_endpoints(254, 9000, addresses=True)
-    for address in ("10.0.0.1", "127.evil.example", "::1"):
+    for address in ("10.0.0.1", "127.evil.example", "::2", "fe80::1"):
         with pytest.raises(TestWebError):
             Host(index=0, address=address, port=8000)
+    assert Host(index=0, address="::1", port=8000).origin == "http://[::1]:8000"  # IPv6 loopback
     assert generate(1, 2, seed=1, port_base=80).seed_urls == ["http://127.0.0.1/"]
 
 

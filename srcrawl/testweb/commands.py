@@ -57,7 +57,7 @@ def generator_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def _web(opts: dict[str, Any]):
+def _web(opts: dict[str, Any], address: str = "127.0.0.1"):
     from srcrawl.testweb.generator import generate
 
     return generate(
@@ -65,7 +65,7 @@ def _web(opts: dict[str, Any]):
         port_base=opts["port_base"], addresses=opts["addresses"],
         crawl_delay=opts["crawl_delay"], robots_failures=opts["robots_failures"],
         slow_seconds=opts["slow_seconds"], large_bytes=opts["large_bytes"],
-        host_name=opts["public_host"],
+        host_name=opts["public_host"], address=address,
     )  # fmt: skip
 
 
@@ -81,6 +81,15 @@ def _generator_kwargs(f: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _is_loopback(address: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
 @click.group()
 def testweb() -> None:
     """A synthetic web on loopback, for tests, the demo and benchmarks."""
@@ -94,7 +103,8 @@ def testweb() -> None:
               help="Append one JSON line per request to this file.")  # fmt: skip
 @click.option("--bind", "bind_address", default=None, metavar="ADDR",
               help="Listen on ADDR (e.g. 0.0.0.0 in a container) at each host's port, "
-                   "instead of each host's loopback address.")  # fmt: skip
+                   "instead of each host's loopback address; a loopback ADDR (::1 for "
+                   "IPv6) is also the address the web's URLs name.")  # fmt: skip
 @_generator_kwargs
 def serve(
     opts: dict[str, Any], latency_ms: float, access_log: str | None, bind_address: str | None
@@ -105,9 +115,12 @@ def serve(
 
     from srcrawl.testweb.server import TestWebServer, bind_sockets
 
-    web = _web(opts)
     if bind_address is not None and opts["addresses"]:
         raise click.UsageError("--bind listens on one address: use it with ports, not --addresses")
+    if bind_address is not None and _is_loopback(bind_address) and not opts["public_host"]:
+        web, bind_address = _web(opts, bind_address), None  # URLs name the address itself
+    else:
+        web = _web(opts)
     socks = bind_sockets(web, bind_address)
     server = TestWebServer(web, latency_ms=latency_ms, access_log=access_log)
 

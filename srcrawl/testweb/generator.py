@@ -59,9 +59,9 @@ HREF_STYLES = ("root", "root", "rel", "abs", "proto", "upper", "frag", "dots", "
 
 def loopback_endpoints(
     hosts: int, port_base: int | None = None, *, ports: Sequence[int] | None = None,
-    addresses: bool = False,
+    addresses: bool = False, address: str = "127.0.0.1",
 ) -> list[tuple[str, int]]:  # fmt: skip
-    """Where each host listens: ``127.0.0.1:port_base+i`` (ports), or ``127.0.0.(i+2):port``
+    """Where each host listens: ``address:port_base+i`` (ports), or ``127.0.0.(i+2):port``
     (addresses, one port for all unless ``ports`` are given)."""
     if hosts < 1:
         raise TestWebError("a web needs at least one host")
@@ -75,7 +75,7 @@ def loopback_endpoints(
         endpoints = [(f"127.0.0.{i + 2}", port_list[i]) for i in range(hosts)]
     else:
         port_list = list(ports) if ports is not None else [base + i for i in range(hosts)]
-        endpoints = [("127.0.0.1", p) for p in port_list]
+        endpoints = [(address, p) for p in port_list]
     for _, port in endpoints:
         if not 1 <= port <= 65535:
             raise TestWebError(f"port {port} is out of range 1-65535")
@@ -165,11 +165,13 @@ def generate(
     slow_seconds: float = DEFAULT_TESTWEB_SLOW_SECONDS,
     large_bytes: int = DEFAULT_TESTWEB_LARGE_BYTES,
     host_name: str | None = None,
+    address: str = "127.0.0.1",
 ) -> Web:
     """The web of ``hosts`` × ``pages`` regular pages for ``seed`` (same inputs, same web).
 
     ``host_name``: the name every host's URLs use instead of its loopback address
-    (one port per host, so the origins stay distinct).
+    (one port per host, so the origins stay distinct). ``address``: the loopback
+    address of every host, one port each (``::1``: a web on IPv6).
     """
     if host_name is not None and addresses:
         raise TestWebError("a host name needs one port per host, not one address per host")
@@ -177,7 +179,8 @@ def generate(
         raise TestWebError("each host needs at least one page")
     if crawl_delay < 0 or robots_failures < 0 or slow_seconds < 0 or large_bytes < 0:
         raise TestWebError("crawl delay, robots failures, slow seconds and size must be >= 0")
-    endpoints = loopback_endpoints(hosts, port_base, ports=ports, addresses=addresses)
+    endpoints = loopback_endpoints(hosts, port_base, ports=ports, addresses=addresses,
+                                   address=address)  # fmt: skip
     host_list = [
         Host(
             index=i,

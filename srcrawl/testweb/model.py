@@ -121,11 +121,11 @@ class Host:
 
     def __post_init__(self) -> None:
         try:
-            loopback = ipaddress.IPv4Address(self.address).is_loopback
+            loopback = ipaddress.ip_address(self.address).is_loopback
         except ValueError:
             loopback = False
         if not loopback:
-            raise TestWebError(f"host {self.address!r} is not on loopback 127.0.0.0/8")
+            raise TestWebError(f"host {self.address!r} is not on loopback (127.0.0.0/8, ::1)")
         if self.robots_mode not in ROBOTS_MODES:
             raise TestWebError(f"unknown robots mode {self.robots_mode!r}")
         if self.name is not None and not _HOST_NAME.fullmatch(self.name):
@@ -135,6 +135,8 @@ class Host:
     def origin(self) -> str:
         """``http://address:port`` (or ``name:port``) in canonical form (no ``:80``)."""
         host = self.name.lower() if self.name else self.address
+        if ":" in host:  # an IPv6 literal
+            host = f"[{host}]"
         return f"http://{host}" + ("" if self.port == 80 else f":{self.port}")
 
     @property

@@ -109,6 +109,7 @@ class TestWeb:
         seed: int = DEFAULT_TESTWEB_SEED,
         *,
         addresses: bool = False,
+        address: str = "127.0.0.1",
         latency_ms: float = 0.0,
         access_log: str | Path | None = None,
         in_process: bool = False,
@@ -116,16 +117,18 @@ class TestWeb:
         prerender: bool = False,
         **options: Any,
     ) -> TestWeb:
-        """A generated web on ports the kernel picked (``options`` go to :func:`generate`)."""
+        """A generated web on ports the kernel picked (``options`` go to :func:`generate`);
+        ``address``: the loopback address of every host (``::1``: IPv6) unless ``addresses``."""
         if hosts < 1:
             raise TestWebError("a web needs at least one host")
         if addresses:
             socks = [free_loopback_sockets(1, f"127.0.0.{i + 2}")[0] for i in range(hosts)]
         else:
-            socks = free_loopback_sockets(hosts)
+            socks = free_loopback_sockets(hosts, address)
         try:
             ports = [s.getsockname()[1] for s in socks]
-            web = generate(hosts, pages, seed, ports=ports, addresses=addresses, **options)
+            web = generate(hosts, pages, seed, ports=ports, addresses=addresses, address=address,
+                           **options)  # fmt: skip
         except BaseException:
             for s in socks:
                 s.close()

@@ -50,10 +50,10 @@ def bind_sockets(web: Web, address: str | None = None) -> list[socket.socket]:
     socks: list[socket.socket] = []
     try:
         for host in web.hosts:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            where = address or host.address
+            sock = socket.socket(_family(where), socket.SOCK_STREAM)
             socks.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            where = address or host.address
             try:
                 sock.bind((where, host.port))
             except OSError as e:
@@ -70,11 +70,15 @@ def bind_sockets(web: Web, address: str | None = None) -> list[socket.socket]:
     return socks
 
 
+def _family(address: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in address else socket.AF_INET
+
+
 def free_loopback_sockets(n: int, address: str = "127.0.0.1") -> list[socket.socket]:
     """``n`` listening sockets on ports the kernel picked (no race with other processes)."""
     socks = []
     for _ in range(n):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock = socket.socket(_family(address), socket.SOCK_STREAM)
         sock.bind((address, 0))
         sock.listen(LISTEN_BACKLOG)
         sock.setblocking(False)
