@@ -44,9 +44,8 @@ from srcrawl.defaults import (
     DEFAULT_ROBOTS_TTL,
 )
 from srcrawl.keys import Keys
-from srcrawl.slave.fetch import Fetcher, FetchResult
-from srcrawl.useragent import product_token
 from srcrawl.slave.fetch import POLICY_ERRORS, Fetcher, FetchResult
+from srcrawl.useragent import product_token
 
 _RULES = b"R"
 _ALLOW_ALL = b"A"
