@@ -290,6 +290,7 @@ def test_robots_redirects_to_other_ports_never_reach_them(
 # -- whole crawls -------------------------------------------------------------------
 def env_for(redis_url: str, job: str, tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
+    tmp_path.mkdir(parents=True, exist_ok=True)  # a named store's directory must exist
     env.update(SRCRAWL_REDIS_URL=redis_url, SRCRAWL_JOB=job, SRCRAWL_HOME=str(tmp_path / "home"),
                SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db")  # fmt: skip
     return env
