@@ -8,6 +8,7 @@ committed batch left it.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -21,8 +22,12 @@ from srcrawl.defaults import (
     DEFAULT_CRAWL_BACKLOG_PER_THREAD,
     DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_MASTER_BATCH,
+    DEFAULT_MASTER_IDLE_WAIT,
+    DEFAULT_MASTER_POLL,
     DEFAULT_ROBOTS_TRIES,
+    DEFAULT_ROBOTS_TRIES_UNREACHABLE,
     DEFAULT_SEEN_CACHE,
+    REDIS_TIMER_TICK,
 )
 from srcrawl.errors import EnvelopeError, SrcrawlError
 from srcrawl.keys import processing_pattern
@@ -33,9 +38,10 @@ from srcrawl.master.strategy import CrawlStrategy
 from srcrawl.master.strategy import load as load_strategy
 from srcrawl.queues.envelope import Message, decode, encode
 from srcrawl.queues.protocol import PhaseQueues
-from srcrawl.queues.workers import reap, workers
+from srcrawl.queues.workers import reap, reaped_sentences, workers
 from srcrawl.signals import install_stop_handlers
 from srcrawl.slave.clock_cache import ClockCache
+from srcrawl.slave.crawl import UNREACHABLE
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of
 
 log = logging.getLogger("srcrawl.master")
@@ -178,15 +184,15 @@ class CrawlMaster:
 
     # -- the loop ----------------------------------------------------------------
     def _loop(self, keep_running: bool) -> bool:
-        wait = 0.0
+        next_ready = now_ms()
         while not self.stopping.is_set():
             self._housekeeping()
-            msgs = self.queues.nrq.pop(MASTER_ID, self.batch, timeout=wait)
+            msgs = self._next_messages(next_ready)
             if msgs:
                 self.process(msgs)
             released, next_ready = self.frontier.schedule(backlog=self.backlog)
             if msgs or released:
-                wait = 0.0
+                next_ready = now_ms()
                 continue
             if self._level_done():
                 if self.client.llen(self.keys.crawl_next_level):
@@ -195,9 +201,24 @@ class CrawlMaster:
                 if not keep_running:
                     self._finish()
                     return True
-            # nothing to do until a politeness timer expires or an outcome arrives
-            wait = 0.2 if next_ready < 0 else min(0.2, max(0.005, (next_ready - now_ms()) / 1000))
         return False
+
+    def _next_messages(self, due_ms: int) -> list[bytes]:
+        """nrq messages, waiting for them until ``due_ms`` (-1: no host is due before one comes).
+
+        An outcome wakes the blocking pop at once, but Redis ends a blocking
+        timeout only on its timer tick: the pop blocks until a tick before the
+        due time and the rest is polled, so a host is released on time.
+        """
+        if due_ms < 0:
+            return self.queues.nrq.pop(MASTER_ID, self.batch, timeout=DEFAULT_MASTER_IDLE_WAIT)
+        wait = min(DEFAULT_MASTER_IDLE_WAIT + REDIS_TIMER_TICK, (due_ms - now_ms()) / 1000)
+        if wait > REDIS_TIMER_TICK:
+            return self.queues.nrq.pop(MASTER_ID, self.batch, timeout=wait - REDIS_TIMER_TICK)
+        msgs = self.queues.nrq.pop(MASTER_ID, self.batch)
+        if not msgs and wait > 0:
+            time.sleep(min(wait, DEFAULT_MASTER_POLL))
+        return msgs
 
     def _housekeeping(self) -> None:
         now = time.monotonic()
@@ -207,8 +228,8 @@ class CrawlMaster:
         self.reload_strategy()
         self.client.set(self.keys.master_lock, self._lock_token, px=_LOCK_TTL_MS)
         returned = reap(self.client, self.keys)
-        if returned:
-            log.warning("requeued tasks of dead workers: %s", returned)
+        for sentence in reaped_sentences(returned):
+            log.warning("%s", sentence)
         threads = sum(
             int(w.stats.get("crawl_threads", 0))
             for w in workers(self.client, self.keys)
@@ -302,6 +323,7 @@ class CrawlMaster:
                 self._candidate(url, depth, batch, level)
         elif kind == "robots":  # the task fetched robots.txt: the URL itself comes next
             batch.count("robots_fetched")
+            batch.errors[host_of(msg.get("url"))] = ""
             batch.retry.append(
                 [
                     queue,
@@ -313,20 +335,35 @@ class CrawlMaster:
             batch.count("robots_disallowed")
             batch.done.append([queue, -1])
         elif kind == "deferred":
-            task = decode(msg.get("task", ""))
-            tries = int(task.get("tries", 0)) + 1
-            if tries >= DEFAULT_ROBOTS_TRIES:
-                batch.count("robots_gave_up")
-                batch.done.append([queue, -1])
-            else:
-                batch.count("robots_deferred")
-                retry = fetch_task(task.get("url"), task.get("fp"), task.get("depth"), queue, tries)
-                until = int(float(msg.get("until", 0)) * 1000)
-                batch.retry.append(
-                    [queue, retry, max(until, now_ms() + s.politeness_ms(fetch_ms, None))]
-                )
+            self._deferred(msg, batch, queue)
         else:
             batch.count("bad_messages")
+
+    def _deferred(self, msg: Message, batch: Batch, queue: str) -> None:
+        """A task whose host's robots.txt could not be had: retry it later, or give it up.
+
+        A host that could not even be connected to gets fewer tries than one
+        that answered 5xx: it is most likely a mistyped or stopped seed.
+        """
+        task = decode(msg.get("task", ""))
+        tries = int(task.get("tries", 0)) + 1
+        reason = msg.get("reason")  # only when robots.txt was just fetched, not from the cache
+        limit = DEFAULT_ROBOTS_TRIES_UNREACHABLE if reason in UNREACHABLE else DEFAULT_ROBOTS_TRIES
+        retry_at = None
+        if tries >= limit:
+            batch.count("robots_gave_up")
+            batch.done.append([queue, -1])
+        else:
+            batch.count("robots_deferred")
+            retry = fetch_task(task.get("url"), task.get("fp"), task.get("depth"), queue, tries)
+            until = int(float(msg.get("until", 0)) * 1000)
+            wait = self.strategy.politeness_ms(float(msg.get("fetch_ms", 0)), None)
+            retry_at = max(until, now_ms() + wait)
+            batch.retry.append([queue, retry, retry_at])
+        if reason:
+            record = {"what": "robots.txt", "reason": reason, "try": tries, "tries": limit,
+                      "retry_at": retry_at / 1000 if retry_at else None}  # fmt: skip
+            batch.errors[host_of(task.get("url"))] = json.dumps(record)
 
     def _candidate(self, url: str, depth: int, batch: Batch, level: int) -> None:
         # most links are repeats [seed 004]: a URL string already judged seen is

@@ -40,6 +40,10 @@ from srcrawl.keys import Keys
 # coming back is what makes room).
 _SCHEDULE = """
 local qs = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+if #qs == 0 then
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  return {0, tonumber(first[2] or '-1')}
+end
 local room = #qs
 local cap = tonumber(ARGV[4])
 if cap > 0 then room = math.min(room, cap - redis.call('LLEN', KEYS[3])) end
@@ -70,13 +74,14 @@ return {n, tonumber(first[2] or '-1')}
 
 # KEYS[1] ready, KEYS[2] inflight, KEYS[3] qnext, KEYS[4] nextlevel,
 # KEYS[5] seen journal, KEYS[6] stats, KEYS[7] the master's nrq processing
-# list, KEYS[8] host page counts.
+# list, KEYS[8] host page counts, KEYS[9] host errors.
 # ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] JSON:
 #   done:  [[queue, next ms or -1 to keep its time]]  outcome of its in-flight task
 #   retry: [[queue, task, next ms]]                  put the task back at the head
 #   now:   [[queue, task]]                           new tasks of the current level
 #   next:  [task]                                    new tasks of the next level
 #   hosts: [[host, n]], stats: [[counter, n]], acks: messages to drop from KEYS[7]
+#   errors: [[host, JSON or "" to forget the host's error]]
 # ARGV[4] packed fingerprints for the seen journal (may be empty).
 # Applies one processed batch of nrq messages atomically. Returns acks.
 _COMMIT = f"""
@@ -115,6 +120,10 @@ for i = 1, #nxt, {LUA_UNPACK_CHUNK} do
 end
 for _, h in ipairs(doc.hosts) do redis.call('HINCRBY', KEYS[8], h[1], h[2]) end
 for _, s in ipairs(doc.stats) do redis.call('HINCRBY', KEYS[6], s[1], s[2]) end
+for _, e in ipairs(doc.errors) do
+  if e[2] == '' then redis.call('HDEL', KEYS[9], e[1])
+  else redis.call('HSET', KEYS[9], e[1], e[2]) end
+end
 if #ARGV[4] > 0 then redis.call('RPUSH', KEYS[5], ARGV[4]) end
 if doc.acks > 0 then redis.call('LTRIM', KEYS[7], doc.acks, -1) end
 return doc.acks
@@ -155,6 +164,7 @@ class Batch:
     next: list[str] = field(default_factory=list)
     hosts: dict[str, int] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
     acks: int = 0
 
     def count(self, name: str, n: int = 1) -> None:
@@ -199,6 +209,7 @@ class Frontier:
             "next": batch.next,
             "hosts": [[h, n] for h, n in batch.hosts.items()],
             "stats": [[s, n] for s, n in batch.stats.items()],
+            "errors": [[h, e] for h, e in batch.errors.items()],
             "acks": batch.acks,
         }
         # cjson turns empty Lua tables into {}: send empty lists as such
@@ -207,6 +218,7 @@ class Frontier:
             keys=[
                 k.crawl_ready, k.crawl_inflight, k.crawl_queue_next, k.crawl_next_level,
                 k.seen_journal, k.stats("crawl"), self.nrq_processing, k.crawl_host_pages,
+                k.crawl_host_errors,
             ],
             args=[now_ms(), k.crawl_queue_prefix, raw, journal],
         )  # fmt: skip

@@ -9,6 +9,7 @@ acknowledges their tasks.
 
 from __future__ import annotations
 
+import re
 import select
 import threading
 import time
@@ -30,6 +31,22 @@ from srcrawl.sql.store import Page, compress_body
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
 
 _STRATEGY_REFRESH = 5.0
+
+
+_CURL_CODE = re.compile(r"libcurl error (\d+):")
+_CONNECT_REASONS = {6: "unknown host", 7: "could not connect"}
+UNREACHABLE = frozenset(_CONNECT_REASONS.values())
+"""Reasons that say no server is there at all (see DEFAULT_ROBOTS_TRIES_UNREACHABLE)."""
+
+
+def failure_reason(result: FetchResult) -> str:
+    """A few words on why a request failed, for the user (``could not connect``, ``HTTP 503``)."""
+    if result.status:
+        return f"HTTP {result.status}"
+    code = _CURL_CODE.match(result.detail)
+    if code and int(code.group(1)) in _CONNECT_REASONS:
+        return _CONNECT_REASONS[int(code.group(1))]
+    return (result.error or "failed").replace("_", " ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,9 +213,8 @@ class CrawlHandler:
             fields = {"task": raw.decode(), "fetch_ms": result.elapsed_ms,
                       "crawl_delay": rules.crawl_delay}  # fmt: skip
             return encode("robots", {**base, **fields})
-        outcome = self._ruled(raw, base, rules)
-        assert isinstance(outcome, bytes)  # deferred
-        return outcome
+        return encode("deferred", {**base, "task": raw.decode(), "until": rules.deferred_until,
+                                   "reason": failure_reason(result)})  # fmt: skip
 
     def _finish(self, base: dict, rules: RobotsRules, result: FetchResult) -> bytes:
         """Parse and queue the fetched page for the store; the task's outcome."""

@@ -115,6 +115,11 @@ class Keys:
         return f"{self.prefix}:crawl:hostpages"
 
     @property
+    def crawl_host_errors(self) -> str:
+        """Hash: host -> JSON of why its robots.txt could not be had (while it could not)."""
+        return f"{self.prefix}:crawl:hosterrors"
+
+    @property
     def seen_snapshot(self) -> str:
         """The serialised Bloom filter of the seen set."""
         return f"{self.prefix}:crawl:seen:snapshot"
@@ -147,6 +152,7 @@ class Keys:
             self.crawl_strategy, self.crawl_state, self.crawl_ready, self.crawl_inflight,
             self.crawl_queue_next, self.crawl_next_level, self.crawl_host_pages,
             self.seen_snapshot, self.seen_journal, self.stats("crawl"),
+            self.crawl_host_errors,
         ]  # fmt: skip
 
     # -- pagerank (the master writes these; slaves write the next rank pieces) --
