@@ -63,10 +63,14 @@ def seed_message(urls: list[str], strategy_version: int) -> bytes:
     return encode("seed", {"urls": urls, "strategy": strategy_version})
 
 
-def fetch_task(url: str, fp: int, depth: int, queue: str, tries: int = 0) -> str:
-    return encode(
-        "fetch", {"url": url, "fp": fp, "depth": depth, "q": queue, "tries": tries}
-    ).decode()
+def fetch_task(
+    url: str, fp: int, depth: int, queue: str, tries: int = 0, *, again: bool = False
+) -> str:
+    """A fetch task; ``again``: a URL fetched once more, at a shorter depth found later."""
+    fields = {"url": url, "fp": fp, "depth": depth, "q": queue, "tries": tries}
+    if again:
+        fields["again"] = 1
+    return encode("fetch", fields).decode()
 
 
 class CrawlMaster:
@@ -101,6 +105,8 @@ class CrawlMaster:
         self._lock_token = f"{socket.gethostname()}:{os.getpid()}:{time.time_ns()}"
         self._last_reap = 0.0
         self.backlog = 0
+        self._record_above: int | None = None
+        self._checks: dict[int, tuple[str, int, str]] = {}
         """Most tasks waiting in srq (0: no bound until slaves report their fetch threads)."""
 
     def reload_strategy(self) -> None:
@@ -194,11 +200,12 @@ class CrawlMaster:
             if msgs or released:
                 next_ready = now_ms()
                 continue
-            if self._level_done():
-                if self.client.llen(self.keys.crawl_next_level):
-                    self._advance_level()
+            state = self.frontier.level_state(self.queues.nrq.key)
+            if state.level_done and not self.queues.nrq.pending(MASTER_ID):
+                if state.next:
+                    self._advance_level(lagging=state.lagging > 0)
                     continue
-                if not keep_running:
+                if not keep_running and not state.lagging:
                     self._finish()
                     return True
         return False
@@ -239,19 +246,21 @@ class CrawlMaster:
         if self.seen.snapshot_due():
             self.seen.snapshot()
 
-    def _level_done(self) -> bool:
-        ready, inflight, _, nrq = self.frontier.level_state(self.queues.nrq.key)
-        return ready == 0 and inflight == 0 and nrq == 0 and not self.queues.nrq.pending(MASTER_ID)
-
-    def _advance_level(self) -> None:
+    def _advance_level(self, *, lagging: bool) -> None:
         # scheduling pauses while a level is released, so no task of the new
         # level runs before all of it is queued (see Frontier)
+        if lagging:  # from now on, depths are recorded (see Frontier)
+            level = self.client.hget(self.keys.crawl_state, "level") or b"0"
+            self.client.hsetnx(self.keys.crawl_state, "record_above", level)
         self.client.hincrby(self.keys.crawl_state, "level", 1)
         while self.frontier.advance() > 0:
             pass
 
     def _finish(self) -> None:
         self.seen.snapshot()
+        improved = self.frontier.improved_depths()
+        if improved:  # a page may have been stored from its deeper fetch last
+            self.cfg.store().set_depths(improved)
         stats = self.counters()
         self.client.hset(
             self.keys.crawl_state, mapping={"state": "complete", "finished": time.time()}
@@ -270,7 +279,10 @@ class CrawlMaster:
     def process(self, msgs: list[bytes]) -> None:
         """Turn a batch of nrq messages into one atomic frontier commit."""
         batch = Batch(acks=len(msgs))
-        level = int(self.client.hget(self.keys.crawl_state, "level") or 0)
+        level, above = self.client.hmget(self.keys.crawl_state, ["level", "record_above"])
+        level = int(level or 0)
+        self._record_above = int(above) if above is not None else None
+        self._checks: dict[int, tuple[str, int, str]] = {}
         for raw in msgs:
             try:
                 msg = decode(raw)
@@ -278,6 +290,7 @@ class CrawlMaster:
                 batch.count("bad_messages")
                 continue
             self._apply(msg, batch, level)
+        self._improve(batch)
         journal = self.seen.take_journal()
         try:
             self.frontier.commit(batch, journal)
@@ -313,7 +326,7 @@ class CrawlMaster:
         fetch_ms = float(msg.get("fetch_ms", 0))
         if kind == "fetched":
             batch.done.append([queue, now_ms() + s.politeness_ms(fetch_ms, msg.get("crawl_delay"))])
-            batch.count("pages")
+            batch.count("refetched" if msg.get("again") else "pages")
             status = int(msg.get("status", 0))
             batch.count(f"status_{status // 100}xx" if status > 0 else "fetch_errors")
             if msg.get("invalid"):
@@ -336,8 +349,11 @@ class CrawlMaster:
             batch.done.append([queue, -1])
         elif kind == "deferred":
             self._deferred(msg, batch, queue)
+            return
         else:
             batch.count("bad_messages")
+            return
+        batch.lag[queue] = 0  # the host answered: its queue counts for the level again
 
     def _deferred(self, msg: Message, batch: Batch, queue: str) -> None:
         """A task whose host's robots.txt could not be had: retry it later, or give it up.
@@ -353,9 +369,13 @@ class CrawlMaster:
         if tries >= limit:
             batch.count("robots_gave_up")
             batch.done.append([queue, -1])
+            batch.lag[queue] = 0
         else:
+            batch.lag[queue] = 1
             batch.count("robots_deferred")
-            retry = fetch_task(task.get("url"), task.get("fp"), task.get("depth"), queue, tries)
+            again = bool(task.get("again"))
+            retry = fetch_task(task.get("url"), task.get("fp"), task.get("depth"), queue, tries,
+                               again=again)  # fmt: skip
             until = int(float(msg.get("until", 0)) * 1000)
             wait = self.strategy.politeness_ms(float(msg.get("fetch_ms", 0)), None)
             retry_at = max(until, now_ms() + wait)
@@ -365,10 +385,28 @@ class CrawlMaster:
                       "retry_at": retry_at / 1000 if retry_at else None}  # fmt: skip
             batch.errors[host_of(task.get("url"))] = json.dumps(record)
 
+    def _improve(self, batch: Batch) -> None:
+        """URLs found again by a shorter path than the depth they were scheduled at: record
+        the new depth and fetch them again at it, so that their links get it too."""
+        if not self._checks:
+            return
+        fps = [fp for fp in self._checks if fp not in batch.depths]
+        recorded = dict(zip(fps, self.frontier.recorded_depths(fps), strict=True))
+        for fp, (url, depth, queue) in self._checks.items():
+            was = batch.depths.get(fp, recorded.get(fp))
+            if was is None or was <= depth:
+                continue
+            batch.depths[fp] = batch.improved[fp] = depth
+            batch.now.append([queue, fetch_task(url, fp, depth, queue, again=True)])
+            batch.count("depth_improved")
+
     def _candidate(self, url: str, depth: int, batch: Batch, level: int) -> None:
+        # A link found behind the current level (on a page of a lagging queue)
+        # may be a shorter path to a URL scheduled deeper: see Frontier.
+        behind = self._record_above is not None and depth <= level
         # most links are repeats [seed 004]: a URL string already judged seen is
         # a duplicate whatever its depth, without canonicalizing it again
-        if url in self.recent:
+        if url in self.recent and not behind:
             self.recent.seen_or_add(url)
             batch.count("duplicates")
             return
@@ -389,16 +427,20 @@ class CrawlMaster:
         fp = fingerprint(canonical)
         is_new = self.seen.add(fp)
         self.recent.seen_or_add(url)
-        if not is_new:
-            batch.count("duplicates")
-            return
-        if cap:
-            self.host_pages[host] = self.host_pages.get(host, 0) + 1
-            batch.hosts[host] = batch.hosts.get(host, 0) + 1
         if self.strategy.queue_policy == "hash":
             queue = f"bucket-{fp % self.strategy.hash_buckets}"
         else:
             queue = host
+        if not is_new:
+            batch.count("duplicates")
+            if behind and depth < self._checks.get(fp, ("", depth + 1, ""))[1]:
+                self._checks[fp] = (canonical, depth, queue)
+            return
+        if cap:
+            self.host_pages[host] = self.host_pages.get(host, 0) + 1
+            batch.hosts[host] = batch.hosts.get(host, 0) + 1
+        if self._record_above is not None and depth > self._record_above + 1:
+            batch.depths[fp] = depth
         task = fetch_task(canonical, fp, depth, queue)
         batch.count("scheduled")
         if depth <= level:

@@ -78,10 +78,12 @@ def progress(cfg: Config) -> dict[str, int]:
     raw, inflight = pipe.execute()
     c = {k.decode(): int(v) for k, v in raw.items()}
     finished = sum(
-        c.get(k, 0) for k in ("pages", "robots_disallowed", "robots_gave_up", "slave_errors")
+        c.get(k, 0)
+        for k in ("pages", "refetched", "robots_disallowed", "robots_gave_up", "slave_errors")
     )
     c["in_flight"] = int(inflight)
-    c["queued"] = max(0, c.get("scheduled", 0) - finished - c["in_flight"])
+    tasks = c.get("scheduled", 0) + c.get("depth_improved", 0)
+    c["queued"] = max(0, tasks - finished - c["in_flight"])
     return c
 
 

@@ -49,6 +49,11 @@ def failure_reason(result: FetchResult) -> str:
     return (result.error or "failed").replace("_", " ")
 
 
+def _link_key(fp: int, depth: int) -> int:
+    """The link cache's key of a link found on a page of ``depth``."""
+    return (fp ^ (depth * 0x9E3779B97F4A7C15)) & 0xFFFFFFFFFFFFFFFF
+
+
 @dataclass(frozen=True, slots=True)
 class _RobotsMiss:
     """A task whose host has no robots.txt cached: fetching it is the task's request."""
@@ -188,6 +193,8 @@ class CrawlHandler:
         except (EnvelopeError, TypeError, ValueError):
             return encode("error", {"phase": "crawl", "error": "malformed fetch task"}, raw)
         base = {"url": url, "fp": fp, "depth": depth, "q": queue}
+        if task.get("again"):
+            base["again"] = 1
         _fetcher, robots = self.tools()
         site = origin(url)
         rules = robots.lookup(site)
@@ -249,7 +256,10 @@ class CrawlHandler:
         # stored by flush(), before the runtime acknowledges this task
         self.writer.add([page], [(fp, dst) for dst in canonical.values()])
         with self._lock:
-            emit = [c for c, f in canonical.items() if not self.cache.seen_or_add(f)]
+            # keyed by depth too: a link found again nearer a seed is news for the master
+            emit = [
+                c for c, f in canonical.items() if not self.cache.seen_or_add(_link_key(f, depth))
+            ]
             self.pages += 1
             self.errors += result.error is not None
             self.invalid_links += invalid
