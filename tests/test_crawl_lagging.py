@@ -72,8 +72,9 @@ class LateHostHandler:
                                                "until": time.time() + 0.2}))  # fmt: skip
                 continue
             self.fetched.append((t.get("url"), t.get("depth")))
-            out.append(encode("fetched", {**base, "again": t.get("again"), "status": 200, "fetch_ms": 1,
-                                          "links": self.graph.get(t.get("url"), [])}))  # fmt: skip
+            links = self.graph.get(t.get("url"), [])
+            out.append(encode("fetched", {**base, "again": t.get("again"), "status": 200,
+                                          "fetch_ms": 1, "links": links}))  # fmt: skip
         return out
 
     def stats(self) -> dict[str, float]:
