@@ -39,7 +39,7 @@ from srcrawl.indexer.tokenizer import dictionary_id, user_dict_from_env
 from srcrawl.local import LocalSlaves
 from srcrawl.queues.envelope import Message, decode
 from srcrawl.queues.protocol import PhaseQueues, new_worker_id
-from srcrawl.queues.workers import Worker, reap, requeued
+from srcrawl.queues.workers import Worker, reap, reaped_sentences, requeued
 
 log = logging.getLogger("srcrawl.indexer")
 
@@ -203,7 +203,8 @@ class IndexMaster:
                     returned = reap(self.client, self.keys)
                     if returned:
                         self.report.requeued += requeued(returned)
-                        log.warning("requeued the tasks of dead workers: %s", returned)
+                        for sentence in reaped_sentences(returned):
+                            log.warning("%s", sentence)
                     last_reap = now
                 if progress is not None and now - last_progress >= progress_interval:
                     self.report.wall_s = time.perf_counter() - t0

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -26,6 +28,12 @@ from srcrawl.errors import ConfigError
 from srcrawl.master.strategy import QUEUE_POLICIES, CrawlStrategy
 from srcrawl.scaling import ProgressLine, check_outputs, parse_slave_counts, scaling_options
 from srcrawl.useragent import ENV_USER_AGENT, contact_warning
+
+HOST_ERRORS_SHOWN = 10
+"""Hosts whose robots.txt failures `srcrawl crawl` tells of (then `srcrawl status`)."""
+POLITENESS_WINDOW = 6
+"""Progress samples (every half second) of which most must find the crawl waiting on
+politeness before the progress line says so."""
 
 
 def crawl_options(f: Callable) -> Callable:
@@ -102,6 +110,48 @@ def warn_without_contact(strategy: CrawlStrategy) -> None:
         click.echo(f"srcrawl: {warning}", err=True)
 
 
+FIXED_ON_RESUME = {
+    "max_depth": "--depth", "allow_domain": "--allow-domain", "allow": "--allow",
+    "deny": "--deny", "queue_policy": "--queue-policy", "hash_buckets": "--hash-buckets",
+    "bloom_error_rate": "--bloom-error-rate",
+}  # fmt: skip
+"""Options a resumed crawl cannot change: links already judged by the scope and depth are
+not judged again, queues are assigned and the seen set is sized."""
+
+
+def given_options(ctx: click.Context, opts: dict[str, Any]) -> dict[str, Any]:
+    """The crawl options the user named (command line or environment), not the defaults."""
+    from click.core import ParameterSource
+
+    defaulted = (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP, None)
+    return {k: v for k, v in opts.items() if ctx.get_parameter_source(k) not in defaulted}
+
+
+def resumed_strategy(current: CrawlStrategy, given: dict[str, Any]) -> CrawlStrategy | None:
+    """``current`` with the options given for a resume, or None when none were given.
+
+    Raises ConfigError naming the options a running crawl cannot take.
+    """
+    fixed = [flag for name, flag in FIXED_ON_RESUME.items() if name in given]
+    if fixed:
+        raise ConfigError(
+            f"{', '.join(fixed)} cannot change on --resume (the crawl so far was decided by "
+            "it); start a new crawl instead"
+        )
+    if not given:
+        return None
+    new = strategy_from({**asdict_options(current), **given})
+    return replace(current, **{name: getattr(new, name) for name in given})
+
+
+def asdict_options(strategy: CrawlStrategy) -> dict[str, Any]:
+    """The crawl options (as :func:`crawl_options` names them) that give ``strategy``."""
+    names = ("max_depth", "allow", "deny", "max_pages_per_host", "delay", "delay_factor",
+             "max_delay", "queue_policy", "hash_buckets", "bloom_error_rate", "fetch_timeout",
+             "max_page_bytes", "robots_defer")  # fmt: skip
+    return {"allow_domain": strategy.allow_domains, **{n: getattr(strategy, n) for n in names}}
+
+
 def _config(ctx: click.Context):
     from srcrawl.cli import config_of
 
@@ -117,9 +167,11 @@ def master_group() -> None:
 @click.argument("seeds", nargs=-1)
 @crawl_options
 @click.option("--keep-running", is_flag=True, help="Wait for new seeds once the crawl is complete.")
+@click.option("--quiet", is_flag=True, hidden=True,
+              help="No closing line (a local run prints its own).")  # fmt: skip
 @click.pass_context
 def master_start(
-    ctx: click.Context, seeds: tuple[str, ...], keep_running: bool, **opts: Any
+    ctx: click.Context, seeds: tuple[str, ...], keep_running: bool, quiet: bool, **opts: Any
 ) -> None:
     """Run the crawl master of the job. With SEEDS, start a new crawl first."""
     from srcrawl.master.crawl_master import CrawlMaster
@@ -133,6 +185,8 @@ def master_start(
     master = CrawlMaster(cfg, wait_for_work=keep_running)
     master.install_signal_handlers()
     complete = master.run(keep_running=keep_running)
+    if quiet:
+        return
     try:
         c = master.counters()
     except REDIS_DOWN:  # stopped while Redis was away: the master said so
@@ -166,41 +220,96 @@ def crawl_command(
     if slaves < 1:
         raise ConfigError("--slaves must be at least 1 (or run `srcrawl master start` alone)")
     if resume:
-        if strategies.load(cfg.redis(), cfg.keys) is None:
+        current = strategies.load(cfg.redis(), cfg.keys)
+        if current is None:
             raise ConfigError(f"job {cfg.job!r} has no crawl to resume")
         if seeds:
             raise ConfigError("--resume continues the crawl as it was: give no seeds")
+        changed = resumed_strategy(current, given_options(ctx, opts))
+        if changed is not None:
+            # a new version: the master and every slave follow it
+            strategies.publish(cfg.redis(), cfg.keys, changed)
     else:
         warn_without_contact(start_crawl(cfg, seeds, strategy_from(opts)))
-    tty = sys.stderr.isatty()
-    last = [0.0]
-
-    def report(p: dict[str, int], elapsed: float) -> None:
-        if not tty and elapsed - last[0] < 5 and p.get("queued", 1) + p.get("in_flight", 1):
-            return
-        last[0] = elapsed
-        rate = p.get("pages", 0) / elapsed if elapsed > 0 else 0.0
-        line = (
-            f"pages {p.get('pages', 0)}  queued {p['queued']}  in flight {p['in_flight']}  "
-            f"{rate:.1f} pages/s  errors {p.get('fetch_errors', 0)}  {elapsed:.0f}s"
-        )
-        click.echo(("\r" + line + "  ") if tty else line, nl=not tty, err=True)
-
+    line = ProgressLine()
+    watch = _CrawlWatch(cfg, line)
     try:
         final = run_local_crawl(
             cfg,
             slaves=slaves,
             slave_args=["--threads", str(threads), "--parser", parser],
-            report=report,
+            report=watch.report,
         )
     except KeyboardInterrupt as e:  # SIGINT or SIGTERM: every child has been stopped
-        click.echo(
-            f"\nsrcrawl: interrupted; `srcrawl --job {cfg.job} crawl --resume` continues", err=True
-        )
+        line.say(f"srcrawl: interrupted; `srcrawl --job {cfg.job} crawl --resume` continues")
         sys.exit(exit_code_of(e))
-    if tty:
-        click.echo("", err=True)
+    finally:
+        line.done()
     click.echo(json.dumps({"job": cfg.job, **final}, sort_keys=True))
+    failed = watch.nothing_fetched(final)
+    if failed:
+        line.say(f"srcrawl: {failed}")
+        sys.exit(1)
+    line.say(
+        f"crawl complete: {final.get('pages', 0)} pages, {final.get('scheduled', 0)} URLs "
+        f"scheduled, {final.get('fetch_errors', 0)} fetch errors"
+    )
+
+
+class _CrawlWatch:
+    """What `srcrawl crawl` shows while its crawl runs: the progress line, and a line
+    for each host whose robots.txt could not be had (once per change)."""
+
+    def __init__(self, cfg: Any, line: ProgressLine) -> None:
+        self.cfg = cfg
+        self.line = line
+        self.shown: dict[str, dict] = {}
+        self.bound: collections.deque[bool] = collections.deque(maxlen=POLITENESS_WINDOW)
+        self.told_politeness = False
+
+    def report(self, p: dict[str, int], elapsed: float) -> None:
+        from srcrawl.master.crawl_run import describe_host_error, host_errors, politeness_bound
+
+        for host, record in host_errors(self.cfg).items():
+            if self.shown.get(host) != record and len(self.shown) < HOST_ERRORS_SHOWN:
+                self.shown[host] = record
+                self.line.say(describe_host_error(host, record))
+        self.bound.append(politeness_bound(self.cfg))
+        rate = p.get("pages", 0) / elapsed if elapsed > 0 else 0.0
+        text = (
+            f"pages {p.get('pages', 0)}  queued {p['queued']}  in flight {p['in_flight']}  "
+            f"{rate:.1f} pages/s  errors {p.get('fetch_errors', 0)}  {elapsed:.0f}s"
+        )
+        if len(self.bound) == self.bound.maxlen and sum(self.bound) > len(self.bound) * 3 // 4:
+            text += "  (waiting on politeness: see --delay, --delay-factor)"
+            if not self.told_politeness:
+                self.told_politeness = True
+                self.line.say(self._politeness_note())
+        self.line.update(text, force=p["queued"] + p["in_flight"] == 0)
+
+    def _politeness_note(self) -> str:
+        from srcrawl.master import strategy as strategies
+
+        s = strategies.load(self.cfg.redis(), self.cfg.keys) or CrawlStrategy()
+        return (
+            "srcrawl: the crawl is waiting on politeness, not on the network: each host gets "
+            f"one request at a time, then waits --delay {s.delay:g} s or --delay-factor "
+            f"{s.delay_factor:g} x the fetch time, whichever is longer; on a site you own, "
+            "--delay 0 --delay-factor 0 lifts it"
+        )
+
+    def nothing_fetched(self, final: dict[str, int]) -> str | None:
+        """Why no page at all could be fetched, or None when some were."""
+        if final.get("pages", 0) > final.get("fetch_errors", 0):
+            return None
+        from srcrawl.master.crawl_run import describe_host_error, host_errors
+
+        reasons = [describe_host_error(h, r) for h, r in host_errors(self.cfg).items()]
+        if final.get("robots_disallowed"):
+            reasons.append(f"{final['robots_disallowed']} URLs disallowed by robots.txt")
+        if final.get("fetch_errors"):
+            reasons.append(f"{final['fetch_errors']} fetches failed (see `srcrawl export pages`)")
+        return "no seed could be fetched: " + ("; ".join(reasons) or "nothing was scheduled")
 
 
 @click.command("seed")

@@ -9,6 +9,7 @@ committed batch left it.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import socket
@@ -22,9 +23,13 @@ from srcrawl.defaults import (
     DEFAULT_CRAWL_BACKLOG_PER_THREAD,
     DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_MASTER_BATCH,
+    DEFAULT_MASTER_IDLE_WAIT,
+    DEFAULT_MASTER_POLL,
     DEFAULT_NO_SLAVE_WARNING,
     DEFAULT_ROBOTS_TRIES,
+    DEFAULT_ROBOTS_TRIES_UNREACHABLE,
     DEFAULT_SEEN_CACHE,
+    REDIS_TIMER_TICK,
 )
 from srcrawl.errors import EnvelopeError, SrcrawlError
 from srcrawl.keys import processing_pattern
@@ -36,9 +41,10 @@ from srcrawl.master.strategy import load as load_strategy
 from srcrawl.outage import REDIS_DOWN, RedisOutage, wait_out_outages
 from srcrawl.queues.envelope import Message, decode, encode
 from srcrawl.queues.protocol import PhaseQueues
-from srcrawl.queues.workers import reap, workers
+from srcrawl.queues.workers import reap, reaped_sentences, workers
 from srcrawl.signals import install_stop_handlers
 from srcrawl.slave.clock_cache import ClockCache
+from srcrawl.slave.crawl import UNREACHABLE
 from srcrawl.slave.fetch import ERROR_ADDRESS_REFUSED
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of
 
@@ -61,10 +67,14 @@ def seed_message(urls: list[str], strategy_version: int) -> bytes:
     return encode("seed", {"urls": urls, "strategy": strategy_version})
 
 
-def fetch_task(url: str, fp: int, depth: int, queue: str, tries: int = 0) -> str:
-    return encode(
-        "fetch", {"url": url, "fp": fp, "depth": depth, "q": queue, "tries": tries}
-    ).decode()
+def fetch_task(
+    url: str, fp: int, depth: int, queue: str, tries: int = 0, *, again: bool = False
+) -> str:
+    """A fetch task; ``again``: a URL fetched once more, at a shorter depth found later."""
+    fields = {"url": url, "fp": fp, "depth": depth, "q": queue, "tries": tries}
+    if again:
+        fields["again"] = 1
+    return encode("fetch", fields).decode()
 
 
 class CrawlMaster:
@@ -103,6 +113,8 @@ class CrawlMaster:
         self._lock_token = f"{socket.gethostname()}:{os.getpid()}:{time.time_ns()}"
         self._last_reap = 0.0
         self.backlog = 0
+        self._record_above: int | None = None
+        self._checks: dict[int, tuple[str, int, str]] = {}
         """Most tasks waiting in srq (0: no bound until slaves report their fetch threads)."""
 
     def reload_strategy(self) -> None:
@@ -192,26 +204,42 @@ class CrawlMaster:
 
     # -- the loop ----------------------------------------------------------------
     def _loop(self, keep_running: bool) -> bool:
-        wait = 0.0
+        next_ready = now_ms()
         while not self.stopping.is_set():
             self._housekeeping()
-            msgs = self.queues.nrq.pop(MASTER_ID, self.batch, timeout=wait)
+            msgs = self._next_messages(next_ready)
             if msgs:
                 self.process(msgs)
             released, next_ready = self.frontier.schedule(backlog=self.backlog)
             if msgs or released:
-                wait = 0.0
+                next_ready = now_ms()
                 continue
-            if self._level_done():
-                if self.client.llen(self.keys.crawl_next_level):
-                    self._advance_level()
+            state = self.frontier.level_state(self.queues.nrq.key)
+            if state.level_done and not self.queues.nrq.pending(MASTER_ID):
+                if state.next:
+                    self._advance_level(lagging=state.lagging > 0)
                     continue
-                if not keep_running:
+                if not keep_running and not state.lagging:
                     self._finish()
                     return True
-            # nothing to do until a politeness timer expires or an outcome arrives
-            wait = 0.2 if next_ready < 0 else min(0.2, max(0.005, (next_ready - now_ms()) / 1000))
         return False
+
+    def _next_messages(self, due_ms: int) -> list[bytes]:
+        """nrq messages, waiting for them until ``due_ms`` (-1: no host is due before one comes).
+
+        An outcome wakes the blocking pop at once, but Redis ends a blocking
+        timeout only on its timer tick: the pop blocks until a tick before the
+        due time and the rest is polled, so a host is released on time.
+        """
+        if due_ms < 0:
+            return self.queues.nrq.pop(MASTER_ID, self.batch, timeout=DEFAULT_MASTER_IDLE_WAIT)
+        wait = min(DEFAULT_MASTER_IDLE_WAIT + REDIS_TIMER_TICK, (due_ms - now_ms()) / 1000)
+        if wait > REDIS_TIMER_TICK:
+            return self.queues.nrq.pop(MASTER_ID, self.batch, timeout=wait - REDIS_TIMER_TICK)
+        msgs = self.queues.nrq.pop(MASTER_ID, self.batch)
+        if not msgs and wait > 0:
+            time.sleep(min(wait, DEFAULT_MASTER_POLL))
+        return msgs
 
     def _housekeeping(self) -> None:
         now = time.monotonic()
@@ -221,8 +249,8 @@ class CrawlMaster:
         self.reload_strategy()
         self.client.set(self.keys.master_lock, self._lock_token, px=_LOCK_TTL_MS)
         returned = reap(self.client, self.keys)
-        if returned:
-            log.warning("requeued tasks of dead workers: %s", returned)
+        for sentence in reaped_sentences(returned):
+            log.warning("%s", sentence)
         slaves = [
             w
             for w in workers(self.client, self.keys)
@@ -250,19 +278,21 @@ class CrawlMaster:
                 "`srcrawl slave start`", now - self._no_slave_since,
             )  # fmt: skip
 
-    def _level_done(self) -> bool:
-        ready, inflight, _, nrq = self.frontier.level_state(self.queues.nrq.key)
-        return ready == 0 and inflight == 0 and nrq == 0 and not self.queues.nrq.pending(MASTER_ID)
-
-    def _advance_level(self) -> None:
+    def _advance_level(self, *, lagging: bool) -> None:
         # scheduling pauses while a level is released, so no task of the new
         # level runs before all of it is queued (see Frontier)
+        if lagging:  # from now on, depths are recorded (see Frontier)
+            level = self.client.hget(self.keys.crawl_state, "level") or b"0"
+            self.client.hsetnx(self.keys.crawl_state, "record_above", level)
         self.client.hincrby(self.keys.crawl_state, "level", 1)
         while self.frontier.advance() > 0:
             pass
 
     def _finish(self) -> None:
         self.seen.snapshot()
+        improved = self.frontier.improved_depths()
+        if improved:  # a page may have been stored from its deeper fetch last
+            self.cfg.store().set_depths(improved)
         stats = self.counters()
         self.client.hset(
             self.keys.crawl_state, mapping={"state": "complete", "finished": time.time()}
@@ -281,7 +311,10 @@ class CrawlMaster:
     def process(self, msgs: list[bytes]) -> None:
         """Turn a batch of nrq messages into one atomic frontier commit."""
         batch = Batch(acks=len(msgs))
-        level = int(self.client.hget(self.keys.crawl_state, "level") or 0)
+        level, above = self.client.hmget(self.keys.crawl_state, ["level", "record_above"])
+        level = int(level or 0)
+        self._record_above = int(above) if above is not None else None
+        self._checks: dict[int, tuple[str, int, str]] = {}
         for raw in msgs:
             try:
                 msg = decode(raw)
@@ -289,6 +322,7 @@ class CrawlMaster:
                 batch.count("bad_messages")
                 continue
             self._apply(msg, batch, level)
+        self._improve(batch)
         journal = self.seen.take_journal()
         try:
             self.frontier.commit(batch, journal)
@@ -324,7 +358,7 @@ class CrawlMaster:
         fetch_ms = float(msg.get("fetch_ms", 0))
         if kind == "fetched":
             batch.done.append([queue, now_ms() + s.politeness_ms(fetch_ms, msg.get("crawl_delay"))])
-            batch.count("pages")
+            batch.count("refetched" if msg.get("again") else "pages")
             status = int(msg.get("status", 0))
             batch.count(f"status_{status // 100}xx" if status > 0 else "fetch_errors")
             if msg.get("error") == ERROR_ADDRESS_REFUSED:
@@ -336,6 +370,7 @@ class CrawlMaster:
                 self._candidate(url, depth, batch, level)
         elif kind == "robots":  # the task fetched robots.txt: the URL itself comes next
             batch.count("robots_fetched")
+            batch.errors[host_of(msg.get("url"))] = ""
             batch.retry.append(
                 [
                     queue,
@@ -347,25 +382,65 @@ class CrawlMaster:
             batch.count("robots_disallowed")
             batch.done.append([queue, -1])
         elif kind == "deferred":
-            task = decode(msg.get("task", ""))
-            tries = int(task.get("tries", 0)) + 1
-            if tries >= DEFAULT_ROBOTS_TRIES:
-                batch.count("robots_gave_up")
-                batch.done.append([queue, -1])
-            else:
-                batch.count("robots_deferred")
-                retry = fetch_task(task.get("url"), task.get("fp"), task.get("depth"), queue, tries)
-                until = int(float(msg.get("until", 0)) * 1000)
-                batch.retry.append(
-                    [queue, retry, max(until, now_ms() + s.politeness_ms(fetch_ms, None))]
-                )
+            self._deferred(msg, batch, queue)
+            return
         else:
             batch.count("bad_messages")
+            return
+        batch.lag[queue] = 0  # the host answered: its queue counts for the level again
+
+    def _deferred(self, msg: Message, batch: Batch, queue: str) -> None:
+        """A task whose host's robots.txt could not be had: retry it later, or give it up.
+
+        A host that could not even be connected to gets fewer tries than one
+        that answered 5xx: it is most likely a mistyped or stopped seed.
+        """
+        task = decode(msg.get("task", ""))
+        tries = int(task.get("tries", 0)) + 1
+        reason = msg.get("reason")  # only when robots.txt was just fetched, not from the cache
+        limit = DEFAULT_ROBOTS_TRIES_UNREACHABLE if reason in UNREACHABLE else DEFAULT_ROBOTS_TRIES
+        retry_at = None
+        if tries >= limit:
+            batch.count("robots_gave_up")
+            batch.done.append([queue, -1])
+            batch.lag[queue] = 0
+        else:
+            batch.lag[queue] = 1
+            batch.count("robots_deferred")
+            again = bool(task.get("again"))
+            retry = fetch_task(task.get("url"), task.get("fp"), task.get("depth"), queue, tries,
+                               again=again)  # fmt: skip
+            until = int(float(msg.get("until", 0)) * 1000)
+            wait = self.strategy.politeness_ms(float(msg.get("fetch_ms", 0)), None)
+            retry_at = max(until, now_ms() + wait)
+            batch.retry.append([queue, retry, retry_at])
+        if reason:
+            record = {"what": "robots.txt", "reason": reason, "try": tries, "tries": limit,
+                      "retry_at": retry_at / 1000 if retry_at else None}  # fmt: skip
+            batch.errors[host_of(task.get("url"))] = json.dumps(record)
+
+    def _improve(self, batch: Batch) -> None:
+        """URLs found again by a shorter path than the depth they were scheduled at: record
+        the new depth and fetch them again at it, so that their links get it too."""
+        if not self._checks:
+            return
+        fps = [fp for fp in self._checks if fp not in batch.depths]
+        recorded = dict(zip(fps, self.frontier.recorded_depths(fps), strict=True))
+        for fp, (url, depth, queue) in self._checks.items():
+            was = batch.depths.get(fp, recorded.get(fp))
+            if was is None or was <= depth:
+                continue
+            batch.depths[fp] = batch.improved[fp] = depth
+            batch.now.append([queue, fetch_task(url, fp, depth, queue, again=True)])
+            batch.count("depth_improved")
 
     def _candidate(self, url: str, depth: int, batch: Batch, level: int) -> None:
+        # A link found behind the current level (on a page of a lagging queue)
+        # may be a shorter path to a URL scheduled deeper: see Frontier.
+        behind = self._record_above is not None and depth <= level
         # most links are repeats [seed 004]: a URL string already judged seen is
         # a duplicate whatever its depth, without canonicalizing it again
-        if url in self.recent:
+        if url in self.recent and not behind:
             self.recent.seen_or_add(url)
             batch.count("duplicates")
             return
@@ -386,16 +461,20 @@ class CrawlMaster:
         fp = fingerprint(canonical)
         is_new = self.seen.add(fp)
         self.recent.seen_or_add(url)
-        if not is_new:
-            batch.count("duplicates")
-            return
-        if cap:
-            self.host_pages[host] = self.host_pages.get(host, 0) + 1
-            batch.hosts[host] = batch.hosts.get(host, 0) + 1
         if self.strategy.queue_policy == "hash":
             queue = f"bucket-{fp % self.strategy.hash_buckets}"
         else:
             queue = host
+        if not is_new:
+            batch.count("duplicates")
+            if behind and depth < self._checks.get(fp, ("", depth + 1, ""))[1]:
+                self._checks[fp] = (canonical, depth, queue)
+            return
+        if cap:
+            self.host_pages[host] = self.host_pages.get(host, 0) + 1
+            batch.hosts[host] = batch.hosts.get(host, 0) + 1
+        if self._record_above is not None and depth > self._record_above + 1:
+            batch.depths[fp] = depth
         task = fetch_task(canonical, fp, depth, queue)
         batch.count("scheduled")
         if depth <= level:

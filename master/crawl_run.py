@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import subprocess
 import time
@@ -15,9 +16,11 @@ from srcrawl.errors import ConfigError, SrcrawlError
 from srcrawl.local import ForkedCommand, LocalSlaves, stop_children
 from srcrawl.master import strategy as strategies
 from srcrawl.master.crawl_master import crawl_state, reset_crawl, seed_message
+from srcrawl.master.frontier import now_ms
 from srcrawl.master.strategy import CrawlStrategy
 from srcrawl.outage import RedisOutage, wait_out_outages
 from srcrawl.queues.protocol import PhaseQueues
+from srcrawl.queues.workers import workers
 from srcrawl.urls import InvalidURL, canonicalize, host_of, origin
 
 log = logging.getLogger("srcrawl.crawl")
@@ -103,10 +106,12 @@ def progress(cfg: Config) -> dict[str, int]:
     raw, inflight = pipe.execute()
     c = {k.decode(): int(v) for k, v in raw.items()}
     finished = sum(
-        c.get(k, 0) for k in ("pages", "robots_disallowed", "robots_gave_up", "slave_errors")
+        c.get(k, 0)
+        for k in ("pages", "refetched", "robots_disallowed", "robots_gave_up", "slave_errors")
     )
     c["in_flight"] = int(inflight)
-    c["queued"] = max(0, c.get("scheduled", 0) - finished - c["in_flight"])
+    tasks = c.get("scheduled", 0) + c.get("depth_improved", 0)
+    c["queued"] = max(0, tasks - finished - c["in_flight"])
     return c
 
 
@@ -114,6 +119,42 @@ def _wait_for_redis(cfg: Config) -> None:
     """Have this process's Redis client wait out outages, restarting the embedded server."""
     restart = (lambda: embedded.restart(cfg.home)) if cfg.embedded else None
     wait_out_outages(cfg.redis(), RedisOutage(log, on_failure=restart))
+
+
+def host_errors(cfg: Config) -> dict[str, dict]:
+    """host -> why its robots.txt could not be had, for the hosts that are still failing."""
+    raw = cfg.redis().hgetall(cfg.keys.crawl_host_errors)
+    return {k.decode(): json.loads(v) for k, v in raw.items()}
+
+
+def describe_host_error(host: str, record: dict) -> str:
+    """One sentence, as ``127.0.0.1:8000: robots.txt: HTTP 503; retrying in 60 s (try 1 of 5)``."""
+    head = f"{host}: {record.get('what', 'robots.txt')}: {record.get('reason', 'failed')}"
+    retry_at = record.get("retry_at")
+    if retry_at is None:
+        return f"{head}; gave up after {record.get('try')} tries"
+    wait = max(0.0, float(retry_at) - time.time())
+    return f"{head}; retrying in {wait:.0f} s (try {record.get('try')} of {record.get('tries')})"
+
+
+def politeness_bound(cfg: Config) -> bool:
+    """Is the crawl waiting on politeness right now?
+
+    True when no host queue is due, some wait for their politeness timer, and
+    the live slaves' fetch slots are mostly idle.
+    """
+    client = cfg.redis()
+    now = now_ms()
+    pipe = client.pipeline(transaction=False)
+    pipe.zcount(cfg.keys.crawl_ready, "-inf", now)
+    pipe.zcount(cfg.keys.crawl_ready, f"({now}", "+inf")
+    pipe.hlen(cfg.keys.crawl_inflight)
+    due, waiting, inflight = pipe.execute()
+    if due or not waiting:
+        return False
+    live = [w for w in workers(client, cfg.keys) if w.alive]
+    threads = sum(int(w.stats.get("crawl_threads", 0)) for w in live)
+    return inflight < threads / 2
 
 
 def run_local_crawl(
@@ -138,7 +179,8 @@ def run_local_crawl(
     _wait_for_redis(cfg)
 
     def start_master() -> ForkedCommand:
-        return ForkedCommand(["master", "start"], env, preload=_PRELOAD)
+        # the master's own closing line would cut into the caller's progress line
+        return ForkedCommand(["master", "start", "--quiet"], env, preload=_PRELOAD)
 
     t0 = time.monotonic()
     restarts = 0

@@ -11,9 +11,35 @@ outcome comes back, the queue returns to ``ready`` scored
 Depth levels are released one at a time: links found at depth d+1 wait in
 ``nextlevel`` until nothing of depth d is queued or in flight. That is what
 makes a crawl with ``--depth`` fetch exactly the URLs within that many hops
-of a seed, however fast or slow each host is. A level lasts at least as
-long as its longest host queue takes one URL at a time, so of the queues
-that are due the longest go to ``srq`` first (see :meth:`Frontier.schedule`).
+of a seed (each at its shortest distance), however fast or slow each host
+is. A level lasts at least as long as its longest host queue takes one URL
+at a time, so of the queues that are due the longest go to ``srq`` first
+(see :meth:`Frontier.schedule`).
+
+A level does not wait for a *lagging* queue: one whose head task waits on a
+robots.txt deferral (the host answered 5xx or not at all, for minutes
+perhaps). The master marks it in ``lagging`` when the deferral comes back and
+unmarks it with the queue's next other outcome; the barrier counts only the
+other queues. What a lagging queue holds is fetched later, behind the level,
+and its pages may give a shorter path to a URL already scheduled deeper.
+The depths stay exact this way:
+
+- From the first level released past a lagging queue (at level L0,
+  ``record_above`` in the crawl state), the depth of every URL scheduled
+  deeper than L0 + 1 is recorded in ``depths`` (fp → depth). Nothing at
+  L0 + 1 or less can be improved: a lagging page is at L0 or deeper.
+- A link found behind the level (its depth ≤ the current level) that is a
+  duplicate is looked up there, one HMGET per nrq batch. When it is shorter
+  than recorded, the URL is recorded again, noted in ``improved``, and fetched
+  again at the new depth, so its own links get theirs (the slaves' link
+  caches are keyed by depth too, so those links are sent again).
+- When the crawl completes, the store's depth of every improved page is set
+  (its deeper fetch may have been stored last).
+
+The crawl completes when no level is left and no lagging queue has work.
+Memory: ``depths`` holds the URLs scheduled after a level was released past
+a lagging queue (nothing in a crawl without failing hosts); ``improved``
+only the URLs found again nearer a seed.
 
 Every state change is one Lua script, atomic with the master's ack of the
 ``nrq`` messages it came from, so a master killed at any point restarts into
@@ -40,6 +66,10 @@ from srcrawl.keys import Keys
 # coming back is what makes room).
 _SCHEDULE = """
 local qs = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+if #qs == 0 then
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  return {0, tonumber(first[2] or '-1')}
+end
 local room = #qs
 local cap = tonumber(ARGV[4])
 if cap > 0 then room = math.min(room, cap - redis.call('LLEN', KEYS[3])) end
@@ -70,13 +100,16 @@ return {n, tonumber(first[2] or '-1')}
 
 # KEYS[1] ready, KEYS[2] inflight, KEYS[3] qnext, KEYS[4] nextlevel,
 # KEYS[5] seen journal, KEYS[6] stats, KEYS[7] the master's nrq processing
-# list, KEYS[8] host page counts.
+# list, KEYS[8] host page counts, KEYS[9] host errors, KEYS[10] lagging queues,
+# KEYS[11] recorded depths, KEYS[12] improved depths.
 # ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] JSON:
 #   done:  [[queue, next ms or -1 to keep its time]]  outcome of its in-flight task
 #   retry: [[queue, task, next ms]]                  put the task back at the head
 #   now:   [[queue, task]]                           new tasks of the current level
 #   next:  [task]                                    new tasks of the next level
 #   hosts: [[host, n]], stats: [[counter, n]], acks: messages to drop from KEYS[7]
+#   errors: [[host, JSON or "" to forget the host's error]]
+#   lag: [[queue, 1 lagging or 0 not]], depths/improved: [[fp as a string, depth]]
 # ARGV[4] packed fingerprints for the seen journal (may be empty).
 # Applies one processed batch of nrq messages atomically. Returns acks.
 _COMMIT = f"""
@@ -115,6 +148,15 @@ for i = 1, #nxt, {LUA_UNPACK_CHUNK} do
 end
 for _, h in ipairs(doc.hosts) do redis.call('HINCRBY', KEYS[8], h[1], h[2]) end
 for _, s in ipairs(doc.stats) do redis.call('HINCRBY', KEYS[6], s[1], s[2]) end
+for _, e in ipairs(doc.errors) do
+  if e[2] == '' then redis.call('HDEL', KEYS[9], e[1])
+  else redis.call('HSET', KEYS[9], e[1], e[2]) end
+end
+for _, l in ipairs(doc.lag) do
+  if l[2] == 1 then redis.call('SADD', KEYS[10], l[1]) else redis.call('SREM', KEYS[10], l[1]) end
+end
+for _, d in ipairs(doc.depths) do redis.call('HSET', KEYS[11], d[1], d[2]) end
+for _, d in ipairs(doc.improved) do redis.call('HSET', KEYS[12], d[1], d[2]) end
 if #ARGV[4] > 0 then redis.call('RPUSH', KEYS[5], ARGV[4]) end
 if doc.acks > 0 then redis.call('LTRIM', KEYS[7], doc.acks, -1) end
 return doc.acks
@@ -141,6 +183,24 @@ return redis.call('LLEN', KEYS[1])
 """
 
 
+# KEYS[1] ready, KEYS[2] inflight, KEYS[3] lagging, KEYS[4] nextlevel, KEYS[5] nrq.
+# Returns {ready queues, queues in flight (both without the lagging ones), lagging
+# queues with work, next-level tasks, nrq messages}; forgets lagging queues with no work.
+_LEVEL = """
+local ready = redis.call('ZCARD', KEYS[1])
+local inflight = redis.call('HLEN', KEYS[2])
+local lagging = 0
+for _, q in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+  local r = redis.call('ZSCORE', KEYS[1], q) and 1 or 0
+  local f = redis.call('HEXISTS', KEYS[2], q)
+  if r + f == 0 then redis.call('SREM', KEYS[3], q) else lagging = lagging + 1 end
+  ready = ready - r
+  inflight = inflight - f
+end
+return {ready, inflight, lagging, redis.call('LLEN', KEYS[4]), redis.call('LLEN', KEYS[5])}
+"""
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -155,6 +215,10 @@ class Batch:
     next: list[str] = field(default_factory=list)
     hosts: dict[str, int] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    lag: dict[str, int] = field(default_factory=dict)
+    depths: dict[int, int] = field(default_factory=dict)
+    improved: dict[int, int] = field(default_factory=dict)
     acks: int = 0
 
     def count(self, name: str, n: int = 1) -> None:
@@ -172,6 +236,7 @@ class Frontier:
         self._schedule = client.register_script(_SCHEDULE)
         self._commit = client.register_script(_COMMIT)
         self._advance = client.register_script(_ADVANCE)
+        self._level = client.register_script(_LEVEL)
 
     def schedule(self, limit: int = 1000, backlog: int = 0) -> tuple[int, int]:
         """Release due tasks into srq; return (released, earliest next ready ms or -1).
@@ -199,6 +264,11 @@ class Frontier:
             "next": batch.next,
             "hosts": [[h, n] for h, n in batch.hosts.items()],
             "stats": [[s, n] for s, n in batch.stats.items()],
+            "errors": [[h, e] for h, e in batch.errors.items()],
+            "lag": [[q, n] for q, n in batch.lag.items()],
+            # fingerprints as strings: cjson reads numbers as doubles
+            "depths": [[str(fp), d] for fp, d in batch.depths.items()],
+            "improved": [[str(fp), d] for fp, d in batch.improved.items()],
             "acks": batch.acks,
         }
         # cjson turns empty Lua tables into {}: send empty lists as such
@@ -207,6 +277,7 @@ class Frontier:
             keys=[
                 k.crawl_ready, k.crawl_inflight, k.crawl_queue_next, k.crawl_next_level,
                 k.seen_journal, k.stats("crawl"), self.nrq_processing, k.crawl_host_pages,
+                k.crawl_host_errors, k.crawl_lagging, k.crawl_depths, k.crawl_improved,
             ],
             args=[now_ms(), k.crawl_queue_prefix, raw, journal],
         )  # fmt: skip
@@ -221,16 +292,41 @@ class Frontier:
             )
         )
 
-    def level_state(self, nrq_key: str) -> tuple[int, int, int, int]:
-        """(queues ready, tasks in flight, next-level tasks, nrq messages), one round trip."""
+    def level_state(self, nrq_key: str) -> LevelState:
+        """What the current depth level still waits for, in one round trip."""
         k = self.keys
-        pipe = self.client.pipeline(transaction=False)
-        pipe.zcard(k.crawl_ready)
-        pipe.hlen(k.crawl_inflight)
-        pipe.llen(k.crawl_next_level)
-        pipe.llen(nrq_key)
-        ready, inflight, nxt, nrq = pipe.execute()
-        return int(ready), int(inflight), int(nxt), int(nrq)
+        keys = [k.crawl_ready, k.crawl_inflight, k.crawl_lagging, k.crawl_next_level, nrq_key]
+        return LevelState(*(int(n) for n in self._level(keys=keys)))
+
+    def lagging(self) -> set[str]:
+        return {q.decode() for q in self.client.smembers(self.keys.crawl_lagging)}
+
+    def recorded_depths(self, fps: list[int]) -> list[int | None]:
+        """The depths recorded for ``fps`` (None: not recorded)."""
+        if not fps:
+            return []
+        raw = self.client.hmget(self.keys.crawl_depths, [str(fp) for fp in fps])
+        return [int(v) if v is not None else None for v in raw]
+
+    def improved_depths(self) -> list[tuple[int, int]]:
+        raw = self.client.hgetall(self.keys.crawl_improved)
+        return [(int(fp), int(d)) for fp, d in raw.items()]
+
+
+@dataclass(frozen=True)
+class LevelState:
+    """Queues ready and tasks in flight (lagging queues apart), lagging queues with work,
+    next-level tasks, nrq messages."""
+
+    ready: int
+    inflight: int
+    lagging: int
+    next: int
+    nrq: int
+
+    @property
+    def level_done(self) -> bool:
+        return self.ready == 0 and self.inflight == 0 and self.nrq == 0
 
 
 def work_left(client: redis.Redis, keys: Keys, nrq_key: str, nrq_processing: str) -> bool:

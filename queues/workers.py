@@ -126,6 +126,18 @@ def reap(client: redis.Redis, keys: Keys) -> dict[str, dict[str, int]]:
     return returned
 
 
+def reaped_sentences(returned: dict[str, dict[str, int]]) -> list[str]:
+    """What :func:`reap` did, one sentence per dead worker, for a log."""
+    out = []
+    for worker, per in returned.items():
+        n = sum(per.values())
+        if n:
+            out.append(f"requeued {n} task{'s' if n != 1 else ''} of dead worker {worker}")
+        else:
+            out.append(f"worker {worker} is dead (it held no task)")
+    return out
+
+
 def requeued(returned: dict[str, dict[str, int]], queue: str | None = None) -> int:
     """Messages :func:`reap` returned, to ``queue`` only or to every queue."""
     return sum(n for per in returned.values() for q, n in per.items() if queue in (None, q))

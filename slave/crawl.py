@@ -9,6 +9,7 @@ acknowledges their tasks.
 
 from __future__ import annotations
 
+import re
 import select
 import threading
 import time
@@ -31,6 +32,27 @@ from srcrawl.sql.store import Page, compress_body
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
 
 _STRATEGY_REFRESH = 5.0
+
+
+_CURL_CODE = re.compile(r"libcurl error (\d+):")
+_CONNECT_REASONS = {6: "unknown host", 7: "could not connect"}
+UNREACHABLE = frozenset(_CONNECT_REASONS.values())
+"""Reasons that say no server is there at all (see DEFAULT_ROBOTS_TRIES_UNREACHABLE)."""
+
+
+def failure_reason(result: FetchResult) -> str:
+    """A few words on why a request failed, for the user (``could not connect``, ``HTTP 503``)."""
+    if result.status:
+        return f"HTTP {result.status}"
+    code = _CURL_CODE.match(result.detail)
+    if code and int(code.group(1)) in _CONNECT_REASONS:
+        return _CONNECT_REASONS[int(code.group(1))]
+    return (result.error or "failed").replace("_", " ")
+
+
+def _link_key(fp: int, depth: int) -> int:
+    """The link cache's key of a link found on a page of ``depth``."""
+    return (fp ^ (depth * 0x9E3779B97F4A7C15)) & 0xFFFFFFFFFFFFFFFF
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +197,8 @@ class CrawlHandler:
         except (EnvelopeError, TypeError, ValueError):
             return encode("error", {"phase": "crawl", "error": "malformed fetch task"}, raw)
         base = {"url": url, "fp": fp, "depth": depth, "q": queue}
+        if task.get("again"):
+            base["again"] = 1
         _fetcher, robots = self.tools()
         site = origin(url)
         rules = robots.lookup(site)
@@ -200,9 +224,8 @@ class CrawlHandler:
             fields = {"task": raw.decode(), "fetch_ms": result.elapsed_ms,
                       "crawl_delay": rules.crawl_delay}  # fmt: skip
             return encode("robots", {**base, **fields})
-        outcome = self._ruled(raw, base, rules)
-        assert isinstance(outcome, bytes)  # deferred
-        return outcome
+        return encode("deferred", {**base, "task": raw.decode(), "until": rules.deferred_until,
+                                   "reason": failure_reason(result)})  # fmt: skip
 
     def _finish(self, base: dict, rules: RobotsRules, result: FetchResult) -> bytes:
         """Parse and queue the fetched page for the store; the task's outcome."""
@@ -237,7 +260,10 @@ class CrawlHandler:
         # stored by flush(), before the runtime acknowledges this task
         self.writer.add([page], [(fp, dst) for dst in canonical.values()])
         with self._lock:
-            emit = [c for c, f in canonical.items() if not self.cache.seen_or_add(f)]
+            # keyed by depth too: a link found again nearer a seed is news for the master
+            emit = [
+                c for c, f in canonical.items() if not self.cache.seen_or_add(_link_key(f, depth))
+            ]
             self.pages += 1
             self.errors += result.error is not None
             self.invalid_links += invalid

@@ -311,6 +311,17 @@ class Store(ABC):
             n += len(batch)
         return n
 
+    def set_depths(self, depths: Iterable[tuple[int, int]]) -> int:
+        """Set the depth of stored pages: (fp, depth) pairs; pages not stored are skipped."""
+        n = 0
+        for batch in _chunks(depths, self.batch_size):
+            with self.transaction() as cur:
+                self._executemany(
+                    cur, "UPDATE pages SET depth = ? WHERE fp = ?", [(d, fp) for fp, d in batch]
+                )
+            n += len(batch)
+        return n
+
     def put_links(self, links: Iterable[tuple[int, int]]) -> int:
         """Add links (source fp, target fp); links already present are ignored."""
         n = 0

@@ -100,6 +100,11 @@ DEFAULT_HASH_BUCKETS = 64
 DEFAULT_ROBOTS_TRIES = 5
 """Deferrals (robots.txt 5xx or unreachable) before a URL is given up."""
 
+DEFAULT_ROBOTS_TRIES_UNREACHABLE = 2
+"""Deferrals before a URL is given up when its host could not be connected to at all (no
+server, unknown name): one more try after --robots-defer, as such a host is most often a
+mistyped or stopped seed."""
+
 DEFAULT_FETCH_THREADS = 32
 """Fetches a crawl slave keeps in flight at once (``--threads``; one thread drives them all)."""
 
@@ -163,6 +168,16 @@ that no thread waits for the master, few enough that the master picks the next h
 
 DEFAULT_MASTER_BATCH = 500
 """nrq messages the master takes per round trip."""
+
+DEFAULT_MASTER_IDLE_WAIT = 0.2
+"""Seconds the crawl master blocks on nrq while no host is due (an outcome wakes it at once)."""
+
+REDIS_TIMER_TICK = 0.1
+"""Seconds between two ticks of Redis' timer (1/hz, hz 10 by default): a blocking command's
+timeout ends on a tick, so a wait that must end on time blocks only until a tick before it."""
+
+DEFAULT_MASTER_POLL = 0.002
+"""Seconds between the crawl master's looks at nrq in the last tick before a host is due."""
 
 # -- pagerank ------------------------------------------------------------------
 

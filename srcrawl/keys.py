@@ -115,6 +115,28 @@ class Keys:
         return f"{self.prefix}:crawl:hostpages"
 
     @property
+    def crawl_host_errors(self) -> str:
+        """Hash: host -> JSON of why its robots.txt could not be had (while it could not)."""
+        return f"{self.prefix}:crawl:hosterrors"
+
+    @property
+    def crawl_lagging(self) -> str:
+        """Set of frontier queues whose head task waits on a robots.txt deferral: the depth
+        levels do not wait for them (see master/frontier.py)."""
+        return f"{self.prefix}:crawl:lagging"
+
+    @property
+    def crawl_depths(self) -> str:
+        """Hash: fp -> depth of URLs scheduled after a level was released past a lagging
+        queue (the URLs a lagging page may still reach by a shorter path)."""
+        return f"{self.prefix}:crawl:depths"
+
+    @property
+    def crawl_improved(self) -> str:
+        """Hash: fp -> depth of URLs found again by a shorter path; the store is told at the end."""
+        return f"{self.prefix}:crawl:improved"
+
+    @property
     def seen_snapshot(self) -> str:
         """The serialised Bloom filter of the seen set."""
         return f"{self.prefix}:crawl:seen:snapshot"
@@ -147,6 +169,7 @@ class Keys:
             self.crawl_strategy, self.crawl_state, self.crawl_ready, self.crawl_inflight,
             self.crawl_queue_next, self.crawl_next_level, self.crawl_host_pages,
             self.seen_snapshot, self.seen_journal, self.stats("crawl"),
+            self.crawl_host_errors, self.crawl_lagging, self.crawl_depths, self.crawl_improved,
         ]  # fmt: skip
 
     # -- pagerank (the master writes these; slaves write the next rank pieces) --

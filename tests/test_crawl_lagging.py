@@ -1,0 +1,176 @@
+"""A host whose robots.txt keeps failing does not hold the depth levels of the others.
+
+First against the real master and slave runtime with a handler that answers
+from a small graph (one host deferred for a while), then `srcrawl crawl`
+over the test web beside a seed whose robots.txt answers 500.
+"""
+
+from __future__ import annotations
+
+import http.server
+import itertools
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from srcrawl.config import Config
+from srcrawl.master.crawl_master import CrawlMaster
+from srcrawl.master.crawl_run import start_crawl
+from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues.envelope import decode, encode
+from srcrawl.slave.runtime import Slave
+from srcrawl.testweb import TestWeb
+
+A = "http://127.0.0.1:9100"
+B = "http://127.0.0.1:9101"
+
+
+def env_for(redis_url: str, job: str, tmp_path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
+    env.update(SRCRAWL_REDIS_URL=redis_url, SRCRAWL_JOB=job, SRCRAWL_HOME=str(tmp_path / "home"),
+               SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db")  # fmt: skip
+    return env
+
+
+def srcrawl(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "srcrawl.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+def stored(env: dict[str, str]) -> list[dict]:
+    out = srcrawl(["export", "pages"], env)
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+class LateHostHandler:
+    """Pages from ``graph``; tasks of ``late_host`` come back deferred ``defers`` times first."""
+
+    phase = "crawl"
+    batch_size = 1
+    threads = 4
+
+    def __init__(self, graph: dict[str, list[str]], late_host: str, defers: int) -> None:
+        self.graph = graph
+        self.late_host = late_host
+        self.defers = defers
+        self.fetched: list[tuple[str, int]] = []
+
+    def handle(self, tasks: list[bytes]) -> list[bytes]:
+        out = []
+        for raw in tasks:
+            t = decode(raw)
+            base = {k: t.get(k) for k in ("url", "fp", "depth", "q")}
+            if t.get("url").startswith(self.late_host) and self.defers > 0:
+                self.defers -= 1
+                out.append(encode("deferred", {**base, "task": raw.decode(),
+                                               "until": time.time() + 0.2}))  # fmt: skip
+                continue
+            self.fetched.append((t.get("url"), t.get("depth")))
+            links = self.graph.get(t.get("url"), [])
+            out.append(encode("fetched", {**base, "again": t.get("again"), "status": 200,
+                                          "fetch_ms": 1, "links": links}))  # fmt: skip
+        return out
+
+    def stats(self) -> dict[str, float]:
+        return {}
+
+
+def test_a_late_host_gives_a_shorter_path_to_a_url_found_deeper(redis_url, keys, tmp_path):
+    # A's chain reaches x at depth 4 while B is deferred; B's seed links to x
+    # directly, so x is at depth 1 and y, z, w below it are within --depth 4.
+    chain = [f"{A}/0", f"{A}/1", f"{A}/2", f"{A}/3", f"{A}/x", f"{A}/y", f"{A}/z", f"{A}/w"]
+    graph = {a: [b] for a, b in itertools.pairwise(chain)}
+    graph[f"{B}/0"] = [f"{A}/x"]
+    want = {f"{A}/0": 0, f"{B}/0": 0, f"{A}/1": 1, f"{A}/x": 1, f"{A}/2": 2, f"{A}/y": 2,
+            f"{A}/3": 3, f"{A}/z": 3, f"{A}/w": 4}  # fmt: skip
+    cfg = Config.load(env={"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_JOB": keys.job,
+                           "SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db"})  # fmt: skip
+    start_crawl(cfg, [f"{A}/0", f"{B}/0"],
+                CrawlStrategy(max_depth=4, delay=0, delay_factor=0, max_delay=0))  # fmt: skip
+    handler = LateHostHandler(graph, B, defers=3)
+    slave = Slave(cfg, [handler], block_timeout=0.05)
+    t = threading.Thread(target=slave.run, daemon=True)
+    t.start()
+    try:
+        assert CrawlMaster(cfg).run() is True
+    finally:
+        slave.stopping.set()
+        t.join(timeout=10)
+    assert handler.defers == 0
+    shortest: dict[str, int] = {}
+    for url, depth in handler.fetched:
+        shortest[url] = min(depth, shortest.get(url, depth))
+    assert shortest == want
+    # x was first fetched at depth 4 (the levels did not wait for B), then again at 1
+    assert [d for u, d in handler.fetched if u == f"{A}/x"] == [4, 1]
+    stats = {k.decode(): int(v) for k, v in cfg.redis().hgetall(cfg.keys.stats("crawl")).items()}
+    assert stats["depth_improved"] == stats["refetched"] == 1
+    assert stats["pages"] == len(want)
+    cfg.close()
+
+
+class _Failing(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(500)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def broken_host():
+    """A host whose every answer, robots.txt included, is a 500."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Failing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+def good_site_seconds(web: TestWeb, since: float) -> float:
+    """Seconds from ``since`` to the end of the good site's last request."""
+    time.sleep(0.3)  # the access log is flushed every 0.1 s
+    return max(e["end_mono"] for e in web.log_entries() if e["start_mono"] >= since) - since
+
+
+def test_a_broken_seed_does_not_hold_a_good_site(broken_host, redis_url, keys, tmp_path):
+    log = tmp_path / "access.jsonl"
+    opts = ["--depth", "3", "--slaves", "1", "--delay", "0.02", "--delay-factor", "0",
+            "--robots-defer", "3", "--fetch-timeout", "2"]  # fmt: skip
+    with TestWeb.generate(hosts=1, pages=40, seed=11, access_log=log, flush_interval=0.1,
+                          slow_seconds=0.5) as web:  # fmt: skip
+        want = web.web.expected_crawl(web.seed_urls, 3)
+        env = env_for(redis_url, keys.job + "-alone", tmp_path / "alone")
+        t0 = time.monotonic()
+        r = srcrawl(["crawl", *web.seed_urls, *opts], env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        alone = good_site_seconds(web, t0)
+
+        env = env_for(redis_url, keys.job, tmp_path)
+        t0 = time.monotonic()
+        r = srcrawl(["crawl", *web.seed_urls, broken_host, *opts], env)
+        beside = good_site_seconds(web, t0)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert beside <= 1.5 * alone, (alone, beside)
+        assert {p["url"]: p["depth"] for p in stored(env)} == want
+        summary = json.loads(r.stdout)
+        assert summary["robots_gave_up"] == 1
+        assert f"{broken_host[7:-1]}: robots.txt: HTTP 500; retrying in" in r.stderr
+
+
+def test_the_store_takes_corrected_depths(store) -> None:
+    from srcrawl.sql.store import Page
+
+    store.put_pages([Page(fp=1, url="http://a/1", host="a", depth=4),
+                     Page(fp=2**62 + 5, url="http://a/2", host="a", depth=3)])  # fmt: skip
+    store.set_depths([(1, 1), (2**62 + 5, 2), (99, 0)])  # 99 is not stored: skipped
+    assert {p.fp: p.depth for p in store.get_pages([1, 2**62 + 5, 99])} == {1: 1, 2**62 + 5: 2}

@@ -1,0 +1,183 @@
+"""How the crawl master schedules, and what `srcrawl crawl` tells the user about it.
+
+Real parts throughout: `srcrawl crawl` as a user runs it, a Redis server, the
+SQLite store and the test web on loopback (its access log is the evidence).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from srcrawl.config import Config
+from srcrawl.master import strategy as strategies
+from srcrawl.master.crawl_run import start_crawl
+from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.testweb import TestWeb
+from srcrawl.testweb.accesslog import gaps
+
+
+def env_for(redis_url: str, job: str, tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
+    env.update(SRCRAWL_REDIS_URL=redis_url, SRCRAWL_JOB=job, SRCRAWL_HOME=str(tmp_path / "home"),
+               SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db")  # fmt: skip
+    return env
+
+
+def srcrawl(
+    args: list[str], env: dict[str, str], timeout: float = 300
+) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "srcrawl.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+
+
+def stored(env: dict[str, str]) -> list[dict]:
+    out = srcrawl(["export", "pages"], env)
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+@pytest.fixture(scope="module")
+def one_host(tmp_path_factory):
+    log = tmp_path_factory.mktemp("web") / "access.jsonl"
+    with TestWeb.generate(
+        hosts=1, pages=30, seed=3, access_log=log, flush_interval=0.1, slow_seconds=0.5
+    ) as tw:
+        yield tw
+
+
+def test_a_host_is_released_when_its_politeness_wait_ends(one_host, redis_url, keys, tmp_path):
+    # The wait between two requests to a host is the delay asked for, not the
+    # delay plus a tick of the scheduler or of Redis' blocking timeout.
+    env = env_for(redis_url, keys.job, tmp_path)
+    t0 = time.monotonic()
+    r = srcrawl(["crawl", *one_host.seed_urls, "--depth", "2", "--slaves", "1",
+                 "--delay", "0.1", "--delay-factor", "0"], env)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    time.sleep(0.3)  # the access log is flushed every 0.1 s
+    entries = [e for e in one_host.log_entries() if e["start_mono"] >= t0]
+    [host_gaps] = gaps(entries).values()
+    assert len(host_gaps) >= 15
+    assert min(host_gaps) >= 0.1 - 0.005  # never sooner than asked
+    assert statistics.median(host_gaps) < 0.13, sorted(host_gaps)
+
+
+def test_resume_applies_the_politeness_options_given(one_host, redis_url, keys, tmp_path):
+    # An interrupted crawl that was started with a long delay; the resume asks for none.
+    env = env_for(redis_url, keys.job, tmp_path)
+    cfg = Config.load(env=env)
+    start_crawl(cfg, one_host.seed_urls, CrawlStrategy(max_depth=1, delay=3.0, max_delay=3.0))
+    want = one_host.web.expected_crawl(one_host.seed_urls, 1)
+    assert len(want) >= 8  # at the old delay, half a minute at least
+    t0 = time.monotonic()
+    r = srcrawl(["crawl", "--resume", "--slaves", "1", "--delay", "0", "--delay-factor", "0",
+                 "--fetch-timeout", "2"], env, timeout=120)  # fmt: skip
+    elapsed = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert {p["url"]: p["depth"] for p in stored(env)} == want
+    assert elapsed < 20, elapsed
+    s = strategies.load(cfg.redis(), cfg.keys)
+    assert (s.version, s.delay, s.delay_factor, s.fetch_timeout) == (2, 0.0, 0.0, 2.0)
+    assert (s.max_delay, s.max_depth) == (3.0, 1)  # what was not given is kept
+    cfg.close()
+
+
+def test_resume_refuses_options_a_running_crawl_cannot_take(redis_url, keys, tmp_path):
+    env = env_for(redis_url, keys.job, tmp_path)
+    cfg = Config.load(env=env)
+    start_crawl(cfg, ["http://127.0.0.1:9/"], CrawlStrategy(max_depth=1))
+    r = srcrawl(["crawl", "--resume", "--depth", "5", "--queue-policy", "hash", "--delay", "0"],
+                env)  # fmt: skip
+    assert r.returncode == 2
+    [line] = r.stderr.strip().splitlines()
+    assert "--depth, --queue-policy cannot change on --resume" in line
+    s = strategies.load(cfg.redis(), cfg.keys)
+    assert (s.version, s.max_depth, s.queue_policy, s.delay) == (1, 1, "host", 1.0)
+    cfg.close()
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_dead_seed_is_reported_at_once_and_fails_the_crawl(redis_url, keys, tmp_path):
+    port = free_port()
+    env = env_for(redis_url, keys.job, tmp_path)
+    t0 = time.monotonic()
+    crawl = subprocess.Popen(
+        [sys.executable, "-m", "srcrawl.cli", "crawl", f"http://127.0.0.1:{port}/",
+         "--slaves", "1", "--robots-defer", "3"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        lines = []
+        for line in crawl.stderr:
+            lines.append((time.monotonic() - t0, line.rstrip("\n")))
+            if "try 1 of 2" in line:
+                break
+        told_at, told = lines[-1]
+        head = f"127.0.0.1:{port}: robots.txt: could not connect; retrying in "
+        assert re.fullmatch(re.escape(head) + r"[0-3] s \(try 1 of 2\)", told), told
+        assert told_at < 3  # before the first retry, not at the end
+        out, err = crawl.communicate(timeout=60)
+    finally:
+        if crawl.poll() is None:
+            crawl.kill()
+    assert crawl.returncode == 1, err
+    assert json.loads(out).get("pages", 0) == 0
+    last = err.strip().splitlines()[-1]
+    assert last == (
+        f"srcrawl: no seed could be fetched: 127.0.0.1:{port}: robots.txt: could not connect; "
+        "gave up after 2 tries"
+    )
+    assert time.monotonic() - t0 < 30
+
+
+def test_the_crawl_says_when_politeness_holds_it_and_ends_on_its_own_line(
+    one_host, redis_url, keys, tmp_path
+):
+    env = env_for(redis_url, keys.job, tmp_path)
+    r = srcrawl(["crawl", *one_host.seed_urls, "--depth", "2", "--slaves", "1",
+                 "--delay", "0.3", "--delay-factor", "0"], env)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stderr.strip().splitlines()
+    notes = [ln for ln in lines if "waiting on politeness" in ln and "--delay 0.3 s" in ln]
+    assert len(notes) == 1 and "--delay 0 --delay-factor 0" in notes[0], lines
+    # the result is a line of its own, the last one; the progress line came before it
+    summary = json.loads(r.stdout)
+    pages, scheduled = summary["pages"], summary["scheduled"]
+    assert lines[-1] == f"crawl complete: {pages} pages, {scheduled} URLs scheduled, 0 fetch errors"
+    assert lines[-2].startswith(f"pages {pages}  queued 0  in flight 0"), lines
+    assert sum("crawl complete" in ln for ln in lines) == 1
+
+
+def test_the_crawl_does_not_blame_politeness_when_there_is_none(
+    one_host, redis_url, keys, tmp_path
+):
+    env = env_for(redis_url, keys.job, tmp_path)
+    r = srcrawl(["crawl", *one_host.seed_urls, "--depth", "2", "--slaves", "1",
+                 "--delay", "0", "--delay-factor", "0"], env)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "politeness" not in r.stderr
+
+
+def test_requeued_tasks_of_dead_workers_are_told_in_sentences():
+    from srcrawl.queues.workers import reaped_sentences
+
+    assert reaped_sentences({"slave-3": {"q:srq": 12}, "slave-4": {}, "slave-5": {"a": 1}}) == [
+        "requeued 12 tasks of dead worker slave-3",
+        "worker slave-4 is dead (it held no task)",
+        "requeued 1 task of dead worker slave-5",
+    ]
