@@ -6,7 +6,7 @@ import collections
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 import click
@@ -81,26 +81,21 @@ def crawl_options(f: Callable) -> Callable:
     return f
 
 
+_RENAMED = {"allow_domain": "allow_domains", "allow_network": "allow_networks"}
+"""Crawl options whose strategy field has another name (repeatable options, plural fields)."""
+
+
+def field_of(option: str) -> str:
+    """The CrawlStrategy field a crawl option sets."""
+    return _RENAMED.get(option, option)
+
+
 def strategy_from(opts: dict[str, Any]) -> CrawlStrategy:
-    return CrawlStrategy(
-        allow_domains=tuple(opts["allow_domain"]),
-        allow=tuple(opts["allow"]),
-        deny=tuple(opts["deny"]),
-        max_depth=opts["max_depth"],
-        max_pages_per_host=opts["max_pages_per_host"],
-        delay=opts["delay"],
-        delay_factor=opts["delay_factor"],
-        max_delay=opts["max_delay"],
-        queue_policy=opts["queue_policy"],
-        hash_buckets=opts["hash_buckets"],
-        bloom_error_rate=opts["bloom_error_rate"],
-        fetch_timeout=opts["fetch_timeout"],
-        max_page_bytes=opts["max_page_bytes"],
-        robots_defer=opts["robots_defer"],
-        user_agent=opts["user_agent"],
-        allow_private=opts["allow_private"],
-        allow_networks=tuple(opts["allow_network"]),
-    )
+    """The strategy the crawl options ``opts`` (as click names them) describe."""
+    known = {f.name for f in fields(CrawlStrategy)}
+    values = {field_of(k): (tuple(v) if isinstance(v, (list, tuple)) else v)
+              for k, v in opts.items() if field_of(k) in known}  # fmt: skip
+    return CrawlStrategy(**values)
 
 
 def warn_without_contact(strategy: CrawlStrategy) -> None:
@@ -141,15 +136,13 @@ def resumed_strategy(current: CrawlStrategy, given: dict[str, Any]) -> CrawlStra
     if not given:
         return None
     new = strategy_from({**asdict_options(current), **given})
-    return replace(current, **{name: getattr(new, name) for name in given})
+    return replace(current, **{field_of(n): getattr(new, field_of(n)) for n in given})
 
 
 def asdict_options(strategy: CrawlStrategy) -> dict[str, Any]:
     """The crawl options (as :func:`crawl_options` names them) that give ``strategy``."""
-    names = ("max_depth", "allow", "deny", "max_pages_per_host", "delay", "delay_factor",
-             "max_delay", "queue_policy", "hash_buckets", "bloom_error_rate", "fetch_timeout",
-             "max_page_bytes", "robots_defer")  # fmt: skip
-    return {"allow_domain": strategy.allow_domains, **{n: getattr(strategy, n) for n in names}}
+    inverse = {f: o for o, f in _RENAMED.items()}
+    return {inverse.get(f.name, f.name): getattr(strategy, f.name) for f in fields(strategy)}
 
 
 def _config(ctx: click.Context):

@@ -97,3 +97,16 @@ def store(db_url: DatabaseURL):
 @pytest.fixture
 def python() -> str:
     return sys.executable
+
+
+def cli_env(redis_url: str, job: str, tmp_path: Path) -> dict[str, str]:
+    """The environment of a `srcrawl` command run by a test: its own Redis, job, home and store.
+
+    The store's directory is made first: srcrawl opens a named SQLite path only in a
+    directory that exists.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    env.update(SRCRAWL_REDIS_URL=redis_url, SRCRAWL_JOB=job, SRCRAWL_HOME=str(tmp_path / "home"),
+               SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db")  # fmt: skip
+    return env

@@ -10,7 +10,6 @@ from __future__ import annotations
 import http.server
 import itertools
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -26,15 +25,10 @@ from srcrawl.queues.envelope import decode, encode
 from srcrawl.slave.runtime import Slave
 from srcrawl.testweb import TestWeb
 
+from .conftest import cli_env as env_for
+
 A = "http://127.0.0.1:9100"
 B = "http://127.0.0.1:9101"
-
-
-def env_for(redis_url: str, job: str, tmp_path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
-    env.update(SRCRAWL_REDIS_URL=redis_url, SRCRAWL_JOB=job, SRCRAWL_HOME=str(tmp_path / "home"),
-               SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db")  # fmt: skip
-    return env
 
 
 def srcrawl(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:

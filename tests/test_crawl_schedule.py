@@ -7,14 +7,12 @@ SQLite store and the test web on loopback (its access log is the evidence).
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -25,12 +23,7 @@ from srcrawl.master.strategy import CrawlStrategy
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.accesslog import gaps
 
-
-def env_for(redis_url: str, job: str, tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
-    env.update(SRCRAWL_REDIS_URL=redis_url, SRCRAWL_JOB=job, SRCRAWL_HOME=str(tmp_path / "home"),
-               SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db")  # fmt: skip
-    return env
+from .conftest import cli_env as env_for
 
 
 def srcrawl(

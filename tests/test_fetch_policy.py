@@ -7,14 +7,12 @@ Canary listeners count every connection they are offered: they must see none.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
@@ -23,6 +21,8 @@ from srcrawl.master.strategy import CrawlStrategy
 from srcrawl.slave.fetch import ERROR_ADDRESS_REFUSED, ERROR_OUT_OF_SCOPE, Fetcher
 from srcrawl.slave.fetch_policy import FetchPolicy, is_public
 from srcrawl.slave.robots import RobotsCache
+
+from .conftest import cli_env as env_for
 
 Route = Callable[[], tuple[int, bytes, dict[str, str]]]
 
@@ -288,12 +288,6 @@ def test_robots_redirects_to_other_ports_never_reach_them(
 
 
 # -- whole crawls -------------------------------------------------------------------
-def env_for(redis_url: str, job: str, tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
-    tmp_path.mkdir(parents=True, exist_ok=True)  # a named store's directory must exist
-    env.update(SRCRAWL_REDIS_URL=redis_url, SRCRAWL_JOB=job, SRCRAWL_HOME=str(tmp_path / "home"),
-               SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db")  # fmt: skip
-    return env
 
 
 def srcrawl(
