@@ -14,11 +14,13 @@ from srcrawl.defaults import (
     DEFAULT_DELAY,
     DEFAULT_DELAY_FACTOR,
     DEFAULT_FETCH_THREADS,
+    DEFAULT_FETCH_TRIES,
     DEFAULT_HASH_BUCKETS,
     DEFAULT_MAX_DELAY,
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_PAGE_BYTES,
     DEFAULT_READ_TIMEOUT,
+    DEFAULT_RETRY_BACKOFF,
     DEFAULT_ROBOTS_DEFER,
 )
 from srcrawl.errors import ConfigError
@@ -54,6 +56,11 @@ def crawl_options(f: Callable) -> Callable:
                      help="Bytes of a body to read; the rest is cut off."),
         click.option("--robots-defer", default=DEFAULT_ROBOTS_DEFER, show_default=True,
                      help="Seconds a host waits after its robots.txt failed (5xx, timeout)."),
+        click.option("--fetch-tries", default=DEFAULT_FETCH_TRIES, show_default=True,
+                     help="Fetches of a URL failing for a passing reason (timeout, broken or "
+                          "cut-off response, 5xx, 429) before it is stored as failed."),
+        click.option("--retry-backoff", default=DEFAULT_RETRY_BACKOFF, show_default=True,
+                     help="Seconds before a failed URL's second try, doubled for each next."),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)
@@ -76,6 +83,8 @@ def strategy_from(opts: dict[str, Any]) -> CrawlStrategy:
         fetch_timeout=opts["fetch_timeout"],
         max_page_bytes=opts["max_page_bytes"],
         robots_defer=opts["robots_defer"],
+        fetch_tries=opts["fetch_tries"],
+        retry_backoff=opts["retry_backoff"],
     )
 
 
@@ -190,12 +199,14 @@ def seed_command(ctx: click.Context, urls: tuple[str, ...]) -> None:
 @click.command("pages")
 @click.pass_context
 def export_pages(ctx: click.Context) -> None:
-    """One JSON object per fetched URL: url, status, depth, content_type, title."""
+    """One JSON object per fetched URL: url, status, depth, content_type, title, error,
+    body_state."""
     store = _config(ctx).store()
     out = sys.stdout
     for p in store.iter_pages():
         record = {"url": p.url, "status": p.status, "depth": p.depth,
-                  "content_type": p.content_type, "title": p.title}  # fmt: skip
+                  "content_type": p.content_type, "title": p.title, "error": p.error,
+                  "body_state": p.body_state}  # fmt: skip
         out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 

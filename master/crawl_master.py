@@ -57,10 +57,14 @@ def seed_message(urls: list[str], strategy_version: int) -> bytes:
     return encode("seed", {"urls": urls, "strategy": strategy_version})
 
 
-def fetch_task(url: str, fp: int, depth: int, queue: str, tries: int = 0) -> str:
-    return encode(
-        "fetch", {"url": url, "fp": fp, "depth": depth, "q": queue, "tries": tries}
-    ).decode()
+def fetch_task(
+    url: str, fp: int, depth: int, queue: str, tries: int = 0, *, failed: int = 0
+) -> str:
+    """A task of srq; ``tries``: its robots.txt deferrals, ``failed``: its failed fetches."""
+    fields = {"url": url, "fp": fp, "depth": depth, "q": queue, "tries": tries}
+    if failed:
+        fields["failed"] = failed
+    return encode("fetch", fields).decode()
 
 
 class CrawlMaster:
@@ -293,8 +297,12 @@ class CrawlMaster:
         if kind == "fetched":
             batch.done.append([queue, now_ms() + s.politeness_ms(fetch_ms, msg.get("crawl_delay"))])
             batch.count("pages")
-            status = int(msg.get("status", 0))
-            batch.count(f"status_{status // 100}xx" if status > 0 else "fetch_errors")
+            status, error = int(msg.get("status", 0)), msg.get("error")
+            if error:  # a cut-off or failed response is no good page, whatever its status
+                batch.count("fetch_errors")
+                batch.count(f"error_{error}")
+            else:
+                batch.count(f"status_{status // 100}xx" if status > 0 else "fetch_errors")
             if msg.get("invalid"):
                 batch.count("invalid_urls", int(msg.get("invalid")))
             depth = int(msg.get("depth", 0)) + 1
@@ -309,6 +317,8 @@ class CrawlMaster:
                     now_ms() + s.politeness_ms(fetch_ms, msg.get("crawl_delay")),
                 ]
             )
+        elif kind == "retry":  # a passing failure: the URL goes back to its queue's head
+            self._retry(msg, queue, batch, fetch_ms)
         elif kind == "disallowed":
             batch.count("robots_disallowed")
             batch.done.append([queue, -1])
@@ -320,13 +330,32 @@ class CrawlMaster:
                 batch.done.append([queue, -1])
             else:
                 batch.count("robots_deferred")
-                retry = fetch_task(task.get("url"), task.get("fp"), task.get("depth"), queue, tries)
+                retry = fetch_task(task.get("url"), task.get("fp"), task.get("depth"), queue,
+                                   tries, failed=int(task.get("failed", 0)))  # fmt: skip
                 until = int(float(msg.get("until", 0)) * 1000)
                 batch.retry.append(
                     [queue, retry, max(until, now_ms() + s.politeness_ms(fetch_ms, None))]
                 )
         else:
             batch.count("bad_messages")
+
+    def _retry(self, msg: Message, queue: str, batch: Batch, fetch_ms: float) -> None:
+        """Queue a failed fetch again after a back-off, its host still polite meanwhile."""
+        s = self.strategy
+        try:
+            task = decode(msg.get("task", ""))
+        except EnvelopeError:
+            batch.count("bad_messages")
+            batch.done.append([queue, -1])
+            return
+        failed = int(task.get("failed", 0)) + 1
+        retry = fetch_task(task.get("url"), task.get("fp"), task.get("depth"), queue,
+                           int(task.get("tries", 0)), failed=failed)  # fmt: skip
+        batch.count("fetch_retries")
+        batch.count(f"retry_{msg.get('error') or 'status_' + str(msg.get('status', 0))}")
+        wait = max(s.retry_ms(failed, msg.get("retry_after")),
+                   s.politeness_ms(fetch_ms, msg.get("crawl_delay")))  # fmt: skip
+        batch.retry.append([queue, retry, now_ms() + wait])
 
     def _candidate(self, url: str, depth: int, batch: Batch, level: int) -> None:
         # most links are repeats [seed 004]: a URL string already judged seen is
