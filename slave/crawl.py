@@ -161,8 +161,8 @@ class CrawlHandler:
                 select.select([wake_fd], [], [], timeout)
             return []
         out: list[tuple[bytes, bytes]] = []
-        ready = self._parsed_r.fileno()
-        for (raw, what, extra), result in self._multi.wait(timeout, (wake_fd, ready)):  # type: ignore[misc]
+        fds = [fd for fd in (wake_fd, self._parsed_r.fileno()) if fd >= 0]
+        for (raw, what, extra), result in self._multi.wait(timeout, fds):  # type: ignore[misc]
             if isinstance(what, _RobotsMiss):
                 fetcher, robots = self.tools()
                 if result.redirect is not None and extra < robots.max_redirects:
