@@ -7,6 +7,9 @@ elsewhere, costs no other fetch its page.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,6 +18,7 @@ import pytest
 
 from srcrawl.config import Config, DatabaseURL
 from srcrawl.master.crawl_master import fetch_task
+from srcrawl.master.scope import Scope
 from srcrawl.master.strategy import CrawlStrategy, publish
 from srcrawl.queues.envelope import decode
 from srcrawl.slave.crawl import CrawlHandler
@@ -27,9 +31,11 @@ from srcrawl.slave.fetch import (
     Fetcher,
     FetchMulti,
 )
+from srcrawl.testweb import TestWeb
+from srcrawl.urls import host_of
 
 sys.path.insert(0, str(Path(__file__).parent / "helpers"))
-from hostile_web import HostileWeb
+from hostile_web import PAGES, HostileWeb
 
 
 @pytest.fixture
@@ -167,3 +173,52 @@ def test_a_passing_failure_is_retried_and_the_last_try_is_stored_failed(
         assert page.text == ""  # a cut-off body is not taken for the page's text
     finally:
         handler.close()
+
+
+def _srcrawl(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "srcrawl.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_crawl_beside_a_hostile_host_loses_no_good_page(redis_url, keys, tmp_path) -> None:
+    pages = (*PAGES, "heavy")
+    with HostileWeb(pages=pages) as bad, TestWeb.generate(hosts=3, pages=20, seed=4,
+                                                          latency_ms=30) as tw:  # fmt: skip
+        good_seeds = tw.seed_urls[1:]  # host 0's special pages fail on purpose
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
+        env.update(SRCRAWL_REDIS_URL=redis_url, SRCRAWL_JOB=keys.job,
+                   SRCRAWL_HOME=str(tmp_path / "home"),
+                   SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db")  # fmt: skip
+        r = _srcrawl(["crawl", bad.origin + "/", *good_seeds, "--depth", "2", "--slaves", "2",
+                      "--threads", "8", "--delay", "0", "--delay-factor", "0",
+                      "--fetch-timeout", "0.5", "--robots-defer", "0.3",
+                      "--retry-backoff", "0.2"], env)  # fmt: skip
+        assert r.returncode == 0, r.stderr[-3000:]
+        summary = json.loads(r.stdout)
+        out = _srcrawl(["export", "pages"], env)
+        stored = {p["url"]: p for p in map(json.loads, out.stdout.splitlines())}
+        scope = Scope(CrawlStrategy(seed_hosts=tuple({host_of(s) for s in good_seeds}),
+                                    max_depth=2))  # fmt: skip
+        want = tw.web.expected_crawl(good_seeds, 2, lambda url: scope.reject(url, 0) is None)
+        # every good page is stored, whole, its links followed
+        good = {u: p for u, p in stored.items() if not u.startswith(bad.origin)}
+        assert set(good) == set(want)
+        assert all(p["error"] is None for p in good.values() if p["status"] == 200)
+        # failed and cut-off responses say so, after every try
+        outcome = {n: (stored[bad.url(n)]["status"], stored[bad.url(n)]["error"],
+                       stored[bad.url(n)]["body_state"]) for n in pages}  # fmt: skip
+        assert outcome == {
+            "drip": (200, "timeout", "incomplete"),
+            "headers": (200, "timeout", "incomplete"),
+            "short": (200, "truncated", "incomplete"),
+            "flaky": (200, None, "complete"),
+            "heavy": (200, None, "capped"),  # 2.8 MB, cut at --max-page-bytes
+        }
+        assert bad.url("flaky-child") in stored  # retried, then followed
+        tries = {n: bad.requests[f"/{n}.html"] for n in pages}
+        assert tries == {"drip": 3, "headers": 3, "short": 3, "flaky": 2, "heavy": 1}
+    assert summary["error_timeout"] == 2 and summary["error_truncated"] == 1
+    assert summary["fetch_retries"] == 7 and summary["fetch_errors"] == 3
+    ok = [p for p in stored.values() if 200 <= p["status"] < 300 and p["error"] is None]
+    assert summary["status_2xx"] == len(ok)
