@@ -161,6 +161,7 @@ class CrawlHandler:
                 select.select([wake_fd], [], [], timeout)
             return []
         out: list[tuple[bytes, bytes]] = []
+        pages: list[tuple[bytes, dict, RobotsRules, FetchResult]] = []
         fds = [fd for fd in (wake_fd, self._parsed_r.fileno()) if fd >= 0]
         for (raw, what, extra), result in self._multi.wait(timeout, fds):  # type: ignore[misc]
             if isinstance(what, _RobotsMiss):
@@ -174,11 +175,14 @@ class CrawlHandler:
             retry = self._retry(raw, what, extra, result)
             if retry is not None:
                 out.append((raw, retry))
-                continue
+            else:
+                pages.append((raw, what, extra, result))
+        if pages:
+            # one hand-off for the pages of one wait: fewer thread switches
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(DEFAULT_PARSE_THREADS, "crawl-parse")
-            self._parsing += 1
-            self._pool.submit(self._parse_beside, raw, what, extra, result)
+            self._parsing += len(pages)
+            self._pool.submit(self._parse_beside, pages)
         with contextlib.suppress(OSError):  # BlockingIOError once drained
             while self._parsed_r.recv(4096):
                 pass
@@ -187,17 +191,16 @@ class CrawlHandler:
             self._parsing -= 1
         return out
 
-    def _parse_beside(
-        self, raw: bytes, base: dict, rules: RobotsRules, result: FetchResult
-    ) -> None:
-        """A parse thread's work: the task's outcome, handed to the driver."""
-        try:
-            outcome = self._finish(base, rules, result)
-        except Exception:  # a bug: report the task to the master rather than lose it
-            log.exception("crawl handler failed on %s", base.get("url"))
-            fields = {"phase": "crawl", "error": traceback.format_exc(limit=3)}
-            outcome = encode("error", fields, raw)
-        self._parsed.append((raw, outcome))
+    def _parse_beside(self, pages: list[tuple[bytes, dict, RobotsRules, FetchResult]]) -> None:
+        """A parse thread's work: the tasks' outcomes, handed to the driver."""
+        for raw, base, rules, result in pages:
+            try:
+                outcome = self._finish(base, rules, result)
+            except Exception:  # a bug: report the task to the master rather than lose it
+                log.exception("crawl handler failed on %s", base.get("url"))
+                fields = {"phase": "crawl", "error": traceback.format_exc(limit=3)}
+                outcome = encode("error", fields, raw)
+            self._parsed.append((raw, outcome))
         with contextlib.suppress(OSError):  # BlockingIOError: a wake-up is pending already
             self._parsed_w.send(b"x")
 
