@@ -222,3 +222,20 @@ def test_a_crawl_beside_a_hostile_host_loses_no_good_page(redis_url, keys, tmp_p
     assert summary["fetch_retries"] == 7 and summary["fetch_errors"] == 3
     ok = [p for p in stored.values() if 200 <= p["status"] < 300 and p["error"] is None]
     assert summary["status_2xx"] == len(ok)
+
+
+def test_the_retry_back_off_doubles_honours_retry_after_and_is_capped() -> None:
+    s = CrawlStrategy(retry_backoff=2.0)
+    assert [s.retry_ms(n, None) for n in (1, 2, 3)] == [2000, 4000, 8000]
+    assert s.retry_ms(10, None) == s.retry_ms(1, 10**6) == 60_000
+    assert s.retry_ms(1, 30.0) == 30_000
+
+
+def test_status_lists_the_failed_fetches_by_kind() -> None:
+    from srcrawl.status import render
+
+    counters = {"pages": 9, "status_2xx": 6, "error_timeout": 2, "error_truncated": 1,
+                "fetch_retries": 7}  # fmt: skip
+    crawl = {"srq": 0, "nrq": 0, "in_flight": 0, "counters": counters}
+    snapshot = {"job": "j", "workers": [], "phases": {"crawl": crawl}}
+    assert "failed fetches: timeout 2, truncated 1 (retried 7)" in render(snapshot)
