@@ -16,11 +16,13 @@ from srcrawl.defaults import (
     DEFAULT_DELAY,
     DEFAULT_DELAY_FACTOR,
     DEFAULT_FETCH_THREADS,
+    DEFAULT_FETCH_TRIES,
     DEFAULT_HASH_BUCKETS,
     DEFAULT_MAX_DELAY,
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_PAGE_BYTES,
     DEFAULT_READ_TIMEOUT,
+    DEFAULT_RETRY_BACKOFF,
     DEFAULT_ROBOTS_DEFER,
     DEFAULT_USER_AGENT,
 )
@@ -75,6 +77,11 @@ def crawl_options(f: Callable) -> Callable:
                           "(a seed's own IP-literal or localhost origin needs no opt-in)."),
         click.option("--allow-network", multiple=True, metavar="CIDR",
                      help="Let requests go to the addresses of this network (repeatable)."),
+        click.option("--fetch-tries", default=DEFAULT_FETCH_TRIES, show_default=True,
+                     help="Fetches of a URL failing for a passing reason (timeout, broken or "
+                          "cut-off response, 5xx, 429) before it is stored as failed."),
+        click.option("--retry-backoff", default=DEFAULT_RETRY_BACKOFF, show_default=True,
+                     help="Seconds before a failed URL's second try, doubled for each next."),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)
@@ -333,12 +340,14 @@ def seed_command(
 @click.command("pages")
 @click.pass_context
 def export_pages(ctx: click.Context) -> None:
-    """One JSON object per fetched URL: url, status, depth, content_type, title."""
+    """One JSON object per fetched URL: url, status, depth, content_type, title, error,
+    body_state."""
     store = _config(ctx).store()
     out = sys.stdout
     for p in store.iter_pages():
         record = {"url": p.url, "status": p.status, "depth": p.depth,
-                  "content_type": p.content_type, "title": p.title}  # fmt: skip
+                  "content_type": p.content_type, "title": p.title, "error": p.error,
+                  "body_state": p.body_state}  # fmt: skip
         out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 

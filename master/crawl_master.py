@@ -68,10 +68,20 @@ def seed_message(urls: list[str], strategy_version: int) -> bytes:
 
 
 def fetch_task(
-    url: str, fp: int, depth: int, queue: str, tries: int = 0, *, again: bool = False
+    url: str,
+    fp: int,
+    depth: int,
+    queue: str,
+    tries: int = 0,
+    *,
+    failed: int = 0,
+    again: bool = False,
 ) -> str:
-    """A fetch task; ``again``: a URL fetched once more, at a shorter depth found later."""
+    """A task of srq; ``tries``: its robots.txt deferrals, ``failed``: its failed fetches,
+    ``again``: a URL fetched once more, at a shorter depth found later."""
     fields = {"url": url, "fp": fp, "depth": depth, "q": queue, "tries": tries}
+    if failed:
+        fields["failed"] = failed
     if again:
         fields["again"] = 1
     return encode("fetch", fields).decode()
@@ -359,10 +369,14 @@ class CrawlMaster:
         if kind == "fetched":
             batch.done.append([queue, now_ms() + s.politeness_ms(fetch_ms, msg.get("crawl_delay"))])
             batch.count("refetched" if msg.get("again") else "pages")
-            status = int(msg.get("status", 0))
-            batch.count(f"status_{status // 100}xx" if status > 0 else "fetch_errors")
-            if msg.get("error") == ERROR_ADDRESS_REFUSED:
-                batch.count("address_refused")
+            status, error = int(msg.get("status", 0)), msg.get("error")
+            if error:  # a cut-off or failed response is no good page, whatever its status
+                batch.count("fetch_errors")
+                batch.count(f"error_{error}")
+                if error == ERROR_ADDRESS_REFUSED:
+                    batch.count("address_refused")
+            else:
+                batch.count(f"status_{status // 100}xx" if status > 0 else "fetch_errors")
             if msg.get("invalid"):
                 batch.count("invalid_urls", int(msg.get("invalid")))
             depth = int(msg.get("depth", 0)) + 1
@@ -378,6 +392,8 @@ class CrawlMaster:
                     now_ms() + s.politeness_ms(fetch_ms, msg.get("crawl_delay")),
                 ]
             )
+        elif kind == "retry":  # a passing failure: the URL goes back to its queue's head
+            self._retry(msg, queue, batch, fetch_ms)
         elif kind == "disallowed":
             batch.count("robots_disallowed")
             batch.done.append([queue, -1])
@@ -409,7 +425,7 @@ class CrawlMaster:
             batch.count("robots_deferred")
             again = bool(task.get("again"))
             retry = fetch_task(task.get("url"), task.get("fp"), task.get("depth"), queue, tries,
-                               again=again)  # fmt: skip
+                               again=again, failed=int(task.get("failed", 0)))  # fmt: skip
             until = int(float(msg.get("until", 0)) * 1000)
             wait = self.strategy.politeness_ms(float(msg.get("fetch_ms", 0)), None)
             retry_at = max(until, now_ms() + wait)
@@ -433,6 +449,25 @@ class CrawlMaster:
             batch.depths[fp] = batch.improved[fp] = depth
             batch.now.append([queue, fetch_task(url, fp, depth, queue, again=True)])
             batch.count("depth_improved")
+
+    def _retry(self, msg: Message, queue: str, batch: Batch, fetch_ms: float) -> None:
+        """Queue a failed fetch again after a back-off, its host still polite meanwhile."""
+        s = self.strategy
+        try:
+            task = decode(msg.get("task", ""))
+        except EnvelopeError:
+            batch.count("bad_messages")
+            batch.done.append([queue, -1])
+            return
+        failed = int(task.get("failed", 0)) + 1
+        retry = fetch_task(task.get("url"), task.get("fp"), task.get("depth"), queue,
+                           int(task.get("tries", 0)), failed=failed,
+                           again=bool(task.get("again")))  # fmt: skip
+        batch.count("fetch_retries")
+        batch.count(f"retry_{msg.get('error') or 'status_' + str(msg.get('status', 0))}")
+        wait = max(s.retry_ms(failed, msg.get("retry_after")),
+                   s.politeness_ms(fetch_ms, msg.get("crawl_delay")))  # fmt: skip
+        batch.retry.append([queue, retry, now_ms() + wait])
 
     def _candidate(self, url: str, depth: int, batch: Batch, level: int) -> None:
         # A link found behind the current level (on a page of a lagging queue)

@@ -18,14 +18,17 @@ from srcrawl.defaults import (
     DEFAULT_BLOOM_ERROR_RATE,
     DEFAULT_DELAY,
     DEFAULT_DELAY_FACTOR,
+    DEFAULT_FETCH_TRIES,
     DEFAULT_HASH_BUCKETS,
     DEFAULT_MAX_CRAWL_DELAY,
     DEFAULT_MAX_DELAY,
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_PAGE_BYTES,
     DEFAULT_MAX_REPEATED_SEGMENTS,
+    DEFAULT_MAX_RETRY_BACKOFF,
     DEFAULT_MAX_URL_LENGTH,
     DEFAULT_READ_TIMEOUT,
+    DEFAULT_RETRY_BACKOFF,
     DEFAULT_ROBOTS_DEFER,
     DEFAULT_USER_AGENT,
 )
@@ -75,6 +78,10 @@ class CrawlStrategy:
     """CIDRs whose addresses requests may go to, beside the public ones."""
     seed_origins: tuple[str, ...] = ()
     """``scheme://host[:port]`` of the seeds: those on an IP literal or localhost need no opt-in."""
+    fetch_tries: int = DEFAULT_FETCH_TRIES
+    """Fetches of a URL that keeps failing for a passing reason before it is stored as failed."""
+    retry_backoff: float = DEFAULT_RETRY_BACKOFF
+    """Seconds before a failed URL's second try; doubled for each try after."""
     version: int = 0
     extra: dict = field(default_factory=dict)
 
@@ -94,6 +101,8 @@ class CrawlStrategy:
                 "--fetch-timeout, --robots-defer and --max-page-bytes must be positive"
             )
         check_user_agent(self.user_agent)
+        if self.fetch_tries < 1 or self.retry_backoff < 0:
+            raise ConfigError("--fetch-tries must be at least 1, --retry-backoff not negative")
         if not 0 < self.bloom_error_rate < 1:
             raise ConfigError("the Bloom error rate must be between 0 and 1")
         for cidr in self.allow_networks:
@@ -113,6 +122,14 @@ class CrawlStrategy:
         if crawl_delay:
             wait = max(wait, min(crawl_delay, self.max_crawl_delay))
         return int(wait * 1000)
+
+    def retry_ms(self, failed: int, retry_after: float | None) -> int:
+        """Wait before the next try of a URL whose fetch failed ``failed`` times (≥ 1).
+
+        Exponential back-off, at least the server's Retry-After; both capped.
+        """
+        wait = max(self.retry_backoff * 2 ** (failed - 1), retry_after or 0.0)
+        return int(min(wait, DEFAULT_MAX_RETRY_BACKOFF) * 1000)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -9,21 +9,32 @@ acknowledges their tasks.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
 import select
+import socket
 import threading
 import time
+import traceback
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from srcrawl.config import Config
-from srcrawl.defaults import DEFAULT_FETCH_THREADS, DEFAULT_LINK_CACHE
+from srcrawl.defaults import (
+    DEFAULT_FETCH_THREADS,
+    DEFAULT_FETCH_TRIES,
+    DEFAULT_LINK_CACHE,
+    DEFAULT_PARSE_THREADS,
+)
 from srcrawl.errors import EnvelopeError
 from srcrawl.master.strategy import CrawlStrategy
 from srcrawl.master.strategy import load as load_strategy
 from srcrawl.queues.envelope import decode, encode
 from srcrawl.slave.clock_cache import ClockCache
 from srcrawl.slave.decode import decode_html, is_html, utf8_source
-from srcrawl.slave.fetch import Fetcher, FetchMulti, FetchResult
+from srcrawl.slave.fetch import BODY_CAPPED, BODY_COMPLETE, Fetcher, FetchMulti, FetchResult
 from srcrawl.slave.fetch_policy import FetchPolicy
 from srcrawl.slave.page_writer import PageWriter
 from srcrawl.slave.parse import parse_html
@@ -32,6 +43,8 @@ from srcrawl.sql.store import Page, compress_body
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
 
 _STRATEGY_REFRESH = 5.0
+
+log = logging.getLogger("srcrawl.slave")
 
 
 _CURL_CODE = re.compile(r"libcurl error (\d+):")
@@ -67,9 +80,12 @@ class CrawlHandler:
     """Serves the crawl phase; ``threads`` tasks are fetched at once.
 
     The runtime drives it through :meth:`start` and :meth:`poll` from one
-    thread, which runs every fetch at once on a libcurl multi handle and
-    parses each page as it arrives: no fetch threads, no hand-offs between
-    them. :meth:`handle` does the same work one task at a time.
+    thread, which runs every fetch at once on a libcurl multi handle: no
+    fetch threads, no hand-offs between them. Each page that arrives is
+    decoded and parsed by a small pool of parse threads beside it, so a page
+    that takes seconds to parse holds up no fetch (libxml2 parses without the
+    GIL; the pure Python fallback hands it over every few milliseconds).
+    :meth:`handle` does the same work one task at a time.
     """
 
     phase = "crawl"
@@ -89,8 +105,16 @@ class CrawlHandler:
         self._lock = threading.Lock()
         self.pages = 0
         self.errors = 0
+        self.retries = 0
         self.invalid_links = 0
         self._multi: FetchMulti | None = None
+        self._tries = DEFAULT_FETCH_TRIES
+        self._pool: ThreadPoolExecutor | None = None
+        self._parsing = 0  # pages handed to the pool whose outcome poll() has not returned
+        self._parsed: deque[tuple[bytes, bytes]] = deque()
+        self._parsed_r, self._parsed_w = socket.socketpair()
+        self._parsed_r.setblocking(False)
+        self._parsed_w.setblocking(False)
 
     def handle(self, tasks: list[bytes]) -> list[bytes]:
         return [self._one(raw) for raw in tasks]
@@ -119,6 +143,7 @@ class CrawlHandler:
                                          user_agent=strategy.user_agent)  # fmt: skip
                     self._tools = (fetcher, robots)
                     self._version = strategy.version
+                    self._tries = strategy.fetch_tries
         return self._tools
 
     # -- one task at a time (tests) -------------------------------------------
@@ -131,7 +156,8 @@ class CrawlHandler:
             rules, result = robots.fetch_and_store(step.site)
             return self._after_robots(raw, step.base, rules, result)
         url, base, rules = step
-        return self._finish(base, rules, fetcher.fetch(url))
+        result = fetcher.fetch(url)
+        return self._retry(raw, base, rules, result) or self._finish(base, rules, result)
 
     # -- many at once, driven by the runtime's one crawl thread ----------------
     def start(self, raw: bytes) -> bytes | None:
@@ -155,13 +181,15 @@ class CrawlHandler:
         return None
 
     def poll(self, timeout: float, wake_fd: int) -> list[tuple[bytes, bytes]]:
-        """Wait up to ``timeout`` s for fetches (or ``wake_fd``); the tasks that finished."""
+        """Wait up to ``timeout`` s for fetches and parses (or ``wake_fd``); the finished tasks."""
         if self._multi is None:
             if timeout > 0:
                 select.select([wake_fd], [], [], timeout)
             return []
         out: list[tuple[bytes, bytes]] = []
-        for (raw, what, extra), result in self._multi.wait(timeout, (wake_fd,)):  # type: ignore[misc]
+        pages: list[tuple[bytes, dict, RobotsRules, FetchResult]] = []
+        fds = [fd for fd in (wake_fd, self._parsed_r.fileno()) if fd >= 0]
+        for (raw, what, extra), result in self._multi.wait(timeout, fds):  # type: ignore[misc]
             if isinstance(what, _RobotsMiss):
                 fetcher, robots = self.tools()
                 if result.redirect is not None and extra < robots.max_redirects:
@@ -169,16 +197,50 @@ class CrawlHandler:
                     continue
                 rules = robots.store(what.site, result)
                 out.append((raw, self._after_robots(raw, what.base, rules, result)))
+                continue
+            retry = self._retry(raw, what, extra, result)
+            if retry is not None:
+                out.append((raw, retry))
             else:
-                out.append((raw, self._finish(what, extra, result)))
+                pages.append((raw, what, extra, result))
+        if pages:
+            # one hand-off for the pages of one wait: fewer thread switches
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(DEFAULT_PARSE_THREADS, "crawl-parse")
+            self._parsing += len(pages)
+            self._pool.submit(self._parse_beside, pages)
+        with contextlib.suppress(OSError):  # BlockingIOError once drained
+            while self._parsed_r.recv(4096):
+                pass
+        while self._parsed:
+            out.append(self._parsed.popleft())
+            self._parsing -= 1
         return out
+
+    def _parse_beside(self, pages: list[tuple[bytes, dict, RobotsRules, FetchResult]]) -> None:
+        """A parse thread's work: the tasks' outcomes, handed to the driver."""
+        for raw, base, rules, result in pages:
+            try:
+                outcome = self._finish(base, rules, result)
+            except Exception:  # a bug: report the task to the master rather than lose it
+                log.exception("crawl handler failed on %s", base.get("url"))
+                fields = {"phase": "crawl", "error": traceback.format_exc(limit=3)}
+                outcome = encode("error", fields, raw)
+            self._parsed.append((raw, outcome))
+        with contextlib.suppress(OSError):  # BlockingIOError: a wake-up is pending already
+            self._parsed_w.send(b"x")
 
     def in_flight(self) -> int:
         """Tasks started and not yet returned by :meth:`poll`."""
-        return len(self._multi) if self._multi is not None else 0
+        return (len(self._multi) if self._multi is not None else 0) + self._parsing
 
     def close(self) -> None:
         """Drop the open connections (fetches still running are abandoned)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._parsed.clear()
+        self._parsing = 0
         if self._multi is not None:
             self._multi.close()
             self._multi = None
@@ -196,7 +258,8 @@ class CrawlHandler:
             )
         except (EnvelopeError, TypeError, ValueError):
             return encode("error", {"phase": "crawl", "error": "malformed fetch task"}, raw)
-        base = {"url": url, "fp": fp, "depth": depth, "q": queue}
+        base = {"url": url, "fp": fp, "depth": depth, "q": queue,
+                "failed": int(task.get("failed", 0))}  # fmt: skip
         if task.get("again"):
             base["again"] = 1
         _fetcher, robots = self.tools()
@@ -227,14 +290,32 @@ class CrawlHandler:
         return encode("deferred", {**base, "task": raw.decode(), "until": rules.deferred_until,
                                    "reason": failure_reason(result)})  # fmt: skip
 
+    def _retry(
+        self, raw: bytes, base: dict, rules: RobotsRules, result: FetchResult
+    ) -> bytes | None:
+        """A ``retry`` outcome when the fetch failed for a passing reason and tries remain.
+
+        The page is not stored: the master queues the task again after a back-off.
+        """
+        if not result.transient or base["failed"] + 1 >= self._tries:
+            return None
+        with self._lock:
+            self.retries += 1
+        return encode("retry", {
+            **base, "task": raw.decode(), "status": result.status, "error": result.error,
+            "fetch_ms": result.elapsed_ms, "crawl_delay": rules.crawl_delay,
+            "retry_after": result.retry_after,
+        })  # fmt: skip
+
     def _finish(self, base: dict, rules: RobotsRules, result: FetchResult) -> bytes:
         """Parse and queue the fetched page for the store; the task's outcome."""
         url, fp, depth = base["url"], base["fp"], base["depth"]
         title = text = ""
         links: list[str] = []
+        state = result.body_state
         if result.redirect:
             links = [result.redirect]
-        elif result.status and is_html(result.content_type, result.body):
+        elif state in (BODY_COMPLETE, BODY_CAPPED) and is_html(result.content_type, result.body):
             html, encoding = decode_html(result.body, result.content_type)
             utf8 = utf8_source(result.body, html, encoding)
             parsed = parse_html(html, url, self.parser, utf8=utf8)
@@ -256,6 +337,7 @@ class CrawlHandler:
             content_type=result.content_type, fetched_at=time.time(),
             fetch_ms=int(result.elapsed_ms), title=title, text=text,
             body=compress_body(result.body) if result.body else None,
+            error=result.error, body_state=state,
         )  # fmt: skip
         # stored by flush(), before the runtime acknowledges this task
         self.writer.add([page], [(fp, dst) for dst in canonical.values()])
@@ -298,6 +380,7 @@ class CrawlHandler:
             "threads": self.threads,
             "pages": self.pages,
             "errors": self.errors,
+            "retries": self.retries,
             "invalid_links": self.invalid_links,
             "cache_hit_rate": round(self.cache.hit_rate, 4),
             "stored_bare": self.writer.stored_bare,

@@ -69,8 +69,24 @@ ERROR_ADDRESS_REFUSED = "address_refused"
 POLICY_ERRORS = frozenset({ERROR_OUT_OF_SCOPE, ERROR_ADDRESS_REFUSED})
 """The errors of a request the crawl's fetch policy did not let out."""
 
+BODY_COMPLETE = "complete"
+"""The whole body arrived (or there was none to send)."""
+BODY_CAPPED = "capped"
+"""The body was cut at ``max_bytes`` by the fetcher: what was kept is usable."""
+BODY_INCOMPLETE = "incomplete"
+"""The transfer failed part way (timeout, short body, broken connection): the body is partial."""
+BODY_NONE = "none"
+"""No response arrived at all."""
+
+_TRANSIENT_ERRORS = frozenset({ERROR_TIMEOUT, ERROR_CONNECT, ERROR_TRUNCATED})
+
 _STALL_CHECK = 0.05
 """Seconds between checks for fetches that wait too long for bytes."""
+_DRIVER_GRACE = 0.2
+"""Seconds between two calls of :meth:`FetchMulti.wait` beyond which the calling thread is
+taken to have been away (busy elsewhere): its absence is not counted against any fetch."""
+_BACKSTOP = 10
+"""libcurl's own connect and total timeouts, in multiples of ours (see Fetcher)."""
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.5,*/*;q=0.1"
 
 # libcurl's error codes, by what they say about the server
@@ -116,11 +132,30 @@ class FetchResult:
     error: str | None = None
     detail: str = ""
     """A human-readable account of ``error`` (for logs, not for decisions)."""
+    retry_after: float | None = None
+    """Seconds a 429 or 503 asked the client to wait (its ``Retry-After`` in seconds)."""
 
     @property
     def ok(self) -> bool:
         """A 2xx response whose body arrived whole (or up to the cap)."""
         return self.error is None and 200 <= self.status < 300
+
+    @property
+    def transient(self) -> bool:
+        """A failure that may pass: worth another try later (timeout, broken or cut-off
+        response, refused connection, 5xx, 429)."""
+        if self.error is not None:
+            return self.error in _TRANSIENT_ERRORS
+        return self.status >= 500 or self.status == 429
+
+    @property
+    def body_state(self) -> str:
+        """One of the ``BODY_*`` names: whether ``body`` is all the server meant to send."""
+        if self.status == 0:
+            return BODY_NONE
+        if self.error is not None and self.error != ERROR_BAD_REDIRECT:
+            return BODY_INCOMPLETE
+        return BODY_CAPPED if self.truncated else BODY_COMPLETE
 
 
 def _classify(code: int, status: int) -> str:
@@ -145,14 +180,16 @@ def _classify(code: int, status: int) -> str:
 class _Transfer:
     """One request's state while libcurl runs it: headers, body chunks, why it stopped."""
 
-    __slots__ = ("chunks", "connect_timeout", "headers", "last", "limit", "read_timeout", "refused",
-                 "size", "started", "status", "stopped", "tag", "url")  # fmt: skip
+    __slots__ = ("away", "chunks", "connect_timeout", "deadline", "headers", "heard", "last",
+                 "limit", "read_timeout", "refused", "size", "started", "status", "stopped",
+                 "tag", "url")  # fmt: skip
 
     def __init__(self, url: str, fetcher: Fetcher, tag: object = None) -> None:
         self.url = url
         self.limit = fetcher.max_bytes
         self.read_timeout = fetcher.read_timeout
         self.connect_timeout = fetcher.connect_timeout
+        self.deadline = fetcher.deadline
         self.tag = tag
         self.chunks: list[bytes] = []
         self.size = 0
@@ -161,9 +198,12 @@ class _Transfer:
         self.stopped = ""  # "cap" or "redirect": we ended the transfer, libcurl says WRITE_ERROR
         self.refused = ""  # why the fetch policy refused an address of the host
         self.started = self.last = time.monotonic()
+        self.heard = False  # a byte of the response arrived
+        self.away = 0.0  # seconds the driving thread was busy elsewhere since the start
 
     def header(self, line: bytes) -> int | None:
         self.last = time.monotonic()
+        self.heard = True
         if line.startswith(b"HTTP/"):
             # a new response (after a 100 Continue, say): its headers replace the last one's
             parts = line.split(None, 2)
@@ -188,6 +228,7 @@ class _Transfer:
 
     def write(self, data: bytes) -> int | None:
         self.last = time.monotonic()
+        self.heard = True
         self.chunks.append(data)
         self.size += len(data)
         if self.size > self.limit:  # one byte past the cap tells a capped body from an exact one
@@ -213,6 +254,9 @@ class _Transfer:
             _redirect(r)
         r.body = body
         r.elapsed_ms = (time.monotonic() - self.started) * 1000
+        retry_after = self.headers.get("retry-after", "").strip()
+        if retry_after.isdigit() and self.status in (429, 503):
+            r.retry_after = float(retry_after)
         return r
 
 
@@ -324,8 +368,11 @@ class Fetcher:
             (pycurl.PROTOCOLS, pycurl.PROTO_HTTP | pycurl.PROTO_HTTPS),
             (pycurl.FOLLOWLOCATION, 0),
             (pycurl.NOSIGNAL, 1),
-            (pycurl.CONNECTTIMEOUT_MS, max(1, int(connect_timeout * 1000))),
-            (pycurl.TIMEOUT_MS, max(1, int(deadline * 1000))),
+            # libcurl's own timers run on the wall clock and would blame a server
+            # for the time the driving thread was busy elsewhere: FetchMulti
+            # enforces the timeouts itself; libcurl's are only a backstop
+            (pycurl.CONNECTTIMEOUT_MS, max(1, int(_BACKSTOP * connect_timeout * 1000))),
+            (pycurl.TIMEOUT_MS, max(1, int(_BACKSTOP * deadline * 1000))),
             (pycurl.ACCEPT_ENCODING, "gzip, deflate"),  # decoders that stop at the cap
             (pycurl.USERAGENT, user_agent),
             (pycurl.HTTPHEADER, [f"Accept: {_ACCEPT}"]),
@@ -406,6 +453,7 @@ class FetchMulti:
         self._running: dict[pycurl.Curl, _Transfer] = {}
         self._done: list[tuple[object, FetchResult]] = []
         self._next_check = 0.0
+        self._left = time.monotonic()  # when wait() last returned to its caller
 
     def __len__(self) -> int:
         """Fetches started and not yet returned by :meth:`wait`."""
@@ -438,6 +486,25 @@ class FetchMulti:
 
         Returns at once when fetches have finished already.
         """
+        gone = time.monotonic() - self._left
+        if gone > _DRIVER_GRACE and self._running:
+            self._excuse(gone)
+        try:
+            return self._wait(timeout, also)
+        finally:
+            self._left = time.monotonic()
+
+    def _excuse(self, gone: float) -> None:
+        """The caller was away ``gone`` s: that time counts against no running fetch.
+
+        Bytes that arrived meanwhile wait in the socket; the server was not
+        slow, the driver was (parsing, a slow store, a starved thread).
+        """
+        for t in self._running.values():
+            t.away += gone
+            t.last += gone
+
+    def _wait(self, timeout: float, also: Iterable[int]) -> list[tuple[object, FetchResult]]:
         if not self._done:
             self._perform()
         if not self._done:
@@ -478,18 +545,33 @@ class FetchMulti:
                 break
 
     def _stalled(self, now: float) -> None:
-        """End the fetches that have waited longer than their read timeout for a byte."""
+        """End the fetches past a timeout: connecting, waiting for a byte, or in all.
+
+        Measured in network time: the time the caller was away is excused.
+        """
         for easy, t in list(self._running.items()):
-            if now - t.last <= t.read_timeout:
-                continue
-            if t.last == t.started:
-                # nothing arrived yet: the wait starts once the request is on
-                # its way (0 until then; libcurl's connect timeout covers that)
-                sent = easy.getinfo(pycurl.PRETRANSFER_TIME)
-                if now - t.started - (sent or t.connect_timeout) <= t.read_timeout:
+            taken = now - t.started - t.away
+            if taken > t.deadline:
+                why = f"the fetch took longer than {t.deadline:g} s"
+            elif t.heard:
+                if now - t.last <= t.read_timeout:
                     continue
-            self._finish(easy, pycurl.E_OPERATION_TIMEDOUT,
-                         f"no bytes for {t.read_timeout:g} s")  # fmt: skip
+                why = f"no bytes for {t.read_timeout:g} s"
+            elif taken <= min(t.connect_timeout, t.read_timeout):
+                continue
+            else:
+                # nothing arrived yet: the wait for bytes starts once the
+                # request is on its way (0 until then: still connecting)
+                sent = easy.getinfo(pycurl.PRETRANSFER_TIME)
+                if not sent:
+                    if taken <= t.connect_timeout:
+                        continue
+                    why = f"no connection within {t.connect_timeout:g} s"
+                elif taken - sent <= t.read_timeout:
+                    continue
+                else:
+                    why = f"no bytes for {t.read_timeout:g} s"
+            self._finish(easy, pycurl.E_OPERATION_TIMEDOUT, why)
 
     def _finish(self, easy: pycurl.Curl, code: int, message: str) -> None:
         self._multi.remove_handle(easy)  # mid-transfer, this closes its connection

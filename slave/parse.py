@@ -31,6 +31,8 @@ from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, XMLParsedAsHTMLWar
 from bs4.element import PreformattedString, Tag
 from lxml import etree
 
+from srcrawl.defaults import DEFAULT_FALLBACK_PARSE_CHARS
+
 # Pages are whatever servers send: an XHTML page or a bare URL is no mistake here.
 warnings.filterwarnings("ignore", category=XMLParsedAsHTMLWarning)
 warnings.filterwarnings("ignore", category=MarkupResemblesLocatorWarning)
@@ -613,7 +615,9 @@ def parse_html(
     """Parse ``html`` fetched from ``base_url``; never raises for any page content.
 
     ``parser="lxml"`` takes the fast path and falls back to BeautifulSoup when
-    libxml2 fails or stops early; ``parser="bs4"`` uses BeautifulSoup only.
+    libxml2 fails or stops early (on the page's first
+    ``DEFAULT_FALLBACK_PARSE_CHARS`` characters only: such a page is hostile
+    or broken, and the fallback is slow); ``parser="bs4"`` uses BeautifulSoup only.
     The result's ``parser`` field says which one produced it. An unknown
     ``parser`` name is a ValueError. ``utf8``: ``html`` encoded as UTF-8, when
     the caller has it (the fetched bytes, see
@@ -626,5 +630,6 @@ def parse_html(
         try:
             return _parse_lxml(html, base_url, utf8)
         except (etree.LxmlError, ValueError, _LxmlGaveUp):
-            pass
+            # what libxml2 cannot take is hostile or broken: bound the slow fallback
+            html = html[:DEFAULT_FALLBACK_PARSE_CHARS]
     return _parse_bs4(html, base_url)

@@ -20,6 +20,10 @@ CREATE TABLE IF NOT EXISTS pages (
     text MEDIUMTEXT NOT NULL,
     body MEDIUMBLOB NULL,
     indexed_at DOUBLE NULL,
+    -- why the fetch failed (timeout, truncated, …), NULL when it did not
+    error VARCHAR(32) NULL,
+    -- complete, capped (at --max-page-bytes), incomplete (cut off), none (no response)
+    body_state VARCHAR(16) NOT NULL DEFAULT 'complete',
     KEY pages_host (host),
     KEY pages_indexed (indexed_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

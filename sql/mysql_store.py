@@ -18,7 +18,7 @@ _PAGE_UPDATE = ", ".join(
     f"{c} = VALUES({c})"
     for c in (
         "url", "host", "depth", "status", "content_type", "fetched_at", "fetch_ms",
-        "title", "text", "body",
+        "title", "text", "body", "error", "body_state",
     )
 )  # fmt: skip
 
@@ -29,8 +29,13 @@ class MySQLStore(Store):
     # pymysql turns executemany of "INSERT … VALUES (…)" into multi-row inserts
     UPSERT_PAGE = (
         "INSERT INTO pages (fp, url, host, depth, status, content_type, fetched_at, fetch_ms, "
-        "title, text, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "title, text, body, error, body_state) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         f"ON DUPLICATE KEY UPDATE {_PAGE_UPDATE}, indexed_at = NULL"
+    )
+    ADD_FETCH_OUTCOME = (
+        "ALTER TABLE pages ADD COLUMN error VARCHAR(32) NULL, "
+        "ADD COLUMN body_state VARCHAR(16) NOT NULL DEFAULT 'complete'",
     )
     INSERT_LINK = "INSERT IGNORE INTO links (src, dst) VALUES (?, ?)"
     UPSERT_JOB = (

@@ -18,7 +18,11 @@ CREATE TABLE IF NOT EXISTS pages (
     title TEXT NOT NULL,
     text TEXT NOT NULL,
     body BLOB NULL,
-    indexed_at REAL NULL
+    indexed_at REAL NULL,
+    -- why the fetch failed (timeout, truncated, …), NULL when it did not
+    error TEXT NULL,
+    -- complete, capped (at --max-page-bytes), incomplete (cut off), none (no response)
+    body_state TEXT NOT NULL DEFAULT 'complete'
 );
 CREATE INDEX IF NOT EXISTS pages_host ON pages (host);
 CREATE INDEX IF NOT EXISTS pages_indexed ON pages (indexed_at);

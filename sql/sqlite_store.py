@@ -18,7 +18,7 @@ _PAGE_UPDATE = ", ".join(
     f"{c} = excluded.{c}"
     for c in (
         "url", "host", "depth", "status", "content_type", "fetched_at", "fetch_ms",
-        "title", "text", "body",
+        "title", "text", "body", "error", "body_state",
     )
 )  # fmt: skip
 
@@ -39,8 +39,13 @@ class SQLiteStore(Store):
 
     UPSERT_PAGE = (
         "INSERT INTO pages (fp, url, host, depth, status, content_type, fetched_at, fetch_ms, "
-        "title, text, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "title, text, body, error, body_state) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         f"ON CONFLICT (fp) DO UPDATE SET {_PAGE_UPDATE}, indexed_at = NULL"
+    )
+    ADD_FETCH_OUTCOME = (
+        "ALTER TABLE pages ADD COLUMN error TEXT NULL",
+        "ALTER TABLE pages ADD COLUMN body_state TEXT NOT NULL DEFAULT 'complete'",
     )
     INSERT_LINK = "INSERT OR IGNORE INTO links (src, dst) VALUES (?, ?)"
     UPSERT_JOB = (

@@ -26,8 +26,9 @@ from srcrawl.defaults import DEFAULT_STORE_BATCH, DEFAULT_STORE_BULK_BATCH
 if TYPE_CHECKING:
     from srcrawl.config import DatabaseURL
 
-SCHEMA_VERSION = "3"
-"""3: terms known by their fingerprints, no terms table; 2: postings packed per
+SCHEMA_VERSION = "4"
+"""4: pages record a failed fetch's error and whether the body is complete; 3: terms known
+by their fingerprints, no terms table; 2: postings packed per
 (term, merge block), terms numbered in a terms table; 1: a row per (term, page)."""
 TABLES = ("meta", "pages", "links", "postings", "doclens", "ranks", "jobs")
 
@@ -62,6 +63,11 @@ class Page:
     title: str = ""
     text: str = ""
     body: bytes | None = None  # compressed with compress_body
+    error: str | None = None
+    """Why the fetch failed (an ``ERROR_*`` name of slave.fetch), None when it did not."""
+    body_state: str = "complete"
+    """complete, capped (cut at the crawl's page size cap), incomplete (the transfer failed
+    part way) or none (no response): only complete and capped bodies are indexed."""
 
     def row(self) -> tuple:
         # a hostile page's title or header is cut to what every backend's
@@ -69,11 +75,16 @@ class Page:
         return (
             self.fp, self.url, self.host, self.depth, self.status,
             self.content_type[:MAX_CONTENT_TYPE_CHARS], self.fetched_at, self.fetch_ms,
-            self.title[:MAX_TITLE_CHARS], self.text, self.body,
+            self.title[:MAX_TITLE_CHARS], self.text, self.body, self.error, self.body_state,
         )  # fmt: skip
 
 
-PAGE_COLUMNS = "fp, url, host, depth, status, content_type, fetched_at, fetch_ms, title, text, body"
+PAGE_COLUMNS = (
+    "fp, url, host, depth, status, content_type, fetched_at, fetch_ms, title, text, body, "
+    "error, body_state"
+)
+INDEXABLE = "error IS NULL AND body_state IN ('complete', 'capped')"
+"""The pages whose text is indexed: fetched without an error, their body whole or capped."""
 
 
 class PostingColumns(Protocol):
@@ -155,6 +166,7 @@ class Store(ABC):
     UPSERT_JOB: str
     UPSERT_META: str
     UPSERT_DOCLEN: str  # (fp, length, block, packed term fingerprints)
+    ADD_FETCH_OUTCOME: tuple[str, ...]  # pages of schema 3 and before get error, body_state
 
     def __init__(self) -> None:
         # one connection per store; threads of one process take turns
@@ -238,6 +250,10 @@ class Store(ABC):
             # schema 1 had postings by page, schema 2 a terms table
             if "fp" in self._columns(cur, "postings") or self._columns(cur, "terms"):
                 self._drop_old_index(cur)
+            pages = self._columns(cur, "pages")
+            if pages and "error" not in pages:  # schema 3 and before: no fetch outcome
+                for statement in self.ADD_FETCH_OUTCOME:
+                    self._execute(cur, statement)
             for statement in schema_statements(self.dialect):
                 cur.execute(statement)
             self._retire_indexes(cur)
@@ -334,7 +350,7 @@ class Store(ABC):
     def get_pages(self, fps: Sequence[int], *, with_body: bool = False) -> list[Page]:
         """The stored pages among ``fps`` (in no particular order)."""
         out: list[Page] = []
-        cols = PAGE_COLUMNS if with_body else PAGE_COLUMNS.replace(", body", ", NULL")
+        cols = PAGE_COLUMNS if with_body else PAGE_COLUMNS.replace(", body,", ", NULL,")
         for batch in _chunks(fps, 500):
             marks = ", ".join("?" * len(batch))
             # only the number of placeholders is built here, never data
@@ -344,7 +360,7 @@ class Store(ABC):
 
     def iter_pages(self, *, batch: int = 1000, with_body: bool = False) -> Iterator[Page]:
         """Every stored page in fingerprint order, read in keyset-paginated batches."""
-        cols = PAGE_COLUMNS if with_body else PAGE_COLUMNS.replace(", body", ", NULL")
+        cols = PAGE_COLUMNS if with_body else PAGE_COLUMNS.replace(", body,", ", NULL,")
         last: int | None = None
         while True:
             if last is None:
@@ -447,16 +463,22 @@ class Store(ABC):
     def unindexed_pages(self, after: int | None, limit: int) -> list[int]:
         """Up to ``limit`` fingerprints of pages unindexed since their last fetch, after ``after``.
 
+        Only pages whose fetch gave a usable body (see :data:`INDEXABLE`).
+
         In fingerprint order, so a caller pages through them with the last one it got.
         """
         with self.transaction(read_only=True) as cur:
             if after is None:
                 sql, params = (
-                    "SELECT fp FROM pages WHERE indexed_at IS NULL ORDER BY fp LIMIT ?",
+                    f"SELECT fp FROM pages WHERE indexed_at IS NULL AND {INDEXABLE} "
+                    "ORDER BY fp LIMIT ?",
                     (limit,),
                 )
             else:
-                sql = "SELECT fp FROM pages WHERE indexed_at IS NULL AND fp > ? ORDER BY fp LIMIT ?"
+                sql = (
+                    f"SELECT fp FROM pages WHERE indexed_at IS NULL AND {INDEXABLE} "
+                    "AND fp > ? ORDER BY fp LIMIT ?"
+                )
                 params = (after, limit)
             return [int(r[0]) for r in self._execute(cur, sql, params).fetchall()]
 
@@ -787,10 +809,10 @@ def _records(blobs: Sequence[bytes]) -> Any:
 
 
 def _page_row(r: Sequence[Any]) -> tuple:
-    fp, url, host, depth, status, ctype, fetched_at, fetch_ms, title, text, body = r
+    fp, url, host, depth, status, ctype, fetched_at, fetch_ms, title, text, body, error, state = r
     return (
         int(fp), url, host, int(depth), int(status), ctype, float(fetched_at), int(fetch_ms),
-        title, text, bytes(body) if body is not None else None,
+        title, text, bytes(body) if body is not None else None, error, state,
     )  # fmt: skip
 
 

@@ -111,6 +111,16 @@ DEFAULT_FETCH_THREADS = 32
 DEFAULT_NO_SLAVE_WARNING = 30.0
 """Seconds without a live crawl slave after which the master says that nothing fetches."""
 
+DEFAULT_FETCH_TRIES = 3
+"""Fetches of a URL whose fetch failed for a passing reason (timeout, broken connection, cut-off
+body, 5xx, 429) before it is stored as failed (``--fetch-tries``)."""
+
+DEFAULT_RETRY_BACKOFF = 2.0
+"""Seconds a URL waits before its second try (``--retry-backoff``); doubled for each try after."""
+
+DEFAULT_MAX_RETRY_BACKOFF = 60.0
+"""The wait before a retry never exceeds this, a server's Retry-After included."""
+
 # -- crawl slave: fetch, decode, parse, robots.txt ---------------------------------
 
 DEFAULT_USER_AGENT = f"srcrawl/{__version__} (+https://github.com/srcrawl/srcrawl)"
@@ -161,6 +171,15 @@ rules it keeps for DEFAULT_ROBOTS_LOCAL_TTL)."""
 
 DEFAULT_LINK_CACHE = 50_000
 """Entries of a slave's CLOCK cache of emitted link fingerprints (seed 004: ~80% hits)."""
+
+DEFAULT_PARSE_THREADS = 2
+"""Threads of a crawl slave that decode and parse fetched pages beside the thread driving the
+fetches, so that a page slow to parse never holds up the network."""
+
+DEFAULT_FALLBACK_PARSE_CHARS = 256 * 1024
+"""Characters of a page libxml2 gave up on (nesting past its limit) that the BeautifulSoup fallback
+parses: pure Python at ~50 µs a tag, a hostile page of unclosed tags would take it minutes.
+The rest of such a page yields no text and no links."""
 
 DEFAULT_CRAWL_BACKLOG_PER_THREAD = 2
 """Crawl tasks the master keeps waiting in srq per fetch thread of the live slaves: enough

@@ -62,6 +62,11 @@ def render(snapshot: dict[str, Any]) -> str:
     for phase, p in snapshot["phases"].items():
         counters = " ".join(f"{k}={v}" for k, v in p["counters"].items()) or "-"
         lines.append(f"  {phase:<9} {p['srq']:>9} {p['nrq']:>9} {p['in_flight']:>10}  {counters}")
+    crawl = snapshot["phases"].get("crawl", {}).get("counters", {})
+    failed = {k[len("error_") :]: v for k, v in crawl.items() if k.startswith("error_")}
+    if failed or crawl.get("fetch_retries"):
+        kinds = ", ".join(f"{k} {v}" for k, v in failed.items()) or "none"
+        lines.append(f"  failed fetches: {kinds} (retried {crawl.get('fetch_retries', 0)})")
     alive = [w for w in snapshot["workers"] if w["alive"]]
     dead = len(snapshot["workers"]) - len(alive)
     lines.append(f"workers: {len(alive)} alive" + (f", {dead} without heartbeat" if dead else ""))

@@ -26,7 +26,8 @@ from srcrawl.urls import host_of
 DEPTH = 3
 DELAY = 0.05
 POLITE = ["--delay", str(DELAY), "--delay-factor", "0", "--max-delay", "1",
-          "--fetch-timeout", "1", "--robots-defer", "0.3", "--threads", "4"]  # fmt: skip
+          "--fetch-timeout", "1", "--robots-defer", "0.3", "--threads", "4",
+          "--retry-backoff", "0.1"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

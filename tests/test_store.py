@@ -15,6 +15,7 @@ from srcrawl.errors import StoreDataError, StoreError
 from srcrawl.sql.store import (
     MAX_CONTENT_TYPE_CHARS,
     MAX_TITLE_CHARS,
+    SCHEMA_VERSION,
     Page,
     Store,
     compress_body,
@@ -31,7 +32,7 @@ def page(fp: int, url: str | None = None, **kw) -> Page:
 def test_schema_is_idempotent(store: Store) -> None:
     store.init_schema()
     store.init_schema()
-    assert store.schema_version() == "3"
+    assert store.schema_version() == SCHEMA_VERSION == "4"
     assert store.count("pages") == 0
 
 
@@ -267,7 +268,7 @@ def test_an_index_of_an_older_schema_is_dropped_and_its_pages_marked_unindexed(
     assert store.unindexed_pages(None, 10) == [1, 2]
     assert store.index_stats() == (0, 0) and store.lookup_terms([1]) == {}
     assert store.count("postings") == 0 and _tables(store) == {"postings", "doclens"}
-    assert store.schema_version() == "3"
+    assert store.schema_version() == SCHEMA_VERSION == "4"
     # the index is built anew in the new layout
     store.merge_index(PostingsBatch.of([DocPostings(1, 1001.0, 2, ["new"], [2])]), 6.0)
     new = term_fingerprint("new")
@@ -305,7 +306,7 @@ def test_a_drop_of_the_old_index_cut_short_is_finished_by_the_next_start(
     assert store.index_stats() == (0, 0) and store.lookup_terms([1]) == {}
     assert store.count("postings") == 0 and store.count("doclens") == 0
     assert _tables(store) == {"postings", "doclens"}
-    assert store.schema_version() == "3"
+    assert store.schema_version() == SCHEMA_VERSION == "4"
 
 
 def test_rows_the_store_refuses_for_their_data_are_a_store_data_error(store: Store) -> None:
@@ -314,3 +315,49 @@ def test_rows_the_store_refuses_for_their_data_are_a_store_data_error(store: Sto
     with pytest.raises(StoreDataError):
         store.save_fetched([bad], [])
     assert store.count("pages") == 0
+
+
+_SCHEMA_3_PAGES = (
+    "CREATE TABLE pages (fp BIGINT NOT NULL PRIMARY KEY, url TEXT NOT NULL, "
+    "host VARCHAR(255) NOT NULL, depth INT NOT NULL DEFAULT 0, status INT NOT NULL DEFAULT 0, "
+    "content_type VARCHAR(255) NOT NULL DEFAULT '', fetched_at DOUBLE NOT NULL, "
+    "fetch_ms INT NOT NULL DEFAULT 0, title TEXT NOT NULL, text MEDIUMTEXT NOT NULL, "
+    "body MEDIUMBLOB NULL, indexed_at DOUBLE NULL)"
+)
+
+
+def test_pages_of_a_schema_3_store_gain_the_fetch_outcome_columns(store: Store) -> None:
+    with store.transaction() as cur:
+        cur.execute("DROP TABLE pages")
+        cur.execute(_SCHEMA_3_PAGES)
+        cur.execute(
+            store._sql(
+                "INSERT INTO pages (fp, url, host, status, fetched_at, title, text) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)"
+            ),
+            (7, "http://127.0.0.1/old", "127.0.0.1", 200, 1.0, "old", "old text"),
+        )
+        cur.execute(store._sql(store.UPSERT_META), ("schema_version", "3"))
+    store.init_schema()
+    store.init_schema()  # once migrated, nothing more happens
+    assert store.schema_version() == "4"
+    [old] = store.get_pages([7])
+    assert (old.title, old.error, old.body_state) == ("old", None, "complete")
+    failed = page(8, status=200, text="half a pa", error="timeout", body_state="incomplete")
+    capped = page(9, status=200, text="capped", body_state="capped")
+    store.save_fetched([failed, capped], [])
+    by_fp = {p.fp: p for p in store.iter_pages()}
+    assert (by_fp[8].error, by_fp[8].body_state) == ("timeout", "incomplete")
+    assert (by_fp[9].error, by_fp[9].body_state) == (None, "capped")
+
+
+def test_failed_and_cut_off_pages_are_not_indexed(store: Store) -> None:
+    store.save_fetched([
+        page(1, status=200, text="whole"),
+        page(2, status=200, text="cut at the cap", body_state="capped"),
+        page(3, status=200, text="half a pa", error="timeout", body_state="incomplete"),
+        page(4, status=200, text="short", error="truncated", body_state="incomplete"),
+        page(5, status=0, error="connect", body_state="none"),
+    ], [])  # fmt: skip
+    assert store.unindexed_pages(None, 10) == [1, 2]
+    assert store.unindexed_pages(1, 10) == [2]
