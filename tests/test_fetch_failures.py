@@ -32,7 +32,7 @@ from srcrawl.slave.fetch import (
     FetchMulti,
 )
 from srcrawl.testweb import TestWeb
-from srcrawl.urls import host_of
+from srcrawl.urls import host_of, origin
 
 sys.path.insert(0, str(Path(__file__).parent / "helpers"))
 from hostile_web import PAGES, HostileWeb
@@ -110,15 +110,19 @@ def test_a_server_that_is_slow_is_still_timed_out(hostile) -> None:
     assert r.error == ERROR_TIMEOUT and time.monotonic() - t0 < 5
 
 
-def _handler(redis_url: str, keys, tmp_path) -> CrawlHandler:
+def _handler(redis_url: str, keys, tmp_path, hostile: HostileWeb, **strategy) -> CrawlHandler:
+    """A crawl handler whose crawl has the hostile host as its one seed."""
     db = DatabaseURL(kind="sqlite", path=str(tmp_path / "s.db"))
     cfg = Config(redis_url=redis_url, db=db, job=keys.job, home=tmp_path)
     cfg.store().init_schema()
+    seed = hostile.origin + "/"
+    seeded = CrawlStrategy(seed_hosts=(host_of(seed),), seed_origins=(origin(seed),), **strategy)
+    publish(cfg.redis(), keys, seeded)
     return CrawlHandler(cfg, threads=4)
 
 
 def test_a_page_slow_to_parse_holds_up_no_other_page(hostile, redis_url, keys, tmp_path) -> None:
-    handler = _handler(redis_url, keys, tmp_path)
+    handler = _handler(redis_url, keys, tmp_path, hostile)
     tasks = {name: fetch_task(hostile.url(name), i, 1, name).encode()
              for i, name in enumerate(("heavy", "slow"))}  # fmt: skip
     order: list[str] = []
@@ -143,8 +147,7 @@ def test_a_page_slow_to_parse_holds_up_no_other_page(hostile, redis_url, keys, t
 def test_a_passing_failure_is_retried_and_the_last_try_is_stored_failed(
     hostile, redis_url, keys, tmp_path
 ) -> None:
-    handler = _handler(redis_url, keys, tmp_path)
-    publish(handler.cfg.redis(), keys, CrawlStrategy(fetch_tries=2))
+    handler = _handler(redis_url, keys, tmp_path, hostile, fetch_tries=2)
     url = hostile.url("short")
 
     def run(raw: bytes):
