@@ -7,7 +7,9 @@ SRCRAWL_TEST_MYSQL_URL names a server, in a scratch database of its own.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -110,3 +112,18 @@ def cli_env(redis_url: str, job: str, tmp_path: Path) -> dict[str, str]:
     env.update(SRCRAWL_REDIS_URL=redis_url, SRCRAWL_JOB=job, SRCRAWL_HOME=str(tmp_path / "home"),
                SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db")  # fmt: skip
     return env
+
+
+def run_cli(
+    args: list[str], env: dict[str, str], timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """`srcrawl ARGS` in a new process with ``env``, its output captured as text."""
+    return subprocess.run([sys.executable, "-m", "srcrawl.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+
+
+def stored_pages(env: dict[str, str]) -> list[dict]:
+    """What `srcrawl export pages` prints for the store of ``env``, one dict a page."""
+    out = run_cli(["export", "pages"], env)
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines()]

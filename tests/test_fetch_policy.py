@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,6 +21,8 @@ from srcrawl.slave.fetch_policy import FetchPolicy, is_public
 from srcrawl.slave.robots import RobotsCache
 
 from .conftest import cli_env as env_for
+from .conftest import run_cli as srcrawl
+from .conftest import stored_pages as stored
 
 Route = Callable[[], tuple[int, bytes, dict[str, str]]]
 
@@ -288,19 +288,6 @@ def test_robots_redirects_to_other_ports_never_reach_them(
 
 
 # -- whole crawls -------------------------------------------------------------------
-
-
-def srcrawl(
-    args: list[str], env: dict[str, str], timeout: float = 300
-) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "srcrawl.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
-
-
-def stored(env: dict[str, str]) -> list[dict]:
-    out = srcrawl(["export", "pages"], env)
-    assert out.returncode == 0, out.stderr
-    return [json.loads(line) for line in out.stdout.splitlines()]
 
 
 def test_a_crawl_of_a_hostile_host_requests_nothing_but_the_seeds_origin(
