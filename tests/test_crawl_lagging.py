@@ -101,8 +101,9 @@ def test_a_late_host_gives_a_shorter_path_to_a_url_found_deeper(redis_url, keys,
     for url, depth in handler.fetched:
         shortest[url] = min(depth, shortest.get(url, depth))
     assert shortest == want
-    # x was first fetched at depth 4 (the levels did not wait for B), then again at 1
-    assert [d for u, d in handler.fetched if u == f"{A}/x"] == [4, 1]
+    # x was scheduled at depth 4 (the levels did not wait for B), then again at 1; which
+    # of the two fetches comes first depends on when B's deferral ends
+    assert sorted(d for u, d in handler.fetched if u == f"{A}/x") == [1, 4]
     stats = {k.decode(): int(v) for k, v in cfg.redis().hgetall(cfg.keys.stats("crawl")).items()}
     assert stats["depth_improved"] == stats["refetched"] == 1
     assert stats["pages"] == len(want)
