@@ -21,7 +21,12 @@ from srcrawl.defaults import DEFAULT_LINK_CACHE
 
 
 class ClockCache:
-    """A fixed-capacity set of fingerprints with CLOCK replacement; thread-safe."""
+    """A fixed-capacity set of fingerprints with CLOCK replacement; thread-safe.
+
+    Each key keeps the smallest depth it was seen at: a key seen again at a
+    smaller depth is a miss (a shorter path the master must hear of, see
+    master/frontier.py), at the same or a greater depth a hit.
+    """
 
     def __init__(self, capacity: int = DEFAULT_LINK_CACHE) -> None:
         if capacity < 1:
@@ -29,6 +34,7 @@ class ClockCache:
         self.capacity = capacity
         self._slot_of: dict[int, int] = {}
         self._keys: list[int] = []
+        self._depths: list[int] = []
         self._marks = bytearray(capacity)
         self._hand = 0
         self._lock = threading.Lock()
@@ -48,27 +54,33 @@ class ClockCache:
         total = self.hits + self.misses
         return self.hits / total if total else 0.0
 
-    def seen_or_add(self, fp: int) -> bool:
-        """True if ``fp`` was cached (a hit, which marks it); else add it and return False."""
+    def seen_or_add(self, fp: int, depth: int = 0) -> bool:
+        """True if ``fp`` was cached at ``depth`` or less (a hit, which marks it); else
+        remember it at ``depth`` and return False."""
         with self._lock:
-            return self._seen_or_add(fp)
+            return self._seen_or_add(fp, depth)
 
     def seen_or_add_many(self, fps: Iterable[int]) -> list[bool]:
         """:meth:`seen_or_add` for each fingerprint in order, under one lock."""
         with self._lock:
             return [self._seen_or_add(fp) for fp in fps]
 
-    def _seen_or_add(self, fp: int) -> bool:
+    def _seen_or_add(self, fp: int, depth: int = 0) -> bool:
         slot = self._slot_of.get(fp)
         if slot is not None:
             self._marks[slot] = 1
-            self.hits += 1
-            return True
+            if self._depths[slot] <= depth:
+                self.hits += 1
+                return True
+            self._depths[slot] = depth
+            self.misses += 1
+            return False
         self.misses += 1
         keys = self._keys
         if len(keys) < self.capacity:
             self._slot_of[fp] = len(keys)
             keys.append(fp)
+            self._depths.append(depth)
             return False
         marks = self._marks
         hand = self._hand
@@ -79,6 +91,7 @@ class ClockCache:
                 hand = 0
         del self._slot_of[keys[hand]]
         keys[hand] = fp
+        self._depths[hand] = depth
         self._slot_of[fp] = hand
         hand += 1
         self._hand = 0 if hand == self.capacity else hand

@@ -63,11 +63,6 @@ def failure_reason(result: FetchResult) -> str:
     return (result.error or "failed").replace("_", " ")
 
 
-def _link_key(fp: int, depth: int) -> int:
-    """The link cache's key of a link found on a page of ``depth``."""
-    return (fp ^ (depth * 0x9E3779B97F4A7C15)) & 0xFFFFFFFFFFFFFFFF
-
-
 @dataclass(frozen=True, slots=True)
 class _RobotsMiss:
     """A task whose host has no robots.txt cached: fetching it is the task's request."""
@@ -342,10 +337,8 @@ class CrawlHandler:
         # stored by flush(), before the runtime acknowledges this task
         self.writer.add([page], [(fp, dst) for dst in canonical.values()])
         with self._lock:
-            # keyed by depth too: a link found again nearer a seed is news for the master
-            emit = [
-                c for c, f in canonical.items() if not self.cache.seen_or_add(_link_key(f, depth))
-            ]
+            # a link found again nearer a seed is news for the master (the cache keeps depths)
+            emit = [c for c, f in canonical.items() if not self.cache.seen_or_add(f, depth)]
             self.pages += 1
             self.errors += result.error is not None
             self.invalid_links += invalid

@@ -128,3 +128,15 @@ def test_stats_and_bad_capacity() -> None:
     }
     with pytest.raises(ValueError):
         ClockCache(0)
+
+
+def test_a_key_seen_again_nearer_a_seed_is_a_miss_and_further_away_a_hit() -> None:
+    cache = ClockCache(4)
+    assert cache.seen_or_add(7, 3) is False
+    assert cache.seen_or_add(7, 3) is True  # the same depth: a repeat
+    assert cache.seen_or_add(7, 5) is True  # further away: a repeat
+    assert cache.seen_or_add(7, 1) is False  # a shorter path: news
+    assert cache.seen_or_add(7, 2) is True  # the depth kept is the smallest
+    for fp in range(10, 20):  # evicted, then seen again: a miss at any depth
+        cache.seen_or_add(fp, 0)
+    assert cache.seen_or_add(7, 9) is False
