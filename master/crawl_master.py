@@ -22,6 +22,7 @@ from srcrawl.config import Config
 from srcrawl.defaults import (
     DEFAULT_CRAWL_BACKLOG_PER_THREAD,
     DEFAULT_HEARTBEAT_INTERVAL,
+    DEFAULT_LAG_AFTER,
     DEFAULT_MASTER_BATCH,
     DEFAULT_MASTER_IDLE_WAIT,
     DEFAULT_MASTER_POLL,
@@ -421,7 +422,6 @@ class CrawlMaster:
             batch.done.append([queue, -1])
             batch.lag[queue] = 0
         else:
-            batch.lag[queue] = 1
             batch.count("robots_deferred")
             again = bool(task.get("again"))
             retry = fetch_task(task.get("url"), task.get("fp"), task.get("depth"), queue, tries,
@@ -430,6 +430,9 @@ class CrawlMaster:
             wait = self.strategy.politeness_ms(float(msg.get("fetch_ms", 0)), None)
             retry_at = max(until, now_ms() + wait)
             batch.retry.append([queue, retry, retry_at])
+            # a short wait costs the level little: keep the barrier (exact without
+            # bookkeeping); only a host deferred for longer stops holding the others
+            batch.lag[queue] = int(retry_at - now_ms() >= DEFAULT_LAG_AFTER * 1000)
         if reason:
             record = {"what": "robots.txt", "reason": reason, "try": tries, "tries": limit,
                       "retry_at": retry_at / 1000 if retry_at else None}  # fmt: skip

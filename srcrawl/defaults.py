@@ -111,6 +111,10 @@ DEFAULT_FETCH_THREADS = 32
 DEFAULT_NO_SLAVE_WARNING = 30.0
 """Seconds without a live crawl slave after which the master says that nothing fetches."""
 
+DEFAULT_LAG_AFTER = 1.0
+"""Seconds a host's robots.txt deferral must last for the depth levels to stop waiting for it
+(shorter waits keep the level barrier: they cost little, and the depths need no bookkeeping)."""
+
 DEFAULT_FETCH_TRIES = 3
 """Fetches of a URL whose fetch failed for a passing reason (timeout, broken connection, cut-off
 body, 5xx, 429) before it is stored as failed (``--fetch-tries``)."""

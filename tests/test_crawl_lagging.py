@@ -63,7 +63,7 @@ class LateHostHandler:
             if t.get("url").startswith(self.late_host) and self.defers > 0:
                 self.defers -= 1
                 out.append(encode("deferred", {**base, "task": raw.decode(),
-                                               "until": time.time() + 0.2}))  # fmt: skip
+                                               "until": time.time() + 1.2}))  # fmt: skip
                 continue
             self.fetched.append((t.get("url"), t.get("depth")))
             links = self.graph.get(t.get("url"), [])
