@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -22,6 +21,10 @@ from srcrawl.master.strategy import CrawlStrategy
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.accesslog import gaps, overlaps
 from srcrawl.urls import host_of
+
+from .conftest import cli_env as env_for
+from .conftest import run_cli as srcrawl
+from .conftest import stored_pages as stored
 
 DEPTH = 3
 DELAY = 0.05
@@ -43,20 +46,6 @@ def expected(tw: TestWeb, seeds: list[str], depth: int) -> dict[str, int]:
     return tw.web.expected_crawl(seeds, depth, lambda url: scope.reject(url, 0) is None)
 
 
-def env_for(redis_url: str, job: str, tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
-    env.update(SRCRAWL_REDIS_URL=redis_url, SRCRAWL_JOB=job, SRCRAWL_HOME=str(tmp_path / "home"),
-               SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db")  # fmt: skip
-    return env
-
-
-def srcrawl(
-    args: list[str], env: dict[str, str], timeout: float = 300
-) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "srcrawl.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
-
-
 def background_crawl(seeds: list[str], env: dict[str, str]) -> subprocess.Popen:
     """`srcrawl crawl` with 2 slaves, running; in its own process group, as a terminal gives it."""
     return subprocess.Popen(
@@ -65,12 +54,6 @@ def background_crawl(seeds: list[str], env: dict[str, str]) -> subprocess.Popen:
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )  # fmt: skip
-
-
-def stored(env: dict[str, str]) -> list[dict]:
-    out = srcrawl(["export", "pages"], env)
-    assert out.returncode == 0, out.stderr
-    return [json.loads(line) for line in out.stdout.splitlines()]
 
 
 @pytest.mark.slow
