@@ -24,3 +24,11 @@ class EnvelopeError(SrcrawlError):
 
 class EmbeddedRedisError(SrcrawlError):
     """The embedded Redis server could not be started or stopped."""
+
+
+class LeaseHeld(SrcrawlError):
+    """Another master holds the lease of this phase of the job."""
+
+
+class LeaseLost(SrcrawlError):
+    """This master's lease lapsed or was taken over: it may commit nothing more."""

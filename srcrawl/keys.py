@@ -55,6 +55,10 @@ class Keys:
         """Hash of counters of a phase (pages, errors, …)."""
         return f"{self.prefix}:{_check_phase(phase)}:stats"
 
+    def master_lease(self, phase: str) -> str:
+        """The lease naming the one master of a phase (``queues/lease.py``)."""
+        return f"{self.prefix}:{_check_phase(phase)}:master"
+
     # -- workers ----------------------------------------------------------
     @property
     def workers(self) -> str:

@@ -1,0 +1,216 @@
+"""The master lease: at most one master per phase of a job, and fencing for its commits.
+
+A lease is one Redis string, ``Keys.master_lease(phase)``, holding the id of the
+master that owns the phase, with a TTL the holder renews while it works. The
+three operations are atomic: acquire is ``SET NX PX``; renew and release run
+as Lua scripts that touch the key only while it still names the caller, so a
+master that stalled past its TTL can neither extend nor delete its
+successor's lease.
+
+Renewing is not enough on its own: a master that was paused (SIGSTOP, a long
+GC, a swapped-out VM) wakes up believing it still leads, and may commit before
+its next renewal notices the loss. Every commit a master makes is therefore
+*fenced*: its Lua script (``MasterLease.script``) or its transaction
+(``MasterLease.guard``) first checks, in the same atomic step, that the lease
+still names this master, and changes nothing if it does not. A master that
+lost its lease gets ``LeaseLost`` from its next commit and stops.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import redis
+
+from srcrawl.errors import LeaseHeld, LeaseLost
+
+# The error a fenced script returns; LeaseLost is raised from it.
+_LOST = "SRCRAWL_LEASE_LOST"
+
+# Prepended to every fenced script: KEYS[1] is the lease, ARGV[1] the holder.
+# Both are removed from KEYS and ARGV, so the script below them reads its own
+# keys and arguments from index 1 as if it were not fenced.
+_FENCE = f"""
+local _lease = table.remove(KEYS, 1)
+local _holder = table.remove(ARGV, 1)
+if redis.call('GET', _lease) ~= _holder then
+  return redis.error_reply('{_LOST} ' .. _lease)
+end
+"""
+
+# KEYS[1] the lease; ARGV[1] holder, ARGV[2] TTL ms. Extends the TTL only if
+# ARGV[1] still holds it; returns 1 if so.
+_RENEW = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+return 1
+"""
+
+# KEYS[1] the lease; ARGV[1] holder. Deletes it only if ARGV[1] still holds it.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+"""
+
+# KEYS[1] the lease; ARGV[1] the dead holder, ARGV[2] new holder, ARGV[3] TTL ms.
+# Takes the lease over from a holder known to be dead, if it still holds it.
+_TAKE_OVER = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', tonumber(ARGV[3]))
+return 1
+"""
+
+
+def holder_id(role: str) -> str:
+    """A holder id unique across processes and restarts: ``host:pid:role:ns``.
+
+    The host and pid come first so that a master on the same host can tell a
+    holder that died (``MasterLease.acquire``) from one that is merely slow.
+    """
+    return f"{socket.gethostname()}:{os.getpid()}:{role}:{time.time_ns()}"
+
+
+def _local_holder_is_dead(holder: str) -> bool:
+    """True if ``holder`` names a process on this host that no longer exists."""
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
+
+
+class FencedScript:
+    """A Lua script that runs only while the lease is held (see the module doc)."""
+
+    def __init__(self, lease: MasterLease, source: str) -> None:
+        self.lease = lease
+        self._script = lease.client.register_script(_FENCE + source)
+
+    def __call__(
+        self,
+        keys: Sequence[Any] = (),
+        args: Sequence[Any] = (),
+        client: redis.Redis | redis.client.Pipeline | None = None,
+    ) -> Any:
+        try:
+            return self._script(
+                keys=[self.lease.key, *keys], args=[self.lease.holder, *args], client=client
+            )
+        except redis.ResponseError as exc:
+            lost = self.lease.lost_error(exc)
+            if lost is exc:
+                raise
+            raise lost from exc
+
+
+class MasterLease:
+    """The lease of one phase's master: acquire, renew, release, fence."""
+
+    def __init__(self, client: redis.Redis, key: str, holder: str, ttl: float) -> None:
+        if ttl <= 0:
+            raise ValueError("a lease needs a positive TTL")
+        self.client = client
+        self.key = key
+        self.holder = holder
+        self.ttl_ms = max(1, int(ttl * 1000))
+        self._renew = client.register_script(_RENEW)
+        self._release = client.register_script(_RELEASE)
+        self._take_over = client.register_script(_TAKE_OVER)
+
+    # -- owning it ----------------------------------------------------------
+    def current_holder(self) -> str | None:
+        value = self.client.get(self.key)
+        return value.decode() if value is not None else None
+
+    def try_acquire(self) -> bool:
+        """Take the lease if nobody holds it, or if its holder died on this host."""
+        if self.client.set(self.key, self.holder, nx=True, px=self.ttl_ms):
+            return True
+        holder = self.current_holder()
+        if holder is None:
+            return bool(self.client.set(self.key, self.holder, nx=True, px=self.ttl_ms))
+        if _local_holder_is_dead(holder):
+            return bool(self._take_over(keys=[self.key], args=[holder, self.holder, self.ttl_ms]))
+        return False
+
+    def acquire(
+        self,
+        wait: float = 0.0,
+        *,
+        what: str = "master",
+        stopping: Callable[[], bool] | None = None,
+    ) -> None:
+        """Take the lease, waiting up to ``wait`` seconds for its holder to let go.
+
+        A holder on another host that died keeps the lease until its TTL
+        lapses, so a successor that should take over waits at least that long.
+        Raises ``LeaseHeld`` naming the holder if the lease is still taken.
+        """
+        deadline = time.monotonic() + wait
+        while not self.try_acquire():
+            if time.monotonic() >= deadline or (stopping is not None and stopping()):
+                raise LeaseHeld(
+                    f"another {what} ({self.current_holder() or '?'}) holds {self.key}"
+                )
+            time.sleep(0.2)
+
+    def renew(self) -> bool:
+        """Extend the TTL; False if the lease is no longer ours (it lapsed or was taken)."""
+        return bool(self._renew(keys=[self.key], args=[self.holder, self.ttl_ms]))
+
+    def keep(self) -> None:
+        """Renew, or raise ``LeaseLost`` if the lease is gone."""
+        if not self.renew():
+            raise LeaseLost(self._lost_message())
+
+    def release(self) -> bool:
+        """Let the lease go if it is still ours; True if it was."""
+        return bool(self._release(keys=[self.key], args=[self.holder]))
+
+    def held(self) -> bool:
+        return self.current_holder() == self.holder
+
+    # -- fencing ------------------------------------------------------------
+    def script(self, source: str) -> FencedScript:
+        """Register ``source`` as a fenced script: it runs only while we hold the lease.
+
+        Call it with the script's own keys and arguments; the lease key and the
+        holder are passed first and removed before ``source`` runs.
+        """
+        return FencedScript(self, source)
+
+    def guard(self, pipe: redis.client.Pipeline) -> None:
+        """Fence a WATCH/MULTI transaction: call first, queue commands, then ``execute``.
+
+        WATCHes the lease, checks it is ours and starts MULTI; if the lease
+        changes before EXEC, the transaction fails with ``redis.WatchError``
+        (call ``lost_error`` or retry) and nothing is written.
+        """
+        pipe.watch(self.key)
+        value = pipe.get(self.key)
+        if value is None or value.decode() != self.holder:
+            pipe.reset()
+            raise LeaseLost(self._lost_message())
+        pipe.multi()
+
+    def lost_error(self, exc: redis.ResponseError) -> Exception:
+        """``LeaseLost`` if ``exc`` is a fenced script's refusal, else ``exc`` itself."""
+        if str(exc).startswith(_LOST):
+            return LeaseLost(self._lost_message())
+        return exc
+
+    def _lost_message(self) -> str:
+        now = self.current_holder()
+        taken = f"; {now} holds it now" if now else "; it lapsed"
+        return f"this master ({self.holder}) lost its lease {self.key}{taken}"

@@ -1,0 +1,97 @@
+"""The master lease against a real Redis: atomic acquire, renew and release, and fencing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+import redis
+
+from srcrawl.errors import LeaseHeld, LeaseLost
+from srcrawl.keys import Keys
+from srcrawl.queues.lease import MasterLease, holder_id
+
+_COUNT = "redis.call('INCR', KEYS[1]) return redis.call('GET', KEYS[1]) + tonumber(ARGV[1])"
+
+
+def _lease(client: redis.Redis, keys: Keys, role: str, ttl: float = 5.0) -> MasterLease:
+    return MasterLease(client, keys.master_lease("crawl"), holder_id(role), ttl)
+
+
+def test_one_holder_at_a_time_and_release_is_only_the_holders(redis_client, keys):
+    first, second = _lease(redis_client, keys, "a"), _lease(redis_client, keys, "b")
+    first.acquire()
+    with pytest.raises(LeaseHeld, match="holds"):
+        second.acquire(wait=0.3)
+    assert not second.release()  # not second's to drop
+    assert first.held()
+    assert first.release()
+    second.acquire()
+    assert second.held() and not first.renew()
+
+
+def test_a_lapsed_lease_cannot_be_renewed_over_its_successor(redis_client, keys):
+    stalled = _lease(redis_client, keys, "stalled", ttl=0.2)
+    stalled.acquire()
+    time.sleep(0.3)
+    successor = _lease(redis_client, keys, "successor")
+    successor.acquire()
+    assert not stalled.renew()
+    with pytest.raises(LeaseLost, match="successor"):
+        stalled.keep()
+    assert not stalled.release()
+    assert successor.held()
+
+
+def test_fenced_scripts_and_transactions_change_nothing_after_the_lease_is_lost(
+    redis_client, keys
+):
+    counter = f"{keys.prefix}:test:counter"
+    old = _lease(redis_client, keys, "old", ttl=0.2)
+    old.acquire()
+    count = old.script(_COUNT)
+    # the script reads its own KEYS[1] and ARGV[1]: the lease's are removed first
+    assert count(keys=[counter], args=[10]) == 11
+    time.sleep(0.3)
+    new = _lease(redis_client, keys, "new")
+    new.acquire()
+    with pytest.raises(LeaseLost):
+        count(keys=[counter], args=[10])
+    with redis_client.pipeline() as pipe, pytest.raises(LeaseLost):
+        old.guard(pipe)
+    assert redis_client.get(counter) == b"1"
+    # other script errors pass through unchanged
+    broken = new.script("return redis.call('NOSUCH')")
+    with pytest.raises(redis.ResponseError):
+        broken()
+
+
+def test_a_transaction_fails_if_the_lease_moves_between_guard_and_exec(redis_client, keys):
+    counter = f"{keys.prefix}:test:counter"
+    old = _lease(redis_client, keys, "old")
+    old.acquire()
+    with redis_client.pipeline() as pipe:
+        old.guard(pipe)
+        pipe.incr(counter)
+        redis_client.set(old.key, "someone else")  # taken over meanwhile
+        with pytest.raises(redis.WatchError):
+            pipe.execute()
+    assert redis_client.get(counter) is None
+
+
+def test_a_dead_local_holder_is_taken_over_at_once(redis_client, keys):
+    key = keys.master_lease("index")
+    code = (
+        "import redis, sys\nfrom srcrawl.queues.lease import MasterLease, holder_id\n"
+        f"MasterLease(redis.Redis.from_url(sys.argv[1]), {key!r}, holder_id('x'), 60).acquire()\n"
+    )
+    url = redis_client.connection_pool.connection_kwargs
+    subprocess.run(
+        [sys.executable, "-c", code, f"redis://{url['host']}:{url['port']}/{url.get('db', 0)}"],
+        check=True,
+    )
+    assert redis_client.pttl(key) > 30_000  # the dead holder's lease is still there
+    MasterLease(redis_client, key, holder_id("y"), 5).acquire()
+    assert b":y:" in redis_client.get(key)
