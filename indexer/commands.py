@@ -16,7 +16,8 @@ from srcrawl.defaults import (
     DEFAULT_SEARCH_TOP,
 )
 from srcrawl.indexer.tokenizer import ENV_USER_DICT
-from srcrawl.scaling import ProgressLine, check_outputs, parse_slave_counts, scaling_options
+from srcrawl.progress import ProgressLine
+from srcrawl.scaling import check_outputs, parse_slave_counts, scaling_options
 
 
 def _config(ctx: click.Context) -> Config:

@@ -28,7 +28,8 @@ from srcrawl.defaults import (
 )
 from srcrawl.errors import ConfigError
 from srcrawl.master.strategy import QUEUE_POLICIES, CrawlStrategy
-from srcrawl.scaling import ProgressLine, check_outputs, parse_slave_counts, scaling_options
+from srcrawl.progress import ProgressLine
+from srcrawl.scaling import check_outputs, parse_slave_counts, scaling_options
 from srcrawl.useragent import ENV_USER_AGENT, contact_warning
 
 HOST_ERRORS_SHOWN = 10

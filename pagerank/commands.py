@@ -17,7 +17,8 @@ from srcrawl.defaults import (
     DEFAULT_PAGERANK_SLAVES,
     DEFAULT_PAGERANK_TOL,
 )
-from srcrawl.scaling import ProgressLine, check_outputs, parse_slave_counts, scaling_options
+from srcrawl.progress import ProgressLine
+from srcrawl.scaling import check_outputs, parse_slave_counts, scaling_options
 
 
 def _config(ctx: click.Context) -> Config:

@@ -22,6 +22,7 @@ from srcrawl.credentials import FILE_SUFFIX, read_setting, redact_url
 from srcrawl.defaults import (
     DEFAULT_HOME,
     DEFAULT_JOB,
+    DEFAULT_MASTER_LEASE_TTL,
     DEFAULT_MYSQL_TLS_MODE,
     DEFAULT_SQLITE_NAME,
     REDIS_CONNECT_TIMEOUT,
@@ -37,9 +38,18 @@ ENV_REDIS_URL = "SRCRAWL_REDIS_URL"
 ENV_DB_URL = "SRCRAWL_DB_URL"
 ENV_JOB = "SRCRAWL_JOB"
 ENV_HOME = "SRCRAWL_HOME"
+ENV_LEASE_TTL = "SRCRAWL_MASTER_LEASE_TTL"
 ENV_REDIS_URL_FILE = ENV_REDIS_URL + FILE_SUFFIX
 ENV_DB_URL_FILE = ENV_DB_URL + FILE_SUFFIX
-ENV_VARS = (ENV_REDIS_URL, ENV_DB_URL, ENV_JOB, ENV_HOME, ENV_REDIS_URL_FILE, ENV_DB_URL_FILE)
+ENV_VARS = (
+    ENV_REDIS_URL,
+    ENV_DB_URL,
+    ENV_JOB,
+    ENV_HOME,
+    ENV_REDIS_URL_FILE,
+    ENV_DB_URL_FILE,
+    ENV_LEASE_TTL,
+)
 """Every environment variable the configuration reads."""
 
 _JOB_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -205,6 +215,19 @@ def _check_redis_url(url: str) -> str:
     return url
 
 
+def _lease_ttl(env: Mapping[str, str]) -> float:
+    raw = env.get(ENV_LEASE_TTL)
+    if not raw:
+        return DEFAULT_MASTER_LEASE_TTL
+    try:
+        ttl = float(raw)
+    except ValueError:
+        ttl = 0.0
+    if not 0.5 <= ttl <= 3600:
+        raise ConfigError(f"{ENV_LEASE_TTL} is malformed: {raw!r} (seconds, 0.5 to 3600)")
+    return ttl
+
+
 @dataclass(frozen=True)
 class Config:
     """Where Redis and the store are, and which job this process works on."""
@@ -216,6 +239,8 @@ class Config:
     home: Path
     redis_url_file: Path | None = None
     """The file the Redis URL was read from (``SRCRAWL_REDIS_URL_FILE``), for child processes."""
+    lease_ttl: float = DEFAULT_MASTER_LEASE_TTL
+    """Seconds a phase master's lease lives unrenewed (``SRCRAWL_MASTER_LEASE_TTL``)."""
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -251,7 +276,12 @@ class Config:
                 f"{ENV_JOB} is malformed: {job!r} (letters, digits, '_', '.', '-'; at most 64)"
             )
         return cls(
-            redis_url=redis_url, db=db, job=job, home=home_path, redis_url_file=redis_url_file
+            redis_url=redis_url,
+            db=db,
+            job=job,
+            home=home_path,
+            redis_url_file=redis_url_file,
+            lease_ttl=_lease_ttl(env),
         )
 
     @property

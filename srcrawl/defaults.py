@@ -27,6 +27,10 @@ DEFAULT_HEARTBEAT_TTL = 15.0
 DEFAULT_HEARTBEAT_INTERVAL = 3.0
 """Seconds between heartbeats of a live worker (well below the TTL)."""
 
+DEFAULT_MASTER_LEASE_TTL = 15.0
+"""Seconds a phase master's lease lives unrenewed; a master silent this long loses the phase to
+a successor, and every commit it tries after that is refused (``queues/lease.py``)."""
+
 DEFAULT_POP_BATCH = 100
 """Messages moved from a queue per round trip by a consumer."""
 

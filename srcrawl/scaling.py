@@ -23,12 +23,11 @@ import contextlib
 import json
 import os
 import platform
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import click
 
@@ -37,7 +36,6 @@ from srcrawl.errors import ConfigError
 
 MAX_SLAVES = 64
 """Largest slave count a benchmark accepts."""
-PROGRESS_INTERVAL = 5.0
 """Seconds between progress lines when stderr is not a terminal."""
 
 
@@ -392,42 +390,6 @@ def machine_info() -> dict[str, Any]:
     with contextlib.suppress(OSError):  # not every platform has a load average
         info["loadavg"] = [round(x, 2) for x in os.getloadavg()]
     return info
-
-
-class ProgressLine:
-    """One progress line on stderr: rewritten in place on a terminal, else every few seconds."""
-
-    def __init__(self, stream: TextIO | None = None, interval: float = PROGRESS_INTERVAL) -> None:
-        self.stream = stream if stream is not None else sys.stderr
-        self.tty = self.stream.isatty()
-        self.interval = interval
-        self._last = float("-inf")
-        self._open = False
-
-    def update(self, text: str, *, force: bool = False) -> None:
-        now = time.monotonic()
-        if self.tty:
-            self.stream.write("\r" + text + "\033[K")
-            self._open = True
-        elif force or now - self._last >= self.interval:
-            self.stream.write(text + "\n")
-            self._last = now
-        else:
-            return
-        self.stream.flush()
-
-    def say(self, text: str) -> None:
-        """A line that stays (a step done, a note)."""
-        self.done()
-        self.stream.write(text + "\n")
-        self.stream.flush()
-
-    def done(self) -> None:
-        """End the rewritten line, if any."""
-        if self._open:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._open = False
 
 
 def _rate(x: float) -> str:

@@ -11,9 +11,9 @@ import sys
 import pytest
 
 from srcrawl.errors import ConfigError
+from srcrawl.progress import ProgressLine
 from srcrawl.scaling import (
     Column,
-    ProgressLine,
     Row,
     ScalingResult,
     check_outputs,
