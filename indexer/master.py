@@ -12,6 +12,10 @@ once that transaction committed. A master
 killed between the two leaves the results to be merged again, which changes
 nothing (a merge replaces a page's postings). While it waits it reaps dead
 workers, whose unacknowledged tasks go back to ``srq``.
+
+One master per job: it holds the phase's lease (``queues/lease.py``) and
+fences what it commits with it (``_merge``), so a master that stalled past
+the lease's TTL while a successor took over stops with LeaseLost.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Protocol
+
+import redis
 
 from srcrawl.config import Config
 from srcrawl.defaults import (
@@ -32,29 +39,45 @@ from srcrawl.defaults import (
     DEFAULT_INDEX_REAP_INTERVAL,
     DEFAULT_INDEX_WINDOW,
 )
-from srcrawl.errors import EnvelopeError, SrcrawlError
-from srcrawl.indexer.messages import POSTINGS, REFUSED, decode_task, encode_task
+from srcrawl.errors import EnvelopeError, LeaseLost, SrcrawlError
+from srcrawl.indexer.merge import merge_index
 from srcrawl.indexer.postings import PostingsBatch, unpack_batch
+from srcrawl.indexer.protocol import (
+    ERROR,
+    POSTINGS,
+    REFUSED,
+    IndexTask,
+    PostingsResult,
+    Refusal,
+    failed_tasks,
+)
 from srcrawl.indexer.tokenizer import dictionary_id, user_dict_from_env
-from srcrawl.local import LocalSlaves
 from srcrawl.queues.envelope import Message, decode
+from srcrawl.queues.lease import MasterLease, holder_id
 from srcrawl.queues.protocol import PhaseQueues, new_worker_id
 from srcrawl.queues.workers import Worker, reap, reaped_sentences, requeued
 
 log = logging.getLogger("srcrawl.indexer")
 
-# KEYS[1] the lock; ARGV[1] holder id, ARGV[2] TTL ms, ARGV[3] "renew" or "release".
-# Renews or releases the lock only if ARGV[1] still holds it; returns 1 if so.
-_LOCK = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if ARGV[3] == 'release' then redis.call('DEL', KEYS[1]) else
-  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2])) end
+# KEYS[1] this master's processing list of nrq; ARGV[1] how many results it holds.
+# Acknowledges the merged results: the master pops into its own processing
+# list, which starts empty, and merges all it popped, so they are its head.
+# Run fenced (the lease checked in the same step): a master that lost its
+# lease leaves them for its successor.
+_ACK_MERGED = """
+redis.call('LTRIM', KEYS[1], tonumber(ARGV[1]), -1)
 return 1
 """
 
 
+class LocalSlaves(Protocol):
+    """The slave processes a run started on this machine (``srcrawl.local``)."""
+
+    def alive(self) -> int: ...
+
+
 class IndexerError(SrcrawlError):
-    """The index phase cannot go on (another master runs, every local slave died, …)."""
+    """The index phase cannot go on (every local slave died, …)."""
 
 
 @dataclass
@@ -120,7 +143,12 @@ class IndexMaster:
         self.worker = Worker(
             self.client, self.keys, self.id, [self.q.nrq], role="master", ttl=heartbeat_ttl
         )
-        self._lock = self.client.register_script(_LOCK)
+        self.lease = MasterLease(
+            self.client, self.keys.master_lease("index"), holder_id(self.id), cfg.lease_ttl
+        )
+        # renewed well within its TTL, however short the TTL is set
+        self.renew_interval = min(DEFAULT_HEARTBEAT_INTERVAL, cfg.lease_ttl / 3)
+        self._ack_merged = self.lease.script(_ACK_MERGED)
         self.report = IndexReport()
         self._outstanding: dict[int, int] = {}  # batch serial -> pages
         self._cursor: int | None = None
@@ -129,24 +157,11 @@ class IndexMaster:
         self._batches: list[PostingsBatch] = []  # their documents
         self._held_docs = 0
         self._held_since = 0.0
-
-    # -- the lock: one index master per job --------------------------------
-    def _acquire(self) -> None:
-        ttl = int(self.heartbeat_ttl * 1000)
-        if not self.client.set(self.keys.index_master, self.id, nx=True, px=ttl):
-            holder = self.client.get(self.keys.index_master)
-            raise IndexerError(
-                f"another index master ({(holder or b'?').decode()}) is running for job "
-                f"{self.keys.job!r}; it holds {self.keys.index_master}"
-            )
-
-    def _renew(self) -> None:
-        ttl = int(self.heartbeat_ttl * 1000)
-        if not self._lock(keys=[self.keys.index_master], args=[self.id, ttl, "renew"]):
-            raise IndexerError("the index master lock was lost (this process stalled too long)")
-
-    def _release(self) -> None:
-        self._lock(keys=[self.keys.index_master], args=[self.id, 0, "release"])
+        self._handlers: dict[str, Callable[[Message], None]] = {
+            POSTINGS: self._on_postings,
+            REFUSED: self._on_refused,
+            ERROR: self._on_error,
+        }
 
     # -- the run -----------------------------------------------------------------
     def run(
@@ -158,73 +173,98 @@ class IndexMaster:
     ) -> IndexReport:
         """Index every page unindexed when the scan reaches it; return what was done.
 
-        With ``slaves`` (local slave processes), gives up with IndexerError
-        once all of them have exited while work remains.
+        Raises LeaseHeld if another index master holds the job's lease, and
+        LeaseLost (having committed nothing more) if this one loses it. With
+        ``slaves`` (local slave processes), gives up with IndexerError once
+        all of them have exited while work remains.
         """
-        self._acquire()
+        self.lease.acquire(what="index master")
         t0 = time.perf_counter()
         started = time.time()
         self.store.set_job(self.cfg.job, "index", "running", started_at=started)
-        state = "failed"
+        state: str | None = "failed"
         try:
             self.worker.beat(self._stats())
             # tasks a previous master left queued are scheduled again below
-            self.q.srq.clear()
-            last_beat = last_reap = last_progress = time.monotonic()
-            while True:
-                self._top_up()
-                if self._scanned_all and not self._outstanding and not self._held:
-                    break
-                timeout = self.block_timeout
-                if self._held:
-                    waited = time.monotonic() - self._held_since
-                    timeout = min(timeout, max(0.01, self.merge_wait - waited))
-                want = max(1, (self.merge_docs - self._held_docs) // self.batch_pages)
-                messages = self.q.nrq.pop(self.id, want, timeout=timeout)
-                self._take(messages)
-                if self._held and self._merge_due():
-                    self._merge()
-                if (
-                    not messages
-                    and self._outstanding
-                    and slaves is not None
-                    and slaves.alive() == 0
-                ):
-                    raise IndexerError(
-                        f"every local index slave exited with {len(self._outstanding)} "
-                        "task(s) left; see their logs"
-                    )
-                now = time.monotonic()
-                if now - last_beat >= DEFAULT_HEARTBEAT_INTERVAL:
-                    self._renew()
-                    self.worker.beat(self._stats())
-                    last_beat = now
-                if now - last_reap >= self.reap_interval:
-                    returned = reap(self.client, self.keys)
-                    if returned:
-                        self.report.requeued += requeued(returned)
-                        for sentence in reaped_sentences(returned):
-                            log.warning("%s", sentence)
-                    last_reap = now
-                if progress is not None and now - last_progress >= progress_interval:
-                    self.report.wall_s = time.perf_counter() - t0
-                    progress(self.report)
-                    last_progress = now
+            self._fenced(lambda pipe: pipe.delete(self.q.srq.key))
+            self._loop(slaves, progress, progress_interval, t0)
             state = "complete"
+        except LeaseLost:
+            state = None  # the job's record is its new master's to write
+            raise
         finally:
             self.report.wall_s = time.perf_counter() - t0
             # results popped but not merged go back to nrq for the next run
             self.worker.retire()
-            self._release()
-            self.store.set_job(
-                self.cfg.job,
-                "index",
-                state,
-                self.report.as_dict(),
-                started_at=started,
-                finished_at=time.time(),
-            )
+            self.lease.release()
+            if state is not None:
+                self.store.set_job(
+                    self.cfg.job, "index", state, self.report.as_dict(),
+                    started_at=started, finished_at=time.time(),
+                )  # fmt: skip
         return self.report
+
+    def _loop(
+        self,
+        slaves: LocalSlaves | None,
+        progress: Callable[[IndexReport], None] | None,
+        progress_interval: float,
+        t0: float,
+    ) -> None:
+        """Schedule, gather and merge until every scheduled page is merged."""
+        last_beat = last_reap = last_progress = time.monotonic()
+        while True:
+            self._top_up()
+            if self._scanned_all and not self._outstanding and not self._held:
+                return
+            timeout = self.block_timeout
+            if self._held:
+                waited = time.monotonic() - self._held_since
+                timeout = min(timeout, max(0.01, self.merge_wait - waited))
+            want = max(1, (self.merge_docs - self._held_docs) // self.batch_pages)
+            messages = self.q.nrq.pop(self.id, want, timeout=timeout)
+            now = time.monotonic()
+            if now - last_beat >= self.renew_interval:
+                # first: a master that was paused past its TTL learns it here
+                self.lease.keep()
+                self.worker.beat(self._stats())
+                last_beat = now
+            self._take(messages)
+            if self._held and self._merge_due():
+                self._merge()
+            if not messages and self._outstanding and slaves is not None and slaves.alive() == 0:
+                raise IndexerError(
+                    f"every local index slave exited with {len(self._outstanding)} "
+                    "task(s) left; see their logs"
+                )
+            if now - last_reap >= self.reap_interval:
+                self._reap()
+                last_reap = now
+            if progress is not None and now - last_progress >= progress_interval:
+                self.report.wall_s = time.perf_counter() - t0
+                progress(self.report)
+                last_progress = now
+
+    def _reap(self) -> None:
+        """Return the tasks of dead workers to their queues."""
+        returned = reap(self.client, self.keys)
+        if returned:
+            self.report.requeued += requeued(returned)
+            for sentence in reaped_sentences(returned):
+                log.warning("%s", sentence)
+
+    def _fenced(self, fill: Callable[[redis.client.Pipeline], object]) -> None:
+        """Run the commands ``fill`` queues as one transaction, only while the lease is ours."""
+        while True:
+            with self.client.pipeline() as pipe:
+                self.lease.guard(pipe)
+                fill(pipe)
+                try:
+                    pipe.execute()
+                    return
+                except redis.WatchError:
+                    # the lease changed meanwhile: LeaseLost if it is no longer ours
+                    self.lease.keep()
 
     def _top_up(self) -> None:
         """Queue tasks until the window is full or every unindexed page is scheduled."""
@@ -242,8 +282,8 @@ class IndexMaster:
         tasks = []
         for serial, chunk in zip(serials, chunks, strict=True):
             self._outstanding[serial] = len(chunk)
-            tasks.append(encode_task(serial, chunk, self.dictionary))
-        self.q.srq.push(tasks)
+            tasks.append(IndexTask(serial, chunk, self.dictionary).encode())
+        self._fenced(lambda pipe: pipe.rpush(self.q.srq.key, *tasks))
         self.report.scheduled += len(fps)
 
     def _merge_due(self) -> bool:
@@ -259,6 +299,7 @@ class IndexMaster:
             return True
         return time.monotonic() - self._held_since >= self.merge_wait
 
+    # -- results: one handler per kind -----------------------------------------
     def _take(self, messages: list[bytes]) -> None:
         """Hold popped results until the next merge; note which tasks are answered."""
         if not messages:
@@ -272,29 +313,56 @@ class IndexMaster:
             except EnvelopeError as e:
                 self._error(f"dropped a malformed result: {e}")
                 continue
-            if msg.kind == POSTINGS:
-                try:
-                    batch = unpack_batch(msg.payload)
-                except EnvelopeError as e:
-                    self._fail_batch(msg.get("batch"), f"dropped malformed postings: {e}")
-                    continue
-                self._batches.append(batch)
-                self._held_docs += len(batch)
-                self.report.missing += int(msg.get("missing", 0) or 0)
-                self._outstanding.pop(msg.get("batch"), None)
-            elif msg.kind == REFUSED:
-                self._fail_batch(msg.get("batch"), f"a slave refused a task: {msg.get('reason')}")
-            elif msg.kind == "error":
-                self._absorb_error(msg)
-            else:
+            handler = self._handlers.get(msg.kind)
+            if handler is None:
                 self._error(f"dropped a result of unknown kind {msg.kind!r}")
+            else:
+                handler(msg)
 
+    def _on_postings(self, msg: Message) -> None:
+        try:
+            result = PostingsResult.from_message(msg)
+            batch = unpack_batch(result.payload)
+        except EnvelopeError as e:
+            self._fail_batch(msg.get("batch"), f"dropped malformed postings: {e}")
+            return
+        self._batches.append(batch)
+        self._held_docs += len(batch)
+        self.report.missing += result.missing
+        self._outstanding.pop(result.batch, None)
+
+    def _on_refused(self, msg: Message) -> None:
+        refusal = Refusal.from_message(msg)
+        self._fail_batch(refusal.batch, f"a slave refused a task: {refusal.reason}")
+
+    def _on_error(self, msg: Message) -> None:
+        """A slave's handler failed on a batch (a bug): its pages stay unindexed."""
+        first = str(msg.get("error", "")).strip().splitlines()
+        reason = first[-1] if first else "unknown error"
+        for task in failed_tasks(msg):
+            self._fail_batch(task.batch, f"a slave failed on a task: {reason}")
+
+    # -- the merge: the store first, then Redis, both fenced ---------------------
     def _merge(self) -> None:
-        """Merge the held documents in one transaction, then acknowledge their results."""
+        """Merge the held documents in one transaction, then acknowledge their results.
+
+        Both steps are fenced by the lease. The store transaction checks the
+        lease last before it commits, and the acknowledgement runs only while
+        the lease is ours, so a master that lost its lease raises LeaseLost,
+        leaves its results for its successor and writes nothing after the
+        loss is detectable. A master paused between that check and its
+        commit may still commit that one transaction late; this cannot
+        corrupt the index: merges take the block counter's lock first and so
+        run one after another, each reading what the one before committed,
+        and a merge is idempotent per page version (a page's postings
+        replace the ones it had, and a page fetched again since is skipped),
+        so the late merge is one more merge of the same pages' same text,
+        before or after its successor's, with the same index as the result.
+        """
         if self._held_docs:
             t0 = time.perf_counter()
             batch = PostingsBatch.concat(self._batches)
-            merged = self.store.merge_index(batch, time.time())
+            merged = merge_index(self.store, batch, time.time(), before_commit=self.lease.keep)
             self.report.merge_s += time.perf_counter() - t0
             self.report.merges += 1
             self.report.indexed += merged.applied
@@ -303,19 +371,8 @@ class IndexMaster:
             self.report.postings += merged.postings
             self.report.rows += merged.rows
         # after the commit: a crash before this line replays the results
-        self.q.nrq.ack(self.id, self._held)
+        self._ack_merged(keys=[self.q.nrq.processing_key(self.id)], args=[len(self._held)])
         self._held, self._batches, self._held_docs = [], [], 0
-
-    def _absorb_error(self, msg: Message) -> None:
-        """A slave's handler failed on a batch (a bug): its pages stay unindexed."""
-        first = str(msg.get("error", "")).strip().splitlines()
-        reason = first[-1] if first else "unknown error"
-        for raw in msg.payload.split(b"\n"):
-            try:
-                task = decode_task(raw)
-            except EnvelopeError:
-                continue
-            self._fail_batch(task.batch, f"a slave failed on a task: {reason}")
 
     def _fail_batch(self, batch: object, reason: str) -> None:
         pages = self._outstanding.pop(batch, 0) if isinstance(batch, int) else 0

@@ -44,6 +44,7 @@ from srcrawl.defaults import (
     MAX_TERM_CHARS,
 )
 from srcrawl.errors import SrcrawlError
+from srcrawl.indexer.blocks import term_postings, term_postings_among
 from srcrawl.indexer.postings import term_fingerprint
 from srcrawl.indexer.snippets import make_snippet
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
@@ -202,9 +203,9 @@ class Searcher:
     # kept as two arrays, pages (sorted) and their scores.
     def _postings(self, q: _Scoring, term_id: int, df: int, limit: int) -> np.ndarray:
         if df <= limit:
-            return self.store.term_postings(term_id)
+            return term_postings(self.store, term_id)
         q.capped = True
-        return self.store.term_postings(term_id, limit=limit, norm=(q.c, q.a))
+        return term_postings(self.store, term_id, limit=limit, norm=(q.c, q.a))
 
     def _conjunctive(
         self,
@@ -221,9 +222,9 @@ class Searcher:
             term_id, df = found[term]
             # a short list is read whole; a long one only in the blocks of the candidates
             if df <= 4 * len(fps):
-                rows = self.store.term_postings(term_id)
+                rows = term_postings(self.store, term_id)
             else:
-                rows = self.store.term_postings_among(term_id, fps.tolist())
+                rows = term_postings_among(self.store, term_id, fps.tolist())
             fps, mine, theirs = np.intersect1d(
                 fps, rows["fp"], assume_unique=True, return_indices=True
             )

@@ -1,8 +1,8 @@
 """The index slave: page ids in, packed postings out [seed 002 §3.2].
 
-Per task (a batch of page ids): take a tag from ``trq``, read the pages' text
-from the store, tokenize, count, and answer with one packed postings message
-for the whole batch. The slave writes nothing to the store; the master is
+Per task (a batch of page ids): read the pages' text from the store,
+tokenize, count, and answer with one packed postings message for the whole
+batch. The slave writes nothing to the store; the master is
 the single writer.
 """
 
@@ -15,11 +15,9 @@ from collections import Counter
 from srcrawl.config import Config
 from srcrawl.defaults import DEFAULT_INDEX_MAX_CHARS
 from srcrawl.errors import EnvelopeError
-from srcrawl.indexer.messages import POSTINGS, REFUSED, decode_task
 from srcrawl.indexer.postings import DocPostings, pack
+from srcrawl.indexer.protocol import IndexTask, PostingsResult, Refusal
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
-from srcrawl.queues.envelope import encode
-from srcrawl.queues.protocol import PhaseQueues
 
 
 def document_text(title: str, text: str, limit: int = DEFAULT_INDEX_MAX_CHARS) -> str:
@@ -49,7 +47,6 @@ class IndexHandler:
 
     def __init__(self, cfg: Config, *, user_dict: str | None = None) -> None:
         self.store = cfg.store()
-        self.trq = PhaseQueues(cfg.redis(), cfg.keys, self.phase).trq
         self.tokenizer = get_tokenizer(user_dict if user_dict is not None else user_dict_from_env())
         # load jieba now: the first batch then costs what every batch costs,
         # and the heartbeat never waits behind a dictionary load
@@ -64,22 +61,20 @@ class IndexHandler:
     def handle(self, tasks: list[bytes]) -> list[bytes]:
         """One result per task: packed postings, or a refusal naming the reason."""
         t0, c0 = time.perf_counter(), time.thread_time()
-        tags = self.trq.reserve("result", len(tasks))
-        results = [self._one(raw, tag) for raw, tag in zip(tasks, tags, strict=True)]
+        results = [self._one(raw) for raw in tasks]
         with self._lock:
             self.busy_s += time.perf_counter() - t0
             self.cpu_s += time.thread_time() - c0
         return results
 
-    def _one(self, raw: bytes, tag: int) -> bytes:
+    def _one(self, raw: bytes) -> bytes:
         try:
-            task = decode_task(raw)
+            task = IndexTask.decode(raw)
         except EnvelopeError as e:
-            return self._refuse(None, tag, str(e))
+            return self._refuse(None, str(e))
         if task.dictionary != self.tokenizer.dictionary_id:
             return self._refuse(
                 task.batch,
-                tag,
                 f"user dictionary {self.tokenizer.dictionary_id or 'none'} on this slave, "
                 f"{task.dictionary or 'none'} on the master (set SRCRAWL_USER_DICT alike)",
             )
@@ -90,18 +85,13 @@ class IndexHandler:
         with self._lock:
             self.pages += len(docs)
             self.terms += sum(len(d.terms) for d in docs)
-        fields = {
-            "batch": task.batch,
-            "tag": tag,
-            "docs": len(docs),
-            "missing": len(set(task.fps)) - len(docs),
-        }
-        return encode(POSTINGS, fields, pack(docs))
+        missing = len(set(task.fps)) - len(docs)
+        return PostingsResult(task.batch, len(docs), missing, pack(docs)).encode()
 
-    def _refuse(self, batch: int | None, tag: int, reason: str) -> bytes:
+    def _refuse(self, batch: int | None, reason: str) -> bytes:
         with self._lock:
             self.refused += 1
-        return encode(REFUSED, {"batch": batch, "tag": tag, "reason": reason})
+        return Refusal(batch, reason).encode()
 
     def stats(self) -> dict[str, float]:
         with self._lock:

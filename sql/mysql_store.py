@@ -44,6 +44,7 @@ class MySQLStore(Store):
         "state = VALUES(state), started_at = COALESCE(VALUES(started_at), started_at), "
         "finished_at = VALUES(finished_at), stats = VALUES(stats)"
     )
+    LOCK_META = "SELECT v FROM meta WHERE k = ? FOR UPDATE"
     UPSERT_META = "REPLACE INTO meta (k, v) VALUES (?, ?)"
     UPSERT_DOCLEN = (
         "INSERT INTO doclens (fp, length, block, terms) VALUES (?, ?, ?, ?) "

@@ -55,6 +55,7 @@ class SQLiteStore(Store):
         "started_at = COALESCE(excluded.started_at, jobs.started_at), "
         "finished_at = excluded.finished_at, stats = excluded.stats"
     )
+    LOCK_META = "SELECT v FROM meta WHERE k = ?"  # BEGIN IMMEDIATE holds the lock
     UPSERT_META = "INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)"
     UPSERT_DOCLEN = "INSERT OR REPLACE INTO doclens (fp, length, block, terms) VALUES (?, ?, ?, ?)"
 

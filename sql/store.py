@@ -10,7 +10,6 @@ No statement is ever assembled from user data.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import threading
@@ -19,9 +18,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from srcrawl.defaults import DEFAULT_STORE_BATCH, DEFAULT_STORE_BULK_BATCH
+from srcrawl.sql.index_tables import INDEX_BLOCK, INDEX_COUNTERS, IndexTables
 
 if TYPE_CHECKING:
     from srcrawl.config import DatabaseURL
@@ -87,43 +87,8 @@ INDEXABLE = "error IS NULL AND body_state IN ('complete', 'capped')"
 """The pages whose text is indexed: fetched without an error, their body whole or capped."""
 
 
-class PostingColumns(Protocol):
-    """Tokenized pages in columns (numpy arrays), as the index master merges them.
-
-    Per page: ``fps``, ``fetched`` (the ``fetched_at`` of the text that was
-    tokenized), ``lengths``, ``counts``; per posting, page after page:
-    ``terms`` (the term's fingerprint, its id in the index) and ``tfs``. No
-    page lists a term twice.
-    """
-
-    fps: Any
-    fetched: Any
-    lengths: Any
-    counts: Any
-    terms: Any
-    tfs: Any
-
-
-@dataclass
-class IndexMerge:
-    """What one :meth:`Store.merge_index` did."""
-
-    applied: int = 0  # documents whose postings now are in the index
-    reindexed: int = 0  # of those, documents that replaced older postings
-    stale: int = 0  # documents skipped: the page is gone or was fetched again since
-    postings: int = 0
-    rows: int = 0  # postings rows written: one per distinct term of the merge
-
-
-INDEX_COUNTERS = ("index_docs", "index_length")
-
 RETIRED_INDEXES = (("links", "links_dst"),)
 """(table, index) pairs older schemas had and this one drops."""
-"""Meta keys: indexed documents and the sum of their lengths (BM25's N and avgdl),
-as of the last merge."""
-
-INDEX_BLOCK = "index_block"
-"""Meta key: the number of the last postings block written (one per merge)."""
 
 log = logging.getLogger("srcrawl.store")
 
@@ -166,6 +131,7 @@ class Store(ABC):
     UPSERT_JOB: str
     UPSERT_META: str
     UPSERT_DOCLEN: str  # (fp, length, block, packed term fingerprints)
+    LOCK_META: str  # reads one meta value (k) and holds it until the transaction ends
     ADD_FETCH_OUTCOME: tuple[str, ...]  # pages of schema 3 and before get error, body_state
 
     def __init__(self) -> None:
@@ -490,175 +456,11 @@ class Store(ABC):
             )
         return [(int(a), float(b), c, d, e) for a, b, c, d, e in rows]
 
-    def merge_index(self, batch: PostingColumns, indexed_at: float) -> IndexMerge:
-        """Merge tokenized pages into postings and doclens in one transaction.
-
-        A page's postings replace the ones it had (document frequencies
-        follow), so merging the same page twice changes nothing; a page listed
-        twice counts once (the last copy). A page is skipped when it is gone or
-        its ``fetched_at`` is no longer the one tokenized (fetched again since:
-        that text is indexed later). Merged pages get ``indexed_at``.
-
-        The merge's postings become one new block: one ``postings`` row per
-        distinct term, its postings packed in page order.
-        """
-        import numpy as np  # late: only the index and search need it
-
-        result = IndexMerge()
-        n_docs = len(batch.fps)
-        if n_docs == 0:
-            return result
-        fps = np.asarray(batch.fps, np.int64)
-        counts = np.asarray(batch.counts, np.int64)
-        # the last copy of a page wins
-        _, last = np.unique(fps[::-1], return_index=True)
-        keep = np.zeros(n_docs, bool)
-        keep[n_docs - 1 - last] = True
+    @contextlib.contextmanager
+    def index_tables(self) -> Iterator[IndexTables]:
+        """The index's tables inside one write transaction (see :class:`IndexTables`)."""
         with self.transaction() as cur:
-            current = dict(
-                self._select_in(
-                    cur, "SELECT fp, fetched_at FROM pages WHERE fp IN ({})", fps[keep].tolist()
-                )
-            )
-            fetched = np.asarray(batch.fetched, np.float64)
-            for i in np.flatnonzero(keep).tolist():
-                keep[i] = current.get(int(fps[i])) == float(fetched[i])
-            result.stale = int(len(last) - keep.sum())
-            if not keep.any():
-                return result
-            # the kept pages in page order, and their postings with them: the
-            # block is then one stable sort by term away (postings of a term
-            # in page order)
-            docs = np.flatnonzero(keep)
-            docs = docs[np.argsort(fps[docs], kind="stable")]
-            starts = np.cumsum(counts) - counts
-            n = counts[docs]
-            order = np.repeat(starts[docs] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
-            live_fps = fps[docs].tolist()
-            lengths = np.asarray(batch.lengths, np.int64)[docs]
-            doc_len = np.repeat(lengths, n)
-            doc_fp = np.repeat(fps[docs], n)
-            tids = np.asarray(batch.terms, np.int64)[order]
-            tfs = np.asarray(batch.tfs, np.int64)[order]
-
-            # the pages' old postings leave their blocks (and so their terms' df)
-            old = self._select_in(
-                cur, "SELECT fp, block, terms, length FROM doclens WHERE fp IN ({})", live_fps
-            )
-            self._drop_postings(cur, old)
-
-            block = self._next_block(cur)
-            result.rows = self._insert_block(cur, block, tids, doc_fp, tfs, doc_len)
-            # the forward index: each page's term fingerprints
-            packed = tids.astype("<i8").tobytes()
-            ends = (np.cumsum(n) * 8).tolist()
-            blobs = [packed[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
-            self._executemany(
-                cur, self.UPSERT_DOCLEN,
-                list(zip(live_fps, lengths.tolist(), [block] * len(live_fps), blobs, strict=True)),
-            )  # fmt: skip
-            for i in range(0, len(live_fps), 500):
-                part = live_fps[i : i + 500]
-                marks = ", ".join("?" * len(part))
-                self._execute(
-                    cur, f"UPDATE pages SET indexed_at = ? WHERE fp IN ({marks})",
-                    [indexed_at, *part],
-                )  # fmt: skip
-            # moved by what this merge added and replaced, in its own
-            # transaction: counting doclens afresh would read every indexed
-            # page's row on every merge
-            counted = self._index_counters(cur)
-            if counted is None:  # a store that never had them: count once
-                docs_n, length_n = self._execute(
-                    cur, "SELECT COUNT(*), COALESCE(SUM(length), 0) FROM doclens"
-                ).fetchone()
-            else:
-                docs_n = counted[0] + len(live_fps) - len(old)
-                length_n = counted[1] + int(lengths.sum()) - sum(int(r[3]) for r in old)
-            self._executemany(
-                cur,
-                self.UPSERT_META,
-                list(zip(INDEX_COUNTERS, (str(docs_n), str(length_n)), strict=True)),
-            )
-            result.applied, result.reindexed = len(live_fps), len(old)
-            result.postings = len(tids)
-        return result
-
-    def _next_block(self, cur: Any) -> int:
-        """A new block number (the merge's), counted in ``meta``."""
-        row = self._execute(cur, "SELECT v FROM meta WHERE k = ?", (INDEX_BLOCK,)).fetchone()
-        block = int(row[0]) + 1 if row else 1
-        self._execute(cur, self.UPSERT_META, (INDEX_BLOCK, str(block)))
-        return block
-
-    def _insert_block(self, cur: Any, block: int, tids: Any, fps: Any, tfs: Any, dls: Any) -> int:
-        """Write one block: a row per distinct term of ``tids``, its postings in page
-        order (the postings come in page order). Returns the number of rows."""
-        import numpy as np
-
-        if not len(tids):  # only empty pages
-            return 0
-        # stable: a term's postings stay in the page order they came in
-        order = np.argsort(tids, kind="stable")
-        t = tids[order]
-        dtype = posting_dtype()
-        recs = np.empty(len(t), dtype)
-        recs["fp"], recs["tf"], recs["dl"] = fps[order], tfs[order], dls[order]
-        new_term = t[1:] != t[:-1]
-        if (~new_term & (recs["fp"][1:] == recs["fp"][:-1])).any():
-            raise ValueError("a page lists a term twice")
-        starts = np.flatnonzero(np.concatenate(([True], new_term)))
-        ends = np.append(starts[1:], len(t))
-        raw = recs.tobytes()
-        size = dtype.itemsize
-        # in key order consecutive inserts land on the same B-tree pages
-        rows = [
-            (tid, block, e - s, raw[s * size : e * size])
-            for tid, s, e in zip(t[starts].tolist(), starts.tolist(), ends.tolist(), strict=True)
-        ]
-        self._executemany(
-            cur, "INSERT INTO postings (term_id, block, n, data) VALUES (?, ?, ?, ?)", rows
-        )
-        return len(rows)
-
-    def _drop_postings(self, cur: Any, old: Sequence[tuple]) -> None:
-        """Take the pages of ``old`` (doclens rows: fp, block, terms, …) out of their blocks."""
-        import numpy as np
-
-        by_block: dict[int, tuple[list[int], list[Any]]] = {}
-        for fp, block, blob, *_ in old:
-            ids = np.frombuffer(blob or b"", "<i8")
-            gone, terms = by_block.setdefault(int(block), ([], []))
-            gone.append(int(fp))
-            terms.append(ids)
-        dtype = posting_dtype()
-        for block, (gone, terms) in by_block.items():
-            touched = np.unique(np.concatenate(terms)).tolist()
-            rows = self._select_in(
-                cur, "SELECT term_id, data FROM postings WHERE block = ? AND term_id IN ({})",
-                touched, (block,),
-            )  # fmt: skip
-            if not rows:
-                continue
-            # every row of the block at once: one membership test, one copy
-            sizes = np.fromiter((len(r[1]) // dtype.itemsize for r in rows), np.int64, len(rows))
-            recs = _records([r[1] for r in rows])
-            stays = ~np.isin(recs["fp"], np.asarray(gone, np.int64))
-            kept_n = np.bincount(np.repeat(np.arange(len(rows)), sizes)[stays], minlength=len(rows))
-            raw = recs[stays].tobytes()
-            ends = (np.cumsum(kept_n) * dtype.itemsize).tolist()
-            updates, deletes = [], []
-            start = 0
-            for (tid, _data), n, end in zip(rows, kept_n.tolist(), ends, strict=True):
-                if n:
-                    updates.append((n, raw[start:end], int(tid), block))
-                else:
-                    deletes.append((int(tid), block))
-                start = end
-            self._executemany(
-                cur, "UPDATE postings SET n = ?, data = ? WHERE term_id = ? AND block = ?", updates
-            )
-            self._executemany(cur, "DELETE FROM postings WHERE term_id = ? AND block = ?", deletes)
+            yield IndexTables(self, cur)
 
     def _index_counters(self, cur: Any) -> tuple[int, int] | None:
         """(documents, total length) from ``meta``; None when they are not there."""
@@ -686,44 +488,22 @@ class Store(ABC):
             )
         return {int(i): int(df) for i, df in rows}
 
-    def term_postings(
-        self, term_id: int, *, limit: int | None = None, norm: tuple[float, float] = (1.0, 0.0)
-    ) -> Any:
-        """A term's postings: a numpy record array (fp, tf, dl) in page order.
-
-        With ``limit``, only the ``limit`` postings of highest BM25 term weight
-        tf / (tf + c + a·dl), where ``norm`` = (c, a); ties by fingerprint.
-        """
+    def term_blocks(self, term_id: int) -> list[bytes]:
+        """The packed postings of a term, one blob per block, in no particular order."""
         with self.transaction(read_only=True) as cur:
             rows = self._execute(
                 cur, "SELECT data FROM postings WHERE term_id = ?", (term_id,)
             ).fetchall()
-        import numpy as np
+        return [r[0] for r in rows]
 
-        recs = _records([r[0] for r in rows])
-        recs = recs[np.argsort(recs["fp"], kind="stable")]
-        if limit is not None and len(recs) > limit:
-            tf = recs["tf"].astype(np.float64)
-            weight = tf / (tf + norm[0] + norm[1] * recs["dl"])
-            # in page order already, so a stable sort on the weight breaks ties by fp
-            best = np.argsort(-weight, kind="stable")[:limit]
-            recs = recs[np.sort(best)]
-        return recs
-
-    def term_postings_among(self, term_id: int, fps: Sequence[int]) -> Any:
-        """A term's postings (as :meth:`term_postings`) in the pages ``fps``.
-
-        Reads only the blocks holding those pages' postings.
-        """
-        import numpy as np
-
-        wanted = np.unique(np.asarray(fps, np.int64))
+    def term_blocks_of_pages(self, term_id: int, fps: Sequence[int]) -> list[bytes]:
+        """The packed postings of a term in the blocks that hold the pages ``fps``."""
         with self.transaction(read_only=True) as cur:
             blocks = sorted(
                 {
                     int(b)
                     for (b,) in self._select_in(
-                        cur, "SELECT DISTINCT block FROM doclens WHERE fp IN ({})", wanted.tolist()
+                        cur, "SELECT DISTINCT block FROM doclens WHERE fp IN ({})", fps
                     )
                 }
             )
@@ -731,9 +511,7 @@ class Store(ABC):
                 cur, "SELECT data FROM postings WHERE term_id = ? AND block IN ({})", blocks,
                 (term_id,),
             )  # fmt: skip
-        recs = _records([r[0] for r in rows])
-        recs = recs[np.isin(recs["fp"], wanted)]
-        return recs[np.argsort(recs["fp"], kind="stable")]
+        return [r[0] for r in rows]
 
     def page_ranks(self, fps: Sequence[int]) -> dict[int, float]:
         """fp -> PageRank score of the ranked pages among ``fps``."""
@@ -791,21 +569,6 @@ class Store(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-@functools.cache
-def posting_dtype() -> Any:
-    """The numpy record of one packed posting: fp int64, tf uint32, dl uint32 (16 bytes)."""
-    import numpy as np
-
-    return np.dtype([("fp", "<i8"), ("tf", "<u4"), ("dl", "<u4")])
-
-
-def _records(blobs: Sequence[bytes]) -> Any:
-    """The postings of packed blobs, concatenated (a fresh, writable record array)."""
-    import numpy as np
-
-    return np.frombuffer(b"".join(bytes(b) for b in blobs), posting_dtype()).copy()
 
 
 def _page_row(r: Sequence[Any]) -> tuple:

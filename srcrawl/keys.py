@@ -195,13 +195,3 @@ class Keys:
         writes it."""
         return f"{self.prefix}:pagerank:piece:{version}:{iteration}:{shard}"
 
-    @property
-    def rank_master(self) -> str:
-        """Held (with a TTL) by the running pagerank master; a second one refuses to start."""
-        return f"{self.prefix}:pagerank:master"
-
-    # -- index (written by the index master only) ------------------------------
-    @property
-    def index_master(self) -> str:
-        """Held (with a TTL) by the running index master; a second one refuses to start."""
-        return f"{self.prefix}:index:master"

@@ -14,9 +14,12 @@ import numpy as np
 import pytest
 
 from srcrawl.config import Config
+from srcrawl.errors import LeaseHeld
+from srcrawl.indexer.blocks import term_postings
 from srcrawl.indexer.master import IndexMaster, IndexReport
-from srcrawl.indexer.messages import REFUSED, encode_task
+from srcrawl.indexer.merge import merge_index
 from srcrawl.indexer.postings import DocPostings, PostingsBatch, term_fingerprint
+from srcrawl.indexer.protocol import REFUSED, IndexTask
 from srcrawl.indexer.slave import IndexHandler
 from srcrawl.queues.envelope import decode
 from srcrawl.queues.protocol import PhaseQueues
@@ -81,7 +84,7 @@ def index_contents(store) -> tuple[dict, dict, dict]:
         ids = [int(r[0]) for r in cur.fetchall()]
         cur.execute("SELECT fp, length FROM doclens")
         lens = {int(fp): int(n) for fp, n in cur.fetchall()}
-    rows = [(names.get(i, f"#{i}"), *p) for i in ids for p in store.term_postings(i).tolist()]
+    rows = [(names.get(i, f"#{i}"), *p) for i in ids for p in term_postings(store, i).tolist()]
     postings = {(t, fp): tf for t, fp, tf, _dl in rows}
     assert len(postings) == len(rows)  # no page holds a term twice
     df = {names.get(i, f"#{i}"): df for i, df in store.lookup_terms(ids).items()}
@@ -178,7 +181,7 @@ def test_the_index_counters_follow_every_merge_without_a_recount(store) -> None:
             terms = rng.sample(["a", "b", "c", "d", "e", "f"], rng.randint(0, 4))
             at = 1000.0 if rng.random() < 0.9 else 999.0  # stale: another fetch's text
             docs.append(DocPostings(fp, at, rng.randint(0, 50), terms, [1] * len(terms)))
-        store.merge_index(PostingsBatch.of(docs), float(round_))
+        merge_index(store, PostingsBatch.of(docs), float(round_))
         assert store.index_stats() == recount() != (0, 0)
     if store.dialect == "sqlite":  # after the first merge, no merge reads all of doclens
         store._conn.set_trace_callback(None)
@@ -188,7 +191,7 @@ def test_the_index_counters_follow_every_merge_without_a_recount(store) -> None:
         cur.execute("DELETE FROM meta WHERE k IN ('index_docs', 'index_length')")
     assert store.index_stats() == (0, 0)
     docs = [DocPostings(fps[0], 1000.0, 7, ["a"], [1])]
-    store.merge_index(PostingsBatch.of(docs), 99.0)
+    merge_index(store, PostingsBatch.of(docs), 99.0)
     assert store.index_stats() == recount()
 
 
@@ -198,15 +201,15 @@ def test_merging_the_same_results_twice_changes_nothing(store) -> None:
         DocPostings(FP[k], 1000.0, sum(t.values()), list(t), list(t.values()))
         for k, t in EXPECTED.items()
     ]
-    first = store.merge_index(PostingsBatch.of(docs), 1.0)
+    first = merge_index(store, PostingsBatch.of(docs), 1.0)
     before = index_contents(store), store.index_stats()
-    again = store.merge_index(PostingsBatch.of(docs + docs[:2]), 2.0)  # replayed
+    again = merge_index(store, PostingsBatch.of(docs + docs[:2]), 2.0)  # replayed
     assert (first.applied, first.reindexed) == (4, 0)
     assert (again.applied, again.reindexed) == (4, 4)
     assert (index_contents(store), store.index_stats()) == before
     assert index_contents(store) == expected_index(EXPECTED)
     # another master (nothing of the first in memory) merges the same way
-    store.merge_index(PostingsBatch.of(docs), 3.0)
+    merge_index(store, PostingsBatch.of(docs), 3.0)
     assert index_contents(store) == expected_index(EXPECTED)
 
 
@@ -217,9 +220,9 @@ def test_a_term_shared_by_two_messages_of_one_merge_is_one_term(store) -> None:
         for k, t in EXPECTED.items()
     }
     # 来到 is in the term tables of both messages of the second merge
-    store.merge_index(PostingsBatch.concat([PostingsBatch.of([docs["A"]])]), 1.0)
+    merge_index(store, PostingsBatch.concat([PostingsBatch.of([docs["A"]])]), 1.0)
     both = [PostingsBatch.of([docs["B"], docs["D"]]), PostingsBatch.of([docs["C"], docs["A"]])]
-    merged = store.merge_index(PostingsBatch.concat(both), 2.0)
+    merged = merge_index(store, PostingsBatch.concat(both), 2.0)
     assert (merged.applied, merged.reindexed) == (4, 1)
     assert index_contents(store) == expected_index(EXPECTED)
     # one row per distinct term, all in the second block (A left the first)
@@ -230,7 +233,7 @@ def test_a_document_of_text_fetched_since_is_not_merged(store) -> None:
     store.put_pages([page("A", *CORPUS["A"], fetched_at=5000.0)])
     old = DocPostings(FP["A"], 1000.0, 1, ["旧"], [1])
     gone = DocPostings(FP["F"], 1000.0, 1, ["旧"], [1])  # no such page
-    merged = store.merge_index(PostingsBatch.of([old, gone]), 1.0)
+    merged = merge_index(store, PostingsBatch.of([old, gone]), 1.0)
     assert (merged.applied, merged.stale) == (0, 2)
     assert index_contents(store) == ({}, {}, {})
     assert unindexed(store) == {FP["A"]}
@@ -246,10 +249,10 @@ def test_a_failed_merge_leaves_nothing_behind(store) -> None:
         counts=np.array([2]), terms=np.array([new, new]), tfs=np.array([1, 1]),
     )  # fmt: skip
     with pytest.raises(ValueError, match="twice"):
-        store.merge_index(bad, 1.0)
+        merge_index(store, bad, 1.0)
     assert store.lookup_terms([new]) == {} and store.index_stats() == (0, 0)
     assert unindexed(store) == {FP["A"]}
-    store.merge_index(PostingsBatch.of([DocPostings(FP["A"], 1000.0, 2, ["新"], [2])]), 2.0)
+    merge_index(store, PostingsBatch.of([DocPostings(FP["A"], 1000.0, 2, ["新"], [2])]), 2.0)
     assert index_contents(store)[0] == {("新", FP["A"]): 2}
     assert store.lookup_terms([new]) == {new: 1}
 
@@ -267,7 +270,7 @@ def test_a_slave_with_another_user_dictionary_refuses_and_nothing_is_lost(
     assert unindexed(store) == set(FP[k] for k in CORPUS)  # left for a later run
     # the refusal itself, as a slave sends it
     handler = IndexHandler(slave_cfg)
-    [raw] = handler.handle([encode_task(7, [FP["A"]], "abc")])
+    [raw] = handler.handle([IndexTask(7, [FP["A"]], "abc").encode()])
     msg = decode(raw)
     assert msg.kind == REFUSED and msg.get("batch") == 7
     master_cfg.close()
@@ -277,12 +280,11 @@ def test_a_slave_with_another_user_dictionary_refuses_and_nothing_is_lost(
 def test_a_second_master_refuses_to_start(
     store, db_url, redis_url, redis_client, keys, tmp_path
 ) -> None:
-    from srcrawl.indexer.master import IndexerError
-
     cfg = Config(redis_url=redis_url, db=db_url, job=keys.job, home=tmp_path)
-    redis_client.set(keys.index_master, "index-master-99", px=10_000)
-    with pytest.raises(IndexerError, match="another index master"):
+    redis_client.set(keys.master_lease("index"), "index-master-99", px=10_000)
+    with pytest.raises(LeaseHeld, match=r"another index master \(index-master-99\)"):
         IndexMaster(cfg).run()
+    assert redis_client.get(keys.master_lease("index")) == b"index-master-99"
     cfg.close()
 
 

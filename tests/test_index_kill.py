@@ -10,6 +10,7 @@ import time
 import pytest
 
 from srcrawl.config import Config
+from srcrawl.indexer.blocks import term_postings
 from srcrawl.indexer.master import IndexMaster
 from srcrawl.indexer.postings import term_fingerprint
 from srcrawl.queues.protocol import PhaseQueues
@@ -89,7 +90,7 @@ def test_killing_a_slave_mid_batch_loses_and_doubles_nothing(
         cur.execute("SELECT DISTINCT term_id FROM postings")
         ids = [int(i) for (i,) in cur.fetchall()]
     assert set(ids) == set(names)  # no term but the expected ones
-    rows = [(names[i], fp, tf) for i in ids for fp, tf, _dl in store.term_postings(i).tolist()]
+    rows = [(names[i], fp, tf) for i in ids for fp, tf, _dl in term_postings(store, i).tolist()]
     postings = {(t, fp): tf for t, fp, tf in rows}
     assert len(postings) == len(rows)  # no page holds a term twice
     df = {names[i]: df for i, df in store.lookup_terms(ids).items()}

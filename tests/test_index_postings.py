@@ -9,7 +9,6 @@ import pytest
 import xxhash
 
 from srcrawl.errors import EnvelopeError
-from srcrawl.indexer.messages import decode_task, encode_task
 from srcrawl.indexer.postings import (
     MAGIC,
     DocPostings,
@@ -20,6 +19,7 @@ from srcrawl.indexer.postings import (
     term_fingerprints,
     unpack_batch,
 )
+from srcrawl.indexer.protocol import IndexTask
 from srcrawl.queues.envelope import decode, encode
 
 DOCS = [
@@ -128,9 +128,9 @@ def test_pack_refuses_documents_whose_terms_and_tfs_disagree() -> None:
 
 
 def test_index_tasks_round_trip_and_reject_anything_else() -> None:
-    raw = encode_task(12, [1, -5, 2**63 - 1], "abc123")
+    raw = IndexTask(12, [1, -5, 2**63 - 1], "abc123").encode()
     assert b"\n" not in raw  # header only, so a failed batch report can be split
-    task = decode_task(raw)
+    task = IndexTask.decode(raw)
     assert (task.batch, task.fps, task.dictionary) == (12, [1, -5, 2**63 - 1], "abc123")
     for bad in (
         encode("postings", {"batch": 1, "fps": []}),
@@ -140,7 +140,7 @@ def test_index_tasks_round_trip_and_reject_anything_else() -> None:
         b"junk",
     ):
         with pytest.raises(EnvelopeError):
-            decode_task(bad)
+            IndexTask.decode(bad)
 
 
 def test_batches_concatenate_in_order() -> None:

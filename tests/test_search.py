@@ -6,6 +6,8 @@ import math
 
 import pytest
 
+from srcrawl.indexer.blocks import term_postings, term_postings_among
+from srcrawl.indexer.merge import merge_index
 from srcrawl.indexer.postings import PostingsBatch
 from srcrawl.indexer.search import QueryError, Searcher, bm25_idf
 from srcrawl.indexer.slave import tokenize_document
@@ -34,7 +36,7 @@ def index_pages(store, pages: list[Page]) -> None:
     store.put_pages(pages)
     tok = get_tokenizer(None)
     docs = [tokenize_document(tok, p.fp, p.fetched_at, p.title, p.text) for p in pages]
-    store.merge_index(PostingsBatch.of(docs), 1.0)
+    merge_index(store, PostingsBatch.of(docs), 1.0)
 
 
 def corpus() -> list[Page]:
@@ -204,25 +206,25 @@ def test_postings_read_across_blocks_whole_capped_and_among_pages(store) -> None
     for k in range(3):
         docs = [DocPostings(p.fp, p.fetched_at, 10, ["词", f"only{i}"], [1 + i % 4, 1])
                 for i, p in enumerate(pages) if i % 3 == k]  # fmt: skip
-        store.merge_index(PostingsBatch.of(docs), 1.0)
+        merge_index(store, PostingsBatch.of(docs), 1.0)
     term_id = term_fingerprint("词")
     df = store.lookup_terms([term_id])[term_id]
     assert df == 12 and store.count("postings") == 3 + 12  # one row per (term, block)
     tf_of = {p.fp: 1 + i % 4 for i, p in enumerate(pages)}
-    whole = store.term_postings(term_id)
+    whole = term_postings(store, term_id)
     assert whole["fp"].tolist() == sorted(tf_of)  # in page order, across blocks
     assert {fp: tf for fp, tf, _dl in whole.tolist()} == tf_of
     # the cap keeps the highest weights (tf = 4, then 3), ties broken by fp
-    best = store.term_postings(term_id, limit=4, norm=(0.3, 0.09))
+    best = term_postings(store, term_id, limit=4, norm=(0.3, 0.09))
     by_weight = sorted(tf_of, key=lambda fp: (-tf_of[fp], fp))[:4]
     assert best["fp"].tolist() == sorted(by_weight)
     some = [pages[0].fp, pages[4].fp, 12345]
-    among = store.term_postings_among(term_id, some)
+    among = term_postings_among(store, term_id, some)
     assert among["fp"].tolist() == sorted(some[:2])
     assert among["tf"].tolist() == [tf_of[fp] for fp in sorted(some[:2])]
     # re-indexing a page takes it out of its old block, whichever merge it was in
     again = DocPostings(pages[4].fp, pages[4].fetched_at, 3, ["新词"], [3])
-    store.merge_index(PostingsBatch.of([again]), 2.0)
+    merge_index(store, PostingsBatch.of([again]), 2.0)
     assert store.lookup_terms([term_id]) == {term_id: 11}
-    assert pages[4].fp not in store.term_postings(term_id)["fp"].tolist()
+    assert pages[4].fp not in term_postings(store, term_id)["fp"].tolist()
     assert store.lookup_terms([term_fingerprint("only4")]) == {}

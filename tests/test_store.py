@@ -12,6 +12,8 @@ import pytest
 
 from srcrawl.config import DatabaseURL
 from srcrawl.errors import StoreDataError, StoreError
+from srcrawl.indexer.blocks import term_postings
+from srcrawl.indexer.merge import merge_index
 from srcrawl.sql.store import (
     MAX_CONTENT_TYPE_CHARS,
     MAX_TITLE_CHARS,
@@ -270,10 +272,10 @@ def test_an_index_of_an_older_schema_is_dropped_and_its_pages_marked_unindexed(
     assert store.count("postings") == 0 and _tables(store) == {"postings", "doclens"}
     assert store.schema_version() == SCHEMA_VERSION == "4"
     # the index is built anew in the new layout
-    store.merge_index(PostingsBatch.of([DocPostings(1, 1001.0, 2, ["new"], [2])]), 6.0)
+    merge_index(store, PostingsBatch.of([DocPostings(1, 1001.0, 2, ["new"], [2])]), 6.0)
     new = term_fingerprint("new")
     assert store.lookup_terms([new]) == {new: 1}
-    assert store.term_postings(new).tolist() == [(1, 2, 2)]
+    assert term_postings(store, new).tolist() == [(1, 2, 2)]
     caplog.clear()
     store.init_schema()  # once migrated, nothing more happens
     assert caplog.text == "" and store.index_stats() == (1, 2)

@@ -1,0 +1,157 @@
+"""Merging tokenized pages into the index: one store transaction, one new block.
+
+A page's postings replace the ones it had (document frequencies follow), so
+merging the same page version twice changes nothing; a page listed twice
+counts once (the last copy). A page is skipped when it is gone or its
+``fetched_at`` is no longer the one tokenized (fetched again since: that text
+is indexed later). Merged pages get ``indexed_at``.
+
+The merge's postings become one new block (``indexer/blocks.py``): one
+``postings`` row per distinct term, its postings packed in page order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from srcrawl.indexer.blocks import block_rows, without_pages
+from srcrawl.indexer.postings import PostingsBatch
+from srcrawl.sql.index_tables import IndexTables
+from srcrawl.sql.store import Store
+
+
+@dataclass
+class IndexMerge:
+    """What one :func:`merge_index` did."""
+
+    applied: int = 0  # documents whose postings now are in the index
+    reindexed: int = 0  # of those, documents that replaced older postings
+    stale: int = 0  # documents skipped: the page is gone or was fetched again since
+    postings: int = 0
+    rows: int = 0  # postings rows written: one per distinct term of the merge
+
+
+@dataclass
+class _Kept:
+    """The documents a merge writes, in page order, and their postings with them."""
+
+    fps: np.ndarray  # per document
+    lengths: np.ndarray
+    n: np.ndarray  # postings per document
+    tids: np.ndarray  # per posting, document after document
+    tfs: np.ndarray
+    doc_fp: np.ndarray
+    doc_len: np.ndarray
+
+
+def _last_copies(fps: np.ndarray) -> np.ndarray:
+    """A mask of the documents to merge: of a page listed twice, its last copy."""
+    _, last = np.unique(fps[::-1], return_index=True)
+    keep = np.zeros(len(fps), bool)
+    keep[len(fps) - 1 - last] = True
+    return keep
+
+
+def _kept(batch: PostingsBatch, keep: np.ndarray) -> _Kept:
+    """The kept documents in page order, and their postings with them: the block is
+    then one stable sort by term away (postings of a term in page order)."""
+    fps = np.asarray(batch.fps, np.int64)
+    counts = np.asarray(batch.counts, np.int64)
+    docs = np.flatnonzero(keep)
+    docs = docs[np.argsort(fps[docs], kind="stable")]
+    starts = np.cumsum(counts) - counts
+    n = counts[docs]
+    order = np.repeat(starts[docs] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
+    lengths = np.asarray(batch.lengths, np.int64)[docs]
+    return _Kept(
+        fps=fps[docs],
+        lengths=lengths,
+        n=n,
+        tids=np.asarray(batch.terms, np.int64)[order],
+        tfs=np.asarray(batch.tfs, np.int64)[order],
+        doc_fp=np.repeat(fps[docs], n),
+        doc_len=np.repeat(lengths, n),
+    )
+
+
+def _drop_postings(tables: IndexTables, old: list[tuple[int, int, bytes, int]]) -> None:
+    """Take the pages of ``old`` (doclens rows: fp, block, terms, length) out of their
+    blocks, and so their terms' document frequencies."""
+    by_block: dict[int, tuple[list[int], list[np.ndarray]]] = {}
+    for fp, block, blob, _length in old:
+        gone, terms = by_block.setdefault(block, ([], []))
+        gone.append(fp)
+        terms.append(np.frombuffer(blob, "<i8"))
+    for block, (gone, terms) in by_block.items():
+        rows = tables.block_rows(block, np.unique(np.concatenate(terms)).tolist())
+        if rows:
+            tables.rewrite_block(block, *without_pages(rows, gone))
+
+
+def _doclens_rows(kept: _Kept, block: int) -> list[tuple[int, int, int, bytes]]:
+    """The forward index: each page's length, block and term fingerprints (packed)."""
+    packed = kept.tids.astype("<i8").tobytes()
+    ends = (np.cumsum(kept.n) * 8).tolist()
+    blobs = [packed[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+    fps = kept.fps.tolist()
+    return list(zip(fps, kept.lengths.tolist(), [block] * len(fps), blobs, strict=True))
+
+
+def merge_index(
+    store: Store,
+    batch: PostingsBatch,
+    indexed_at: float,
+    *,
+    before_commit: Callable[[], None] | None = None,
+) -> IndexMerge:
+    """Merge tokenized pages into the index in one transaction (see the module doc).
+
+    ``before_commit`` runs last inside the transaction: if it raises, nothing
+    of the merge is written.
+    """
+    result = IndexMerge()
+    if len(batch.fps) == 0:
+        return result
+    fps = np.asarray(batch.fps, np.int64)
+    keep = _last_copies(fps)
+    with store.index_tables() as tables:
+        # first: it serializes merges (see IndexTables.next_block)
+        block = tables.next_block()
+        current = tables.fetched_at(fps[keep].tolist())
+        fetched = np.asarray(batch.fetched, np.float64)
+        listed = int(keep.sum())
+        for i in np.flatnonzero(keep).tolist():
+            keep[i] = current.get(int(fps[i])) == float(fetched[i])
+        result.stale = listed - int(keep.sum())
+        if not keep.any():
+            # the block number stays unused: nothing else of the merge is written
+            return result
+        kept = _kept(batch, keep)
+        live = kept.fps.tolist()
+        old = tables.doclens(live)
+        _drop_postings(tables, old)
+        rows = block_rows(kept.tids, kept.doc_fp, kept.tfs, kept.doc_len)
+        tables.insert_block(block, rows)
+        tables.put_doclens(_doclens_rows(kept, block))
+        tables.mark_indexed(live, indexed_at)
+        _count(tables, kept, old)
+        if before_commit is not None:
+            before_commit()
+        result.rows, result.postings = len(rows), len(kept.tids)
+        result.applied, result.reindexed = len(live), len(old)
+    return result
+
+
+def _count(tables: IndexTables, kept: _Kept, old: list[tuple[int, int, bytes, int]]) -> None:
+    """Move the index counters by what this merge added and replaced: counting
+    doclens afresh would read every indexed page's row on every merge."""
+    counted = tables.counters()
+    if counted is None:  # a store that never had them: count once
+        docs, length = tables.recount()
+    else:
+        docs = counted[0] + len(kept.fps) - len(old)
+        length = counted[1] + int(kept.lengths.sum()) - sum(r[3] for r in old)
+    tables.set_counters(docs, length)
