@@ -75,6 +75,7 @@ def rank_graph(
     master = RankMaster(
         cfg.redis(),
         cfg.keys,
+        lease_ttl=cfg.lease_ttl,
         on_iteration=report,
         on_load=loaded,
         on_wait=echo,

@@ -26,6 +26,7 @@ next. It reads the ranks once, at the end.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from srcrawl.defaults import (
     DEFAULT_BLOCK_TIMEOUT,
     DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_HEARTBEAT_TTL,
+    DEFAULT_MASTER_LEASE_TTL,
     DEFAULT_PAGERANK_DAMPING,
     DEFAULT_PAGERANK_ITERATIONS,
     DEFAULT_PAGERANK_KEY_TTL,
@@ -45,7 +47,7 @@ from srcrawl.defaults import (
     DEFAULT_PAGERANK_STALL_TIMEOUT,
     DEFAULT_PAGERANK_TOL,
 )
-from srcrawl.errors import EnvelopeError
+from srcrawl.errors import EnvelopeError, LeaseLost
 from srcrawl.keys import Keys
 from srcrawl.pagerank.errors import PageRankError
 from srcrawl.pagerank.graph import Graph
@@ -60,18 +62,39 @@ from srcrawl.pagerank.protocol import (
 from srcrawl.pagerank.shards import Shard
 from srcrawl.pagerank.transport import TransientWriter
 from srcrawl.queues.envelope import Message, decode
+from srcrawl.queues.lease import MasterLease, holder_id
 from srcrawl.queues.protocol import PhaseQueues, new_worker_id
 from srcrawl.queues.workers import Worker, reap, requeued, workers
 
 PHASE = "pagerank"
 
-# KEYS[1] lock; ARGV[1] owner, ARGV[2] ttl in ms, ARGV[3] "refresh" or "release".
-# Extends or deletes the lock only if ARGV[1] still holds it; returns 1 if so.
-_LOCK = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if ARGV[3] == 'release' then redis.call('DEL', KEYS[1])
-else redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+# The master's commits, each run fenced by its lease (queues/lease.py): a
+# master that lost its lease can neither offer, nor acknowledge, nor close an
+# iteration, and stops with LeaseLost.
+
+# KEYS[1] the unclaimed set of an iteration, KEYS[2] srq; ARGV[1] the set's TTL
+# in seconds, ARGV[2] the map task, ARGV[3…] the shards. Makes the shards
+# claimable and pushes one task per shard.
+_OFFER = """
+for i = 3, #ARGV do redis.call('SADD', KEYS[1], ARGV[i]) end
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1]))
+for i = 3, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[2]) end
+return #ARGV - 2
+"""
+
+# KEYS[1] this master's processing list of nrq; ARGV[1] how many results it took.
+# Acknowledges them: the master pops into its own, empty processing list and
+# handles all it popped, so they are its head.
+_ACK = """
+redis.call('LTRIM', KEYS[1], tonumber(ARGV[1]), -1)
 return 1
+"""
+
+# KEYS: keys to delete (closing an iteration: its unclaimed set and pieces, after
+# which no late slave can write a piece of the next one; or a run's leftovers).
+_DELETE = """
+for i = 1, #KEYS do redis.call('DEL', KEYS[i]) end
+return #KEYS
 """
 
 
@@ -183,13 +206,15 @@ class RankMaster:
         block_timeout: float = DEFAULT_BLOCK_TIMEOUT,
         heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL,
         heartbeat_ttl: float = DEFAULT_HEARTBEAT_TTL,
+        lease_ttl: float = DEFAULT_MASTER_LEASE_TTL,
         on_iteration: Callable[[IterationReport], None] | None = None,
         on_load: Callable[[LoadReport], None] | None = None,
         on_wait: Callable[[str], None] | None = None,
         slaves_alive: Callable[[], bool] | None = None,
     ) -> None:
         """``slaves_alive``, when given, says whether the slaves this run relies on
-        still exist; the master gives up when it returns False."""
+        still exist; the master gives up when it returns False. ``lease_ttl``:
+        the seconds this master's lease lives unrenewed (``Config.lease_ttl``)."""
         self.client = client
         self.keys = keys
         self.queues = PhaseQueues(client, keys, PHASE)
@@ -203,7 +228,12 @@ class RankMaster:
         self.on_wait = on_wait or (lambda message: None)
         self.slaves_alive = slaves_alive
         self.id = new_worker_id(client, keys, "master")
-        self._lock_script = client.register_script(_LOCK)
+        self.lease = MasterLease(client, keys.master_lease(PHASE), holder_id(self.id), lease_ttl)
+        # renewed well within its TTL, however short the TTL is set
+        self.renew_interval = min(heartbeat_interval, lease_ttl / 3)
+        self._offer_script = self.lease.script(_OFFER)
+        self._ack_script = self.lease.script(_ACK)
+        self._delete_script = self.lease.script(_DELETE)
         self.bulk = TransientWriter(client)
         self._stop_beat = threading.Event()
         self._lost_lock = False
@@ -214,7 +244,7 @@ class RankMaster:
         """Rank ``graph`` (cut into ``shards``) and return the ranks."""
         if graph.n == 0:
             raise PageRankError("the graph has no nodes")
-        self._acquire()
+        self.lease.acquire(what="pagerank master")
         self._stop_beat.clear()
         self._lost_lock = False
         self._iteration = 0
@@ -230,7 +260,7 @@ class RankMaster:
         version: int | None = None
         try:
             # tasks and results of a dead run are worthless: drop them
-            self.client.delete(self.queues.srq.key, self.queues.nrq.key)
+            self._delete_script(keys=[self.queues.srq.key, self.queues.nrq.key])
             worker.beat()
             beat.start()
             version = self.queues.trq.next("graph")
@@ -239,24 +269,32 @@ class RankMaster:
             result = RankResult(graph.fps, np.full(graph.n, 1.0 / graph.n))
             result.load = self._load(version, shards, result, time.perf_counter() - t0)
             self.on_load(result.load)
-            return self._iterate(graph, shards, params, version, result)
+            result = self._iterate(graph, shards, params, version, result)
+            # the ranks are this master's to hand on only while it leads
+            self.lease.keep()
+            return result
         finally:
             self._stop_beat.set()
             if beat.is_alive():
                 beat.join()
-            # after a failure the queues still hold this run's tasks and results
-            leftovers = [self.queues.srq.key, self.queues.nrq.key]
-            if version is not None:
-                last = self._iteration
-                leftovers.append(self.keys.rank_graph(version))
-                leftovers += [self.keys.rank_shard(version, s.index) for s in shards]
-                for i in sorted({LOAD_ROUND, 1, last, last + 1}):
-                    leftovers.append(self.keys.rank_unclaimed(version, i))
-                    leftovers += [self.keys.rank_piece(version, i, s.index) for s in shards]
-            self.client.delete(*leftovers)
+            self._drop_leftovers(version, shards)
             worker.retire()
-            self._release()
+            self.lease.release()
             self.bulk.close()
+
+    def _drop_leftovers(self, version: int | None, shards: list[Shard]) -> None:
+        """Delete what this run left in Redis (after a failure, the queues still hold
+        its tasks and results), unless the lease is lost: then they are its successor's."""
+        leftovers = [self.queues.srq.key, self.queues.nrq.key]
+        if version is not None:
+            last = self._iteration
+            leftovers.append(self.keys.rank_graph(version))
+            leftovers += [self.keys.rank_shard(version, s.index) for s in shards]
+            for i in sorted({LOAD_ROUND, 1, last, last + 1}):
+                leftovers.append(self.keys.rank_unclaimed(version, i))
+                leftovers += [self.keys.rank_piece(version, i, s.index) for s in shards]
+        with contextlib.suppress(LeaseLost):  # the run fails with the LeaseLost it met first
+            self._delete_script(keys=leftovers)
 
     def _publish(self, version: int, graph: Graph, shards: list[Shard], params: RankParams) -> None:
         ttl = DEFAULT_PAGERANK_KEY_TTL
@@ -283,7 +321,7 @@ class RankMaster:
             # the shards left are loaded by the slaves that claim them in an
             # iteration; the round's tasks left in srq would find nothing to claim
             self.client.lrem(self.queues.srq.key, 0, MapTask(version, LOAD_ROUND).encode())
-        self.client.delete(self.keys.rank_unclaimed(version, LOAD_ROUND))
+        self._delete_script(keys=[self.keys.rank_unclaimed(version, LOAD_ROUND)])
         loaded = len(shards) - tally.missing
         return LoadReport(publish_seconds, time.perf_counter() - t0, loaded, len(shards))
 
@@ -304,7 +342,7 @@ class RankMaster:
             self._collect(tally, result)
             # closed: from now on no slave can write a piece of the next iteration
             closed = [self.keys.rank_piece(version, iteration, s.index) for s in shards]
-            self.client.delete(self.keys.rank_unclaimed(version, iteration), *closed)
+            self._delete_script(keys=[self.keys.rank_unclaimed(version, iteration), *closed])
             delta = tally.delta
             last = iteration == params.iterations or delta < params.tol
             if last:
@@ -319,12 +357,11 @@ class RankMaster:
 
     def _offer(self, version: int, iteration: int, shards: list[int]) -> None:
         """Make ``shards`` claimable and push one task per shard, in one round trip."""
-        unclaimed = self.keys.rank_unclaimed(version, iteration)
-        pipe = self.client.pipeline(transaction=False)
-        pipe.sadd(unclaimed, *shards)
-        pipe.expire(unclaimed, DEFAULT_PAGERANK_KEY_TTL)
-        pipe.rpush(self.queues.srq.key, *[MapTask(version, iteration).encode() for _ in shards])
-        pipe.execute()
+        task = MapTask(version, iteration).encode()
+        self._offer_script(
+            keys=[self.keys.rank_unclaimed(version, iteration), self.queues.srq.key],
+            args=[DEFAULT_PAGERANK_KEY_TTL, task, *shards],
+        )
 
     def _ranks(self, version: int, iteration: int, n: int, shards: list[Shard]) -> np.ndarray:
         """The ranks the slaves wrote for ``iteration``, piece by piece."""
@@ -352,7 +389,7 @@ class RankMaster:
         warned = False
         while tally.missing:
             if self._lost_lock:
-                raise PageRankError("another pagerank master took over this job")
+                self.lease.keep()  # raises LeaseLost, naming who holds the lease now
             wait = min(self.block_timeout, max(0.01, next_check - time.monotonic()))
             raw = self._pop(tally.missing, wait)
             for message in raw:
@@ -360,7 +397,7 @@ class RankMaster:
             if raw:
                 # acknowledged by count: this master pops into its own, empty
                 # processing list and handles all it popped, so they are its head
-                self.client.ltrim(nrq.processing_key(self.id), len(raw), -1)
+                self._ack_script(keys=[nrq.processing_key(self.id)], args=[len(raw)])
                 last_result, warned = time.monotonic(), False
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + self.reap_interval
@@ -464,27 +501,14 @@ class RankMaster:
         return sum(w.alive and srq in w.queues for w in workers(self.client, self.keys))
 
     # -- one master per job ------------------------------------------------------
-    def _acquire(self) -> None:
-        ttl = int(self.heartbeat_ttl * 1000)
-        if not self.client.set(self.keys.rank_master, self.id, nx=True, px=ttl):
-            holder = self.client.get(self.keys.rank_master)
-            raise PageRankError(
-                f"another pagerank master ({holder.decode() if holder else '?'}) "
-                f"runs job {self.keys.job}"
-            )
-
-    def _release(self) -> None:
-        self._lock_script(keys=[self.keys.rank_master], args=[self.id, 0, "release"])
-
     def _heartbeat(self, worker: Worker) -> None:
-        ttl = int(self.heartbeat_ttl * 1000)
-        while not self._stop_beat.wait(self.heartbeat_interval):
+        last_beat = time.monotonic()
+        while not self._stop_beat.wait(self.renew_interval):
             try:
-                worker.beat({"iteration": self._iteration})
-                held = self._lock_script(
-                    keys=[self.keys.rank_master], args=[self.id, ttl, "refresh"]
-                )
-                if not held:
+                if not self.lease.renew():
                     self._lost_lock = True
+                if time.monotonic() - last_beat >= self.heartbeat_interval:
+                    worker.beat({"iteration": self._iteration})
+                    last_beat = time.monotonic()
             except redis.RedisError:
                 pass  # the next beat tries again; the wait loop sees Redis errors itself

@@ -21,6 +21,7 @@ import pytest
 import redis
 
 from srcrawl.config import Config, DatabaseURL
+from srcrawl.errors import LeaseHeld
 from srcrawl.keys import Keys
 from srcrawl.local import LocalSlaves
 from srcrawl.pagerank.errors import PageRankError
@@ -483,15 +484,15 @@ def test_the_master_gives_up_when_its_slaves_are_gone(redis_url, keys, tmp_path)
 
 
 def test_a_second_master_of_the_job_is_refused(redis_url, redis_client, keys, tmp_path) -> None:
-    redis_client.set(keys.rank_master, "master-99", px=5000)
+    redis_client.set(keys.master_lease("pagerank"), "master-99", px=5000)
     cfg = sqlite_cfg(redis_url, keys, tmp_path)
     put_web(cfg.store(), SIX, SIX_LINKS)
     graph = load_graph(cfg.store())
-    with pytest.raises(PageRankError, match="master-99"):
+    with pytest.raises(LeaseHeld, match=r"another pagerank master \(master-99\)"):
         RankMaster(redis_client, keys).run(
             graph, cut_shards(graph.src, graph.dst, 6, 1), RankParams()
         )
-    assert redis_client.get(keys.rank_master) == b"master-99"
+    assert redis_client.get(keys.master_lease("pagerank")) == b"master-99"
     cfg.close()
 
 
@@ -765,6 +766,7 @@ def test_only_a_dead_worker_of_this_phase_makes_the_master_offer_shards_again(
         PhaseQueues(redis_client, keys, "crawl"),
     )
     master = RankMaster(redis_client, keys)
+    master.lease.acquire()  # its offers are fenced by the lease
     empty = np.zeros(0, np.int32)
     tally = Tally(7, 2, [Shard(i, 0, 0, empty, empty) for i in range(3)])
     result = RankResult(np.zeros(0, np.int64), np.zeros(0))
