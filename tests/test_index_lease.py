@@ -1,0 +1,182 @@
+"""The index master's lease: a master paused past its TTL commits nothing once it wakes.
+
+A real index run (master and slave processes, SIGSTOP/SIGCONT) and, for the
+merge's own fence, a master whose lease is taken while it holds results.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+import pytest
+
+from srcrawl.config import Config
+from srcrawl.errors import LeaseLost
+from srcrawl.indexer.blocks import term_postings
+from srcrawl.indexer.master import IndexMaster
+from srcrawl.indexer.postings import DocPostings, pack, term_fingerprint
+from srcrawl.indexer.protocol import PostingsResult
+from srcrawl.queues.protocol import PhaseQueues
+from srcrawl.sql.store import Page
+from srcrawl.urls import fingerprint
+
+SLAVE = """
+import sys
+from srcrawl.config import Config
+from srcrawl.indexer.slave import IndexHandler
+from srcrawl.slave.runtime import Slave
+cfg = Config.load()
+Slave(cfg, [IndexHandler(cfg)], worker_id=sys.argv[1], heartbeat_interval=0.2,
+      heartbeat_ttl=1.0, block_timeout=0.2).run()
+"""
+
+# argv: merge wait. Prints its worker id, then runs; a lost lease is an uncaught
+# LeaseLost (a traceback naming it, exit status 1).
+MASTER = """
+import sys
+from srcrawl.config import Config
+from srcrawl.indexer.master import IndexMaster
+cfg = Config.load()
+master = IndexMaster(cfg, batch_pages=1, window=4, merge_docs=10_000,
+                     merge_wait=float(sys.argv[1]), block_timeout=0.1, reap_interval=0.2,
+                     heartbeat_ttl=1.0)
+print(master.id, flush=True)
+master.run()
+"""
+
+TTL = 2.0
+PAGES = 24
+REPEAT = 60
+SENTENCES = "我来到北京清华大学，他来到了网易杭研大厦。"  # 我 他 了: stop words
+
+
+def expected_terms(i: int) -> dict[str, int]:
+    return {"来到": 2 * REPEAT, "北京": REPEAT, "清华大学": REPEAT, "网易": REPEAT,
+            "杭研": REPEAT, "大厦": REPEAT, f"page{i}": 1}  # fmt: skip
+
+
+def index_rows(store) -> tuple:
+    """Everything an index is: postings rows, doclens rows, counters, indexed pages."""
+    with store.transaction() as cur:
+        out = []
+        for sql in (
+            "SELECT term_id, block, n, data FROM postings ORDER BY term_id, block",
+            "SELECT fp, length, block, terms FROM doclens ORDER BY fp",
+            "SELECT k, v FROM meta ORDER BY k",
+            "SELECT fp, indexed_at FROM pages ORDER BY fp",
+        ):
+            cur.execute(sql)
+            out.append([tuple(bytes(v) if isinstance(v, bytearray) else v for v in r)
+                        for r in cur.fetchall()])  # fmt: skip
+    return tuple(out)
+
+
+def assert_exact(store, urls: list[str]) -> None:
+    """Every page's postings once, none missing, none doubled, no other term."""
+    vocab = {t for i in range(len(urls)) for t in expected_terms(i)}
+    names = {term_fingerprint(t): t for t in vocab}
+    with store.transaction() as cur:
+        cur.execute("SELECT DISTINCT term_id FROM postings")
+        ids = [int(i) for (i,) in cur.fetchall()]
+    assert set(ids) == set(names)
+    rows = [(names[i], fp, tf) for i in ids for fp, tf, _dl in term_postings(store, i).tolist()]
+    postings = {(t, fp): tf for t, fp, tf in rows}
+    assert len(postings) == len(rows)  # no page holds a term twice
+    expected = {
+        (t, fingerprint(u)): tf for i, u in enumerate(urls) for t, tf in expected_terms(i).items()
+    }
+    assert postings == expected
+    df = {names[i]: df for i, df in store.lookup_terms(ids).items()}
+    shared = {t: len(urls) for t in expected_terms(0) if not t.startswith("page")}
+    assert df == {**shared, **{f"page{i}": 1 for i in range(len(urls))}}
+    assert store.index_stats() == (len(urls), len(urls) * (7 * REPEAT + 1))
+
+
+def _stop(*procs: subprocess.Popen | None) -> None:
+    for proc in procs:
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=20)
+
+
+def test_a_master_paused_past_its_lease_commits_nothing_and_the_index_is_exact(
+    store, db_url, redis_url, redis_client, keys, tmp_path, python
+) -> None:
+    urls = [f"http://127.0.0.1:9/p/{i}" for i in range(PAGES)]
+    store.put_pages(
+        Page(fp=fingerprint(u), url=u, host="127.0.0.1:9", fetched_at=1.0, title="",
+             text=SENTENCES * REPEAT + f" page{i}")
+        for i, u in enumerate(urls)
+    )  # fmt: skip
+    cfg = Config(redis_url=redis_url, db=db_url, job=keys.job, home=tmp_path)
+    env = {**cfg.child_env(), "SRCRAWL_MASTER_LEASE_TTL": str(TTL)}
+    q = PhaseQueues(redis_client, keys, "index")
+    lease = keys.master_lease("index")
+    first = second = slave = None
+    try:
+        # A gathers results for a long merge wait: paused, it holds some unmerged
+        first = subprocess.Popen(
+            [python, "-c", MASTER, "60"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        first_id = first.stdout.readline().decode().strip()
+        assert first_id, first.stderr.read().decode()
+        slave = subprocess.Popen([python, "-c", SLAVE, "slave-1"], env=env)
+        deadline = time.monotonic() + 60
+        while not q.nrq.pending(first_id):
+            assert first.poll() is None and time.monotonic() < deadline, "A never got a result"
+            time.sleep(0.01)
+        first.send_signal(signal.SIGSTOP)
+        held = q.nrq.pending(first_id)
+        assert held and store.index_stats() == (0, 0)  # results held, nothing merged yet
+        time.sleep(TTL + 0.5)
+        assert redis_client.get(lease) is None  # lapsed: A could not renew it
+
+        second = subprocess.Popen(
+            [python, "-c", MASTER, "0.2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        _, err = second.communicate(timeout=180)
+        assert second.returncode == 0, err.decode()
+        assert_exact(store, urls)
+        after_b = index_rows(store)
+        assert store.get_job(keys.job, "index")["state"] == "complete"
+
+        first.send_signal(signal.SIGCONT)
+        _, err = first.communicate(timeout=60)
+        assert first.returncode != 0
+        assert "LeaseLost" in err.decode() and "lost its lease" in err.decode(), err.decode()
+        # A woke up holding results and committed none of them, nor its job record
+        assert index_rows(store) == after_b
+        assert store.get_job(keys.job, "index")["state"] == "complete"
+        assert redis_client.get(lease) is None  # B released it; A did not touch it
+    finally:
+        _stop(first, second, slave)
+    assert_exact(store, urls)
+    cfg.close()
+
+
+def test_a_merge_after_the_lease_was_taken_writes_nothing_and_acknowledges_nothing(
+    store, db_url, redis_url, redis_client, keys, tmp_path
+) -> None:
+    fp = fingerprint("http://127.0.0.1:9/one")
+    store.put_pages([Page(fp=fp, url="http://127.0.0.1:9/one", host="h", fetched_at=1.0)])
+    cfg = Config(redis_url=redis_url, db=db_url, job=keys.job, home=tmp_path)
+    master = IndexMaster(cfg)
+    master.lease.acquire()
+    raw = PostingsResult(1, 1, 0, pack([DocPostings(fp, 1.0, 2, ["词"], [2])])).encode()
+    q = PhaseQueues(redis_client, keys, "index")
+    q.nrq.push([raw])
+    master._take(q.nrq.pop(master.id, 10))
+    before = index_rows(store)
+    redis_client.set(master.lease.key, "successor", px=60_000)  # it stalled; B took over
+    with pytest.raises(LeaseLost, match="successor holds it now"):
+        master._merge()
+    assert index_rows(store) == before  # the store transaction rolled back
+    assert q.nrq.pending(master.id) == [raw]  # left for the successor
+    # held again by this master, the same results merge and acknowledge
+    redis_client.set(master.lease.key, master.lease.holder, px=60_000)
+    master._merge()
+    assert store.index_stats() == (1, 2) and q.nrq.pending(master.id) == []
+    cfg.close()
