@@ -202,10 +202,7 @@ class RankHandler:
         index = self._claim(task, raw)
         if index is None:
             return None
-        computed = self._computed.setdefault(task.iteration, [])
-        computed.append(index)
-        for old in [i for i in self._computed if i < task.iteration - 1]:
-            del self._computed[old]
+        self._claimed(task.iteration, index)
         try:
             shard = self._shard_of(task, index)
         except ValueError as e:
@@ -218,6 +215,17 @@ class RankHandler:
             return task_error(raw, f"shard {index} names nodes beyond the graph's {graph.n}")
         if task.iteration == LOAD_ROUND:
             return ShardDone(task.version, task.iteration, index, 0.0).encode()
+        return self._reduce(task, index, graph, shard)
+
+    def _claimed(self, iteration: int, index: int) -> None:
+        """Note the shard claimed in ``iteration``; forget the claims of older ones."""
+        self._computed.setdefault(iteration, []).append(index)
+        for old in [i for i in self._computed if i < iteration - 1]:
+            del self._computed[old]
+
+    def _reduce(self, task: MapTask, index: int, graph: GraphFacts, shard: ShardSums) -> bytes:
+        """Sum the shard, finish its destinations' new ranks and queue them as its piece
+        of the next iteration; answer with its part of the L1 change."""
         given = self._input_of(task, graph)
         if given is None:
             return self._stale(task, "the ranks of its iteration are gone", index)
