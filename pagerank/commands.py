@@ -22,6 +22,7 @@ from srcrawl.scaling import check_outputs, parse_slave_counts, scaling_options
 
 
 def _config(ctx: click.Context) -> Config:
+    """The configuration the root command loaded."""
     return ctx.find_root().obj
 
 
@@ -73,13 +74,15 @@ def pagerank_command(
 ) -> None:
     """Rank every stored page with PageRank over the job's slaves; store the ranks."""
     from srcrawl.pagerank.job import RankOptions, rank_job
-    from srcrawl.pagerank.master import RankParams
+    from srcrawl.pagerank.master import PHASE, RankParams
+    from srcrawl.runner import PhaseRun
 
     cfg = _config(ctx)
     cfg.check()
     params = RankParams(iterations=iterations, damping=damping, tol=tol)
-    options = RankOptions(slaves=slaves, skip_internal=skip_internal, shards=shards)
-    result = rank_job(cfg, params, options, echo=click.echo)
+    options = RankOptions(skip_internal=skip_internal, shards=shards)
+    with PhaseRun(cfg, PHASE, slaves) as run:
+        result = rank_job(cfg, params, options, slaves=run.local, echo=click.echo)
     last = result.reports[-1]
     state = "converged" if result.converged else "stopped"
     click.echo(
