@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,11 +20,13 @@ from srcrawl.indexer.tokenizer import ENV_USER_DICT
 from srcrawl.progress import ProgressLine
 from srcrawl.scaling import check_outputs, parse_slave_counts, scaling_options
 
+if TYPE_CHECKING:
+    from srcrawl.indexer.master import IndexReport
+
 
 def _config(ctx: click.Context) -> Config:
-    from srcrawl.cli import config_of
-
-    return config_of(ctx)
+    """The configuration the root command loaded."""
+    return ctx.find_root().obj
 
 
 def _use_user_dict(path: str | None) -> None:
@@ -65,31 +68,29 @@ def index_command(
     ctx: click.Context, slaves: int, batch_pages: int, user_dict: str | None, as_json: bool
 ) -> None:  # fmt: skip
     """Index new and re-fetched pages: this master schedules and merges, slaves tokenize."""
-    from srcrawl.indexer.master import IndexMaster, IndexReport
-    from srcrawl.local import LocalSlaves
+    from srcrawl.indexer.master import IndexMaster
+    from srcrawl.runner import PhaseRun
 
     cfg = _config(ctx)
     cfg.check()
     _use_user_dict(user_dict)
     master = IndexMaster(cfg, batch_pages=batch_pages)
-    tty = sys.stderr.isatty()
-
-    def progress(r: IndexReport) -> None:
-        line = (
-            f"indexed {r.indexed}/{r.scheduled} scheduled  {r.pages_per_s:.1f} pages/s  "
-            f"failed {r.failed}  {r.wall_s:.0f}s"
+    with PhaseRun(cfg, "index", slaves) as run:
+        if not slaves:
+            run.line.say(f"{master.id}: waiting for index slaves (srcrawl slave start)")
+        report = master.run(
+            slaves=run.local,
+            progress=lambda r: run.line.update(
+                f"indexed {r.indexed}/{r.scheduled} scheduled  {r.pages_per_s:.1f} pages/s  "
+                f"failed {r.failed}  {r.wall_s:.0f}s"
+            ),
         )
-        click.echo(("\r" + line + "  ") if tty else line, nl=not tty, err=True)
+    _print_index_report(cfg, report, as_json=as_json)
+    if report.failed:
+        sys.exit(1)
 
-    if slaves:
-        log_dir = cfg.home / "logs" / f"index-{cfg.job}"
-        with LocalSlaves(cfg, slaves, ["index"], log_dir=log_dir) as local:
-            report = master.run(slaves=local, progress=progress)
-    else:
-        click.echo(f"{master.id}: waiting for index slaves (srcrawl slave start)", err=True)
-        report = master.run(progress=progress)
-    if tty:
-        click.echo("", err=True)
+
+def _print_index_report(cfg: Config, report: IndexReport, *, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"job": cfg.job, **report.as_dict()}, sort_keys=True))
     else:
@@ -101,8 +102,6 @@ def index_command(
         )
     for error in report.errors:
         click.echo(f"srcrawl: {error}", err=True)
-    if report.failed:
-        sys.exit(1)
 
 
 @click.command("search")

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from srcrawl.config import Config
 from srcrawl.defaults import (
     DEFAULT_BLOOM_ERROR_RATE,
     DEFAULT_DELAY,
@@ -153,10 +154,9 @@ def asdict_options(strategy: CrawlStrategy) -> dict[str, Any]:
     return {inverse.get(f.name, f.name): getattr(strategy, f.name) for f in fields(strategy)}
 
 
-def _config(ctx: click.Context):
-    from srcrawl.cli import config_of
-
-    return config_of(ctx)
+def _config(ctx: click.Context) -> Config:
+    """The configuration the root command loaded."""
+    return ctx.find_root().obj
 
 
 @click.group("master")
@@ -168,26 +168,21 @@ def master_group() -> None:
 @click.argument("seeds", nargs=-1)
 @crawl_options
 @click.option("--keep-running", is_flag=True, help="Wait for new seeds once the crawl is complete.")
-@click.option("--quiet", is_flag=True, hidden=True,
-              help="No closing line (a local run prints its own).")  # fmt: skip
 @click.pass_context
 def master_start(
-    ctx: click.Context, seeds: tuple[str, ...], keep_running: bool, quiet: bool, **opts: Any
+    ctx: click.Context, seeds: tuple[str, ...], keep_running: bool, **opts: Any
 ) -> None:
     """Run the crawl master of the job. With SEEDS, start a new crawl first."""
-    from srcrawl.master.crawl_master import CrawlMaster
+    from srcrawl.child import run_crawl_master
     from srcrawl.master.crawl_run import start_crawl
     from srcrawl.outage import REDIS_DOWN
+    from srcrawl.roles import CrawlMasterRole
 
     cfg = _config(ctx)
     cfg.check()
     if seeds:
         warn_without_contact(start_crawl(cfg, seeds, strategy_from(opts)))
-    master = CrawlMaster(cfg, wait_for_work=keep_running)
-    master.install_signal_handlers()
-    complete = master.run(keep_running=keep_running)
-    if quiet:
-        return
+    complete, master = run_crawl_master(cfg, CrawlMasterRole(keep_running=keep_running))
     try:
         c = master.counters()
     except REDIS_DOWN:  # stopped while Redis was away: the master said so
@@ -213,7 +208,8 @@ def crawl_command(
 ) -> None:  # fmt: skip
     """Crawl from SEEDS with a master and --slaves local slaves until done."""
     from srcrawl.master import strategy as strategies
-    from srcrawl.master.crawl_run import run_local_crawl, start_crawl
+    from srcrawl.master.crawl_run import start_crawl
+    from srcrawl.runner import run_local_crawl
     from srcrawl.signals import exit_code_of
 
     cfg = _config(ctx)
@@ -236,10 +232,7 @@ def crawl_command(
     watch = _CrawlWatch(cfg, line)
     try:
         final = run_local_crawl(
-            cfg,
-            slaves=slaves,
-            slave_args=["--threads", str(threads), "--parser", parser],
-            report=watch.report,
+            cfg, slaves=slaves, threads=threads, parser=parser, report=watch.report
         )
     except KeyboardInterrupt as e:  # SIGINT or SIGTERM: every child has been stopped
         line.say(f"srcrawl: interrupted; `srcrawl --job {cfg.job} crawl --resume` continues")

@@ -28,10 +28,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from srcrawl.config import Config, DatabaseURL
-from srcrawl.master.crawl_run import run_local_crawl, start_crawl
+from srcrawl.master.crawl_run import start_crawl
 from srcrawl.master.scope import DENIED, OUT_OF_SCOPE, TOO_DEEP, TOO_LONG, TRAP
 from srcrawl.master.strategy import CrawlStrategy
 from srcrawl.queues.workers import workers
+from srcrawl.runner import run_local_crawl
 from srcrawl.scaling import Column, Row, ScalingResult, median_of_rounds, round_orders
 from srcrawl.testweb import TestWeb
 
@@ -211,9 +212,7 @@ def _crawl_once(
 
         cpu0 = _children_cpu()
         t0 = time.monotonic()
-        final = run_local_crawl(
-            job_cfg, slaves=n, slave_args=["--threads", str(threads)], report=report
-        )
+        final = run_local_crawl(job_cfg, slaves=n, threads=threads, report=report)
         seconds = time.monotonic() - t0
         cpu = _children_cpu() - cpu0
     finally:

@@ -1,34 +1,24 @@
-"""Starting a crawl and running it on one machine (`srcrawl crawl`)."""
+"""Starting a crawl, adding seeds to it, and what it has done so far.
+
+Running it on one machine is :func:`srcrawl.runner.run_local_crawl`.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
-import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
-from srcrawl import embedded
 from srcrawl.config import Config
-from srcrawl.errors import ConfigError, SrcrawlError
-from srcrawl.local import ForkedCommand, LocalSlaves, stop_children
+from srcrawl.errors import ConfigError
 from srcrawl.master import strategy as strategies
-from srcrawl.master.crawl_master import crawl_state, reset_crawl, seed_message
+from srcrawl.master.crawl_master import reset_crawl, seed_message
 from srcrawl.master.frontier import now_ms
 from srcrawl.master.strategy import CrawlStrategy
-from srcrawl.outage import RedisOutage, wait_out_outages
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import workers
 from srcrawl.urls import InvalidURL, canonicalize, host_of, origin
-
-log = logging.getLogger("srcrawl.crawl")
-
-_MASTER_RESTARTS = 5
-_PRELOAD = ("srcrawl.slave.phases", "srcrawl.slave.crawl", "srcrawl.slave.runtime",
-            "srcrawl.master.crawl_master")  # fmt: skip
-"""What the master and the slaves import, once here before they are forked."""
 
 
 def check_seeds(seeds: Sequence[str]) -> list[str]:
@@ -115,12 +105,6 @@ def progress(cfg: Config) -> dict[str, int]:
     return c
 
 
-def _wait_for_redis(cfg: Config) -> None:
-    """Have this process's Redis client wait out outages, restarting the embedded server."""
-    restart = (lambda: embedded.restart(cfg.home)) if cfg.embedded else None
-    wait_out_outages(cfg.redis(), RedisOutage(log, on_failure=restart))
-
-
 def host_errors(cfg: Config) -> dict[str, dict]:
     """host -> why its robots.txt could not be had, for the hosts that are still failing."""
     raw = cfg.redis().hgetall(cfg.keys.crawl_host_errors)
@@ -155,66 +139,3 @@ def politeness_bound(cfg: Config) -> bool:
     live = [w for w in workers(client, cfg.keys) if w.alive]
     threads = sum(int(w.stats.get("crawl_threads", 0)) for w in live)
     return inflight < threads / 2
-
-
-def run_local_crawl(
-    cfg: Config,
-    *,
-    slaves: int,
-    slave_args: Sequence[str] = (),
-    report: Callable[[dict[str, int], float], None] | None = None,
-    interval: float = 0.5,
-) -> dict[str, int]:
-    """Run the job's crawl with a master and ``slaves`` slave processes until it completes.
-
-    The master is restarted if it dies (its state is all in Redis), and so
-    is the embedded Redis server (from its AOF), while the master and the
-    slaves wait for it. Interrupted (SIGINT, SIGTERM), the run sends each
-    child one SIGTERM, which finishes its batch. The master and the slaves
-    are forked from this process (see :class:`ForkedCommand`); the slaves
-    write to ``$SRCRAWL_HOME/logs/crawl-<job>/``. Raises SrcrawlError when
-    every slave has exited before the crawl completed.
-    """
-    env = cfg.child_env()
-    _wait_for_redis(cfg)
-
-    def start_master() -> ForkedCommand:
-        # the master's own closing line would cut into the caller's progress line
-        return ForkedCommand(["master", "start", "--quiet"], env, preload=_PRELOAD)
-
-    t0 = time.monotonic()
-    restarts = 0
-    log_dir = cfg.home / "logs" / f"crawl-{cfg.job}"
-    local = LocalSlaves(
-        cfg, slaves, ["crawl"], extra_args=slave_args, log_dir=log_dir, fork=True,
-        preload=_PRELOAD,
-    ).start()  # fmt: skip
-    try:
-        master = start_master()
-        try:
-            while True:
-                code = master.poll()
-                if code == 0:
-                    break
-                if code is not None:
-                    if crawl_state(cfg).get("state") == "complete":
-                        break
-                    restarts += 1
-                    if restarts > _MASTER_RESTARTS:
-                        raise SrcrawlError(f"the crawl master keeps failing (exit {code})")
-                    master = start_master()
-                if local.alive() == 0 and crawl_state(cfg).get("state") != "complete":
-                    # nothing would ever fetch the frontier: fail, do not wait forever
-                    raise SrcrawlError(f"every local crawl slave exited; see {log_dir}")
-                if report:
-                    report(progress(cfg), time.monotonic() - t0)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    master.wait(timeout=interval)  # returns as soon as the master ends
-        finally:
-            stop_children([master])
-    finally:
-        local.stop()
-    final = progress(cfg)
-    if report:
-        report(final, time.monotonic() - t0)
-    return final

@@ -18,9 +18,10 @@ from srcrawl.config import Config
 from srcrawl.local import LocalSlaves
 from srcrawl.pagerank.errors import PageRankError
 from srcrawl.pagerank.graph import Graph, GraphBuilder, distinct_sorted, load_graph
-from srcrawl.pagerank.job import local_slaves, rank_graph
+from srcrawl.pagerank.job import rank_graph
 from srcrawl.pagerank.master import PHASE, RankParams
 from srcrawl.queues.workers import workers
+from srcrawl.runner import PhaseRun
 from srcrawl.scaling import Column, Row, ScalingResult
 from srcrawl.sql.store import Page, Store
 from srcrawl.testweb.loadgen import process_cpu_seconds
@@ -252,7 +253,8 @@ def run_pagerank_benchmark(
         )
     )
     for count in slave_counts:
-        with local_slaves(cfg, count) as slaves:
+        with PhaseRun(cfg, "pagerank", count) as run:
+            slaves = run.slaves if count > 0 else None
             _wait_for_slaves(cfg, count)
             cpu0 = _cpu_of(slaves)
 

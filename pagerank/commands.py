@@ -7,6 +7,7 @@ starts fast for every other command.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,8 +21,12 @@ from srcrawl.defaults import (
 from srcrawl.progress import ProgressLine
 from srcrawl.scaling import check_outputs, parse_slave_counts, scaling_options
 
+if TYPE_CHECKING:
+    from srcrawl.pagerank.master import RankResult
+
 
 def _config(ctx: click.Context) -> Config:
+    """The configuration the root command loaded."""
     return ctx.find_root().obj
 
 
@@ -73,16 +78,22 @@ def pagerank_command(
 ) -> None:
     """Rank every stored page with PageRank over the job's slaves; store the ranks."""
     from srcrawl.pagerank.job import RankOptions, rank_job
-    from srcrawl.pagerank.master import RankParams
+    from srcrawl.pagerank.master import PHASE, RankParams
+    from srcrawl.runner import PhaseRun
 
     cfg = _config(ctx)
     cfg.check()
     params = RankParams(iterations=iterations, damping=damping, tol=tol)
-    options = RankOptions(slaves=slaves, skip_internal=skip_internal, shards=shards)
-    result = rank_job(cfg, params, options, echo=click.echo)
+    options = RankOptions(skip_internal=skip_internal, shards=shards)
+    with PhaseRun(cfg, PHASE, slaves) as run:
+        result = rank_job(cfg, params, options, slaves=run.local, echo=click.echo)
+    click.echo(_closing_line(result))
+
+
+def _closing_line(result: RankResult) -> str:
     last = result.reports[-1]
     state = "converged" if result.converged else "stopped"
-    click.echo(
+    return (
         f"pagerank {state} after {last.iteration} iterations (L1 change {last.delta:.3e}); "
         f"{sum(r.seconds for r in result.reports):.2f} s iterating"
         + (f", {result.requeued} task(s) of dead slaves recomputed" if result.requeued else "")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from srcrawl.config import Config
 from srcrawl.defaults import DEFAULT_PAGERANK_SHARD_EDGES
-from srcrawl.local import LocalSlaves
 from srcrawl.pagerank.errors import PageRankError
 from srcrawl.pagerank.graph import Graph, load_graph
 from srcrawl.pagerank.master import (
@@ -23,29 +23,22 @@ from srcrawl.pagerank.master import (
 from srcrawl.pagerank.shards import cut_shards, shard_count
 
 
+class SlaveProcesses(Protocol):
+    """Slave processes this run started (see ``srcrawl.runner.PhaseRun``)."""
+
+    def alive(self) -> int:
+        """How many are still running."""
+        ...
+
+
 @dataclass(frozen=True)
 class RankOptions:
     """What ``srcrawl pagerank`` was asked for, beside the iteration parameters."""
 
-    slaves: int = 0
-    """Local slave processes to start; 0 relies on slaves started elsewhere."""
     skip_internal: bool = False
     """Ignore links between two pages of one host."""
     shards: int | None = None
     """Number of shards; None: about DEFAULT_PAGERANK_SHARD_EDGES edges each."""
-
-
-@contextlib.contextmanager
-def local_slaves(cfg: Config, n: int) -> Iterator[LocalSlaves | None]:
-    """``n`` local pagerank slave processes for the duration of the block (None if 0)."""
-    if n <= 0:
-        yield None
-        return
-    slaves = LocalSlaves(cfg, n, [PHASE], log_dir=cfg.home / "logs").start()
-    try:
-        yield slaves
-    finally:
-        slaves.stop()
 
 
 def rank_graph(
@@ -54,7 +47,7 @@ def rank_graph(
     params: RankParams,
     *,
     shards: int | None = None,
-    slaves: LocalSlaves | None = None,
+    slaves: SlaveProcesses | None = None,
     echo: Callable[[str], None] = lambda line: None,
 ) -> RankResult:
     """Iterate ``graph`` over the job's queues; with ``slaves``, give up if they all exit."""
@@ -89,24 +82,27 @@ def rank_job(
     params: RankParams,
     options: RankOptions,
     *,
+    slaves: SlaveProcesses | None = None,
     echo: Callable[[str], None] = lambda line: None,
 ) -> RankResult:
-    """Rank every stored page and replace the store's ranks with the result."""
+    """Rank every stored page and replace the store's ranks with the result.
+
+    With ``slaves`` (local slave processes, started before the graph is
+    read so that they are up when it is), give up once they have all exited.
+    """
     store = cfg.store()
     store.set_job(cfg.job, PHASE, "running", started_at=time.time())
     try:
-        # the slaves start while the graph is read, so they are up when it is
-        with local_slaves(cfg, options.slaves) as slaves:
-            t0 = time.perf_counter()
-            graph = load_graph(store, skip_internal=options.skip_internal)
-            if graph.n == 0:
-                raise PageRankError("the store holds no pages: crawl some first")
-            dangling = int((graph.outdeg == 0).sum())
-            echo(
-                f"graph: {graph.n} pages, {graph.m} links, {dangling} without out-links "
-                f"(read in {time.perf_counter() - t0:.2f} s)"
-            )
-            result = rank_graph(cfg, graph, params, shards=options.shards, slaves=slaves, echo=echo)
+        t0 = time.perf_counter()
+        graph = load_graph(store, skip_internal=options.skip_internal)
+        if graph.n == 0:
+            raise PageRankError("the store holds no pages: crawl some first")
+        dangling = int((graph.outdeg == 0).sum())
+        echo(
+            f"graph: {graph.n} pages, {graph.m} links, {dangling} without out-links "
+            f"(read in {time.perf_counter() - t0:.2f} s)"
+        )
+        result = rank_graph(cfg, graph, params, shards=options.shards, slaves=slaves, echo=echo)
         t1 = time.perf_counter()
         written = store.replace_ranks(zip(result.fps.tolist(), result.ranks.tolist(), strict=True))
         echo(f"ranks of {written} pages written to the store in {time.perf_counter() - t1:.2f} s")

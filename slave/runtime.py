@@ -89,7 +89,7 @@ class Slave:
         self.worker.beat(self.stats())
         beat = threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True)
         beat.start()
-        phases = [_Phase(self, h, self.queues[h.phase], burst) for h in self.handlers]
+        phases = [_phase_of(h)(self, h, self.queues[h.phase], burst) for h in self.handlers]
         try:
             for p in phases:
                 p.start()
@@ -197,9 +197,13 @@ class Slave:
 
 
 class _Phase:
-    """The threads serving one phase: a feeder, ``handler.threads`` consumers, an acker.
+    """What serving one phase needs whatever drives its handler: its queues, a feeder
+    thread that pops tasks, the finished batches and an acker thread that stores
+    and acknowledges them, one round trip for all that finished meanwhile.
 
-    A multiplexed handler gets a driver thread in place of the consumers.
+    Subclasses say how tasks are run: :class:`_ThreadedPhase` (a consumer thread
+    per batch in hand) or :class:`_MultiplexedPhase` (one driver thread with many
+    tasks in flight).
     """
 
     def __init__(self, slave: Slave, handler: PhaseHandler, q: PhaseQueues, burst: bool) -> None:
@@ -209,35 +213,22 @@ class _Phase:
         self.burst = burst
         self.consumers = max(1, handler.threads)
         self.work: queue.SimpleQueue[list[bytes] | None] = queue.SimpleQueue()
-        self.idle = threading.Semaphore(self.consumers)
         self.done: list[tuple[list[bytes], list[bytes]]] = []
         self.done_cond = threading.Condition()
         self.backlog = 4 * self.consumers
         self.fed = False
         name = handler.phase
-        self.multiplexed = is_multiplexed(handler)
-        if self.multiplexed:
-            # The driver starts every task and collects it; the feeder pops
-            # tasks into the free slots and wakes the driver through a socket pair.
-            self._wake_r, self._wake_w = socket.socketpair()
-            self._wake_r.setblocking(False)
-            self._wake_w.setblocking(False)
-            self.free = self.consumers
-            self.refill = max(1, self.consumers // 4)
-            self.plenty = False
-            self.feeder_waits = False
-            self.slots = threading.Condition()
-            driver = threading.Thread(target=self._drive, name=f"{name}-driver", daemon=True)
-            self.threads = [driver]
-            feeder = self._feed_slots
-        else:
-            self.threads = [
-                threading.Thread(target=self._consume, name=f"{name}-{i}", daemon=True)
-                for i in range(self.consumers)
-            ]
-            feeder = self._feed
-        self.feeder = threading.Thread(target=feeder, name=f"{name}-feeder", daemon=True)
+        self.threads = self._runners(name)
+        self.feeder = threading.Thread(target=self._feed, name=f"{name}-feeder", daemon=True)
         self.acker = threading.Thread(target=self._acks, name=f"{name}-acker", daemon=True)
+
+    def _runners(self, name: str) -> list[threading.Thread]:
+        """The threads that run the tasks the feeder hands over."""
+        raise NotImplementedError
+
+    def _feed(self) -> None:
+        """Pop tasks into :attr:`work` until stopped (or drained, in a burst)."""
+        raise NotImplementedError
 
     def start(self) -> None:
         for t in (self.acker, *self.threads, self.feeder):
@@ -253,76 +244,17 @@ class _Phase:
         while self.acker.is_alive():
             self.acker.join(timeout=0.5)
 
-    def _feed(self) -> None:
-        """Pop one batch per idle consumer; the first pop blocks, the rest come along."""
-        slave, batch = self.slave, max(1, self.handler.batch_size)
-        timeout = slave.block_timeout
-        try:
-            while not slave.stopping.is_set():
-                if not self.idle.acquire(timeout=0.5):
-                    continue
-                idle = 1
-                while self.idle.acquire(blocking=False):
-                    idle += 1
-                try:
-                    tasks = self.q.srq.pop(slave.id, idle * batch, timeout=timeout)
-                except REDIS_DOWN:  # only once stopping: until then the client waits
-                    return
-                except Exception:  # a bug, or a Redis error reply: say so, keep the process
-                    log.exception("pop from %s failed", self.q.srq.key)
-                    tasks = []
-                    time.sleep(1.0)
-                batches = [tasks[i : i + batch] for i in range(0, len(tasks), batch)]
-                for b in batches:
-                    self.work.put(b)
-                for _ in range(idle - len(batches)):
-                    self.idle.release()
-                if not tasks and self.burst and self._drained():
-                    return
-        finally:
-            for _ in self.threads:
-                self.work.put(None)
-
-    def _feed_slots(self) -> None:
-        """Pop tasks into the multiplexed handler's free slots; the first pop blocks.
-
-        While the queue holds more than the slave takes (the last pop came
-        back full) the feeder waits for a quarter of the slots to be free,
-        so that one round trip fills several and a finished task does not
-        wake it each time; when tasks are scarce any free slot is filled at
-        once.
-        """
+    def _pop(self, n: int) -> list[bytes] | None:
+        """Up to ``n`` tasks (the first blocks); None once Redis is gone while stopping."""
         slave = self.slave
-        timeout = slave.block_timeout
         try:
-            while not slave.stopping.is_set():
-                with self.slots:
-                    while not (self.free >= self.refill or (self.free and not self.plenty)):
-                        self.feeder_waits = True
-                        self.slots.wait(0.5)
-                        self.feeder_waits = False
-                        if slave.stopping.is_set():
-                            return
-                    take, self.free = self.free, 0
-                try:
-                    tasks = self.q.srq.pop(slave.id, take, timeout=timeout)
-                except REDIS_DOWN:  # only once stopping: until then the client waits
-                    return
-                except Exception:  # a bug, or a Redis error reply: say so, keep the process
-                    log.exception("pop from %s failed", self.q.srq.key)
-                    tasks = []
-                    time.sleep(1.0)
-                with self.slots:
-                    self.free += take - len(tasks)
-                    self.plenty = len(tasks) == take
-                if tasks:
-                    self.work.put(tasks)
-                    self._wake()
-                elif self.burst and self._drained():
-                    return
-        finally:
-            self.work.put(None)
-            self._wake()
+            return self.q.srq.pop(slave.id, n, timeout=slave.block_timeout)
+        except REDIS_DOWN:  # only once stopping: until then the client waits
+            return None
+        except Exception:  # a bug, or a Redis error reply: say so, keep the process
+            log.exception("pop from %s failed", self.q.srq.key)
+            time.sleep(1.0)
+            return []
 
     def _drained(self) -> bool:
         """Burst: leave once the phase has no work queued or in flight, not when srq is empty.
@@ -336,22 +268,151 @@ class _Phase:
         except REDIS_DOWN:  # only once stopping: leave
             return True
 
+    def _acks(self) -> None:
+        """Acknowledge every batch finished since the last round trip, in one."""
+        while True:
+            with self.done_cond:
+                while not self.done and not self.fed:
+                    self.done_cond.wait()
+                groups, self.done = self.done, []
+                self.done_cond.notify_all()
+                if not groups and self.fed:
+                    return
+            delay = 0.5
+            while (flushed := self.slave._flush(self.handler, groups)) is None:
+                if self.slave.stopping.is_set():
+                    # leave the groups unacknowledged: their tasks go back to the
+                    # queue when the slave retires (or to the reaper if it dies)
+                    log.error("stopping with %d batches not stored", len(groups))
+                    return
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+            self.slave._ack(self.handler, self.q, flushed)
+
+
+class _ThreadedPhase(_Phase):
+    """``handler.threads`` consumer threads, each handling one batch at a time."""
+
+    def __init__(self, slave: Slave, handler: PhaseHandler, q: PhaseQueues, burst: bool) -> None:
+        super().__init__(slave, handler, q, burst)
+        self.idle = threading.Semaphore(self.consumers)
+
+    def _runners(self, name: str) -> list[threading.Thread]:
+        return [
+            threading.Thread(target=self._consume, name=f"{name}-{i}", daemon=True)
+            for i in range(self.consumers)
+        ]
+
+    def _feed(self) -> None:
+        """Pop one batch per idle consumer; the first pop blocks, the rest come along."""
+        batch = max(1, self.handler.batch_size)
+        try:
+            while not self.slave.stopping.is_set():
+                if not self.idle.acquire(timeout=0.5):
+                    continue
+                idle = 1
+                while self.idle.acquire(blocking=False):
+                    idle += 1
+                tasks = self._pop(idle * batch)
+                if tasks is None:
+                    return
+                batches = [tasks[i : i + batch] for i in range(0, len(tasks), batch)]
+                for b in batches:
+                    self.work.put(b)
+                for _ in range(idle - len(batches)):
+                    self.idle.release()
+                if not tasks and self.burst and self._drained():
+                    return
+        finally:
+            for _ in self.threads:
+                self.work.put(None)
+
+    def _consume(self) -> None:
+        while True:
+            tasks = self.work.get()
+            if tasks is None:
+                return
+            results = self.slave._handle(self.handler, tasks)
+            with self.done_cond:
+                self.done.append((tasks, results))
+                self.done_cond.notify_all()
+                # while the acker cannot store (the database is down), stop
+                # taking work rather than piling up fetched pages in memory
+                while len(self.done) > self.backlog and not self.slave.stopping.is_set():
+                    self.done_cond.wait(timeout=0.5)
+            self.idle.release()
+
+
+class _MultiplexedPhase(_Phase):
+    """One driver thread running up to ``handler.threads`` tasks of a
+    :class:`~srcrawl.slave.handler.MultiplexedHandler` at once.
+
+    The driver starts every task and collects it; the feeder pops tasks
+    into the free slots and wakes the driver through a socket pair.
+    """
+
+    def __init__(self, slave: Slave, handler: PhaseHandler, q: PhaseQueues, burst: bool) -> None:
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self.slots = threading.Condition()
+        self.plenty = False
+        self.feeder_waits = False
+        super().__init__(slave, handler, q, burst)
+        self.free = self.consumers
+        self.refill = max(1, self.consumers // 4)
+
+    def _runners(self, name: str) -> list[threading.Thread]:
+        return [threading.Thread(target=self._drive, name=f"{name}-driver", daemon=True)]
+
+    def _feed(self) -> None:
+        """Pop tasks into the multiplexed handler's free slots; the first pop blocks.
+
+        While the queue holds more than the slave takes (the last pop came
+        back full) the feeder waits for a quarter of the slots to be free,
+        so that one round trip fills several and a finished task does not
+        wake it each time; when tasks are scarce any free slot is filled at
+        once.
+        """
+        try:
+            while not self.slave.stopping.is_set():
+                take = self._free_slots()
+                if take is None:
+                    return
+                tasks = self._pop(take)
+                if tasks is None:
+                    return
+                with self.slots:
+                    self.free += take - len(tasks)
+                    self.plenty = len(tasks) == take
+                if tasks:
+                    self.work.put(tasks)
+                    self._wake()
+                elif self.burst and self._drained():
+                    return
+        finally:
+            self.work.put(None)
+            self._wake()
+
+    def _free_slots(self) -> int | None:
+        """Wait until enough slots are free and take them all; None once stopping."""
+        with self.slots:
+            while not (self.free >= self.refill or (self.free and not self.plenty)):
+                self.feeder_waits = True
+                self.slots.wait(0.5)
+                self.feeder_waits = False
+                if self.slave.stopping.is_set():
+                    return None
+            take, self.free = self.free, 0
+        return take
+
     def _drive(self) -> None:
         """Start the tasks the feeder popped, collect those that finished, until it ends."""
         handler: MultiplexedHandler = self.handler  # type: ignore[assignment]
         ending = False
         try:
             while True:
-                # results pile up only while the store is down: start no more then
-                while not ending and len(self.done) <= self.backlog:
-                    try:
-                        tasks = self.work.get_nowait()
-                    except queue.Empty:
-                        break
-                    if tasks is None:
-                        ending = True
-                        break
-                    self._start(handler, tasks)
+                ending = self._start_handed_over(handler, ending)
                 if ending and handler.in_flight() == 0:
                     return
                 try:
@@ -368,6 +429,19 @@ class _Phase:
             close = getattr(handler, "close", None)
             if close is not None:
                 close()
+
+    def _start_handed_over(self, handler: MultiplexedHandler, ending: bool) -> bool:
+        """Start what the feeder handed over; True once it said it is done."""
+        # results pile up only while the store is down: start no more then
+        while not ending and len(self.done) <= self.backlog:
+            try:
+                tasks = self.work.get_nowait()
+            except queue.Empty:
+                break
+            if tasks is None:
+                return True
+            self._start(handler, tasks)
+        return ending
 
     def _start(self, handler: MultiplexedHandler, tasks: list[bytes]) -> None:
         at_once = []
@@ -400,38 +474,7 @@ class _Phase:
             if self.feeder_waits and (self.free >= self.refill or not self.plenty):
                 self.slots.notify()
 
-    def _consume(self) -> None:
-        while True:
-            tasks = self.work.get()
-            if tasks is None:
-                return
-            results = self.slave._handle(self.handler, tasks)
-            with self.done_cond:
-                self.done.append((tasks, results))
-                self.done_cond.notify_all()
-                # while the acker cannot store (the database is down), stop
-                # taking work rather than piling up fetched pages in memory
-                while len(self.done) > self.backlog and not self.slave.stopping.is_set():
-                    self.done_cond.wait(timeout=0.5)
-            self.idle.release()
 
-    def _acks(self) -> None:
-        """Acknowledge every batch finished since the last round trip, in one."""
-        while True:
-            with self.done_cond:
-                while not self.done and not self.fed:
-                    self.done_cond.wait()
-                groups, self.done = self.done, []
-                self.done_cond.notify_all()
-                if not groups and self.fed:
-                    return
-            delay = 0.5
-            while (flushed := self.slave._flush(self.handler, groups)) is None:
-                if self.slave.stopping.is_set():
-                    # leave the groups unacknowledged: their tasks go back to the
-                    # queue when the slave retires (or to the reaper if it dies)
-                    log.error("stopping with %d batches not stored", len(groups))
-                    return
-                time.sleep(delay)
-                delay = min(delay * 2, 10.0)
-            self.slave._ack(self.handler, self.q, flushed)
+def _phase_of(handler: PhaseHandler) -> type[_Phase]:
+    """How the runtime drives ``handler``."""
+    return _MultiplexedPhase if is_multiplexed(handler) else _ThreadedPhase

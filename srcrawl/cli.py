@@ -10,11 +10,7 @@ import click
 
 from srcrawl import __version__
 from srcrawl.config import Config
-from srcrawl.defaults import (
-    DEFAULT_FETCH_THREADS,
-    DEFAULT_HEARTBEAT_INTERVAL,
-    DEFAULT_HEARTBEAT_TTL,
-)
+from srcrawl.defaults import DEFAULT_FETCH_THREADS, DEFAULT_HEARTBEAT_TTL
 from srcrawl.errors import SrcrawlError
 from srcrawl.local import end_children
 from srcrawl.signals import Interrupted, die_with_parent, interrupts
@@ -180,21 +176,15 @@ def slave_start(
     ctx: click.Context, phases: str, threads: int, parser: str, burst: bool, heartbeat_ttl: float
 ) -> None:
     """Serve srq tasks of the given phases until stopped (SIGTERM finishes the batch)."""
-    from srcrawl.slave.phases import build_handlers, parse_phases
-    from srcrawl.slave.runtime import Slave
+    from srcrawl.child import serve
+    from srcrawl.phases import parse_phases
+    from srcrawl.roles import SlaveRole
 
     cfg = config_of(ctx)
     cfg.check()
-    handlers = build_handlers(cfg, parse_phases(phases), threads=threads, parser=parser)
-    worker = Slave(
-        cfg,
-        handlers,
-        heartbeat_ttl=heartbeat_ttl,
-        heartbeat_interval=min(DEFAULT_HEARTBEAT_INTERVAL, heartbeat_ttl / 3),
-    )
-    worker.install_signal_handlers()
-    click.echo(f"{worker.id} serving {phases}", err=True)
-    worker.run(burst=burst)
+    role = SlaveRole(phases=tuple(parse_phases(phases)), threads=threads, parser=parser,
+                     burst=burst, heartbeat_ttl=heartbeat_ttl)  # fmt: skip
+    serve(cfg, role, announce=lambda line: click.echo(line, err=True))
 
 
 @cli.group()

@@ -1,8 +1,11 @@
-"""Slaves as local processes, for the one-machine commands (crawl, index, pagerank).
+"""Child processes of a local run: started with a role, stopped with the run.
 
-Every child a local run starts is in a process group of its own and dies
-with the run (see :mod:`srcrawl.signals`); :func:`end_children` stops
-whatever is still running when the run ends.
+Every child is in a process group of its own and dies with the run (see
+:mod:`srcrawl.signals`); :func:`end_children` stops whatever is still
+running when the run ends. A child runs one role (:mod:`srcrawl.roles`):
+as a new interpreter, ``python -m srcrawl.child`` with the role as JSON on
+stdin; or forked from this process (:class:`ForkedChild`), which runs the
+same entry point without starting an interpreter.
 """
 
 from __future__ import annotations
@@ -15,18 +18,23 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import IO
 
 from srcrawl.config import Config
-from srcrawl.defaults import CHILD_STOP_TIMEOUT
+from srcrawl.defaults import CHILD_STOP_TIMEOUT, DEFAULT_FETCH_THREADS
+from srcrawl.roles import Role, SlaveRole, role_to_json
 from srcrawl.signals import child_env
 
-_CHILDREN: list[subprocess.Popen | ForkedCommand] = []
+CHILD_MODULE = "srcrawl.child"
+"""The entry module of every child (``python -m srcrawl.child``)."""
+
+_CHILDREN: list[subprocess.Popen | ForkedChild] = []
 """Children started by this process that have not been seen to end."""
 
 
-def track(child: subprocess.Popen | ForkedCommand) -> None:
+def track(child: subprocess.Popen | ForkedChild) -> None:
     """Remember ``child`` so that :func:`end_children` stops it should the run end first."""
     _CHILDREN[:] = [c for c in _CHILDREN if c.poll() is None]
     _CHILDREN.append(child)
@@ -42,8 +50,22 @@ def popen_child(args: Sequence[str], env: dict[str, str], **kwargs: object) -> s
     return proc
 
 
+def spawn_child(
+    role: Role, env: dict[str, str], *, output: int | IO | None = None
+) -> subprocess.Popen:
+    """``python -m srcrawl.child`` running ``role``; its stdout and stderr go to ``output``."""
+    proc = popen_child([sys.executable, "-m", CHILD_MODULE], env, stdin=subprocess.PIPE,
+                       stdout=output, stderr=output)  # fmt: skip
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError):  # it died at once: its exit code tells
+        proc.stdin.write(role_to_json(role).encode())
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.close()
+    return proc
+
+
 def stop_children(
-    children: Sequence[subprocess.Popen | ForkedCommand], timeout: float = CHILD_STOP_TIMEOUT
+    children: Sequence[subprocess.Popen | ForkedChild], timeout: float = CHILD_STOP_TIMEOUT
 ) -> None:
     """One SIGTERM each (finish the batch), then SIGKILL what is still there after ``timeout``."""
     for p in children:
@@ -66,35 +88,33 @@ def end_children(timeout: float = CHILD_STOP_TIMEOUT) -> None:
     stop_children(alive, timeout)
 
 
-class ForkedCommand:
-    """``srcrawl ARGS`` in a child forked from this process, with the Popen calls used here.
+class ForkedChild:
+    """A child forked from this process that runs ``role``, with the Popen calls used here.
 
-    A new interpreter spends ~0.5 s of CPU importing srcrawl, lxml, redis
-    and click before it does anything; eight slaves and a master starting
-    at once on two cores took several seconds of a crawl benchmark. A fork
-    of a process that has imported them (see ``preload``) starts at once.
-    ``output``: a file descriptor for the child's stdout and stderr
-    (None: this process's).
+    A new interpreter spends ~0.5 s of CPU importing srcrawl, lxml and redis
+    before it does anything; eight slaves and a master starting at once on
+    two cores took several seconds of a crawl benchmark. A fork of a process
+    that has imported them (see ``preload``) starts at once. ``output``: a
+    file descriptor for the child's stdout and stderr (None: this process's).
     """
 
     def __init__(
-        self,
-        args: Sequence[str],
-        env: dict[str, str],
-        *,
-        output: int | None = None,
+        self, role: Role, env: dict[str, str], *, output: int | None = None,
         preload: Sequence[str] = (),
-    ) -> None:
-        for module in ("srcrawl.cli", *preload):
+    ) -> None:  # fmt: skip
+        # the entry module by name, as `python -m` would run it: this module
+        # stays below the roles it starts
+        entry = importlib.import_module(CHILD_MODULE)
+        for module in preload:
             importlib.import_module(module)
-        self.args = list(args)
+        self.args = [CHILD_MODULE, role.kind]
         self.returncode: int | None = None
         for stream in (sys.stdout, sys.stderr):
             stream.flush()  # or the child would write this process's pending output again
         env = child_env(env)
         pid = os.fork()
         if pid == 0:
-            _run_child(self.args, env, output)  # never returns
+            _run_forked(lambda: entry.run_child(role), env, output)  # never returns
         self.pid = pid
         track(self)
 
@@ -126,7 +146,7 @@ class ForkedCommand:
         self.send_signal(signal.SIGKILL)
 
 
-def _run_child(args: list[str], env: dict[str, str], output: int | None) -> None:
+def _run_forked(run: Callable[[], int], env: dict[str, str], output: int | None) -> None:
     code = 1
     try:
         os.setpgid(0, 0)  # a Ctrl-C reaches the run, which stops its children one by one
@@ -141,13 +161,7 @@ def _run_child(args: list[str], env: dict[str, str], output: int | None) -> None
         # as a new interpreter starts (this process may have handlers of its own)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        from srcrawl.cli import cli
-
-        try:
-            cli.main(args=args, prog_name="srcrawl")
-            code = 0
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        code = run()
     except BaseException:
         traceback.print_exc()
     finally:
@@ -159,12 +173,13 @@ def _run_child(args: list[str], env: dict[str, str], output: int | None) -> None
 
 
 class LocalSlaves:
-    """``n`` ``srcrawl slave start`` processes sharing this process's Redis, store and job.
+    """``n`` slave processes serving ``phases`` with this process's Redis, store and job.
 
     Each is in a process group of its own and dies with this process; on
-    :meth:`stop` each gets one SIGTERM and finishes its batch. With ``fork`` they are
-    forked from this process (:class:`ForkedCommand`, after importing
-    ``preload``) instead of started as new interpreters.
+    :meth:`stop` each gets one SIGTERM and finishes its batch. Slave ``i``
+    writes to ``log_dir/slave-<i>.log`` (no log without ``log_dir``). With
+    ``fork`` they are forked from this process (:class:`ForkedChild`, after
+    importing ``preload``) instead of started as new interpreters.
     """
 
     def __init__(
@@ -173,48 +188,35 @@ class LocalSlaves:
         n: int,
         phases: Sequence[str],
         *,
-        extra_args: Sequence[str] = (),
+        threads: int = DEFAULT_FETCH_THREADS,
+        parser: str = "lxml",
         log_dir: Path | None = None,
         fork: bool = False,
         preload: Sequence[str] = (),
     ) -> None:
         self.cfg = cfg
         self.n = n
-        self.phases = list(phases)
-        self.extra_args = list(extra_args)
+        self.role = SlaveRole(phases=tuple(phases), threads=threads, parser=parser)
         self.log_dir = log_dir
         self.fork = fork
         self.preload = list(preload)
-        self.procs: list[subprocess.Popen | ForkedCommand] = []
+        self.procs: list[subprocess.Popen | ForkedChild] = []
 
     def start(self) -> LocalSlaves:
         env = self.cfg.child_env()
-        args = ["slave", "start", "--phases", ",".join(self.phases), *self.extra_args]
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
         for i in range(self.n):
-            if self.fork:
-                path = os.devnull
-                if self.log_dir is not None:
-                    self.log_dir.mkdir(parents=True, exist_ok=True)
-                    path = str(self.log_dir / f"slave-{i + 1}.log")
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-                try:
-                    self.procs.append(ForkedCommand(args, env, output=fd, preload=self.preload))
-                finally:
-                    os.close(fd)
-                continue
-            out = subprocess.DEVNULL
-            if self.log_dir is not None:
-                self.log_dir.mkdir(parents=True, exist_ok=True)
-                out = open(self.log_dir / f"slave-{i + 1}.log", "ab")  # noqa: SIM115
-            self.procs.append(
-                popen_child(
-                    [sys.executable, "-m", "srcrawl.cli", *args],
-                    env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=out,
-                )
-            )
+            path = os.devnull if self.log_dir is None else str(self.log_dir / f"slave-{i + 1}.log")
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                if self.fork:
+                    child = ForkedChild(self.role, env, output=fd, preload=self.preload)
+                else:
+                    child = spawn_child(self.role, env, output=fd)
+            finally:
+                os.close(fd)
+            self.procs.append(child)
         return self
 
     def alive(self) -> int:

@@ -254,7 +254,7 @@ def test_a_local_crawl_whose_slaves_all_died_fails_instead_of_waiting(
         if crawl.poll() is None:
             os.killpg(crawl.pid, signal.SIGKILL)
             crawl.wait()
-    logs = tmp_path / "home" / "logs" / f"crawl-{keys.job}"
+    logs = tmp_path / "home" / "logs" / keys.job / "crawl"
     assert crawl.returncode == 2, err[-2000:]  # how every expected failure ends
     assert f"every local crawl slave exited; see {logs}" in err
     assert sorted(p.name for p in logs.iterdir()) == ["slave-1.log", "slave-2.log"]

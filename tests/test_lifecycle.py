@@ -302,7 +302,7 @@ def test_a_crawl_survives_its_embedded_redis_being_killed(web, keys, tmp_path) -
         # one sentence when Redis went, one when it came back; no tracebacks
         assert "Redis is unreachable" in err and "Redis is back after" in err
         assert "Traceback" not in err
-        logs = [p.read_text() for p in (home / "logs" / f"crawl-{keys.job}").iterdir()]
+        logs = [p.read_text() for p in (home / "logs" / keys.job / "crawl").iterdir()]
         assert any("Redis is unreachable" in text for text in logs)
         for text in logs:
             assert "Traceback" not in text, text[-3000:]
@@ -324,11 +324,11 @@ def test_an_orphaned_slave_waits_for_redis_quietly_and_leaves_with_its_parent(
     log = tmp_path / "slave.log"
     # a parent that starts a slave as every local run does, then waits
     parent_code = (
-        "import subprocess, sys, time, os\n"
-        "from srcrawl.local import popen_child\n"
+        "import time, os\n"
+        "from srcrawl.local import spawn_child\n"
+        "from srcrawl.roles import SlaveRole\n"
         f"out = open({str(log)!r}, 'ab')\n"
-        "popen_child([sys.executable, '-m', 'srcrawl.cli', 'slave', 'start', '--phases',"
-        " 'crawl'], dict(os.environ), stdout=out, stderr=out)\n"
+        "spawn_child(SlaveRole(phases=('crawl',)), dict(os.environ), output=out)\n"
         "time.sleep(600)\n"
     )
     parent = subprocess.Popen([sys.executable, "-c", parent_code], env=env)
@@ -414,7 +414,7 @@ def test_a_crawl_whose_embedded_redis_is_stopped_on_purpose_ends_cleanly(
         assert "srcrawl: the embedded Redis was stopped (`srcrawl down`)" in err
         assert "Traceback" not in err, err[-3000:]
         assert leftovers(children, timeout=15) == []
-        for log in (tmp_path / "home" / "logs" / f"crawl-{keys.job}").iterdir():
+        for log in (tmp_path / "home" / "logs" / keys.job / "crawl").iterdir():
             assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
     finally:
         if crawl.poll() is None:
