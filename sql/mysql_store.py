@@ -12,7 +12,7 @@ from srcrawl.errors import StoreDataError, StoreError
 from srcrawl.sql.store import RETIRED_INDEXES, TABLES, Store
 
 if TYPE_CHECKING:
-    from srcrawl.config import DatabaseURL
+    from srcrawl.sql.database_url import DatabaseURL
 
 _PAGE_UPDATE = ", ".join(
     f"{c} = VALUES({c})"

@@ -24,7 +24,7 @@ from srcrawl.defaults import DEFAULT_STORE_BATCH, DEFAULT_STORE_BULK_BATCH
 from srcrawl.sql.index_tables import INDEX_BLOCK, INDEX_COUNTERS, IndexTables
 
 if TYPE_CHECKING:
-    from srcrawl.config import DatabaseURL
+    from srcrawl.sql.database_url import DatabaseURL
 
 SCHEMA_VERSION = "4"
 """4: pages record a failed fetch's error and whether the body is complete; 3: terms known
@@ -580,7 +580,7 @@ def _page_row(r: Sequence[Any]) -> tuple:
 
 
 def open_store(db: DatabaseURL) -> Store:
-    """Open the store a :class:`~srcrawl.config.DatabaseURL` names (schema not applied)."""
+    """Open the store a :class:`~srcrawl.sql.database_url.DatabaseURL` names (no schema yet)."""
     if db.kind == "sqlite":
         from srcrawl.sql.sqlite_store import SQLiteStore
 
