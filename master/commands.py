@@ -29,7 +29,6 @@ from srcrawl.defaults import (
 from srcrawl.errors import ConfigError
 from srcrawl.master.strategy import QUEUE_POLICIES, CrawlStrategy
 from srcrawl.progress import ProgressLine
-from srcrawl.scaling import check_outputs, parse_slave_counts, scaling_options
 from srcrawl.useragent import ENV_USER_AGENT, contact_warning
 
 HOST_ERRORS_SHOWN = 10
@@ -360,95 +359,3 @@ def export_links(ctx: click.Context) -> None:
     out = sys.stdout
     for src, dst in store.iter_link_urls():
         out.write(f"{src}\t{dst}\n")
-
-
-@click.command("master")
-@click.option("--urls", default=1_000_000, show_default=True, type=click.IntRange(1),
-              help="Links in the stream.")  # fmt: skip
-@click.option("--hosts", default=20, show_default=True, type=click.IntRange(1))
-@click.pass_context
-def bench_master(ctx: click.Context, urls: int, hosts: int) -> None:
-    """URLs/s through the master: canonicalize + scope + seen test, then with Redis commits."""
-    from srcrawl.master.benchmark import run_master_benchmark
-
-    click.echo(run_master_benchmark(_config(ctx), urls=urls, hosts=hosts).render())
-
-
-@click.command("crawl")
-@click.option(
-    "--hosts",
-    # many small hosts: with one request in flight per host, 8 slaves × 4
-    # threads need ≥ 32 hosts with work until the end of every depth level
-    default=257,
-    show_default=True,
-    type=click.IntRange(2),
-    help="Hosts of the synthetic web (host 0, the special pages, is not crawled).",
-)
-@click.option(
-    "--pages", default=20, show_default=True, type=click.IntRange(1), help="Pages per host."
-)
-@click.option(
-    "--latency-ms",
-    default=200.0,
-    show_default=True,
-    type=click.FloatRange(0),
-    help="Per-response latency (0: the machine's ceiling).",
-)
-@click.option(
-    "--threads",
-    default=4,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Fetch threads per slave.",
-)
-@click.option("--depth", default=8, show_default=True, type=click.IntRange(0))
-@click.option(
-    "--peer",
-    type=click.Choice(["scrapy"]),
-    default=None,
-    help="Also crawl the same web with a plain Scrapy spider at the same concurrency.",
-)
-@scaling_options(default_slaves="1,2,4,8", throughput="pages/s", rounds=True)
-@click.pass_context
-def bench_crawl(
-    ctx: click.Context,
-    slaves_text: str,
-    rounds: int,
-    hosts: int,
-    pages: int,
-    latency_ms: float,
-    threads: int,
-    depth: int,
-    peer: str | None,
-    json_path: str | None,
-    plot_path: str | None,
-) -> None:
-    """Pages/s crawling the synthetic web with 1, 2, 4 … slaves (politeness off: our own site)."""
-    from srcrawl.master.crawl_benchmark import run_crawl_benchmark
-
-    counts = parse_slave_counts(slaves_text)
-    check_outputs(json_path=json_path, plot_path=plot_path)
-    if peer == "scrapy":
-        from srcrawl.master.scrapy_peer import require_scrapy
-
-        require_scrapy()
-    cfg = _config(ctx)
-    cfg.check()
-    line = ProgressLine()
-    try:
-        result = run_crawl_benchmark(
-            cfg,
-            slave_counts=counts,
-            hosts=hosts,
-            pages=pages,
-            latency_ms=latency_ms,
-            threads=threads,
-            depth=depth,
-            peer=peer,
-            rounds=rounds,
-            progress=line.update,
-        )
-    finally:
-        line.done()
-    result.save(json_path=json_path, plot_path=plot_path)
-    click.echo(result.render())

@@ -15,7 +15,7 @@ Beside pages/s, each run reports what the master and the slaves saw:
   emitted, from their heartbeats (sampled while the crawl runs: a slave's
   heartbeat leaves with it), each slave weighted by its pages.
 
-With ``peer="scrapy"`` a plain Scrapy spider (:mod:`srcrawl.master.scrapy_peer`)
+With ``peer="scrapy"`` a plain Scrapy spider (:mod:`srcrawl.benchmarks.scrapy_peer`)
 crawls the same web after each srcrawl run, at the same total concurrency.
 """
 
@@ -27,12 +27,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from srcrawl.benchmarks.scaling import Column, Row, ScalingResult, median_of_rounds, round_orders
 from srcrawl.config import Config, DatabaseURL
 from srcrawl.master.crawl_run import run_local_crawl, start_crawl
 from srcrawl.master.scope import DENIED, OUT_OF_SCOPE, TOO_DEEP, TOO_LONG, TRAP
 from srcrawl.master.strategy import CrawlStrategy
 from srcrawl.queues.workers import workers
-from srcrawl.scaling import Column, Row, ScalingResult, median_of_rounds, round_orders
 from srcrawl.testweb import TestWeb
 
 JUDGED = ("scheduled", "duplicates", "host_cap", OUT_OF_SCOPE, DENIED, TOO_LONG, TRAP, TOO_DEEP)
@@ -93,7 +93,7 @@ def run_crawl_benchmark(
     """Crawl the synthetic web once per slave count (and with the peer, if asked).
 
     With ``rounds`` > 1, once per slave count a round (see
-    :func:`~srcrawl.scaling.round_orders`); each count's row, and its peer's,
+    :func:`~srcrawl.benchmarks.scaling.round_orders`); each count's row, and its peer's,
     is its median run.
     """
     if rounds < 1:
@@ -235,7 +235,7 @@ def _crawl_once(
 
 
 def _scrapy_once(seeds: list[str], n: int, threads: int, depth: int, say: Progress) -> Row:
-    from srcrawl.master.scrapy_peer import run_scrapy_peer
+    from srcrawl.benchmarks.scrapy_peer import run_scrapy_peer
 
     say(f"scrapy, {n * threads} concurrent requests …")
     run = run_scrapy_peer(seeds, depth=depth, concurrency=n * threads, timeout=FETCH_TIMEOUT)

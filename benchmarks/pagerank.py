@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from srcrawl.benchmarks.scaling import Column, Row, ScalingResult
 from srcrawl.config import Config
 from srcrawl.local import LocalSlaves
 from srcrawl.pagerank.errors import PageRankError
@@ -21,7 +22,6 @@ from srcrawl.pagerank.graph import Graph, GraphBuilder, distinct_sorted, load_gr
 from srcrawl.pagerank.job import local_slaves, rank_graph
 from srcrawl.pagerank.master import PHASE, RankParams
 from srcrawl.queues.workers import workers
-from srcrawl.scaling import Column, Row, ScalingResult
 from srcrawl.sql.store import Page, Store
 from srcrawl.testweb.loadgen import process_cpu_seconds
 

@@ -95,7 +95,7 @@ def run_scrapy_peer(
     with tempfile.TemporaryFile() as err:
         t0 = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "srcrawl.master.scrapy_peer"],
+            [sys.executable, "-m", "srcrawl.benchmarks.scrapy_peer"],
             input=json.dumps(spec).encode(),
             stdout=subprocess.PIPE,
             stderr=err,

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from srcrawl.benchmarks.scaling import Column, Row, ScalingResult, median_of_rounds, round_orders
 from srcrawl.config import Config, DatabaseURL
 from srcrawl.defaults import DEFAULT_HEARTBEAT_INTERVAL
 from srcrawl.errors import SrcrawlError
@@ -38,7 +39,6 @@ from srcrawl.indexer.slave import document_text, tokenize_document
 from srcrawl.indexer.tokenizer import Tokenizer
 from srcrawl.local import LocalSlaves
 from srcrawl.queues.workers import workers
-from srcrawl.scaling import Column, Row, ScalingResult, median_of_rounds, round_orders
 from srcrawl.sql.store import Store
 
 Progress = Callable[[str], None]
@@ -162,7 +162,7 @@ def run_index_benchmark(
     """Raw jieba, the tokenizer in one process, then the index phase per slave count.
 
     With ``rounds`` > 1 every slave count runs once a round (see
-    :func:`~srcrawl.scaling.round_orders`) and its row is its median run.
+    :func:`~srcrawl.benchmarks.scaling.round_orders`) and its row is its median run.
     ``say`` gets the steps, ``progress`` the changing line of a running index phase.
     """
     if rounds < 1:
