@@ -98,7 +98,27 @@ def run_crawl_benchmark(
     """
     if rounds < 1:
         raise ValueError("rounds must be positive")
-    progress = progress or (lambda text: None)
+    result = _crawl_table(slave_counts, hosts, pages, latency_ms, threads, depth, peer, rounds)
+    runs = _CrawlRuns(cfg, threads=threads, depth=depth, peer=peer,
+                      progress=progress or (lambda text: None))  # fmt: skip
+    with (
+        tempfile.TemporaryDirectory(prefix="srcrawl-bench-") as tmp,
+        _bench_web(hosts, pages, latency_ms) as web,
+    ):
+        # host 0 carries the special pages (timeouts, traps, huge pages):
+        # they measure robustness, not throughput, so the benchmark leaves it out
+        seeds = web.seed_urls[1:] if len(web.seed_urls) > 1 else web.seed_urls
+        for r, order in enumerate(round_orders(slave_counts, rounds)):
+            runs.round(Path(tmp), seeds, r, rounds, order)
+    _add_crawl_rows(result, runs, slave_counts, rounds)
+    return result
+
+
+def _crawl_table(
+    slave_counts: list[int], hosts: int, pages: int, latency_ms: float, threads: int,
+    depth: int, peer: str | None, rounds: int,
+) -> ScalingResult:  # fmt: skip
+    """The empty table of a crawl benchmark: its title, parameters and columns."""
     result = ScalingResult(
         bench="crawl",
         title=f"crawl benchmark: {hosts - 1 if hosts > 1 else hosts} hosts crawled, "
@@ -123,43 +143,59 @@ def run_crawl_benchmark(
     )
     if peer:
         result.columns.append(Column("vs_peer", f"× {peer}", ".2f"))
-    with (
-        tempfile.TemporaryDirectory(prefix="srcrawl-bench-") as tmp,
-        TestWeb.generate(
-            hosts=hosts,
-            pages=pages,
-            seed=1,
-            latency_ms=latency_ms,
-            slow_seconds=2,
-            robots_failures=0,
-            crawl_delay=0,
-            large_bytes=200_000,
-            # every page is rendered before the crawl starts: rendering is the
-            # remote sites' CPU, which here would come out of the crawl's cores
-            prerender=True,
-        ) as web,
-    ):
-        # host 0 carries the special pages (timeouts, traps, huge pages):
-        # they measure robustness, not throughput, so the benchmark leaves it out
-        seeds = web.seed_urls[1:] if len(web.seed_urls) > 1 else web.seed_urls
-        ours: list[dict[int, Row]] = []
-        theirs: list[dict[int, Row]] = []
-        for r, order in enumerate(round_orders(slave_counts, rounds)):
-            step = f"round {r + 1}/{rounds}: " if rounds > 1 else ""
+    return result
 
-            def say(text: str, step: str = step) -> None:
-                progress(step + text)
 
-            ours.append({})
-            theirs.append({})
-            for n in order:
-                # a fresh store per run
-                ours[-1][n] = _crawl_once(cfg, Path(tmp) / f"{r}-{n}.db", seeds, n, threads,
-                                          depth, say)  # fmt: skip
-                if peer == "scrapy":
-                    theirs[-1][n] = _scrapy_once(seeds, n, threads, depth, say)
-    mine = {row.slaves: row for row in median_of_rounds(ours)}
-    peers = {row.slaves: row for row in median_of_rounds(theirs)} if peer else {}
+def _bench_web(hosts: int, pages: int, latency_ms: float) -> TestWeb:
+    """The synthetic web the benchmark crawls (a context manager that serves it)."""
+    return TestWeb.generate(
+        hosts=hosts,
+        pages=pages,
+        seed=1,
+        latency_ms=latency_ms,
+        slow_seconds=2,
+        robots_failures=0,
+        crawl_delay=0,
+        large_bytes=200_000,
+        # every page is rendered before the crawl starts: rendering is the
+        # remote sites' CPU, which here would come out of the crawl's cores
+        prerender=True,
+    )
+
+
+class _CrawlRuns:
+    """The runs of every round: ours and the peer's, per slave count."""
+
+    def __init__(
+        self, cfg: Config, *, threads: int, depth: int, peer: str | None, progress: Progress
+    ) -> None:
+        self.cfg, self.threads, self.depth, self.peer = cfg, threads, depth, peer
+        self.progress = progress
+        self.ours: list[dict[int, Row]] = []
+        self.theirs: list[dict[int, Row]] = []
+
+    def round(self, tmp: Path, seeds: list[str], r: int, rounds: int, order: list[int]) -> None:
+        """Round ``r``: one crawl per slave count in ``order``, each into a fresh store."""
+        step = f"round {r + 1}/{rounds}: " if rounds > 1 else ""
+
+        def say(text: str) -> None:
+            self.progress(step + text)
+
+        self.ours.append({})
+        self.theirs.append({})
+        for n in order:
+            self.ours[-1][n] = _crawl_once(self.cfg, tmp / f"{r}-{n}.db", seeds, n,
+                                           self.threads, self.depth, say)  # fmt: skip
+            if self.peer == "scrapy":
+                self.theirs[-1][n] = _scrapy_once(seeds, n, self.threads, self.depth, say)
+
+
+def _add_crawl_rows(
+    result: ScalingResult, runs: _CrawlRuns, slave_counts: list[int], rounds: int
+) -> None:
+    """Each count's median row, its peer's after it, and how the two compare."""
+    mine = {row.slaves: row for row in median_of_rounds(runs.ours)}
+    peers = {row.slaves: row for row in median_of_rounds(runs.theirs)} if runs.peer else {}
     for row in peers.values():  # the peer's own scaling is not what the column shows
         row.extra.pop("speedups", None)
         row.extra.pop("round_speedups", None)
@@ -177,7 +213,6 @@ def run_crawl_benchmark(
             result.rows.append(peer_row)
             if peer_row.throughput:
                 row.extra["vs_peer"] = row.throughput / peer_row.throughput
-    return result
 
 
 def _crawl_once(
