@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from srcrawl.benchmarks.scaling import check_outputs, parse_slave_counts, scaling_options
+from srcrawl.cli_options import fetches_option
 from srcrawl.config import Config
 from srcrawl.defaults import DEFAULT_PAGERANK_ITERATIONS
 from srcrawl.progress import ProgressLine
@@ -75,7 +76,7 @@ def bench_master(ctx: click.Context, urls: int, hosts: int) -> None:
 @click.option(
     "--hosts",
     # many small hosts: with one request in flight per host, 8 slaves × 4
-    # threads need ≥ 32 hosts with work until the end of every depth level
+    # fetches need ≥ 32 hosts with work until the end of every depth level
     default=257,
     show_default=True,
     type=click.IntRange(2),
@@ -91,13 +92,7 @@ def bench_master(ctx: click.Context, urls: int, hosts: int) -> None:
     type=click.FloatRange(0),
     help="Per-response latency (0: the machine's ceiling).",
 )
-@click.option(
-    "--threads",
-    default=4,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Fetch threads per slave.",
-)
+@fetches_option(4, "Fetches each slave keeps in flight (one thread drives them).")
 @click.option("--depth", default=8, show_default=True, type=click.IntRange(0))
 @click.option(
     "--peer",
@@ -114,7 +109,7 @@ def bench_crawl(
     hosts: int,
     pages: int,
     latency_ms: float,
-    threads: int,
+    fetches: int,
     depth: int,
     peer: str | None,
     json_path: str | None,
@@ -139,7 +134,7 @@ def bench_crawl(
             hosts=hosts,
             pages=pages,
             latency_ms=latency_ms,
-            threads=threads,
+            fetches=fetches,
             depth=depth,
             peer=peer,
             rounds=rounds,

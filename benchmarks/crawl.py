@@ -2,7 +2,7 @@
 
 Each slave count crawls the same synthetic web, served by another process
 on loopback with a fixed per-response latency, as a fresh job into a fresh
-SQLite store, with the same threads per slave: only the slave count changes.
+SQLite store, with the same fetches in flight per slave: only the slave count changes.
 Politeness is off (it is our own site), but there is still one request in
 flight per host, so the web has many hosts.
 
@@ -84,7 +84,7 @@ def run_crawl_benchmark(
     hosts: int,
     pages: int,
     latency_ms: float,
-    threads: int,
+    fetches: int,
     depth: int,
     peer: str | None = None,
     rounds: int = 1,
@@ -98,8 +98,8 @@ def run_crawl_benchmark(
     """
     if rounds < 1:
         raise ValueError("rounds must be positive")
-    result = _crawl_table(slave_counts, hosts, pages, latency_ms, threads, depth, peer, rounds)
-    runs = _CrawlRuns(cfg, threads=threads, depth=depth, peer=peer,
+    result = _crawl_table(slave_counts, hosts, pages, latency_ms, fetches, depth, peer, rounds)
+    runs = _CrawlRuns(cfg, fetches=fetches, depth=depth, peer=peer,
                       progress=progress or (lambda text: None))  # fmt: skip
     with (
         tempfile.TemporaryDirectory(prefix="srcrawl-bench-") as tmp,
@@ -115,14 +115,14 @@ def run_crawl_benchmark(
 
 
 def _crawl_table(
-    slave_counts: list[int], hosts: int, pages: int, latency_ms: float, threads: int,
+    slave_counts: list[int], hosts: int, pages: int, latency_ms: float, fetches: int,
     depth: int, peer: str | None, rounds: int,
 ) -> ScalingResult:  # fmt: skip
     """The empty table of a crawl benchmark: its title, parameters and columns."""
     result = ScalingResult(
         bench="crawl",
         title=f"crawl benchmark: {hosts - 1 if hosts > 1 else hosts} hosts crawled, "
-        f"latency {latency_ms:g} ms, {threads} threads per slave, depth {depth}",
+        f"latency {latency_ms:g} ms, {fetches} fetches in flight per slave, depth {depth}",
         unit="pages",
         per="page",
         parameters={
@@ -130,7 +130,7 @@ def _crawl_table(
             "hosts": hosts,
             "pages_per_host": pages,
             "latency_ms": latency_ms,
-            "threads": threads,
+            "threads": fetches,  # the key earlier results (docs/bench/*.json) use
             "depth": depth,
             "peer": peer,
             "rounds": rounds,
@@ -167,9 +167,9 @@ class _CrawlRuns:
     """The runs of every round: ours and the peer's, per slave count."""
 
     def __init__(
-        self, cfg: Config, *, threads: int, depth: int, peer: str | None, progress: Progress
+        self, cfg: Config, *, fetches: int, depth: int, peer: str | None, progress: Progress
     ) -> None:
-        self.cfg, self.threads, self.depth, self.peer = cfg, threads, depth, peer
+        self.cfg, self.fetches, self.depth, self.peer = cfg, fetches, depth, peer
         self.progress = progress
         self.ours: list[dict[int, Row]] = []
         self.theirs: list[dict[int, Row]] = []
@@ -185,9 +185,9 @@ class _CrawlRuns:
         self.theirs.append({})
         for n in order:
             self.ours[-1][n] = _crawl_once(self.cfg, tmp / f"{r}-{n}.db", seeds, n,
-                                           self.threads, self.depth, say)  # fmt: skip
+                                           self.fetches, self.depth, say)  # fmt: skip
             if self.peer == "scrapy":
-                self.theirs[-1][n] = _scrapy_once(seeds, n, self.threads, self.depth, say)
+                self.theirs[-1][n] = _scrapy_once(seeds, n, self.fetches, self.depth, say)
 
 
 def _add_crawl_rows(
@@ -216,7 +216,7 @@ def _add_crawl_rows(
 
 
 def _crawl_once(
-    cfg: Config, db: Path, seeds: list[str], n: int, threads: int, depth: int, say: Progress
+    cfg: Config, db: Path, seeds: list[str], n: int, fetches: int, depth: int, say: Progress
 ) -> Row:
     job_cfg = Config(
         redis_url=cfg.resolved_redis_url(),
@@ -247,7 +247,7 @@ def _crawl_once(
         cpu0 = _children_cpu()
         t0 = time.monotonic()
         final = run_local_crawl(
-            job_cfg, slaves=n, slave_args=["--threads", str(threads)], report=report
+            job_cfg, slaves=n, slave_args=["--fetches", str(fetches)], report=report
         )
         seconds = time.monotonic() - t0
         cpu = _children_cpu() - cpu0
@@ -269,11 +269,11 @@ def _crawl_once(
     )
 
 
-def _scrapy_once(seeds: list[str], n: int, threads: int, depth: int, say: Progress) -> Row:
+def _scrapy_once(seeds: list[str], n: int, fetches: int, depth: int, say: Progress) -> Row:
     from srcrawl.benchmarks.scrapy_peer import run_scrapy_peer
 
-    say(f"scrapy, {n * threads} concurrent requests …")
-    run = run_scrapy_peer(seeds, depth=depth, concurrency=n * threads, timeout=FETCH_TIMEOUT)
+    say(f"scrapy, {n * fetches} concurrent requests …")
+    run = run_scrapy_peer(seeds, depth=depth, concurrency=n * fetches, timeout=FETCH_TIMEOUT)
     return Row(
         slaves=n,
         items=run.pages,

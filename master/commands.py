@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from srcrawl.cli_options import fetches_option
 from srcrawl.defaults import (
     DEFAULT_BLOOM_ERROR_RATE,
     DEFAULT_DELAY,
@@ -201,13 +202,14 @@ def master_start(
 @click.argument("seeds", nargs=-1)
 @crawl_options
 @click.option("--slaves", default=4, show_default=True, help="Local slave processes.")
-@click.option("--threads", default=DEFAULT_FETCH_THREADS, show_default=True, type=click.IntRange(1),
-              help="Fetch threads per slave.")  # fmt: skip
+@fetches_option(
+    DEFAULT_FETCH_THREADS, "Fetches each slave keeps in flight (one thread drives them)."
+)
 @click.option("--parser", type=click.Choice(["lxml", "bs4"]), default="lxml", show_default=True)
 @click.option("--resume", is_flag=True, help="Continue the job's interrupted crawl.")
 @click.pass_context
 def crawl_command(
-    ctx: click.Context, seeds: tuple[str, ...], slaves: int, threads: int, parser: str,
+    ctx: click.Context, seeds: tuple[str, ...], slaves: int, fetches: int, parser: str,
     resume: bool, **opts: Any,
 ) -> None:  # fmt: skip
     """Crawl from SEEDS with a master and --slaves local slaves until done."""
@@ -237,7 +239,7 @@ def crawl_command(
         final = run_local_crawl(
             cfg,
             slaves=slaves,
-            slave_args=["--threads", str(threads), "--parser", parser],
+            slave_args=["--fetches", str(fetches), "--parser", parser],
             report=watch.report,
         )
     except KeyboardInterrupt as e:  # SIGINT or SIGTERM: every child has been stopped

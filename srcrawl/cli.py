@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 import click
 
 from srcrawl import __version__
+from srcrawl.cli_options import fetches_option
 from srcrawl.config import Config
 from srcrawl.defaults import (
     DEFAULT_FETCH_THREADS,
@@ -158,8 +159,7 @@ def slave() -> None:
     show_default=True,
     help="Comma-separated phases this slave serves.",
 )
-@click.option("--threads", default=DEFAULT_FETCH_THREADS, show_default=True, type=click.IntRange(1),
-              help="Fetches in flight at once (crawl phase).")  # fmt: skip
+@fetches_option(DEFAULT_FETCH_THREADS, "Fetches in flight at once, one thread drives them (crawl).")
 @click.option(
     "--parser",
     type=click.Choice(["lxml", "bs4"]),
@@ -177,7 +177,7 @@ def slave() -> None:
 )
 @click.pass_context
 def slave_start(
-    ctx: click.Context, phases: str, threads: int, parser: str, burst: bool, heartbeat_ttl: float
+    ctx: click.Context, phases: str, fetches: int, parser: str, burst: bool, heartbeat_ttl: float
 ) -> None:
     """Serve srq tasks of the given phases until stopped (SIGTERM finishes the batch)."""
     from srcrawl.slave.phases import build_handlers, parse_phases
@@ -185,7 +185,7 @@ def slave_start(
 
     cfg = config_of(ctx)
     cfg.check()
-    handlers = build_handlers(cfg, parse_phases(phases), threads=threads, parser=parser)
+    handlers = build_handlers(cfg, parse_phases(phases), threads=fetches, parser=parser)
     worker = Slave(
         cfg,
         handlers,
