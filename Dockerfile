@@ -9,6 +9,7 @@ COPY queues ./queues
 COPY pagerank ./pagerank
 COPY indexer ./indexer
 COPY sql ./sql
+COPY benchmarks ./benchmarks
 RUN pip install --no-cache-dir . && useradd --create-home srcrawl
 USER srcrawl
 WORKDIR /home/srcrawl

@@ -1,4 +1,4 @@
-"""Command line of the index phase and search: `index`, `search`, `bench index|search`."""
+"""Command line of the index phase and search: `index`, `search`."""
 
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ from srcrawl.defaults import (
     DEFAULT_SEARCH_TOP,
 )
 from srcrawl.indexer.tokenizer import ENV_USER_DICT
-from srcrawl.progress import ProgressLine
-from srcrawl.scaling import check_outputs, parse_slave_counts, scaling_options
 
 if TYPE_CHECKING:
     from srcrawl.indexer.master import IndexReport
@@ -149,77 +147,3 @@ def search_command(
     for note in result.notes:
         click.echo(f"note: {note}")
     click.echo(found if result.hits else f"no results ({result.elapsed_ms:.1f} ms)")
-
-
-@click.command("index")
-@click.option(
-    "--pages",
-    type=click.IntRange(10, 10_000_000),
-    default=5000,
-    show_default=True,
-    help="Generated pages (Chinese and English, ~2 KB of text each).",
-)
-@click.option("--seed", default=1, show_default=True, help="Corpus seed.")
-@scaling_options(default_slaves="1,2,4", throughput="pages/s", rounds=True)
-@click.pass_context
-def bench_index(
-    ctx: click.Context,
-    pages: int,
-    slaves_text: str,
-    seed: int,
-    rounds: int,
-    json_path: str | None,
-    plot_path: str | None,
-) -> None:
-    """Raw jieba vs the index phase with 1, 2, 4 slaves on the same generated pages."""
-    from srcrawl.indexer.benchmark import run_index_benchmark
-
-    slaves = parse_slave_counts(slaves_text)
-    check_outputs(json_path=json_path, plot_path=plot_path)
-    cfg = _config(ctx)
-    cfg.check()
-    line = ProgressLine()
-    try:
-        result = run_index_benchmark(
-            cfg,
-            pages=pages,
-            slaves=slaves,
-            seed=seed,
-            rounds=rounds,
-            say=line.say,
-            progress=line.update,
-        )
-    finally:
-        line.done()
-    result.save(json_path=json_path, plot_path=plot_path)
-    click.echo(result.render())
-
-
-@click.command("search")
-@click.option(
-    "--pages",
-    type=click.IntRange(10, 10_000_000),
-    default=50_000,
-    show_default=True,
-    help="Generated and indexed pages (built once, then reused).",
-)
-@click.option("--queries", type=click.IntRange(1, 100_000), default=100, show_default=True)
-@click.option(
-    "--slaves",
-    type=click.IntRange(1, 64),
-    default=2,
-    show_default=True,
-    help="Slaves that build the index when it is not there yet.",
-)
-@click.option("--seed", default=1, show_default=True, help="Corpus and query seed.")
-@click.pass_context
-def bench_search(ctx: click.Context, pages: int, queries: int, slaves: int, seed: int) -> None:
-    """Search latency p50/p95 over known-item queries, BM25 alone and blended with PageRank."""
-    from srcrawl.indexer.benchmark import run_search_benchmark
-
-    cfg = _config(ctx)
-    result = run_search_benchmark(
-        cfg, pages=pages, queries=queries, slaves=slaves, seed=seed,
-        say=lambda s: click.echo(s, err=True),
-    )  # fmt: skip
-    click.echo(result.render())

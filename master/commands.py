@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from srcrawl.cli_options import fetches_option
 from srcrawl.config import Config
 from srcrawl.defaults import (
     DEFAULT_BLOOM_ERROR_RATE,
@@ -30,7 +31,6 @@ from srcrawl.defaults import (
 from srcrawl.errors import ConfigError
 from srcrawl.master.strategy import QUEUE_POLICIES, CrawlStrategy
 from srcrawl.progress import ProgressLine
-from srcrawl.scaling import check_outputs, parse_slave_counts, scaling_options
 from srcrawl.useragent import ENV_USER_AGENT, contact_warning
 
 HOST_ERRORS_SHOWN = 10
@@ -197,13 +197,14 @@ def master_start(
 @click.argument("seeds", nargs=-1)
 @crawl_options
 @click.option("--slaves", default=4, show_default=True, help="Local slave processes.")
-@click.option("--threads", default=DEFAULT_FETCH_THREADS, show_default=True, type=click.IntRange(1),
-              help="Fetch threads per slave.")  # fmt: skip
+@fetches_option(
+    DEFAULT_FETCH_THREADS, "Fetches each slave keeps in flight (one thread drives them)."
+)
 @click.option("--parser", type=click.Choice(["lxml", "bs4"]), default="lxml", show_default=True)
 @click.option("--resume", is_flag=True, help="Continue the job's interrupted crawl.")
 @click.pass_context
 def crawl_command(
-    ctx: click.Context, seeds: tuple[str, ...], slaves: int, threads: int, parser: str,
+    ctx: click.Context, seeds: tuple[str, ...], slaves: int, fetches: int, parser: str,
     resume: bool, **opts: Any,
 ) -> None:  # fmt: skip
     """Crawl from SEEDS with a master and --slaves local slaves until done."""
@@ -232,7 +233,7 @@ def crawl_command(
     watch = _CrawlWatch(cfg, line)
     try:
         final = run_local_crawl(
-            cfg, slaves=slaves, threads=threads, parser=parser, report=watch.report
+            cfg, slaves=slaves, threads=fetches, parser=parser, report=watch.report
         )
     except KeyboardInterrupt as e:  # SIGINT or SIGTERM: every child has been stopped
         line.say(f"srcrawl: interrupted; `srcrawl --job {cfg.job} crawl --resume` continues")
@@ -353,95 +354,3 @@ def export_links(ctx: click.Context) -> None:
     out = sys.stdout
     for src, dst in store.iter_link_urls():
         out.write(f"{src}\t{dst}\n")
-
-
-@click.command("master")
-@click.option("--urls", default=1_000_000, show_default=True, type=click.IntRange(1),
-              help="Links in the stream.")  # fmt: skip
-@click.option("--hosts", default=20, show_default=True, type=click.IntRange(1))
-@click.pass_context
-def bench_master(ctx: click.Context, urls: int, hosts: int) -> None:
-    """URLs/s through the master: canonicalize + scope + seen test, then with Redis commits."""
-    from srcrawl.master.benchmark import run_master_benchmark
-
-    click.echo(run_master_benchmark(_config(ctx), urls=urls, hosts=hosts).render())
-
-
-@click.command("crawl")
-@click.option(
-    "--hosts",
-    # many small hosts: with one request in flight per host, 8 slaves × 4
-    # threads need ≥ 32 hosts with work until the end of every depth level
-    default=257,
-    show_default=True,
-    type=click.IntRange(2),
-    help="Hosts of the synthetic web (host 0, the special pages, is not crawled).",
-)
-@click.option(
-    "--pages", default=20, show_default=True, type=click.IntRange(1), help="Pages per host."
-)
-@click.option(
-    "--latency-ms",
-    default=200.0,
-    show_default=True,
-    type=click.FloatRange(0),
-    help="Per-response latency (0: the machine's ceiling).",
-)
-@click.option(
-    "--threads",
-    default=4,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Fetch threads per slave.",
-)
-@click.option("--depth", default=8, show_default=True, type=click.IntRange(0))
-@click.option(
-    "--peer",
-    type=click.Choice(["scrapy"]),
-    default=None,
-    help="Also crawl the same web with a plain Scrapy spider at the same concurrency.",
-)
-@scaling_options(default_slaves="1,2,4,8", throughput="pages/s", rounds=True)
-@click.pass_context
-def bench_crawl(
-    ctx: click.Context,
-    slaves_text: str,
-    rounds: int,
-    hosts: int,
-    pages: int,
-    latency_ms: float,
-    threads: int,
-    depth: int,
-    peer: str | None,
-    json_path: str | None,
-    plot_path: str | None,
-) -> None:
-    """Pages/s crawling the synthetic web with 1, 2, 4 … slaves (politeness off: our own site)."""
-    from srcrawl.master.crawl_benchmark import run_crawl_benchmark
-
-    counts = parse_slave_counts(slaves_text)
-    check_outputs(json_path=json_path, plot_path=plot_path)
-    if peer == "scrapy":
-        from srcrawl.master.scrapy_peer import require_scrapy
-
-        require_scrapy()
-    cfg = _config(ctx)
-    cfg.check()
-    line = ProgressLine()
-    try:
-        result = run_crawl_benchmark(
-            cfg,
-            slave_counts=counts,
-            hosts=hosts,
-            pages=pages,
-            latency_ms=latency_ms,
-            threads=threads,
-            depth=depth,
-            peer=peer,
-            rounds=rounds,
-            progress=line.update,
-        )
-    finally:
-        line.done()
-    result.save(json_path=json_path, plot_path=plot_path)
-    click.echo(result.render())

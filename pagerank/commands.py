@@ -1,4 +1,4 @@
-"""Command line of PageRank: ``pagerank``, ``export ranks``, ``bench pagerank``.
+"""Command line of PageRank: ``pagerank``, ``export ranks``.
 
 Heavy imports (numpy, the master) happen inside the commands, so the CLI
 starts fast for every other command.
@@ -18,8 +18,6 @@ from srcrawl.defaults import (
     DEFAULT_PAGERANK_SLAVES,
     DEFAULT_PAGERANK_TOL,
 )
-from srcrawl.progress import ProgressLine
-from srcrawl.scaling import check_outputs, parse_slave_counts, scaling_options
 
 if TYPE_CHECKING:
     from srcrawl.pagerank.master import RankResult
@@ -109,50 +107,3 @@ def export_ranks(ctx: click.Context, limit: int | None) -> None:
     out = sys.stdout
     for url, score in store.top_ranks(limit):
         out.write(f"{url}\t{score!r}\n")
-
-
-@click.command("pagerank")
-@click.option("--nodes", type=click.IntRange(min=2), default=1_000_000, show_default=True)
-@click.option("--edges", type=click.IntRange(min=0), default=10_000_000, show_default=True)
-@click.option(
-    "--iterations",
-    type=click.IntRange(min=1),
-    default=DEFAULT_PAGERANK_ITERATIONS,
-    show_default=True,
-)
-@click.option("--seed", default=1, show_default=True, help="Seed of the graph generator.")
-@scaling_options(default_slaves="1,2,4", throughput="iterations/s")
-@click.pass_context
-def bench_pagerank(
-    ctx: click.Context,
-    nodes: int,
-    edges: int,
-    slaves_text: str,
-    iterations: int,
-    seed: int,
-    json_path: str | None,
-    plot_path: str | None,
-) -> None:
-    """Seconds per iteration per slave count on a synthetic power-law web, beside scipy."""
-    from srcrawl.pagerank.benchmark import run_pagerank_benchmark
-
-    counts = parse_slave_counts(slaves_text)
-    check_outputs(json_path=json_path, plot_path=plot_path)
-    cfg = _config(ctx)
-    cfg.check()
-    line = ProgressLine()
-    try:
-        result = run_pagerank_benchmark(
-            cfg,
-            nodes=nodes,
-            edges=edges,
-            slave_counts=counts,
-            iterations=iterations,
-            seed=seed,
-            echo=line.say,
-            progress=line.update,
-        )
-    finally:
-        line.done()
-    result.save(json_path=json_path, plot_path=plot_path)
-    click.echo(result.render())

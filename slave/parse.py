@@ -65,19 +65,10 @@ _FOLLOWED_LINK_RELS = frozenset({"next", "alternate"})
 
 # WHATWG strips leading and trailing C0 controls and spaces from URLs.
 _C0_SPACE = "".join(chr(i) for i in range(33))
-# The href shapes the fast resolver joins itself; anything else takes urljoin.
+# The shapes LinkResolver joins itself; anything else takes urljoin.
 _PORT = r"(?::(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?"
 _HOST = r"[A-Za-z0-9.\-]+" + _PORT
 _CHARS = r"[A-Za-z0-9\-._~!$&'()*+,=:@/?%]*"
-_FAST_HREF = re.compile(
-    rf"(?P<absolute>https?://{_HOST}(?:[/?]{_CHARS})?)"
-    rf"|(?P<network>//{_HOST}(?:[/?]{_CHARS})?)"
-    rf"|(?P<root>/(?!/){_CHARS})"
-    rf"|(?P<query>\?{_CHARS})"
-    # a first segment without ":" (that would be a scheme)
-    rf"|(?P<relative>[A-Za-z0-9\-._~!$&'()*+,=@%]+(?:[/?]{_CHARS})?)"
-)
-# The same shapes for resolve_all, which has tested the characters already.
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
 _ABSOLUTE = re.compile(rf"https?://{_HOST}(?:[/?]|\Z)")
 _NETWORK_PATH = re.compile(rf"//{_HOST}(?:[/?]|\Z)")
@@ -121,10 +112,11 @@ class LinkResolver:
     (and a valid port), when ``urljoin`` rejects the href, for a
     same-document ``#fragment``, and for an href with an empty authority
     (``http://``, ``//``, ``http:///x``), which ``urljoin`` would read as the
-    base URL itself. Simple absolute, scheme-relative,
-    root-relative, query-only and relative hrefs (leading ``./`` and ``../``
-    included) are joined by string operations, because ``urljoin`` costs
-    several microseconds a link; every other shape goes through ``urljoin``.
+    base URL itself. Simple absolute, scheme-relative, root-relative,
+    query-only and relative hrefs (leading ``./`` and ``../`` included) are
+    joined by a few string tests each (:meth:`_join`), because ``urljoin``
+    costs several microseconds a link; every other shape goes through
+    ``urljoin``. :meth:`resolve_all` does the same for a whole page.
     """
 
     __slots__ = ("_base", "_dir", "_origin", "_parents", "_query_base", "_scheme")
@@ -155,106 +147,32 @@ class LinkResolver:
     def resolve_all(self, hrefs: list[str]) -> list[str]:
         """The resolved links of ``hrefs``, in order, without None and duplicates.
 
-        Equals :meth:`resolve` applied to each href. The shapes that make up
-        most links are decided here by a few string tests each (a regular
-        expression only for hosts and schemes), because this loop runs for
-        every link of every page; whatever they do not cover takes
-        :meth:`resolve`.
+        Equals :meth:`resolve` applied to each href and joins by the same
+        :meth:`_join`. This loop runs for every link of every page, so it
+        tests for the characters urljoin treats specially once for the whole
+        page, and makes :func:`_joinable`'s test inline: calls are what costs here.
         """
         out: dict[str, None] = {}
-        base_dir = self._dir
-        if not base_dir:  # an unusual base: every href takes the careful way
-            for original in dict.fromkeys(hrefs):
-                url = self.resolve(original)
-                if url is not None:
-                    out[url] = None
-            return list(out)
-        origin, parents, query_base = self._origin, self._parents, self._query_base
-        top = len(parents) - 1
         unique = dict.fromkeys(hrefs)
-        # urljoin removes tabs and newlines anywhere and may drop ";"
-        # parameters. One test for the whole page instead of one per href:
-        # calls are what costs here.
-        joined = "".join(unique)
-        plain = not ("\t" in joined or "\n" in joined or "\r" in joined or ";" in joined)
+        page_plain = _without_odd_characters("".join(unique))
+        join, resolve = self._join, self.resolve
         for original in unique:
+            href = original
             if "#" in original:
                 cut = original.find("#")
                 if cut == 0:
                     continue  # same-document reference
                 href = original[:cut]
-            else:
-                href = original
-            # urljoin strips C0 controls and spaces from either end and drops
-            # an empty query ("a?"): such hrefs take the careful way too.
+            last = href[-1:]
             if (
-                href
+                last > " "
+                and last != "?"
                 and href[0] > " "
-                and href[-1] > " "
-                and href[-1] != "?"
-                and (plain or not ("\t" in href or "\n" in href or "\r" in href or ";" in href))
+                and (page_plain or _without_odd_characters(href))
             ):
-                first = href[0]
-                if first == "/":
-                    if href[1:2] != "/":
-                        if "/." not in href:
-                            out[origin + href] = None
-                            continue
-                        path, sep, query = href.partition("?")
-                        if "//" not in path:
-                            out[origin + _root_dots(path) + sep + query] = None
-                            continue
-                    elif _NETWORK_PATH.match(href):
-                        out[self._scheme + ":" + href] = None
-                        continue
-                elif first == "?":
-                    out[query_base + href] = None
-                    continue
-                elif first == ".":
-                    # Leading "./" and "../" segments, the usual dot segments of a link.
-                    start = up = 0
-                    end = len(href)
-                    while start < end and href[start] == ".":
-                        if href.startswith("./", start):
-                            start += 2
-                        elif href.startswith("../", start):
-                            start += 3
-                            up += 1
-                        else:
-                            break  # "." or ".." as the last segment, or ".name"
-                    else:
-                        rest = href[start:]
-                        if (
-                            rest[:1] != "/"
-                            and "/." not in rest
-                            and "//" not in rest
-                            and ":" not in rest
-                        ):
-                            out[(parents[up] if up < top else parents[top]) + rest] = None
-                            continue
-                elif ":" in href:
-                    scheme = _SCHEME.match(href)
-                    if scheme is not None:
-                        name = scheme.group(1).lower()
-                        if name != "http" and name != "https":
-                            continue  # mailto:, javascript:, data:, tel:, ftp: ...
-                        if _ABSOLUTE.match(href):
-                            out[href] = None
-                            continue
-                        if scheme.group(1) != name:
-                            # "HTTP://": urljoin lowers the scheme when it is the
-                            # base's, and returns any other URL as it is
-                            lowered = name + href[len(name) :]
-                            if _ABSOLUTE.match(lowered):
-                                out[lowered if name == self._scheme else href] = None
-                                continue
-                    elif "/." not in href and "//" not in href:
-                        out[base_dir + href] = None  # a ":" later in a relative path
-                        continue
-                elif "/." not in href and "//" not in href:
-                    out[base_dir + href] = None
-                    continue
-            url = self.resolve(original)
+                url = join(href)
+            else:
+                url = resolve(original)  # spaces or controls to strip first, or empty
             if url is not None:
                 out[url] = None
         return list(out)
@@ -269,41 +187,77 @@ class LinkResolver:
             href = href[:cut]
         elif not href:
             return None  # the page itself
-        m = _FAST_HREF.fullmatch(href)
-        if m is None or href[-1] == "?":
-            return self._slow(href)  # urljoin drops an empty query: let it decide
-        kind = m.lastgroup
-        if kind == "absolute":
-            return href
-        if kind == "network":
-            return self._scheme + ":" + href if self._scheme else self._slow(href)
-        if kind == "root":
-            return self._origin + href if self._origin and "/." not in href else self._slow(href)
-        if kind == "query":
+        return self._join(href) if _joinable(href) else self._slow(href)
+
+    def _join(self, href: str) -> str | None:
+        """:meth:`resolve` of a :func:`_joinable` href: by its shape, else by urljoin.
+
+        The shapes most links have (``/path``, ``name``) are joined right here.
+        """
+        first = href[0]
+        if first == "/":
+            if href[1:2] == "/":
+                return self._join_network_path(href)
+            if self._origin and "/." not in href:
+                return self._origin + href
+            return self._join_root_dots(href)
+        if first == "?":
             return self._query_base + href if self._query_base else self._slow(href)
-        if not self._dir:
-            return self._slow(href)
-        # Leading "./" and "../" segments, the usual dot segments of a link.
+        if first == ".":
+            return self._join_dots(href)
+        if ":" in href:
+            if _ABSOLUTE.match(href):
+                return href  # an absolute http(s) link, as most with a ":" are
+            scheme = _SCHEME.match(href)
+            if scheme is not None:
+                return self._join_scheme(href, scheme.group(1))
+        if self._dir and "/." not in href and "//" not in href:
+            return self._dir + href  # a relative path (a ":" may come after its scheme-less start)
+        return self._slow(href)  # dot or empty segments inside, or an unusual base
+
+    def _join_network_path(self, href: str) -> str | None:
+        """A scheme-relative href: ``//host/path``."""
+        if self._scheme and _NETWORK_PATH.match(href):
+            return self._scheme + ":" + href
+        return self._slow(href)
+
+    def _join_root_dots(self, href: str) -> str | None:
+        """A root-relative href with dot segments: ``/a/../b``."""
+        path, sep, query = href.partition("?")
+        if self._origin and "//" not in path:
+            return self._origin + _root_dots(path) + sep + query
+        return self._slow(href)
+
+    def _join_dots(self, href: str) -> str | None:
+        """Leading ``./`` and ``../`` segments, the usual dot segments of a link."""
         start = up = 0
-        while href[start] == ".":
+        end = len(href)
+        while start < end and href[start] == ".":
             if href.startswith("./", start):
                 start += 2
             elif href.startswith("../", start):
                 start += 3
                 up += 1
             else:
-                return self._slow(href)  # "." or ".." as the last segment
-            if start == len(href):
-                break
+                return self._slow(href)  # "." or ".." as the last segment, or ".name"
         rest = href[start:]
-        if (
-            rest[:1] == "/"
-            or "/." in rest
-            or "//" in rest
-            or (start and ":" in rest.split("/", 1)[0].split("?", 1)[0])
-        ):
+        parents = self._parents
+        if not parents or rest[:1] == "/" or "/." in rest or "//" in rest or ":" in rest:
             return self._slow(href)  # empty or dot segments inside, or a scheme
-        return self._parents[min(up, len(self._parents) - 1)] + rest
+        return parents[min(up, len(parents) - 1)] + rest
+
+    def _join_scheme(self, href: str, scheme: str) -> str | None:
+        """An href that starts with a scheme, not a plain absolute http(s) URL."""
+        name = scheme.lower()
+        if name != "http" and name != "https":
+            return None  # mailto:, javascript:, data:, tel:, ftp: ...
+        if scheme != name and self._scheme:
+            # "HTTP://": urljoin lowers the scheme when it is the base's, and
+            # returns any other URL as it is
+            lowered = name + href[len(name) :]
+            if _ABSOLUTE.match(lowered):
+                return lowered if name == self._scheme else href
+        return self._slow(href)
 
     def _slow(self, href: str) -> str | None:
         try:
@@ -318,6 +272,19 @@ class LinkResolver:
             return None
         cut = url.find("#")
         return url if cut < 0 else url[:cut]
+
+
+def _without_odd_characters(text: str) -> bool:
+    """No tab, newline or ``;``: urljoin removes the first anywhere and may drop ``;`` params."""
+    return not ("\t" in text or "\n" in text or "\r" in text or ";" in text)
+
+
+def _joinable(href: str) -> bool:
+    """Whether :meth:`LinkResolver._join` may take ``href`` (no fragment, the first
+    character past the space): urljoin strips spaces and controls at the end and
+    drops an empty query (``a?``)."""
+    last = href[-1]
+    return last > " " and last != "?" and _without_odd_characters(href)
 
 
 def _root_dots(path: str) -> str:
@@ -542,6 +509,55 @@ def _parse_lxml(html: str, base_url: str, utf8: bytes | None = None) -> ParsedPa
 # --- BeautifulSoup ------------------------------------------------------------
 
 
+class _Bs4Walk:
+    """Where the walk of :func:`_bs4_walk` is: the open elements and the text so far."""
+
+    __slots__ = ("builder", "hidden", "inert", "open_tags", "parts")
+
+    def __init__(self, builder: _PageBuilder) -> None:
+        self.builder = builder
+        self.parts: list[str] = []
+        self.open_tags: list[Tag] = []  # the ancestors of the current node
+        self.hidden: Tag | None = None  # the invisible element being walked through
+        self.inert: Tag | None = None  # the <template> being walked through
+
+    def close_up_to(self, parent: Tag | None) -> None:
+        """Leave the elements the walk has come out of, up to ``parent``."""
+        open_tags = self.open_tags
+        while open_tags and open_tags[-1] is not parent:
+            closed = open_tags.pop()
+            if closed is self.inert:
+                self.inert = None
+            if closed is self.hidden:
+                self.hidden = None
+            elif self.hidden is None and closed.name in _BLOCKS:
+                self.parts.append(" ")
+
+    def enter(self, tag: Tag) -> None:
+        """Enter an element: read it if it bears links, start hiding or spacing its text."""
+        self.open_tags.append(tag)
+        name = tag.name
+        if self.inert is None:
+            if name == "template":
+                self.inert = tag
+            elif name == "title":
+                if self.builder.title is None:
+                    self.builder.title = tag.get_text()
+            elif name in _SCAN:
+                self.builder.element(name, _bs4_getter(tag))
+        if self.hidden is None:
+            if name in _INVISIBLE:
+                self.hidden = tag
+            elif name in _BLOCKS:
+                self.parts.append(" ")
+
+    def text(self) -> str:
+        """The text of the finished walk, closing the elements still open."""
+        if self.hidden is None:
+            self.parts.extend(" " for tag in self.open_tags if tag.name in _BLOCKS)
+        return "".join(self.parts)
+
+
 def _bs4_walk(soup: BeautifulSoup, builder: _PageBuilder) -> str:
     """Feed the link-bearing elements to ``builder`` and return the visible text.
 
@@ -550,42 +566,16 @@ def _bs4_walk(soup: BeautifulSoup, builder: _PageBuilder) -> str:
     proportional to the nesting depth per change, which a hostile page turns
     into minutes.
     """
-    parts: list[str] = []
-    open_tags: list[Tag] = []  # the ancestors of the current node
-    hidden: Tag | None = None  # the invisible element being walked through
-    inert: Tag | None = None  # the <template> being walked through
+    walk = _Bs4Walk(builder)
+    open_tags, parts = walk.open_tags, walk.parts
     for node in soup.descendants:
-        parent = node.parent
-        while open_tags and open_tags[-1] is not parent:
-            closed = open_tags.pop()
-            if closed is inert:
-                inert = None
-            if closed is hidden:
-                hidden = None
-            elif hidden is None and closed.name in _BLOCKS:
-                parts.append(" ")
+        if open_tags and open_tags[-1] is not node.parent:
+            walk.close_up_to(node.parent)
         if isinstance(node, Tag):
-            open_tags.append(node)
-            name = node.name
-            if inert is None:
-                if name == "template":
-                    inert = node
-                elif name in _SCAN:
-                    if name == "title":
-                        if builder.title is None:
-                            builder.title = node.get_text()
-                    else:
-                        builder.element(name, _bs4_getter(node))
-            if hidden is None:
-                if name in _INVISIBLE:
-                    hidden = node
-                elif name in _BLOCKS:
-                    parts.append(" ")
-        elif hidden is None and not isinstance(node, PreformattedString):
+            walk.enter(node)
+        elif walk.hidden is None and not isinstance(node, PreformattedString):
             parts.append(node)  # type: ignore[arg-type]
-    if hidden is None:
-        parts.extend(" " for tag in open_tags if tag.name in _BLOCKS)
-    return "".join(parts)
+    return walk.text()
 
 
 def _bs4_getter(tag: Tag):  # type: ignore[no-untyped-def]

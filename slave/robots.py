@@ -29,7 +29,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from urllib.parse import urlsplit
 
 import redis
 import xxhash
@@ -50,23 +49,6 @@ from srcrawl.useragent import product_token
 _RULES = b"R"
 _ALLOW_ALL = b"A"
 _DEFER = b"D"
-
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def origin_of(url: str) -> str:
-    """The origin ``scheme://host:port`` of an http(s) URL, port always explicit.
-
-    Raises ValueError for a URL that is not http(s) or has no host.
-    """
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS or not parts.hostname:
-        raise ValueError(f"no http(s) origin in {url!r}")
-    host = parts.hostname  # lower-cased, IPv6 brackets removed
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{scheme}://{host}:{parts.port or _DEFAULT_PORTS[scheme]}"
 
 
 def robots_url(origin: str) -> str:

@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 import click
 
 from srcrawl import __version__
+from srcrawl.cli_options import fetches_option
 from srcrawl.config import Config
 from srcrawl.defaults import DEFAULT_FETCH_THREADS, DEFAULT_HEARTBEAT_TTL
 from srcrawl.errors import SrcrawlError
@@ -154,8 +155,7 @@ def slave() -> None:
     show_default=True,
     help="Comma-separated phases this slave serves.",
 )
-@click.option("--threads", default=DEFAULT_FETCH_THREADS, show_default=True, type=click.IntRange(1),
-              help="Fetches in flight at once (crawl phase).")  # fmt: skip
+@fetches_option(DEFAULT_FETCH_THREADS, "Fetches in flight at once, one thread drives them (crawl).")
 @click.option(
     "--parser",
     type=click.Choice(["lxml", "bs4"]),
@@ -173,7 +173,7 @@ def slave() -> None:
 )
 @click.pass_context
 def slave_start(
-    ctx: click.Context, phases: str, threads: int, parser: str, burst: bool, heartbeat_ttl: float
+    ctx: click.Context, phases: str, fetches: int, parser: str, burst: bool, heartbeat_ttl: float
 ) -> None:
     """Serve srq tasks of the given phases until stopped (SIGTERM finishes the batch)."""
     from srcrawl.child import serve
@@ -182,50 +182,9 @@ def slave_start(
 
     cfg = config_of(ctx)
     cfg.check()
-    role = SlaveRole(phases=tuple(parse_phases(phases)), threads=threads, parser=parser,
+    role = SlaveRole(phases=tuple(parse_phases(phases)), threads=fetches, parser=parser,
                      burst=burst, heartbeat_ttl=heartbeat_ttl)  # fmt: skip
     serve(cfg, role, announce=lambda line: click.echo(line, err=True))
-
-
-@cli.group()
-def bench() -> None:
-    """Throughput benchmarks (see docs/BENCHMARKS.md)."""
-
-
-@bench.command("queue")
-@click.option("--messages", default=100_000, show_default=True, type=click.IntRange(1),
-              help="Messages to push and pop.")  # fmt: skip
-@click.option("--batch", default=1000, show_default=True, type=click.IntRange(1),
-              help="Messages per pop/ack round trip.")  # fmt: skip
-@click.option("--size", default=64, show_default=True, type=click.IntRange(1),
-              help="Bytes per message.")  # fmt: skip
-@click.pass_context
-def bench_queue(ctx: click.Context, messages: int, batch: int, size: int) -> None:
-    """Push, reliably pop and ack small messages through the protocol."""
-    from srcrawl.queues.benchmark import run_queue_benchmark
-
-    cfg = config_of(ctx)
-    result = run_queue_benchmark(cfg.redis(), messages=messages, batch=batch, size=size)
-    click.echo(result.render())
-
-
-@bench.command("parse")
-@click.option(
-    "--pages", default=2000, show_default=True, type=click.IntRange(1), help="Pages for lxml."
-)
-@click.option(
-    "--bs4-pages", default=100, show_default=True, type=click.IntRange(0),
-    help="Pages for BeautifulSoup (0: skip it).",
-)  # fmt: skip
-@click.option(
-    "--size-kb", default=30, show_default=True, type=click.IntRange(1, 10_000),
-    help="Size of the generated page.",
-)  # fmt: skip
-def bench_parse(pages: int, bs4_pages: int, size_kb: int) -> None:
-    """Pages/s of charset decoding and of each HTML parser, in this one process."""
-    from srcrawl.slave.benchmark import run_parse_benchmark
-
-    click.echo(run_parse_benchmark(pages=pages, bs4_pages=bs4_pages, size_kb=size_kb).render())
 
 
 @cli.command()
@@ -244,8 +203,6 @@ def demo(ctx: click.Context, slaves: int) -> None:
 
 def _register_phase_commands() -> None:
     from srcrawl.master.commands import (
-        bench_crawl,
-        bench_master,
         crawl_command,
         export_links,
         export_pages,
@@ -262,27 +219,23 @@ def _register_phase_commands() -> None:
         cli.add_command(export)
     export.add_command(export_pages)
     export.add_command(export_links)
-    bench.add_command(bench_master)
-    bench.add_command(bench_crawl)
 
 
 _register_phase_commands()
 
 
 def _register_index_commands() -> None:
-    from srcrawl.indexer.commands import bench_index, bench_search, index_command, search_command
+    from srcrawl.indexer.commands import index_command, search_command
 
     cli.add_command(index_command)
     cli.add_command(search_command)
-    bench.add_command(bench_index)
-    bench.add_command(bench_search)
 
 
 _register_index_commands()
 
 
 def _register_pagerank_commands() -> None:
-    from srcrawl.pagerank.commands import bench_pagerank, export_ranks, pagerank_command
+    from srcrawl.pagerank.commands import export_ranks, pagerank_command
 
     cli.add_command(pagerank_command)
     export = cli.commands.get("export")
@@ -290,10 +243,18 @@ def _register_pagerank_commands() -> None:
         export = click.Group("export", help="Print what the store holds.")
         cli.add_command(export)
     export.add_command(export_ranks)
-    bench.add_command(bench_pagerank)
 
 
 _register_pagerank_commands()
+
+
+def _register_bench_commands() -> None:
+    from srcrawl.benchmarks.commands import bench
+
+    cli.add_command(bench)
+
+
+_register_bench_commands()
 
 
 def _register_testweb_commands() -> None:

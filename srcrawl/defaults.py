@@ -31,9 +31,6 @@ DEFAULT_MASTER_LEASE_TTL = 15.0
 """Seconds a phase master's lease lives unrenewed; a master silent this long loses the phase to
 a successor, and every commit it tries after that is refused (``queues/lease.py``)."""
 
-DEFAULT_POP_BATCH = 100
-"""Messages moved from a queue per round trip by a consumer."""
-
 DEFAULT_BLOCK_TIMEOUT = 0.25
 """Seconds a consumer blocks on an empty queue before it looks at its stop flag (how long a
 stopped slave may take to leave; an idle slave costs Redis one call per this)."""

@@ -7,12 +7,15 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
+import click
 import pytest
 import redis
 
 from srcrawl import __version__
+from srcrawl.defaults import DEFAULT_FETCH_THREADS
 from srcrawl.keys import Keys
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import Worker
@@ -155,6 +158,9 @@ def test_a_seed_without_a_scheme_is_shown_with_one(tmp_path, redis_url, seed) ->
     [
         (["crawl", "http://127.0.0.1:1/", "--threads", "0"], "--threads"),
         (["slave", "start", "--threads", "0"], "--threads"),
+        (["crawl", "http://127.0.0.1:1/", "--fetches", "0"], "--fetches"),
+        (["slave", "start", "--fetches", "0"], "--fetches"),
+        (["bench", "crawl", "--threads", "0"], "--threads"),
         (["slave", "start", "--heartbeat-ttl", "0"], "--heartbeat-ttl"),
         (["crawl", "http://127.0.0.1:1/", "--max-pages-per-host", "-1"], "--max-pages-per-host"),
         (["master", "start", "--max-pages-per-host", "-5"], "--max-pages-per-host"),
@@ -167,6 +173,48 @@ def test_a_nonsense_count_is_refused_with_one_line(tmp_path, redis_url, args, op
     r = run(args, tmp_path, {"SRCRAWL_REDIS_URL": redis_url}, stdin=subprocess.DEVNULL)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert r.stderr.startswith("srcrawl: ") and option in r.stderr
+
+
+def parsed_params(args: list[str]) -> dict:
+    """The parameters ``srcrawl ARGS`` would call its command with (nothing runs)."""
+    from srcrawl.cli import cli
+
+    ctx = cli.make_context("srcrawl", list(args))
+    command: click.Command = cli
+    while isinstance(command, click.Group):
+        with warnings.catch_warnings():  # protected_args: deprecated, still where click puts it
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pending = [*ctx.protected_args, *ctx.args]
+        name, command, rest = command.resolve_command(ctx, pending)
+        ctx = command.make_context(name, rest, parent=ctx)
+    return ctx.params
+
+
+FETCHES_COMMANDS = [
+    (["crawl", "http://127.0.0.1:1/"], DEFAULT_FETCH_THREADS),
+    (["slave", "start"], DEFAULT_FETCH_THREADS),
+    (["bench", "crawl"], 4),
+]
+
+
+@pytest.mark.parametrize(("command", "default"), FETCHES_COMMANDS)
+def test_fetches_in_flight_is_also_given_by_its_old_name_threads(command, default) -> None:
+    assert parsed_params(command)["fetches"] == default
+    assert parsed_params([*command, "--fetches", "7"])["fetches"] == 7
+    assert parsed_params([*command, "--threads", "9"])["fetches"] == 9
+    assert "threads" not in parsed_params([*command, "--threads", "9"])
+    # both given: the new name wins, in either order
+    assert parsed_params([*command, "--threads", "9", "--fetches", "7"])["fetches"] == 7
+    assert parsed_params([*command, "--fetches", "7", "--threads", "9"])["fetches"] == 7
+
+
+@pytest.mark.parametrize(("command", "default"), FETCHES_COMMANDS)
+def test_the_help_names_fetches_in_flight_not_threads(tmp_path, command, default) -> None:
+    r = run([*command[:2], "--help"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())  # the help wraps its lines
+    assert "--fetches" in text and "in flight" in text and f"[default: {default};" in text
+    assert "--threads" not in text
 
 
 def test_resume_without_a_crawl_is_refused(tmp_path, redis_url) -> None:

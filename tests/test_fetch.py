@@ -62,90 +62,112 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_GET(self) -> None:  # one branch per misbehaviour
+    def do_GET(self) -> None:
         path = self.path
         Handler.hits[path] += 1
         Handler.peers.append(self.client_address)
-        if path == "/ok":
-            self.send(200, PAGE, "text/html; charset=utf-8", X_Custom="Yes")
-        elif path == "/no-type":
-            self.send(200, b"plain bytes", None)
+        plain = PLAIN.get(path)
+        if plain is not None:
+            status, body, ctype, headers = plain
+            self.send(status, body, ctype, **headers)
         elif path.startswith("/status/"):
             self.send(int(path.rsplit("/", 1)[1]), b"status page")
-        elif path == "/exact":
-            self.send(200, b"x" * CAP)
-        elif path == "/big":
-            self.send(200, b"<p>" + b"a" * (BIG - 3))
-        elif path == "/chunked-big":
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            chunk = b"b" * 65536
-            try:
-                for _ in range(BIG // len(chunk)):
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                self.wfile.write(b"0\r\n\r\n")
-            except OSError:
-                pass  # the client stopped reading at its cap
-        elif path == "/truncated":
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", "1000")
-            self.end_headers()
-            self.wfile.write(b"<p>only part" + b"." * 88)
-            self.close_connection = True
-        elif path == "/garbage":
-            self.wfile.write(b"\x00\x01\xffNOT HTTP AT ALL\r\n\r\n")
-            self.close_connection = True
-        elif path == "/hangup":
-            self.close_connection = True  # closes without answering
-        elif path == "/binary":
-            self.send(200, os.urandom(50_000), "text/html")
-        elif path == "/slow":
-            time.sleep(1.5)
-            self.send(200, PAGE)
-        elif path == "/drip":
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", "100")
-            self.end_headers()
-            try:
-                for _ in range(40):
-                    self.wfile.write(b"d")
-                    self.wfile.flush()
-                    time.sleep(0.1)
-            except OSError:
-                pass
-            self.close_connection = True
-        elif path == "/then-close":  # keep-alive promised, then the server hangs up
-            self.send(200, PAGE)
-            self.close_connection = True
-        elif path == "/set-cookie":
-            self.send(200, PAGE, "text/html", Set_Cookie="session=abc; Path=/")
-        elif path == "/echo-cookie":
-            self.send(200, self.headers.get("Cookie", "").encode(), "text/plain")
-        elif path == "/redirect":
-            self.send(302, b"", Location="/ok?from=redirect")
-        elif path == "/redirect-abs":
-            self.send(301, b"moved", Location="http://127.0.0.2:9/elsewhere")
-        elif path == "/redirect-bad":
-            self.send(302, b"", Location="http://[::1/broken")
-        elif path == "/redirect-ftp":
-            self.send(302, b"", Location="ftp://127.0.0.1/file")
-        elif path == "/redirect-huge":
-            self.send(302, BOMB, "text/html", Content_Encoding="gzip", Location="/ok")
-        elif path == "/redirect-none":
-            self.send(302, b"")
-        elif path == "/gzip":
-            self.send(200, gzip.compress(PAGE), "text/html", Content_Encoding="gzip")
-        elif path == "/gzip-bomb":
-            self.send(200, BOMB, "text/html", Content_Encoding="gzip")
-        elif path == "/gzip-bad":
-            self.send(200, b"\x1f\x8b\x08\x00garbage, not deflate", "text/html",
-                      Content_Encoding="gzip")  # fmt: skip
-        else:
-            self.send(404, b"no such page")
+        else:  # one method per misbehaviour
+            getattr(self, MISBEHAVIOURS.get(path, "not_found"))()
+
+    def not_found(self) -> None:
+        self.send(404, b"no such page")
+
+    def chunked_big(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        chunk = b"b" * 65536
+        try:
+            for _ in range(BIG // len(chunk)):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass  # the client stopped reading at its cap
+
+    def truncated(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", "1000")
+        self.end_headers()
+        self.wfile.write(b"<p>only part" + b"." * 88)
+        self.close_connection = True
+
+    def garbage(self) -> None:
+        self.wfile.write(b"\x00\x01\xffNOT HTTP AT ALL\r\n\r\n")
+        self.close_connection = True
+
+    def hangup(self) -> None:
+        self.close_connection = True  # closes without answering
+
+    def binary(self) -> None:
+        self.send(200, os.urandom(50_000), "text/html")
+
+    def slow(self) -> None:
+        time.sleep(1.5)
+        self.send(200, PAGE)
+
+    def drip(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", "100")
+        self.end_headers()
+        try:
+            for _ in range(40):
+                self.wfile.write(b"d")
+                self.wfile.flush()
+                time.sleep(0.1)
+        except OSError:
+            pass
+        self.close_connection = True
+
+    def then_close(self) -> None:  # keep-alive promised, then the server hangs up
+        self.send(200, PAGE)
+        self.close_connection = True
+
+    def echo_cookie(self) -> None:
+        self.send(200, self.headers.get("Cookie", "").encode(), "text/plain")
+
+    def gzip_page(self) -> None:
+        self.send(200, gzip.compress(PAGE), "text/html", Content_Encoding="gzip")
+
+
+GZIP_GARBAGE = b"\x1f\x8b\x08\x00garbage, not deflate"
+# path → (status, body, Content-Type, headers): the pages that are one plain response
+PLAIN: dict[str, tuple[int, bytes, str | None, dict[str, str]]] = {
+    "/ok": (200, PAGE, "text/html; charset=utf-8", {"X_Custom": "Yes"}),
+    "/no-type": (200, b"plain bytes", None, {}),
+    "/exact": (200, b"x" * CAP, "text/html", {}),
+    "/big": (200, b"<p>" + b"a" * (BIG - 3), "text/html", {}),
+    "/set-cookie": (200, PAGE, "text/html", {"Set_Cookie": "session=abc; Path=/"}),
+    "/redirect": (302, b"", "text/html", {"Location": "/ok?from=redirect"}),
+    "/redirect-abs": (301, b"moved", "text/html", {"Location": "http://127.0.0.2:9/elsewhere"}),
+    "/redirect-bad": (302, b"", "text/html", {"Location": "http://[::1/broken"}),
+    "/redirect-ftp": (302, b"", "text/html", {"Location": "ftp://127.0.0.1/file"}),
+    "/redirect-huge": (302, BOMB, "text/html", {"Content_Encoding": "gzip", "Location": "/ok"}),
+    "/redirect-none": (302, b"", "text/html", {}),
+    "/gzip-bomb": (200, BOMB, "text/html", {"Content_Encoding": "gzip"}),
+    "/gzip-bad": (200, GZIP_GARBAGE, "text/html", {"Content_Encoding": "gzip"}),
+}
+# path → the Handler method that misbehaves so
+MISBEHAVIOURS = {
+    "/chunked-big": "chunked_big",
+    "/truncated": "truncated",
+    "/garbage": "garbage",
+    "/hangup": "hangup",
+    "/binary": "binary",
+    "/slow": "slow",
+    "/drip": "drip",
+    "/then-close": "then_close",
+    "/echo-cookie": "echo_cookie",
+    "/gzip": "gzip_page",
+}
 
 
 class Server(ThreadingHTTPServer):

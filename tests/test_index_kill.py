@@ -83,7 +83,12 @@ def test_killing_a_slave_mid_batch_loses_and_doubles_nothing(
     assert report.requeued >= 1  # the reaper returned the victim's task
     assert report.indexed == PAGES and report.failed == 0
     assert q.srq.pending("victim-1") == []
+    assert_every_page_indexed_once(store, urls)
+    cfg.close()
 
+
+def assert_every_page_indexed_once(store, urls: list[str]) -> None:
+    """The postings, document frequencies and stats of exactly one indexing of ``urls``."""
     vocab = {t for i in range(PAGES) for t in expected_terms(i)}
     names = {term_fingerprint(t): t for t in vocab}
     with store.transaction() as cur:
@@ -101,4 +106,3 @@ def test_killing_a_slave_mid_batch_loses_and_doubles_nothing(
     shared = {t: PAGES for t in expected_terms(0) if not t.startswith("page")}
     assert df == {**shared, **{f"page{i}": 1 for i in range(PAGES)}}
     assert store.index_stats() == (PAGES, PAGES * (7 * REPEAT + 1))
-    cfg.close()

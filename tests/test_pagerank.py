@@ -605,6 +605,22 @@ def _publish_cycle(client, keys: Keys, version: int) -> tuple[list, np.ndarray]:
     return shards, np.array([0.1, 0.1, 0.25, 0.0]) + 0.1375
 
 
+def _claim_and_check(handler, task, shards, expected, redis_client, keys) -> int:
+    """One task of iteration 1 of version 5: the shard it claimed, its delta and piece checked."""
+    old = np.array([0.4, 0.3, 0.2, 0.1])
+    [answer] = handler.handle([task])
+    done = ShardDone.from_message(decode(answer))
+    s = shards[done.shard]
+    assert redis_client.get(keys.rank_piece(5, 2, s.index)) is None  # not before flush
+    handler.flush()
+    span = slice(s.lo, s.hi)
+    assert done.delta == pytest.approx(np.abs(expected[span] - old[span]).sum(), rel=1e-15)
+    piece = np.frombuffer(redis_client.get(keys.rank_piece(5, 2, s.index)), dtype="<f8")
+    np.testing.assert_allclose(piece, expected[span], rtol=1e-15)
+    assert redis_client.ttl(keys.rank_piece(5, 2, s.index)) > 0
+    return s.index
+
+
 def test_a_task_claims_a_shard_and_writes_its_piece_while_the_iteration_is_open(
     redis_url, redis_client, keys, tmp_path, monkeypatch
 ) -> None:
@@ -614,22 +630,10 @@ def test_a_task_claims_a_shard_and_writes_its_piece_while_the_iteration_is_open(
     monkeypatch.setattr("srcrawl.pagerank.slave.DEFAULT_PAGERANK_STEAL_AFTER", 0.0)
     cfg = sqlite_cfg(redis_url, keys, tmp_path)
     shards, expected = _publish_cycle(redis_client, keys, 5)
-    old = np.array([0.4, 0.3, 0.2, 0.1])
     handler = RankHandler(cfg)
     task = MapTask(5, 1).encode()
-    claimed = []
-    for _ in shards:
-        [answer] = handler.handle([task])
-        done = ShardDone.from_message(decode(answer))
-        s = shards[done.shard]
-        claimed.append(s.index)
-        assert redis_client.get(keys.rank_piece(5, 2, s.index)) is None  # not before flush
-        handler.flush()
-        span = slice(s.lo, s.hi)
-        assert done.delta == pytest.approx(np.abs(expected[span] - old[span]).sum(), rel=1e-15)
-        piece = np.frombuffer(redis_client.get(keys.rank_piece(5, 2, s.index)), dtype="<f8")
-        np.testing.assert_allclose(piece, expected[span], rtol=1e-15)
-        assert redis_client.ttl(keys.rank_piece(5, 2, s.index)) > 0
+    claimed = [_claim_and_check(handler, task, shards, expected, redis_client, keys)
+               for _ in shards]  # fmt: skip
     assert sorted(claimed) == [0, 1] and handler.stats()["pieces_read"] == 2
     assert handler.handle([task]) == []  # every shard of the iteration is taken
     # a shard offered again (its slave died) is computed again: the same bytes

@@ -8,8 +8,8 @@ import subprocess
 import numpy as np
 import pytest
 
+from srcrawl.benchmarks.pagerank import run_pagerank_benchmark, synthetic_web
 from srcrawl.config import Config
-from srcrawl.pagerank.benchmark import run_pagerank_benchmark, synthetic_web
 from srcrawl.pagerank.errors import PageRankError
 from srcrawl.sql.store import Page
 

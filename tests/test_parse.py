@@ -13,7 +13,7 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 
-from srcrawl.slave.benchmark import BENCH_BASE_URL, make_page
+from srcrawl.benchmarks.parse import BENCH_BASE_URL, make_page
 from srcrawl.slave.decode import decode_html, utf8_source
 from srcrawl.slave.parse import LinkResolver, ParsedPage, parse_html
 

@@ -16,7 +16,7 @@ from srcrawl.master.strategy import CrawlStrategy, publish
 from srcrawl.queues.envelope import Message, decode
 from srcrawl.slave.crawl import CrawlHandler
 from srcrawl.slave.fetch import Fetcher
-from srcrawl.slave.robots import RobotsCache, origin_of
+from srcrawl.slave.robots import RobotsCache
 from srcrawl.urls import host_of
 
 UA = "srcrawl-test/1.0 (+loopback)"
@@ -281,25 +281,6 @@ def test_a_foreign_value_is_a_miss(make_cache, redis_client, keys) -> None:
     redis_client.set(keys.robots("http://127.0.0.1:2"), b"?what")
     cache = make_cache()
     assert cache.lookup("http://127.0.0.1:1") is None and cache.lookup("http://127.0.0.1:2") is None
-
-
-@pytest.mark.parametrize(
-    ("url", "origin"),
-    [
-        ("http://Example.TEST/a?b", "http://example.test:80"),
-        ("https://h.test/x", "https://h.test:443"),
-        ("http://127.0.0.2:8080/robots.txt", "http://127.0.0.2:8080"),
-        ("HTTP://[::1]:81/", "http://[::1]:81"),
-    ],
-)
-def test_origin_of(url: str, origin: str) -> None:
-    assert origin_of(url) == origin
-
-
-@pytest.mark.parametrize("url", ["ftp://h.test/", "mailto:a@b", "http:///x", "/relative"])
-def test_origin_of_rejects_non_http(url: str) -> None:
-    with pytest.raises(ValueError):
-        origin_of(url)
 
 
 def test_the_crawl_handler_fetches_robots_txt_on_its_multi_handle(

@@ -1,4 +1,4 @@
-"""Throughput against slave count (srcrawl.scaling): speedup, table, JSON, plot, progress."""
+"""Throughput against slave count (benchmarks/scaling.py): speedup, table, JSON, plot, progress."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ import sys
 
 import pytest
 
-from srcrawl.errors import ConfigError
-from srcrawl.progress import ProgressLine
-from srcrawl.scaling import (
+from srcrawl.benchmarks.scaling import (
     Column,
     Row,
     ScalingResult,
@@ -22,6 +20,8 @@ from srcrawl.scaling import (
     parse_slave_counts,
     round_orders,
 )
+from srcrawl.errors import ConfigError
+from srcrawl.progress import ProgressLine
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

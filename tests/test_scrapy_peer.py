@@ -7,7 +7,7 @@ import itertools
 from collections import defaultdict
 from urllib.parse import urlsplit
 
-from srcrawl.master.scrapy_peer import run_scrapy_peer
+from srcrawl.benchmarks.scrapy_peer import run_scrapy_peer
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.expected import expected_crawl
 from srcrawl.testweb.urls import canonical

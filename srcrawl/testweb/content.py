@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass
 
 from srcrawl.testweb import words
-from srcrawl.testweb.model import Host, Page, Web
+from srcrawl.testweb.model import Host, Link, Page, Web
 from srcrawl.testweb.specials import TRUNCATED_MISSING_BYTES
 from srcrawl.testweb.urls import target_of
 
@@ -123,9 +123,30 @@ def _attr(value: str) -> str:
 def _html(rng: random.Random, page: Page) -> str:
     """Every HTML page but the few malformed ones: head, links by kind, text, planted terms."""
     zh = words.TRADITIONAL if page.encoding == "big5" else words.CHINESE
-    encoded = page.encoding != "utf-8"
     title = _title(rng, zh)
-    head = [f"<title>{html.escape(title)}</title>"]
+    head = [f"<title>{html.escape(title)}</title>", *_head_meta(page)]
+    links = _Links(rng, zh)
+    for link in page.links:
+        links.add(link, head)
+    for href in page.dropped:
+        links.nav.append(f'<li><a href="{_attr(href)}">{_anchor(rng, zh)}</a></li>')
+    body = [f"<h1>{html.escape(title)}</h1>"]
+    if links.nav:
+        body.append("<nav><ul>" + "".join(links.nav) + "</ul></nav>")
+    if links.areas:
+        body.append('<map name="m">' + "".join(links.areas) + '</map><img alt="map" usemap="#m">')
+    body.extend(links.frames)
+    body.extend(f"<p>{p}</p>" for p in _text(rng, page, zh))
+    lang = "zh-Hant" if page.encoding == "big5" else "zh-CN"
+    return (
+        f'<!DOCTYPE html>\n<html lang="{lang}"><head>{"".join(head)}</head>\n'
+        f"<body>{''.join(body)}</body></html>\n"
+    )
+
+
+def _head_meta(page: Page) -> list[str]:
+    """The head's charset, robots and base elements, after the title."""
+    head = []
     if page.charset_in == "meta":
         if page.encoding == "big5":
             head.append(
@@ -139,28 +160,42 @@ def _html(rng: random.Random, page: Page) -> str:
         head.append('<meta name="robots" content="nofollow">')
     if page.base_href:
         head.append(f'<base href="{_attr(page.base_href)}">')
-    nav: list[str] = []
-    areas: list[str] = []
-    frames: list[str] = []
-    nofollows = 0
-    for link in page.links:
+    return head
+
+
+class _Links:
+    """A page's links written as their kind asks: in the head, a map, frames, the nav list."""
+
+    def __init__(self, rng: random.Random, zh: tuple[str, ...] | list[str]) -> None:
+        self.rng, self.zh = rng, zh
+        self.nav: list[str] = []
+        self.areas: list[str] = []
+        self.frames: list[str] = []
+        self.nofollows = 0
+
+    def add(self, link: Link, head: list[str]) -> None:
         href = _attr(link.href)
         if link.kind == "next":
             head.append(f'<link rel="next" href="{href}">')
         elif link.kind == "area":
-            coords = f"0,0,{10 + len(areas)},10"
-            alt = _anchor(rng, zh)
-            areas.append(f'<area shape="rect" coords="{coords}" href="{href}" alt="{alt}">')
+            coords = f"0,0,{10 + len(self.areas)},10"
+            alt = _anchor(self.rng, self.zh)
+            self.areas.append(f'<area shape="rect" coords="{coords}" href="{href}" alt="{alt}">')
         elif link.kind == "iframe":
-            frames.append(f'<iframe src="{href}" title="inner"></iframe>')
+            self.frames.append(f'<iframe src="{href}" title="inner"></iframe>')
         elif link.nofollow:
-            rel = "nofollow" if nofollows % 2 == 0 else "noopener nofollow"
-            nofollows += 1
-            nav.append(f'<li><a rel="{rel}" href="{href}">{_anchor(rng, zh)}</a></li>')
+            rel = "nofollow" if self.nofollows % 2 == 0 else "noopener nofollow"
+            self.nofollows += 1
+            self.nav.append(
+                f'<li><a rel="{rel}" href="{href}">{_anchor(self.rng, self.zh)}</a></li>'
+            )
         else:
-            nav.append(f'<li><a href="{href}">{_anchor(rng, zh)}</a></li>')
-    for href in page.dropped:
-        nav.append(f'<li><a href="{_attr(href)}">{_anchor(rng, zh)}</a></li>')
+            self.nav.append(f'<li><a href="{href}">{_anchor(self.rng, self.zh)}</a></li>')
+
+
+def _text(rng: random.Random, page: Page, zh: tuple[str, ...] | list[str]) -> list[str]:
+    """The paragraphs of a page, its planted terms in one of them."""
+    encoded = page.encoding != "utf-8"
     paragraphs = _paragraphs(rng, 12 if encoded else rng.randint(3, 6), zh, 0.9 if encoded else 0.4)
     if page.terms:
         en, zh_term = page.terms
@@ -170,18 +205,7 @@ def _html(rng: random.Random, page: Page) -> str:
             if page.encoding != "big5"
             else f" Keyword {en}. 關鍵詞「{zh_term}」。"
         )
-    body = [f"<h1>{html.escape(title)}</h1>"]
-    if nav:
-        body.append("<nav><ul>" + "".join(nav) + "</ul></nav>")
-    if areas:
-        body.append('<map name="m">' + "".join(areas) + '</map><img alt="map" usemap="#m">')
-    body.extend(frames)
-    body.extend(f"<p>{p}</p>" for p in paragraphs)
-    lang = "zh-Hant" if page.encoding == "big5" else "zh-CN"
-    return (
-        f'<!DOCTYPE html>\n<html lang="{lang}"><head>{"".join(head)}</head>\n'
-        f"<body>{''.join(body)}</body></html>\n"
-    )
+    return paragraphs
 
 
 def _frameset(page: Page) -> str:

@@ -131,21 +131,31 @@ def href_for(source: str, target: str, style: str) -> str:
     if style == "dots":
         return f"/x/../.{t.path}{query}"
     if style == "reorder":
-        params = t.query.split("&")
-        if len(params) > 1:
-            return f"{t.path}?{'&'.join(reversed(params))}"
-        return f"{t.path}{query}"
+        return _reordered(t.path, t.query)
     if style == "rel":
-        source_dir = s.path if s.path.endswith("/") else posixpath.dirname(s.path)
-        rel = posixpath.relpath(t.path, source_dir)
-        if t.path.endswith("/") and rel != ".":
-            rel += "/"
-        if rel == ".":
-            rel = "./"
-        elif not rel.startswith(".."):
-            rel = "./" + rel
-        return rel + query
+        return _relative(s.path, t.path) + query
     return t.path + query
+
+
+def _reordered(path: str, query: str) -> str:
+    """``path`` with its query parameters in reverse order (canonicalizing sorts them)."""
+    params = query.split("&")
+    if len(params) > 1:
+        return f"{path}?{'&'.join(reversed(params))}"
+    return f"{path}?{query}" if query else path
+
+
+def _relative(source_path: str, target_path: str) -> str:
+    """``target_path`` relative to the directory of ``source_path``, ``./`` or ``../`` first."""
+    source_dir = source_path if source_path.endswith("/") else posixpath.dirname(source_path)
+    rel = posixpath.relpath(target_path, source_dir)
+    if target_path.endswith("/") and rel != ".":
+        rel += "/"
+    if rel == ".":
+        rel = "./"
+    elif not rel.startswith(".."):
+        rel = "./" + rel
+    return rel
 
 
 def _cum_weights(n: int) -> list[float]:
@@ -175,10 +185,7 @@ def generate(
     """
     if host_name is not None and addresses:
         raise TestWebError("a host name needs one port per host, not one address per host")
-    if pages < 1:
-        raise TestWebError("each host needs at least one page")
-    if crawl_delay < 0 or robots_failures < 0 or slow_seconds < 0 or large_bytes < 0:
-        raise TestWebError("crawl delay, robots failures, slow seconds and size must be >= 0")
+    _check_sizes(pages, crawl_delay, robots_failures, slow_seconds, large_bytes)
     endpoints = loopback_endpoints(hosts, port_base, ports=ports, addresses=addresses,
                                    address=address)  # fmt: skip
     host_list = [
@@ -193,40 +200,14 @@ def generate(
     ]
     rng = random.Random(seed)
     terms = words.TermPool(rng)
-    out: dict[str, Page] = {}
     regular = [[h.origin + regular_path(n) for n in range(pages)] for h in host_list]
-    links: dict[str, list[Link]] = {url: [] for urls in regular for url in urls}
-
-    def link(source: str, target: str) -> None:
-        href = href_for(source, target, rng.choice(HREF_STYLES))
-        links[source].append(Link(target=target, href=href))
-
-    # A random recursive tree: every page is reachable from its host's root.
-    for urls in regular:
-        for n in range(1, pages):
-            link(urls[rng.randrange(n)], urls[n])
-    # Power-law extra links.
-    page_weights = _cum_weights(pages)
-    host_weights = _cum_weights(len(host_list))
-    host_ranks = rng.sample(range(len(host_list)), len(host_list))
-    page_ranks = [rng.sample(range(pages), pages) for _ in host_list]
-    for hi, urls in enumerate(regular):
-        for url in urls:
-            seen = {url, *(ln.target for ln in links[url])}
-            for _ in range(rng.randint(2, 10)):
-                th = hi
-                if len(host_list) > 1 and rng.random() < CROSS_HOST_SHARE:
-                    th = rng.choices(host_ranks, cum_weights=host_weights)[0]
-                target = regular[th][rng.choices(page_ranks[th], cum_weights=page_weights)[0]]
-                if target not in seen:
-                    seen.add(target)
-                    link(url, target)
+    links = _regular_links(regular, pages, rng)
+    out: dict[str, Page] = {}
     for urls in regular:
         for url in urls:
             out[url] = Page(
                 url=url, template="regular", links=tuple(links[url]), terms=terms.pair()
             )
-
     for i, h in enumerate(host_list):
         _add_host_pages(out, h, host_list, regular[i], terms, rng)
     special_pages, names = specials.build(host_list, regular[0], terms)
@@ -239,6 +220,50 @@ def generate(
         large_bytes=large_bytes,
         seed=seed,
     )
+
+
+def _check_sizes(
+    pages: int, crawl_delay: float, robots_failures: int, slow_seconds: float, large_bytes: int
+) -> None:
+    if pages < 1:
+        raise TestWebError("each host needs at least one page")
+    if crawl_delay < 0 or robots_failures < 0 or slow_seconds < 0 or large_bytes < 0:
+        raise TestWebError("crawl delay, robots failures, slow seconds and size must be >= 0")
+
+
+def _regular_links(
+    regular: list[list[str]], pages: int, rng: random.Random
+) -> dict[str, list[Link]]:
+    """The links of every regular page (``regular``: each host's page URLs).
+
+    A random recursive tree makes every page reachable from its host's root;
+    then each page links to 2–10 targets drawn by the power law.
+    """
+    links: dict[str, list[Link]] = {url: [] for urls in regular for url in urls}
+
+    def link(source: str, target: str) -> None:
+        href = href_for(source, target, rng.choice(HREF_STYLES))
+        links[source].append(Link(target=target, href=href))
+
+    for urls in regular:
+        for n in range(1, pages):
+            link(urls[rng.randrange(n)], urls[n])
+    page_weights = _cum_weights(pages)
+    host_weights = _cum_weights(len(regular))
+    host_ranks = rng.sample(range(len(regular)), len(regular))
+    page_ranks = [rng.sample(range(pages), pages) for _ in regular]
+    for hi, urls in enumerate(regular):
+        for url in urls:
+            seen = {url, *(ln.target for ln in links[url])}
+            for _ in range(rng.randint(2, 10)):
+                th = hi
+                if len(regular) > 1 and rng.random() < CROSS_HOST_SHARE:
+                    th = rng.choices(host_ranks, cum_weights=host_weights)[0]
+                target = regular[th][rng.choices(page_ranks[th], cum_weights=page_weights)[0]]
+                if target not in seen:
+                    seen.add(target)
+                    link(url, target)
+    return links
 
 
 def _add_host_pages(

@@ -82,14 +82,7 @@ class HostileWeb:
                 pass  # the client gave up: that is the point of most of these
 
     def _respond(self, conn: socket.socket, path: str, seen: int) -> None:
-        if path == "/":
-            links = "".join(f'<a href="/{p}.html">{p}</a> ' for p in self.pages)
-            conn.sendall(_page(links))
-        elif path == "/robots.txt":
-            conn.sendall(
-                b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-            )
-        elif path == "/drip.html":
+        if path == "/drip.html":
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 600\r\n"
                          b"Connection: close\r\n\r\n<html><body>drip drip")  # fmt: skip
             for _ in range(600):
@@ -99,21 +92,26 @@ class HostileWeb:
         elif path == "/headers.html":
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n")
             self._stop.wait(60)
-        elif path == "/short.html":
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5000\r\n"
-                         b"Connection: close\r\n\r\n<html><body>short " + b"y" * 982)  # fmt: skip
-        elif path == "/flaky.html" and seen == 1:
-            conn.sendall(_page("busy", "503 Service Unavailable", "Retry-After: 1\r\n"))
-        elif path == "/flaky.html":
-            conn.sendall(_page('flaky but fine <a href="/flaky-child.html">child</a>'))
-        elif path == "/heavy.html":
-            conn.sendall(self._heavy)
         elif path == "/slow.html":
             time.sleep(self.slow)
             conn.sendall(_page("slow but fine"))
-        elif path.endswith(".html"):
-            conn.sendall(_page(f"page {path}"))
         else:
-            conn.sendall(
-                b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-            )
+            conn.sendall(self._whole_response(path, seen))
+
+    def _whole_response(self, path: str, seen: int) -> bytes:
+        """The responses sent at once; ``seen``: the how-many-th request of ``path`` this is."""
+        if path == "/":
+            return _page("".join(f'<a href="/{p}.html">{p}</a> ' for p in self.pages))
+        if path == "/short.html":
+            return (b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5000\r\n"
+                    b"Connection: close\r\n\r\n<html><body>short " + b"y" * 982)  # fmt: skip
+        if path == "/flaky.html" and seen == 1:
+            return _page("busy", "503 Service Unavailable", "Retry-After: 1\r\n")
+        if path == "/flaky.html":
+            return _page('flaky but fine <a href="/flaky-child.html">child</a>')
+        if path == "/heavy.html":
+            return self._heavy
+        if path.endswith(".html"):
+            return _page(f"page {path}")
+        # /robots.txt among them: everything is allowed
+        return b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"

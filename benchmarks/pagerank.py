@@ -14,15 +14,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from srcrawl.benchmarks.scaling import Column, Row, ScalingResult
 from srcrawl.config import Config
 from srcrawl.local import LocalSlaves
 from srcrawl.pagerank.errors import PageRankError
 from srcrawl.pagerank.graph import Graph, GraphBuilder, distinct_sorted, load_graph
 from srcrawl.pagerank.job import rank_graph
-from srcrawl.pagerank.master import PHASE, RankParams
+from srcrawl.pagerank.master import PHASE, RankParams, RankResult
 from srcrawl.queues.workers import workers
 from srcrawl.runner import PhaseRun
-from srcrawl.scaling import Column, Row, ScalingResult
 from srcrawl.sql.store import Page, Store
 from srcrawl.testweb.loadgen import process_cpu_seconds
 
@@ -186,6 +186,45 @@ def run_pagerank_benchmark(
             f"the store holds {held} pages; the benchmark writes its own web into an empty "
             "store (use --home or --db-url to point at a scratch one)"
         )
+    graph, steps = _stored_graph(store, nodes, edges, seed, echo)
+    params = RankParams(iterations=iterations)
+    scipy_run = ScipyBaseline(graph)
+    baseline_cpu0 = time.process_time()
+    baseline_ranks, baseline = scipy_run.run(params)
+    baseline_cpu = time.process_time() - baseline_cpu0
+    base = sum(baseline) / len(baseline)
+    echo(f"scipy baseline {base:.4f} s/iteration")
+    parameters = {"nodes": nodes, "edges": edges, "slaves": list(slave_counts),
+                  "iterations": iterations, "seed": seed}  # fmt: skip
+    result = _pagerank_table(graph, steps, len(baseline), parameters)
+    result.rows.append(
+        Row(
+            None,
+            len(baseline),
+            sum(baseline),
+            baseline_cpu,
+            label="scipy",
+            extra=_iteration_columns(baseline, base),
+        )
+    )
+    for count in slave_counts:
+        run, cpu = _rank_with_slaves(cfg, graph, params, count, progress)
+        row = _slaves_row(count, run, cpu, base, baseline_ranks)
+        result.rows.append(row)
+        echo(
+            f"{count} slaves: {row.extra['s_per_iteration']:.4f} s/iteration"
+            + (f" after a {run.load.seconds:.3f} s shard load" if run.load else "")
+        )
+    return result
+
+
+def _stored_graph(
+    store: Store, nodes: int, edges: int, seed: int, echo: Callable[[str], None]
+) -> tuple[Graph, tuple[float, float, float]]:
+    """The synthetic web generated, written to the store and loaded back as a graph.
+
+    Also the seconds of the three steps: generate, store write, graph load.
+    """
     t0 = time.perf_counter()
     web = synthetic_web(nodes, edges, seed=seed)
     t1 = time.perf_counter()
@@ -196,35 +235,64 @@ def run_pagerank_benchmark(
     graph = load_graph(store)
     t3 = time.perf_counter()
     echo(f"graph load {t3 - t2:.2f} s")
-    params = RankParams(iterations=iterations)
-    scipy_run = ScipyBaseline(graph)
-    baseline_cpu0 = time.process_time()
-    baseline_ranks, baseline = scipy_run.run(params)
-    baseline_cpu = time.process_time() - baseline_cpu0
-    base = sum(baseline) / len(baseline)
-    echo(f"scipy baseline {base:.4f} s/iteration")
+    return graph, (t1 - t0, t2 - t1, t3 - t2)
+
+
+def _rank_with_slaves(
+    cfg: Config, graph: Graph, params: RankParams, count: int, progress: Callable[[str], None]
+) -> tuple[RankResult, float | None]:
+    """Rank ``graph`` with ``count`` local slaves; the run and the CPU seconds it took."""
+    with PhaseRun(cfg, "pagerank", count) as phase_run:
+        slaves = phase_run.slaves if count > 0 else None
+        _wait_for_slaves(cfg, count)
+        cpu0 = _cpu_of(slaves)
+
+        def line(text: str) -> None:
+            if text.startswith("iteration"):
+                progress(f"{count} slave(s): {text}")
+
+        run = rank_graph(cfg, graph, params, slaves=slaves, echo=line)
+        cpu1 = _cpu_of(slaves)
+    return run, cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
+
+
+def _slaves_row(
+    count: int, run: RankResult, cpu: float | None, base: float, baseline_ranks: np.ndarray
+) -> Row:
+    """The row of a run with ``count`` slaves, beside the baseline's seconds and ranks."""
+    seconds = [r.seconds for r in run.reports]
+    extra = _iteration_columns(seconds, base)
+    extra["l1_vs_baseline"] = float(np.abs(run.ranks - baseline_ranks).sum())
+    if run.load is not None:
+        extra["publish_s"] = run.load.publish_seconds
+        extra["shard_load_s"] = run.load.seconds
+        extra["shards_loaded"] = run.load.loaded
+    return Row(count, len(seconds), sum(seconds), cpu, extra=extra)
+
+
+def _pagerank_table(
+    graph: Graph, steps: tuple[float, float, float], iterations_run: int, parameters: dict
+) -> ScalingResult:
+    """The table of a PageRank benchmark: title, parameters, the preparation's steps, columns."""
+    generate_s, write_s, load_s = steps
     dangling = int((graph.outdeg == 0).sum())
-    result = ScalingResult(
+    return ScalingResult(
         bench="pagerank",
         title=f"pagerank benchmark: {graph.n:,} pages, {graph.m:,} links "
-        f"({dangling:,} pages without out-links), {len(baseline)} iterations",
+        f"({dangling:,} pages without out-links), {iterations_run} iterations",
         unit="iterations",
         per="iteration",
         parameters={
-            "nodes": nodes,
-            "edges": edges,
-            "slaves": list(slave_counts),
-            "iterations": iterations,
-            "seed": seed,
+            **parameters,
             "dangling": dangling,
-            "generate_s": t1 - t0,
-            "store_write_s": t2 - t1,
-            "load_s": t3 - t2,
+            "generate_s": generate_s,
+            "store_write_s": write_s,
+            "load_s": load_s,
         },
         head=[
-            f"  generate graph       {t1 - t0:8.2f} s",
-            f"  store write          {t2 - t1:8.2f} s  (put_pages + put_links)",
-            f"  graph load           {t3 - t2:8.2f} s  (store -> compact ids -> CSR)",
+            f"  generate graph       {generate_s:8.2f} s",
+            f"  store write          {write_s:8.2f} s  (put_pages + put_links)",
+            f"  graph load           {load_s:8.2f} s  (store -> compact ids -> CSR)",
         ],
         columns=[
             Column("publish_s", "publish s", ".2f"),
@@ -242,42 +310,6 @@ def run_pagerank_benchmark(
             "the slave processes over the whole run, publish and shard load included",
         ],
     )
-    result.rows.append(
-        Row(
-            None,
-            len(baseline),
-            sum(baseline),
-            baseline_cpu,
-            label="scipy",
-            extra=_iteration_columns(baseline, base),
-        )
-    )
-    for count in slave_counts:
-        with PhaseRun(cfg, "pagerank", count) as run:
-            slaves = run.slaves if count > 0 else None
-            _wait_for_slaves(cfg, count)
-            cpu0 = _cpu_of(slaves)
-
-            def line(text: str, count: int = count) -> None:
-                if text.startswith("iteration"):
-                    progress(f"{count} slave(s): {text}")
-
-            run = rank_graph(cfg, graph, params, slaves=slaves, echo=line)
-            cpu1 = _cpu_of(slaves)
-        seconds = [r.seconds for r in run.reports]
-        extra = _iteration_columns(seconds, base)
-        extra["l1_vs_baseline"] = float(np.abs(run.ranks - baseline_ranks).sum())
-        if run.load is not None:
-            extra["publish_s"] = run.load.publish_seconds
-            extra["shard_load_s"] = run.load.seconds
-            extra["shards_loaded"] = run.load.loaded
-        cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
-        result.rows.append(Row(count, len(seconds), sum(seconds), cpu, extra=extra))
-        echo(
-            f"{count} slaves: {sum(seconds) / len(seconds):.4f} s/iteration"
-            + (f" after a {run.load.seconds:.3f} s shard load" if run.load else "")
-        )
-    return result
 
 
 def _iteration_columns(seconds: list[float], base: float) -> dict[str, float]:

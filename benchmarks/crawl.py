@@ -2,7 +2,7 @@
 
 Each slave count crawls the same synthetic web, served by another process
 on loopback with a fixed per-response latency, as a fresh job into a fresh
-SQLite store, with the same threads per slave: only the slave count changes.
+SQLite store, with the same fetches in flight per slave: only the slave count changes.
 Politeness is off (it is our own site), but there is still one request in
 flight per host, so the web has many hosts.
 
@@ -15,7 +15,7 @@ Beside pages/s, each run reports what the master and the slaves saw:
   emitted, from their heartbeats (sampled while the crawl runs: a slave's
   heartbeat leaves with it), each slave weighted by its pages.
 
-With ``peer="scrapy"`` a plain Scrapy spider (:mod:`srcrawl.master.scrapy_peer`)
+With ``peer="scrapy"`` a plain Scrapy spider (:mod:`srcrawl.benchmarks.scrapy_peer`)
 crawls the same web after each srcrawl run, at the same total concurrency.
 """
 
@@ -27,13 +27,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from srcrawl.benchmarks.scaling import Column, Row, ScalingResult, median_of_rounds, round_orders
 from srcrawl.config import Config, DatabaseURL
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.master.scope import DENIED, OUT_OF_SCOPE, TOO_DEEP, TOO_LONG, TRAP
 from srcrawl.master.strategy import CrawlStrategy
 from srcrawl.queues.workers import workers
 from srcrawl.runner import run_local_crawl
-from srcrawl.scaling import Column, Row, ScalingResult, median_of_rounds, round_orders
 from srcrawl.testweb import TestWeb
 
 JUDGED = ("scheduled", "duplicates", "host_cap", OUT_OF_SCOPE, DENIED, TOO_LONG, TRAP, TOO_DEEP)
@@ -85,7 +85,7 @@ def run_crawl_benchmark(
     hosts: int,
     pages: int,
     latency_ms: float,
-    threads: int,
+    fetches: int,
     depth: int,
     peer: str | None = None,
     rounds: int = 1,
@@ -94,16 +94,36 @@ def run_crawl_benchmark(
     """Crawl the synthetic web once per slave count (and with the peer, if asked).
 
     With ``rounds`` > 1, once per slave count a round (see
-    :func:`~srcrawl.scaling.round_orders`); each count's row, and its peer's,
+    :func:`~srcrawl.benchmarks.scaling.round_orders`); each count's row, and its peer's,
     is its median run.
     """
     if rounds < 1:
         raise ValueError("rounds must be positive")
-    progress = progress or (lambda text: None)
+    result = _crawl_table(slave_counts, hosts, pages, latency_ms, fetches, depth, peer, rounds)
+    runs = _CrawlRuns(cfg, fetches=fetches, depth=depth, peer=peer,
+                      progress=progress or (lambda text: None))  # fmt: skip
+    with (
+        tempfile.TemporaryDirectory(prefix="srcrawl-bench-") as tmp,
+        _bench_web(hosts, pages, latency_ms) as web,
+    ):
+        # host 0 carries the special pages (timeouts, traps, huge pages):
+        # they measure robustness, not throughput, so the benchmark leaves it out
+        seeds = web.seed_urls[1:] if len(web.seed_urls) > 1 else web.seed_urls
+        for r, order in enumerate(round_orders(slave_counts, rounds)):
+            runs.round(Path(tmp), seeds, r, rounds, order)
+    _add_crawl_rows(result, runs, slave_counts, rounds)
+    return result
+
+
+def _crawl_table(
+    slave_counts: list[int], hosts: int, pages: int, latency_ms: float, fetches: int,
+    depth: int, peer: str | None, rounds: int,
+) -> ScalingResult:  # fmt: skip
+    """The empty table of a crawl benchmark: its title, parameters and columns."""
     result = ScalingResult(
         bench="crawl",
         title=f"crawl benchmark: {hosts - 1 if hosts > 1 else hosts} hosts crawled, "
-        f"latency {latency_ms:g} ms, {threads} threads per slave, depth {depth}",
+        f"latency {latency_ms:g} ms, {fetches} fetches in flight per slave, depth {depth}",
         unit="pages",
         per="page",
         parameters={
@@ -111,7 +131,7 @@ def run_crawl_benchmark(
             "hosts": hosts,
             "pages_per_host": pages,
             "latency_ms": latency_ms,
-            "threads": threads,
+            "threads": fetches,  # the key earlier results (docs/bench/*.json) use
             "depth": depth,
             "peer": peer,
             "rounds": rounds,
@@ -124,43 +144,59 @@ def run_crawl_benchmark(
     )
     if peer:
         result.columns.append(Column("vs_peer", f"× {peer}", ".2f"))
-    with (
-        tempfile.TemporaryDirectory(prefix="srcrawl-bench-") as tmp,
-        TestWeb.generate(
-            hosts=hosts,
-            pages=pages,
-            seed=1,
-            latency_ms=latency_ms,
-            slow_seconds=2,
-            robots_failures=0,
-            crawl_delay=0,
-            large_bytes=200_000,
-            # every page is rendered before the crawl starts: rendering is the
-            # remote sites' CPU, which here would come out of the crawl's cores
-            prerender=True,
-        ) as web,
-    ):
-        # host 0 carries the special pages (timeouts, traps, huge pages):
-        # they measure robustness, not throughput, so the benchmark leaves it out
-        seeds = web.seed_urls[1:] if len(web.seed_urls) > 1 else web.seed_urls
-        ours: list[dict[int, Row]] = []
-        theirs: list[dict[int, Row]] = []
-        for r, order in enumerate(round_orders(slave_counts, rounds)):
-            step = f"round {r + 1}/{rounds}: " if rounds > 1 else ""
+    return result
 
-            def say(text: str, step: str = step) -> None:
-                progress(step + text)
 
-            ours.append({})
-            theirs.append({})
-            for n in order:
-                # a fresh store per run
-                ours[-1][n] = _crawl_once(cfg, Path(tmp) / f"{r}-{n}.db", seeds, n, threads,
-                                          depth, say)  # fmt: skip
-                if peer == "scrapy":
-                    theirs[-1][n] = _scrapy_once(seeds, n, threads, depth, say)
-    mine = {row.slaves: row for row in median_of_rounds(ours)}
-    peers = {row.slaves: row for row in median_of_rounds(theirs)} if peer else {}
+def _bench_web(hosts: int, pages: int, latency_ms: float) -> TestWeb:
+    """The synthetic web the benchmark crawls (a context manager that serves it)."""
+    return TestWeb.generate(
+        hosts=hosts,
+        pages=pages,
+        seed=1,
+        latency_ms=latency_ms,
+        slow_seconds=2,
+        robots_failures=0,
+        crawl_delay=0,
+        large_bytes=200_000,
+        # every page is rendered before the crawl starts: rendering is the
+        # remote sites' CPU, which here would come out of the crawl's cores
+        prerender=True,
+    )
+
+
+class _CrawlRuns:
+    """The runs of every round: ours and the peer's, per slave count."""
+
+    def __init__(
+        self, cfg: Config, *, fetches: int, depth: int, peer: str | None, progress: Progress
+    ) -> None:
+        self.cfg, self.fetches, self.depth, self.peer = cfg, fetches, depth, peer
+        self.progress = progress
+        self.ours: list[dict[int, Row]] = []
+        self.theirs: list[dict[int, Row]] = []
+
+    def round(self, tmp: Path, seeds: list[str], r: int, rounds: int, order: list[int]) -> None:
+        """Round ``r``: one crawl per slave count in ``order``, each into a fresh store."""
+        step = f"round {r + 1}/{rounds}: " if rounds > 1 else ""
+
+        def say(text: str) -> None:
+            self.progress(step + text)
+
+        self.ours.append({})
+        self.theirs.append({})
+        for n in order:
+            self.ours[-1][n] = _crawl_once(self.cfg, tmp / f"{r}-{n}.db", seeds, n,
+                                           self.fetches, self.depth, say)  # fmt: skip
+            if self.peer == "scrapy":
+                self.theirs[-1][n] = _scrapy_once(seeds, n, self.fetches, self.depth, say)
+
+
+def _add_crawl_rows(
+    result: ScalingResult, runs: _CrawlRuns, slave_counts: list[int], rounds: int
+) -> None:
+    """Each count's median row, its peer's after it, and how the two compare."""
+    mine = {row.slaves: row for row in median_of_rounds(runs.ours)}
+    peers = {row.slaves: row for row in median_of_rounds(runs.theirs)} if runs.peer else {}
     for row in peers.values():  # the peer's own scaling is not what the column shows
         row.extra.pop("speedups", None)
         row.extra.pop("round_speedups", None)
@@ -178,11 +214,10 @@ def run_crawl_benchmark(
             result.rows.append(peer_row)
             if peer_row.throughput:
                 row.extra["vs_peer"] = row.throughput / peer_row.throughput
-    return result
 
 
 def _crawl_once(
-    cfg: Config, db: Path, seeds: list[str], n: int, threads: int, depth: int, say: Progress
+    cfg: Config, db: Path, seeds: list[str], n: int, fetches: int, depth: int, say: Progress
 ) -> Row:
     job_cfg = Config(
         redis_url=cfg.resolved_redis_url(),
@@ -212,7 +247,7 @@ def _crawl_once(
 
         cpu0 = _children_cpu()
         t0 = time.monotonic()
-        final = run_local_crawl(job_cfg, slaves=n, threads=threads, report=report)
+        final = run_local_crawl(job_cfg, slaves=n, threads=fetches, report=report)
         seconds = time.monotonic() - t0
         cpu = _children_cpu() - cpu0
     finally:
@@ -233,11 +268,11 @@ def _crawl_once(
     )
 
 
-def _scrapy_once(seeds: list[str], n: int, threads: int, depth: int, say: Progress) -> Row:
-    from srcrawl.master.scrapy_peer import run_scrapy_peer
+def _scrapy_once(seeds: list[str], n: int, fetches: int, depth: int, say: Progress) -> Row:
+    from srcrawl.benchmarks.scrapy_peer import run_scrapy_peer
 
-    say(f"scrapy, {n * threads} concurrent requests …")
-    run = run_scrapy_peer(seeds, depth=depth, concurrency=n * threads, timeout=FETCH_TIMEOUT)
+    say(f"scrapy, {n * fetches} concurrent requests …")
+    run = run_scrapy_peer(seeds, depth=depth, concurrency=n * fetches, timeout=FETCH_TIMEOUT)
     return Row(
         slaves=n,
         items=run.pages,

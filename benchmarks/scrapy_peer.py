@@ -95,7 +95,7 @@ def run_scrapy_peer(
     with tempfile.TemporaryFile() as err:
         t0 = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "srcrawl.master.scrapy_peer"],
+            [sys.executable, "-m", "srcrawl.benchmarks.scrapy_peer"],
             input=json.dumps(spec).encode(),
             stdout=subprocess.PIPE,
             stderr=err,
@@ -156,74 +156,90 @@ def settings(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+class _PeerLogic:
+    """What the peer spider does; :func:`_spider_class` mixes it into ``scrapy.Spider``
+    in the child process, the only one that imports Scrapy."""
+
+    request_class: Any  # scrapy.Request
+    html_class: Any  # scrapy.http.HtmlResponse
+    ignored: Any  # scrapy.exceptions.IgnoreRequest
+
+    def __init__(self, seeds: list[str], list_urls: bool, **kw: Any) -> None:
+        from scrapy.linkextractors import LinkExtractor
+
+        super().__init__(**kw)
+        self.seeds = seeds
+        self.scope = {urlsplit(s).netloc.lower() for s in seeds}
+        self.links = LinkExtractor(tags=LINK_TAGS, attrs=LINK_ATTRS, deny_extensions=[])
+        self.pages = 0
+        self.disallowed = 0
+        self.fetched: list[str] | None = [] if list_urls else None
+
+    def request(self, url: str) -> Any:
+        netloc = urlsplit(url).netloc.lower()
+        return self.request_class(
+            url, callback=self.parse, errback=self.failed, meta={"download_slot": netloc}
+        )
+
+    def in_scope(self, url: str) -> bool:
+        parts = urlsplit(url)
+        return parts.scheme in ("http", "https") and parts.netloc.lower() in self.scope
+
+    def start_requests(self) -> Iterator[Any]:  # Scrapy < 2.13
+        for url in self.seeds:
+            yield self.request(url)
+
+    async def start(self):  # Scrapy >= 2.13
+        for request in self.start_requests():
+            yield request
+
+    def count(self, url: str) -> None:
+        self.pages += 1
+        if self.fetched is not None:
+            self.fetched.append(url)
+
+    def parse(self, response: Any) -> Iterator[Any]:
+        self.count(response.url)
+        if 300 <= response.status < 400:
+            yield from self.redirect(response)
+        elif response.status == 200 and isinstance(response, self.html_class):
+            yield from self.follow(response)
+
+    def redirect(self, response: Any) -> Iterator[Any]:
+        location = response.headers.get("Location")
+        if location:
+            url = urljoin(response.url, location.decode("latin-1"))
+            if self.in_scope(url):
+                yield self.request(url)
+
+    def follow(self, response: Any) -> Iterator[Any]:
+        """The in-scope links of a page, unless its robots meta says nofollow."""
+        robots = " ".join(
+            response.xpath("//meta[translate(@name,'ROBTS','robts')='robots']/@content").getall()
+        )
+        if "nofollow" in robots.lower():
+            return
+        for link in self.links.extract_links(response):
+            if not link.nofollow and self.in_scope(link.url):
+                yield self.request(link.url)
+
+    def failed(self, failure: Any) -> None:
+        if failure.check(self.ignored):  # robots.txt said no: never requested
+            self.disallowed += 1
+        else:  # no response (timeout, reset): srcrawl stores these as status 0
+            self.count(failure.request.url)
+
+
 def _spider_class() -> type:
     import scrapy
     from scrapy.exceptions import IgnoreRequest
     from scrapy.http import HtmlResponse
-    from scrapy.linkextractors import LinkExtractor
 
-    class PeerSpider(scrapy.Spider):
+    class PeerSpider(_PeerLogic, scrapy.Spider):
         name = "srcrawl-peer"
-
-        def __init__(self, seeds: list[str], list_urls: bool, **kw: Any) -> None:
-            super().__init__(**kw)
-            self.seeds = seeds
-            self.scope = {urlsplit(s).netloc.lower() for s in seeds}
-            self.links = LinkExtractor(tags=LINK_TAGS, attrs=LINK_ATTRS, deny_extensions=[])
-            self.pages = 0
-            self.disallowed = 0
-            self.fetched: list[str] | None = [] if list_urls else None
-
-        def request(self, url: str) -> Any:
-            netloc = urlsplit(url).netloc.lower()
-            return scrapy.Request(
-                url, callback=self.parse, errback=self.failed, meta={"download_slot": netloc}
-            )
-
-        def in_scope(self, url: str) -> bool:
-            parts = urlsplit(url)
-            return parts.scheme in ("http", "https") and parts.netloc.lower() in self.scope
-
-        def start_requests(self) -> Iterator[Any]:  # Scrapy < 2.13
-            for url in self.seeds:
-                yield self.request(url)
-
-        async def start(self):  # Scrapy >= 2.13
-            for request in self.start_requests():
-                yield request
-
-        def count(self, url: str) -> None:
-            self.pages += 1
-            if self.fetched is not None:
-                self.fetched.append(url)
-
-        def parse(self, response: Any) -> Iterator[Any]:
-            self.count(response.url)
-            if 300 <= response.status < 400:
-                location = response.headers.get("Location")
-                if location:
-                    url = urljoin(response.url, location.decode("latin-1"))
-                    if self.in_scope(url):
-                        yield self.request(url)
-                return
-            if response.status != 200 or not isinstance(response, HtmlResponse):
-                return
-            robots = " ".join(
-                response.xpath(
-                    "//meta[translate(@name,'ROBTS','robts')='robots']/@content"
-                ).getall()
-            )
-            if "nofollow" in robots.lower():
-                return
-            for link in self.links.extract_links(response):
-                if not link.nofollow and self.in_scope(link.url):
-                    yield self.request(link.url)
-
-        def failed(self, failure: Any) -> None:
-            if failure.check(IgnoreRequest):  # robots.txt said no: never requested
-                self.disallowed += 1
-            else:  # no response (timeout, reset): srcrawl stores these as status 0
-                self.count(failure.request.url)
+        request_class = scrapy.Request
+        html_class = HtmlResponse
+        ignored = IgnoreRequest
 
     return PeerSpider
 

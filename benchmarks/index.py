@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from srcrawl.benchmarks.scaling import Column, Row, ScalingResult, median_of_rounds, round_orders
 from srcrawl.config import Config, DatabaseURL
 from srcrawl.defaults import DEFAULT_HEARTBEAT_INTERVAL
 from srcrawl.errors import SrcrawlError
@@ -38,7 +39,6 @@ from srcrawl.indexer.slave import document_text, tokenize_document
 from srcrawl.indexer.tokenizer import Tokenizer
 from srcrawl.local import LocalSlaves
 from srcrawl.queues.workers import workers
-from srcrawl.scaling import Column, Row, ScalingResult, median_of_rounds, round_orders
 from srcrawl.sql.store import Store
 
 Progress = Callable[[str], None]
@@ -162,7 +162,7 @@ def run_index_benchmark(
     """Raw jieba, the tokenizer in one process, then the index phase per slave count.
 
     With ``rounds`` > 1 every slave count runs once a round (see
-    :func:`~srcrawl.scaling.round_orders`) and its row is its median run.
+    :func:`~srcrawl.benchmarks.scaling.round_orders`) and its row is its median run.
     ``say`` gets the steps, ``progress`` the changing line of a running index phase.
     """
     if rounds < 1:
@@ -171,58 +171,87 @@ def run_index_benchmark(
     show = progress or (lambda text: None)
     try:
         store = prepare_corpus(bcfg, pages, seed, say)
-        docs = _texts(store)
-        texts = [document_text(title, text) for _fp, _at, title, text in docs]
-        mb = sum(len(t.encode()) for t in texts) / 1e6
-
-        import jieba
-
-        seg = jieba.Tokenizer()
-        seg.initialize()
-
-        def raw() -> None:
-            for text in texts:
-                seg.lcut(text)
-
-        tok = Tokenizer()
-        tok.warm_up()
-
-        def ours() -> None:
-            for fp, at, title, text in docs:
-                tokenize_document(tok, fp, at, title, text)
-
+        baseline = _OneProcess(store)
         say("raw jieba, one process …")
-        raw_before = _timed(raw)
+        baseline.raw_before = _timed(baseline.raw)
         say("srcrawl tokenizer, one process …")
-        ours_s, ours_cpu = _timed(ours)
-        rounds_run: list[dict[int, IndexRun]] = []
-        for r, order in enumerate(round_orders(slaves, rounds)):
-            runs: dict[int, IndexRun] = {}
-            for n in order:
-                store.reset_index()
-                step = f"round {r + 1}/{rounds}: " if rounds > 1 else ""
-                say(f"{step}index phase with {n} slave(s) …")
-
-                def line(rep: IndexReport, n: int = n, step: str = step) -> None:
-                    show(
-                        f"{step}{n} slave(s): indexed {rep.indexed:,}/{pages:,}, "
-                        f"{rep.pages_per_s:.1f} pages/s, {rep.wall_s:.0f} s"
-                    )
-
-                run = run_index(bcfg, n, progress=line)
-                if run.report.indexed != pages:
-                    raise BenchmarkError(
-                        f"{n} slave(s) indexed {run.report.indexed} of {pages} pages"
-                    )
-                runs[n] = run
-            rounds_run.append(runs)
+        baseline.ours = _timed(baseline.tokenize)
+        rounds_run = [
+            _index_round(bcfg, store, pages, order, r, rounds, say, show)
+            for r, order in enumerate(round_orders(slaves, rounds))
+        ]
         say("raw jieba again …")
-        raw_after = _timed(raw)
+        baseline.raw_after = _timed(baseline.raw)
     finally:
         _drop_job_keys(bcfg)
         bcfg.close()
-    raw_rate = pages / ((raw_before[0] + raw_after[0]) / 2)
-    result = ScalingResult(
+    result = _index_table(pages, slaves, seed, rounds, baseline)
+    _add_index_rows(result, pages, rounds, baseline, rounds_run)
+    return result
+
+
+class _OneProcess:
+    """Raw jieba and srcrawl's tokenizer over the corpus in this process: the baseline."""
+
+    def __init__(self, store: Store) -> None:
+        import jieba
+
+        self.docs = _texts(store)
+        self.texts = [document_text(title, text) for _fp, _at, title, text in self.docs]
+        self.megabytes = sum(len(t.encode()) for t in self.texts) / 1e6
+        self.seg = jieba.Tokenizer()
+        self.seg.initialize()
+        self.tok = Tokenizer()
+        self.tok.warm_up()
+        # (wall, CPU) seconds of each timed pass
+        self.raw_before = self.raw_after = self.ours = (0.0, 0.0)
+
+    def raw(self) -> None:
+        lcut = self.seg.lcut
+        for text in self.texts:
+            lcut(text)
+
+    def tokenize(self) -> None:
+        tok = self.tok
+        for fp, at, title, text in self.docs:
+            tokenize_document(tok, fp, at, title, text)
+
+    def raw_rate(self, pages: int) -> float:
+        """Raw jieba's pages/s, the mean of the runs before and after the index phase."""
+        return pages / ((self.raw_before[0] + self.raw_after[0]) / 2)
+
+
+def _index_round(
+    bcfg: Config, store: Store, pages: int, order: list[int], r: int, rounds: int,
+    say: Progress, show: Progress,
+) -> dict[int, IndexRun]:  # fmt: skip
+    """Round ``r``: the index phase once per slave count in ``order``, from an empty index."""
+    runs: dict[int, IndexRun] = {}
+    for n in order:
+        store.reset_index()
+        step = f"round {r + 1}/{rounds}: " if rounds > 1 else ""
+        say(f"{step}index phase with {n} slave(s) …")
+
+        def line(rep: IndexReport, n: int = n, step: str = step) -> None:
+            show(
+                f"{step}{n} slave(s): indexed {rep.indexed:,}/{pages:,}, "
+                f"{rep.pages_per_s:.1f} pages/s, {rep.wall_s:.0f} s"
+            )
+
+        run = run_index(bcfg, n, progress=line)
+        if run.report.indexed != pages:
+            raise BenchmarkError(f"{n} slave(s) indexed {run.report.indexed} of {pages} pages")
+        runs[n] = run
+    return runs
+
+
+def _index_table(
+    pages: int, slaves: Sequence[int], seed: int, rounds: int, baseline: _OneProcess
+) -> ScalingResult:
+    """The empty table of an index benchmark: its title, parameters and columns."""
+    raw_rate = baseline.raw_rate(pages)
+    mb = baseline.megabytes
+    return ScalingResult(
         bench="index",
         title=f"index benchmark: {pages:,} pages, {mb:.1f} MB of text, {os.cpu_count()} cores",
         head=[
@@ -247,10 +276,21 @@ def run_index_benchmark(
             Column("rows_per_page", "postings rows/page", ".1f"),
         ],
     )
-    for label, (wall, cpu) in (("before", raw_before), ("after", raw_after)):
+
+
+def _add_index_rows(
+    result: ScalingResult,
+    pages: int,
+    rounds: int,
+    baseline: _OneProcess,
+    rounds_run: list[dict[int, IndexRun]],
+) -> None:
+    """The one-process rows, then each slave count's median run, all against raw jieba."""
+    for label, (wall, cpu) in (("before", baseline.raw_before), ("after", baseline.raw_after)):
         result.rows.append(
             Row(None, pages, wall, cpu, label=f"raw jieba.lcut, 1 process ({label})")
         )
+    ours_s, ours_cpu = baseline.ours
     result.rows.append(Row(None, pages, ours_s, ours_cpu, label="srcrawl tokenizer, 1 process"))
     result.rows += median_of_rounds(
         [{n: _index_row(n, run, pages) for n, run in runs.items()} for runs in rounds_run]
@@ -261,9 +301,9 @@ def run_index_benchmark(
             f"  {rounds} rounds, the order of slave counts reversed every other round; each "
             "count's row is its run of median pages/s, its speedup that of the median runs"
         )
+    raw_rate = baseline.raw_rate(pages)
     for row in result.rows:
         row.extra["pct_raw"] = 100 * row.throughput / raw_rate if raw_rate else None
-    return result
 
 
 def _index_row(slaves: int, run: IndexRun, pages: int) -> Row:

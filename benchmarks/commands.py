@@ -1,0 +1,267 @@
+"""Command line of the benchmarks: ``srcrawl bench queue|parse|master|crawl|index|search|pagerank``.
+
+Each benchmark module is imported inside its command, so the CLI starts fast
+and a benchmark's extras (scipy, Scrapy, matplotlib) are needed only by it.
+"""
+
+from __future__ import annotations
+
+import click
+
+from srcrawl.benchmarks.scaling import check_outputs, parse_slave_counts, scaling_options
+from srcrawl.cli_options import fetches_option
+from srcrawl.config import Config
+from srcrawl.defaults import DEFAULT_PAGERANK_ITERATIONS
+from srcrawl.progress import ProgressLine
+
+
+def _config(ctx: click.Context) -> Config:
+    return ctx.find_root().obj
+
+
+@click.group("bench")
+def bench() -> None:
+    """Throughput benchmarks (see docs/BENCHMARKS.md)."""
+
+
+@bench.command("queue")
+@click.option("--messages", default=100_000, show_default=True, type=click.IntRange(1),
+              help="Messages to push and pop.")  # fmt: skip
+@click.option("--batch", default=1000, show_default=True, type=click.IntRange(1),
+              help="Messages per pop/ack round trip.")  # fmt: skip
+@click.option("--size", default=64, show_default=True, type=click.IntRange(1),
+              help="Bytes per message.")  # fmt: skip
+@click.pass_context
+def bench_queue(ctx: click.Context, messages: int, batch: int, size: int) -> None:
+    """Push, reliably pop and ack small messages through the protocol."""
+    from srcrawl.benchmarks.queue import run_queue_benchmark
+
+    cfg = _config(ctx)
+    result = run_queue_benchmark(cfg.redis(), messages=messages, batch=batch, size=size)
+    click.echo(result.render())
+
+
+@bench.command("parse")
+@click.option(
+    "--pages", default=2000, show_default=True, type=click.IntRange(1), help="Pages for lxml."
+)
+@click.option(
+    "--bs4-pages", default=100, show_default=True, type=click.IntRange(0),
+    help="Pages for BeautifulSoup (0: skip it).",
+)  # fmt: skip
+@click.option(
+    "--size-kb", default=30, show_default=True, type=click.IntRange(1, 10_000),
+    help="Size of the generated page.",
+)  # fmt: skip
+def bench_parse(pages: int, bs4_pages: int, size_kb: int) -> None:
+    """Pages/s of charset decoding and of each HTML parser, in this one process."""
+    from srcrawl.benchmarks.parse import run_parse_benchmark
+
+    click.echo(run_parse_benchmark(pages=pages, bs4_pages=bs4_pages, size_kb=size_kb).render())
+
+
+@bench.command("master")
+@click.option("--urls", default=1_000_000, show_default=True, type=click.IntRange(1),
+              help="Links in the stream.")  # fmt: skip
+@click.option("--hosts", default=20, show_default=True, type=click.IntRange(1))
+@click.pass_context
+def bench_master(ctx: click.Context, urls: int, hosts: int) -> None:
+    """URLs/s through the master: canonicalize + scope + seen test, then with Redis commits."""
+    from srcrawl.benchmarks.master import run_master_benchmark
+
+    click.echo(run_master_benchmark(_config(ctx), urls=urls, hosts=hosts).render())
+
+
+@bench.command("crawl")
+@click.option(
+    "--hosts",
+    # many small hosts: with one request in flight per host, 8 slaves × 4
+    # fetches need ≥ 32 hosts with work until the end of every depth level
+    default=257,
+    show_default=True,
+    type=click.IntRange(2),
+    help="Hosts of the synthetic web (host 0, the special pages, is not crawled).",
+)
+@click.option(
+    "--pages", default=20, show_default=True, type=click.IntRange(1), help="Pages per host."
+)
+@click.option(
+    "--latency-ms",
+    default=200.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Per-response latency (0: the machine's ceiling).",
+)
+@fetches_option(4, "Fetches each slave keeps in flight (one thread drives them).")
+@click.option("--depth", default=8, show_default=True, type=click.IntRange(0))
+@click.option(
+    "--peer",
+    type=click.Choice(["scrapy"]),
+    default=None,
+    help="Also crawl the same web with a plain Scrapy spider at the same concurrency.",
+)
+@scaling_options(default_slaves="1,2,4,8", throughput="pages/s", rounds=True)
+@click.pass_context
+def bench_crawl(
+    ctx: click.Context,
+    slaves_text: str,
+    rounds: int,
+    hosts: int,
+    pages: int,
+    latency_ms: float,
+    fetches: int,
+    depth: int,
+    peer: str | None,
+    json_path: str | None,
+    plot_path: str | None,
+) -> None:
+    """Pages/s crawling the synthetic web with 1, 2, 4 … slaves (politeness off: our own site)."""
+    from srcrawl.benchmarks.crawl import run_crawl_benchmark
+
+    counts = parse_slave_counts(slaves_text)
+    check_outputs(json_path=json_path, plot_path=plot_path)
+    if peer == "scrapy":
+        from srcrawl.benchmarks.scrapy_peer import require_scrapy
+
+        require_scrapy()
+    cfg = _config(ctx)
+    cfg.check()
+    line = ProgressLine()
+    try:
+        result = run_crawl_benchmark(
+            cfg,
+            slave_counts=counts,
+            hosts=hosts,
+            pages=pages,
+            latency_ms=latency_ms,
+            fetches=fetches,
+            depth=depth,
+            peer=peer,
+            rounds=rounds,
+            progress=line.update,
+        )
+    finally:
+        line.done()
+    result.save(json_path=json_path, plot_path=plot_path)
+    click.echo(result.render())
+
+
+@bench.command("index")
+@click.option(
+    "--pages",
+    type=click.IntRange(10, 10_000_000),
+    default=5000,
+    show_default=True,
+    help="Generated pages (Chinese and English, ~2 KB of text each).",
+)
+@click.option("--seed", default=1, show_default=True, help="Corpus seed.")
+@scaling_options(default_slaves="1,2,4", throughput="pages/s", rounds=True)
+@click.pass_context
+def bench_index(
+    ctx: click.Context,
+    pages: int,
+    slaves_text: str,
+    seed: int,
+    rounds: int,
+    json_path: str | None,
+    plot_path: str | None,
+) -> None:
+    """Raw jieba vs the index phase with 1, 2, 4 slaves on the same generated pages."""
+    from srcrawl.benchmarks.index import run_index_benchmark
+
+    slaves = parse_slave_counts(slaves_text)
+    check_outputs(json_path=json_path, plot_path=plot_path)
+    cfg = _config(ctx)
+    cfg.check()
+    line = ProgressLine()
+    try:
+        result = run_index_benchmark(
+            cfg,
+            pages=pages,
+            slaves=slaves,
+            seed=seed,
+            rounds=rounds,
+            say=line.say,
+            progress=line.update,
+        )
+    finally:
+        line.done()
+    result.save(json_path=json_path, plot_path=plot_path)
+    click.echo(result.render())
+
+
+@bench.command("search")
+@click.option(
+    "--pages",
+    type=click.IntRange(10, 10_000_000),
+    default=50_000,
+    show_default=True,
+    help="Generated and indexed pages (built once, then reused).",
+)
+@click.option("--queries", type=click.IntRange(1, 100_000), default=100, show_default=True)
+@click.option(
+    "--slaves",
+    type=click.IntRange(1, 64),
+    default=2,
+    show_default=True,
+    help="Slaves that build the index when it is not there yet.",
+)
+@click.option("--seed", default=1, show_default=True, help="Corpus and query seed.")
+@click.pass_context
+def bench_search(ctx: click.Context, pages: int, queries: int, slaves: int, seed: int) -> None:
+    """Search latency p50/p95 over known-item queries, BM25 alone and blended with PageRank."""
+    from srcrawl.benchmarks.index import run_search_benchmark
+
+    cfg = _config(ctx)
+    result = run_search_benchmark(
+        cfg, pages=pages, queries=queries, slaves=slaves, seed=seed,
+        say=lambda s: click.echo(s, err=True),
+    )  # fmt: skip
+    click.echo(result.render())
+
+
+@bench.command("pagerank")
+@click.option("--nodes", type=click.IntRange(min=2), default=1_000_000, show_default=True)
+@click.option("--edges", type=click.IntRange(min=0), default=10_000_000, show_default=True)
+@click.option(
+    "--iterations",
+    type=click.IntRange(min=1),
+    default=DEFAULT_PAGERANK_ITERATIONS,
+    show_default=True,
+)
+@click.option("--seed", default=1, show_default=True, help="Seed of the graph generator.")
+@scaling_options(default_slaves="1,2,4", throughput="iterations/s")
+@click.pass_context
+def bench_pagerank(
+    ctx: click.Context,
+    nodes: int,
+    edges: int,
+    slaves_text: str,
+    iterations: int,
+    seed: int,
+    json_path: str | None,
+    plot_path: str | None,
+) -> None:
+    """Seconds per iteration per slave count on a synthetic power-law web, beside scipy."""
+    from srcrawl.benchmarks.pagerank import run_pagerank_benchmark
+
+    counts = parse_slave_counts(slaves_text)
+    check_outputs(json_path=json_path, plot_path=plot_path)
+    cfg = _config(ctx)
+    cfg.check()
+    line = ProgressLine()
+    try:
+        result = run_pagerank_benchmark(
+            cfg,
+            nodes=nodes,
+            edges=edges,
+            slave_counts=counts,
+            iterations=iterations,
+            seed=seed,
+            echo=line.say,
+            progress=line.update,
+        )
+    finally:
+        line.done()
+    result.save(json_path=json_path, plot_path=plot_path)
+    click.echo(result.render())

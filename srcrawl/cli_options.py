@@ -1,0 +1,52 @@
+"""Command-line options that several commands share (the command line's, not the library's)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+_ALIAS_KEY = "srcrawl.fetches_alias"
+
+
+def _remember_alias(ctx: click.Context, _param: click.Parameter, value: int | None) -> None:
+    if value is not None:
+        ctx.meta[_ALIAS_KEY] = value
+
+
+def _fetches_or_alias(ctx: click.Context, param: click.Parameter, value: int) -> int:
+    # Options given on the command line are processed before defaulted ones,
+    # so a --threads given alone has been remembered by now.
+    alias = ctx.meta.get(_ALIAS_KEY)
+    if alias is not None and ctx.get_parameter_source(param.name) == ParameterSource.DEFAULT:
+        return alias
+    return value
+
+
+def fetches_option(default: int, help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--fetches N``: fetches a crawl slave keeps in flight at once, all driven by one
+    thread. ``--threads N``, its former name, still works and is hidden from the help."""
+
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        alias = click.option(
+            "--threads",
+            type=click.IntRange(1),
+            default=None,
+            hidden=True,
+            expose_value=False,
+            callback=_remember_alias,
+        )
+        option = click.option(
+            "--fetches",
+            "fetches",
+            default=default,
+            show_default=True,
+            type=click.IntRange(1),
+            help=help,
+            callback=_fetches_or_alias,
+        )
+        return option(alias(f))
+
+    return decorate
