@@ -21,11 +21,11 @@ from srcrawl.defaults import DEFAULT_SEEN_CACHE
 from srcrawl.keys import Keys
 from srcrawl.master.crawl_master import CrawlMaster, reset_crawl
 from srcrawl.master.crawl_run import start_crawl
-from srcrawl.master.scope import Scope
 from srcrawl.master.seen import SeenSet
-from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.envelope import encode
-from srcrawl.slave.clock_cache import ClockCache
+from srcrawl.queues.link_cache import ClockCache
+from srcrawl.queues.scope import Scope
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint
 
 

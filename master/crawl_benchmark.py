@@ -29,8 +29,8 @@ from pathlib import Path
 
 from srcrawl.config import Config, DatabaseURL
 from srcrawl.master.crawl_run import run_local_crawl, start_crawl
-from srcrawl.master.scope import DENIED, OUT_OF_SCOPE, TOO_DEEP, TOO_LONG, TRAP
-from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.scope import DENIED, OUT_OF_SCOPE, TOO_DEEP, TOO_LONG, TRAP
 from srcrawl.queues.workers import workers
 from srcrawl.scaling import Column, Row, ScalingResult, median_of_rounds, round_orders
 from srcrawl.testweb import TestWeb

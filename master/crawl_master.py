@@ -35,16 +35,16 @@ from srcrawl.defaults import (
 from srcrawl.errors import EnvelopeError, SrcrawlError
 from srcrawl.keys import processing_pattern
 from srcrawl.master.frontier import Batch, Frontier, now_ms
-from srcrawl.master.scope import Scope
 from srcrawl.master.seen import SeenSet
-from srcrawl.master.strategy import CrawlStrategy
-from srcrawl.master.strategy import load as load_strategy
 from srcrawl.outage import REDIS_DOWN, RedisOutage, wait_out_outages
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import load as load_strategy
 from srcrawl.queues.envelope import Message, decode, encode
+from srcrawl.queues.link_cache import ClockCache
 from srcrawl.queues.protocol import PhaseQueues
+from srcrawl.queues.scope import Scope
 from srcrawl.queues.workers import reap, reaped_sentences, workers
 from srcrawl.signals import install_stop_handlers
-from srcrawl.slave.clock_cache import ClockCache
 from srcrawl.slave.crawl import UNREACHABLE
 from srcrawl.slave.fetch import ERROR_ADDRESS_REFUSED
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of

@@ -29,10 +29,10 @@ from srcrawl.defaults import (
     DEFAULT_PARSE_THREADS,
 )
 from srcrawl.errors import EnvelopeError
-from srcrawl.master.strategy import CrawlStrategy
-from srcrawl.master.strategy import load as load_strategy
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import load as load_strategy
 from srcrawl.queues.envelope import decode, encode
-from srcrawl.slave.clock_cache import ClockCache
+from srcrawl.queues.link_cache import ClockCache
 from srcrawl.slave.decode import decode_html, is_html, utf8_source
 from srcrawl.slave.fetch import BODY_CAPPED, BODY_COMPLETE, Fetcher, FetchMulti, FetchResult
 from srcrawl.slave.fetch_policy import FetchPolicy

@@ -16,8 +16,8 @@ import time
 import pytest
 
 from srcrawl.config import Config
-from srcrawl.master.scope import Scope
-from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.scope import Scope
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.accesslog import gaps, overlaps
 from srcrawl.urls import host_of

@@ -20,7 +20,7 @@ import pytest
 from srcrawl.config import Config
 from srcrawl.master.crawl_master import CrawlMaster
 from srcrawl.master.crawl_run import start_crawl
-from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.envelope import decode, encode
 from srcrawl.slave.runtime import Slave
 from srcrawl.testweb import TestWeb

@@ -22,7 +22,7 @@ from srcrawl.config import Config
 from srcrawl.master.crawl_master import CrawlMaster, MasterRunning, fetch_task
 from srcrawl.master.crawl_run import add_seeds, progress, start_crawl
 from srcrawl.master.frontier import Batch, Frontier
-from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.envelope import decode, encode
 from srcrawl.slave.runtime import Slave
 

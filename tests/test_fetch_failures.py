@@ -18,9 +18,9 @@ import pytest
 
 from srcrawl.config import Config, DatabaseURL
 from srcrawl.master.crawl_master import fetch_task
-from srcrawl.master.scope import Scope
-from srcrawl.master.strategy import CrawlStrategy, publish
+from srcrawl.queues.crawl_strategy import CrawlStrategy, publish
 from srcrawl.queues.envelope import decode
+from srcrawl.queues.scope import Scope
 from srcrawl.slave.crawl import CrawlHandler
 from srcrawl.slave.fetch import (
     BODY_CAPPED,

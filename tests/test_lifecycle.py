@@ -21,8 +21,8 @@ import pytest
 
 from srcrawl import embedded
 from srcrawl.config import Config
-from srcrawl.master.scope import Scope
-from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.scope import Scope
 from srcrawl.testweb import TestWeb
 from srcrawl.urls import host_of
 

@@ -12,7 +12,7 @@ import pytest
 
 from srcrawl.config import Config, DatabaseURL
 from srcrawl.master.crawl_master import fetch_task
-from srcrawl.master.strategy import CrawlStrategy, publish
+from srcrawl.queues.crawl_strategy import CrawlStrategy, publish
 from srcrawl.queues.envelope import Message, decode
 from srcrawl.slave.crawl import CrawlHandler
 from srcrawl.slave.fetch import Fetcher
