@@ -14,10 +14,11 @@ from srcrawl import embedded
 from srcrawl.config import Config
 from srcrawl.errors import ConfigError, SrcrawlError
 from srcrawl.local import ForkedCommand, LocalSlaves, stop_children
-from srcrawl.master.crawl_master import crawl_state, reset_crawl, seed_message
+from srcrawl.master.crawl_master import crawl_state, reset_crawl
 from srcrawl.master.frontier import now_ms
 from srcrawl.outage import RedisOutage, wait_out_outages
 from srcrawl.queues import crawl_strategy as strategies
+from srcrawl.queues.crawl_protocol import seed_message
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import workers
