@@ -101,6 +101,13 @@ def _number(msg: Message, name: str, default: float | None = None) -> float:
     return float(value)
 
 
+def _status(msg: Message) -> int:
+    status = msg.get("status", 0)
+    if type(status) is not int:
+        raise EnvelopeError(f"{msg.kind} message has no integer status")
+    return status
+
+
 def _optional_number(msg: Message, name: str) -> float | None:
     return None if msg.get(name) is None else _number(msg, name)
 
@@ -205,9 +212,7 @@ class Fetched:
 
     @classmethod
     def from_message(cls, msg: Message) -> Fetched:
-        status = msg.get("status", 0)
-        if type(status) is not int:
-            raise EnvelopeError("fetched message has no integer status")
+        status = _status(msg)
         links, rejected = _links(msg)
         return cls(FetchTask.from_message(msg), status, _number(msg, "fetch_ms", 0),
                    _optional_number(msg, "crawl_delay"), links, _optional_str(msg, "error"),
@@ -284,9 +289,7 @@ class Retry:
 
     @classmethod
     def from_message(cls, msg: Message) -> Retry:
-        status = msg.get("status", 0)
-        if type(status) is not int:
-            raise EnvelopeError("retry message has no integer status")
+        status = _status(msg)
         return cls(FetchTask.from_message(msg), status, _optional_str(msg, "error"),
                    _number(msg, "fetch_ms", 0), _optional_number(msg, "crawl_delay"),
                    _optional_number(msg, "retry_after"))  # fmt: skip
