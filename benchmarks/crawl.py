@@ -30,8 +30,8 @@ from pathlib import Path
 from srcrawl.benchmarks.scaling import Column, Row, ScalingResult, median_of_rounds, round_orders
 from srcrawl.config import Config, DatabaseURL
 from srcrawl.master.crawl_run import start_crawl
-from srcrawl.master.scope import DENIED, OUT_OF_SCOPE, TOO_DEEP, TOO_LONG, TRAP
-from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.scope import DENIED, OUT_OF_SCOPE, TOO_DEEP, TOO_LONG, TRAP
 from srcrawl.queues.workers import workers
 from srcrawl.runner import run_local_crawl
 from srcrawl.testweb import TestWeb

@@ -21,11 +21,12 @@ from srcrawl.defaults import DEFAULT_SEEN_CACHE
 from srcrawl.keys import Keys
 from srcrawl.master.crawl_master import CrawlMaster, reset_crawl
 from srcrawl.master.crawl_run import start_crawl
-from srcrawl.master.scope import Scope
 from srcrawl.master.seen import SeenSet
-from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues.crawl_protocol import canonical_links
+from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.envelope import encode
-from srcrawl.slave.clock_cache import ClockCache
+from srcrawl.queues.link_cache import ClockCache
+from srcrawl.queues.scope import Scope
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint
 
 
@@ -95,7 +96,8 @@ def run_master_benchmark(
     master.acquire(wait=False)
     msgs = [
         encode("fetched", {"url": "http://127.0.0.1:20000/", "fp": 1, "q": host_names[0],
-                           "depth": 0, "status": 200, "fetch_ms": 5, "links": links[i : i + 50]})
+                           "depth": 0, "status": 200, "fetch_ms": 5,
+                           "links": list(canonical_links(links[i : i + 50])[0].items())})
         for i in range(0, len(links), 50)
     ]  # fmt: skip
     try:

@@ -29,8 +29,8 @@ from srcrawl.defaults import (
     DEFAULT_USER_AGENT,
 )
 from srcrawl.errors import ConfigError
-from srcrawl.master.strategy import QUEUE_POLICIES, CrawlStrategy
 from srcrawl.progress import ProgressLine
+from srcrawl.queues.crawl_strategy import QUEUE_POLICIES, CrawlStrategy
 from srcrawl.useragent import ENV_USER_AGENT, contact_warning
 
 HOST_ERRORS_SHOWN = 10
@@ -208,8 +208,8 @@ def crawl_command(
     resume: bool, **opts: Any,
 ) -> None:  # fmt: skip
     """Crawl from SEEDS with a master and --slaves local slaves until done."""
-    from srcrawl.master import strategy as strategies
     from srcrawl.master.crawl_run import start_crawl
+    from srcrawl.queues import crawl_strategy as strategies
     from srcrawl.runner import run_local_crawl
     from srcrawl.signals import exit_code_of
 
@@ -283,7 +283,7 @@ class _CrawlWatch:
         self.line.update(text, force=p["queued"] + p["in_flight"] == 0)
 
     def _politeness_note(self) -> str:
-        from srcrawl.master import strategy as strategies
+        from srcrawl.queues import crawl_strategy as strategies
 
         s = strategies.load(self.cfg.redis(), self.cfg.keys) or CrawlStrategy()
         return (

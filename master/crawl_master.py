@@ -1,9 +1,16 @@
-"""The crawl master [seed 002 §3.1]: nrq → canonicalize → scope → seen test → frontier → srq.
+"""The crawl master: nrq → scope → seen test → frontier → srq.
 
 The master is the only consumer of the crawl ``nrq`` and the only writer of
 the frontier and the seen set. It keeps no state that Redis does not have:
 kill it at any moment, start it again, and it continues where the last
-committed batch left it.
+committed batch left it. It reads the messages of queues/crawl_protocol.py,
+one handler per kind; links come canonical and fingerprinted from the slaves
+and are judged, not computed again.
+
+One master runs a job's crawl at a time: it holds the crawl's master lease
+(queues/lease.py), and every write it makes is fenced by it, so a master that
+was paused past the lease's TTL and woke up after another took over changes
+nothing: its next write raises LeaseLost and it leaves.
 """
 
 from __future__ import annotations
@@ -11,10 +18,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import socket
 import threading
 import time
+from dataclasses import replace
 
 import redis
 
@@ -32,60 +38,42 @@ from srcrawl.defaults import (
     DEFAULT_SEEN_CACHE,
     REDIS_TIMER_TICK,
 )
-from srcrawl.errors import EnvelopeError, SrcrawlError
+from srcrawl.errors import EnvelopeError, LeaseLost, SrcrawlError
 from srcrawl.keys import processing_pattern
-from srcrawl.master.frontier import Batch, Frontier, now_ms
-from srcrawl.master.scope import Scope
+from srcrawl.master.frontier import Batch, Frontier, Requeue, now_ms
 from srcrawl.master.seen import SeenSet
-from srcrawl.master.strategy import CrawlStrategy
-from srcrawl.master.strategy import load as load_strategy
 from srcrawl.outage import REDIS_DOWN, RedisOutage, wait_out_outages
-from srcrawl.queues.envelope import Message, decode, encode
+from srcrawl.queues.crawl_protocol import (
+    ERROR_ADDRESS_REFUSED,
+    MASTER_ID,
+    UNREACHABLE,
+    Deferred,
+    Disallowed,
+    Fetched,
+    FetchTask,
+    Retry,
+    RobotsFetched,
+    Seed,
+    TaskError,
+    queue_of,
+    read_outcome,
+)
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import load as load_strategy
+from srcrawl.queues.lease import MasterLease, holder_id
+from srcrawl.queues.link_cache import ClockCache
 from srcrawl.queues.protocol import PhaseQueues
+from srcrawl.queues.scope import Scope
 from srcrawl.queues.workers import reap, reaped_sentences, workers
 from srcrawl.signals import install_stop_handlers
-from srcrawl.slave.clock_cache import ClockCache
-from srcrawl.slave.crawl import UNREACHABLE
-from srcrawl.slave.fetch import ERROR_ADDRESS_REFUSED
-from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of
+from srcrawl.urls import host_of
 
 log = logging.getLogger("srcrawl.master")
 
-MASTER_ID = "master"
-_LOCK_TTL_MS = 15_000
-
-
-class MasterRunning(SrcrawlError):
-    """Another crawl master holds this job."""
-
-
-def seed_message(urls: list[str], strategy_version: int) -> bytes:
-    """An nrq message adding depth-0 seeds: how `srcrawl seed` reaches the master.
-
-    It names the strategy version that put the seeds' hosts in scope, so the
-    master reloads the strategy before it judges them.
-    """
-    return encode("seed", {"urls": urls, "strategy": strategy_version})
-
-
-def fetch_task(
-    url: str,
-    fp: int,
-    depth: int,
-    queue: str,
-    tries: int = 0,
-    *,
-    failed: int = 0,
-    again: bool = False,
-) -> str:
-    """A task of srq; ``tries``: its robots.txt deferrals, ``failed``: its failed fetches,
-    ``again``: a URL fetched once more, at a shorter depth found later."""
-    fields = {"url": url, "fp": fp, "depth": depth, "q": queue, "tries": tries}
-    if failed:
-        fields["failed"] = failed
-    if again:
-        fields["again"] = 1
-    return encode("fetch", fields).decode()
+REJECTED = "rejected"
+"""Crawl counter of nrq messages that are not well formed."""
+REJECTED_LINKS = "rejected_links"
+"""Crawl counter of link entries that are not well formed (in well-formed messages)."""
 
 
 class CrawlMaster:
@@ -98,21 +86,16 @@ class CrawlMaster:
         self.client = cfg.redis()
         self.keys = cfg.keys
         self.queues = PhaseQueues(self.client, self.keys, "crawl")
-        strategy = load_strategy(self.client, self.keys)
-        while strategy is None:
-            if not wait_for_work:
-                raise SrcrawlError(
-                    f"job {cfg.job!r} has no crawl: start it with `srcrawl crawl SEED…`, "
-                    "`srcrawl master start SEED…` or `srcrawl seed URL…`"
-                )
-            time.sleep(1.0)
-            strategy = load_strategy(self.client, self.keys)
-        self.strategy: CrawlStrategy = strategy
-        self.scope = Scope(strategy)
-        self.seen = SeenSet(self.client, self.keys, error_rate=strategy.bloom_error_rate)
+        self.strategy: CrawlStrategy = self._wait_for_strategy(wait_for_work)
+        self.scope = Scope(self.strategy)
+        self.seen = SeenSet(self.client, self.keys, error_rate=self.strategy.bloom_error_rate)
         self.recent = ClockCache(DEFAULT_SEEN_CACHE)
+        self.lease = MasterLease(
+            self.client, self.keys.master_lease("crawl"), holder_id("crawl-master"), cfg.lease_ttl
+        )
+        nrq = self.queues.nrq
         self.frontier = Frontier(
-            self.client, self.keys, self.queues.srq.key, self.queues.nrq.processing_key(MASTER_ID)
+            self.lease, self.keys, self.queues.srq.key, nrq.key, nrq.processing_key(MASTER_ID)
         )
         self.batch = batch
         self.stopping = threading.Event()
@@ -121,12 +104,30 @@ class CrawlMaster:
         self._no_slave_since: float | None = time.monotonic()
         self._said_no_slave = False
         self.host_pages: dict[str, int] = {}
-        self._lock_token = f"{socket.gethostname()}:{os.getpid()}:{time.time_ns()}"
-        self._last_reap = 0.0
+        self._last_reap = self._last_renew = 0.0
         self.backlog = 0
-        self._record_above: int | None = None
-        self._checks: dict[int, tuple[str, int, str]] = {}
         """Most tasks waiting in srq (0: no bound until slaves report their fetch threads)."""
+        self._said_rejected = False
+        self._level = 0
+        self._record_above: int | None = None
+        self._checks: dict[int, FetchTask] = {}
+        self._handlers = {
+            Seed: self._on_seed, Fetched: self._on_fetched, RobotsFetched: self._on_robots,
+            Retry: self._on_retry, Disallowed: self._on_disallowed, Deferred: self._on_deferred,
+            TaskError: self._on_error,
+        }  # fmt: skip
+
+    def _wait_for_strategy(self, wait_for_work: bool) -> CrawlStrategy:
+        strategy = load_strategy(self.client, self.keys)
+        while strategy is None:
+            if not wait_for_work:
+                raise SrcrawlError(
+                    f"job {self.cfg.job!r} has no crawl: start it with `srcrawl crawl SEED…`, "
+                    "`srcrawl master start SEED…` or `srcrawl seed URL…`"
+                )
+            time.sleep(1.0)
+            strategy = load_strategy(self.client, self.keys)
+        return strategy
 
     def reload_strategy(self) -> None:
         strategy = load_strategy(self.client, self.keys)
@@ -136,74 +137,41 @@ class CrawlMaster:
 
     # -- lifecycle -------------------------------------------------------------
     def acquire(self, *, wait: bool = True) -> None:
-        """Take the job's master lock, then recover what a previous master left."""
-        # a master that died holds the lock until its TTL lapses: wait that long
-        deadline = time.monotonic() + (_LOCK_TTL_MS / 1000 + 1 if wait else 0)
-        lock = self.keys.master_lock
-        while not self.client.set(lock, self._lock_token, nx=True, px=_LOCK_TTL_MS):
-            if self._holder_is_dead():
-                continue
-            if time.monotonic() >= deadline:
-                holder = (self.client.get(lock) or b"?").decode()
-                raise MasterRunning(
-                    f"a crawl master is already running for job {self.cfg.job!r} ({holder})"
-                )
-            time.sleep(0.2)
+        """Take the crawl's master lease, then recover what a previous master left.
+
+        A master that died on another host holds the lease until its TTL
+        lapses (one that died on this host is taken over at once): wait that long.
+        """
+        self.lease.acquire(
+            self.lease.ttl_ms / 1000 + 1 if wait else 0,
+            what=f"crawl master of job {self.cfg.job!r}",
+            stopping=self.stopping.is_set,
+        )
+        self._last_renew = time.monotonic()
         # a previous master's half-processed batch goes back to the head of nrq
-        self.queues.nrq.requeue(MASTER_ID)
+        self.frontier.take_over()
         replayed = self.seen.load()
         self.host_pages = {
             k.decode(): int(v) for k, v in self.client.hgetall(self.keys.crawl_host_pages).items()
         }
-        self.client.hsetnx(self.keys.crawl_state, "level", 0)
-        self.client.hset(
-            self.keys.crawl_state, mapping={"state": "running", "updated": time.time()}
-        )
         log.info("master up: seen set %d (+%d replayed)", len(self.seen), replayed)
 
-    def _holder_is_dead(self) -> bool:
-        """True (and the lock dropped) if its holder was a process on this host that is gone."""
-        holder = self.client.get(self.keys.master_lock)
-        if not holder:
-            return True
-        host, _, rest = holder.decode().partition(":")
-        pid = rest.partition(":")[0]
-        if host != socket.gethostname() or not pid.isdigit():
-            return False
-        try:
-            os.kill(int(pid), 0)
-            return False
-        except ProcessLookupError:
-            pass
-        except PermissionError:  # alive, someone else's
-            return False
-        pipe = self.client.pipeline(transaction=True)
-        pipe.watch(self.keys.master_lock)
-        try:
-            if pipe.get(self.keys.master_lock) == holder:
-                pipe.multi()
-                pipe.delete(self.keys.master_lock)
-                pipe.execute()
-        except redis.WatchError:
-            pass
-        finally:
-            pipe.reset()
-        return True
-
     def release(self) -> None:
-        # only delete the lock if it is still ours
-        if self.client.get(self.keys.master_lock) == self._lock_token.encode():
-            self.client.delete(self.keys.master_lock)
+        """Let the lease go, if it is still ours."""
+        self.lease.release()
 
     def install_signal_handlers(self) -> None:
         """First signal: finish the batch in hand. Second: leave at once."""
         install_stop_handlers(self.stopping)
 
     def run(self, *, keep_running: bool = False) -> bool:
-        """Crawl until complete (True) or stopped (False)."""
+        """Crawl until complete (True) or stopped (False); LeaseLost if another took over."""
         self.acquire()
         try:
             return self._loop(keep_running)
+        except LeaseLost as e:
+            log.error("%s: it stops, having changed nothing since", e)
+            raise
         except REDIS_DOWN:
             if not self.stopping.is_set():
                 raise
@@ -238,27 +206,31 @@ class CrawlMaster:
     def _next_messages(self, due_ms: int) -> list[bytes]:
         """nrq messages, waiting for them until ``due_ms`` (-1: no host is due before one comes).
 
-        An outcome wakes the blocking pop at once, but Redis ends a blocking
-        timeout only on its timer tick: the pop blocks until a tick before the
-        due time and the rest is polled, so a host is released on time.
+        An outcome wakes the blocking wait at once, but Redis ends a blocking
+        timeout only on its timer tick: the wait ends a tick before the due
+        time and the rest is polled, so a host is released on time.
         """
+        take = self.frontier.take
         if due_ms < 0:
-            return self.queues.nrq.pop(MASTER_ID, self.batch, timeout=DEFAULT_MASTER_IDLE_WAIT)
+            return take(self.batch, timeout=DEFAULT_MASTER_IDLE_WAIT)
         wait = min(DEFAULT_MASTER_IDLE_WAIT + REDIS_TIMER_TICK, (due_ms - now_ms()) / 1000)
         if wait > REDIS_TIMER_TICK:
-            return self.queues.nrq.pop(MASTER_ID, self.batch, timeout=wait - REDIS_TIMER_TICK)
-        msgs = self.queues.nrq.pop(MASTER_ID, self.batch)
+            return take(self.batch, timeout=wait - REDIS_TIMER_TICK)
+        msgs = take(self.batch)
         if not msgs and wait > 0:
             time.sleep(min(wait, DEFAULT_MASTER_POLL))
         return msgs
 
     def _housekeeping(self) -> None:
         now = time.monotonic()
+        # renewed a few times per TTL: a lease lost meanwhile ends the master here
+        if now - self._last_renew >= self.lease.ttl_ms / 3000:
+            self.lease.keep()
+            self._last_renew = now
         if now - self._last_reap < DEFAULT_HEARTBEAT_INTERVAL:
             return
         self._last_reap = now
         self.reload_strategy()
-        self.client.set(self.keys.master_lock, self._lock_token, px=_LOCK_TTL_MS)
         returned = reap(self.client, self.keys)
         for sentence in reaped_sentences(returned):
             log.warning("%s", sentence)
@@ -271,7 +243,7 @@ class CrawlMaster:
         self.backlog = DEFAULT_CRAWL_BACKLOG_PER_THREAD * threads
         self._watch_slaves(len(slaves), now)
         if self.seen.snapshot_due():
-            self.seen.snapshot()
+            self.seen.snapshot(self.frontier.transaction)
 
     def _watch_slaves(self, alive: int, now: float) -> None:
         """Say once when no crawl slave has been alive for a while, and once when one is back."""
@@ -292,22 +264,27 @@ class CrawlMaster:
     def _advance_level(self, *, lagging: bool) -> None:
         # scheduling pauses while a level is released, so no task of the new
         # level runs before all of it is queued (see Frontier)
-        if lagging:  # from now on, depths are recorded (see Frontier)
-            level = self.client.hget(self.keys.crawl_state, "level") or b"0"
-            self.client.hsetnx(self.keys.crawl_state, "record_above", level)
-        self.client.hincrby(self.keys.crawl_state, "level", 1)
+        state = self.keys.crawl_state
+        level = self.client.hget(state, "level") or b"0"
+
+        def next_level(pipe: redis.client.Pipeline) -> None:
+            if lagging:  # from now on, depths are recorded (see Frontier)
+                pipe.hsetnx(state, "record_above", level)
+            pipe.hincrby(state, "level", 1)
+
+        self.frontier.transaction(next_level)
         while self.frontier.advance() > 0:
             pass
 
     def _finish(self) -> None:
-        self.seen.snapshot()
+        self.seen.snapshot(self.frontier.transaction)
         improved = self.frontier.improved_depths()
+        self.lease.keep()  # the store is not fenced: a master that lost the crawl leaves first
         if improved:  # a page may have been stored from its deeper fetch last
             self.cfg.store().set_depths(improved)
         stats = self.counters()
-        self.client.hset(
-            self.keys.crawl_state, mapping={"state": "complete", "finished": time.time()}
-        )
+        finished = {"state": "complete", "finished": time.time()}
+        self.frontier.transaction(lambda pipe: pipe.hset(self.keys.crawl_state, mapping=finished))
         started = self.client.hget(self.keys.crawl_state, "started")
         self.cfg.store().set_job(
             self.cfg.job, "crawl", "complete", stats,
@@ -323,16 +300,16 @@ class CrawlMaster:
         """Turn a batch of nrq messages into one atomic frontier commit."""
         batch = Batch(acks=len(msgs))
         level, above = self.client.hmget(self.keys.crawl_state, ["level", "record_above"])
-        level = int(level or 0)
+        self._level = int(level or 0)
         self._record_above = int(above) if above is not None else None
-        self._checks: dict[int, tuple[str, int, str]] = {}
+        self._checks = {}
         for raw in msgs:
             try:
-                msg = decode(raw)
-            except EnvelopeError:
-                batch.count("bad_messages")
+                outcome = read_outcome(raw)
+            except EnvelopeError as e:
+                self._reject(raw, e, batch)
                 continue
-            self._apply(msg, batch, level)
+            self._handlers[type(outcome)](outcome, batch)
         self._improve(batch)
         journal = self.seen.take_journal()
         try:
@@ -343,100 +320,106 @@ class CrawlMaster:
             self.seen.load()
             raise
 
-    def _apply(self, msg: Message, batch: Batch, level: int) -> None:
-        kind = msg.kind
-        if kind == "seed":
-            if int(msg.get("strategy", 0)) > self.strategy.version:
-                self.reload_strategy()
-            for url in msg.get("urls", []):
-                self._candidate(url, 0, batch, level)
-            return
-        if kind == "error":  # a slave's handler failed on these tasks: release their queues
-            batch.count("slave_errors")
-            for raw in msg.payload.split(b"\n") if msg.payload else []:
-                try:
-                    task = decode(raw)
-                except EnvelopeError:
-                    continue
-                if task.get("q"):
-                    batch.done.append([task.get("q"), -1])
-            return
-        queue = msg.get("q")
-        if not queue:
-            batch.count("bad_messages")
-            return
-        s = self.strategy
-        fetch_ms = float(msg.get("fetch_ms", 0))
-        if kind == "fetched":
-            batch.done.append([queue, now_ms() + s.politeness_ms(fetch_ms, msg.get("crawl_delay"))])
-            batch.count("refetched" if msg.get("again") else "pages")
-            status, error = int(msg.get("status", 0)), msg.get("error")
-            if error:  # a cut-off or failed response is no good page, whatever its status
-                batch.count("fetch_errors")
-                batch.count(f"error_{error}")
-                if error == ERROR_ADDRESS_REFUSED:
-                    batch.count("address_refused")
-            else:
-                batch.count(f"status_{status // 100}xx" if status > 0 else "fetch_errors")
-            if msg.get("invalid"):
-                batch.count("invalid_urls", int(msg.get("invalid")))
-            depth = int(msg.get("depth", 0)) + 1
-            for url in msg.get("links", []):
-                self._candidate(url, depth, batch, level)
-        elif kind == "robots":  # the task fetched robots.txt: the URL itself comes next
-            batch.count("robots_fetched")
-            batch.errors[host_of(msg.get("url"))] = ""
-            batch.retry.append(
-                [
-                    queue,
-                    msg.get("task"),
-                    now_ms() + s.politeness_ms(fetch_ms, msg.get("crawl_delay")),
-                ]
-            )
-        elif kind == "retry":  # a passing failure: the URL goes back to its queue's head
-            self._retry(msg, queue, batch, fetch_ms)
-        elif kind == "disallowed":
-            batch.count("robots_disallowed")
-            batch.done.append([queue, -1])
-        elif kind == "deferred":
-            self._deferred(msg, batch, queue)
-            return
-        else:
-            batch.count("bad_messages")
-            return
-        batch.lag[queue] = 0  # the host answered: its queue counts for the level again
+    def _reject(self, raw: bytes, error: EnvelopeError, batch: Batch) -> None:
+        """Count a malformed message; a queue it names is released, so the crawl goes on."""
+        batch.count(REJECTED)
+        queue = queue_of(raw)
+        if queue is not None:
+            batch.done[queue] = None
+            batch.lag[queue] = 0
+        if not self._said_rejected:
+            self._said_rejected = True
+            log.warning("rejected a malformed nrq message (%s): %.200r; more are only counted "
+                        "(crawl counter %r)", error, raw, REJECTED)  # fmt: skip
 
-    def _deferred(self, msg: Message, batch: Batch, queue: str) -> None:
+    def _polite(self, fetch_ms: float, crawl_delay: float | None) -> int:
+        """When a host that just answered may be asked again (epoch ms)."""
+        return now_ms() + self.strategy.politeness_ms(fetch_ms, crawl_delay)
+
+    def _on_seed(self, seed: Seed, batch: Batch) -> None:
+        if seed.strategy > self.strategy.version:
+            self.reload_strategy()
+        if seed.rejected:
+            batch.count(REJECTED_LINKS, seed.rejected)
+        for url, fp in seed.urls:
+            self._candidate(url, fp, 0, batch)
+
+    def _on_error(self, error: TaskError, batch: Batch) -> None:
+        """A slave's handler failed on these tasks: release their queues."""
+        batch.count("slave_errors")
+        for raw in error.tasks:
+            queue = queue_of(raw)
+            if queue is not None:
+                batch.done[queue] = None
+
+    def _on_fetched(self, page: Fetched, batch: Batch) -> None:
+        queue = page.task.queue
+        batch.done[queue] = self._polite(page.fetch_ms, page.crawl_delay)
+        batch.lag[queue] = 0  # the host answered: its queue counts for the level again
+        batch.count("refetched" if page.task.again else "pages")
+        if page.error:  # a cut-off or failed response is no good page, whatever its status
+            batch.count("fetch_errors")
+            batch.count(f"error_{page.error}")
+            if page.error == ERROR_ADDRESS_REFUSED:
+                batch.count("address_refused")
+        else:
+            batch.count(f"status_{page.status // 100}xx" if page.status > 0 else "fetch_errors")
+        if page.invalid:
+            batch.count("invalid_urls", page.invalid)
+        if page.rejected:
+            batch.count(REJECTED_LINKS, page.rejected)
+        depth = page.task.depth + 1
+        for url, fp in page.links:
+            self._candidate(url, fp, depth, batch)
+
+    def _on_robots(self, robots: RobotsFetched, batch: Batch) -> None:
+        """The task fetched robots.txt: the URL itself comes next, at its politeness turn."""
+        batch.count("robots_fetched")
+        batch.errors[host_of(robots.task.url)] = ""
+        batch.retry.append(Requeue(robots.task, self._polite(robots.fetch_ms, robots.crawl_delay)))
+        batch.lag[robots.task.queue] = 0
+
+    def _on_disallowed(self, disallowed: Disallowed, batch: Batch) -> None:
+        batch.count("robots_disallowed")
+        batch.done[disallowed.task.queue] = None
+        batch.lag[disallowed.task.queue] = 0
+
+    def _on_retry(self, retry: Retry, batch: Batch) -> None:
+        """Queue a failed fetch again after a back-off, its host still polite meanwhile."""
+        task = replace(retry.task, failed=retry.task.failed + 1)
+        batch.count("fetch_retries")
+        batch.count(f"retry_{retry.error or 'status_' + str(retry.status)}")
+        wait = max(self.strategy.retry_ms(task.failed, retry.retry_after),
+                   self.strategy.politeness_ms(retry.fetch_ms, retry.crawl_delay))  # fmt: skip
+        batch.retry.append(Requeue(task, now_ms() + wait))
+        batch.lag[task.queue] = 0
+
+    def _on_deferred(self, deferred: Deferred, batch: Batch) -> None:
         """A task whose host's robots.txt could not be had: retry it later, or give it up.
 
         A host that could not even be connected to gets fewer tries than one
         that answered 5xx: it is most likely a mistyped or stopped seed.
         """
-        task = decode(msg.get("task", ""))
-        tries = int(task.get("tries", 0)) + 1
-        reason = msg.get("reason")  # only when robots.txt was just fetched, not from the cache
+        task = replace(deferred.task, tries=deferred.task.tries + 1)
+        reason = deferred.reason  # only when robots.txt was just fetched, not from the cache
         limit = DEFAULT_ROBOTS_TRIES_UNREACHABLE if reason in UNREACHABLE else DEFAULT_ROBOTS_TRIES
         retry_at = None
-        if tries >= limit:
+        if task.tries >= limit:
             batch.count("robots_gave_up")
-            batch.done.append([queue, -1])
-            batch.lag[queue] = 0
+            batch.done[task.queue] = None
+            batch.lag[task.queue] = 0
         else:
             batch.count("robots_deferred")
-            again = bool(task.get("again"))
-            retry = fetch_task(task.get("url"), task.get("fp"), task.get("depth"), queue, tries,
-                               again=again, failed=int(task.get("failed", 0)))  # fmt: skip
-            until = int(float(msg.get("until", 0)) * 1000)
-            wait = self.strategy.politeness_ms(float(msg.get("fetch_ms", 0)), None)
-            retry_at = max(until, now_ms() + wait)
-            batch.retry.append([queue, retry, retry_at])
+            wait = self.strategy.politeness_ms(deferred.fetch_ms, None)
+            retry_at = max(int(deferred.until * 1000), now_ms() + wait)
+            batch.retry.append(Requeue(task, retry_at))
             # a short wait costs the level little: keep the barrier (exact without
             # bookkeeping); only a host deferred for longer stops holding the others
-            batch.lag[queue] = int(retry_at - now_ms() >= DEFAULT_LAG_AFTER * 1000)
+            batch.lag[task.queue] = int(retry_at - now_ms() >= DEFAULT_LAG_AFTER * 1000)
         if reason:
-            record = {"what": "robots.txt", "reason": reason, "try": tries, "tries": limit,
+            record = {"what": "robots.txt", "reason": reason, "try": task.tries, "tries": limit,
                       "retry_at": retry_at / 1000 if retry_at else None}  # fmt: skip
-            batch.errors[host_of(task.get("url"))] = json.dumps(record)
+            batch.errors[host_of(task.url)] = json.dumps(record)
 
     def _improve(self, batch: Batch) -> None:
         """URLs found again by a shorter path than the depth they were scheduled at: record
@@ -445,78 +428,53 @@ class CrawlMaster:
             return
         fps = [fp for fp in self._checks if fp not in batch.depths]
         recorded = dict(zip(fps, self.frontier.recorded_depths(fps), strict=True))
-        for fp, (url, depth, queue) in self._checks.items():
+        for fp, task in self._checks.items():
             was = batch.depths.get(fp, recorded.get(fp))
-            if was is None or was <= depth:
+            if was is None or was <= task.depth:
                 continue
-            batch.depths[fp] = batch.improved[fp] = depth
-            batch.now.append([queue, fetch_task(url, fp, depth, queue, again=True)])
+            batch.depths[fp] = batch.improved[fp] = task.depth
+            batch.now.append(task)
             batch.count("depth_improved")
 
-    def _retry(self, msg: Message, queue: str, batch: Batch, fetch_ms: float) -> None:
-        """Queue a failed fetch again after a back-off, its host still polite meanwhile."""
-        s = self.strategy
-        try:
-            task = decode(msg.get("task", ""))
-        except EnvelopeError:
-            batch.count("bad_messages")
-            batch.done.append([queue, -1])
-            return
-        failed = int(task.get("failed", 0)) + 1
-        retry = fetch_task(task.get("url"), task.get("fp"), task.get("depth"), queue,
-                           int(task.get("tries", 0)), failed=failed,
-                           again=bool(task.get("again")))  # fmt: skip
-        batch.count("fetch_retries")
-        batch.count(f"retry_{msg.get('error') or 'status_' + str(msg.get('status', 0))}")
-        wait = max(s.retry_ms(failed, msg.get("retry_after")),
-                   s.politeness_ms(fetch_ms, msg.get("crawl_delay")))  # fmt: skip
-        batch.retry.append([queue, retry, now_ms() + wait])
-
-    def _candidate(self, url: str, depth: int, batch: Batch, level: int) -> None:
+    def _candidate(self, url: str, fp: int, depth: int, batch: Batch) -> None:
+        """Judge one link (canonical, fingerprinted by its sender): schedule it or count why not."""
         # A link found behind the current level (on a page of a lagging queue)
         # may be a shorter path to a URL scheduled deeper: see Frontier.
-        behind = self._record_above is not None and depth <= level
-        # most links are repeats [seed 004]: a URL string already judged seen is
-        # a duplicate whatever its depth, without canonicalizing it again
-        if url in self.recent and not behind:
-            self.recent.seen_or_add(url)
+        behind = self._record_above is not None and depth <= self._level
+        # most links are repeats: one already judged seen is a duplicate whatever its depth
+        if fp in self.recent and not behind:
+            self.recent.seen_or_add(fp)
             batch.count("duplicates")
             return
-        try:
-            canonical = canonicalize(url)
-        except InvalidURL:
-            batch.count("invalid_urls")
-            return
-        reason = self.scope.reject(canonical, depth)
+        reason = self.scope.reject(url, depth)
         if reason is not None:
             batch.count(reason)
             return
-        host = host_of(canonical)
+        host = host_of(url)
         cap = self.strategy.max_pages_per_host
         if cap and self.host_pages.get(host, 0) >= cap:
             batch.count("host_cap")
             return
-        fp = fingerprint(canonical)
         is_new = self.seen.add(fp)
-        self.recent.seen_or_add(url)
-        if self.strategy.queue_policy == "hash":
-            queue = f"bucket-{fp % self.strategy.hash_buckets}"
-        else:
-            queue = host
+        self.recent.seen_or_add(fp)
+        s = self.strategy
+        queue = f"bucket-{fp % s.hash_buckets}" if s.queue_policy == "hash" else host
         if not is_new:
             batch.count("duplicates")
-            if behind and depth < self._checks.get(fp, ("", depth + 1, ""))[1]:
-                self._checks[fp] = (canonical, depth, queue)
+            if behind and depth < getattr(self._checks.get(fp), "depth", depth + 1):
+                self._checks[fp] = FetchTask(url, fp, depth, queue, again=True)
             return
-        if cap:
+        self._schedule(FetchTask(url, fp, depth, queue), host, batch)
+
+    def _schedule(self, task: FetchTask, host: str, batch: Batch) -> None:
+        if self.strategy.max_pages_per_host:
             self.host_pages[host] = self.host_pages.get(host, 0) + 1
             batch.hosts[host] = batch.hosts.get(host, 0) + 1
-        if self._record_above is not None and depth > self._record_above + 1:
-            batch.depths[fp] = depth
-        task = fetch_task(canonical, fp, depth, queue)
+        if self._record_above is not None and task.depth > self._record_above + 1:
+            batch.depths[task.fp] = task.depth
         batch.count("scheduled")
-        if depth <= level:
-            batch.now.append([queue, task])
+        if task.depth <= self._level:
+            batch.now.append(task)
         else:
             batch.next.append(task)
 
@@ -526,7 +484,7 @@ def reset_crawl(cfg: Config) -> None:
     client = cfg.redis()
     k = cfg.keys
     q = PhaseQueues(client, k, "crawl")
-    doomed = [*k.crawl_keys(), q.srq.key, q.nrq.key, k.master_lock]
+    doomed = [*k.crawl_keys(), q.srq.key, q.nrq.key, k.master_lease("crawl")]
     doomed += [key for key in client.scan_iter(match=f"{k.crawl_queue_prefix}*", count=1000)]
     for queue in (q.srq, q.nrq):
         doomed += list(client.scan_iter(match=processing_pattern(queue.key), count=1000))

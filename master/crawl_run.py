@@ -12,10 +12,11 @@ from dataclasses import replace
 
 from srcrawl.config import Config
 from srcrawl.errors import ConfigError
-from srcrawl.master import strategy as strategies
-from srcrawl.master.crawl_master import reset_crawl, seed_message
+from srcrawl.master.crawl_master import reset_crawl
 from srcrawl.master.frontier import now_ms
-from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues import crawl_strategy as strategies
+from srcrawl.queues.crawl_protocol import seed_message
+from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import workers
 from srcrawl.urls import InvalidURL, canonicalize, host_of, origin

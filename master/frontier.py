@@ -49,6 +49,7 @@ a consistent frontier.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import orjson
@@ -56,6 +57,8 @@ import redis
 
 from srcrawl.defaults import LUA_UNPACK_CHUNK
 from srcrawl.keys import Keys
+from srcrawl.queues.crawl_protocol import QUEUE_FIELD, FetchTask
+from srcrawl.queues.lease import MasterLease
 
 # KEYS[1] ready, KEYS[2] inflight, KEYS[3] srq; ARGV[1] now (ms), ARGV[2] queue
 # key prefix, ARGV[3] most due queues looked at, ARGV[4] most tasks left
@@ -103,7 +106,8 @@ return {n, tonumber(first[2] or '-1')}
 # list, KEYS[8] host page counts, KEYS[9] host errors, KEYS[10] lagging queues,
 # KEYS[11] recorded depths, KEYS[12] improved depths.
 # ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] JSON:
-#   done:  [[queue, next ms or -1 to keep its time]]  outcome of its in-flight task
+#   done:  [[queue, next ms]]   outcome of its in-flight task: ready again at that time
+#   free:  [queue]              the same, keeping the time its politeness set before
 #   retry: [[queue, task, next ms]]                  put the task back at the head
 #   now:   [[queue, task]]                           new tasks of the current level
 #   next:  [task]                                    new tasks of the next level
@@ -117,22 +121,19 @@ local now = tonumber(ARGV[1])
 local prefix = ARGV[2]
 local doc = cjson.decode(ARGV[3])
 local function release(q, t)
-  if t < 0 then
-    t = tonumber(redis.call('HGET', KEYS[3], q) or '0')
-    if t < now then t = now end
-  end
   redis.call('HDEL', KEYS[2], q)
   redis.call('HSET', KEYS[3], q, t)
-  return t
+  if redis.call('LLEN', prefix .. q) > 0 then redis.call('ZADD', KEYS[1], t, q) end
 end
-for _, d in ipairs(doc.done) do
-  local t = release(d[1], d[2])
-  if redis.call('LLEN', prefix .. d[1]) > 0 then redis.call('ZADD', KEYS[1], t, d[1]) end
+for _, d in ipairs(doc.done) do release(d[1], d[2]) end
+for _, q in ipairs(doc.free) do
+  local t = tonumber(redis.call('HGET', KEYS[3], q) or '0')
+  if t < now then t = now end
+  release(q, t)
 end
 for _, r in ipairs(doc.retry) do
-  local t = release(r[1], r[3])
   redis.call('LPUSH', prefix .. r[1], r[2])
-  redis.call('ZADD', KEYS[1], t, r[1])
+  release(r[1], r[3])
 end
 for _, e in ipairs(doc.now) do
   redis.call('RPUSH', prefix .. e[1], e[2])
@@ -165,13 +166,13 @@ return doc.acks
 # KEYS[1] nextlevel, KEYS[2] ready, KEYS[3] inflight, KEYS[4] qnext;
 # ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] chunk size.
 # Releases up to a chunk of next-level tasks into their queues (the queue
-# name is the task's "q" field). Returns the tasks left in nextlevel.
-_ADVANCE = """
+# name is the task's QUEUE_FIELD). Returns the tasks left in nextlevel.
+_ADVANCE = f"""
 local now = tonumber(ARGV[1])
 local tasks = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[3]) - 1)
 if #tasks > 0 then redis.call('LTRIM', KEYS[1], #tasks, -1) end
 for _, task in ipairs(tasks) do
-  local q = cjson.decode(task).q
+  local q = cjson.decode(task).{QUEUE_FIELD}
   redis.call('RPUSH', ARGV[2] .. q, task)
   if redis.call('HEXISTS', KEYS[3], q) == 0 then
     local t = tonumber(redis.call('HGET', KEYS[4], q) or '0')
@@ -201,18 +202,52 @@ return {ready, inflight, lagging, redis.call('LLEN', KEYS[4]), redis.call('LLEN'
 """
 
 
+# KEYS[1] nrq, KEYS[2] the master's processing list; ARGV[1] how many.
+# Moves up to ARGV[1] messages from the head of nrq to the tail of the
+# processing list (the batch in hand); returns them.
+_TAKE = f"""
+local items = redis.call('LPOP', KEYS[1], tonumber(ARGV[1]))
+if not items then return {{}} end
+for i = 1, #items, {LUA_UNPACK_CHUNK} do
+  redis.call('RPUSH', KEYS[2], unpack(items, i, math.min(i + {LUA_UNPACK_CHUNK - 1}, #items)))
+end
+return items
+"""
+
+# KEYS[1] the master's processing list, KEYS[2] nrq, KEYS[3] crawl state; ARGV[1]
+# now (s). What a master does when it takes a crawl over: the batch a previous
+# master had in hand goes back to the head of nrq, and the crawl is running.
+_TAKE_OVER = """
+while redis.call('RPOPLPUSH', KEYS[1], KEYS[2]) do end
+redis.call('HSETNX', KEYS[3], 'level', 0)
+redis.call('HSET', KEYS[3], 'state', 'running', 'updated', ARGV[1])
+"""
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class Requeue:
+    """A task back at the head of its queue, which is ready again at ``at`` (ms)."""
+
+    task: FetchTask
+    at: int
 
 
 @dataclass
 class Batch:
     """What processing a batch of nrq messages decided, applied by Frontier.commit."""
 
-    done: list[list] = field(default_factory=list)
-    retry: list[list] = field(default_factory=list)
-    now: list[list] = field(default_factory=list)
-    next: list[str] = field(default_factory=list)
+    done: dict[str, int | None] = field(default_factory=dict)
+    """Queues whose in-flight task is over → when they are ready again (None: when
+    their politeness said before)."""
+    retry: list[Requeue] = field(default_factory=list)
+    now: list[FetchTask] = field(default_factory=list)
+    """New tasks of the current level."""
+    next: list[FetchTask] = field(default_factory=list)
+    """New tasks of the next level."""
     hosts: dict[str, int] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
@@ -224,19 +259,76 @@ class Batch:
     def count(self, name: str, n: int = 1) -> None:
         self.stats[name] = self.stats.get(name, 0) + n
 
+    def document(self) -> bytes:
+        """The batch as the commit script reads it (see _COMMIT)."""
+        doc = {
+            "done": [[q, t] for q, t in self.done.items() if t is not None],
+            "free": [q for q, t in self.done.items() if t is None],
+            "retry": [[r.task.queue, r.task.encode().decode(), r.at] for r in self.retry],
+            "now": [[t.queue, t.encode().decode()] for t in self.now],
+            "next": [t.encode().decode() for t in self.next],
+            "hosts": [[h, n] for h, n in self.hosts.items()],
+            "stats": [[s, n] for s, n in self.stats.items()],
+            "errors": [[h, e] for h, e in self.errors.items()],
+            "lag": [[q, n] for q, n in self.lag.items()],
+            # fingerprints as strings: cjson reads numbers as doubles
+            "depths": [[str(fp), d] for fp, d in self.depths.items()],
+            "improved": [[str(fp), d] for fp, d in self.improved.items()],
+            "acks": self.acks,
+        }
+        # cjson turns empty Lua tables into {}: send empty lists as such
+        return orjson.dumps(doc)
+
 
 class Frontier:
     """Host queues, politeness and depth levels of one crawl job."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, srq_key: str, nrq_processing: str) -> None:
-        self.client = client
+    def __init__(
+        self, lease: MasterLease, keys: Keys, srq_key: str, nrq_key: str, nrq_processing: str
+    ) -> None:
+        self.client = lease.client
+        self.lease = lease
         self.keys = keys
         self.srq_key = srq_key
+        self.nrq_key = nrq_key
         self.nrq_processing = nrq_processing
-        self._schedule = client.register_script(_SCHEDULE)
-        self._commit = client.register_script(_COMMIT)
-        self._advance = client.register_script(_ADVANCE)
-        self._level = client.register_script(_LEVEL)
+        # every script that writes is fenced: a master that lost its lease changes nothing
+        self._schedule = lease.script(_SCHEDULE)
+        self._commit = lease.script(_COMMIT)
+        self._advance = lease.script(_ADVANCE)
+        self._level = lease.script(_LEVEL)
+        self._take = lease.script(_TAKE)
+        self._take_over = lease.script(_TAKE_OVER)
+
+    def take_over(self) -> None:
+        """Take the crawl over: requeue a previous master's batch in hand, mark it running."""
+        self._take_over(keys=[self.nrq_processing, self.nrq_key, self.keys.crawl_state],
+                        args=[time.time()])  # fmt: skip
+
+    def take(self, count: int, timeout: float = 0.0) -> list[bytes]:
+        """Up to ``count`` nrq messages, moved into the master's batch in hand.
+
+        With ``timeout`` > 0, waits up to that long for the first one. The wait
+        (BLMOVE of nrq onto itself, head to head) takes nothing: only the
+        fenced script does, so a master that lost its lease takes nothing.
+        """
+        items = self._take(keys=[self.nrq_key, self.nrq_processing], args=[count])
+        if items or timeout <= 0:
+            return list(items)
+        if self.client.blmove(self.nrq_key, self.nrq_key, timeout, "LEFT", "LEFT") is None:
+            return []
+        return list(self._take(keys=[self.nrq_key, self.nrq_processing], args=[count]))
+
+    def transaction(self, write: Callable[[redis.client.Pipeline], object]) -> list:
+        """Run the commands ``write`` queues as one transaction fenced by the lease."""
+        while True:
+            with self.client.pipeline(transaction=True) as pipe:
+                self.lease.guard(pipe)  # LeaseLost if the lease is not ours
+                write(pipe)
+                try:
+                    return pipe.execute()
+                except redis.WatchError:  # the lease key moved: guard() says if still ours
+                    continue
 
     def schedule(self, limit: int = 1000, backlog: int = 0) -> tuple[int, int]:
         """Release due tasks into srq; return (released, earliest next ready ms or -1).
@@ -257,22 +349,7 @@ class Frontier:
 
     def commit(self, batch: Batch, journal: bytes) -> None:
         k = self.keys
-        doc = {
-            "done": batch.done,
-            "retry": batch.retry,
-            "now": batch.now,
-            "next": batch.next,
-            "hosts": [[h, n] for h, n in batch.hosts.items()],
-            "stats": [[s, n] for s, n in batch.stats.items()],
-            "errors": [[h, e] for h, e in batch.errors.items()],
-            "lag": [[q, n] for q, n in batch.lag.items()],
-            # fingerprints as strings: cjson reads numbers as doubles
-            "depths": [[str(fp), d] for fp, d in batch.depths.items()],
-            "improved": [[str(fp), d] for fp, d in batch.improved.items()],
-            "acks": batch.acks,
-        }
-        # cjson turns empty Lua tables into {}: send empty lists as such
-        raw = orjson.dumps(doc)
+        raw = batch.document()
         self._commit(
             keys=[
                 k.crawl_ready, k.crawl_inflight, k.crawl_queue_next, k.crawl_next_level,
@@ -327,21 +404,3 @@ class LevelState:
     @property
     def level_done(self) -> bool:
         return self.ready == 0 and self.inflight == 0 and self.nrq == 0
-
-
-def work_left(client: redis.Redis, keys: Keys, nrq_key: str, nrq_processing: str) -> bool:
-    """True while the job's crawl has anything queued or in flight, in one atomic read.
-
-    A task is always in one of these: ``nrq`` (an outcome or seed for the
-    master), the master's batch in hand, a ready queue, a queue with its
-    task out (in ``srq`` or with a slave), or the next level.
-    """
-    pipe = client.pipeline(transaction=True)
-    pipe.hget(keys.crawl_state, "state")
-    pipe.llen(nrq_key)
-    pipe.llen(nrq_processing)
-    pipe.zcard(keys.crawl_ready)
-    pipe.hlen(keys.crawl_inflight)
-    pipe.llen(keys.crawl_next_level)
-    state, *counts = pipe.execute()
-    return state not in (None, b"complete") and any(counts)

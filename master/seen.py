@@ -1,4 +1,4 @@
-"""The URL-seen test: a Bloom filter (pybloom-live) [seed 002 §3.1].
+"""The URL-seen test: a Bloom filter (pybloom-live).
 
 It survives a master restart, ``kill -9`` included: every fingerprint the
 master adds is appended to a journal in Redis in the same atomic step that
@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Callable
 
 import redis
 from pybloom_live import ScalableBloomFilter
 
 from srcrawl.defaults import DEFAULT_BLOOM_CAPACITY, DEFAULT_SNAPSHOT_EVERY
 from srcrawl.keys import Keys
+
+Transaction = Callable[[Callable[[redis.client.Pipeline], object]], object]
+"""Runs the writes a function queues on a pipeline as one transaction."""
 
 
 class SeenSet:
@@ -83,17 +87,26 @@ class SeenSet:
     def snapshot_due(self) -> bool:
         return self.since_snapshot >= self.snapshot_every
 
-    def snapshot(self) -> int:
+    def snapshot(self, transaction: Transaction | None = None) -> int:
         """Write the whole filter and clear the journal it covers; return its size in bytes.
 
         Call only between commits: then everything in the filter is committed.
+        ``transaction`` runs the two writes (the master's is fenced by its lease);
+        by default they are a plain MULTI.
         """
         buf = io.BytesIO()
         self.bloom.tofile(buf)
-        pipe = self.client.pipeline(transaction=True)
-        pipe.set(self.keys.seen_snapshot, buf.getvalue())
-        pipe.delete(self.keys.seen_journal)
-        pipe.execute()
+
+        def write(pipe: redis.client.Pipeline) -> None:
+            pipe.set(self.keys.seen_snapshot, buf.getvalue())
+            pipe.delete(self.keys.seen_journal)
+
+        if transaction is not None:
+            transaction(write)
+        else:
+            with self.client.pipeline(transaction=True) as pipe:
+                write(pipe)
+                pipe.execute()
         self.since_snapshot = 0
         return buf.tell()
 

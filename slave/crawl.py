@@ -1,10 +1,11 @@
-"""The crawl phase on a slave: one fetch task in, one outcome out [seed 002 §3.1].
+"""The crawl phase on a slave: one fetch task in, one outcome out.
 
 srq task → robots (cluster-wide cache) → fetch → decode → parse → page and
-links queued for the store → nrq outcome with the page's links, repeats
-dropped by a local CLOCK cache [seed 004]; the runtime stores the queued
-pages in one transaction (:meth:`CrawlHandler.flush`) before it
-acknowledges their tasks.
+links queued for the store → nrq outcome with the page's links, canonical and
+fingerprinted here once (the master judges them as they are), repeats dropped
+by a local CLOCK cache (queues/link_cache.py); the runtime stores the queued
+pages in one transaction (:meth:`CrawlHandler.flush`) before it acknowledges
+their tasks. The messages are those of queues/crawl_protocol.py.
 """
 
 from __future__ import annotations
@@ -29,10 +30,22 @@ from srcrawl.defaults import (
     DEFAULT_PARSE_THREADS,
 )
 from srcrawl.errors import EnvelopeError
-from srcrawl.master.strategy import CrawlStrategy
-from srcrawl.master.strategy import load as load_strategy
-from srcrawl.queues.envelope import decode, encode
-from srcrawl.slave.clock_cache import ClockCache
+from srcrawl.queues.crawl_protocol import (
+    COULD_NOT_CONNECT,
+    UNKNOWN_HOST,
+    Deferred,
+    Disallowed,
+    Fetched,
+    FetchTask,
+    Retry,
+    RobotsFetched,
+    canonical_links,
+    task_error,
+    work_left,
+)
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import load as load_strategy
+from srcrawl.queues.link_cache import ClockCache
 from srcrawl.slave.decode import decode_html, is_html, utf8_source
 from srcrawl.slave.fetch import BODY_CAPPED, BODY_COMPLETE, Fetcher, FetchMulti, FetchResult
 from srcrawl.slave.fetch_policy import FetchPolicy
@@ -40,7 +53,7 @@ from srcrawl.slave.page_writer import PageWriter
 from srcrawl.slave.parse import parse_html
 from srcrawl.slave.robots import RobotsCache, RobotsRules, robots_url
 from srcrawl.sql.store import Page, compress_body
-from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
+from srcrawl.urls import host_of, origin
 
 _STRATEGY_REFRESH = 5.0
 
@@ -48,9 +61,7 @@ log = logging.getLogger("srcrawl.slave")
 
 
 _CURL_CODE = re.compile(r"libcurl error (\d+):")
-_CONNECT_REASONS = {6: "unknown host", 7: "could not connect"}
-UNREACHABLE = frozenset(_CONNECT_REASONS.values())
-"""Reasons that say no server is there at all (see DEFAULT_ROBOTS_TRIES_UNREACHABLE)."""
+_CONNECT_REASONS = {6: UNKNOWN_HOST, 7: COULD_NOT_CONNECT}
 
 
 def failure_reason(result: FetchResult) -> str:
@@ -68,7 +79,7 @@ class _RobotsMiss:
     """A task whose host has no robots.txt cached: fetching it is the task's request."""
 
     site: str
-    base: dict
+    task: FetchTask
 
 
 class CrawlHandler:
@@ -149,10 +160,10 @@ class CrawlHandler:
         fetcher, robots = self.tools()
         if isinstance(step, _RobotsMiss):
             rules, result = robots.fetch_and_store(step.site)
-            return self._after_robots(raw, step.base, rules, result)
-        url, base, rules = step
-        result = fetcher.fetch(url)
-        return self._retry(raw, base, rules, result) or self._finish(base, rules, result)
+            return self._after_robots(step.task, rules, result)
+        task, rules = step
+        result = fetcher.fetch(task.url)
+        return self._retry(task, rules, result) or self._finish(task, rules, result)
 
     # -- many at once, driven by the runtime's one crawl thread ----------------
     def start(self, raw: bytes) -> bytes | None:
@@ -171,8 +182,8 @@ class CrawlHandler:
         if isinstance(step, _RobotsMiss):
             self._multi.add(fetcher, robots_url(step.site), (raw, step, 0))
         else:
-            url, base, rules = step
-            self._multi.add(fetcher, url, (raw, base, rules))
+            task, rules = step
+            self._multi.add(fetcher, task.url, (raw, task, rules))
         return None
 
     def poll(self, timeout: float, wake_fd: int) -> list[tuple[bytes, bytes]]:
@@ -182,7 +193,7 @@ class CrawlHandler:
                 select.select([wake_fd], [], [], timeout)
             return []
         out: list[tuple[bytes, bytes]] = []
-        pages: list[tuple[bytes, dict, RobotsRules, FetchResult]] = []
+        pages: list[tuple[bytes, FetchTask, RobotsRules, FetchResult]] = []
         fds = [fd for fd in (wake_fd, self._parsed_r.fileno()) if fd >= 0]
         for (raw, what, extra), result in self._multi.wait(timeout, fds):  # type: ignore[misc]
             if isinstance(what, _RobotsMiss):
@@ -191,9 +202,9 @@ class CrawlHandler:
                     self._multi.add(fetcher, result.redirect, (raw, what, extra + 1))
                     continue
                 rules = robots.store(what.site, result)
-                out.append((raw, self._after_robots(raw, what.base, rules, result)))
+                out.append((raw, self._after_robots(what.task, rules, result)))
                 continue
-            retry = self._retry(raw, what, extra, result)
+            retry = self._retry(what, extra, result)
             if retry is not None:
                 out.append((raw, retry))
             else:
@@ -212,15 +223,14 @@ class CrawlHandler:
             self._parsing -= 1
         return out
 
-    def _parse_beside(self, pages: list[tuple[bytes, dict, RobotsRules, FetchResult]]) -> None:
+    def _parse_beside(self, pages: list[tuple[bytes, FetchTask, RobotsRules, FetchResult]]) -> None:
         """A parse thread's work: the tasks' outcomes, handed to the driver."""
-        for raw, base, rules, result in pages:
+        for raw, task, rules, result in pages:
             try:
-                outcome = self._finish(base, rules, result)
+                outcome = self._finish(task, rules, result)
             except Exception:  # a bug: report the task to the master rather than lose it
-                log.exception("crawl handler failed on %s", base.get("url"))
-                fields = {"phase": "crawl", "error": traceback.format_exc(limit=3)}
-                outcome = encode("error", fields, raw)
+                log.exception("crawl handler failed on %s", task.url)
+                outcome = task_error(raw, traceback.format_exc(limit=3))
             self._parsed.append((raw, outcome))
         with contextlib.suppress(OSError):  # BlockingIOError: a wake-up is pending already
             self._parsed_w.send(b"x")
@@ -241,70 +251,50 @@ class CrawlHandler:
             self._multi = None
 
     # -- the parts of a task ---------------------------------------------------
-    def _begin(self, raw: bytes) -> bytes | _RobotsMiss | tuple[str, dict, RobotsRules]:
+    def _begin(self, raw: bytes) -> bytes | _RobotsMiss | tuple[FetchTask, RobotsRules]:
         """The task's outcome when it is over before any fetch, else what to fetch first."""
         try:
-            task = decode(raw)
-            url, fp, depth, queue = (
-                task.get("url"),
-                int(task.get("fp")),
-                int(task.get("depth")),
-                task.get("q"),
-            )
-        except (EnvelopeError, TypeError, ValueError):
-            return encode("error", {"phase": "crawl", "error": "malformed fetch task"}, raw)
-        base = {"url": url, "fp": fp, "depth": depth, "q": queue,
-                "failed": int(task.get("failed", 0))}  # fmt: skip
-        if task.get("again"):
-            base["again"] = 1
+            task = FetchTask.decode(raw)
+        except EnvelopeError:
+            return task_error(raw, "malformed fetch task")
         _fetcher, robots = self.tools()
-        site = origin(url)
+        site = origin(task.url)
         rules = robots.lookup(site)
         if rules is None:
-            return _RobotsMiss(site, base)
-        return self._ruled(raw, base, rules)
+            return _RobotsMiss(site, task)
+        return self._ruled(task, rules)
 
     @staticmethod
-    def _ruled(raw: bytes, base: dict, rules: RobotsRules) -> bytes | tuple[str, dict, RobotsRules]:
-        url = base["url"]
+    def _ruled(task: FetchTask, rules: RobotsRules) -> bytes | tuple[FetchTask, RobotsRules]:
         if rules.deferred_until is not None:
-            return encode("deferred", {**base, "task": raw.decode(), "until": rules.deferred_until})
-        if not rules.allowed(url):
-            return encode("disallowed", base)
-        return url, base, rules
+            return Deferred(task, rules.deferred_until).encode()
+        if not rules.allowed(task.url):
+            return Disallowed(task).encode()
+        return task, rules
 
-    def _after_robots(
-        self, raw: bytes, base: dict, rules: RobotsRules, result: FetchResult
-    ) -> bytes:
+    @staticmethod
+    def _after_robots(task: FetchTask, rules: RobotsRules, result: FetchResult) -> bytes:
         """The outcome of a task whose request went to the host's robots.txt."""
         if rules.deferred_until is None:
             # the master queues the page again, for its politeness turn
-            fields = {"task": raw.decode(), "fetch_ms": result.elapsed_ms,
-                      "crawl_delay": rules.crawl_delay}  # fmt: skip
-            return encode("robots", {**base, **fields})
-        return encode("deferred", {**base, "task": raw.decode(), "until": rules.deferred_until,
-                                   "reason": failure_reason(result)})  # fmt: skip
+            return RobotsFetched(task, result.elapsed_ms, rules.crawl_delay).encode()
+        return Deferred(task, rules.deferred_until, failure_reason(result)).encode()
 
-    def _retry(
-        self, raw: bytes, base: dict, rules: RobotsRules, result: FetchResult
-    ) -> bytes | None:
+    def _retry(self, task: FetchTask, rules: RobotsRules, result: FetchResult) -> bytes | None:
         """A ``retry`` outcome when the fetch failed for a passing reason and tries remain.
 
         The page is not stored: the master queues the task again after a back-off.
         """
-        if not result.transient or base["failed"] + 1 >= self._tries:
+        if not result.transient or task.failed + 1 >= self._tries:
             return None
         with self._lock:
             self.retries += 1
-        return encode("retry", {
-            **base, "task": raw.decode(), "status": result.status, "error": result.error,
-            "fetch_ms": result.elapsed_ms, "crawl_delay": rules.crawl_delay,
-            "retry_after": result.retry_after,
-        })  # fmt: skip
+        return Retry(task, result.status, result.error, result.elapsed_ms, rules.crawl_delay,
+                     result.retry_after).encode()  # fmt: skip
 
-    def _finish(self, base: dict, rules: RobotsRules, result: FetchResult) -> bytes:
+    def _finish(self, task: FetchTask, rules: RobotsRules, result: FetchResult) -> bytes:
         """Parse and queue the fetched page for the store; the task's outcome."""
-        url, fp, depth = base["url"], base["fp"], base["depth"]
+        url, fp, depth = task.url, task.fp, task.depth
         title = text = ""
         links: list[str] = []
         state = result.body_state
@@ -317,16 +307,7 @@ class CrawlHandler:
             title = parsed.title
             text = "" if parsed.noindex else parsed.text
             links = [] if parsed.nofollow else parsed.links
-        canonical: dict[str, int] = {}
-        invalid = 0
-        for link in links:
-            try:
-                c = canonicalize(link)
-            except InvalidURL:
-                invalid += 1
-                continue
-            if c not in canonical:
-                canonical[c] = fingerprint(c)
+        canonical, invalid = canonical_links(links)
         page = Page(
             fp=fp, url=url, host=host_of(url), depth=depth, status=result.status,
             content_type=result.content_type, fetched_at=time.time(),
@@ -338,15 +319,12 @@ class CrawlHandler:
         self.writer.add([page], [(fp, dst) for dst in canonical.values()])
         with self._lock:
             # a link found again nearer a seed is news for the master (the cache keeps depths)
-            emit = [c for c, f in canonical.items() if not self.cache.seen_or_add(f, depth)]
+            emit = [(c, f) for c, f in canonical.items() if not self.cache.seen_or_add(f, depth)]
             self.pages += 1
             self.errors += result.error is not None
             self.invalid_links += invalid
-        return encode("fetched", {
-            **base, "status": result.status, "fetch_ms": result.elapsed_ms,
-            "crawl_delay": rules.crawl_delay, "links": emit, "error": result.error,
-            "invalid": invalid,
-        })  # fmt: skip
+        return Fetched(task, result.status, result.elapsed_ms, rules.crawl_delay, emit,
+                       result.error, invalid).encode()  # fmt: skip
 
     def forget(self) -> None:
         """Forget the links sent so far: results that carried some were refused (see runtime)."""
@@ -355,14 +333,7 @@ class CrawlHandler:
 
     def drained(self) -> bool:
         """True once the crawl has nothing queued and nothing in flight (``--burst`` leaves)."""
-        from srcrawl.master.crawl_master import MASTER_ID
-        from srcrawl.master.frontier import work_left
-        from srcrawl.queues.protocol import PhaseQueues
-
-        nrq = PhaseQueues(self.cfg.redis(), self.cfg.keys, "crawl").nrq
-        return not work_left(
-            self.cfg.redis(), self.cfg.keys, nrq.key, nrq.processing_key(MASTER_ID)
-        )
+        return not work_left(self.cfg.redis(), self.cfg.keys)
 
     def flush(self) -> None:
         """Store the pages of every task handled so far (the runtime calls it before an ack)."""

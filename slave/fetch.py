@@ -42,6 +42,7 @@ from srcrawl.defaults import (
     DEFAULT_READ_TIMEOUT,
     DEFAULT_USER_AGENT,
 )
+from srcrawl.queues.crawl_protocol import ERROR_ADDRESS_REFUSED
 from srcrawl.slave.fetch_policy import FetchPolicy
 
 ERROR_SCHEME = "scheme"
@@ -64,8 +65,9 @@ ERROR_BAD_REDIRECT = "bad_redirect"
 """A 3xx whose Location is malformed or not http(s)."""
 ERROR_OUT_OF_SCOPE = "out_of_scope"
 """The URL's host is outside the crawl's scope (the fetch policy); no request was sent."""
-ERROR_ADDRESS_REFUSED = "address_refused"
-"""Every address of the host is one the fetch policy refuses; no connection was made."""
+# ERROR_ADDRESS_REFUSED: every address of the host is one the fetch policy
+# refuses; no connection was made. The master counts it apart, so it is part
+# of the crawl protocol.
 POLICY_ERRORS = frozenset({ERROR_OUT_OF_SCOPE, ERROR_ADDRESS_REFUSED})
 """The errors of a request the crawl's fetch policy did not let out."""
 

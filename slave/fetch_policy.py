@@ -26,8 +26,8 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Sequence
 
-from srcrawl.master.scope import Scope
-from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.scope import Scope
 from srcrawl.urls import InvalidURL, canonicalize, host_of, origin
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address

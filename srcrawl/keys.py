@@ -150,11 +150,6 @@ class Keys:
         """List of packed fingerprints added to the seen set since the snapshot."""
         return f"{self.prefix}:crawl:seen:journal"
 
-    @property
-    def master_lock(self) -> str:
-        """Held (with a TTL) by the running crawl master; a second one refuses to start."""
-        return f"{self.prefix}:crawl:master"
-
     def robots(self, origin: str) -> str:
         """robots.txt outcome of one origin (``scheme://host:port``), shared by all slaves.
 

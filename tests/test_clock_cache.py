@@ -8,7 +8,7 @@ from collections import OrderedDict
 
 import pytest
 
-from srcrawl.slave.clock_cache import ClockCache
+from srcrawl.queues.link_cache import ClockCache
 
 
 def test_hits_and_misses_are_counted() -> None:

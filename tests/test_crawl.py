@@ -16,8 +16,8 @@ import time
 import pytest
 
 from srcrawl.config import Config
-from srcrawl.master.scope import Scope
-from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.scope import Scope
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.accesslog import gaps, overlaps
 from srcrawl.urls import host_of
@@ -181,11 +181,11 @@ def test_master_killed_mid_crawl_is_restarted_and_finishes_exactly(
     deadline = time.monotonic() + 120
     while killed < 2 and time.monotonic() < deadline and crawl.poll() is None:
         pages = int(client.hget(cfg.keys.stats("crawl"), "pages") or 0)
-        holder = client.get(cfg.keys.master_lock)
+        holder = client.get(cfg.keys.master_lease("crawl"))
         if holder and pages >= 20 * (killed + 1):
             os.kill(int(holder.decode().split(":")[1]), signal.SIGKILL)
             killed += 1
-            while client.get(cfg.keys.master_lock) == holder:
+            while client.get(cfg.keys.master_lease("crawl")) == holder:
                 time.sleep(0.01)
         time.sleep(0.01)
     _, err = crawl.communicate(timeout=300)
@@ -218,7 +218,7 @@ def test_ctrl_c_stops_everything_and_resume_finishes_exactly(
     from srcrawl.queues.workers import workers
 
     assert [w.id for w in workers(client, cfg.keys) if w.alive] == []
-    assert client.get(cfg.keys.master_lock) is None
+    assert client.get(cfg.keys.master_lease("crawl")) is None
     assert int(client.hget(cfg.keys.stats("crawl"), "pages") or 0) < len(
         expected(web, seeds, DEPTH)
     )

@@ -20,8 +20,8 @@ import pytest
 from srcrawl.config import Config
 from srcrawl.master.crawl_master import CrawlMaster
 from srcrawl.master.crawl_run import start_crawl
-from srcrawl.master.strategy import CrawlStrategy
-from srcrawl.queues.envelope import decode, encode
+from srcrawl.queues.crawl_protocol import Deferred, Fetched, FetchTask, canonical_links
+from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.slave.runtime import Slave
 from srcrawl.testweb import TestWeb
 
@@ -58,17 +58,14 @@ class LateHostHandler:
     def handle(self, tasks: list[bytes]) -> list[bytes]:
         out = []
         for raw in tasks:
-            t = decode(raw)
-            base = {k: t.get(k) for k in ("url", "fp", "depth", "q")}
-            if t.get("url").startswith(self.late_host) and self.defers > 0:
+            task = FetchTask.decode(raw)
+            if task.url.startswith(self.late_host) and self.defers > 0:
                 self.defers -= 1
-                out.append(encode("deferred", {**base, "task": raw.decode(),
-                                               "until": time.time() + 1.2}))  # fmt: skip
+                out.append(Deferred(task, time.time() + 1.2).encode())
                 continue
-            self.fetched.append((t.get("url"), t.get("depth")))
-            links = self.graph.get(t.get("url"), [])
-            out.append(encode("fetched", {**base, "again": t.get("again"), "status": 200,
-                                          "fetch_ms": 1, "links": links}))  # fmt: skip
+            self.fetched.append((task.url, task.depth))
+            links, _ = canonical_links(self.graph.get(task.url, []))
+            out.append(Fetched(task, 200, 1, links=list(links.items())).encode())
         return out
 
     def stats(self) -> dict[str, float]:

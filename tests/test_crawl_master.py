@@ -19,11 +19,14 @@ import time
 import pytest
 
 from srcrawl.config import Config
-from srcrawl.master.crawl_master import CrawlMaster, MasterRunning, fetch_task
+from srcrawl.errors import LeaseHeld
+from srcrawl.master.crawl_master import CrawlMaster
 from srcrawl.master.crawl_run import add_seeds, progress, start_crawl
 from srcrawl.master.frontier import Batch, Frontier
-from srcrawl.master.strategy import CrawlStrategy
-from srcrawl.queues.envelope import decode, encode
+from srcrawl.queues.crawl_protocol import Fetched, FetchTask, canonical_links
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.envelope import decode
+from srcrawl.queues.lease import MasterLease
 from srcrawl.slave.runtime import Slave
 
 
@@ -88,10 +91,10 @@ class GraphHandler:
             time.sleep(self.fetch_s)
             with self.lock:
                 self.active[t.get("q")] -= 1
-            links = self.graph.get(t.get("url"), [])
-            out.append(encode("fetched", {"url": t.get("url"), "fp": t.get("fp"), "q": t.get("q"),
-                                          "depth": t.get("depth"), "status": 200 if links else 404,
-                                          "fetch_ms": 1, "links": links}))  # fmt: skip
+            links, invalid = canonical_links(self.graph.get(t.get("url"), []))
+            page = Fetched(FetchTask.decode(raw), 200 if links else 404, 1,
+                           links=list(links.items()), invalid=invalid)  # fmt: skip
+            out.append(page.encode())
         return out
 
     def stats(self) -> dict[str, float]:
@@ -138,10 +141,12 @@ def test_crawl_is_exactly_the_depth_bounded_set(redis_url, keys, tmp_path) -> No
 
 def test_hosts_with_the_most_urls_go_first_into_a_bounded_srq(redis_client, keys) -> None:
     srq = keys.srq("crawl")
-    frontier = Frontier(redis_client, keys, srq, "nrq-processing-test")
+    lease = MasterLease(redis_client, keys.master_lease("crawl"), "test", 10)
+    lease.acquire()
+    frontier = Frontier(lease, keys, srq, keys.nrq("crawl"), "nrq-processing-test")
     batch = Batch()
     for host, n in (("a", 1), ("b", 5), ("c", 3), ("d", 2)):
-        batch.now += [[host, fetch_task(f"http://{host}/{i}", i, 1, host)] for i in range(n)]
+        batch.now += [FetchTask(f"http://{host}/{i}", i, 1, host) for i in range(n)]
     frontier.commit(batch, b"")
     # room for two tasks: the two longest queues, longest first; the others wait
     assert frontier.schedule(backlog=2) == (2, -1)
@@ -222,7 +227,7 @@ def test_a_second_master_refuses_to_start(redis_url, keys, tmp_path) -> None:
     start_crawl(cfg, ["http://127.0.0.1:9000/"], FAST)
     first = CrawlMaster(cfg)
     first.acquire()
-    with pytest.raises(MasterRunning):
+    with pytest.raises(LeaseHeld):
         CrawlMaster(cfg).acquire(wait=False)
     first.release()
 
@@ -247,7 +252,6 @@ def test_master_killed_with_sigkill_resumes_exactly(redis_url, keys, tmp_path) -
         master.send_signal(signal.SIGKILL)
         master.wait()
         kills += 1
-        cfg.redis().delete(cfg.keys.master_lock)  # a killed master's lock would lapse by TTL
     master = subprocess.run(cmd, env=env, timeout=120, capture_output=True)
     assert master.returncode == 0, master.stderr
     slave.stopping.set()

@@ -17,9 +17,9 @@ import time
 import pytest
 
 from srcrawl.config import Config
-from srcrawl.master import strategy as strategies
 from srcrawl.master.crawl_run import start_crawl
-from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues import crawl_strategy as strategies
+from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.accesslog import gaps
 

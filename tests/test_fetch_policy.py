@@ -14,8 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from srcrawl.master.scope import Scope
-from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.scope import Scope
 from srcrawl.slave.fetch import ERROR_ADDRESS_REFUSED, ERROR_OUT_OF_SCOPE, Fetcher
 from srcrawl.slave.fetch_policy import FetchPolicy, is_public
 from srcrawl.slave.robots import RobotsCache
@@ -349,7 +349,7 @@ def test_seed_records_the_opt_in_and_the_seeds_origins(redis_url, keys, tmp_path
     import redis
 
     from srcrawl.keys import Keys
-    from srcrawl.master.strategy import load
+    from srcrawl.queues.crawl_strategy import load
 
     s = load(redis.Redis.from_url(redis_url), Keys(keys.job))
     assert s.seed_origins == ("http://[::1]:8080", "http://example.org", "http://b.test")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from srcrawl.master.scope import Scope
-from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.scope import Scope
 from srcrawl.slave.fetch import ERROR_ADDRESS_REFUSED, Fetcher
 from srcrawl.slave.fetch_policy import FetchPolicy
 from srcrawl.testweb import TestWeb

@@ -21,8 +21,8 @@ import pytest
 
 from srcrawl import embedded
 from srcrawl.config import Config
-from srcrawl.master.scope import Scope
-from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.scope import Scope
 from srcrawl.testweb import TestWeb
 from srcrawl.urls import host_of
 
@@ -141,7 +141,7 @@ def test_a_signalled_crawl_stops_every_child_and_says_how_to_resume(
 
         client = cfg.redis()
         assert [w.id for w in workers(client, cfg.keys) if w.alive] == []
-        assert client.get(cfg.keys.master_lock) is None
+        assert client.get(cfg.keys.master_lease("crawl")) is None
     finally:
         if crawl.poll() is None:
             crawl.kill()

@@ -11,13 +11,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from srcrawl.config import Config, DatabaseURL
-from srcrawl.master.crawl_master import fetch_task
-from srcrawl.master.strategy import CrawlStrategy, publish
+from srcrawl.queues.crawl_protocol import fetch_task
+from srcrawl.queues.crawl_strategy import CrawlStrategy, publish
 from srcrawl.queues.envelope import Message, decode
 from srcrawl.slave.crawl import CrawlHandler
 from srcrawl.slave.fetch import Fetcher
 from srcrawl.slave.robots import RobotsCache
-from srcrawl.urls import host_of
+from srcrawl.urls import fingerprint, host_of
 
 UA = "srcrawl-test/1.0 (+loopback)"
 ROBOTS = b"""# test rules
@@ -332,6 +332,6 @@ def test_the_crawl_handler_fetches_robots_txt_on_its_multi_handle(
         assert handler.start(first["target"]) is None
         [fetched] = drain().values()
         assert fetched.kind == "fetched" and fetched.get("status") == 200
-        assert fetched.get("links") == [target + "/x"]
+        assert fetched.get("links") == [[target + "/x", fingerprint(target + "/x")]]
     finally:
         handler.close()

@@ -16,7 +16,7 @@ import pytest
 
 from srcrawl.defaults import DEFAULT_USER_AGENT
 from srcrawl.errors import ConfigError
-from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.testweb import TestWeb
 from srcrawl.useragent import contact_warning, has_contact, is_loopback_host, product_token
 

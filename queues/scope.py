@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from srcrawl.master.strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import CrawlStrategy
 
 # Reasons a URL is dropped, as counted in the crawl stats.
 OUT_OF_SCOPE = "out_of_scope"

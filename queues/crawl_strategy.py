@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 
 import redis
 
@@ -83,28 +83,36 @@ class CrawlStrategy:
     retry_backoff: float = DEFAULT_RETRY_BACKOFF
     """Seconds before a failed URL's second try; doubled for each try after."""
     version: int = 0
-    extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._check_policy()
+        self._check_limits()
+        check_user_agent(self.user_agent)
+        self._check_patterns()
+
+    def _check_policy(self) -> None:
         if self.queue_policy not in QUEUE_POLICIES:
             raise ConfigError(f"--queue-policy must be one of {', '.join(QUEUE_POLICIES)}")
+        if self.hash_buckets < 1:
+            raise ConfigError("hash buckets must be at least 1")
+        if not 0 < self.bloom_error_rate < 1:
+            raise ConfigError("the Bloom error rate must be between 0 and 1")
+
+    def _check_limits(self) -> None:
         if self.max_depth < 0:
             raise ConfigError("--depth must be 0 or more")
         if min(self.delay, self.delay_factor, self.max_delay, self.max_crawl_delay) < 0:
             raise ConfigError("delays must not be negative")
         if self.max_delay < self.delay:
             raise ConfigError("--max-delay must not be below --delay")
-        if self.hash_buckets < 1:
-            raise ConfigError("hash buckets must be at least 1")
         if self.fetch_timeout <= 0 or self.robots_defer <= 0 or self.max_page_bytes < 1:
             raise ConfigError(
                 "--fetch-timeout, --robots-defer and --max-page-bytes must be positive"
             )
-        check_user_agent(self.user_agent)
         if self.fetch_tries < 1 or self.retry_backoff < 0:
             raise ConfigError("--fetch-tries must be at least 1, --retry-backoff not negative")
-        if not 0 < self.bloom_error_rate < 1:
-            raise ConfigError("the Bloom error rate must be between 0 and 1")
+
+    def _check_patterns(self) -> None:
         for cidr in self.allow_networks:
             try:
                 ipaddress.ip_network(cidr, strict=False)

@@ -1,0 +1,387 @@
+"""The messages of the crawl phase, and the values its master and slaves share.
+
+- ``srq``: a ``fetch`` task per URL (:class:`FetchTask`): canonical URL, its
+  fingerprint, depth, frontier queue, robots.txt deferrals and failed fetches
+  so far, and whether it is a fetch again at a shorter depth.
+- ``nrq``: one outcome per task, carrying the task's own fields beside its
+  own: ``fetched`` (:class:`Fetched`, with the page's links as canonical URL
+  and fingerprint, computed once, by the slave), ``robots`` (the task's
+  request went to the host's robots.txt), ``disallowed``, ``deferred``
+  (robots.txt could not be had), ``retry`` (a passing failure), ``error``
+  (the slave's handler failed on the tasks in its payload); and ``seed``
+  messages from `srcrawl seed`.
+
+The master trusts the format of what it reads, not its sender: a message or
+a link entry that is not well formed raises EnvelopeError here (or is
+counted in :attr:`Fetched.rejected`), and the master counts it and goes on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from srcrawl.errors import EnvelopeError
+from srcrawl.keys import Keys, processing_key
+from srcrawl.queues.envelope import Message, decode, encode
+from srcrawl.urls import MAX_URL_LENGTH, InvalidURL, canonicalize, fingerprint
+
+MASTER_ID = "master"
+"""The crawl master's consumer id on nrq: its processing list holds the batch in hand."""
+
+# Message kinds.
+FETCH = "fetch"
+SEED = "seed"
+FETCHED = "fetched"
+ROBOTS = "robots"
+DISALLOWED = "disallowed"
+DEFERRED = "deferred"
+RETRY = "retry"
+ERROR = "error"
+
+QUEUE_FIELD = "q"
+"""The field of a fetch task naming its frontier queue (the frontier's Lua reads it)."""
+
+ERROR_ADDRESS_REFUSED = "address_refused"
+"""A fetch's error when the address it resolved to is not one the crawl may reach."""
+
+UNKNOWN_HOST = "unknown host"
+COULD_NOT_CONNECT = "could not connect"
+UNREACHABLE = frozenset({UNKNOWN_HOST, COULD_NOT_CONNECT})
+"""Reasons of a deferral that say no server is there at all (fewer robots.txt tries)."""
+
+Link = tuple[str, int]
+"""A link as sent: its canonical URL and that URL's fingerprint."""
+
+_CANONICAL = re.compile(r"https?://[^/\s]+/\S*")
+_FP_MIN, _FP_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def is_canonical_url(url: Any) -> bool:
+    """True if ``url`` has the shape of a canonical URL: absolute http(s), a host, a path."""
+    return type(url) is str and len(url) <= MAX_URL_LENGTH and _CANONICAL.fullmatch(url) is not None
+
+
+def is_fingerprint(fp: Any) -> bool:
+    """True if ``fp`` has the shape of a fingerprint: a signed 64-bit integer."""
+    return type(fp) is int and _FP_MIN <= fp <= _FP_MAX
+
+
+def canonical_links(urls: Iterable[str]) -> tuple[dict[str, int], int]:
+    """The links of a page as they are sent: canonical URL → fingerprint, each once,
+    in order; and how many of ``urls`` could not be canonicalized."""
+    out: dict[str, int] = {}
+    invalid = 0
+    for url in urls:
+        try:
+            c = canonicalize(url)
+        except InvalidURL:
+            invalid += 1
+            continue
+        if c not in out:
+            out[c] = fingerprint(c)
+    return out, invalid
+
+
+def _int(msg: Message, name: str, default: int | None = None) -> int:
+    value = msg.get(name, default)
+    if type(value) is not int or value < 0:
+        raise EnvelopeError(f"{msg.kind} message has no count {name!r}")
+    return value
+
+
+def _number(msg: Message, name: str, default: float | None = None) -> float:
+    value = msg.get(name, default)
+    if type(value) not in (int, float) or value < 0:
+        raise EnvelopeError(f"{msg.kind} message has no number {name!r}")
+    return float(value)
+
+
+def _status(msg: Message) -> int:
+    status = msg.get("status", 0)
+    if type(status) is not int:
+        raise EnvelopeError(f"{msg.kind} message has no integer status")
+    return status
+
+
+def _optional_number(msg: Message, name: str) -> float | None:
+    return None if msg.get(name) is None else _number(msg, name)
+
+
+def _optional_str(msg: Message, name: str) -> str | None:
+    value = msg.get(name)
+    if value is not None and type(value) is not str:
+        raise EnvelopeError(f"{msg.kind} message's {name!r} is not a string")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class FetchTask:
+    """Fetch one URL: a task of srq, and the first fields of every outcome of it."""
+
+    url: str
+    fp: int
+    depth: int
+    queue: str
+    tries: int = 0
+    """robots.txt deferrals so far."""
+    failed: int = 0
+    """Failed fetches so far."""
+    again: bool = False
+    """A URL fetched once more, at a shorter depth found later."""
+
+    def fields(self) -> dict[str, Any]:
+        out = {"url": self.url, "fp": self.fp, "depth": self.depth, QUEUE_FIELD: self.queue,
+               "tries": self.tries}  # fmt: skip
+        if self.failed:
+            out["failed"] = self.failed
+        if self.again:
+            out["again"] = 1
+        return out
+
+    def encode(self) -> bytes:
+        return encode(FETCH, self.fields())
+
+    @classmethod
+    def from_message(cls, msg: Message) -> FetchTask:
+        """The task in a task or outcome message; EnvelopeError if it is malformed."""
+        url, fp, queue = msg.get("url"), msg.get("fp"), msg.get(QUEUE_FIELD)
+        if not is_canonical_url(url) or not is_fingerprint(fp):
+            raise EnvelopeError(f"{msg.kind} message has no canonical URL and fingerprint")
+        if type(queue) is not str or not queue:
+            raise EnvelopeError(f"{msg.kind} message names no queue")
+        again = msg.get("again")
+        return cls(url, fp, _int(msg, "depth"), queue, _int(msg, "tries", 0),
+                   _int(msg, "failed", 0), bool(again))  # fmt: skip
+
+    @classmethod
+    def decode(cls, raw: bytes | str) -> FetchTask:
+        msg = decode(raw)
+        if msg.kind != FETCH:
+            raise EnvelopeError(f"expected a fetch task, got a {msg.kind!r} message")
+        return cls.from_message(msg)
+
+
+def fetch_task(url: str, fp: int, depth: int, queue: str, tries: int = 0, *,
+               failed: int = 0, again: bool = False) -> str:  # fmt: skip
+    """A task of srq as text (see :class:`FetchTask`)."""
+    return FetchTask(url, fp, depth, queue, tries, failed, again).encode().decode()
+
+
+def _links(msg: Message) -> tuple[list[Link], int]:
+    """The well-formed link entries of ``msg`` and how many others it had."""
+    raw = msg.get("links", [])
+    if type(raw) is not list:
+        raise EnvelopeError(f"{msg.kind} message's links are not a list")
+    good: list[Link] = []
+    for entry in raw:
+        if (
+            type(entry) is list
+            and len(entry) == 2
+            and is_canonical_url(entry[0])
+            and is_fingerprint(entry[1])
+        ):
+            good.append((entry[0], entry[1]))
+    return good, len(raw) - len(good)
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """The task's URL was fetched (a page, an error page, a redirect, a failure)."""
+
+    task: FetchTask
+    status: int
+    fetch_ms: float
+    crawl_delay: float | None = None
+    links: tuple[Link, ...] | list[Link] = ()
+    error: str | None = None
+    invalid: int = 0
+    """Links of the page the slave could not canonicalize."""
+    rejected: int = 0
+    """Link entries of the message that were malformed (set by decoding, never sent)."""
+
+    def encode(self) -> bytes:
+        return encode(FETCHED, {**self.task.fields(), "status": self.status,
+                                "fetch_ms": self.fetch_ms, "crawl_delay": self.crawl_delay,
+                                "links": self.links, "error": self.error,
+                                "invalid": self.invalid})  # fmt: skip
+
+    @classmethod
+    def from_message(cls, msg: Message) -> Fetched:
+        status = _status(msg)
+        links, rejected = _links(msg)
+        return cls(FetchTask.from_message(msg), status, _number(msg, "fetch_ms", 0),
+                   _optional_number(msg, "crawl_delay"), links, _optional_str(msg, "error"),
+                   _int(msg, "invalid", 0), rejected)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsFetched:
+    """The task's request went to its host's robots.txt: the URL itself comes next."""
+
+    task: FetchTask
+    fetch_ms: float
+    crawl_delay: float | None = None
+
+    def encode(self) -> bytes:
+        fields = {"fetch_ms": self.fetch_ms, "crawl_delay": self.crawl_delay}
+        return encode(ROBOTS, {**self.task.fields(), **fields})
+
+    @classmethod
+    def from_message(cls, msg: Message) -> RobotsFetched:
+        return cls(FetchTask.from_message(msg), _number(msg, "fetch_ms", 0),
+                   _optional_number(msg, "crawl_delay"))  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Disallowed:
+    """robots.txt disallows the task's URL."""
+
+    task: FetchTask
+
+    def encode(self) -> bytes:
+        return encode(DISALLOWED, self.task.fields())
+
+    @classmethod
+    def from_message(cls, msg: Message) -> Disallowed:
+        return cls(FetchTask.from_message(msg))
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """The host's robots.txt could not be had: not before ``until`` (epoch seconds)."""
+
+    task: FetchTask
+    until: float
+    reason: str | None = None
+    """Why, when robots.txt was just fetched (not from the cache)."""
+    fetch_ms: float = 0.0
+
+    def encode(self) -> bytes:
+        fields = {"until": self.until, "reason": self.reason, "fetch_ms": self.fetch_ms}
+        return encode(DEFERRED, {**self.task.fields(), **fields})
+
+    @classmethod
+    def from_message(cls, msg: Message) -> Deferred:
+        return cls(FetchTask.from_message(msg), _number(msg, "until", 0),
+                   _optional_str(msg, "reason"), _number(msg, "fetch_ms", 0))  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """The fetch failed for a passing reason and tries remain: fetch it again later."""
+
+    task: FetchTask
+    status: int
+    error: str | None
+    fetch_ms: float
+    crawl_delay: float | None = None
+    retry_after: float | None = None
+
+    def encode(self) -> bytes:
+        return encode(RETRY, {**self.task.fields(), "status": self.status, "error": self.error,
+                              "fetch_ms": self.fetch_ms, "crawl_delay": self.crawl_delay,
+                              "retry_after": self.retry_after})  # fmt: skip
+
+    @classmethod
+    def from_message(cls, msg: Message) -> Retry:
+        status = _status(msg)
+        return cls(FetchTask.from_message(msg), status, _optional_str(msg, "error"),
+                   _number(msg, "fetch_ms", 0), _optional_number(msg, "crawl_delay"),
+                   _optional_number(msg, "retry_after"))  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class TaskError:
+    """A slave's handler failed on ``tasks`` (raw srq tasks): their queues are released."""
+
+    error: str
+    tasks: tuple[bytes, ...]
+
+    def encode(self) -> bytes:
+        return task_error(b"\n".join(self.tasks), self.error)
+
+    @classmethod
+    def from_message(cls, msg: Message) -> TaskError:
+        tasks = tuple(msg.payload.split(b"\n")) if msg.payload else ()
+        return cls(str(msg.get("error", "")), tasks)
+
+
+def task_error(raw_tasks: bytes, error: str) -> bytes:
+    """The answer to tasks a slave cannot do, shaped like the runtime's error report."""
+    return encode(ERROR, {"phase": "crawl", "error": error}, raw_tasks)
+
+
+@dataclass(frozen=True, slots=True)
+class Seed:
+    """Depth-0 URLs from `srcrawl seed`, and the strategy version that put them in scope."""
+
+    urls: tuple[Link, ...] | list[Link]
+    strategy: int
+    rejected: int = 0
+
+    def encode(self) -> bytes:
+        return encode(SEED, {"urls": self.urls, "strategy": self.strategy})
+
+    @classmethod
+    def from_message(cls, msg: Message) -> Seed:
+        renamed = Message(msg.kind, {"links": msg.get("urls", [])})
+        urls, rejected = _links(renamed)
+        return cls(urls, _int(msg, "strategy", 0), rejected)
+
+
+def seed_message(canonical_urls: Iterable[str], strategy_version: int) -> bytes:
+    """An nrq message adding depth-0 seeds (canonical URLs): how `srcrawl seed` reaches
+    the master. It names the strategy version that put the seeds' hosts in scope, so
+    the master reloads the strategy before it judges them."""
+    return Seed([(u, fingerprint(u)) for u in canonical_urls], strategy_version).encode()
+
+
+Outcome = Fetched | RobotsFetched | Disallowed | Deferred | Retry | TaskError | Seed
+"""What the master reads from nrq."""
+
+_OUTCOMES: dict[str, Any] = {
+    FETCHED: Fetched, ROBOTS: RobotsFetched, DISALLOWED: Disallowed, DEFERRED: Deferred,
+    RETRY: Retry, ERROR: TaskError, SEED: Seed,
+}  # fmt: skip
+
+
+def read_outcome(raw: bytes) -> Outcome:
+    """The nrq message ``raw``; EnvelopeError if it is not a well-formed one of the crawl."""
+    msg = decode(raw)
+    kind = _OUTCOMES.get(msg.kind)
+    if kind is None:
+        raise EnvelopeError(f"the crawl has no {msg.kind!r} message")
+    return kind.from_message(msg)
+
+
+def queue_of(raw: bytes) -> str | None:
+    """The queue a message names, if it names one, however malformed it is otherwise."""
+    try:
+        queue = decode(raw).get(QUEUE_FIELD)
+    except EnvelopeError:
+        return None
+    return queue if type(queue) is str and queue else None
+
+
+def work_left(client: redis.Redis, keys: Keys) -> bool:
+    """True while the job's crawl has anything queued or in flight, in one atomic read.
+
+    A task is always in one of these: ``nrq`` (an outcome or seed for the
+    master), the master's batch in hand, a ready queue, a queue with its
+    task out (in ``srq`` or with a slave), or the next level.
+    """
+    nrq = keys.nrq("crawl")
+    pipe = client.pipeline(transaction=True)
+    pipe.hget(keys.crawl_state, "state")
+    pipe.llen(nrq)
+    pipe.llen(processing_key(nrq, MASTER_ID))
+    pipe.zcard(keys.crawl_ready)
+    pipe.hlen(keys.crawl_inflight)
+    pipe.llen(keys.crawl_next_level)
+    state, *counts = pipe.execute()
+    return state not in (None, b"complete") and any(counts)
