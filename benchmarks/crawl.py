@@ -1,4 +1,4 @@
-"""``srcrawl bench crawl``: pages/s against the number of slaves [seed 002 §4.1].
+"""``srcrawl bench crawl``: pages/s against the number of slaves [Redis engine §4.1].
 
 Each slave count crawls the same synthetic web, served by another process
 on loopback with a fixed per-response latency, as a fresh job into a fresh

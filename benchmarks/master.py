@@ -1,7 +1,7 @@
 """``srcrawl bench master``: URLs/s through canonicalize + scope + seen test.
 
 The link stream imitates a crawl's: links drawn from a power law over the
-pages of a few hosts, so most are repeats (as seed 004 observes on real
+pages of a few hosts, so most are repeats (as [URL caching] observes on real
 crawls), some spelled non-canonically (upper-case host, a fragment, a dot
 segment). The first figure is the master's per-URL pipeline alone; the
 second runs whole nrq batches through the master, Redis commits included.

@@ -1,4 +1,4 @@
-"""The index master: schedules unindexed pages and merges postings [seed 002 §3.2].
+"""The index master: schedules unindexed pages and merges postings [Redis engine §3.2].
 
 It pages through the store's unindexed pages (``indexed_at IS NULL``: never
 indexed, or fetched again since) and keeps a window of tasks, each a batch

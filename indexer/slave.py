@@ -1,4 +1,4 @@
-"""The index slave: page ids in, packed postings out [seed 002 §3.2].
+"""The index slave: page ids in, packed postings out [Redis engine §3.2].
 
 Per task (a batch of page ids): read the pages' text from the store,
 tokenize, count, and answer with one packed postings message for the whole

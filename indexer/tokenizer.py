@@ -1,4 +1,4 @@
-"""The one tokenizer of documents and queries [seed 002 §3.2].
+"""The one tokenizer of documents and queries [Redis engine §3.2].
 
 Text is folded with Unicode NFKC (full-width letters, digits and punctuation
 become half-width; compatibility ideographs become unified ones) and lower

@@ -1,7 +1,7 @@
 """The crawl frontier in Redis: per-host queues with cluster-wide politeness.
 
 Every frontier queue (a host, or a hash bucket under the ``hash`` policy
-[seed 001]) is a Redis list. A queue with work is either in ``ready`` (a
+[Hashed URL queues]) is a Redis list. A queue with work is either in ``ready`` (a
 sorted set scored by the earliest time its next request may start) or in
 ``inflight`` (it has exactly one task out with a slave) — never both, so at
 most one request per queue is in flight across the whole cluster. When the

@@ -1,4 +1,4 @@
-"""The crawl's strategy document [seed 003 ch.3 §6.1].
+"""The crawl's strategy document [USTC thesis ch.3 §6.1].
 
 A versioned JSON document in Redis that the master publishes and every
 process reads: scope rules, politeness, queue assignment policy. A master

@@ -1,6 +1,6 @@
 """A CLOCK cache of URL fingerprints: drops repeated links before they reach Redis.
 
-CLOCK [seed 004 §3.4] approximates LRU with one mark bit per slot. The slots
+CLOCK [URL caching §3.4] approximates LRU with one mark bit per slot. The slots
 form a ring with a hand. A hit sets the slot's mark. A miss on a full cache
 moves the hand around the ring, clearing marks, until it finds an unmarked
 slot; that entry is evicted and the new one takes its place (unmarked: it

@@ -1,4 +1,4 @@
-"""The srq / nrq / trq triple of one phase of one job [seed 002 §2]."""
+"""The srq / nrq / trq triple of one phase of one job [Redis engine §2]."""
 
 from __future__ import annotations
 

@@ -69,7 +69,7 @@ DEFAULT_BLOOM_CAPACITY = 1_000_000
 """URLs the first Bloom filter slice holds before the scalable filter grows."""
 
 DEFAULT_SEEN_CACHE = 50_000
-"""Entries of the cache in front of the Bloom filter (seed 004: ~80% hits at 50k)."""
+"""Entries of the cache in front of the Bloom filter ([URL caching]: ~80% hits at 50k)."""
 
 DEFAULT_SNAPSHOT_EVERY = 50_000
 """New URLs between two snapshots of the seen set (the journal covers the rest)."""
@@ -175,7 +175,7 @@ DEFAULT_ROBOTS_MEMO = 1024
 rules it keeps for DEFAULT_ROBOTS_LOCAL_TTL)."""
 
 DEFAULT_LINK_CACHE = 50_000
-"""Entries of a slave's CLOCK cache of emitted link fingerprints (seed 004: ~80% hits)."""
+"""Entries of a slave's CLOCK cache of emitted link fingerprints ([URL caching]: ~80% hits)."""
 
 DEFAULT_PARSE_THREADS = 2
 """Threads of a crawl slave that decode and parse fetched pages beside the thread driving the

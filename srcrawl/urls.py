@@ -1,4 +1,4 @@
-"""Canonical URLs and their 64-bit fingerprints [seed 000].
+"""Canonical URLs and their 64-bit fingerprints [URL hashing].
 
 Everything downstream (the seen test, frontier keys, store rows) keys on the
 fingerprint of the canonical form, so two spellings of one URL are one URL:

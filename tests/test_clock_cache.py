@@ -77,7 +77,7 @@ def _lru_hit_rate(stream: list[int], capacity: int) -> float:
 
 def test_hit_rate_on_a_skewed_link_stream_is_close_to_lru() -> None:
     # Links follow a Zipf-like popularity (navigation links repeat on every
-    # page, most article links appear once or twice), as in seed 004's traces.
+    # page, most article links appear once or twice), as in the traces of [URL caching].
     rng = random.Random(42)
     population = 200_000
     weights = [1 / (i + 1) ** 1.1 for i in range(population)]
