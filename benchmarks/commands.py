@@ -6,9 +6,16 @@ and a benchmark's extras (scipy, Scrapy, matplotlib) are needed only by it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import click
 
-from srcrawl.benchmarks.scaling import check_outputs, parse_slave_counts, scaling_options
+from srcrawl.benchmarks.scaling import (
+    ScalingResult,
+    check_outputs,
+    parse_slave_counts,
+    scaling_options,
+)
 from srcrawl.cli_options import fetches_option
 from srcrawl.config import Config
 from srcrawl.defaults import DEFAULT_PAGERANK_ITERATIONS
@@ -22,6 +29,19 @@ def _config(ctx: click.Context) -> Config:
 @click.group("bench")
 def bench() -> None:
     """Throughput benchmarks (see docs/BENCHMARKS.md)."""
+
+
+def _run_scaling(
+    run: Callable[[ProgressLine], ScalingResult], *, json_path: str | None, plot_path: str | None
+) -> None:
+    """Run a scaling benchmark with the progress line, save its JSON/plot, print its table."""
+    line = ProgressLine()
+    try:
+        result = run(line)
+    finally:
+        line.done()
+    result.save(json_path=json_path, plot_path=plot_path)
+    click.echo(result.render())
 
 
 @bench.command("queue")
@@ -126,9 +146,8 @@ def bench_crawl(
         require_scrapy()
     cfg = _config(ctx)
     cfg.check()
-    line = ProgressLine()
-    try:
-        result = run_crawl_benchmark(
+    _run_scaling(
+        lambda line: run_crawl_benchmark(
             cfg,
             slave_counts=counts,
             hosts=hosts,
@@ -139,11 +158,10 @@ def bench_crawl(
             peer=peer,
             rounds=rounds,
             progress=line.update,
-        )
-    finally:
-        line.done()
-    result.save(json_path=json_path, plot_path=plot_path)
-    click.echo(result.render())
+        ),
+        json_path=json_path,
+        plot_path=plot_path,
+    )
 
 
 @bench.command("index")
@@ -173,9 +191,8 @@ def bench_index(
     check_outputs(json_path=json_path, plot_path=plot_path)
     cfg = _config(ctx)
     cfg.check()
-    line = ProgressLine()
-    try:
-        result = run_index_benchmark(
+    _run_scaling(
+        lambda line: run_index_benchmark(
             cfg,
             pages=pages,
             slaves=slaves,
@@ -183,11 +200,10 @@ def bench_index(
             rounds=rounds,
             say=line.say,
             progress=line.update,
-        )
-    finally:
-        line.done()
-    result.save(json_path=json_path, plot_path=plot_path)
-    click.echo(result.render())
+        ),
+        json_path=json_path,
+        plot_path=plot_path,
+    )
 
 
 @bench.command("search")
@@ -249,9 +265,8 @@ def bench_pagerank(
     check_outputs(json_path=json_path, plot_path=plot_path)
     cfg = _config(ctx)
     cfg.check()
-    line = ProgressLine()
-    try:
-        result = run_pagerank_benchmark(
+    _run_scaling(
+        lambda line: run_pagerank_benchmark(
             cfg,
             nodes=nodes,
             edges=edges,
@@ -260,8 +275,7 @@ def bench_pagerank(
             seed=seed,
             echo=line.say,
             progress=line.update,
-        )
-    finally:
-        line.done()
-    result.save(json_path=json_path, plot_path=plot_path)
-    click.echo(result.render())
+        ),
+        json_path=json_path,
+        plot_path=plot_path,
+    )

@@ -25,6 +25,8 @@ from srcrawl.sql.store import TABLES, Store, open_store
 
 MYSQL_ENV = "SRCRAWL_TEST_MYSQL_URL"
 HELPERS = Path(__file__).parent / "helpers"
+# test modules import the shared helpers (hostile_web, index_pages, …) by name
+sys.path.insert(0, str(HELPERS))
 
 
 @pytest.fixture(scope="session")

@@ -7,12 +7,11 @@ import os
 import re
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
-import click
 import pytest
 import redis
+from click_parse import parse_command
 
 from srcrawl import __version__
 from srcrawl.defaults import DEFAULT_FETCH_THREADS
@@ -177,17 +176,7 @@ def test_a_nonsense_count_is_refused_with_one_line(tmp_path, redis_url, args, op
 
 def parsed_params(args: list[str]) -> dict:
     """The parameters ``srcrawl ARGS`` would call its command with (nothing runs)."""
-    from srcrawl.cli import cli
-
-    ctx = cli.make_context("srcrawl", list(args))
-    command: click.Command = cli
-    while isinstance(command, click.Group):
-        with warnings.catch_warnings():  # protected_args: deprecated, still where click puts it
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pending = [*ctx.protected_args, *ctx.args]
-        name, command, rest = command.resolve_command(ctx, pending)
-        ctx = command.make_context(name, rest, parent=ctx)
-    return ctx.params
+    return parse_command(args)[1].params
 
 
 FETCHES_COMMANDS = [

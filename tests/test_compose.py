@@ -4,14 +4,13 @@ runs a real srcrawl command, and every variable it sets is one the config reads.
 from __future__ import annotations
 
 import re
-import warnings
 from pathlib import Path
 
 import click
 import requests
 import yaml
+from click_parse import parse_command
 
-from srcrawl.cli import cli
 from srcrawl.config import ENV_VARS
 from srcrawl.testweb import TestWeb
 
@@ -24,15 +23,7 @@ def services() -> dict:
 
 def resolve(args: list[str]) -> click.Command:
     """The click command ``srcrawl ARGS`` would run; raises if it does not exist or parse."""
-    ctx = cli.make_context("srcrawl", list(args), resilient_parsing=False)
-    command: click.Command = cli
-    while isinstance(command, click.Group):
-        with warnings.catch_warnings():  # protected_args: deprecated, still where click puts it
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pending = [*ctx.protected_args, *ctx.args]
-        name, command, rest = command.resolve_command(ctx, pending)
-        ctx = command.make_context(name, rest, parent=ctx)
-    return command
+    return parse_command(args)[0]
 
 
 def srcrawl_services() -> dict[str, dict]:

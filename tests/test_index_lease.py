@@ -11,26 +11,16 @@ import subprocess
 import time
 
 import pytest
+from index_pages import SLAVE, assert_indexed_once, store_pages
 
 from srcrawl.config import Config
 from srcrawl.errors import LeaseLost
-from srcrawl.indexer.blocks import term_postings
 from srcrawl.indexer.master import IndexMaster
-from srcrawl.indexer.postings import DocPostings, pack, term_fingerprint
+from srcrawl.indexer.postings import DocPostings, pack
 from srcrawl.indexer.protocol import PostingsResult
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.sql.store import Page
 from srcrawl.urls import fingerprint
-
-SLAVE = """
-import sys
-from srcrawl.config import Config
-from srcrawl.indexer.slave import IndexHandler
-from srcrawl.slave.runtime import Slave
-cfg = Config.load()
-Slave(cfg, [IndexHandler(cfg)], worker_id=sys.argv[1], heartbeat_interval=0.2,
-      heartbeat_ttl=1.0, block_timeout=0.2).run()
-"""
 
 # argv: merge wait. Prints its worker id, then runs; a lost lease is an uncaught
 # LeaseLost (a traceback naming it, exit status 1).
@@ -49,12 +39,6 @@ master.run()
 TTL = 2.0
 PAGES = 24
 REPEAT = 60
-SENTENCES = "我来到北京清华大学，他来到了网易杭研大厦。"  # 我 他 了: stop words
-
-
-def expected_terms(i: int) -> dict[str, int]:
-    return {"来到": 2 * REPEAT, "北京": REPEAT, "清华大学": REPEAT, "网易": REPEAT,
-            "杭研": REPEAT, "大厦": REPEAT, f"page{i}": 1}  # fmt: skip
 
 
 def index_rows(store) -> tuple:
@@ -74,24 +58,7 @@ def index_rows(store) -> tuple:
 
 
 def assert_exact(store, urls: list[str]) -> None:
-    """Every page's postings once, none missing, none doubled, no other term."""
-    vocab = {t for i in range(len(urls)) for t in expected_terms(i)}
-    names = {term_fingerprint(t): t for t in vocab}
-    with store.transaction() as cur:
-        cur.execute("SELECT DISTINCT term_id FROM postings")
-        ids = [int(i) for (i,) in cur.fetchall()]
-    assert set(ids) == set(names)
-    rows = [(names[i], fp, tf) for i in ids for fp, tf, _dl in term_postings(store, i).tolist()]
-    postings = {(t, fp): tf for t, fp, tf in rows}
-    assert len(postings) == len(rows)  # no page holds a term twice
-    expected = {
-        (t, fingerprint(u)): tf for i, u in enumerate(urls) for t, tf in expected_terms(i).items()
-    }
-    assert postings == expected
-    df = {names[i]: df for i, df in store.lookup_terms(ids).items()}
-    shared = {t: len(urls) for t in expected_terms(0) if not t.startswith("page")}
-    assert df == {**shared, **{f"page{i}": 1 for i in range(len(urls))}}
-    assert store.index_stats() == (len(urls), len(urls) * (7 * REPEAT + 1))
+    assert_indexed_once(store, urls, REPEAT)
 
 
 def _stop(*procs: subprocess.Popen | None) -> None:
@@ -105,12 +72,7 @@ def _stop(*procs: subprocess.Popen | None) -> None:
 def test_a_master_paused_past_its_lease_commits_nothing_and_the_index_is_exact(
     store, db_url, redis_url, redis_client, keys, tmp_path, python
 ) -> None:
-    urls = [f"http://127.0.0.1:9/p/{i}" for i in range(PAGES)]
-    store.put_pages(
-        Page(fp=fingerprint(u), url=u, host="127.0.0.1:9", fetched_at=1.0, title="",
-             text=SENTENCES * REPEAT + f" page{i}")
-        for i, u in enumerate(urls)
-    )  # fmt: skip
+    urls = store_pages(store, "p", PAGES, REPEAT)
     cfg = Config(redis_url=redis_url, db=db_url, job=keys.job, home=tmp_path)
     env = {**cfg.child_env(), "SRCRAWL_MASTER_LEASE_TTL": str(TTL)}
     q = PhaseQueues(redis_client, keys, "index")
