@@ -201,6 +201,25 @@ def demo(ctx: click.Context, slaves: int) -> None:
     run_demo(cfg, slaves=slaves, echo=click.echo)
 
 
+@cli.command()
+@click.option("--bind", default="127.0.0.1", show_default=True,
+              help="Address to listen on (0.0.0.0: every interface).")  # fmt: skip
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--threads", default=4, show_default=True, type=click.IntRange(1, 64),
+              help="Searches that run at once.")  # fmt: skip
+@click.option("--user-dict", default=None, help="A jieba user dictionary for the queries.")
+@click.pass_context
+def serve(ctx: click.Context, bind: str, port: int, threads: int, user_dict: str | None) -> None:
+    """Serve the search portal, its JSON API, the status page and /metrics."""
+    from srcrawl.portal.server import build_portal
+    from srcrawl.portal.server import serve as serve_portal
+
+    cfg = config_of(ctx)
+    cfg.check()
+    portal = build_portal(cfg, threads=threads, user_dict=user_dict)
+    serve_portal(portal, bind, port, announce=click.echo)
+
+
 def _register_phase_commands() -> None:
     from srcrawl.master.commands import (
         crawl_command,

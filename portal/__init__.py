@@ -1,0 +1,1 @@
+"""The search portal: ``srcrawl serve``'s web app (search page, JSON API, status, metrics)."""

@@ -1,0 +1,185 @@
+"""The portal's ASGI app: search page, JSON API, status page, metrics, health, control.
+
+Every search runs in :class:`~srcrawl.portal.search_pool.SearchPool`'s threads,
+so the event loop keeps answering while searches run. Everything shown that
+came from crawled pages goes through Jinja2's autoescape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Header, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from srcrawl import __version__
+from srcrawl.config import Config
+from srcrawl.errors import SrcrawlError
+from srcrawl.indexer.search import QueryError
+from srcrawl.portal.cluster import CrawlRate, snapshot
+from srcrawl.portal.markup import link_target, marked, page_links
+from srcrawl.portal.metrics import PortalMetrics
+from srcrawl.portal.schemas import ErrorOut, SearchOut, SeedsIn, SeedsOut, StatusOut
+from srcrawl.portal.search_pool import MAX_PAGE_SIZE, MAX_QUERY_CHARS, QueryTooLong, SearchPool
+
+HERE = Path(__file__).parent
+STATUS_REFRESH_S = 5
+PAGE_SIZE = 10
+# the portal's own pages run no script at all: a script that slipped into crawled text could not
+CSP = "default-src 'self'; script-src 'none'; object-src 'none'; frame-ancestors 'none'"
+ENV_ADMIN_TOKEN = "SRCRAWL_ADMIN_TOKEN"
+
+
+@dataclass
+class Portal:
+    """What every request shares: the config, the search threads, the metrics."""
+
+    cfg: Config
+    pool: SearchPool
+    admin_token: str | None = None
+    rate: CrawlRate = field(default_factory=CrawlRate)
+    metrics: PortalMetrics | None = None
+
+    def snapshot(self) -> dict[str, Any]:
+        return snapshot(self.cfg, self.rate)
+
+
+def _templates() -> Jinja2Templates:
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+    )
+    env.filters["marked"] = marked
+    env.filters["link_target"] = link_target
+    return Jinja2Templates(env=env)
+
+
+def create_app(portal: Portal) -> FastAPI:
+    """The app serving ``portal``; its search threads are closed when the app stops."""
+    portal.metrics = portal.metrics or PortalMetrics(portal.snapshot)
+    portal.pool.on_search = portal.metrics.observe_search
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        yield
+        portal.pool.close()
+
+    app = FastAPI(title="srcrawl portal", version=__version__, lifespan=lifespan,
+                  description="Search the crawled pages; watch the crawl.")  # fmt: skip
+    app.state.portal = portal
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    templates = _templates()
+    _search_routes(app, portal, templates)
+    _status_routes(app, portal, templates)
+    if portal.admin_token:
+        _control_routes(app, portal)
+    return app
+
+
+def _html(templates: Jinja2Templates, request: Request, name: str, status: int = 200,
+          **context: Any) -> HTMLResponse:  # fmt: skip
+    response = templates.TemplateResponse(request, name, context, status_code=status)
+    response.headers["Content-Security-Policy"] = CSP
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+def _page_number(raw: str) -> int:
+    try:
+        return max(1, int(raw))
+    except ValueError:
+        return 1
+
+
+def _search_routes(app: FastAPI, portal: Portal, templates: Jinja2Templates) -> None:
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def search_page(request: Request, q: str = "", page: str = "1") -> HTMLResponse:
+        query = q.strip()
+        if not query:
+            return _html(templates, request, "search.html", query="", max_chars=MAX_QUERY_CHARS)
+        try:
+            found = await portal.pool.search_async(query, _page_number(page), PAGE_SIZE)
+        except (QueryError, QueryTooLong, ValueError) as e:
+            status = 400 if isinstance(e, QueryTooLong) else 200
+            return _html(templates, request, "search.html", status, query=query[:MAX_QUERY_CHARS],
+                         problem=str(e), max_chars=MAX_QUERY_CHARS)  # fmt: skip
+        links = page_links(found.page, found.pages)
+        return _html(templates, request, "search.html", query=query, found=found, links=links,
+                     max_chars=MAX_QUERY_CHARS)  # fmt: skip
+
+    @app.get("/api/search", response_model=SearchOut,
+             responses={400: {"model": ErrorOut, "description": "An unusable query"}})  # fmt: skip
+    async def api_search(
+        q: str = Query(..., description="The query: words in any language"),
+        page: int = Query(1, ge=1, description="Which page of results, from 1"),
+        size: int = Query(PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE, description="Results a page"),
+    ) -> Any:
+        """Ranked results, as ``srcrawl search --json`` gives them, with totals and timing."""
+        try:
+            found = await portal.pool.search_async(q, page, size)
+        except (QueryError, QueryTooLong, ValueError) as e:
+            return JSONResponse({"error": str(e)}, status_code=400)
+        return found.as_json()
+
+
+def _status_routes(app: FastAPI, portal: Portal, templates: Jinja2Templates) -> None:
+    @app.get("/api/status", response_model=StatusOut)
+    async def api_status() -> Any:
+        """What ``srcrawl status --json`` returns, with the longest queues and recent pages/s."""
+        return await asyncio.to_thread(portal.snapshot)
+
+    @app.get("/status", response_class=HTMLResponse, include_in_schema=False)
+    async def status_page(request: Request) -> HTMLResponse:
+        snap = await asyncio.to_thread(portal.snapshot)
+        return _html(templates, request, "status.html", snap=snap, refresh=STATUS_REFRESH_S)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        assert portal.metrics is not None
+        body = await asyncio.to_thread(portal.metrics.render)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/healthz", responses={503: {"model": ErrorOut}})
+    async def healthz() -> Any:
+        """200 when Redis answers and the store can be read (docker compose's healthcheck)."""
+        try:
+            await asyncio.to_thread(_check, portal.cfg)
+        except Exception as e:  # whatever is down, the answer is 503 with the reason
+            return JSONResponse({"error": f"{type(e).__name__}: {e}"}, status_code=503)
+        return {"ok": True}
+
+
+def _check(cfg: Config) -> None:
+    cfg.redis().ping()
+    cfg.store().count("meta")
+
+
+def _control_routes(app: FastAPI, portal: Portal) -> None:
+    token = (portal.admin_token or "").encode()
+
+    def authorize(header: str | None) -> None:
+        given = (header or "").removeprefix("Bearer ").encode()
+        # constant time: how long the compare takes says nothing about the token
+        if not hmac.compare_digest(given, token):
+            raise HTTPException(status_code=403, detail="a valid admin token is needed")
+
+    @app.post("/api/seeds", response_model=SeedsOut, responses={403: {"model": ErrorOut}})
+    async def add_seeds(body: SeedsIn, authorization: str | None = Header(None)) -> Any:
+        """Add seed URLs to the job's crawl (needs ``Authorization: Bearer <token>``)."""
+        authorize(authorization)
+        from srcrawl.master.crawl_run import add_seeds as add
+
+        try:
+            published = await asyncio.to_thread(add, portal.cfg, body.urls)
+        except SrcrawlError as e:  # a malformed URL, a scheme not crawled
+            raise HTTPException(status_code=400, detail=str(e)) from e
+        return {"added": len(body.urls), "strategy_version": published.version}

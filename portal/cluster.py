@@ -1,0 +1,83 @@
+"""What the portal reads of the cluster: ``srcrawl status``'s snapshot plus the store.
+
+Read at request time from Redis and the store; nothing is cached but the
+crawl's recent page counts, kept to show its pages/s over the last minutes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any
+
+import redis
+
+from srcrawl import status as job_status
+from srcrawl.config import Config
+
+LONGEST_QUEUES = 10
+QUEUES_LOOKED_AT = 5000  # frontier queues whose length is read for the longest-queues table
+RATE_SAMPLES = 60  # (time, pages) samples kept for the crawl's recent pages/s
+
+
+def store_summary(cfg: Config) -> dict[str, Any]:
+    """The store's part of ``srcrawl status --json``, plus the index and rank progress."""
+    store = cfg.store()
+    indexed, _length = store.index_stats()
+    return {
+        "db": cfg.db.redacted(),
+        "pages": store.count("pages"),
+        "links": store.count("links"),
+        "size_bytes": store.size_bytes(),
+        "indexed": indexed,
+        "ranked": store.count("ranks"),
+    }
+
+
+def longest_queues(client: redis.Redis, cfg: Config, n: int = LONGEST_QUEUES) -> list[dict]:
+    """The frontier queues (hosts) holding the most URLs, longest first."""
+    names = client.zrange(cfg.keys.crawl_ready, 0, QUEUES_LOOKED_AT - 1)
+    if not names:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for name in names:
+        pipe.llen(cfg.keys.crawl_queue(name.decode()))
+    lengths = pipe.execute()
+    ranked = sorted(zip(names, lengths, strict=True), key=lambda nl: -int(nl[1]))[:n]
+    return [{"queue": name.decode(), "urls": int(length)} for name, length in ranked if length]
+
+
+class CrawlRate:
+    """The crawl's pages/s over the last minutes, from its counter sampled at each look."""
+
+    def __init__(self, samples: int = RATE_SAMPLES) -> None:
+        self._samples: deque[tuple[float, int]] = deque(maxlen=samples)
+        self._lock = threading.Lock()
+
+    def add(self, pages: int, now: float | None = None) -> list[dict]:
+        """Record the counter; the pages/s between consecutive samples, oldest first."""
+        now = time.time() if now is None else now
+        with self._lock:
+            if self._samples and pages < self._samples[-1][1]:
+                self._samples.clear()  # a new crawl of the job: counters restarted
+            if not self._samples or now - self._samples[-1][0] >= 1.0:
+                self._samples.append((now, pages))
+            samples = list(self._samples)
+        return [
+            {"at": round(t1, 3), "pages_per_s": round((p1 - p0) / (t1 - t0), 2)}
+            for (t0, p0), (t1, p1) in zip(samples, samples[1:], strict=False)  # noqa: RUF007
+        ]
+
+
+def snapshot(cfg: Config, rate: CrawlRate | None = None) -> dict[str, Any]:
+    """What ``srcrawl status --json`` returns, with the longest queues and recent pages/s."""
+    client = cfg.redis()
+    snap = job_status.collect(client, cfg.keys)
+    snap["store"] = store_summary(cfg)
+    snap["longest_queues"] = longest_queues(client, cfg)
+    crawl = snap["phases"].get("crawl", {}).get("counters", {})
+    fetched = int(crawl.get("pages", 0)) + int(crawl.get("refetched", 0))
+    snap["crawl_rate"] = rate.add(fetched) if rate is not None else []
+    snap["at"] = time.time()
+    return snap

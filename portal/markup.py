@@ -1,0 +1,33 @@
+"""Crawled text into HTML: escaped always, the query terms of a snippet marked."""
+
+from __future__ import annotations
+
+import re
+
+from markupsafe import Markup, escape
+
+from srcrawl.indexer.snippets import MARK_CLOSE, MARK_OPEN
+
+_MARKED = re.compile(f"{re.escape(MARK_OPEN)}([^{MARK_OPEN}{MARK_CLOSE}]*){re.escape(MARK_CLOSE)}")
+
+
+def marked(snippet: str) -> Markup:
+    """The snippet escaped, each «term» as ``<mark>term</mark>``."""
+    out, at = [], 0
+    for m in _MARKED.finditer(snippet):
+        out.append(escape(snippet[at : m.start()]))
+        out.append(Markup("<mark>") + escape(m.group(1)) + Markup("</mark>"))
+        at = m.end()
+    out.append(escape(snippet[at:]))
+    return Markup("").join(out)
+
+
+def page_links(page: int, pages: int, around: int = 3) -> list[int]:
+    """The page numbers to link to: the first, the last and a few around ``page``."""
+    shown = {1, pages, *range(max(1, page - around), min(pages, page + around) + 1)}
+    return sorted(shown)
+
+
+def link_target(url: str) -> str:
+    """``url`` if it is an http(s) URL, else ``#``: a crawled ``javascript:`` link never runs."""
+    return url if url.lower().startswith(("http://", "https://")) else "#"

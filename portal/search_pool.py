@@ -1,0 +1,131 @@
+"""Searches run in a pool of threads, each with its own store connection.
+
+The tokenizer (jieba's dictionary, the user dictionary) is loaded once, at
+start-up, and shared; what the store holds is read through one connection
+per thread, so one slow search never holds the others' connection. SQLite
+reads in WAL mode never wait for one another or for a writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from srcrawl.indexer.search import Searcher, SearchResult
+from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer
+from srcrawl.sql.database_url import DatabaseURL
+from srcrawl.sql.store import Store, open_store
+
+MAX_QUERY_CHARS = 256
+"""Longer queries are refused with a friendly page: no one types more into a search box."""
+MAX_PAGE_SIZE = 50
+MAX_RESULT_DEPTH = 500
+"""Results reachable by paging (page × size): deeper pages are refused."""
+WARM_UP_TEXT = "分布式搜索引擎 search engine"  # one CJK string loads jieba's dictionary now
+
+
+class QueryTooLong(ValueError):
+    """A query over :data:`MAX_QUERY_CHARS` characters."""
+
+
+@dataclass
+class ResultPage:
+    """One page of a search's results, and what the search found in all."""
+
+    result: SearchResult
+    page: int
+    size: int
+
+    @property
+    def hits(self) -> list:
+        start = (self.page - 1) * self.size
+        return self.result.hits[start : start + self.size]
+
+    @property
+    def pages(self) -> int:
+        """How many pages of results can be reached."""
+        reachable = min(self.result.matches, MAX_RESULT_DEPTH)
+        return max(1, -(-reachable // self.size))
+
+    def as_json(self) -> dict:
+        r = self.result
+        return {
+            "query": r.query,
+            "terms": r.terms,
+            "mode": r.mode,
+            "matches": r.matches,
+            "approximate": r.approximate,
+            "ranked": r.ranked,
+            "page": self.page,
+            "size": self.size,
+            "pages": self.pages,
+            "elapsed_ms": round(r.elapsed_ms, 3),
+            "notes": r.notes,
+            "hits": [h.as_json() for h in self.hits],
+        }
+
+
+class SearchPool:
+    """``threads`` searchers over one database, shared by every request."""
+
+    def __init__(
+        self,
+        db: DatabaseURL,
+        *,
+        threads: int = 4,
+        user_dict: str | None = None,
+        on_search: Callable[[float], None] | None = None,
+    ) -> None:
+        self.db = db
+        self.tokenizer: Tokenizer = get_tokenizer(user_dict)
+        self.tokenizer.tokens(WARM_UP_TEXT)  # the dictionary load is start-up, not query time
+        self._local = threading.local()
+        self._stores: list[Store] = []
+        self._lock = threading.Lock()
+        self.on_search = on_search
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="search")
+
+    def _searcher(self) -> Searcher:
+        searcher = getattr(self._local, "searcher", None)
+        if searcher is None:
+            store = open_store(self.db)
+            with self._lock:
+                self._stores.append(store)
+            searcher = self._local.searcher = Searcher(store, tokenizer=self.tokenizer)
+        return searcher
+
+    def search(self, query: str, page: int = 1, size: int = 10) -> ResultPage:
+        """One page of results for ``query`` (in the calling thread).
+
+        Raises QueryTooLong, ValueError for a page beyond the reachable
+        results, and QueryError for an unusable query.
+        """
+        if len(query) > MAX_QUERY_CHARS:
+            raise QueryTooLong(
+                f"the query is {len(query):,} characters long; at most {MAX_QUERY_CHARS} are taken"
+            )
+        if page * size > MAX_RESULT_DEPTH:
+            raise ValueError(f"only the first {MAX_RESULT_DEPTH} results can be paged through")
+        t0 = time.perf_counter()
+        try:
+            result = self._searcher().search(query, top=page * size)
+        finally:
+            if self.on_search is not None:
+                self.on_search(time.perf_counter() - t0)
+        return ResultPage(result, page, size)
+
+    async def search_async(self, query: str, page: int = 1, size: int = 10) -> ResultPage:
+        """:meth:`search` in the pool, so the event loop goes on serving meanwhile."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, self.search, query, page, size)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        with self._lock:
+            for store in self._stores:
+                store.close()
+            self._stores.clear()
