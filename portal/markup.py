@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Sequence
 
 from markupsafe import Markup, escape
 
@@ -11,10 +13,16 @@ from srcrawl.indexer.snippets import MARK_CLOSE, MARK_OPEN
 _MARKED = re.compile(f"{re.escape(MARK_OPEN)}([^{MARK_OPEN}{MARK_CLOSE}]*){re.escape(MARK_CLOSE)}")
 
 
-def marked(snippet: str) -> Markup:
-    """The snippet escaped, each «term» as ``<mark>term</mark>``."""
+def marked(snippet: str, terms: Sequence[str]) -> Markup:
+    """The snippet escaped, each «term» of ``terms`` as ``<mark>term</mark>``.
+
+    Text the page itself had between « and » stays as it was: only a query term is marked.
+    """
+    wanted = {unicodedata.normalize("NFKC", t).casefold() for t in terms}
     out, at = [], 0
     for m in _MARKED.finditer(snippet):
+        if unicodedata.normalize("NFKC", m.group(1)).casefold() not in wanted:
+            continue
         out.append(escape(snippet[at : m.start()]))
         out.append(Markup("<mark>") + escape(m.group(1)) + Markup("</mark>"))
         at = m.end()

@@ -31,10 +31,11 @@ CORE = {
     "urls",
     "useragent",
 }
-PACKAGES = ("master", "slave", "queues", "indexer", "pagerank", "sql", "benchmarks")
+PACKAGES = ("master", "slave", "queues", "indexer", "pagerank", "sql", "benchmarks", "portal")
+APP_PACKAGES = ("benchmarks", "portal")
 
 # What each layer may import (besides itself). "app" is the command line, the
-# phase runner, the demo, the test web and the benchmarks: it may import anything.
+# phase runner, the demo, the test web, the benchmarks and the portal: it may import anything.
 ALLOWED = {
     "core": {"core"},
     "queues": {"core"},
@@ -67,7 +68,7 @@ def _layer_of_file(path: Path) -> str:
             return "config" if rel.stem == "config" else "core"
         return "app"
     if top in PACKAGES:
-        return "app" if rel.stem == "commands" or top == "benchmarks" else top
+        return "app" if rel.stem == "commands" or top in APP_PACKAGES else top
     return "tests"
 
 
@@ -78,7 +79,7 @@ def _layer_of_module(name: str) -> str | None:
     if len(parts) == 1:
         return "core"
     if parts[1] in PACKAGES:
-        return "app" if parts[-1] == "commands" or parts[1] == "benchmarks" else parts[1]
+        return "app" if parts[-1] == "commands" or parts[1] in APP_PACKAGES else parts[1]
     if parts[1] == "config":
         return "config"
     return "core" if parts[1] in CORE else "app"

@@ -1,0 +1,275 @@
+"""`srcrawl serve`: the portal served by a real uvicorn server on a free loopback port,
+used over HTTP and in a real headless browser (Debian's chromium, driven by Playwright).
+
+One index for the module: the test web's pages, rendered and parsed as a crawl would
+store them, plus a page with a hostile title, indexed by `srcrawl index`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import redis
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from srcrawl.config import Config
+from srcrawl.portal.search_pool import MAX_QUERY_CHARS
+from srcrawl.portal.server import build_portal, serving_in_thread
+from srcrawl.slave.parse import parse_html
+from srcrawl.sql.store import Page
+from srcrawl.testweb.content import render
+from srcrawl.testweb.generator import generate
+from srcrawl.urls import fingerprint
+
+from .conftest import cli_env, run_cli
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+HOSTILE_TITLE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+HOSTILE_URL = "http://127.0.0.1:9/hostile"
+HOSTILE_TERM = "zyxwvhostile"
+
+
+def _store_test_web(cfg: Config) -> Counter:
+    """The test web's indexable pages as a crawl stores them; the words' page counts."""
+    web = generate(hosts=2, pages=30, seed=5)
+    pages, words = [], Counter()
+    for page in web.pages.values():
+        if not page.indexable:
+            continue
+        parsed = parse_html(render(web, page).body.decode("utf-8", "replace"), page.url)
+        words.update(set(re.findall(r"\b[a-z]{5,}\b", parsed.text.lower())))
+        pages.append(Page(fp=fingerprint(page.url), url=page.url, host="127.0.0.1", status=200,
+                          fetched_at=1.0, title=parsed.title, text=parsed.text))  # fmt: skip
+    pages.append(Page(fp=fingerprint(HOSTILE_URL), url=HOSTILE_URL, host="127.0.0.1:9",
+                      status=200, fetched_at=1.0, title=HOSTILE_TITLE,
+                      text=f"{HOSTILE_TERM} <b>bold</b> «not a mark» {HOSTILE_TERM}"))  # fmt: skip
+    cfg.store().put_pages(pages)
+    return words
+
+
+@pytest.fixture(scope="module")
+def indexed(redis_url: str, tmp_path_factory: pytest.TempPathFactory):
+    env = cli_env(redis_url, f"t-{uuid.uuid4().hex[:10]}", tmp_path_factory.mktemp("portal"))
+    cfg = Config.load(env=env)
+    words = _store_test_web(cfg)
+    run = run_cli(["index", "--slaves", "1", "--json"], env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    common = [w for w, n in words.most_common() if 15 <= n <= 60]
+    yield cfg, env, common[0]
+    cfg.close()
+
+
+@pytest.fixture(scope="module")
+def portal_url(indexed):
+    cfg, _env, _word = indexed
+    with serving_in_thread(build_portal(cfg, threads=2, admin_token="")) as url:
+        yield url
+
+
+def _get(url: str, path: str, **params) -> requests.Response:
+    return requests.get(url.rstrip("/") + path, params=params, timeout=30)
+
+
+# -- the JSON API -----------------------------------------------------------------
+def test_api_search_pages_ranked_hits_with_totals(indexed, portal_url) -> None:
+    _cfg, _env, word = indexed
+    first = _get(portal_url, "/api/search", q=word, size=5).json()
+    assert first["mode"] == "and" and first["matches"] >= 15 and first["pages"] >= 3
+    assert len(first["hits"]) == 5 and first["elapsed_ms"] > 0
+    assert set(first["hits"][0]) == {"url", "title", "score", "snippet"}
+    scores = [h["score"] for h in first["hits"]]
+    assert scores == sorted(scores, reverse=True)
+    assert all(f"«{word}»" in h["snippet"].lower() for h in first["hits"])
+    second = _get(portal_url, "/api/search", q=word, size=5, page=2).json()
+    assert second["page"] == 2 and len(second["hits"]) == 5
+    assert not {h["url"] for h in first["hits"]} & {h["url"] for h in second["hits"]}
+    assert second["hits"][0]["score"] <= scores[-1]
+
+
+def test_api_answers_like_srcrawl_search_json(indexed, portal_url) -> None:
+    _cfg, env, word = indexed
+    cli = run_cli(["search", word, "--top", "10", "--json"], env)
+    assert cli.returncode == 0, cli.stderr
+    api = _get(portal_url, "/api/search", q=word).json()
+    assert api["hits"] == json.loads(cli.stdout)
+
+
+def test_unusable_queries_get_400_and_never_500(portal_url) -> None:
+    for q, message in [("", "empty query"), ("   ", "empty query"), ("the of 的", "no searchable"),
+                       ("x" * (MAX_QUERY_CHARS + 1), "characters long")]:  # fmt: skip
+        r = _get(portal_url, "/api/search", q=q)
+        assert r.status_code == 400 and message in r.json()["error"], (q, r.text)
+    assert _get(portal_url, "/api/search", q="engine", page=1000).status_code == 400
+    assert _get(portal_url, "/api/search", q="engine", size=0).status_code == 422
+    assert _get(portal_url, "/api/search").status_code == 422
+    odd = ["%", "'; DROP TABLE pages; --", "\x00", "🦀🦀", "a" * 40 + " b", "北京 " * 60, "«»",
+           "<script>", "\\u0000", "NOT AND OR", "-", "中文" * 100]  # fmt: skip
+    for q in odd:
+        for path in ("/api/search", "/"):
+            r = _get(portal_url, path, q=q, page="2")
+            assert r.status_code in (200, 400), (path, q, r.status_code, r.text[:300])
+
+
+def test_openapi_describes_what_the_api_returns(indexed, portal_url) -> None:
+    _cfg, _env, word = indexed
+    spec = _get(portal_url, "/openapi.json").json()
+    op = spec["paths"]["/api/search"]["get"]
+    assert {p["name"] for p in op["parameters"]} == {"q", "page", "size"}
+    ref = op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    schema = spec["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    body = _get(portal_url, "/api/search", q=word).json()
+    assert set(body) == set(schema["properties"]) and set(schema["required"]) <= set(body)
+    hit_schema = spec["components"]["schemas"]["HitOut"]
+    assert set(body["hits"][0]) == set(hit_schema["properties"])
+    assert {"/api/search", "/api/status", "/healthz"} <= set(spec["paths"])
+    assert "/api/seeds" not in spec["paths"]  # no admin token: no control endpoint
+
+
+def test_api_status_is_srcrawl_status_json(indexed, portal_url) -> None:
+    _cfg, env, _word = indexed
+    cli = run_cli(["status", "--json"], env)
+    assert cli.returncode == 0, cli.stderr
+    expected = json.loads(cli.stdout)
+    got = _get(portal_url, "/api/status").json()
+    assert got["job"] == expected["job"] and got["phases"].keys() == expected["phases"].keys()
+    assert got["workers"] == [] and expected["workers"] == []
+    assert {k: got["store"][k] for k in expected["store"]} == expected["store"]
+    assert got["store"]["indexed"] == expected["store"]["pages"]
+    assert _get(portal_url, "/healthz").json() == {"ok": True}
+
+
+def test_metrics_parse_and_move(indexed, portal_url, redis_url) -> None:
+    cfg, _env, word = indexed
+    client = redis.Redis.from_url(redis_url)
+    client.hincrby(cfg.keys.stats("crawl"), "status_2xx", 7)
+    client.hincrby(cfg.keys.stats("crawl"), "error_timeout", 2)
+    before = _metrics(portal_url)
+    _get(portal_url, "/api/search", q=word)
+    after = _metrics(portal_url)
+    assert after["srcrawl_search_seconds_count"] == before["srcrawl_search_seconds_count"] + 1
+    assert after['srcrawl_crawl_pages_fetched_total{status_class="2xx"}'] == 7
+    assert after['srcrawl_crawl_fetch_errors_total{kind="timeout"}'] == 2
+    assert after['srcrawl_queue_length{phase="index",queue="srq"}'] == 0
+    assert after["srcrawl_index_progress"] == 1.0 and after["srcrawl_cluster_up"] == 1
+    assert after["srcrawl_index_pages"] == after["srcrawl_store_pages"] > 100
+
+
+def _metrics(url: str) -> dict[str, float]:
+    r = _get(url, "/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    samples = {}
+    for family in text_string_to_metric_families(r.text):
+        for s in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()) if k != "le")
+            if "le" not in s.labels:
+                samples[s.name + (f"{{{labels}}}" if labels else "")] = s.value
+    return samples
+
+
+def test_control_needs_the_admin_token(indexed, portal_url) -> None:
+    cfg, _env, _word = indexed
+    assert requests.post(portal_url + "api/seeds", json={"urls": ["http://127.0.0.1:9/"]},
+                         timeout=10).status_code in (404, 405)  # fmt: skip
+    with serving_in_thread(build_portal(cfg, threads=1, admin_token="s3cret")) as url:
+        seeds = {"urls": ["http://127.0.0.1:9/a"]}
+        for header in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cre"}):
+            r = requests.post(url + "api/seeds", json=seeds, headers=header, timeout=10)
+            assert r.status_code == 403, (header, r.text)
+        r = requests.post(url + "api/seeds", json=seeds,
+                          headers={"Authorization": "Bearer s3cret"}, timeout=10)  # fmt: skip
+        assert r.status_code == 200 and r.json()["added"] == 1, r.text
+        bad = requests.post(url + "api/seeds", json={"urls": ["ftp://x"]},
+                            headers={"Authorization": "Bearer s3cret"}, timeout=10)  # fmt: skip
+        assert bad.status_code == 400
+
+
+# -- in a real browser --------------------------------------------------------------
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    assert os.path.exists(CHROMIUM), f"{CHROMIUM} is missing: apt-get install chromium"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    yield context.new_page()
+    context.close()
+
+
+def _shot(page, name: str) -> None:
+    """Screenshots for the README, when SRCRAWL_SCREENSHOTS names a directory."""
+    directory = os.environ.get("SRCRAWL_SCREENSHOTS")
+    if directory:
+        page.screenshot(path=str(Path(directory) / name), full_page=True)
+
+
+def test_a_query_typed_in_the_page_shows_ranked_marked_results(indexed, portal_url, page) -> None:
+    _cfg, _env, word = indexed
+    page.goto(portal_url)
+    page.fill("input[name=q]", word)
+    page.press("input[name=q]", "Enter")
+    page.wait_for_selector("li.hit")
+    assert page.locator("li.hit").count() == 10
+    assert "every word" in page.inner_text("#summary") and " ms" in page.inner_text("#summary")
+    marks = page.locator("li.hit mark").all_inner_texts()
+    assert marks and all(m.lower() == word for m in marks)
+    first_page = page.locator("li.hit .url").all_inner_texts()
+    _shot(page, "portal-search.png")
+    page.click("a[rel=next]")
+    page.wait_for_url(re.compile(r"page=2"))
+    assert page.locator(".pages .current").inner_text() == "2"
+    second_page = page.locator("li.hit .url").all_inner_texts()
+    assert second_page and not set(first_page) & set(second_page)
+    assert page.get_attribute("ol.results", "start") == "11"
+
+
+def test_a_hostile_title_is_text_and_runs_nothing(portal_url, page) -> None:
+    page.goto(portal_url + f"?q={HOSTILE_TERM}")
+    title = page.locator("li.hit a.title")
+    assert title.inner_text() == HOSTILE_TITLE  # shown as the characters it is
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("li.hit img, li.hit script").count() == 0
+    assert page.locator("li.hit mark").all_inner_texts() == [HOSTILE_TERM, HOSTILE_TERM]
+    assert "<b>bold</b>" in page.locator("li.hit .snippet").inner_text()
+
+
+def test_empty_and_overlong_queries_get_a_friendly_page(portal_url, page) -> None:
+    page.goto(portal_url + "?q=+++")
+    assert page.locator("input[name=q]").is_visible() and page.locator("li.hit").count() == 0
+    response = page.goto(portal_url + "?q=" + "w" * (MAX_QUERY_CHARS + 50))
+    assert response.status == 400
+    assert "at most" in page.inner_text("#problem")
+    page.goto(portal_url + "?q=the+of")
+    assert "no searchable words" in page.inner_text("#problem")
+    assert page.locator("input[name=q]").get_attribute("maxlength") == str(MAX_QUERY_CHARS)
+
+
+def test_the_status_page_shows_the_counters_move(indexed, portal_url, page, redis_url) -> None:
+    cfg, _env, _word = indexed
+    client = redis.Redis.from_url(redis_url)
+    page.goto(portal_url + "status")
+    assert page.inner_text("#job") == cfg.job
+    assert "indexed" in page.inner_text("#store")
+    assert page.get_attribute("meta[http-equiv=refresh]", "content") == "5"
+    client.hincrby(cfg.keys.stats("crawl"), "pages", 40)
+    page.wait_for_load_state()
+    with page.expect_navigation(timeout=15_000):  # the page reloads itself
+        pass
+    crawl = page.locator("tr[data-phase=crawl] [data-counter=pages]").inner_text()
+    assert int(crawl.split("=")[1]) >= 40
+    _shot(page, "portal-status.png")
