@@ -1,4 +1,5 @@
-"""Command line of the benchmarks: ``srcrawl bench queue|parse|master|crawl|index|search|pagerank``.
+"""Command line of the benchmarks: ``srcrawl bench queue|parse|master|crawl|index|search|serve|
+pagerank``.
 
 Each benchmark module is imported inside its command, so the CLI starts fast
 and a benchmark's extras (scipy, Scrapy, matplotlib) are needed only by it.
@@ -233,6 +234,77 @@ def bench_search(ctx: click.Context, pages: int, queries: int, slaves: int, seed
         cfg, pages=pages, queries=queries, slaves=slaves, seed=seed,
         say=lambda s: click.echo(s, err=True),
     )  # fmt: skip
+    click.echo(result.render())
+
+
+@bench.command("serve")
+@click.option(
+    "--pages",
+    type=click.IntRange(10, 10_000_000),
+    default=50_000,
+    show_default=True,
+    help="Generated and indexed pages (built once, then reused, as by bench search).",
+)
+@click.option(
+    "--clients",
+    default="1,10,50",
+    show_default=True,
+    help="Comma-separated numbers of concurrent clients.",
+)
+@click.option(
+    "--seconds",
+    type=click.FloatRange(0.5),
+    default=5.0,
+    show_default=True,
+    help="Seconds of load per (language, clients) cell.",
+)
+@click.option("--rounds", type=click.IntRange(1), default=1, show_default=True)
+@click.option(
+    "--spawns",
+    type=click.IntRange(1),
+    default=5,
+    show_default=True,
+    help="`srcrawl search` processes spawned per language and round.",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="The portal's search threads.",
+)
+@click.option("--seed", default=1, show_default=True, help="Corpus and query seed.")
+@click.pass_context
+def bench_serve(
+    ctx: click.Context,
+    pages: int,
+    clients: str,
+    seconds: float,
+    rounds: int,
+    spawns: int,
+    threads: int,
+    seed: int,
+) -> None:
+    """Portal latency p50/p95 and requests/s under load, beside spawning `srcrawl search`."""
+    from srcrawl.benchmarks.serve import run_serve_benchmark
+
+    try:
+        counts = [int(part) for part in clients.split(",") if part.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise click.BadParameter(f"--clients: expected counts like 1,10,50, not {clients!r}")
+    result = run_serve_benchmark(
+        _config(ctx),
+        pages=pages,
+        clients=counts,
+        seconds=seconds,
+        rounds=rounds,
+        spawns=spawns,
+        threads=threads,
+        seed=seed,
+        say=lambda s: click.echo(s, err=True),
+    )
     click.echo(result.render())
 
 

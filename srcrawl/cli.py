@@ -191,14 +191,19 @@ def slave_start(
 @click.option(
     "--slaves", default=4, show_default=True, type=click.IntRange(1), help="Crawl slaves."
 )
+@click.option("--serve/--no-serve", "serve_portal", default=None,
+              help="End by serving the search portal until Ctrl-C "
+              "[default: when the output is a terminal].")  # fmt: skip
 @click.pass_context
-def demo(ctx: click.Context, slaves: int) -> None:
-    """Serve a synthetic web on loopback; crawl, index, rank and search it."""
+def demo(ctx: click.Context, slaves: int, serve_portal: bool | None) -> None:
+    """Serve a synthetic web on loopback; crawl, index, rank and search it; serve the portal."""
     from srcrawl.demo import run_demo
 
     cfg = config_of(ctx)
     cfg.check()
-    run_demo(cfg, slaves=slaves, echo=click.echo)
+    if serve_portal is None:
+        serve_portal = sys.stdout.isatty()
+    run_demo(cfg, slaves=slaves, echo=click.echo, serve=serve_portal)
 
 
 @cli.command()

@@ -40,7 +40,8 @@ def demo_config(cfg: Config) -> Config:
 
 
 def run_demo(cfg: Config, *, slaves: int = 4, hosts: int = 4, pages: int = 60,
-             echo: Callable[[str], None] = print) -> None:  # fmt: skip
+             echo: Callable[[str], None] = print, serve: bool = False) -> None:  # fmt: skip
+    """The demo's steps; with ``serve``, then the search portal on its store until Ctrl-C."""
     cfg = demo_config(cfg)
     env = cfg.child_env()
     cli = [sys.executable, "-m", "srcrawl.cli"]
@@ -81,3 +82,19 @@ def run_demo(cfg: Config, *, slaves: int = 4, hosts: int = 4, pages: int = 60,
          f"  srcrawl --job {cfg.job}{store} search {shlex.quote(query)}")  # fmt: skip
     if cfg.embedded:
         echo("The embedded Redis keeps running for them; `srcrawl down` stops it.")
+    if serve:
+        serve_demo_portal(cfg, echo, f"srcrawl --job {cfg.job}{store} serve")
+
+
+def serve_demo_portal(cfg: Config, echo: Callable[[str], None], command: str,
+                      port: int = 8080) -> None:  # fmt: skip
+    """The search portal on the demo's store, on ``port`` or, if taken, any free port."""
+    from srcrawl.portal.server import build_portal
+    from srcrawl.portal.server import serve as serve_portal
+
+    portal = build_portal(cfg)
+    echo(f"\nthe demo's search portal (later: `{command}`):")
+    try:
+        serve_portal(portal, "127.0.0.1", port, announce=echo)
+    except SrcrawlError:  # the port is taken: any free one
+        serve_portal(portal, "127.0.0.1", 0, announce=echo)
