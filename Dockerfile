@@ -10,6 +10,7 @@ COPY pagerank ./pagerank
 COPY indexer ./indexer
 COPY sql ./sql
 COPY benchmarks ./benchmarks
+COPY portal ./portal
 RUN pip install --no-cache-dir . && useradd --create-home srcrawl
 USER srcrawl
 WORKDIR /home/srcrawl

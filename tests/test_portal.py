@@ -273,3 +273,16 @@ def test_the_status_page_shows_the_counters_move(indexed, portal_url, page, redi
     crawl = page.locator("tr[data-phase=crawl] [data-counter=pages]").inner_text()
     assert int(crawl.split("=")[1]) >= 40
     _shot(page, "portal-status.png")
+
+
+def test_compose_publishes_the_portal_with_a_health_check() -> None:
+    import yaml
+    from click_parse import parse_command
+
+    compose = Path(__file__).resolve().parent.parent / "docker-compose.yml"
+    portal = yaml.safe_load(compose.read_text())["services"]["portal"]
+    command, ctx = parse_command(portal["command"])
+    assert command.name == "serve" and ctx.params["bind"] == "0.0.0.0"
+    assert ctx.params["port"] == 8080
+    assert portal["ports"] == ["8080:8080"]
+    assert "/healthz" in " ".join(portal["healthcheck"]["test"])
