@@ -35,7 +35,9 @@ def build_portal(
 def _bound_socket(bind: str, port: int) -> socket.socket:
     """The listening socket, bound here so a port in use is one clear error."""
     family = socket.AF_INET6 if ":" in bind else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say so, and without
+    # it a keep-alive client waits 40 ms (Nagle against delayed ACK) for each answer
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((bind, port))

@@ -286,3 +286,22 @@ def test_compose_publishes_the_portal_with_a_health_check() -> None:
     assert ctx.params["port"] == 8080
     assert portal["ports"] == ["8080:8080"]
     assert "/healthz" in " ".join(portal["healthcheck"]["test"])
+
+
+def test_keep_alive_answers_without_a_delayed_ack_wait(portal_url) -> None:
+    """Answers on a kept-alive connection come at once (TCP_NODELAY on the server's side:
+    without it each one waited 40 ms for the client's delayed ACK)."""
+    import http.client
+    import statistics
+    import time
+
+    host, port = portal_url.split("//")[1].rstrip("/").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    ms = []
+    for _ in range(15):
+        t0 = time.perf_counter()
+        conn.request("GET", "/healthz")
+        assert conn.getresponse().read() == b'{"ok":true}'
+        ms.append((time.perf_counter() - t0) * 1000)
+    conn.close()
+    assert statistics.median(ms) < 30, ms
