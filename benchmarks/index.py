@@ -324,6 +324,18 @@ def _index_row(slaves: int, run: IndexRun, pages: int) -> Row:
 
 
 # -- bench search --------------------------------------------------------------
+def build_index_once(
+    bcfg: Config, pages: int, seed: int, slaves: int, say: Progress
+) -> float | None:
+    """The corpus indexed in the scratch store (kept for later runs); seconds it took, or
+    None when the index was already there."""
+    store = prepare_corpus(bcfg, pages, seed, say)
+    if store.index_stats()[0] == pages and not store.unindexed_pages(None, 1):
+        return None
+    say(f"indexing {pages:,} pages with {slaves} slave(s) …")
+    store.reset_index()
+    return run_index(bcfg, slaves).report.wall_s
+
 @dataclass
 class LatencySet:
     label: str
@@ -400,12 +412,8 @@ def run_search_benchmark(
 ) -> SearchBenchmark:
     bcfg = bench_config(cfg, pages, seed)
     try:
-        store = prepare_corpus(bcfg, pages, seed, say)
-        build_s = None
-        if store.index_stats()[0] != pages or store.unindexed_pages(None, 1):
-            say(f"indexing {pages:,} pages with {slaves} slave(s) …")
-            store.reset_index()
-            build_s = run_index(bcfg, slaves).report.wall_s
+        build_s = build_index_once(bcfg, pages, seed, slaves, say)
+        store = bcfg.store()
         tok = Tokenizer()
         tok.warm_up()
         qs = make_queries(store, tok, queries, seed)

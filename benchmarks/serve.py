@@ -32,8 +32,7 @@ from srcrawl.benchmarks.index import (
     BenchmarkError,
     _drop_job_keys,
     bench_config,
-    prepare_corpus,
-    run_index,
+    build_index_once,
 )
 from srcrawl.config import Config
 from srcrawl.indexer.slave import document_text
@@ -211,20 +210,6 @@ def _spawned(bcfg: Config, lang: str, queries: Sequence[str]) -> Cell:
     return Cell(lang, 0, ms, time.perf_counter() - t0)
 
 
-def _index(
-    cfg: Config, pages: int, seed: int, slaves: int, say: Progress
-) -> tuple[Config, float | None]:
-    """The bench config of the cached index, built first if it is not there."""
-    bcfg = bench_config(cfg, pages, seed)
-    store = prepare_corpus(bcfg, pages, seed, say)
-    build_s = None
-    if store.index_stats()[0] != pages or store.unindexed_pages(None, 1):
-        say(f"indexing {pages:,} pages with {slaves} slave(s) (once; kept for later runs) …")
-        store.reset_index()
-        build_s = run_index(bcfg, slaves).report.wall_s
-    return bcfg, build_s
-
-
 def run_serve_benchmark(
     cfg: Config,
     *,
@@ -239,8 +224,9 @@ def run_serve_benchmark(
     say: Progress = print,
 ) -> ServeBenchmark:
     """Each round: per language, the portal at each client count, then the spawned searches."""
-    bcfg, build_s = _index(cfg, pages, seed, slaves, say)
+    bcfg = bench_config(cfg, pages, seed)
     try:
+        build_s = build_index_once(bcfg, pages, seed, slaves, say)
         tok = Tokenizer()
         tok.warm_up()
         store = bcfg.store()
