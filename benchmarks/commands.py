@@ -1,5 +1,5 @@
 """Command line of the benchmarks: ``srcrawl bench queue|parse|master|crawl|index|search|serve|
-pagerank``.
+pagerank|startup``.
 
 Each benchmark module is imported inside its command, so the CLI starts fast
 and a benchmark's extras (scipy, Scrapy, matplotlib) are needed only by it.
@@ -7,7 +7,9 @@ and a benchmark's extras (scipy, Scrapy, matplotlib) are needed only by it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 
 import click
 
@@ -351,3 +353,51 @@ def bench_pagerank(
         json_path=json_path,
         plot_path=plot_path,
     )
+
+
+@bench.command("startup")
+@click.option("--rounds", default=20, show_default=True, type=click.IntRange(1),
+              help="Runs of each command per code.")  # fmt: skip
+@click.option("--base", "base_root", type=click.Path(file_okay=False, exists=True), default=None,
+              help="Root of another srcrawl checkout to run beside this one (e.g. a "
+              "`git worktree add` of an older commit).")  # fmt: skip
+@click.option("--pages", default=200, show_default=True, type=click.IntRange(10, 100_000),
+              help="Generated pages in the index searched.")  # fmt: skip
+@click.option("--seed", default=1, show_default=True, help="Corpus seed.")
+@click.option("--query-en", default=None, help="English query [default: two common corpus words].")
+@click.option("--query-zh", default=None, help="Chinese query [default: two common corpus words].")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write the figures and every wall time as JSON.")  # fmt: skip
+@click.pass_context
+def bench_startup(
+    ctx: click.Context,
+    rounds: int,
+    base_root: str | None,
+    pages: int,
+    seed: int,
+    query_en: str | None,
+    query_zh: str | None,
+    json_path: str | None,
+) -> None:
+    """Wall time of `srcrawl search` (English, Chinese) and `--version` as new processes."""
+    from srcrawl.benchmarks.startup import (
+        code_at,
+        default_queries,
+        run_startup_benchmark,
+        this_code,
+    )
+
+    check_outputs(json_path=json_path, plot_path=None)
+    codes = [this_code()] + ([code_at("base", base_root)] if base_root else [])
+    english, chinese = default_queries(seed)
+    line = ProgressLine()
+    try:
+        result = run_startup_benchmark(
+            _config(ctx), codes=codes, rounds=rounds, pages=pages, seed=seed,
+            queries=(query_en or english, query_zh or chinese), say=line.update,
+        )  # fmt: skip
+    finally:
+        line.done()
+    if json_path:
+        Path(json_path).write_text(json.dumps(result.as_json(), indent=2, ensure_ascii=False))
+    click.echo(result.render())

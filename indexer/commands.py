@@ -125,7 +125,8 @@ def search_command(
 
     cfg = _config(ctx)
     searcher = Searcher(cfg.store(), tokenizer=get_tokenizer(user_dict))
-    searcher.tokenizer.warm_up()  # the dictionary load is start-up, not query time
+    # jieba's load is start-up, not query time; a query without Chinese never loads it
+    searcher.tokenizer.warm_up(query)
     result = searcher.search(query, top=top)
     found = (
         f"{len(result.hits)} of {'about ' if result.approximate else ''}{result.matches} "

@@ -8,7 +8,11 @@ for unknown words); runs of other letters and digits (Latin, Cyrillic, kana,
 characters) separates tokens. Stop words of the shipped Chinese and English
 lists and tokens longer than :data:`MAX_TERM_CHARS` are dropped.
 
-The jieba dictionary is loaded once per process, on first use. A user
+jieba (its import and its prefix dictionary, most of a search command's
+start-up) is loaded once per process, and only when a text holds a run of
+Chinese characters: text without one never loads it. The prefix dictionary is
+kept by jieba as a marshal cache file, which :func:`jieba_cache_dir` puts in a
+directory of this user rather than the shared temporary directory. A user
 dictionary (jieba's format: ``word [frequency] [tag]`` per line, UTF-8) named
 by ``SRCRAWL_USER_DICT`` adds words; slaves and the search command must see
 the same one, which is why its content hash travels with every index task.
@@ -19,12 +23,15 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import marshal
 import os
 import re
+import sys
 import threading
 import unicodedata
 from importlib import resources
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from srcrawl.defaults import MAX_TERM_CHARS
@@ -35,6 +42,9 @@ if TYPE_CHECKING:
 
 ENV_USER_DICT = "SRCRAWL_USER_DICT"
 """Environment variable naming a jieba user dictionary."""
+
+ENV_CACHE_DIR = "SRCRAWL_CACHE_DIR"
+"""Environment variable naming the directory of srcrawl's caches (jieba's prefix dictionary)."""
 
 STOPWORD_FILES = ("stopwords_zh.txt", "stopwords_en.txt")
 
@@ -90,6 +100,95 @@ def dictionary_id(user_dict: str | None) -> str:
     return hashlib.sha1(data).hexdigest()[:12]
 
 
+def jieba_cache_dir() -> Path | None:
+    """The directory jieba keeps its prefix-dictionary cache in: ``SRCRAWL_CACHE_DIR``,
+    else ``$XDG_CACHE_HOME/srcrawl``, else ``~/.cache/srcrawl``; None (jieba's default,
+    the temporary directory) if it cannot be created or written.
+
+    A directory of this user's, not the shared temporary one: jieba loads whatever
+    cache file it finds there, and a file another user left cannot be replaced.
+    """
+    named = os.environ.get(ENV_CACHE_DIR)
+    if named:
+        where = Path(named)
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        where = Path(base) / "srcrawl"
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return where if os.access(where, os.W_OK | os.X_OK) else None
+
+
+def _import_jieba() -> ModuleType:
+    """``import jieba``, without its import of pkg_resources when nothing has imported that.
+
+    jieba reads its packaged files through pkg_resources if it can be imported, and
+    by path (its own fallback) if not; pkg_resources alone costs about as much to
+    import as jieba does, and a search command has no other use for it.
+    """
+    if "jieba" in sys.modules or "pkg_resources" in sys.modules:
+        import jieba
+
+        return jieba
+    sys.modules["pkg_resources"] = None  # type: ignore[assignment]  # "not installed"
+    try:
+        import jieba
+    finally:
+        if sys.modules.get("pkg_resources", 0) is None:
+            del sys.modules["pkg_resources"]
+    return jieba
+
+
+def _cache_name(jieba_module: ModuleType) -> str:
+    """The prefix-dictionary cache file of this jieba and its dictionary.
+
+    jieba trusts a cache of its default dictionary without comparing dates, so the
+    name carries the version and the dictionary file's size and time: an upgrade of
+    jieba gets a cache of its own.
+    """
+    dict_txt = Path(jieba_module.__file__).with_name(jieba_module.DEFAULT_DICT_NAME)
+    try:
+        st = dict_txt.stat()
+        stamp = f"{st.st_size}-{st.st_mtime_ns}"
+    except OSError:
+        stamp = "0"
+    return f"jieba-{jieba_module.__version__}-{stamp}.cache"
+
+
+def load_jieba() -> jieba.Tokenizer:
+    """A new jieba tokenizer with its default dictionary loaded, from the marshal cache
+    jieba keeps in :func:`jieba_cache_dir` (jieba builds and writes it the first time)."""
+    jieba = _import_jieba()
+    jieba.setLogLevel(logging.WARNING)
+    seg = jieba.Tokenizer()
+    where = jieba_cache_dir()
+    if where is not None:
+        seg.tmp_dir, seg.cache_file = str(where), _cache_name(jieba)
+        if _read_cache(seg, where / seg.cache_file):
+            return seg
+    seg.initialize()  # jieba reads its cache, or builds the dictionary and writes the cache
+    return seg
+
+
+def _read_cache(seg: jieba.Tokenizer, path: Path) -> bool:
+    """Load jieba's cache file into ``seg`` as its ``initialize`` would; False if there is
+    none or it is unreadable (jieba then builds it anew).
+
+    The file is read whole and then unmarshalled: jieba's ``marshal.load`` from the
+    open file takes three times as long, reading it in small pieces.
+    """
+    try:
+        freq, total = marshal.loads(path.read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        return False
+    if not isinstance(freq, dict) or not isinstance(total, int):
+        return False
+    seg.FREQ, seg.total, seg.initialized = freq, total, True
+    return True
+
+
 class Tokenizer:
     """Turns text into index terms; documents and queries go through the same one."""
 
@@ -105,12 +204,9 @@ class Tokenizer:
         if self._jieba is None:
             with self._lock:
                 if self._jieba is None:
-                    import jieba  # late: commands that never tokenize stay fast
-
-                    jieba.setLogLevel(logging.WARNING)
-                    seg = jieba.Tokenizer()
-                    seg.initialize()
+                    seg = load_jieba()
                     if self.user_dict:
+                        # read afresh each time (never cached), so an edit is always seen
                         try:
                             seg.load_userdict(self.user_dict)
                         except (OSError, ValueError, UnicodeDecodeError) as e:
@@ -120,15 +216,23 @@ class Tokenizer:
                     self._jieba = seg
         return self._jieba
 
-    def warm_up(self) -> None:
-        """Load the dictionaries now rather than on the first text."""
-        self._segmenter()
+    def needs_segmenter(self, text: str) -> bool:
+        """Whether tokenizing ``text`` loads jieba: it holds Chinese once folded (a
+        Kangxi radical, say, folds to a Chinese character)."""
+        return any(m.group(1) is not None for m in _runs().finditer(normalize(text)))
+
+    def warm_up(self, text: str | None = None) -> None:
+        """Load jieba and the dictionaries now rather than on the first Chinese text (a
+        server at start, a slave before its first task); given ``text``, only if
+        tokenizing it will need them."""
+        if text is None or self.needs_segmenter(text):
+            self._segmenter()
 
     def tokens(self, text: str) -> list[str]:
         """The terms of ``text`` in order, stop words and overlong tokens dropped."""
         if not text:
             return []
-        cut = self._segmenter().cut
+        cut = None  # jieba, fetched at the first Chinese run: other text never loads it
         stop = self.stopwords
         out: list[str] = []
         append = out.append
@@ -138,6 +242,8 @@ class Tokenizer:
                 if len(word) <= MAX_TERM_CHARS and word not in stop:
                     append(word)
                 continue
+            if cut is None:
+                cut = self._segmenter().cut
             for word in cut(m.group(1), HMM=True):
                 if word not in stop and len(word) <= MAX_TERM_CHARS:
                     append(word)

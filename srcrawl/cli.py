@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from typing import Any, NoReturn
@@ -25,7 +26,26 @@ def fail(message: str) -> NoReturn:
     sys.exit(EXIT_USAGE)
 
 
-class SrcrawlGroup(click.Group):
+class LazyGroup(click.Group):
+    """A group whose commands named in ``lazy`` ("module:attribute") are imported only
+    when they are run or listed: ``srcrawl search`` does not import the crawl, the
+    benchmarks or the test web."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            module, _, attribute = self.lazy[cmd_name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+class SrcrawlGroup(LazyGroup):
     """Turns every SrcrawlError raised by a command into one line and exit 2."""
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -51,7 +71,29 @@ def config_of(ctx: click.Context) -> Config:
     return ctx.find_root().obj
 
 
-@click.group(cls=SrcrawlGroup, context_settings={"help_option_names": ["-h", "--help"]})
+# The commands of the phases, the benchmarks and the test web: imported when used.
+LAZY_COMMANDS = {
+    "master": "srcrawl.master.commands:master_group",
+    "crawl": "srcrawl.master.commands:crawl_command",
+    "seed": "srcrawl.master.commands:seed_command",
+    "index": "srcrawl.indexer.commands:index_command",
+    "search": "srcrawl.indexer.commands:search_command",
+    "pagerank": "srcrawl.pagerank.commands:pagerank_command",
+    "bench": "srcrawl.benchmarks.commands:bench",
+    "testweb": "srcrawl.testweb.commands:testweb",
+}
+LAZY_EXPORTS = {
+    "pages": "srcrawl.master.commands:export_pages",
+    "links": "srcrawl.master.commands:export_links",
+    "ranks": "srcrawl.pagerank.commands:export_ranks",
+}
+
+
+@click.group(
+    cls=SrcrawlGroup,
+    lazy=LAZY_COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(__version__, prog_name="srcrawl")
 @click.option(
     "--redis-url",
@@ -79,6 +121,11 @@ def cli(
         ctx.obj = Config.load(redis_url=redis_url, db_url=db_url, job=job, home=home)
     except SrcrawlError as e:
         fail(str(e))
+
+
+@cli.group("export", cls=LazyGroup, lazy=LAZY_EXPORTS)
+def export() -> None:
+    """Print what the store holds."""
 
 
 @cli.group()
@@ -223,71 +270,6 @@ def serve(ctx: click.Context, bind: str, port: int, threads: int, user_dict: str
     cfg.check()
     portal = build_portal(cfg, threads=threads, user_dict=user_dict)
     serve_portal(portal, bind, port, announce=click.echo)
-
-
-def _register_phase_commands() -> None:
-    from srcrawl.master.commands import (
-        crawl_command,
-        export_links,
-        export_pages,
-        master_group,
-        seed_command,
-    )
-
-    cli.add_command(master_group)
-    cli.add_command(crawl_command)
-    cli.add_command(seed_command)
-    export = cli.commands.get("export")
-    if export is None:
-        export = click.Group("export", help="Print what the store holds.")
-        cli.add_command(export)
-    export.add_command(export_pages)
-    export.add_command(export_links)
-
-
-_register_phase_commands()
-
-
-def _register_index_commands() -> None:
-    from srcrawl.indexer.commands import index_command, search_command
-
-    cli.add_command(index_command)
-    cli.add_command(search_command)
-
-
-_register_index_commands()
-
-
-def _register_pagerank_commands() -> None:
-    from srcrawl.pagerank.commands import export_ranks, pagerank_command
-
-    cli.add_command(pagerank_command)
-    export = cli.commands.get("export")
-    if export is None:
-        export = click.Group("export", help="Print what the store holds.")
-        cli.add_command(export)
-    export.add_command(export_ranks)
-
-
-_register_pagerank_commands()
-
-
-def _register_bench_commands() -> None:
-    from srcrawl.benchmarks.commands import bench
-
-    cli.add_command(bench)
-
-
-_register_bench_commands()
-
-
-def _register_testweb_commands() -> None:
-    from srcrawl.testweb.commands import testweb
-
-    cli.add_command(testweb)
-
-
-_register_testweb_commands()
 
 
 def main() -> None:

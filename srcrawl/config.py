@@ -14,10 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
 
-import redis
-from redis.connection import URL_QUERY_ARGUMENT_PARSERS
-
-from srcrawl import embedded
 from srcrawl.credentials import FILE_SUFFIX, read_setting, redact_url
 from srcrawl.defaults import (
     DEFAULT_HOME,
@@ -32,6 +28,8 @@ from srcrawl.keys import Keys
 from srcrawl.sql.database_url import ENV_DB_URL, DatabaseURL
 
 if TYPE_CHECKING:
+    import redis
+
     from srcrawl.sql.store import Store
 
 ENV_REDIS_URL = "SRCRAWL_REDIS_URL"
@@ -58,8 +56,16 @@ _MALFORMED_NETLOC = "bad host or port; percent-encode special characters of the 
 # TLS options of a rediss:// URL: redis-py reads them from the query (see from_url)
 _REDIS_TLS_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
 _REDIS_TLS_OPTIONS = (*_REDIS_TLS_FILES, "ssl_ca_path", "ssl_cert_reqs", "ssl_password")
-_REDIS_QUERY = frozenset(URL_QUERY_ARGUMENT_PARSERS) | frozenset(_REDIS_TLS_OPTIONS)
 _REDIS_CERT_REQS = ("none", "optional", "required")
+
+
+def _redis_query_options() -> frozenset[str]:
+    # late, like every import of redis here: a command that never talks to Redis
+    # (search, --version) does not pay for importing it
+    from redis.connection import URL_QUERY_ARGUMENT_PARSERS
+
+    return frozenset(URL_QUERY_ARGUMENT_PARSERS) | frozenset(_REDIS_TLS_OPTIONS)
+
 
 def _check_redis_url(url: str) -> str:
     shown = redact_url(url)
@@ -77,7 +83,7 @@ def _check_redis_url(url: str) -> str:
             "(expected redis://host:port/db, rediss://host:port/db or unix://path)"
         )
     for key, value in options:
-        if key not in _REDIS_QUERY:
+        if key not in _redis_query_options():
             raise ConfigError(
                 f"{ENV_REDIS_URL}: unknown option {key!r} (TLS: {', '.join(_REDIS_TLS_OPTIONS)})"
             )
@@ -176,6 +182,8 @@ class Config:
             return self.redis_url
         if "embedded_url" not in self._cache:
             try:
+                from srcrawl import embedded
+
                 self._cache["embedded_url"] = embedded.ensure_running(self.home)
             except SrcrawlError as e:
                 raise ConfigError(f"cannot start the embedded Redis: {e}") from e
@@ -185,6 +193,8 @@ class Config:
         """A client of the configured Redis (one per Config), checked with PING."""
         client = self._cache.get("redis")
         if client is None:
+            import redis
+
             url = self.resolved_redis_url()
             try:
                 client = redis.Redis.from_url(

@@ -126,3 +126,20 @@ def test_bench_index_and_search_run_on_a_small_corpus(tmp_path, env) -> None:
             tmp_path, env)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "p95" in r.stdout, r.stdout
+
+
+def test_bench_startup_times_each_command_for_each_code(tmp_path, env) -> None:
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "startup.json"
+    r = run(["bench", "startup", "--rounds", "2", "--pages", "10", "--base", str(root),
+             "--json", str(out)], tmp_path, env)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert [(row["command"].split()[1], row["code"]) for row in rows] == [
+        ("--version", "this"), ("--version", "base"), ("search", "this"), ("search", "base"),
+        ("search", "this"), ("search", "base"),
+    ]  # fmt: skip
+    assert all(len(row["walls"]) == 2 and 0 < row["min"] <= row["median"] for row in rows)
+    assert r.stdout.count("srcrawl search") == 4 and "median" in r.stdout
+    bad = run(["bench", "startup", "--base", str(tmp_path)], tmp_path, env)
+    assert bad.returncode == 2 and "no srcrawl/__init__.py there" in bad.stderr

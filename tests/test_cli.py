@@ -9,9 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 import redis
 from click_parse import parse_command
+from import_probe import run_probed
 
 from srcrawl import __version__
 from srcrawl.defaults import DEFAULT_FETCH_THREADS
@@ -34,6 +36,32 @@ def run(
 def test_version(tmp_path) -> None:
     r = run(["--version"], tmp_path)
     assert r.returncode == 0 and __version__ in r.stdout
+
+
+def test_version_and_help_import_no_heavy_library(tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
+    version, imported = run_probed(["--version"], env, cwd=str(tmp_path))
+    assert version.returncode == 0 and __version__ in version.stdout
+    assert imported == set()  # not even a command module
+    help_, imported = run_probed(["--help"], env, cwd=str(tmp_path))
+    assert help_.returncode == 0
+    assert not imported & {"jieba", "numpy", "pymysql", "lxml", "bs4", "pycurl", "scipy"}
+
+
+def test_every_lazily_registered_command_is_listed_and_found() -> None:
+    from srcrawl.cli import LAZY_COMMANDS, LAZY_EXPORTS, cli
+
+    ctx = click.Context(cli)
+    assert set(LAZY_COMMANDS) | {"db", "demo", "down", "export", "slave", "status"} == set(
+        cli.list_commands(ctx)
+    )
+    for name in LAZY_COMMANDS:
+        assert cli.get_command(ctx, name).name == name
+    export = cli.get_command(ctx, "export")
+    assert export.list_commands(ctx) == sorted(LAZY_EXPORTS)
+    for name in LAZY_EXPORTS:
+        assert export.get_command(ctx, name).name == name
+    assert cli.get_command(ctx, "nonesuch") is None
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import os
 import subprocess
 
 import pytest
+from import_probe import run_probed
 
 from srcrawl.config import DatabaseURL
 from srcrawl.sql.store import Page, open_store
@@ -72,3 +73,19 @@ def test_unusable_queries_end_with_one_line_and_exit_2(python, env) -> None:
         assert "Traceback" not in run.stderr
     missing = cli(python, env, "search", "北京", "--user-dict", "/nonexistent/words.txt")
     assert missing.returncode == 2 and "cannot read user dictionary" in missing.stderr
+
+
+def test_a_search_imports_only_what_it_needs_and_starts_no_redis(python, env, tmp_path) -> None:
+    assert cli(python, env, "index", "--slaves", "1").returncode == 0
+    # as a user without a Redis URL runs it: a search must not start the embedded Redis
+    user = {k: v for k, v in env.items() if k != "SRCRAWL_REDIS_URL"}
+    user["SRCRAWL_HOME"] = str(tmp_path / "fresh-home")
+    english, imported = run_probed(["search", "TESSERACT"], user)
+    assert english.returncode == 0, english.stderr
+    assert english.stdout.startswith(" 1. planted\n    http://127.0.0.1:9/planted\n")
+    assert imported == {"numpy", "srcrawl.indexer.commands"}
+    chinese, imported = run_probed(["search", "量子纠缠", "--json"], user)
+    assert chinese.returncode == 0, chinese.stderr
+    assert json.loads(chinese.stdout)[0]["url"] == "http://127.0.0.1:9/planted"
+    assert imported == {"jieba", "numpy", "srcrawl.indexer.commands"}
+    assert not (tmp_path / "fresh-home" / "redis.url").exists()
