@@ -52,7 +52,7 @@ def test_every_lazily_registered_command_is_listed_and_found() -> None:
     from srcrawl.cli import LAZY_COMMANDS, LAZY_EXPORTS, cli
 
     ctx = click.Context(cli)
-    assert set(LAZY_COMMANDS) | {"db", "demo", "down", "export", "slave", "status"} == set(
+    assert set(LAZY_COMMANDS) | {"db", "demo", "down", "export", "serve", "slave", "status"} == set(
         cli.list_commands(ctx)
     )
     for name in LAZY_COMMANDS:
