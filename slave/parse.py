@@ -37,7 +37,7 @@ from srcrawl.defaults import DEFAULT_FALLBACK_PARSE_CHARS
 warnings.filterwarnings("ignore", category=XMLParsedAsHTMLWarning)
 warnings.filterwarnings("ignore", category=MarkupResemblesLocatorWarning)
 
-PARSERS = ("lxml", "bs4")
+PARSERS = ("lxml", "bs4", "lexbor")
 """Names accepted by :func:`parse_html`'s ``parser`` argument."""
 
 INVISIBLE_TAGS = ("script", "style", "noscript", "template", "head", "title", "iframe")
@@ -99,6 +99,11 @@ class ParsedPage:
     title: str = ""
     text: str = ""
     links: list[str] = field(default_factory=list)
+    anchors: dict[str, str] = field(default_factory=dict)
+    """For each URL of ``links``, the visible text of the ``<a>`` elements of the
+    page pointing to it (an ``<img alt>`` inside counts as text), whitespace
+    collapsed, several anchors to one URL joined by one space in document
+    order, capped at 256 characters; URLs whose anchors have no text are absent."""
     noindex: bool = False
     nofollow: bool = False
     parser: str = field(default="", compare=False)
@@ -364,16 +369,20 @@ class _PageBuilder:
         elif tag == "base" and self.base_href is None:
             self.base_href = get("href")
 
-    def build(self, text: str, base_url: str, parser: str) -> ParsedPage:
+    def resolver(self, base_url: str) -> LinkResolver:
+        """The resolver of the page's links: ``<base href>`` when valid, else ``base_url``."""
         resolver = LinkResolver(base_url)
         if self.base_href is not None:
             base = resolver.resolve(self.base_href)
             if base is not None:
                 resolver = LinkResolver(base)
+        return resolver
+
+    def build(self, text: str, base_url: str, parser: str) -> ParsedPage:
         return ParsedPage(
             title=_collapse(self.title or ""),
             text=text,
-            links=resolver.resolve_all(self.hrefs),
+            links=self.resolver(base_url).resolve_all(self.hrefs),
             noindex=self.noindex,
             nofollow=self.nofollow,
             parser=parser,
@@ -616,7 +625,14 @@ def parse_html(
     """
     if parser not in PARSERS:
         raise ValueError(f"unknown parser {parser!r}; expected one of {', '.join(PARSERS)}")
-    if parser == "lxml":
+    if parser == "lexbor":
+        from srcrawl.slave.parse_lexbor import parse_lexbor
+
+        try:
+            return parse_lexbor(html, base_url, utf8)
+        except Exception:  # noqa: BLE001 -- whatever lexbor cannot take, bs4 reads
+            html = html[:DEFAULT_FALLBACK_PARSE_CHARS]
+    elif parser == "lxml":
         try:
             return _parse_lxml(html, base_url, utf8)
         except (etree.LxmlError, ValueError, _LxmlGaveUp):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import os
 import random
 import re
@@ -21,7 +22,7 @@ from srcrawl.slave.parse import LinkResolver, ParsedPage, parse_html
 pytestmark = pytest.mark.filterwarnings("ignore::bs4.XMLParsedAsHTMLWarning")
 
 BASE = "http://site.test/dir/page.html"
-BOTH = pytest.mark.parametrize("parser", ["lxml", "bs4"])
+BOTH = pytest.mark.parametrize("parser", ["lxml", "bs4", "lexbor"])
 
 ORDINARY = {
     "news-zh": """<!DOCTYPE html>
@@ -99,7 +100,17 @@ def agree(html: str, base: str = BASE) -> ParsedPage:
     utf8 = utf8_source(body, decoded, encoding)
     assert utf8 == html.encode() and decoded == html
     assert parse_html(decoded, base, utf8=utf8) == fast
+    for lexbor in (parse_html(html, base, "lexbor"), parse_html(decoded, base, "lexbor", utf8=utf8)):
+        assert lexbor.parser == "lexbor"
+        assert same_page(lexbor, fast), f"lexbor: {lexbor}\nlxml: {fast}"
     return fast
+
+
+def same_page(page: ParsedPage, reference: ParsedPage) -> bool:
+    """Equal pages; anchors count only when the reference path fills them too."""
+    if not reference.anchors:
+        page = dataclasses.replace(page, anchors={})
+    return page == reference
 
 
 @pytest.mark.parametrize("name", sorted(ORDINARY))
