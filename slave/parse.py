@@ -626,11 +626,11 @@ def parse_html(
     if parser not in PARSERS:
         raise ValueError(f"unknown parser {parser!r}; expected one of {', '.join(PARSERS)}")
     if parser == "lexbor":
-        from srcrawl.slave.parse_lexbor import parse_lexbor
+        from srcrawl.slave.parse_lexbor import LEXBOR_ERRORS, parse_lexbor
 
         try:
             return parse_lexbor(html, base_url, utf8)
-        except Exception:  # noqa: BLE001 -- whatever lexbor cannot take, bs4 reads
+        except LEXBOR_ERRORS:
             html = html[:DEFAULT_FALLBACK_PARSE_CHARS]
     elif parser == "lxml":
         try:

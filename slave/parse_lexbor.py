@@ -19,7 +19,7 @@ next to each block costs one call per block, not one per text node.
 
 from __future__ import annotations
 
-from selectolax.lexbor import LexborHTMLParser, LexborNode, create_tag
+from selectolax.lexbor import LexborHTMLParser, LexborNode, SelectolaxError, create_tag
 
 from srcrawl.slave.parse import (
     _BLOCKS,
@@ -32,12 +32,16 @@ from srcrawl.slave.parse import (
     _PageBuilder,
 )
 
+LEXBOR_ERRORS = (SelectolaxError, MemoryError, ValueError)
+"""What lexbor raises on a page it cannot take (the caller falls back to BeautifulSoup)."""
+
 ANCHOR_CHARS = 256
 """The most characters of anchor text kept for one URL of a page."""
 
 # The ids lexbor gives the tags that matter (fixed for every tag HTML knows).
 _IDS = {
-    tag: create_tag(tag).tag_id for tag in (*BLOCK_TAGS, *INVISIBLE_TAGS, *LINK_TAGS, "base", "meta")
+    tag: create_tag(tag).tag_id
+    for tag in (*BLOCK_TAGS, *INVISIBLE_TAGS, *LINK_TAGS, "base", "meta")
 }
 _A = _IDS["a"]
 _TITLE = _IDS["title"]

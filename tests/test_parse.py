@@ -100,7 +100,8 @@ def agree(html: str, base: str = BASE) -> ParsedPage:
     utf8 = utf8_source(body, decoded, encoding)
     assert utf8 == html.encode() and decoded == html
     assert parse_html(decoded, base, utf8=utf8) == fast
-    for lexbor in (parse_html(html, base, "lexbor"), parse_html(decoded, base, "lexbor", utf8=utf8)):
+    from_bytes = parse_html(decoded, base, "lexbor", utf8=utf8)
+    for lexbor in (parse_html(html, base, "lexbor"), from_bytes):
         assert lexbor.parser == "lexbor"
         assert same_page(lexbor, fast), f"lexbor: {lexbor}\nlxml: {fast}"
     return fast
