@@ -546,11 +546,37 @@ def test_bench_parse_command(tmp_path) -> None:
     lines = r.stdout.splitlines()
     assert "KiB page" in lines[0]
     rows = {line.split()[0]: line.split() for line in lines[2:]}
-    assert set(rows) == {"decode", "libxml2", "lxml", "bs4"}
-    assert rows["lxml"][1] == "5" and rows["bs4"][1] == "2"
+    assert set(rows) == {"decode", "libxml2", "lexbor-tree", "lxml", "lexbor", "bs4"}
+    assert rows["lxml"][1] == rows["lexbor"][1] == "5" and rows["bs4"][1] == "2"
     assert float(rows["lxml"][4].replace(",", "")) > 0
     bad = subprocess.run(
         [sys.executable, "-m", "srcrawl.cli", "bench", "parse", "--size-kb", "0"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert bad.returncode == 2 and "size-kb" in bad.stderr
+
+
+def test_bench_parse_over_a_directory_of_pages(tmp_path) -> None:
+    pages = tmp_path / "site"
+    (pages / "sub").mkdir(parents=True)
+    (pages / "index.html").write_text(ORDINARY["news-zh"], encoding="utf-8")
+    (pages / "sub" / "blog.html").write_text(ORDINARY["blog-en"], encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
+    r = subprocess.run(
+        [sys.executable, "-m", "srcrawl.cli", "bench", "parse", "--dir", str(pages),
+         "--rounds", "2"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("parse benchmark: 2 pages under") and "2 rounds" in lines[0]
+    rows = {line.split()[0]: line.split() for line in lines[2:4]}
+    assert set(rows) == {"lxml", "lexbor"} and rows["lexbor"][1] == "4"
+    assert lines[4] == "  pages the parsers disagree on: 0"
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "notes.txt").write_text("<p>not a page</p>", encoding="utf-8")
+    empty = subprocess.run(
+        [sys.executable, "-m", "srcrawl.cli", "bench", "parse", "--dir", str(tmp_path / "text")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert empty.returncode != 0 and "no *.html" in empty.stderr
