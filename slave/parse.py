@@ -489,13 +489,18 @@ def _lxml_walk(root: etree._Element) -> _PageBuilder | None:
     return builder
 
 
+def _utf8_bytes(html: str, utf8: bytes | None) -> bytes:
+    """``utf8`` when the caller has the page's UTF-8 bytes, else ``html`` encoded."""
+    if utf8 is not None:
+        return utf8
+    try:
+        return html.encode("utf-8")
+    except UnicodeEncodeError:
+        return html.encode("utf-8", "replace")  # lone surrogates
+
+
 def _parse_lxml(html: str, base_url: str, utf8: bytes | None = None) -> ParsedPage:
-    data = utf8
-    if data is None:
-        try:
-            data = html.encode("utf-8")
-        except UnicodeEncodeError:
-            data = html.encode("utf-8", "replace")  # lone surrogates
+    data = _utf8_bytes(html, utf8)
     parser, text_of = _lxml_tools()
     # Bytes, not str: libxml2 refuses str input that carries an XML encoding
     # declaration, and parsing UTF-8 bytes is no slower.

@@ -30,6 +30,7 @@ from srcrawl.slave.parse import (
     ParsedPage,
     _collapse,
     _PageBuilder,
+    _utf8_bytes,
 )
 
 LEXBOR_ERRORS = (SelectolaxError, MemoryError, ValueError)
@@ -61,12 +62,7 @@ _FFFD = "\ufffd".encode()
 
 def _source(html: str, utf8: bytes | None) -> bytes:
     """The page as UTF-8 bytes, NUL as U+FFFD (as libxml2 reads it; HTML5 drops NUL in text)."""
-    data = utf8
-    if data is None:
-        try:
-            data = html.encode("utf-8")
-        except UnicodeEncodeError:
-            data = html.encode("utf-8", "replace")  # lone surrogates
+    data = _utf8_bytes(html, utf8)
     if b"\x00" in data:
         data = data.replace(b"\x00", _FFFD)
     return data
