@@ -66,8 +66,9 @@ def bench_queue(ctx: click.Context, messages: int, batch: int, size: int) -> Non
 
 @bench.command("parse")
 @click.option(
-    "--pages", default=2000, show_default=True, type=click.IntRange(1), help="Pages for lxml."
-)
+    "--pages", default=2000, show_default=True, type=click.IntRange(1),
+    help="Pages for decoding and each fast parse path.",
+)  # fmt: skip
 @click.option(
     "--bs4-pages", default=100, show_default=True, type=click.IntRange(0),
     help="Pages for BeautifulSoup (0: skip it).",
@@ -76,10 +77,24 @@ def bench_queue(ctx: click.Context, messages: int, batch: int, size: int) -> Non
     "--size-kb", default=30, show_default=True, type=click.IntRange(1, 10_000),
     help="Size of the generated page.",
 )  # fmt: skip
-def bench_parse(pages: int, bs4_pages: int, size_kb: int) -> None:
+@click.option(
+    "--dir", "directory", type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Parse every *.html file under DIR instead of the generated page (lxml and lexbor "
+    "taking turns; --pages, --bs4-pages and --size-kb do not apply).",
+)  # fmt: skip
+@click.option(
+    "--rounds", default=3, show_default=True, type=click.IntRange(1),
+    help="With --dir: times each parse path goes over all the pages.",
+)  # fmt: skip
+def bench_parse(
+    pages: int, bs4_pages: int, size_kb: int, directory: Path | None, rounds: int
+) -> None:
     """Pages/s of charset decoding and of each HTML parser, in this one process."""
-    from srcrawl.benchmarks.parse import run_parse_benchmark
+    from srcrawl.benchmarks.parse import run_dir_benchmark, run_parse_benchmark
 
+    if directory is not None:
+        click.echo(run_dir_benchmark(directory, rounds=rounds).render())
+        return
     click.echo(run_parse_benchmark(pages=pages, bs4_pages=bs4_pages, size_kb=size_kb).render())
 
 

@@ -1,23 +1,32 @@
-"""``srcrawl bench parse``: pages/s of the HTML parsers on a realistic page.
+"""``srcrawl bench parse``: pages/s of the HTML parsers on a realistic page, or on real pages.
 
-The page is generated, not downloaded: Chinese and English paragraphs, a
-navigation bar, a sidebar, a footer, about a hundred links of every kind a
-crawler meets (absolute, root-relative, relative, with queries, fragments,
+With ``--dir``, the pages are every ``*.html`` file under a directory (for
+instance a documentation tree), read into memory and decoded once; the fast
+parse paths take turns over all of them, round after round, so both meet
+the same load on a shared machine.
+
+Otherwise the page is generated, not downloaded: Chinese and English
+paragraphs, a navigation bar, a sidebar, a footer, about a hundred links of
+every kind a crawler meets (absolute, root-relative, relative, with queries, fragments,
 ``mailto:``/``javascript:``, nofollow), and inline script and style blocks.
 Every run uses the same page for a given size, so figures compare.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
 
 from lxml import etree
+from selectolax.lexbor import LexborHTMLParser
 
 from srcrawl.errors import SrcrawlError
 from srcrawl.slave.decode import decode_html, utf8_source
-from srcrawl.slave.parse import parse_html
+from srcrawl.slave.parse import ParsedPage, parse_html
 
 BENCH_BASE_URL = "http://127.0.0.1:8080/news/2024/article-1234.html"
 """The URL the benchmark page is parsed as coming from."""
@@ -155,25 +164,29 @@ def make_page(size_kb: int = 30, seed: int = 2024) -> str:
 
 @dataclass
 class ParseBenchmark:
-    """Throughput of each step on one page: (name, pages, wall seconds, CPU seconds)."""
+    """Throughput of each step: (name, pages, wall seconds, CPU seconds) per row."""
 
-    page_bytes: int
-    links: int
+    pages: str
+    """What was parsed."""
     rows: list[tuple[str, int, float, float]]
+    differences: list[str] | None = None
+    """Real pages the parse paths disagree on (None: not compared)."""
 
     def render(self) -> str:
         lines = [
-            f"parse benchmark: {self.page_bytes / 1024:.1f} KiB page, {self.links} links, "
-            "one process (pages/s per core = pages per CPU second)",
-            f"  {'step':<8} {'pages':>6}  {'wall s':>8}  {'CPU s':>8}  {'pages/s per core':>16}"
+            f"parse benchmark: {self.pages}, one process (pages/s per core = pages per CPU second)",
+            f"  {'step':<11} {'pages':>6}  {'wall s':>8}  {'CPU s':>8}  {'pages/s per core':>16}"
             f"  {'ms/page':>8}",
         ]
         for name, pages, wall, cpu in self.rows:
             cpu = max(cpu, 1e-9)
             lines.append(
-                f"  {name:<8} {pages:6d}  {wall:8.3f}  {cpu:8.3f}  {pages / cpu:16,.0f}"
+                f"  {name:<11} {pages:6d}  {wall:8.3f}  {cpu:8.3f}  {pages / cpu:16,.0f}"
                 f"  {cpu / pages * 1000:8.3f}"
             )
+        if self.differences is not None:
+            lines.append(f"  pages the parsers disagree on: {len(self.differences)}")
+            lines.extend(f"    {line}" for line in self.differences)
         return "\n".join(lines)
 
 
@@ -192,8 +205,9 @@ def run_parse_benchmark(
 ) -> ParseBenchmark:
     """Parse the generated page ``pages`` times with lxml and ``bs4_pages`` with bs4.
 
-    Also times charset decoding of the page's bytes (the step before parsing)
-    and libxml2 building the tree alone (the floor of the lxml path). The
+    Also times charset decoding of the page's bytes (the step before parsing),
+    libxml2 and lexbor building the tree alone (the floors of the lxml and
+    lexbor paths), and the lexbor path. The
     parsers must agree on the page; a disagreement is an error, not a figure.
     """
     html = make_page(size_kb)
@@ -211,13 +225,101 @@ def run_parse_benchmark(
     # libxml2 building the tree and nothing else: the floor of the lxml path,
     # to read the other figures against on a machine of any speed.
     tree_only = etree.HTMLParser(encoding="utf-8", remove_comments=True, huge_tree=True)
+    lexbor = parse_html(html, BENCH_BASE_URL, "lexbor", utf8=source())
+    if not same_meaning(lexbor, fast):
+        raise SrcrawlError("lexbor and lxml disagree on the benchmark page")
     rows = [
         ("decode", pages, *_time(lambda: decode_html(body, "text/html"), pages)),
         ("libxml2", pages, *_time(lambda: etree.fromstring(body, tree_only), pages)),
-        # as a slave parses a UTF-8 page: from the fetched bytes
-        ("lxml", pages, *_time(lambda: parse_html(html, BENCH_BASE_URL, utf8=source()), pages)),
+        ("lexbor-tree", pages, *_time(lambda: LexborHTMLParser(body), pages)),
     ]
+    # as a slave parses a UTF-8 page: from the fetched bytes; the fast paths take turns
+    for parser in FAST_PARSERS:
+        parse = lambda p=parser: parse_html(html, BENCH_BASE_URL, p, utf8=source())  # noqa: E731
+        rows.append((parser, pages, *_time(parse, pages)))
     if bs4_pages > 0:
         slow_parse = lambda: parse_html(html, BENCH_BASE_URL, "bs4")  # noqa: E731
         rows.append(("bs4", bs4_pages, *_time(slow_parse, bs4_pages)))
-    return ParseBenchmark(len(body), len(fast.links), rows)
+    return ParseBenchmark(f"{len(body) / 1024:.1f} KiB page, {len(fast.links)} links", rows)
+
+
+FAST_PARSERS = ("lxml", "lexbor")
+"""The parse paths a slave may run; BeautifulSoup is the fallback and the reference."""
+
+
+def same_meaning(page: ParsedPage, reference: ParsedPage) -> bool:
+    """Same title, text, links and robots flags; anchors too once the reference has them."""
+    if not reference.anchors:
+        page = dataclasses.replace(page, anchors={})
+    return page == reference
+
+
+@dataclass
+class _RealPage:
+    name: str
+    url: str
+    html: str
+    utf8: bytes | None
+    size: int
+
+
+def _read_pages(directory: Path) -> list[_RealPage]:
+    """Every ``*.html`` under ``directory``, decoded as a slave decodes a fetched page."""
+    pages = []
+    for path in sorted(directory.rglob("*.html")):
+        if not path.is_file():
+            continue
+        body = path.read_bytes()
+        html, encoding = decode_html(body, "text/html")
+        name = path.relative_to(directory).as_posix()
+        url = "http://docs.test/" + quote(name)
+        pages.append(_RealPage(name, url, html, utf8_source(body, html, encoding), len(body)))
+    return pages
+
+
+def _differences(pages: list[_RealPage], parsers: tuple[str, ...]) -> list[str]:
+    """Pages the fast paths do not agree on, and on what."""
+    out = []
+    for page in pages:
+        first, *others = (parse_html(page.html, page.url, p, utf8=page.utf8) for p in parsers)
+        for other in others:
+            if not same_meaning(other, first):
+                fields = [f for f in ("title", "text", "links", "noindex", "nofollow")
+                          if getattr(other, f) != getattr(first, f)]  # fmt: skip
+                out.append(f"{page.name}: {other.parser} differs from {first.parser} in "
+                           f"{', '.join(fields) or 'anchors'}")  # fmt: skip
+    return out
+
+
+def run_dir_benchmark(
+    directory: Path, *, rounds: int = 3, parsers: tuple[str, ...] = FAST_PARSERS
+) -> ParseBenchmark:
+    """Parse every ``*.html`` under ``directory`` with each of ``parsers``, ``rounds`` times.
+
+    In each round every parser takes its turn over all the pages, so load on
+    the machine falls on all of them alike. A page the parsers disagree on is
+    listed in the result, not an error: real pages are what they are.
+    """
+    pages = _read_pages(directory)
+    if not pages:
+        raise SrcrawlError(f"no *.html files under {directory}")
+    totals = {parser: [0.0, 0.0] for parser in parsers}
+    for _ in range(rounds):
+        for parser in parsers:
+
+            def parse_all(parser: str = parser) -> None:
+                for page in pages:
+                    parse_html(page.html, page.url, parser, utf8=page.utf8)
+
+            wall, cpu = _time(parse_all, 1)
+            totals[parser][0] += wall
+            totals[parser][1] += cpu
+    links = sum(len(parse_html(p.html, p.url, utf8=p.utf8).links) for p in pages)
+    size = sum(p.size for p in pages) / len(pages)
+    rows = [(parser, len(pages) * rounds, wall, cpu) for parser, (wall, cpu) in totals.items()]
+    return ParseBenchmark(
+        f"{len(pages)} pages under {directory}, {size / 1024:.1f} KiB and "
+        f"{links / len(pages):.0f} links a page on average, {rounds} rounds",
+        rows,
+        _differences(pages, parsers),
+    )

@@ -37,7 +37,7 @@ from srcrawl.defaults import DEFAULT_FALLBACK_PARSE_CHARS
 warnings.filterwarnings("ignore", category=XMLParsedAsHTMLWarning)
 warnings.filterwarnings("ignore", category=MarkupResemblesLocatorWarning)
 
-PARSERS = ("lxml", "bs4")
+PARSERS = ("lxml", "bs4", "lexbor")
 """Names accepted by :func:`parse_html`'s ``parser`` argument."""
 
 INVISIBLE_TAGS = ("script", "style", "noscript", "template", "head", "title", "iframe")
@@ -99,6 +99,11 @@ class ParsedPage:
     title: str = ""
     text: str = ""
     links: list[str] = field(default_factory=list)
+    anchors: dict[str, str] = field(default_factory=dict)
+    """For each URL of ``links``, the visible text of the ``<a>`` elements of the
+    page pointing to it (an ``<img alt>`` inside counts as text), whitespace
+    collapsed, several anchors to one URL joined by one space in document
+    order, capped at 256 characters; URLs whose anchors have no text are absent."""
     noindex: bool = False
     nofollow: bool = False
     parser: str = field(default="", compare=False)
@@ -364,16 +369,20 @@ class _PageBuilder:
         elif tag == "base" and self.base_href is None:
             self.base_href = get("href")
 
-    def build(self, text: str, base_url: str, parser: str) -> ParsedPage:
+    def resolver(self, base_url: str) -> LinkResolver:
+        """The resolver of the page's links: ``<base href>`` when valid, else ``base_url``."""
         resolver = LinkResolver(base_url)
         if self.base_href is not None:
             base = resolver.resolve(self.base_href)
             if base is not None:
                 resolver = LinkResolver(base)
+        return resolver
+
+    def build(self, text: str, base_url: str, parser: str) -> ParsedPage:
         return ParsedPage(
             title=_collapse(self.title or ""),
             text=text,
-            links=resolver.resolve_all(self.hrefs),
+            links=self.resolver(base_url).resolve_all(self.hrefs),
             noindex=self.noindex,
             nofollow=self.nofollow,
             parser=parser,
@@ -480,13 +489,18 @@ def _lxml_walk(root: etree._Element) -> _PageBuilder | None:
     return builder
 
 
+def _utf8_bytes(html: str, utf8: bytes | None) -> bytes:
+    """``utf8`` when the caller has the page's UTF-8 bytes, else ``html`` encoded."""
+    if utf8 is not None:
+        return utf8
+    try:
+        return html.encode("utf-8")
+    except UnicodeEncodeError:
+        return html.encode("utf-8", "replace")  # lone surrogates
+
+
 def _parse_lxml(html: str, base_url: str, utf8: bytes | None = None) -> ParsedPage:
-    data = utf8
-    if data is None:
-        try:
-            data = html.encode("utf-8")
-        except UnicodeEncodeError:
-            data = html.encode("utf-8", "replace")  # lone surrogates
+    data = _utf8_bytes(html, utf8)
     parser, text_of = _lxml_tools()
     # Bytes, not str: libxml2 refuses str input that carries an XML encoding
     # declaration, and parsing UTF-8 bytes is no slower.
@@ -616,7 +630,14 @@ def parse_html(
     """
     if parser not in PARSERS:
         raise ValueError(f"unknown parser {parser!r}; expected one of {', '.join(PARSERS)}")
-    if parser == "lxml":
+    if parser == "lexbor":
+        from srcrawl.slave.parse_lexbor import LEXBOR_ERRORS, parse_lexbor
+
+        try:
+            return parse_lexbor(html, base_url, utf8)
+        except LEXBOR_ERRORS:
+            html = html[:DEFAULT_FALLBACK_PARSE_CHARS]
+    elif parser == "lxml":
         try:
             return _parse_lxml(html, base_url, utf8)
         except (etree.LxmlError, ValueError, _LxmlGaveUp):

@@ -205,10 +205,10 @@ def slave() -> None:
 @fetches_option(DEFAULT_FETCH_THREADS, "Fetches in flight at once, one thread drives them (crawl).")
 @click.option(
     "--parser",
-    type=click.Choice(["lxml", "bs4"]),
+    type=click.Choice(["lxml", "bs4", "lexbor"]),
     default="lxml",
     show_default=True,
-    help="HTML parser: the lxml fast path or BeautifulSoup.",
+    help="HTML parser: the lxml fast path, BeautifulSoup, or lexbor (selectolax).",
 )
 @click.option("--burst", is_flag=True, help="Exit once the queues are drained.")
 @click.option(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import os
 import random
 import re
@@ -21,7 +22,7 @@ from srcrawl.slave.parse import LinkResolver, ParsedPage, parse_html
 pytestmark = pytest.mark.filterwarnings("ignore::bs4.XMLParsedAsHTMLWarning")
 
 BASE = "http://site.test/dir/page.html"
-BOTH = pytest.mark.parametrize("parser", ["lxml", "bs4"])
+BOTH = pytest.mark.parametrize("parser", ["lxml", "bs4", "lexbor"])
 
 ORDINARY = {
     "news-zh": """<!DOCTYPE html>
@@ -99,7 +100,18 @@ def agree(html: str, base: str = BASE) -> ParsedPage:
     utf8 = utf8_source(body, decoded, encoding)
     assert utf8 == html.encode() and decoded == html
     assert parse_html(decoded, base, utf8=utf8) == fast
+    from_bytes = parse_html(decoded, base, "lexbor", utf8=utf8)
+    for lexbor in (parse_html(html, base, "lexbor"), from_bytes):
+        assert lexbor.parser == "lexbor"
+        assert same_page(lexbor, fast), f"lexbor: {lexbor}\nlxml: {fast}"
     return fast
+
+
+def same_page(page: ParsedPage, reference: ParsedPage) -> bool:
+    """Equal pages; anchors count only when the reference path fills them too."""
+    if not reference.anchors:
+        page = dataclasses.replace(page, anchors={})
+    return page == reference
 
 
 @pytest.mark.parametrize("name", sorted(ORDINARY))
@@ -534,11 +546,37 @@ def test_bench_parse_command(tmp_path) -> None:
     lines = r.stdout.splitlines()
     assert "KiB page" in lines[0]
     rows = {line.split()[0]: line.split() for line in lines[2:]}
-    assert set(rows) == {"decode", "libxml2", "lxml", "bs4"}
-    assert rows["lxml"][1] == "5" and rows["bs4"][1] == "2"
+    assert set(rows) == {"decode", "libxml2", "lexbor-tree", "lxml", "lexbor", "bs4"}
+    assert rows["lxml"][1] == rows["lexbor"][1] == "5" and rows["bs4"][1] == "2"
     assert float(rows["lxml"][4].replace(",", "")) > 0
     bad = subprocess.run(
         [sys.executable, "-m", "srcrawl.cli", "bench", "parse", "--size-kb", "0"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert bad.returncode == 2 and "size-kb" in bad.stderr
+
+
+def test_bench_parse_over_a_directory_of_pages(tmp_path) -> None:
+    pages = tmp_path / "site"
+    (pages / "sub").mkdir(parents=True)
+    (pages / "index.html").write_text(ORDINARY["news-zh"], encoding="utf-8")
+    (pages / "sub" / "blog.html").write_text(ORDINARY["blog-en"], encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
+    r = subprocess.run(
+        [sys.executable, "-m", "srcrawl.cli", "bench", "parse", "--dir", str(pages),
+         "--rounds", "2"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("parse benchmark: 2 pages under") and "2 rounds" in lines[0]
+    rows = {line.split()[0]: line.split() for line in lines[2:4]}
+    assert set(rows) == {"lxml", "lexbor"} and rows["lexbor"][1] == "4"
+    assert lines[4] == "  pages the parsers disagree on: 0"
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "notes.txt").write_text("<p>not a page</p>", encoding="utf-8")
+    empty = subprocess.run(
+        [sys.executable, "-m", "srcrawl.cli", "bench", "parse", "--dir", str(tmp_path / "text")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert empty.returncode != 0 and "no *.html" in empty.stderr
