@@ -28,14 +28,17 @@ CREATE TABLE IF NOT EXISTS pages (
     KEY pages_indexed (indexed_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
+-- anchor: the text of the page's <a> elements pointing to dst (at most
+-- 256 characters), NULL when they have none
 CREATE TABLE IF NOT EXISTS links (
     src BIGINT NOT NULL,
     dst BIGINT NOT NULL,
-    PRIMARY KEY (src, dst)
+    anchor VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    PRIMARY KEY (src, dst),
+    KEY links_to (dst)
 ) ENGINE=InnoDB;
--- No index by dst: nothing reads links by target, and keeping one cost a
--- random B-tree insert per stored link. Stores made before lose it in
--- Store.init_schema (MySQL has no DROP INDEX IF EXISTS).
+-- links_to: the index reads the anchor text pointing to the pages of each
+-- batch (see sqlite.sql); the old links_dst is retired in Store.init_schema.
 
 -- A term's postings, one row per merge ("block") that gave the term any.
 -- term_id is the term's fingerprint (signed 64-bit xxh64 of its UTF-8), so

@@ -47,7 +47,8 @@ class SQLiteStore(Store):
         "ALTER TABLE pages ADD COLUMN error TEXT NULL",
         "ALTER TABLE pages ADD COLUMN body_state TEXT NOT NULL DEFAULT 'complete'",
     )
-    INSERT_LINK = "INSERT OR IGNORE INTO links (src, dst) VALUES (?, ?)"
+    INSERT_LINK = "INSERT OR IGNORE INTO links (src, dst, anchor) VALUES (?, ?, ?)"
+    ADD_LINK_ANCHOR = "ALTER TABLE links ADD COLUMN anchor TEXT NULL"
     UPSERT_JOB = (
         "INSERT INTO jobs (name, phase, state, started_at, finished_at, stats) "
         "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name, phase) DO UPDATE SET "
