@@ -51,9 +51,10 @@ class MySQLStore(Store):
     LOCK_META = "SELECT v FROM meta WHERE k = ? FOR UPDATE"
     UPSERT_META = "REPLACE INTO meta (k, v) VALUES (?, ?)"
     UPSERT_DOCLEN = (
-        "INSERT INTO doclens (fp, length, block, terms) VALUES (?, ?, ?, ?) "
-        "ON DUPLICATE KEY UPDATE length = VALUES(length), block = VALUES(block), "
-        "terms = VALUES(terms)"
+        "INSERT INTO doclens (fp, length, title_length, anchor_length, block, terms) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE length = VALUES(length), "
+        "title_length = VALUES(title_length), anchor_length = VALUES(anchor_length), "
+        "block = VALUES(block), terms = VALUES(terms)"
     )
 
     def __init__(self, db: DatabaseURL) -> None:

@@ -58,7 +58,10 @@ class SQLiteStore(Store):
     )
     LOCK_META = "SELECT v FROM meta WHERE k = ?"  # BEGIN IMMEDIATE holds the lock
     UPSERT_META = "INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)"
-    UPSERT_DOCLEN = "INSERT OR REPLACE INTO doclens (fp, length, block, terms) VALUES (?, ?, ?, ?)"
+    UPSERT_DOCLEN = (
+        "INSERT OR REPLACE INTO doclens (fp, length, title_length, anchor_length, block, terms) "
+        "VALUES (?, ?, ?, ?, ?, ?)"
+    )
 
     def __init__(self, path: str, *, create_dirs: bool = False) -> None:
         """Open (or create) the file ``path``; with ``create_dirs``, its missing

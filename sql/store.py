@@ -21,7 +21,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from srcrawl.defaults import DEFAULT_STORE_BATCH, DEFAULT_STORE_BULK_BATCH
-from srcrawl.sql.index_tables import INDEX_BLOCK, INDEX_COUNTERS, IndexTables
+from srcrawl.sql.index_tables import INDEX_BLOCK, INDEX_COUNTERS, Counters, IndexTables
 
 if TYPE_CHECKING:
     from srcrawl.sql.database_url import DatabaseURL
@@ -222,8 +222,7 @@ class Store(ABC):
     def init_schema(self) -> None:
         """Create every table that is missing; safe to run any number of times."""
         with self.transaction() as cur:
-            # schema 1 had postings by page, schema 2 a terms table
-            if "fp" in self._columns(cur, "postings") or self._columns(cur, "terms"):
+            if self._old_index_layout(cur):
                 self._drop_old_index(cur)
             pages = self._columns(cur, "pages")
             if pages and "error" not in pages:  # schema 3 and before: no fetch outcome
@@ -236,6 +235,21 @@ class Store(ABC):
                 cur.execute(statement)
             self._retire_indexes(cur)
             self._execute(cur, self.UPSERT_META, ("schema_version", SCHEMA_VERSION))
+
+    def _old_index_layout(self, cur: Any) -> bool:
+        """Whether the store holds an index in a layout of schema 4 or before.
+
+        Schema 1 had postings by page, schema 2 a terms table, 3 and 4 one
+        field per posting. The version is written last, after every DROP
+        (each of which MySQL commits), so a drop cut short is done again.
+        """
+        postings = self._columns(cur, "postings")
+        if "fp" in postings or self._columns(cur, "terms"):
+            return True
+        if not postings or not self._columns(cur, "meta"):
+            return False
+        row = self._execute(cur, "SELECT v FROM meta WHERE k = ?", ("schema_version",)).fetchone()
+        return row is not None and row[0].isdigit() and int(row[0]) < 5
 
     @abstractmethod
     def _retire_indexes(self, cur: Any) -> None:
@@ -502,17 +516,22 @@ class Store(ABC):
         with self.transaction() as cur:
             yield IndexTables(self, cur)
 
-    def _index_counters(self, cur: Any) -> tuple[int, int] | None:
-        """(documents, total length) from ``meta``; None when they are not there."""
+    def _index_counters(self, cur: Any) -> Counters | None:
+        """:data:`Counters` from ``meta``; None when they are not there."""
         rows = dict(self._select_in(cur, "SELECT k, v FROM meta WHERE k IN ({})", INDEX_COUNTERS))
         if len(rows) < len(INDEX_COUNTERS):
             return None
-        return int(rows[INDEX_COUNTERS[0]]), int(rows[INDEX_COUNTERS[1]])
+        docs, body, title, anchor = (int(rows[k]) for k in INDEX_COUNTERS)
+        return docs, body, title, anchor
 
     def index_stats(self) -> tuple[int, int]:
-        """(indexed documents, sum of their lengths)."""
+        """(indexed documents, sum of their body lengths)."""
+        return self.index_lengths()[:2]
+
+    def index_lengths(self) -> Counters:
+        """(indexed documents, sums of their body, title and anchor lengths)."""
         with self.transaction(read_only=True) as cur:
-            return self._index_counters(cur) or (0, 0)
+            return self._index_counters(cur) or (0, 0, 0, 0)
 
     def lookup_terms(self, term_ids: Sequence[int]) -> dict[int, int]:
         """term id -> document frequency of the indexed terms among ``term_ids``.

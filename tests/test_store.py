@@ -275,7 +275,7 @@ def test_an_index_of_an_older_schema_is_dropped_and_its_pages_marked_unindexed(
     merge_index(store, PostingsBatch.of([DocPostings(1, 1001.0, 2, ["new"], [2])]), 6.0)
     new = term_fingerprint("new")
     assert store.lookup_terms([new]) == {new: 1}
-    assert term_postings(store, new).tolist() == [(1, 2, 2)]
+    assert term_postings(store, new).tolist() == [(1, 2, 2, 0, 0, 0, 0, 0)]
     caplog.clear()
     store.init_schema()  # once migrated, nothing more happens
     assert caplog.text == "" and store.index_stats() == (1, 2)
