@@ -1,8 +1,9 @@
 """The index's postings as stored: blocks of packed postings, and reading them back.
 
 Each merge writes one *block*: a ``postings`` row per distinct term of the
-merge, holding that term's postings in page order as packed records (fp
-int64, tf uint32, dl uint32: 16 bytes each). A page's ``doclens`` row names
+merge, holding that term's postings in page order as packed records of
+28 bytes (:func:`posting_dtype`): the page, and per field its term frequency
+and length, so that BM25F never joins doclens. A page's ``doclens`` row names
 its block and lists its term fingerprints (packed int64), so that a page
 merged again can be taken out of its old block. The store reads and writes
 these rows as it is handed them; what is inside them is known only here.
@@ -11,7 +12,7 @@ these rows as it is handed them; what is inside them is known only here.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -20,8 +21,18 @@ from srcrawl.sql.store import Store
 
 @functools.cache
 def posting_dtype() -> np.dtype:
-    """The numpy record of one packed posting: fp int64, tf uint32, dl uint32 (16 bytes)."""
-    return np.dtype([("fp", "<i8"), ("tf", "<u4"), ("dl", "<u4")])
+    """The numpy record of one packed posting (28 bytes, little-endian).
+
+    fp int64; body: tf uint32 (occurrences in the page's own text), dl uint32
+    (body length), boiler uint16 (occurrences in its host's boilerplate);
+    title: ttf, tdl uint16; anchor: atf uint16, adl uint32. The uint16
+    counts are capped at 65,535 (a title or an anchor field longer than
+    that is cut at indexing anyway).
+    """
+    return np.dtype([
+        ("fp", "<i8"), ("tf", "<u4"), ("dl", "<u4"), ("boiler", "<u2"), ("ttf", "<u2"),
+        ("tdl", "<u2"), ("atf", "<u2"), ("adl", "<u4"),
+    ])  # fmt: skip
 
 
 def records(blobs: Sequence[bytes]) -> np.ndarray:
@@ -34,7 +45,9 @@ def block_rows(
 ) -> list[tuple[int, int, bytes]]:
     """(term id, postings, packed postings) per distinct term of ``tids``, in term order.
 
-    The postings come in page order and stay so within a term (stable sort).
+    ``tfs``: per posting, its four term frequencies (own, boilerplate, title,
+    anchor); ``dls``: its page's field lengths (body, title, anchor). The
+    postings come in page order and stay so within a term (stable sort).
     Raises ValueError if a page lists a term twice.
     """
     if not len(tids):  # only empty pages
@@ -43,7 +56,11 @@ def block_rows(
     t = tids[order]
     dtype = posting_dtype()
     recs = np.empty(len(t), dtype)
-    recs["fp"], recs["tf"], recs["dl"] = fps[order], tfs[order], dls[order]
+    recs["fp"] = fps[order]
+    tf, dl = np.minimum(tfs[order], 0xFFFFFFFF), np.minimum(dls[order], 0xFFFFFFFF)
+    recs["tf"], recs["boiler"] = tf[:, 0], np.minimum(tf[:, 1], 0xFFFF)
+    recs["ttf"], recs["atf"] = np.minimum(tf[:, 2], 0xFFFF), np.minimum(tf[:, 3], 0xFFFF)
+    recs["dl"], recs["tdl"], recs["adl"] = dl[:, 0], np.minimum(dl[:, 1], 0xFFFF), dl[:, 2]
     new_term = t[1:] != t[:-1]
     if (~new_term & (recs["fp"][1:] == recs["fp"][:-1])).any():
         raise ValueError("a page lists a term twice")
@@ -86,29 +103,25 @@ def without_pages(
     return kept, emptied
 
 
-def term_weights(recs: np.ndarray, norm: tuple[float, float]) -> np.ndarray:
-    """BM25's term weight up to a constant factor, tf / (tf + c + a·dl), ``norm`` = (c, a)."""
-    tf = recs["tf"].astype(np.float64)
-    return tf / (tf + norm[0] + norm[1] * recs["dl"])
-
-
 def term_postings(
     store: Store,
     term_id: int,
     *,
     limit: int | None = None,
-    norm: tuple[float, float] = (1.0, 0.0),
+    weigh: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> np.ndarray:
-    """A term's postings: a numpy record array (fp, tf, dl) in page order.
+    """A term's postings: a numpy record array (:func:`posting_dtype`) in page order.
 
-    With ``limit``, only the ``limit`` postings of highest BM25 term weight
-    (:func:`term_weights`); ties by fingerprint.
+    With ``limit``, only the ``limit`` postings of highest weight by ``weigh``
+    (the ranking's term weight of each posting; by default the body's tf);
+    ties by fingerprint.
     """
     recs = records(store.term_blocks(term_id))
     recs = recs[np.argsort(recs["fp"], kind="stable")]
     if limit is not None and len(recs) > limit:
+        weights = weigh(recs) if weigh is not None else recs["tf"].astype(np.float64)
         # in page order already, so a stable sort on the weight breaks ties by fp
-        best = np.argsort(-term_weights(recs, norm), kind="stable")[:limit]
+        best = np.argsort(-weights, kind="stable")[:limit]
         recs = recs[np.sort(best)]
     return recs
 

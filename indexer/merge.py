@@ -39,12 +39,12 @@ class _Kept:
     """The documents a merge writes, in page order, and their postings with them."""
 
     fps: np.ndarray  # per document
-    lengths: np.ndarray
+    lengths: np.ndarray  # per document and field (body, title, anchor)
     n: np.ndarray  # postings per document
     tids: np.ndarray  # per posting, document after document
-    tfs: np.ndarray
+    tfs: np.ndarray  # per posting: own, boilerplate, title, anchor
     doc_fp: np.ndarray
-    doc_len: np.ndarray
+    doc_len: np.ndarray  # per posting: its document's lengths
 
 
 def _last_copies(fps: np.ndarray) -> np.ndarray:
@@ -65,7 +65,7 @@ def _kept(batch: PostingsBatch, keep: np.ndarray) -> _Kept:
     starts = np.cumsum(counts) - counts
     n = counts[docs]
     order = np.repeat(starts[docs] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
-    lengths = np.asarray(batch.lengths, np.int64)[docs]
+    lengths = np.asarray(batch.lengths, np.int64).reshape(len(fps), -1)[docs]
     return _Kept(
         fps=fps[docs],
         lengths=lengths,
@@ -73,11 +73,15 @@ def _kept(batch: PostingsBatch, keep: np.ndarray) -> _Kept:
         tids=np.asarray(batch.terms, np.int64)[order],
         tfs=np.asarray(batch.tfs, np.int64)[order],
         doc_fp=np.repeat(fps[docs], n),
-        doc_len=np.repeat(lengths, n),
+        doc_len=np.repeat(lengths, n, axis=0),
     )
 
 
-def _drop_postings(tables: IndexTables, old: list[tuple[int, int, bytes, int]]) -> None:
+OldDoc = tuple[int, int, bytes, tuple[int, int, int]]
+"""A doclens row: fp, block, packed term ids, (body, title, anchor) lengths."""
+
+
+def _drop_postings(tables: IndexTables, old: list[OldDoc]) -> None:
     """Take the pages of ``old`` (doclens rows: fp, block, terms, length) out of their
     blocks, and so their terms' document frequencies."""
     by_block: dict[int, tuple[list[int], list[np.ndarray]]] = {}
@@ -91,13 +95,16 @@ def _drop_postings(tables: IndexTables, old: list[tuple[int, int, bytes, int]]) 
             tables.rewrite_block(block, *without_pages(rows, gone))
 
 
-def _doclens_rows(kept: _Kept, block: int) -> list[tuple[int, int, int, bytes]]:
-    """The forward index: each page's length, block and term fingerprints (packed)."""
+def _doclens_rows(kept: _Kept, block: int) -> list[tuple[int, int, int, int, int, bytes]]:
+    """The forward index: each page's field lengths, block and term fingerprints (packed)."""
     packed = kept.tids.astype("<i8").tobytes()
     ends = (np.cumsum(kept.n) * 8).tolist()
     blobs = [packed[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
     fps = kept.fps.tolist()
-    return list(zip(fps, kept.lengths.tolist(), [block] * len(fps), blobs, strict=True))
+    return [
+        (fp, body, title, anchor, block, blob)
+        for fp, (body, title, anchor), blob in zip(fps, kept.lengths.tolist(), blobs, strict=True)
+    ]
 
 
 def merge_index(
@@ -145,13 +152,15 @@ def merge_index(
     return result
 
 
-def _count(tables: IndexTables, kept: _Kept, old: list[tuple[int, int, bytes, int]]) -> None:
+def _count(tables: IndexTables, kept: _Kept, old: list[OldDoc]) -> None:
     """Move the index counters by what this merge added and replaced: counting
     doclens afresh would read every indexed page's row on every merge."""
     counted = tables.counters()
     if counted is None:  # a store that never had them: count once
-        docs, length = tables.recount()
-    else:
-        docs = counted[0] + len(kept.fps) - len(old)
-        length = counted[1] + int(kept.lengths.sum()) - sum(r[3] for r in old)
-    tables.set_counters(docs, length)
+        tables.set_counters(tables.recount())
+        return
+    added = kept.lengths.sum(axis=0).tolist()
+    gone = [sum(r[3][i] for r in old) for i in range(3)]
+    docs = counted[0] + len(kept.fps) - len(old)
+    body, title, anchor = (c + a - g for c, a, g in zip(counted[1:], added, gone, strict=True))
+    tables.set_counters((docs, body, title, anchor))

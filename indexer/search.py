@@ -1,9 +1,18 @@
-"""Ranked search: BM25 over the postings, blended with PageRank when ranks exist.
+"""Ranked search: BM25F over the postings, blended with PageRank when ranks exist.
 
-BM25, with N indexed documents of mean length avgdl::
+BM25F [Robertson and Zaragoza] over a page's fields f (body, title, and
+the anchor text of links to it), with N indexed documents, field weights
+w_f, length normalisation b_f and mean field lengths avgdl_f::
 
     idf(t)       = ln(1 + (N − df + 0.5) / (df + 0.5))          (never negative)
-    bm25(d, q)   = Σ idf(t) · tf·(k1 + 1) / (tf + k1·(1 − b + b·dl/avgdl))
+    tf_f'(d, t)  = tf_f / (1 − b_f + b_f·dl_f/avgdl_f)
+    x(d, t)      = Σ_f w_f · tf_f'(d, t)
+    bm25f(d, q)  = Σ idf(t) · x·(k1 + 1) / (x + k1)
+
+where the body's tf counts an occurrence in text the page's host repeats on
+most of its pages (boilerplate, see indexer/boilerplate.py) as
+BOILERPLATE_WEIGHT of one in the page's own text. df counts the pages that
+hold the term in any field. The weights are FIELD_WEIGHTS and FIELD_B.
 
 Blending, with pr the page's PageRank score and m the mean score of the
 ranked pages (a page without a rank has pr = 0)::
@@ -11,14 +20,14 @@ ranked pages (a page without a rank has pr = 0)::
     score(d, q)  = bm25(d, q) · (1 + w · pr / (pr + m))
 
 so PageRank raises a score by at most the fraction w, a page of average rank
-by w/2. Without any rank, the score is BM25 alone.
+by w/2. Without any rank, the score is BM25F alone.
 
 Retrieval is term-at-a-time, rarest term first. AND: the rarest term's
 postings are the candidates, and each further term keeps the candidates it
 also occurs in (when its list is long, only the blocks holding the
 candidates' postings are read). When no page holds every term, OR: every
 term adds to the score of the pages it occurs in. A term's postings are read in full up to a cap;
-beyond it, only the cap's worth of postings with the highest BM25 term weight
+beyond it, only the cap's worth of postings with the highest BM25F term weight
 are read (the result is then marked approximate).
 """
 
@@ -81,6 +90,15 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
 
 
+FIELD_WEIGHTS = {"body": 1.0, "title": 3.0, "anchor": 2.0}
+"""w_f: how much an occurrence in each field counts against one in the body."""
+FIELD_B = {"title": 0.5, "anchor": 0.6}
+"""b_f of the title and anchor fields (the body's is the Searcher's ``b``)."""
+BOILERPLATE_WEIGHT = 0.2
+"""What an occurrence in the host's boilerplate counts in the body, against one in the
+page's own text."""
+
+
 def bm25_idf(n_docs: int, df: int) -> float:
     """ln(1 + (N − df + 0.5)/(df + 0.5)), never below 0."""
     return max(0.0, math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5)))
@@ -88,17 +106,42 @@ def bm25_idf(n_docs: int, df: int) -> float:
 
 @dataclass
 class _Scoring:
-    """BM25's term weight tf·(k1+1)/(tf + c + a·dl), with c and a fixed for one query."""
+    """BM25F's term weight x·(k1+1)/(x + k1) of a posting, its field norms fixed for one
+    query: per field, (w_f, 1 − b_f, b_f/avgdl_f) in ``body``, ``title``, ``anchor``."""
 
     k1: float
-    c: float
-    a: float
+    body: tuple[float, float, float]
+    title: tuple[float, float, float]
+    anchor: tuple[float, float, float]
     capped: bool = False  # some term's postings were cut at the cap
 
+    @classmethod
+    def of(cls, k1: float, b: float, lengths: tuple[int, int, int, int]) -> _Scoring:
+        """The scoring for index counters ``lengths`` (docs, body, title, anchor lengths)."""
+        docs = max(lengths[0], 1)
+
+        def norm(field: str, b_f: float, total: int) -> tuple[float, float, float]:
+            avgdl = total / docs if total > 0 else 1.0
+            return FIELD_WEIGHTS[field], 1.0 - b_f, b_f / avgdl
+
+        return cls(
+            k1,
+            norm("body", b, lengths[1]),
+            norm("title", FIELD_B["title"], lengths[2]),
+            norm("anchor", FIELD_B["anchor"], lengths[3]),
+        )
+
     def weights(self, postings: np.ndarray) -> np.ndarray:
-        """The weight of each posting (records with ``tf`` and ``dl``)."""
-        tf = postings["tf"].astype(np.float64)
-        return tf * (self.k1 + 1) / (tf + self.c + self.a * postings["dl"])
+        """The weight of each posting (records of indexer/blocks.py's posting_dtype)."""
+        (wb, cb, ab), (wt, ct, at), (wa, ca, aa) = self.body, self.title, self.anchor
+        body = postings["tf"] + BOILERPLATE_WEIGHT * postings["boiler"]
+        x = wb * body / (cb + ab * postings["dl"])
+        ttf, atf = postings["ttf"], postings["atf"]
+        if ttf.any():
+            x += wt * ttf / (ct + at * postings["tdl"])
+        if atf.any():
+            x += wa * atf / (ca + aa * postings["adl"])
+        return x * (self.k1 + 1) / (x + self.k1)
 
 
 class Searcher:
@@ -155,11 +198,11 @@ class Searcher:
         """The ``top`` best pages for ``query``; raise QueryError if it is unusable."""
         t0 = time.perf_counter()
         terms, notes = self.query_terms(query)
-        n_docs, total_length = self.store.index_stats()
+        lengths = self.store.index_lengths()
+        n_docs = lengths[0]
         if n_docs == 0:
             raise QueryError("the index is empty: run `srcrawl index` first")
-        avgdl = total_length / n_docs if total_length > 0 else 1.0
-        q = _Scoring(self.k1, self.k1 * (1 - self.b), self.k1 * self.b / avgdl)
+        q = _Scoring.of(self.k1, self.b, lengths)
         ids = {t: term_fingerprint(t) for t in terms}
         dfs = self.store.lookup_terms(list(ids.values()))
         found = {t: (ids[t], dfs[ids[t]]) for t in terms if ids[t] in dfs}
@@ -199,13 +242,13 @@ class Searcher:
         )
 
     # -- retrieval ---------------------------------------------------------------
-    # Postings arrive as numpy records (fp, tf, dl) in page order; scores are
+    # Postings arrive as numpy records (posting_dtype) in page order; scores are
     # kept as two arrays, pages (sorted) and their scores.
     def _postings(self, q: _Scoring, term_id: int, df: int, limit: int) -> np.ndarray:
         if df <= limit:
             return term_postings(self.store, term_id)
         q.capped = True
-        return term_postings(self.store, term_id, limit=limit, norm=(q.c, q.a))
+        return term_postings(self.store, term_id, limit=limit, weigh=q.weights)
 
     def _conjunctive(
         self,

@@ -15,9 +15,14 @@ from collections import Counter
 from srcrawl.config import Config
 from srcrawl.defaults import DEFAULT_INDEX_MAX_CHARS
 from srcrawl.errors import EnvelopeError
+from srcrawl.indexer.boilerplate import HostBoilerplate
 from srcrawl.indexer.postings import DocPostings, pack
 from srcrawl.indexer.protocol import IndexTask, PostingsResult, Refusal
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
+from srcrawl.urls import host_of
+
+MAX_ANCHOR_FIELD_CHARS = 16_000
+"""Characters of anchor text indexed per page (the texts of MAX_ANCHORS_PER_PAGE links)."""
 
 
 def document_text(title: str, text: str, limit: int = DEFAULT_INDEX_MAX_CHARS) -> str:
@@ -26,12 +31,32 @@ def document_text(title: str, text: str, limit: int = DEFAULT_INDEX_MAX_CHARS) -
 
 
 def tokenize_document(
-    tokenizer: Tokenizer, fp: int, fetched_at: float, title: str, text: str
+    tokenizer: Tokenizer,
+    fp: int,
+    fetched_at: float,
+    title: str,
+    text: str,
+    *,
+    boilerplate: str = "",
+    anchor_text: str = "",
 ) -> DocPostings:
-    """The postings of one page."""
-    tokens = tokenizer.tokens(document_text(title, text))
-    counts = Counter(tokens)
-    return DocPostings(fp, fetched_at, len(tokens), list(counts), list(counts.values()))
+    """The postings of one page: its body (``text``, its own, and ``boilerplate``, the
+    text its host repeats), title and anchor text as fields."""
+    tokens = tokenizer.tokens
+    own = Counter(tokens(text[:DEFAULT_INDEX_MAX_CHARS]))
+    boiler = Counter(tokens(boilerplate[: max(0, DEFAULT_INDEX_MAX_CHARS - len(text))]))
+    titled = Counter(tokens(title))
+    anchored = Counter(tokens(anchor_text[:MAX_ANCHOR_FIELD_CHARS]))
+    terms = list(dict.fromkeys([*own, *boiler, *titled, *anchored]))
+    return DocPostings(
+        fp,
+        fetched_at,
+        own.total() + boiler.total(),
+        terms,
+        [own[t] for t in terms],
+        (titled.total(), anchored.total()),
+        [(boiler[t], titled[t], anchored[t]) for t in terms],
+    )
 
 
 class IndexHandler:
@@ -47,6 +72,7 @@ class IndexHandler:
 
     def __init__(self, cfg: Config, *, user_dict: str | None = None) -> None:
         self.store = cfg.store()
+        self.boilerplate = HostBoilerplate(self.store)
         self.tokenizer = get_tokenizer(user_dict if user_dict is not None else user_dict_from_env())
         # load jieba now: the first batch then costs what every batch costs,
         # and the heartbeat never waits behind a dictionary load
@@ -78,15 +104,26 @@ class IndexHandler:
                 f"user dictionary {self.tokenizer.dictionary_id or 'none'} on this slave, "
                 f"{task.dictionary or 'none'} on the master (set SRCRAWL_USER_DICT alike)",
             )
-        docs = [
-            tokenize_document(self.tokenizer, fp, fetched_at, title, text)
-            for fp, fetched_at, _url, title, text in self.store.index_documents(task.fps)
-        ]
+        docs = self.tokenize(task.fps)
         with self._lock:
             self.pages += len(docs)
             self.terms += sum(len(d.terms) for d in docs)
         missing = len(set(task.fps)) - len(docs)
         return PostingsResult(task.batch, len(docs), missing, pack(docs)).encode()
+
+    def tokenize(self, fps: list[int]) -> list[DocPostings]:
+        """The postings of the stored pages among ``fps``, fields and boilerplate found."""
+        anchors = self.store.anchor_texts(fps)
+        docs = []
+        for fp, fetched_at, url, title, text in self.store.index_documents(fps):
+            own, boiler = self.boilerplate.split(host_of(url), text)
+            anchor_text = "\n".join(anchors.get(fp, ()))
+            doc = tokenize_document(
+                self.tokenizer, fp, fetched_at, title, own, boilerplate=boiler,
+                anchor_text=anchor_text,
+            )  # fmt: skip
+            docs.append(doc)
+        return docs
 
     def _refuse(self, batch: int | None, reason: str) -> bytes:
         with self._lock:

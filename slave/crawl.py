@@ -50,10 +50,10 @@ from srcrawl.slave.decode import decode_html, is_html, utf8_source
 from srcrawl.slave.fetch import BODY_CAPPED, BODY_COMPLETE, Fetcher, FetchMulti, FetchResult
 from srcrawl.slave.fetch_policy import FetchPolicy
 from srcrawl.slave.page_writer import PageWriter
-from srcrawl.slave.parse import parse_html
+from srcrawl.slave.parse import MAX_ANCHOR_CHARS, parse_html
 from srcrawl.slave.robots import RobotsCache, RobotsRules, robots_url
 from srcrawl.sql.store import Page, compress_body
-from srcrawl.urls import host_of, origin
+from srcrawl.urls import InvalidURL, canonicalize, host_of, origin
 
 _STRATEGY_REFRESH = 5.0
 
@@ -297,6 +297,7 @@ class CrawlHandler:
         url, fp, depth = task.url, task.fp, task.depth
         title = text = ""
         links: list[str] = []
+        anchors: dict[str, str] = {}
         state = result.body_state
         if result.redirect:
             links = [result.redirect]
@@ -307,6 +308,7 @@ class CrawlHandler:
             title = parsed.title
             text = "" if parsed.noindex else parsed.text
             links = [] if parsed.nofollow else parsed.links
+            anchors = parsed.anchors
         canonical, invalid = canonical_links(links)
         page = Page(
             fp=fp, url=url, host=host_of(url), depth=depth, status=result.status,
@@ -316,7 +318,8 @@ class CrawlHandler:
             error=result.error, body_state=state,
         )  # fmt: skip
         # stored by flush(), before the runtime acknowledges this task
-        self.writer.add([page], [(fp, dst) for dst in canonical.values()])
+        texts = canonical_anchors(canonical, anchors) if anchors and canonical else {}
+        self.writer.add([page], [(fp, dst, texts.get(dst)) for dst in canonical.values()])
         with self._lock:
             # a link found again nearer a seed is news for the master (the cache keeps depths)
             emit = [(c, f) for c, f in canonical.items() if not self.cache.seen_or_add(f, depth)]
@@ -350,3 +353,24 @@ class CrawlHandler:
             "stored_bare": self.writer.stored_bare,
             "store_dropped": self.writer.dropped,
         }
+
+
+def canonical_anchors(canonical: dict[str, int], anchors: dict[str, str]) -> dict[int, str]:
+    """Link fingerprint -> anchor text, from the parser's URL -> anchor text.
+
+    Most links are canonical as parsed; the others are canonicalized again to
+    find their fingerprint, and the texts of links that meet there are joined.
+    """
+    out: dict[int, str] = {}
+    for url, text in anchors.items():
+        fp = canonical.get(url)
+        if fp is None:
+            try:
+                fp = canonical.get(canonicalize(url))
+            except InvalidURL:
+                continue
+            if fp is None:
+                continue
+        seen = out.get(fp)
+        out[fp] = text if seen is None else f"{seen} {text}"[:MAX_ANCHOR_CHARS].rstrip()
+    return out

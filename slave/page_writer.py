@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 
 from srcrawl.errors import StoreDataError, StoreError
-from srcrawl.sql.store import Page, Store
+from srcrawl.sql.store import Link, Page, Store
 
 log = logging.getLogger("srcrawl.slave")
 
@@ -40,7 +40,7 @@ class PageWriter:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._pages: list[Page] = []
-        self._links: list[tuple[int, int]] = []
+        self._links: list[Link] = []
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self.stored_bare = 0
@@ -48,8 +48,8 @@ class PageWriter:
         self.dropped = 0
         """Pages not stored in any form (an error that is not the store's)."""
 
-    def add(self, pages: Sequence[Page], links: Sequence[tuple[int, int]]) -> None:
-        """Queue ``pages`` and ``links`` for the next :meth:`flush`."""
+    def add(self, pages: Sequence[Page], links: Sequence[Link]) -> None:
+        """Queue ``pages`` and ``links`` (src, dst, anchor text) for the next :meth:`flush`."""
         with self._lock:
             self._pages.extend(pages)
             self._links.extend(links)
@@ -85,8 +85,8 @@ class PageWriter:
                     break
             return self._one_by_one(pages, links)
 
-    def _one_by_one(self, pages: list[Page], links: list[tuple[int, int]]) -> int:
-        by_src: dict[int, list[tuple[int, int]]] = {}
+    def _one_by_one(self, pages: list[Page], links: list[Link]) -> int:
+        by_src: dict[int, list[Link]] = {}
         for link in links:
             by_src.setdefault(link[0], []).append(link)
         for i, page in enumerate(pages):

@@ -60,6 +60,9 @@ _LXML_SCAN_TAGS = (*_SCAN_TAGS, "template")
 _SCAN = frozenset(_SCAN_TAGS)
 _INVISIBLE = frozenset(INVISIBLE_TAGS)
 _BLOCKS = frozenset(BLOCK_TAGS)
+MAX_ANCHOR_CHARS = 256
+"""Characters of anchor text kept per linked URL (see :class:`ParsedPage`)."""
+
 _LINK_ATTR = {"a": "href", "area": "href", "link": "href", "frame": "src", "iframe": "src"}
 _FOLLOWED_LINK_RELS = frozenset({"next", "alternate"})
 
@@ -89,7 +92,14 @@ class ParsedPage:
     """What a crawler keeps of an HTML page.
 
     ``links`` are absolute http(s) URLs without fragments, in document order,
-    deduplicated, without ``rel=nofollow`` ones. ``noindex`` and ``nofollow``
+    deduplicated, without ``rel=nofollow`` ones. ``anchors`` maps a URL of
+    ``links`` to the visible text of the ``<a>`` elements of the page that
+    point to it: an anchor's text nodes in document order, the ``alt`` of an
+    ``<img>`` inside taken as text, invisible elements left out and block
+    elements separating words as in ``text``; whitespace collapsed, the
+    anchors of one URL joined with a single space in document order, cut at
+    :data:`MAX_ANCHOR_CHARS` characters (trailing space dropped). A URL whose
+    anchors have no text is absent. ``noindex`` and ``nofollow``
     come from ``<meta name="robots">``; links are listed even under
     ``nofollow`` (they still describe the page) and the caller decides
     whether to follow them. ``parser`` names the parser that produced the
@@ -149,8 +159,12 @@ class LinkResolver:
                     break
                 directory = directory[: directory.rfind("/", 0, -1) + 1]
 
-    def resolve_all(self, hrefs: list[str]) -> list[str]:
+    def resolve_all(
+        self, hrefs: list[str], resolved: dict[str, str | None] | None = None
+    ) -> list[str]:
         """The resolved links of ``hrefs``, in order, without None and duplicates.
+
+        ``resolved``, when given, receives each distinct href's own result.
 
         Equals :meth:`resolve` applied to each href and joins by the same
         :meth:`_join`. This loop runs for every link of every page, so it
@@ -180,6 +194,8 @@ class LinkResolver:
                 url = resolve(original)  # spaces or controls to strip first, or empty
             if url is not None:
                 out[url] = None
+            if resolved is not None:
+                resolved[original] = url
         return list(out)
 
     def resolve(self, href: str) -> str | None:
@@ -332,12 +348,14 @@ def _refresh_target(content: str) -> str | None:
 class _PageBuilder:
     """Collects what one walk over the link-bearing elements finds."""
 
-    __slots__ = ("base_href", "hrefs", "nofollow", "noindex", "title")
+    __slots__ = ("a_hrefs", "anchors", "base_href", "hrefs", "nofollow", "noindex", "title")
 
     def __init__(self) -> None:
         self.title: str | None = None
         self.base_href: str | None = None
         self.hrefs: list[str] = []
+        self.anchors: list[tuple[str, str]] = []  # (href, raw text) of each followed <a>
+        self.a_hrefs: list[str | None] = []  # lxml: each <a href>'s href, None when unfollowed
         self.noindex = False
         self.nofollow = False
 
@@ -379,14 +397,41 @@ class _PageBuilder:
         return resolver
 
     def build(self, text: str, base_url: str, parser: str) -> ParsedPage:
+        resolved: dict[str, str | None] = {}
+        links = self.resolver(base_url).resolve_all(
+            self.hrefs, resolved if self.anchors else None
+        )
         return ParsedPage(
             title=_collapse(self.title or ""),
             text=text,
-            links=self.resolver(base_url).resolve_all(self.hrefs),
+            links=links,
+            anchors=_anchor_texts(self.anchors, resolved) if self.anchors else {},
             noindex=self.noindex,
             nofollow=self.nofollow,
             parser=parser,
         )
+
+
+def _anchor_texts(
+    anchors: list[tuple[str, str]], resolved: dict[str, str | None]
+) -> dict[str, str]:
+    """URL -> the collapsed text of its anchors, joined in document order and capped.
+
+    ``resolved``: href -> its link (None: not one), as the page's links were resolved.
+    """
+    texts: dict[str, str] = {}
+    get = texts.get
+    for href, raw in anchors:
+        url = resolved.get(href)
+        if url is not None:
+            text = " ".join(raw.split())
+            if text:
+                before = get(url)
+                texts[url] = text if before is None else f"{before} {text}"
+    for url, text in texts.items():
+        if len(text) > MAX_ANCHOR_CHARS or not text.isprintable():
+            texts[url] = _collapse(text)[:MAX_ANCHOR_CHARS].rstrip()
+    return texts
 
 
 def _collapse(text: str) -> str:
@@ -420,6 +465,11 @@ def _normalize_text(text: str) -> str:
 # --- lxml ------------------------------------------------------------------
 
 
+# After the text, the same pass writes the text of every <a href> in document
+# order (an <img>'s alt as text), each after this mark; a page that holds
+# the mark itself has its anchors read by _lxml_anchor_text instead.
+_ANCHOR_MARK = "\ue000"
+
 # The visible text, block-aware, in one C pass: invisible elements produce
 # nothing, block elements a space on either side, text nodes themselves; the
 # whole then goes through XPath's normalize-space, which collapses runs of
@@ -430,10 +480,21 @@ _TEXT_XSLT = f"""<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999
 <xsl:template match="/">
 <xsl:variable name="text"><xsl:apply-templates/></xsl:variable>
 <xsl:value-of select="normalize-space($text)"/>
+<xsl:for-each select="//a[@href]">
+<xsl:text>{_ANCHOR_MARK}</xsl:text>
+<xsl:apply-templates mode="anchor"/>
+</xsl:for-each>
 </xsl:template>
 <xsl:template match="{"|".join(INVISIBLE_TAGS)}"/>
+<xsl:template match="{"|".join(INVISIBLE_TAGS)}" mode="anchor"/>
 <xsl:template match="{"|".join(BLOCK_TAGS)}">
 <xsl:text> </xsl:text><xsl:apply-templates/><xsl:text> </xsl:text>
+</xsl:template>
+<xsl:template match="{"|".join(BLOCK_TAGS)}" mode="anchor">
+<xsl:text> </xsl:text><xsl:apply-templates mode="anchor"/><xsl:text> </xsl:text>
+</xsl:template>
+<xsl:template match="img" mode="anchor">
+<xsl:text> </xsl:text><xsl:value-of select="@alt"/><xsl:text> </xsl:text>
 </xsl:template>
 </xsl:stylesheet>""".encode()
 
@@ -470,7 +531,7 @@ _GAVE_UP = frozenset({"ERR_RESOURCE_LIMIT", "ERR_NO_MEMORY", "ERR_INTERNAL_ERROR
 def _lxml_walk(root: etree._Element) -> _PageBuilder | None:
     """The link, base, meta and title elements of the tree; None at a ``<template>``."""
     builder = _PageBuilder()
-    hrefs = builder.hrefs
+    hrefs, anchors = builder.hrefs, builder.a_hrefs
     for el in root.iter(*_LXML_SCAN_TAGS):
         tag = el.tag
         if tag == "a":  # the bulk: inlined
@@ -479,6 +540,9 @@ def _lxml_walk(root: etree._Element) -> _PageBuilder | None:
                 rel = el.get("rel")
                 if rel is None or "nofollow" not in rel.lower().split():
                     hrefs.append(href)
+                    anchors.append(href)  # its text comes from the XSLT pass
+                else:
+                    anchors.append(None)
         elif tag == "title":
             if builder.title is None:
                 builder.title = "".join(el.itertext())
@@ -499,6 +563,39 @@ def _utf8_bytes(html: str, utf8: bytes | None) -> bytes:
         return html.encode("utf-8", "replace")  # lone surrogates
 
 
+def _lxml_anchor_text(a: etree._Element) -> str:
+    """The visible text of an ``<a>`` with child elements, by the rules of the page text."""
+    parts = [a.text or ""]
+    hidden = None  # the invisible element being walked through
+    for event, node in etree.iterwalk(a, events=("start", "end")):
+        if node is a:
+            continue
+        tag = node.tag
+        if event == "start":
+            if hidden is not None:
+                continue
+            if tag in _INVISIBLE:
+                hidden = node
+                continue
+            if tag in _BLOCKS:
+                parts.append(" ")
+            elif tag == "img":
+                parts.append(f" {node.get('alt') or ''} ")
+            parts.append(node.text or "")
+            continue
+        if node is hidden:
+            hidden = None
+        elif hidden is None and tag in _BLOCKS:
+            parts.append(" ")
+        if hidden is None and node.tail:
+            parts.append(node.tail)
+    return "".join(parts)
+
+
+def _with_text(href: str | None, text: str) -> tuple[str, str] | None:
+    return (href, text) if href is not None and text else None
+
+
 def _parse_lxml(html: str, base_url: str, utf8: bytes | None = None) -> ParsedPage:
     data = _utf8_bytes(html, utf8)
     parser, text_of = _lxml_tools()
@@ -516,17 +613,27 @@ def _parse_lxml(html: str, base_url: str, utf8: bytes | None = None) -> ParsedPa
         etree.strip_elements(root, "template", with_tail=False)
         builder = _lxml_walk(root)
         assert builder is not None
-    text = _normalize_text(bytes(text_of(root)).decode("utf-8"))
-    return builder.build(text, base_url, "lxml")
+    text, *anchors = bytes(text_of(root)).decode("utf-8").split(_ANCHOR_MARK)
+    if len(anchors) != len(builder.a_hrefs):  # the page holds the mark
+        anchors = [_lxml_anchor_text(a) for a in root.iter("a") if a.get("href") is not None]
+    builder.anchors = [a for a in map(_with_text, builder.a_hrefs, anchors) if a]
+    return builder.build(_normalize_text(text), base_url, "lxml")
 
 
 # --- BeautifulSoup ------------------------------------------------------------
 
 
 class _Bs4Walk:
-    """Where the walk of :func:`_bs4_walk` is: the open elements and the text so far."""
+    """Where the walk of :func:`_bs4_walk` is: the open elements and the text so far.
 
-    __slots__ = ("builder", "hidden", "inert", "open_tags", "parts")
+    The text of the ``<a>`` being walked through is gathered apart, by the
+    same rules, since an anchor may sit inside an element the page text hides.
+    """
+
+    __slots__ = (
+        "anchor", "anchor_at", "anchor_hidden", "anchor_parts", "builder", "hidden", "inert",
+        "open_tags", "parts",
+    )  # fmt: skip
 
     def __init__(self, builder: _PageBuilder) -> None:
         self.builder = builder
@@ -534,12 +641,18 @@ class _Bs4Walk:
         self.open_tags: list[Tag] = []  # the ancestors of the current node
         self.hidden: Tag | None = None  # the invisible element being walked through
         self.inert: Tag | None = None  # the <template> being walked through
+        self.anchor: Tag | None = None  # the followed <a> being walked through
+        self.anchor_at = 0  # its entry in builder.anchors
+        self.anchor_parts: list[str] = []
+        self.anchor_hidden: Tag | None = None  # the invisible element inside it
 
     def close_up_to(self, parent: Tag | None) -> None:
         """Leave the elements the walk has come out of, up to ``parent``."""
         open_tags = self.open_tags
         while open_tags and open_tags[-1] is not parent:
             closed = open_tags.pop()
+            if self.anchor is not None:
+                self.leave_in_anchor(closed)
             if closed is self.inert:
                 self.inert = None
             if closed is self.hidden:
@@ -551,6 +664,8 @@ class _Bs4Walk:
         """Enter an element: read it if it bears links, start hiding or spacing its text."""
         self.open_tags.append(tag)
         name = tag.name
+        if self.anchor is not None and self.anchor_hidden is None:
+            self.enter_in_anchor(tag, name)
         if self.inert is None:
             if name == "template":
                 self.inert = tag
@@ -558,15 +673,48 @@ class _Bs4Walk:
                 if self.builder.title is None:
                     self.builder.title = tag.get_text()
             elif name in _SCAN:
+                followed = len(self.builder.hrefs)
                 self.builder.element(name, _bs4_getter(tag))
+                if name == "a" and len(self.builder.hrefs) > followed:
+                    self.start_anchor(tag)
         if self.hidden is None:
             if name in _INVISIBLE:
                 self.hidden = tag
             elif name in _BLOCKS:
                 self.parts.append(" ")
 
+    def start_anchor(self, tag: Tag) -> None:
+        self.end_anchor()  # html.parser nests an <a> in an open one; libxml2 closes that
+        self.anchor, self.anchor_parts, self.anchor_hidden = tag, [], None
+        self.anchor_at = len(self.builder.anchors)
+        self.builder.anchors.append((self.builder.hrefs[-1], ""))
+
+    def enter_in_anchor(self, tag: Tag, name: str) -> None:
+        if name in _INVISIBLE:
+            self.anchor_hidden = tag
+        elif name in _BLOCKS:
+            self.anchor_parts.append(" ")
+        elif name == "img":
+            alt = tag.get("alt")
+            self.anchor_parts.append(f" {alt if isinstance(alt, str) else ''} ")
+
+    def leave_in_anchor(self, closed: Tag) -> None:
+        if closed is self.anchor:
+            self.end_anchor()
+        elif closed is self.anchor_hidden:
+            self.anchor_hidden = None
+        elif self.anchor_hidden is None and closed.name in _BLOCKS:
+            self.anchor_parts.append(" ")
+
+    def end_anchor(self) -> None:
+        if self.anchor is not None:
+            href = self.builder.anchors[self.anchor_at][0]
+            self.builder.anchors[self.anchor_at] = (href, "".join(self.anchor_parts))
+            self.anchor = None
+
     def text(self) -> str:
         """The text of the finished walk, closing the elements still open."""
+        self.end_anchor()
         if self.hidden is None:
             self.parts.extend(" " for tag in self.open_tags if tag.name in _BLOCKS)
         return "".join(self.parts)
@@ -587,8 +735,11 @@ def _bs4_walk(soup: BeautifulSoup, builder: _PageBuilder) -> str:
             walk.close_up_to(node.parent)
         if isinstance(node, Tag):
             walk.enter(node)
-        elif walk.hidden is None and not isinstance(node, PreformattedString):
-            parts.append(node)  # type: ignore[arg-type]
+        elif not isinstance(node, PreformattedString):
+            if walk.hidden is None:
+                parts.append(node)  # type: ignore[arg-type]
+            if walk.anchor is not None and walk.anchor_hidden is None:
+                walk.anchor_parts.append(node)  # type: ignore[arg-type]
     return walk.text()
 
 

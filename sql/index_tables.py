@@ -15,9 +15,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from srcrawl.sql.store import Store
 
-INDEX_COUNTERS = ("index_docs", "index_length")
-"""Meta keys: indexed documents and the sum of their lengths (BM25's N and avgdl),
-as of the last merge."""
+INDEX_COUNTERS = ("index_docs", "index_length", "index_title_length", "index_anchor_length")
+"""Meta keys: indexed documents and the sums of their body, title and anchor lengths
+(BM25F's N and mean field lengths), as of the last merge."""
+
+Counters = tuple[int, int, int, int]
+"""(documents, body length, title length, anchor length), as INDEX_COUNTERS."""
 
 INDEX_BLOCK = "index_block"
 """Meta key: the number of the last postings block written (one per merge)."""
@@ -51,12 +54,19 @@ class IndexTables:
         )
         return {int(fp): float(at) for fp, at in rows}
 
-    def doclens(self, fps: Sequence[int]) -> list[tuple[int, int, bytes, int]]:
-        """(fp, block, packed term ids, length) of the indexed pages among ``fps``."""
+    def doclens(self, fps: Sequence[int]) -> list[tuple[int, int, bytes, tuple[int, int, int]]]:
+        """(fp, block, packed term ids, (body, title, anchor) lengths) of the indexed pages
+        among ``fps``."""
         rows = self.store._select_in(
-            self.cur, "SELECT fp, block, terms, length FROM doclens WHERE fp IN ({})", fps
+            self.cur,
+            "SELECT fp, block, terms, length, title_length, anchor_length FROM doclens "
+            "WHERE fp IN ({})",
+            fps,
         )
-        return [(int(fp), int(b), bytes(t or b""), int(n)) for fp, b, t, n in rows]
+        return [
+            (int(fp), int(b), bytes(t or b""), (int(n), int(tn), int(an)))
+            for fp, b, t, n, tn, an in rows
+        ]
 
     def block_rows(self, block: int, term_ids: Sequence[int]) -> list[tuple[int, bytes]]:
         """(term id, packed postings) of the rows of ``block`` for ``term_ids``."""
@@ -87,8 +97,9 @@ class IndexTables:
             [(tid, block, n, data) for tid, n, data in rows],
         )  # fmt: skip
 
-    def put_doclens(self, rows: Sequence[tuple[int, int, int, bytes]]) -> None:
-        """Insert or replace pages' doclens rows: (fp, length, block, packed term ids)."""
+    def put_doclens(self, rows: Sequence[tuple[int, int, int, int, int, bytes]]) -> None:
+        """Insert or replace pages' doclens rows: (fp, length, title length, anchor length,
+        block, packed term ids)."""
         self.store._executemany(self.cur, self.store.UPSERT_DOCLEN, rows)
 
     def mark_indexed(self, fps: Sequence[int], indexed_at: float) -> None:
@@ -101,20 +112,22 @@ class IndexTables:
                 [indexed_at, *part],
             )  # fmt: skip
 
-    def counters(self) -> tuple[int, int] | None:
-        """(documents, total length) from ``meta``; None in a store that never had them."""
+    def counters(self) -> Counters | None:
+        """:data:`Counters` from ``meta``; None in a store that never had them."""
         return self.store._index_counters(self.cur)
 
-    def recount(self) -> tuple[int, int]:
-        """(documents, total length) counted over ``doclens``: every indexed page's row."""
-        docs, length = self.store._execute(
-            self.cur, "SELECT COUNT(*), COALESCE(SUM(length), 0) FROM doclens"
+    def recount(self) -> Counters:
+        """:data:`Counters` counted over ``doclens``: every indexed page's row."""
+        row = self.store._execute(
+            self.cur,
+            "SELECT COUNT(*), COALESCE(SUM(length), 0), COALESCE(SUM(title_length), 0), "
+            "COALESCE(SUM(anchor_length), 0) FROM doclens",
         ).fetchone()
-        return int(docs), int(length)
+        return int(row[0]), int(row[1]), int(row[2]), int(row[3])
 
-    def set_counters(self, docs: int, length: int) -> None:
+    def set_counters(self, counters: Counters) -> None:
         self.store._executemany(
             self.cur,
             self.store.UPSERT_META,
-            list(zip(INDEX_COUNTERS, (str(docs), str(length)), strict=True)),
+            list(zip(INDEX_COUNTERS, [str(c) for c in counters], strict=True)),
         )

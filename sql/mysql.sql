@@ -28,21 +28,24 @@ CREATE TABLE IF NOT EXISTS pages (
     KEY pages_indexed (indexed_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
+-- anchor: the text of the page's <a> elements pointing to dst (at most
+-- 256 characters), NULL when they have none
 CREATE TABLE IF NOT EXISTS links (
     src BIGINT NOT NULL,
     dst BIGINT NOT NULL,
-    PRIMARY KEY (src, dst)
+    anchor VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    PRIMARY KEY (src, dst),
+    KEY links_to (dst)
 ) ENGINE=InnoDB;
--- No index by dst: nothing reads links by target, and keeping one cost a
--- random B-tree insert per stored link. Stores made before lose it in
--- Store.init_schema (MySQL has no DROP INDEX IF EXISTS).
+-- links_to: the index reads the anchor text pointing to the pages of each
+-- batch (see sqlite.sql); the old links_dst is retired in Store.init_schema.
 
 -- A term's postings, one row per merge ("block") that gave the term any.
 -- term_id is the term's fingerprint (signed 64-bit xxh64 of its UTF-8), so
 -- no table numbers terms; its document frequency is the sum of n over its rows.
--- data packs n postings sorted by page, 16 bytes each, little-endian:
--- fp int64, tf uint32, dl uint32 (the page's length, so BM25 never joins
--- doclens). One row per distinct term of a merge instead of one per
+-- data packs n postings sorted by page, 28 bytes each, little-endian: the
+-- page and its term frequency and length per field (indexer/blocks.py's
+-- posting_dtype; BM25F never joins doclens). One row per distinct term of a merge instead of one per
 -- (term, page). A page's postings all sit in the block doclens names.
 CREATE TABLE IF NOT EXISTS postings (
     term_id BIGINT NOT NULL,
@@ -52,12 +55,16 @@ CREATE TABLE IF NOT EXISTS postings (
     PRIMARY KEY (term_id, block)
 ) ENGINE=InnoDB;
 
+-- length, title_length, anchor_length: the page's body, title and anchor text
+-- lengths (BM25F's field lengths; their sums are index counters in meta)
 -- terms: the ids of the page's distinct terms, packed little-endian int64;
 -- block: the postings block holding them (the forward index, to take the
 -- page out of those rows when it is indexed again)
 CREATE TABLE IF NOT EXISTS doclens (
     fp BIGINT NOT NULL PRIMARY KEY,
     length INT NOT NULL,
+    title_length INT NOT NULL DEFAULT 0,
+    anchor_length INT NOT NULL DEFAULT 0,
     block INT NOT NULL,
     terms MEDIUMBLOB NULL,
     KEY doclens_length (length)

@@ -37,7 +37,11 @@ class MySQLStore(Store):
         "ALTER TABLE pages ADD COLUMN error VARCHAR(32) NULL, "
         "ADD COLUMN body_state VARCHAR(16) NOT NULL DEFAULT 'complete'",
     )
-    INSERT_LINK = "INSERT IGNORE INTO links (src, dst) VALUES (?, ?)"
+    INSERT_LINK = "INSERT IGNORE INTO links (src, dst, anchor) VALUES (?, ?, ?)"
+    ADD_LINK_ANCHOR = (
+        "ALTER TABLE links ADD COLUMN anchor VARCHAR(256) CHARACTER SET utf8mb4 "
+        "COLLATE utf8mb4_bin NULL, ADD KEY links_to (dst)"
+    )
     UPSERT_JOB = (
         "INSERT INTO jobs (name, phase, state, started_at, finished_at, stats) "
         "VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE "
@@ -47,9 +51,10 @@ class MySQLStore(Store):
     LOCK_META = "SELECT v FROM meta WHERE k = ? FOR UPDATE"
     UPSERT_META = "REPLACE INTO meta (k, v) VALUES (?, ?)"
     UPSERT_DOCLEN = (
-        "INSERT INTO doclens (fp, length, block, terms) VALUES (?, ?, ?, ?) "
-        "ON DUPLICATE KEY UPDATE length = VALUES(length), block = VALUES(block), "
-        "terms = VALUES(terms)"
+        "INSERT INTO doclens (fp, length, title_length, anchor_length, block, terms) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE length = VALUES(length), "
+        "title_length = VALUES(title_length), anchor_length = VALUES(anchor_length), "
+        "block = VALUES(block), terms = VALUES(terms)"
     )
 
     def __init__(self, db: DatabaseURL) -> None:

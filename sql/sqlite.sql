@@ -27,21 +27,27 @@ CREATE TABLE IF NOT EXISTS pages (
 CREATE INDEX IF NOT EXISTS pages_host ON pages (host);
 CREATE INDEX IF NOT EXISTS pages_indexed ON pages (indexed_at);
 
+-- anchor: the text of the page's <a> elements pointing to dst (at most
+-- 256 characters), NULL when they have none
 CREATE TABLE IF NOT EXISTS links (
     src INTEGER NOT NULL,
     dst INTEGER NOT NULL,
+    anchor TEXT NULL,
     PRIMARY KEY (src, dst)
 ) WITHOUT ROWID;
--- No index by dst: nothing reads links by target, and keeping one cost a
--- random B-tree insert per stored link (half of a crawled page's insert).
--- Stores made before lose it in Store.init_schema.
+-- The index reads the anchor text pointing to the pages of each batch, by
+-- dst. The index on dst costs a random B-tree insert per stored link (it
+-- was left out for that once); scanning the links table per index batch
+-- instead costs a full read of it per batch. The old links_dst name is
+-- retired in Store.init_schema, so this one has its own.
+CREATE INDEX IF NOT EXISTS links_to ON links (dst);
 
 -- A term's postings, one row per merge ("block") that gave the term any.
 -- term_id is the term's fingerprint (signed 64-bit xxh64 of its UTF-8), so
 -- no table numbers terms; its document frequency is the sum of n over its rows.
--- data packs n postings sorted by page, 16 bytes each, little-endian:
--- fp int64, tf uint32, dl uint32 (the page's length, so BM25 never joins
--- doclens). One row per distinct term of a merge instead of one per
+-- data packs n postings sorted by page, 28 bytes each, little-endian: the
+-- page and its term frequency and length per field (indexer/blocks.py's
+-- posting_dtype; BM25F never joins doclens). One row per distinct term of a merge instead of one per
 -- (term, page): a merge writes ~8x fewer rows, and a term's list is read as
 -- a few blobs. A page's postings all sit in the block doclens names. A rowid
 -- table: a merge's rows are appended, only the small index is written all over.
@@ -53,12 +59,16 @@ CREATE TABLE IF NOT EXISTS postings (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS postings_term ON postings (term_id, block);
 
+-- length, title_length, anchor_length: the page's body, title and anchor text
+-- lengths (BM25F's field lengths; their sums are index counters in meta)
 -- terms: the ids of the page's distinct terms, packed little-endian int64;
 -- block: the postings block holding them (the forward index, to take the
 -- page out of those rows when it is indexed again)
 CREATE TABLE IF NOT EXISTS doclens (
     fp INTEGER NOT NULL PRIMARY KEY,
     length INTEGER NOT NULL,
+    title_length INTEGER NOT NULL DEFAULT 0,
+    anchor_length INTEGER NOT NULL DEFAULT 0,
     block INTEGER NOT NULL,
     terms BLOB NULL
 );

@@ -47,7 +47,8 @@ class SQLiteStore(Store):
         "ALTER TABLE pages ADD COLUMN error TEXT NULL",
         "ALTER TABLE pages ADD COLUMN body_state TEXT NOT NULL DEFAULT 'complete'",
     )
-    INSERT_LINK = "INSERT OR IGNORE INTO links (src, dst) VALUES (?, ?)"
+    INSERT_LINK = "INSERT OR IGNORE INTO links (src, dst, anchor) VALUES (?, ?, ?)"
+    ADD_LINK_ANCHOR = "ALTER TABLE links ADD COLUMN anchor TEXT NULL"
     UPSERT_JOB = (
         "INSERT INTO jobs (name, phase, state, started_at, finished_at, stats) "
         "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name, phase) DO UPDATE SET "
@@ -57,7 +58,10 @@ class SQLiteStore(Store):
     )
     LOCK_META = "SELECT v FROM meta WHERE k = ?"  # BEGIN IMMEDIATE holds the lock
     UPSERT_META = "INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)"
-    UPSERT_DOCLEN = "INSERT OR REPLACE INTO doclens (fp, length, block, terms) VALUES (?, ?, ?, ?)"
+    UPSERT_DOCLEN = (
+        "INSERT OR REPLACE INTO doclens (fp, length, title_length, anchor_length, block, terms) "
+        "VALUES (?, ?, ?, ?, ?, ?)"
+    )
 
     def __init__(self, path: str, *, create_dirs: bool = False) -> None:
         """Open (or create) the file ``path``; with ``create_dirs``, its missing

@@ -21,14 +21,15 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from srcrawl.defaults import DEFAULT_STORE_BATCH, DEFAULT_STORE_BULK_BATCH
-from srcrawl.sql.index_tables import INDEX_BLOCK, INDEX_COUNTERS, IndexTables
+from srcrawl.sql.index_tables import INDEX_BLOCK, INDEX_COUNTERS, Counters, IndexTables
 
 if TYPE_CHECKING:
     from srcrawl.sql.database_url import DatabaseURL
 
-SCHEMA_VERSION = "4"
-"""4: pages record a failed fetch's error and whether the body is complete; 3: terms known
-by their fingerprints, no terms table; 2: postings packed per
+SCHEMA_VERSION = "5"
+"""5: links carry their anchor text (indexed by dst), the index holds title, body and
+anchor text as fields; 4: pages record a failed fetch's error and whether the body is
+complete; 3: terms known by their fingerprints, no terms table; 2: postings packed per
 (term, merge block), terms numbered in a terms table; 1: a row per (term, page)."""
 TABLES = ("meta", "pages", "links", "postings", "doclens", "ranks", "jobs")
 
@@ -41,6 +42,13 @@ def compress_body(raw: bytes) -> bytes:
 def decompress_body(stored: bytes | None) -> bytes:
     return zlib.decompress(stored) if stored else b""
 
+
+Link = tuple[int, int] | tuple[int, int, str | None]
+"""A stored link: (source fp, target fp) or (source fp, target fp, anchor text or None)."""
+
+MAX_ANCHORS_PER_PAGE = 200
+"""Anchor texts of links to one page read for its anchor field (a page every page of a
+site links to would otherwise bring one per page)."""
 
 MAX_TITLE_CHARS = 4_000
 """Characters of a title stored (MySQL's TEXT holds 65,535 bytes: 4 bytes a character)."""
@@ -127,7 +135,8 @@ class Store(ABC):
 
     # statements that differ by dialect
     UPSERT_PAGE: str
-    INSERT_LINK: str
+    INSERT_LINK: str  # (src, dst, anchor text or None)
+    ADD_LINK_ANCHOR: str  # links of schema 4 and before get anchor (and MySQL links_to)
     UPSERT_JOB: str
     UPSERT_META: str
     UPSERT_DOCLEN: str  # (fp, length, block, packed term fingerprints)
@@ -213,17 +222,34 @@ class Store(ABC):
     def init_schema(self) -> None:
         """Create every table that is missing; safe to run any number of times."""
         with self.transaction() as cur:
-            # schema 1 had postings by page, schema 2 a terms table
-            if "fp" in self._columns(cur, "postings") or self._columns(cur, "terms"):
+            if self._old_index_layout(cur):
                 self._drop_old_index(cur)
             pages = self._columns(cur, "pages")
             if pages and "error" not in pages:  # schema 3 and before: no fetch outcome
                 for statement in self.ADD_FETCH_OUTCOME:
                     self._execute(cur, statement)
+            links = self._columns(cur, "links")
+            if links and "anchor" not in links:  # schema 4 and before: no anchor text
+                self._execute(cur, self.ADD_LINK_ANCHOR)
             for statement in schema_statements(self.dialect):
                 cur.execute(statement)
             self._retire_indexes(cur)
             self._execute(cur, self.UPSERT_META, ("schema_version", SCHEMA_VERSION))
+
+    def _old_index_layout(self, cur: Any) -> bool:
+        """Whether the store holds an index in a layout of schema 4 or before.
+
+        Schema 1 had postings by page, schema 2 a terms table, 3 and 4 one
+        field per posting. The version is written last, after every DROP
+        (each of which MySQL commits), so a drop cut short is done again.
+        """
+        postings = self._columns(cur, "postings")
+        if "fp" in postings or self._columns(cur, "terms"):
+            return True
+        if not postings or not self._columns(cur, "meta"):
+            return False
+        row = self._execute(cur, "SELECT v FROM meta WHERE k = ?", ("schema_version",)).fetchone()
+        return row is not None and row[0].isdigit() and int(row[0]) < 5
 
     @abstractmethod
     def _retire_indexes(self, cur: Any) -> None:
@@ -253,17 +279,18 @@ class Store(ABC):
         return rows[0][0] if rows else None
 
     # -- pages and links -----------------------------------------------------
-    def save_fetched(self, pages: Sequence[Page], links: Sequence[tuple[int, int]]) -> None:
+    def save_fetched(self, pages: Sequence[Page], links: Sequence[Link]) -> None:
         """Store fetched pages and their out-links in one transaction per batch.
 
-        A page fetched again replaces its row and its out-links, and is marked
-        for indexing again; nothing is ever doubled.
+        A link is (src, dst) or (src, dst, anchor text or None). A page
+        fetched again replaces its row and its out-links, and is marked for
+        indexing again; nothing is ever doubled.
         """
         srcs = [(p.fp,) for p in pages]
         with self.transaction() as cur:
             self._executemany(cur, self.UPSERT_PAGE, [p.row() for p in pages])
             self._executemany(cur, "DELETE FROM links WHERE src = ?", srcs)
-            self._executemany(cur, self.INSERT_LINK, list(links))
+            self._executemany(cur, self.INSERT_LINK, _link_rows(links))
 
     @contextlib.contextmanager
     def bulk_load(self) -> Iterator[Store]:
@@ -304,12 +331,12 @@ class Store(ABC):
             n += len(batch)
         return n
 
-    def put_links(self, links: Iterable[tuple[int, int]]) -> int:
-        """Add links (source fp, target fp); links already present are ignored."""
+    def put_links(self, links: Iterable[Link]) -> int:
+        """Add links (source fp, target fp[, anchor]); links already present are ignored."""
         n = 0
         for batch in _chunks(links, self.batch_size * 10):
             with self.transaction() as cur:
-                self._executemany(cur, self.INSERT_LINK, batch)
+                self._executemany(cur, self.INSERT_LINK, _link_rows(batch))
             n += len(batch)
         return n
 
@@ -389,6 +416,33 @@ class Store(ABC):
         if srcs:
             yield from self._query(sql.format(", ".join("?" * len(srcs))), srcs)
 
+    def anchor_texts(
+        self, dsts: Sequence[int], *, per_page: int = MAX_ANCHORS_PER_PAGE
+    ) -> dict[int, list[str]]:
+        """dst -> the anchor texts of links from other pages to it, at most ``per_page`` each
+        (in source order), for the pages ``dsts`` (read by the links_to index)."""
+        out: dict[int, list[str]] = {}
+        with self.transaction(read_only=True) as cur:
+            rows = self._select_in(
+                cur,
+                "SELECT dst, src, anchor FROM links WHERE dst IN ({}) AND anchor IS NOT NULL "
+                "ORDER BY dst, src",
+                list(dsts),
+            )
+        for dst, src, anchor in rows:
+            texts = out.setdefault(int(dst), [])
+            if int(src) != int(dst) and len(texts) < per_page:
+                texts.append(anchor)
+        return out
+
+    def host_texts(self, host: str, limit: int) -> list[str]:
+        """The text of up to ``limit`` indexable pages of ``host`` (the first by fingerprint)."""
+        rows = self._query(
+            f"SELECT text FROM pages WHERE host = ? AND {INDEXABLE} ORDER BY fp LIMIT ?",
+            (host, limit),
+        )
+        return [r[0] for r in rows]
+
     def count(self, table: str) -> int:
         """Row count of one of the schema's tables."""
         if table not in TABLES:
@@ -462,17 +516,22 @@ class Store(ABC):
         with self.transaction() as cur:
             yield IndexTables(self, cur)
 
-    def _index_counters(self, cur: Any) -> tuple[int, int] | None:
-        """(documents, total length) from ``meta``; None when they are not there."""
+    def _index_counters(self, cur: Any) -> Counters | None:
+        """:data:`Counters` from ``meta``; None when they are not there."""
         rows = dict(self._select_in(cur, "SELECT k, v FROM meta WHERE k IN ({})", INDEX_COUNTERS))
         if len(rows) < len(INDEX_COUNTERS):
             return None
-        return int(rows[INDEX_COUNTERS[0]]), int(rows[INDEX_COUNTERS[1]])
+        docs, body, title, anchor = (int(rows[k]) for k in INDEX_COUNTERS)
+        return docs, body, title, anchor
 
     def index_stats(self) -> tuple[int, int]:
-        """(indexed documents, sum of their lengths)."""
+        """(indexed documents, sum of their body lengths)."""
+        return self.index_lengths()[:2]
+
+    def index_lengths(self) -> Counters:
+        """(indexed documents, sums of their body, title and anchor lengths)."""
         with self.transaction(read_only=True) as cur:
-            return self._index_counters(cur) or (0, 0)
+            return self._index_counters(cur) or (0, 0, 0, 0)
 
     def lookup_terms(self, term_ids: Sequence[int]) -> dict[int, int]:
         """term id -> document frequency of the indexed terms among ``term_ids``.
@@ -569,6 +628,11 @@ class Store(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _link_rows(links: Iterable[Link]) -> list[tuple[int, int, str | None]]:
+    """Links as the (src, dst, anchor) rows INSERT_LINK takes."""
+    return [link if len(link) == 3 else (link[0], link[1], None) for link in links]  # type: ignore[misc]
 
 
 def _page_row(r: Sequence[Any]) -> tuple:

@@ -82,9 +82,14 @@ def index_contents(store) -> tuple[dict, dict, dict]:
     with store.transaction() as cur:
         cur.execute("SELECT DISTINCT term_id FROM postings")
         ids = [int(r[0]) for r in cur.fetchall()]
-        cur.execute("SELECT fp, length FROM doclens")
+        cur.execute("SELECT fp, length + title_length + anchor_length FROM doclens")
         lens = {int(fp): int(n) for fp, n in cur.fetchall()}
-    rows = [(names.get(i, f"#{i}"), *p) for i in ids for p in term_postings(store, i).tolist()]
+    # a term's frequency over all fields, and the body's length
+    rows = [
+        (names.get(i, f"#{i}"), fp, tf + boiler + ttf + atf, dl + tdl + adl)
+        for i in ids
+        for fp, tf, dl, boiler, ttf, tdl, atf, adl in term_postings(store, i).tolist()
+    ]
     postings = {(t, fp): tf for t, fp, tf, _dl in rows}
     assert len(postings) == len(rows)  # no page holds a term twice
     df = {names.get(i, f"#{i}"): df for i, df in store.lookup_terms(ids).items()}
@@ -115,7 +120,8 @@ def test_postings_are_exactly_the_expected_tokenization(
     report = run_index(master_cfg, slave_cfg, batch_pages=3)
     assert report.indexed == 4 and report.scheduled == 4 and report.failed == 0
     assert index_contents(store) == expected_index(EXPECTED)
-    assert store.index_stats() == (4, 9 + 10 + 7)
+    docs, *fields = store.index_lengths()  # body, title and anchor lengths
+    assert (docs, sum(fields)) == (4, 9 + 10 + 7)
     assert unindexed(store) == set()
     assert store.get_job(keys.job, "index")["state"] == "complete"
     # queues are drained and no worker is left registered
@@ -148,7 +154,8 @@ def test_reindexing_touches_only_new_and_refetched_pages(
     # A's old terms left with it, its df too; nothing was doubled
     assert ("清华大学", FP["A"]) not in postings and "清华大学" not in df
     assert df["来到"] == 2 and df["网易"] == 2 and df["hello"] == 1
-    assert store.index_stats() == (5, 4 + 10 + 7 + 0 + 3)
+    docs, *fields = store.index_lengths()
+    assert (docs, sum(fields)) == (5, 4 + 10 + 7 + 0 + 3)
     master_cfg.close()
     slave_cfg.close()
 
@@ -245,8 +252,9 @@ def test_a_failed_merge_leaves_nothing_behind(store) -> None:
     # a term listed twice (unpacking refuses that; here it is built by hand) makes
     # the block's insert fail after the page's old postings were dropped
     bad = PostingsBatch(
-        fps=np.array([FP["A"]]), fetched=np.array([1000.0]), lengths=np.array([2]),
-        counts=np.array([2]), terms=np.array([new, new]), tfs=np.array([1, 1]),
+        fps=np.array([FP["A"]]), fetched=np.array([1000.0]), lengths=np.array([[2, 0, 0]]),
+        counts=np.array([2]), terms=np.array([new, new]),
+        tfs=np.array([[1, 0, 0, 0], [1, 0, 0, 0]]),
     )  # fmt: skip
     with pytest.raises(ValueError, match="twice"):
         merge_index(store, bad, 1.0)

@@ -53,7 +53,7 @@ def test_term_fingerprints_are_signed_64_bit_xxh64_of_the_utf8() -> None:
 def test_terms_shared_by_documents_are_stored_once() -> None:
     payload = pack(DOCS)
     # header, 3 docs × 24 bytes, 5 postings × 8 bytes, 4 distinct terms × 8 bytes
-    assert len(payload) == 16 + 3 * 24 + 5 * 8 + 4 * 8
+    assert len(payload) == 16 + 3 * 32 + 5 * 20 + 4 * 8
     assert payload.startswith(MAGIC)
     assert b"hello" not in payload  # terms travel as fingerprints only
 
@@ -110,7 +110,7 @@ def _rewrite(payload: bytes, offset: int, fmt: str, value: int) -> bytes:
 
 def test_inconsistent_payloads_are_rejected() -> None:
     payload = pack([DocPostings(1, 1.0, 3, ["a", "b"], [1, 2])])
-    term_idx_at = 16 + 24  # first posting's term index
+    term_idx_at = 16 + 32  # first posting's term index
     with pytest.raises(PostingsFormatError, match="past the term table"):
         unpack_batch(_rewrite(payload, term_idx_at, "<I", 7))
     with pytest.raises(PostingsFormatError, match="twice"):
@@ -118,7 +118,7 @@ def test_inconsistent_payloads_are_rejected() -> None:
     with pytest.raises(PostingsFormatError, match="zero"):
         unpack_batch(_rewrite(payload, term_idx_at + 8, "<I", 0))
     with pytest.raises(PostingsFormatError, match="counts disagree"):
-        unpack_batch(_rewrite(payload, 16 + 20, "<I", 1))  # the document's term count
+        unpack_batch(_rewrite(payload, 16 + 28, "<I", 1))  # the document's term count
     assert issubclass(PostingsFormatError, EnvelopeError)
 
 

@@ -88,12 +88,20 @@ requests. See <a href="/posts/2?ref=blog&amp;x=1">part two</a> and
 }
 
 
-def agree(html: str, base: str = BASE) -> ParsedPage:
+def agree(html: str, base: str = BASE, *, same_anchors: bool = True) -> ParsedPage:
     """Both parsers give the same page, and so does the lxml path reading the
-    page's UTF-8 bytes, as a slave does with a page fetched as UTF-8."""
+    page's UTF-8 bytes, as a slave does with a page fetched as UTF-8.
+
+    ``same_anchors=False``: where an unclosed ``<a>`` ends is each parser's
+    tree repair (libxml2 closes it at a table, html.parser never does), so
+    only the anchored URLs must agree (lexbor's repair, the HTML standard's, is a
+    third)."""
     fast = parse_html(html, base, "lxml")
     slow = parse_html(html, base, "bs4")
     assert fast.parser == "lxml" and slow.parser == "bs4"
+    if not same_anchors:
+        assert fast.anchors.keys() == slow.anchors.keys()
+        slow.anchors = fast.anchors
     assert fast == slow, f"lxml: {fast}\nbs4: {slow}"
     body = codecs.BOM_UTF8 + html.encode()
     decoded, encoding = decode_html(body, "text/html; charset=utf-8")
@@ -103,6 +111,9 @@ def agree(html: str, base: str = BASE) -> ParsedPage:
     from_bytes = parse_html(decoded, base, "lexbor", utf8=utf8)
     for lexbor in (parse_html(html, base, "lexbor"), from_bytes):
         assert lexbor.parser == "lexbor"
+        if not same_anchors:  # lexbor repairs the tree as the HTML standard says
+            assert lexbor.anchors.keys() == fast.anchors.keys()
+            lexbor.anchors = fast.anchors
         assert same_page(lexbor, fast), f"lexbor: {lexbor}\nlxml: {fast}"
     return fast
 
@@ -297,8 +308,9 @@ def test_a_meta_charset_in_decoded_text_is_not_applied_twice(parser: str, charse
 
 
 def test_unclosed_tags() -> None:
-    page = agree("<div><p>one<a href=/x>two<p>three<table><td>four<b>five")
+    page = agree("<div><p>one<a href=/x>two<p>three<table><td>four<b>five", same_anchors=False)
     assert page.links == ["http://site.test/x"]
+    assert page.anchors == {"http://site.test/x": "two three"}
     assert page.text == "onetwo three fourfive"
 
 
@@ -580,3 +592,30 @@ def test_bench_parse_over_a_directory_of_pages(tmp_path) -> None:
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert empty.returncode != 0 and "no *.html" in empty.stderr
+
+
+ANCHORS_PAGE = """<html><head><title>Anchors</title></head><body>
+<nav><a href="/a">Home</a> <a href="/b"><img src="l.png" alt="Logo"> <b>Bold</b>
+<div>block</div>after<script>var hidden = 1;</script></a></nav>
+<p><a href="/a#top">  home
+  again </a><a href="/empty"><img src="x.png"></a><a href="/nf" rel="nofollow">skip</a>
+<a href="mailto:x@site.test">mail</a><a href="/long">%s</a></p>
+<noscript><a href="/ns">启用 脚本</a></noscript><template><a href="/t">inert</a></template>
+</body></html>""" % ("word " * 80)
+
+
+@BOTH
+def test_anchor_text_per_linked_url(parser: str) -> None:
+    page = parse_html(ANCHORS_PAGE, BASE, parser)
+    assert page.anchors["http://site.test/a"] == "Home home again"  # joined in document order
+    assert page.anchors["http://site.test/b"] == "Logo Bold block after"  # alt is text
+    assert "http://site.test/empty" in page.links and "http://site.test/empty" not in page.anchors
+    assert page.anchors["http://site.test/ns"] == "启用 脚本"
+    long = page.anchors["http://site.test/long"]
+    assert len(long) <= 256 and long == ("word " * 52)[:256].rstrip()
+    assert set(page.anchors) <= set(page.links)
+    assert not any("nf" in u or "/t" in u.split("test")[1] for u in page.anchors)
+
+
+def test_both_parsers_agree_on_anchor_text() -> None:
+    assert agree(ANCHORS_PAGE).anchors

@@ -46,7 +46,11 @@ def assert_indexed_once(store, urls: list[str], repeat: int) -> None:
         cur.execute("SELECT DISTINCT term_id FROM postings")
         ids = [int(i) for (i,) in cur.fetchall()]
     assert set(ids) == set(names)  # no term but the expected ones
-    rows = [(names[i], fp, tf) for i in ids for fp, tf, _dl in term_postings(store, i).tolist()]
+    rows = [
+        (names[i], fp, tf + boiler + ttf + atf)
+        for i in ids
+        for fp, tf, _dl, boiler, ttf, _tdl, atf, _adl in term_postings(store, i).tolist()
+    ]
     postings = {(t, fp): tf for t, fp, tf in rows}
     assert len(postings) == len(rows)  # no page holds a term twice
     expected = {

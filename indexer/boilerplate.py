@@ -1,0 +1,83 @@
+"""Boilerplate: the text a host repeats on most of its pages (menus, footers).
+
+Found from the data, not from class names: a page's stored text is cut into
+*shingles*, runs of :data:`SHINGLE` consecutive whitespace-separated chunks
+(the parser puts a space between block elements, so a menu of links is a
+run of chunks), and a shingle seen on at least :data:`SHARE` of a sample of
+the host's pages (the first :data:`SAMPLE` by fingerprint, at least
+:data:`MIN_PAGES` of them) is boilerplate. The chunks of a page covered by
+boilerplate shingles are indexed apart from the page's own text and weigh
+less in ranking (see indexer/search.py). [Broder, w-shingling] in the papers.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+
+from srcrawl.defaults import DEFAULT_INDEX_MAX_CHARS
+from srcrawl.sql.store import Store
+
+SHINGLE = 3
+"""Chunks per shingle: short enough for a menu of three items, long enough that an
+ordinary phrase of the language is rarely on half the pages of a host."""
+SAMPLE = 64
+"""Pages of a host read to find its boilerplate."""
+MIN_PAGES = 5
+"""A host with fewer pages has no boilerplate (repetition means nothing on two pages)."""
+SHARE = 0.5
+"""The share of the sampled pages a shingle must be on to be boilerplate."""
+_HOSTS = 4096  # hosts whose boilerplate one process keeps
+
+
+def shingles(chunks: list[str]) -> list[int]:
+    """The hash of each run of SHINGLE chunks, by its first chunk's position."""
+    return [hash(tuple(chunks[i : i + SHINGLE])) for i in range(len(chunks) - SHINGLE + 1)]
+
+
+def frequent_shingles(texts: list[str]) -> frozenset[int]:
+    """The shingles on at least SHARE of ``texts`` (none under MIN_PAGES texts)."""
+    if len(texts) < MIN_PAGES:
+        return frozenset()
+    seen: Counter[int] = Counter()
+    for text in texts:
+        seen.update(set(shingles(text[:DEFAULT_INDEX_MAX_CHARS].split())))
+    least = max(2, SHARE * len(texts))
+    return frozenset(s for s, n in seen.items() if n >= least)
+
+
+def split_boilerplate(text: str, frequent: frozenset[int]) -> tuple[str, str]:
+    """(own text, boilerplate) of a page's text: the chunks covered by a frequent shingle
+    go to the second, each part keeps its chunks in order."""
+    if not frequent:
+        return text, ""
+    chunks = text.split()
+    covered = bytearray(len(chunks))
+    for i, h in enumerate(shingles(chunks)):
+        if h in frequent:
+            covered[i : i + SHINGLE] = b"\x01" * SHINGLE
+    if not any(covered):
+        return text, ""
+    own = [c for c, b in zip(chunks, covered, strict=True) if not b]
+    boiler = [c for c, b in zip(chunks, covered, strict=True) if b]
+    return " ".join(own), " ".join(boiler)
+
+
+class HostBoilerplate:
+    """The frequent shingles of each host, read from the store once per process."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._hosts: OrderedDict[str, frozenset[int]] = OrderedDict()
+
+    def of(self, host: str) -> frozenset[int]:
+        found = self._hosts.get(host)
+        if found is None:
+            found = frequent_shingles(self.store.host_texts(host, SAMPLE))
+            self._hosts[host] = found
+            if len(self._hosts) > _HOSTS:
+                self._hosts.popitem(last=False)
+        return found
+
+    def split(self, host: str, text: str) -> tuple[str, str]:
+        """(own text, boilerplate) of a page of ``host``."""
+        return split_boilerplate(text, self.of(host))
