@@ -23,27 +23,32 @@ from srcrawl.testweb import words
 from srcrawl.testweb.model import Host, KnownItem, Link, Page
 from srcrawl.testweb.urls import origin_of
 
+
+def _vocab(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
 TITLE_EN = words.ENGLISH[words.ENGLISH.index("river") :]
 """Nouns of the pages' common words: title words also found in other pages' text."""
 TITLE_ZH = words.CHINESE[words.CHINESE.index("历史") : words.CHINESE.index("需要")]
-ANCHOR_EN = tuple(
+ANCHOR_EN = _vocab(
     "handbook primer almanac digest compendium gazette chronicle treatise manual "
     "glossary atlas catalogue bulletin dossier memoir anthology synopsis tutorial "
     "overview cookbook lexicon portfolio roster syllabus thesaurus yearbook casebook "
-    "workbook sourcebook guidebook".split()
+    "workbook sourcebook guidebook"
 )
 """Anchor words: no page's text is drawn from these (see :mod:`.words`)."""
-ANCHOR_ZH = tuple(
+ANCHOR_ZH = _vocab(
     "指南 手册 教程 概览 笔记 词典 年鉴 档案 专题 讲义 摘要 随笔 札记 问答 案例 "
-    "评论 综述 导读 图解 速查 入门 进阶 实战 原理 秘籍 攻略 百科 心得 纪要 要点".split()
+    "评论 综述 导读 图解 速查 入门 进阶 实战 原理 秘籍 攻略 百科 心得 纪要 要点"
 )
-MENU_EN = tuple(
+MENU_EN = _vocab(
     "Authors Contact Downloads Changelog Sitemap Support Pricing Careers Partners "
-    "Roadmap Donate Privacy Community Forum Newsletter Press".split()
+    "Roadmap Donate Privacy Community Forum Newsletter Press"
 )
-MENU_ZH = tuple(
+MENU_ZH = _vocab(
     "作者 联系方式 下载 更新日志 网站地图 帮助中心 版权 招聘 合作伙伴 路线图 捐赠 "
-    "隐私政策 社区 论坛 订阅 媒体".split()
+    "隐私政策 社区 论坛 订阅 媒体"
 )
 MENU_ITEMS = 4
 """Menu items per host: two English labels, two Chinese."""
