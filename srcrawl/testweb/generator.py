@@ -182,9 +182,8 @@ def generate(
 
     ``host_name``: the name every host's URLs use instead of its loopback address
     (one port per host, so the origins stay distinct). ``address``: the loopback
-    address of every host, one port each (``::1``: a web on IPv6). ``known_items``:
-    regular pages get distinctive titles, anchor texts and a host menu, and the web
-    its known-item queries (see :mod:`srcrawl.testweb.known`).
+    address of every host, one port each (``::1``: a web on IPv6). ``known_items``: see
+    :mod:`srcrawl.testweb.known`.
     """
     if host_name is not None and addresses:
         raise TestWebError("a host name needs one port per host, not one address per host")
@@ -216,15 +215,8 @@ def generate(
     special_pages, names = specials.build(host_list, regular[0], terms)
     out.update(special_pages)
     queries = known.plant(out, host_list, regular, seed) if known_items else []
-    return Web(
-        hosts=host_list,
-        pages=out,
-        special=names,
-        slow_seconds=slow_seconds,
-        large_bytes=large_bytes,
-        seed=seed,
-        queries=queries,
-    )
+    return Web(hosts=host_list, pages=out, special=names, slow_seconds=slow_seconds,
+               large_bytes=large_bytes, seed=seed, queries=queries)  # fmt: skip
 
 
 def _check_sizes(
