@@ -227,10 +227,10 @@ def bench_index(
 @bench.command("search")
 @click.option(
     "--pages",
-    type=click.IntRange(10, 10_000_000),
+    type=click.IntRange(0, 10_000_000),
     default=50_000,
     show_default=True,
-    help="Generated and indexed pages (built once, then reused).",
+    help="Generated and indexed pages (built once, then reused); 0: no latency corpus.",
 )
 @click.option("--queries", type=click.IntRange(1, 100_000), default=100, show_default=True)
 @click.option(
@@ -241,17 +241,71 @@ def bench_index(
     help="Slaves that build the index when it is not there yet.",
 )
 @click.option("--seed", default=1, show_default=True, help="Corpus and query seed.")
+@click.option(
+    "--ranking/--no-ranking",
+    default=True,
+    show_default=True,
+    help="Also score known-item queries on the known-item test web (MRR, success@k).",
+)
+@click.option(
+    "--base",
+    "base_root",
+    type=click.Path(file_okay=False, exists=True),
+    default=None,
+    help="Root of another srcrawl checkout whose ranking to score beside this one "
+    "(e.g. a `git worktree add` of an older commit), on an index it builds itself.",
+)
+@click.option(
+    "--known-hosts",
+    default=2,
+    show_default=True,
+    type=click.IntRange(1, 16),
+    help="Hosts of the known-item test web.",
+)
+@click.option(
+    "--known-pages",
+    default=60,
+    show_default=True,
+    type=click.IntRange(10, 5000),
+    help="Regular pages per host of the known-item test web.",
+)
+@click.option(
+    "--rounds",
+    default=5,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Timed passes over the known-item queries per code, codes alternating.",
+)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write the ranking figures as JSON.")  # fmt: skip
 @click.pass_context
-def bench_search(ctx: click.Context, pages: int, queries: int, slaves: int, seed: int) -> None:
-    """Search latency p50/p95 over known-item queries, BM25 alone and blended with PageRank."""
+def bench_search(
+    ctx: click.Context, pages: int, queries: int, slaves: int, seed: int, ranking: bool,
+    base_root: str | None, known_hosts: int, known_pages: int, rounds: int,
+    json_path: str | None,
+) -> None:  # fmt: skip
+    """Search latency p50/p95 over known-item queries, BM25 alone and blended with PageRank;
+    then MRR and success@1/3/10 of known-item queries on the test web (with `--base`, the
+    same for another checkout, side by side)."""
     from srcrawl.benchmarks.index import run_search_benchmark
+    from srcrawl.benchmarks.ranking import run_ranking_benchmark
+    from srcrawl.benchmarks.startup import code_at, this_code
 
+    check_outputs(json_path=json_path, plot_path=None)
     cfg = _config(ctx)
-    result = run_search_benchmark(
-        cfg, pages=pages, queries=queries, slaves=slaves, seed=seed,
-        say=lambda s: click.echo(s, err=True),
-    )  # fmt: skip
-    click.echo(result.render())
+    say = lambda s: click.echo(s, err=True)  # noqa: E731
+    if pages >= 10:
+        result = run_search_benchmark(
+            cfg, pages=pages, queries=queries, slaves=slaves, seed=seed, say=say
+        )
+        click.echo(result.render())
+    if ranking:
+        codes = [this_code()] + ([code_at("base", base_root)] if base_root else [])
+        scored = run_ranking_benchmark(cfg, codes=codes, hosts=known_hosts, pages=known_pages,
+                                       seed=seed, rounds=rounds, say=say)  # fmt: skip
+        if json_path:
+            Path(json_path).write_text(json.dumps(scored.as_json(), indent=2))
+        click.echo(scored.render())
 
 
 @bench.command("serve")

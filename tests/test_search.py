@@ -69,7 +69,7 @@ def test_bm25f_scores_follow_the_stated_formula(store) -> None:
     body, title = tok.tokens(page.text), tok.tokens(page.title)
     k1 = 1.2
     x = 1.0 * body.count("tesseract") / (0.25 + 0.75 * len(body) / (body_total / n_docs))
-    x += 3.0 * title.count("tesseract") / (0.5 + 0.5 * len(title) / (title_total / n_docs))
+    x += 6.0 * title.count("tesseract") / (0.5 + 0.5 * len(title) / (title_total / n_docs))
     idf = math.log(1 + (n_docs - 1 + 0.5) / (1 + 0.5))
     assert hit.score == pytest.approx(idf * x * (k1 + 1) / (x + k1))
 

@@ -123,7 +123,7 @@ def _attr(value: str) -> str:
 def _html(rng: random.Random, page: Page) -> str:
     """Every HTML page but the few malformed ones: head, links by kind, text, planted terms."""
     zh = words.TRADITIONAL if page.encoding == "big5" else words.CHINESE
-    title = _title(rng, zh)
+    title = _title(rng, zh) if page.title is None else page.title
     head = [f"<title>{html.escape(title)}</title>", *_head_meta(page)]
     links = _Links(rng, zh)
     for link in page.links:
@@ -131,6 +131,8 @@ def _html(rng: random.Random, page: Page) -> str:
     for href in page.dropped:
         links.nav.append(f'<li><a href="{_attr(href)}">{_anchor(rng, zh)}</a></li>')
     body = [f"<h1>{html.escape(title)}</h1>"]
+    if links.menu:
+        body.insert(0, "<header><nav><ul>" + "".join(links.menu) + "</ul></nav></header>")
     if links.nav:
         body.append("<nav><ul>" + "".join(links.nav) + "</ul></nav>")
     if links.areas:
@@ -169,6 +171,7 @@ class _Links:
     def __init__(self, rng: random.Random, zh: tuple[str, ...] | list[str]) -> None:
         self.rng, self.zh = rng, zh
         self.nav: list[str] = []
+        self.menu: list[str] = []
         self.areas: list[str] = []
         self.frames: list[str] = []
         self.nofollows = 0
@@ -190,7 +193,8 @@ class _Links:
                 f'<li><a rel="{rel}" href="{href}">{_anchor(self.rng, self.zh)}</a></li>'
             )
         else:
-            self.nav.append(f'<li><a href="{href}">{_anchor(self.rng, self.zh)}</a></li>')
+            text = _anchor(self.rng, self.zh) if link.anchor is None else html.escape(link.anchor)
+            (self.menu if link.menu else self.nav).append(f'<li><a href="{href}">{text}</a></li>')
 
 
 def _text(rng: random.Random, page: Page, zh: tuple[str, ...] | list[str]) -> list[str]:

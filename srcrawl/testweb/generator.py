@@ -45,7 +45,7 @@ from srcrawl.defaults import (
     DEFAULT_TESTWEB_SEED,
     DEFAULT_TESTWEB_SLOW_SECONDS,
 )
-from srcrawl.testweb import specials, words
+from srcrawl.testweb import known, specials, words
 from srcrawl.testweb.model import Host, Link, Page, TestWebError, Web
 
 ZIPF_EXPONENT = 1.2
@@ -176,12 +176,14 @@ def generate(
     large_bytes: int = DEFAULT_TESTWEB_LARGE_BYTES,
     host_name: str | None = None,
     address: str = "127.0.0.1",
+    known_items: bool = False,
 ) -> Web:
     """The web of ``hosts`` × ``pages`` regular pages for ``seed`` (same inputs, same web).
 
     ``host_name``: the name every host's URLs use instead of its loopback address
     (one port per host, so the origins stay distinct). ``address``: the loopback
-    address of every host, one port each (``::1``: a web on IPv6).
+    address of every host, one port each (``::1``: a web on IPv6). ``known_items``: see
+    :mod:`srcrawl.testweb.known`.
     """
     if host_name is not None and addresses:
         raise TestWebError("a host name needs one port per host, not one address per host")
@@ -212,14 +214,9 @@ def generate(
         _add_host_pages(out, h, host_list, regular[i], terms, rng)
     special_pages, names = specials.build(host_list, regular[0], terms)
     out.update(special_pages)
-    return Web(
-        hosts=host_list,
-        pages=out,
-        special=names,
-        slow_seconds=slow_seconds,
-        large_bytes=large_bytes,
-        seed=seed,
-    )
+    queries = known.plant(out, host_list, regular, seed) if known_items else []
+    return Web(hosts=host_list, pages=out, special=names, slow_seconds=slow_seconds,
+               large_bytes=large_bytes, seed=seed, queries=queries)  # fmt: skip
 
 
 def _check_sizes(

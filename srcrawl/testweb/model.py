@@ -50,6 +50,10 @@ class Link:
     kind: str = "a"
     nofollow: bool = False
     """``rel="nofollow"`` on this link."""
+    anchor: str | None = None
+    """The link's text; None: common words drawn when the page is rendered."""
+    menu: bool = False
+    """Part of the host's navigation menu, written the same way on every page."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,8 @@ class Page:
     """hrefs in the HTML that are no URL to crawl (``javascript:``, malformed, …)."""
     terms: tuple[str, ...] = ()
     """Distinctive planted terms (English, Chinese) that only this page carries."""
+    title: str | None = None
+    """The page's title (and heading); None: common words drawn when it is rendered."""
     noindex: bool = False
     """``<meta name=robots content=noindex>``: fetch and follow, do not index."""
     meta_nofollow: bool = False
@@ -159,6 +165,19 @@ def _robots_rules(text: str) -> Protego:
     return Protego.parse(text)
 
 
+@dataclass(frozen=True)
+class KnownItem:
+    """A query a user types for one page, and that page: the answer by construction."""
+
+    kind: str
+    """``title`` (its title's words), ``anchor`` (the words links to it use, absent from its
+    own text) or ``menu`` (the label of the host menu's item pointing to it)."""
+    lang: str
+    """``en`` or ``zh``."""
+    query: str
+    url: str
+
+
 @dataclass
 class Web:
     """Hosts and pages; the source of truth for what is served and what a crawl must find."""
@@ -173,6 +192,8 @@ class Web:
     """Size of the large page's body."""
     seed: int = 0
     """Seed of the text of generated pages."""
+    queries: list[KnownItem] = field(default_factory=list)
+    """Known-item queries with the page each should find (a web made with ``known_items``)."""
     _by_origin: dict[str, Host] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
