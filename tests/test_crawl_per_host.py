@@ -16,6 +16,7 @@ import time
 import pytest
 
 from srcrawl.errors import ConfigError
+from srcrawl.master.commands import resumed_strategy
 from srcrawl.master.crawl_master import CrawlMaster
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.master.frontier import Batch, Frontier, now_ms
@@ -56,6 +57,13 @@ def test_strategy_spreads_a_host_over_per_host_queues() -> None:
         CrawlStrategy(per_host=0)
     with pytest.raises(ConfigError):
         CrawlStrategy(per_host=4, queue_policy="hash")
+
+
+def test_per_host_cannot_change_on_resume() -> None:
+    # the URLs already queued are spread over the crawl's --per-host queues
+    with pytest.raises(ConfigError, match="--per-host cannot change on --resume"):
+        resumed_strategy(CrawlStrategy(per_host=4), {"per_host": 8})
+    assert resumed_strategy(CrawlStrategy(per_host=4), {"delay": 0.0}).per_host == 4
 
 
 def test_frontier_holds_a_host_to_its_limit(redis_client, keys) -> None:
