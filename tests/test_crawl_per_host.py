@@ -17,7 +17,6 @@ import pytest
 
 from srcrawl.errors import ConfigError
 from srcrawl.master.commands import resumed_strategy
-from srcrawl.master.crawl_master import CrawlMaster
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.master.frontier import Batch, Frontier, now_ms
 from srcrawl.queues.crawl_protocol import FetchTask
@@ -29,7 +28,7 @@ from srcrawl.testweb.accesslog import gaps, most_in_flight
 
 from .conftest import cli_env, run_cli, stored_pages
 from .test_crawl import expected
-from .test_crawl_master import GraphHandler, bfs, cfg_for, make_graph, run_slave_thread
+from .test_crawl_master import GraphHandler, bfs, cfg_for, crawl_with, make_graph
 
 HOST = "127.0.0.1:9000"
 
@@ -110,10 +109,7 @@ def test_crawl_with_per_host_is_exact_and_holds_the_limit(
                                           per_host=per_host))  # fmt: skip
     handler = PerHostHandler(graph, fetch_s=0.01)
     handler.threads = 16
-    slave, t = run_slave_thread(cfg, handler)
-    assert CrawlMaster(cfg).run()
-    slave.stopping.set()
-    t.join(timeout=10)
+    crawl_with(cfg, handler)
     fetched = dict(handler.fetched)
     assert len(handler.fetched) == len(fetched) and fetched == want
     assert handler.max_active == 1  # per queue, as always
