@@ -22,6 +22,7 @@ from srcrawl.benchmarks.scaling import (
 from srcrawl.cli_options import fetches_option
 from srcrawl.config import Config
 from srcrawl.defaults import DEFAULT_PAGERANK_ITERATIONS
+from srcrawl.errors import ConfigError
 from srcrawl.progress import ProgressLine
 
 
@@ -121,7 +122,24 @@ def bench_master(ctx: click.Context, urls: int, hosts: int) -> None:
     help="Hosts of the synthetic web (host 0, the special pages, is not crawled).",
 )
 @click.option(
-    "--pages", default=20, show_default=True, type=click.IntRange(1), help="Pages per host."
+    "--pages",
+    default=None,
+    type=click.IntRange(1),
+    help="Pages per host  [default: 20; 2000 with --single-site]",
+)
+@click.option(
+    "--single-site",
+    is_flag=True,
+    help="Crawl one host of --pages pages (--hosts 2: host 0 is not crawled) to a depth "
+    "that covers it, as the first crawl of one's own site is; see --per-host.",
+)
+@click.option(
+    "--per-host",
+    "per_host_text",
+    default="1",
+    show_default=True,
+    help="Comma-separated --per-host values (requests in flight per host), one run each, "
+    "side by side; the Scrapy peer runs at CONCURRENT_REQUESTS_PER_DOMAIN = the same.",
 )
 @click.option(
     "--latency-ms",
@@ -131,7 +149,10 @@ def bench_master(ctx: click.Context, urls: int, hosts: int) -> None:
     help="Per-response latency (0: the machine's ceiling).",
 )
 @fetches_option(4, "Fetches each slave keeps in flight (one thread drives them).")
-@click.option("--depth", default=8, show_default=True, type=click.IntRange(0))
+@click.option(
+    "--depth", default=None, type=click.IntRange(0),
+    help="Link hops from the seeds  [default: 8; 60 with --single-site]",
+)  # fmt: skip
 @click.option(
     "--peer",
     type=click.Choice(["scrapy"]),
@@ -145,10 +166,12 @@ def bench_crawl(
     slaves_text: str,
     rounds: int,
     hosts: int,
-    pages: int,
+    pages: int | None,
+    single_site: bool,
+    per_host_text: str,
     latency_ms: float,
     fetches: int,
-    depth: int,
+    depth: int | None,
     peer: str | None,
     json_path: str | None,
     plot_path: str | None,
@@ -157,6 +180,11 @@ def bench_crawl(
     from srcrawl.benchmarks.crawl import run_crawl_benchmark
 
     counts = parse_slave_counts(slaves_text)
+    per_host = parse_per_host(per_host_text)
+    if single_site:
+        hosts = 2
+    pages = pages or (2000 if single_site else 20)
+    depth = depth if depth is not None else 60 if single_site else 8
     check_outputs(json_path=json_path, plot_path=plot_path)
     if peer == "scrapy":
         from srcrawl.benchmarks.scrapy_peer import require_scrapy
@@ -175,11 +203,24 @@ def bench_crawl(
             depth=depth,
             peer=peer,
             rounds=rounds,
+            per_host=per_host,
             progress=line.update,
         ),
         json_path=json_path,
         plot_path=plot_path,
     )
+
+
+def parse_per_host(text: str) -> list[int]:
+    """``"1,16"`` → ``[1, 16]``: distinct --per-host values of at least 1, in the order given."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1 or len(set(values)) != len(values):
+        raise ConfigError(f"--per-host: expected distinct values like 1,16 (at least 1), "
+                          f"not {text!r}")  # fmt: skip
+    return values
 
 
 @bench.command("index")

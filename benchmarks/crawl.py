@@ -4,7 +4,9 @@ Each slave count crawls the same synthetic web, served by another process
 on loopback with a fixed per-response latency, as a fresh job into a fresh
 SQLite store, with the same fetches in flight per slave: only the slave count changes.
 Politeness is off (it is our own site), but there is still one request in
-flight per host, so the web has many hosts.
+flight per host, so the web has many hosts — or, in single-site mode, one
+host crawled with ``--per-host`` requests in flight (each ``--per-host``
+value given is a series of its own, run beside the others in every round).
 
 Beside pages/s, each run reports what the master and the slaves saw:
 
@@ -16,7 +18,8 @@ Beside pages/s, each run reports what the master and the slaves saw:
   heartbeat leaves with it), each slave weighted by its pages.
 
 With ``peer="scrapy"`` a plain Scrapy spider (:mod:`srcrawl.benchmarks.scrapy_peer`)
-crawls the same web after each srcrawl run, at the same total concurrency.
+crawls the same web after each srcrawl run, at the same total concurrency and
+the same requests in flight per host (``CONCURRENT_REQUESTS_PER_DOMAIN``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from __future__ import annotations
 import resource
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from srcrawl.benchmarks.scaling import Column, Row, ScalingResult, median_of_rounds, round_orders
@@ -89,18 +93,21 @@ def run_crawl_benchmark(
     depth: int,
     peer: str | None = None,
     rounds: int = 1,
+    per_host: Sequence[int] = (1,),
     progress: Progress | None = None,
 ) -> ScalingResult:
-    """Crawl the synthetic web once per slave count (and with the peer, if asked).
+    """Crawl the synthetic web once per slave count and ``per_host`` value (and with the
+    peer, if asked).
 
     With ``rounds`` > 1, once per slave count a round (see
     :func:`~srcrawl.benchmarks.scaling.round_orders`); each count's row, and its peer's,
-    is its median run.
+    is its median run. The first ``per_host`` value is the scaling series.
     """
     if rounds < 1:
         raise ValueError("rounds must be positive")
     result = _crawl_table(slave_counts, hosts, pages, latency_ms, fetches, depth, peer, rounds)
-    runs = _CrawlRuns(cfg, fetches=fetches, depth=depth, peer=peer,
+    result.parameters["per_host"] = list(per_host)
+    runs = _CrawlRuns(cfg, fetches=fetches, depth=depth, peer=peer, per_host=list(per_host),
                       progress=progress or (lambda text: None))  # fmt: skip
     with (
         tempfile.TemporaryDirectory(prefix="srcrawl-bench-") as tmp,
@@ -122,7 +129,7 @@ def _crawl_table(
     """The empty table of a crawl benchmark: its title, parameters and columns."""
     result = ScalingResult(
         bench="crawl",
-        title=f"crawl benchmark: {hosts - 1 if hosts > 1 else hosts} hosts crawled, "
+        title=f"crawl benchmark: {_hosts_crawled(hosts)} crawled, "
         f"latency {latency_ms:g} ms, {fetches} fetches in flight per slave, depth {depth}",
         unit="pages",
         per="page",
@@ -147,6 +154,12 @@ def _crawl_table(
     return result
 
 
+def _hosts_crawled(hosts: int) -> str:
+    """How many hosts a crawl of a web of ``hosts`` crawls (host 0 is left out)."""
+    n = hosts - 1 if hosts > 1 else hosts
+    return f"{n} host{'s' if n > 1 else ''}"
+
+
 def _bench_web(hosts: int, pages: int, latency_ms: float) -> TestWeb:
     """The synthetic web the benchmark crawls (a context manager that serves it)."""
     return TestWeb.generate(
@@ -165,60 +178,86 @@ def _bench_web(hosts: int, pages: int, latency_ms: float) -> TestWeb:
 
 
 class _CrawlRuns:
-    """The runs of every round: ours and the peer's, per slave count."""
+    """The runs of every round: ours and the peer's, per ``--per-host`` and slave count."""
 
     def __init__(
-        self, cfg: Config, *, fetches: int, depth: int, peer: str | None, progress: Progress
-    ) -> None:
+        self, cfg: Config, *, fetches: int, depth: int, peer: str | None, per_host: list[int],
+        progress: Progress,
+    ) -> None:  # fmt: skip
         self.cfg, self.fetches, self.depth, self.peer = cfg, fetches, depth, peer
+        self.per_host = per_host
         self.progress = progress
-        self.ours: list[dict[int, Row]] = []
-        self.theirs: list[dict[int, Row]] = []
+        self.ours: dict[int, list[dict[int, Row]]] = {p: [] for p in per_host}
+        self.theirs: dict[int, list[dict[int, Row]]] = {p: [] for p in per_host}
 
     def round(self, tmp: Path, seeds: list[str], r: int, rounds: int, order: list[int]) -> None:
-        """Round ``r``: one crawl per slave count in ``order``, each into a fresh store."""
+        """Round ``r``: one crawl per slave count in ``order`` and ``--per-host`` value (in
+        the order of round ``r`` too), each into a fresh store, the peer's right after."""
         step = f"round {r + 1}/{rounds}: " if rounds > 1 else ""
 
         def say(text: str) -> None:
             self.progress(step + text)
 
-        self.ours.append({})
-        self.theirs.append({})
+        for p in self.per_host:
+            self.ours[p].append({})
+            self.theirs[p].append({})
         for n in order:
-            self.ours[-1][n] = _crawl_once(self.cfg, tmp / f"{r}-{n}.db", seeds, n,
-                                           self.fetches, self.depth, say)  # fmt: skip
-            if self.peer == "scrapy":
-                self.theirs[-1][n] = _scrapy_once(seeds, n, self.fetches, self.depth, say)
+            for p in round_orders(self.per_host, r + 1)[r]:
+                run = _Run(n, self.fetches, self.depth, p)
+                self.ours[p][-1][n] = _crawl_once(self.cfg, tmp / f"{r}-{n}-{p}.db", seeds,
+                                                  run, say)  # fmt: skip
+                if self.peer == "scrapy":
+                    self.theirs[p][-1][n] = _scrapy_once(seeds, run, say)
 
 
 def _add_crawl_rows(
     result: ScalingResult, runs: _CrawlRuns, slave_counts: list[int], rounds: int
 ) -> None:
-    """Each count's median row, its peer's after it, and how the two compare."""
-    mine = {row.slaves: row for row in median_of_rounds(runs.ours)}
-    peers = {row.slaves: row for row in median_of_rounds(runs.theirs)} if runs.peer else {}
-    for row in peers.values():  # the peer's own scaling is not what the column shows
-        row.extra.pop("speedups", None)
-        row.extra.pop("round_speedups", None)
+    """Each count's median row per ``--per-host``, its peer's after it, and how they compare.
+
+    The first ``--per-host`` value is the scaling series; the others are series of their own.
+    """
     if rounds > 1:
         result.columns.append(Column("speedups", "speedup per round"))
         result.head.append(
             f"  {rounds} rounds, the order of slave counts reversed every other round; each "
             "count's row (and its peer's) is its run of median pages/s"
         )
-    for n in slave_counts:
-        row = mine[n]
-        result.rows.append(row)
-        peer_row = peers.get(n)
-        if peer_row is not None:
-            result.rows.append(peer_row)
-            if peer_row.throughput:
-                row.extra["vs_peer"] = row.throughput / peer_row.throughput
+    for i, p in enumerate(runs.per_host):
+        mine = {row.slaves: row for row in median_of_rounds(runs.ours[p])}
+        peers = {row.slaves: row for row in median_of_rounds(runs.theirs[p])} if runs.peer else {}
+        for row in peers.values():  # the peer's own scaling is not what the column shows
+            row.extra.pop("speedups", None)
+            row.extra.pop("round_speedups", None)
+        for n in slave_counts:
+            row = mine[n]
+            if i > 0:
+                row.series, row.label = f"srcrawl --per-host {p}", f"{n} (--per-host {p})"
+            result.rows.append(row)
+            peer_row = peers.get(n)
+            if peer_row is not None:
+                result.rows.append(peer_row)
+                if peer_row.throughput:
+                    row.extra["vs_peer"] = row.throughput / peer_row.throughput
 
 
-def _crawl_once(
-    cfg: Config, db: Path, seeds: list[str], n: int, fetches: int, depth: int, say: Progress
-) -> Row:
+@dataclass(frozen=True)
+class _Run:
+    """What one crawl of a round runs with."""
+
+    slaves: int
+    fetches: int
+    depth: int
+    per_host: int
+
+    @property
+    def name(self) -> str:
+        per_host = f", --per-host {self.per_host}" if self.per_host > 1 else ""
+        return f"{self.slaves} slave(s){per_host}"
+
+
+def _crawl_once(cfg: Config, db: Path, seeds: list[str], run: _Run, say: Progress) -> Row:
+    n, fetches = run.slaves, run.fetches
     job_cfg = Config(
         redis_url=cfg.resolved_redis_url(),
         db=DatabaseURL(kind="sqlite", path=str(db)),
@@ -227,12 +266,13 @@ def _crawl_once(
     )
     try:
         strategy = CrawlStrategy(
-            max_depth=depth,
+            max_depth=run.depth,
             delay=0,
             delay_factor=0,
             max_delay=0,
             fetch_timeout=FETCH_TIMEOUT,
             robots_defer=0.5,
+            per_host=run.per_host,
         )
         start_crawl(job_cfg, seeds, strategy)
         sampler = SlaveSampler(job_cfg)
@@ -241,7 +281,7 @@ def _crawl_once(
             sampler.sample()
             rate = p.get("pages", 0) / elapsed if elapsed > 0 else 0.0
             say(
-                f"{n} slave(s): {p.get('pages', 0)} pages, {p.get('queued', 0)} queued, "
+                f"{run.name}: {p.get('pages', 0)} pages, {p.get('queued', 0)} queued, "
                 f"{rate:.1f} pages/s, {elapsed:.0f} s"
             )
 
@@ -264,23 +304,27 @@ def _crawl_once(
             "links_judged": judged,
             "link_cache_hit_rate": sampler.cache_hit_rate(),
             "fetch_errors": final.get("fetch_errors", 0),
+            "per_host": run.per_host,
         },
     )
 
 
-def _scrapy_once(seeds: list[str], n: int, fetches: int, depth: int, say: Progress) -> Row:
+def _scrapy_once(seeds: list[str], run: _Run, say: Progress) -> Row:
     from srcrawl.benchmarks.scrapy_peer import run_scrapy_peer
 
-    say(f"scrapy, {n * fetches} concurrent requests …")
-    run = run_scrapy_peer(seeds, depth=depth, concurrency=n * fetches, timeout=FETCH_TIMEOUT)
+    n, p = run.slaves, run.per_host
+    per_host = f", {p} per host" if p > 1 else ""
+    say(f"scrapy, {n * run.fetches} concurrent requests{per_host} …")
+    peer = run_scrapy_peer(seeds, depth=run.depth, concurrency=n * run.fetches,
+                           timeout=FETCH_TIMEOUT, per_host=p)  # fmt: skip
     return Row(
         slaves=n,
-        items=run.pages,
-        seconds=run.seconds,
-        cpu_s=run.cpu_s,
-        label=f"scrapy ({run.concurrency} concurrent)",
-        series="scrapy",
-        extra={"concurrency": run.concurrency, "disallowed": run.disallowed},
+        items=peer.pages,
+        seconds=peer.seconds,
+        cpu_s=peer.cpu_s,
+        label=f"scrapy ({peer.concurrency} concurrent{per_host})",
+        series="scrapy" if p == 1 else f"scrapy {p} per host",
+        extra={"concurrency": peer.concurrency, "disallowed": peer.disallowed, "per_host": p},
     )
 
 

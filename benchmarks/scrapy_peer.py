@@ -7,12 +7,13 @@ benchmark crawl follows:
 - depth: ``DEPTH_LIMIT`` = ``--depth`` (seeds are depth 0, a redirect is one
   hop: redirects are not followed by the middleware but as a link, as
   srcrawl does);
-- concurrency: ``CONCURRENT_REQUESTS`` = slaves × threads, and one request
-  in flight per host. Scrapy keys its download slots by host name without
-  the port, so every ``127.0.0.1:PORT`` host would share one slot; each
-  request names its ``host:port`` as ``download_slot`` instead, and
-  ``CONCURRENT_REQUESTS_PER_DOMAIN = 1`` applies per slot (on Twisted's own
-  reactor: see :func:`settings`);
+- concurrency: ``CONCURRENT_REQUESTS`` = slaves × threads, and srcrawl's
+  ``--per-host`` requests in flight per host (1 unless asked). Scrapy keys
+  its download slots by host name without the port, so every
+  ``127.0.0.1:PORT`` host would share one slot; each request names its
+  ``host:port`` as ``download_slot`` instead, and
+  ``CONCURRENT_REQUESTS_PER_DOMAIN`` = ``--per-host`` applies per slot (on
+  Twisted's own reactor: see :func:`settings`);
 - politeness: ``DOWNLOAD_DELAY = 0``, ``ROBOTSTXT_OBEY`` with srcrawl's user
   agent; no retries (srcrawl does not retry a fetch);
 - scope: the seeds' ``host:port``;
@@ -62,6 +63,7 @@ class PeerRun:
     cpu_s: float
     concurrency: int
     disallowed: int = 0
+    per_host: int = 1
     urls: list[str] | None = None
 
 
@@ -79,16 +81,19 @@ def run_scrapy_peer(
     depth: int,
     concurrency: int,
     timeout: float,
+    per_host: int = 1,
     list_urls: bool = False,
     limit_s: float = 3600.0,
 ) -> PeerRun:
     """Crawl from ``seeds`` with the Scrapy spider in a child process; wall time includes
-    the child's start-up, as srcrawl's includes its processes'."""
+    the child's start-up, as srcrawl's includes its processes'. ``per_host``: requests
+    in flight per host (``CONCURRENT_REQUESTS_PER_DOMAIN``)."""
     require_scrapy()
     spec = {
         "seeds": list(seeds),
         "depth": depth,
         "concurrency": concurrency,
+        "per_host": per_host,
         "timeout": timeout,
         "list_urls": list_urls,
     }
@@ -117,6 +122,7 @@ def run_scrapy_peer(
         cpu_s=out["cpu_s"],
         concurrency=concurrency,
         disallowed=out["disallowed"],
+        per_host=per_host,
         urls=out.get("urls"),
     )
 
@@ -135,7 +141,7 @@ def settings(spec: dict[str, Any]) -> dict[str, Any]:
         "USER_AGENT": DEFAULT_USER_AGENT,
         "ROBOTSTXT_OBEY": True,
         "CONCURRENT_REQUESTS": spec["concurrency"],
-        "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": spec.get("per_host", 1),
         "DOWNLOAD_DELAY": 0,
         "DEPTH_LIMIT": spec["depth"],
         "DOWNLOAD_TIMEOUT": spec["timeout"],

@@ -57,10 +57,18 @@ def crawl_options(f: Callable) -> Callable:
                      help="Wait this × the last fetch time before the next request to the host."),
         click.option("--max-delay", default=DEFAULT_MAX_DELAY, show_default=True,
                      help="The wait never exceeds this (robots Crawl-delay aside)."),
+        click.option("--per-host", default=1, show_default=True, type=click.IntRange(1),
+                     help="Most requests in flight to one host across the whole cluster "
+                          "(Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN, Nutch's "
+                          "fetcher.threads.per.queue): each host's URLs are spread over N "
+                          "queues, each waiting --delay / --delay-factor on its own; a "
+                          "robots.txt Crawl-delay holds its host to 1. For sites you own."),
         click.option("--queue-policy", type=click.Choice(QUEUE_POLICIES), default="host",
                      show_default=True,
-                     help="host: one request in flight per host (polite). hash: URLs spread "
-                          "over --hash-buckets queues, trading politeness for parallelism."),
+                     help="host: queues per host, at most --per-host requests in flight to "
+                          "one host (polite). hash: URLs spread over --hash-buckets queues "
+                          "whatever their host, so one host may have them all in flight: no "
+                          "per-host limit at all."),
         click.option("--hash-buckets", default=DEFAULT_HASH_BUCKETS, show_default=True),
         click.option("--bloom-error-rate", default=DEFAULT_BLOOM_ERROR_RATE, show_default=True),
         click.option("--fetch-timeout", default=DEFAULT_READ_TIMEOUT, show_default=True,
@@ -117,10 +125,11 @@ def warn_without_contact(strategy: CrawlStrategy) -> None:
 FIXED_ON_RESUME = {
     "max_depth": "--depth", "allow_domain": "--allow-domain", "allow": "--allow",
     "deny": "--deny", "queue_policy": "--queue-policy", "hash_buckets": "--hash-buckets",
-    "bloom_error_rate": "--bloom-error-rate",
+    "per_host": "--per-host", "bloom_error_rate": "--bloom-error-rate",
 }  # fmt: skip
 """Options a resumed crawl cannot change: links already judged by the scope and depth are
-not judged again, queues are assigned and the seen set is sized."""
+not judged again, queues are assigned (a host's URLs already spread over --per-host queues)
+and the seen set is sized."""
 
 
 def given_options(ctx: click.Context, opts: dict[str, Any]) -> dict[str, Any]:
@@ -286,11 +295,12 @@ class _CrawlWatch:
         from srcrawl.queues import crawl_strategy as strategies
 
         s = strategies.load(self.cfg.redis(), self.cfg.keys) or CrawlStrategy()
+        at_once = "one request" if s.per_host == 1 else f"{s.per_host} requests (--per-host)"
         return (
-            "srcrawl: the crawl is waiting on politeness, not on the network: each host gets "
-            f"one request at a time, then waits --delay {s.delay:g} s or --delay-factor "
+            f"srcrawl: the crawl is waiting on politeness, not on the network: each host gets "
+            f"{at_once} at a time, then waits --delay {s.delay:g} s or --delay-factor "
             f"{s.delay_factor:g} x the fetch time, whichever is longer; on a site you own, "
-            "--delay 0 --delay-factor 0 lifts it"
+            "--delay 0 --delay-factor 0 lifts it and --per-host N fetches N of its pages at once"
         )
 
     def nothing_fetched(self, final: dict[str, int]) -> str | None:

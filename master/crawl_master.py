@@ -104,6 +104,8 @@ class CrawlMaster:
         self._no_slave_since: float | None = time.monotonic()
         self._said_no_slave = False
         self.host_pages: dict[str, int] = {}
+        self.host_limits: dict[str, int] = {}
+        """What the frontier holds as the limit of each host spread over several queues."""
         self._last_reap = self._last_renew = 0.0
         self.backlog = 0
         """Most tasks waiting in srq (0: no bound until slaves report their fetch threads)."""
@@ -154,6 +156,7 @@ class CrawlMaster:
         self.host_pages = {
             k.decode(): int(v) for k, v in self.client.hgetall(self.keys.crawl_host_pages).items()
         }
+        self.host_limits = self.frontier.host_limits()
         log.info("master up: seen set %d (+%d replayed)", len(self.seen), replayed)
 
     def release(self) -> None:
@@ -316,8 +319,9 @@ class CrawlMaster:
             self.frontier.commit(batch, journal)
         except Exception:
             # the filter already holds fingerprints that were not committed:
-            # rebuild it from what Redis has before anything else is decided
+            # rebuild it (and the host limits) from what Redis has before anything else
             self.seen.load()
+            self.host_limits = self.frontier.host_limits()
             raise
 
     def _reject(self, raw: bytes, error: EnvelopeError, batch: Batch) -> None:
@@ -335,6 +339,16 @@ class CrawlMaster:
     def _polite(self, fetch_ms: float, crawl_delay: float | None) -> int:
         """When a host that just answered may be asked again (epoch ms)."""
         return now_ms() + self.strategy.politeness_ms(fetch_ms, crawl_delay)
+
+    def _learn_limit(self, task: FetchTask, crawl_delay: float | None, batch: Batch) -> None:
+        """The task's host answered after its robots.txt was read: a host spread over several
+        queues may have them all in flight from now on, or only one with a Crawl-delay."""
+        host, sep, _k = task.queue.rpartition("#")
+        if not sep:
+            return
+        limit = 1 if crawl_delay else self.strategy.per_host
+        if self.host_limits.get(host) != limit:
+            self.host_limits[host] = batch.limits[host] = limit
 
     def _on_seed(self, seed: Seed, batch: Batch) -> None:
         if seed.strategy > self.strategy.version:
@@ -354,6 +368,7 @@ class CrawlMaster:
 
     def _on_fetched(self, page: Fetched, batch: Batch) -> None:
         queue = page.task.queue
+        self._learn_limit(page.task, page.crawl_delay, batch)
         batch.done[queue] = self._polite(page.fetch_ms, page.crawl_delay)
         batch.lag[queue] = 0  # the host answered: its queue counts for the level again
         batch.count("refetched" if page.task.again else "pages")
@@ -375,6 +390,7 @@ class CrawlMaster:
     def _on_robots(self, robots: RobotsFetched, batch: Batch) -> None:
         """The task fetched robots.txt: the URL itself comes next, at its politeness turn."""
         batch.count("robots_fetched")
+        self._learn_limit(robots.task, robots.crawl_delay, batch)
         batch.errors[host_of(robots.task.url)] = ""
         batch.retry.append(Requeue(robots.task, self._polite(robots.fetch_ms, robots.crawl_delay)))
         batch.lag[robots.task.queue] = 0
@@ -387,6 +403,7 @@ class CrawlMaster:
     def _on_retry(self, retry: Retry, batch: Batch) -> None:
         """Queue a failed fetch again after a back-off, its host still polite meanwhile."""
         task = replace(retry.task, failed=retry.task.failed + 1)
+        self._learn_limit(task, retry.crawl_delay, batch)
         batch.count("fetch_retries")
         batch.count(f"retry_{retry.error or 'status_' + str(retry.status)}")
         wait = max(self.strategy.retry_ms(task.failed, retry.retry_after),
@@ -457,8 +474,7 @@ class CrawlMaster:
             return
         is_new = self.seen.add(fp)
         self.recent.seen_or_add(fp)
-        s = self.strategy
-        queue = f"bucket-{fp % s.hash_buckets}" if s.queue_policy == "hash" else host
+        queue = self.strategy.queue_for(host, fp)
         if not is_new:
             batch.count("duplicates")
             if behind and depth < getattr(self._checks.get(fp), "depth", depth + 1):
@@ -485,7 +501,8 @@ def reset_crawl(cfg: Config) -> None:
     k = cfg.keys
     q = PhaseQueues(client, k, "crawl")
     doomed = [*k.crawl_keys(), q.srq.key, q.nrq.key, k.master_lease("crawl")]
-    doomed += [key for key in client.scan_iter(match=f"{k.crawl_queue_prefix}*", count=1000)]
+    for prefix in (k.crawl_queue_prefix, k.crawl_parked_prefix):
+        doomed += [key for key in client.scan_iter(match=f"{prefix}*", count=1000)]
     for queue in (q.srq, q.nrq):
         doomed += list(client.scan_iter(match=processing_pattern(queue.key), count=1000))
     for i in range(0, len(doomed), 1000):

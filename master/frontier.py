@@ -8,6 +8,19 @@ most one request per queue is in flight across the whole cluster. When the
 outcome comes back, the queue returns to ``ready`` scored
 ``now + clamp(factor × fetch time, delay, max_delay)`` (≥ Crawl-delay).
 
+With ``--per-host N`` > 1 a host's URLs are spread over N queues ``host#k``
+(k = fingerprint mod N), so up to N of its requests are in flight, each
+queue keeping its own delay. The host's own limit is checked too, in the
+same scripts: ``hostinflight`` counts its requests out, ``hostlimit`` says
+how many it may have — N once its robots.txt was read without a
+Crawl-delay, 1 with one, and 1 while it is not read yet. A due queue of a
+host at its limit is *parked* (left in ``ready`` with the score PARKED,
+named in the host's parked set) and made due again when one of the host's
+requests comes back. A host held to 1 also keeps one next-request time for
+all its queues (``hostnext``), so its Crawl-delay holds between any two of
+its requests, whichever queues they came from. A Crawl-delay learnt while
+several requests are out lets no new one go until all of them are back.
+
 Depth levels are released one at a time: links found at depth d+1 wait in
 ``nextlevel`` until nothing of depth d is queued or in flight. That is what
 makes a crawl with ``--depth`` fetch exactly the URLs within that many hops
@@ -60,51 +73,89 @@ from srcrawl.keys import Keys
 from srcrawl.queues.crawl_protocol import QUEUE_FIELD, FetchTask
 from srcrawl.queues.lease import MasterLease
 
-# KEYS[1] ready, KEYS[2] inflight, KEYS[3] srq; ARGV[1] now (ms), ARGV[2] queue
-# key prefix, ARGV[3] most due queues looked at, ARGV[4] most tasks left
-# waiting in srq (0: no bound).
+PARKED = 10**15
+"""The ready score of a queue parked while its host is at its limit (no time ever reaches it)."""
+
+# Lua: the host of a queue that is one of several of its host (``host#k``), or nil.
+_HOST_OF = "local function host_of(q) return string.match(q, '^(.+)#%d+$') end"
+
+# KEYS[1] ready, KEYS[2] inflight, KEYS[3] srq, KEYS[4] host in flight, KEYS[5] host
+# limit, KEYS[6] host next; ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] most
+# due queues looked at, ARGV[4] most tasks left waiting in srq (0: no bound), ARGV[5]
+# parked set prefix.
 # Moves the head task of due queues into srq, the queues with the most tasks
-# first, and marks them in flight. Returns {tasks released, earliest next
-# ready time or -1}; -1 too when due queues wait for room in srq (an outcome
-# coming back is what makes room).
-_SCHEDULE = """
-local qs = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
-if #qs == 0 then
+# first, and marks them in flight. A queue of a host at its limit is parked
+# instead (scored PARKED, named in the host's parked set) until one of the
+# host's requests comes back; a queue of a host held to 1 whose next request
+# may not start yet is scored at that time. Returns {tasks released, earliest
+# next ready time or -1}; -1 too when due queues wait for room in srq or for
+# their host (an outcome coming back is what makes room).
+_SCHEDULE = f"""{_HOST_OF}
+local now = tonumber(ARGV[1])
+local function earliest()
   local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  return {0, tonumber(first[2] or '-1')}
+  local t = tonumber(first[2] or '-1')
+  if t >= {PARKED} then return -1 end
+  return t
 end
+local qs = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
+if #qs == 0 then return {{0, earliest()}} end
 local room = #qs
 local cap = tonumber(ARGV[4])
 if cap > 0 then room = math.min(room, cap - redis.call('LLEN', KEYS[3])) end
-if room <= 0 then return {0, -1} end
+if room <= 0 then return {{0, -1}} end
 if #qs > 1 then
-  local len = {}
+  local len = {{}}
   for _, q in ipairs(qs) do len[q] = redis.call('LLEN', ARGV[2] .. q) end
   table.sort(qs, function(a, b)
     if len[a] ~= len[b] then return len[a] > len[b] end
     return a < b
   end)
 end
-local n = 0
-for i = 1, room do
+-- true for a queue of its own host; its host when that is under its limit; false if not
+local function admitted(q)
+  local h = host_of(q)
+  if not h then return true end
+  local limit = tonumber(redis.call('HGET', KEYS[5], h) or '1')
+  if tonumber(redis.call('HGET', KEYS[4], h) or '0') >= limit then
+    redis.call('ZADD', KEYS[1], 'XX', {PARKED}, q)
+    redis.call('SADD', ARGV[5] .. h, q)
+    return false
+  end
+  if limit == 1 then
+    local t = tonumber(redis.call('HGET', KEYS[6], h) or '0')
+    if t > now then
+      redis.call('ZADD', KEYS[1], 'XX', t, q)
+      return false
+    end
+  end
+  return h
+end
+local n, i = 0, 0
+while n < room and i < #qs do
+  i = i + 1
   local q = qs[i]
-  redis.call('ZREM', KEYS[1], q)
-  local task = redis.call('LPOP', ARGV[2] .. q)
-  if task then
-    redis.call('HSET', KEYS[2], q, task)
-    redis.call('RPUSH', KEYS[3], task)
-    n = n + 1
+  local h = admitted(q)
+  if h then
+    redis.call('ZREM', KEYS[1], q)
+    local task = redis.call('LPOP', ARGV[2] .. q)
+    if task then
+      redis.call('HSET', KEYS[2], q, task)
+      redis.call('RPUSH', KEYS[3], task)
+      if h ~= true then redis.call('HINCRBY', KEYS[4], h, 1) end
+      n = n + 1
+    end
   end
 end
-if room < #qs then return {n, -1} end
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {n, tonumber(first[2] or '-1')}
+if i < #qs then return {{n, -1}} end
+return {{n, earliest()}}
 """
 
 # KEYS[1] ready, KEYS[2] inflight, KEYS[3] qnext, KEYS[4] nextlevel,
 # KEYS[5] seen journal, KEYS[6] stats, KEYS[7] the master's nrq processing
 # list, KEYS[8] host page counts, KEYS[9] host errors, KEYS[10] lagging queues,
-# KEYS[11] recorded depths, KEYS[12] improved depths.
+# KEYS[11] recorded depths, KEYS[12] improved depths, KEYS[13] host in flight,
+# KEYS[14] host limit, KEYS[15] host next.
 # ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] JSON:
 #   done:  [[queue, next ms]]   outcome of its in-flight task: ready again at that time
 #   free:  [queue]              the same, keeping the time its politeness set before
@@ -114,16 +165,38 @@ return {n, tonumber(first[2] or '-1')}
 #   hosts: [[host, n]], stats: [[counter, n]], acks: messages to drop from KEYS[7]
 #   errors: [[host, JSON or "" to forget the host's error]]
 #   lag: [[queue, 1 lagging or 0 not]], depths/improved: [[fp as a string, depth]]
-# ARGV[4] packed fingerprints for the seen journal (may be empty).
+#   limits: [[host, most requests in flight]]      (applied first)
+# ARGV[4] packed fingerprints for the seen journal (may be empty), ARGV[5] parked set prefix.
 # Applies one processed batch of nrq messages atomically. Returns acks.
-_COMMIT = f"""
+_COMMIT = f"""{_HOST_OF}
 local now = tonumber(ARGV[1])
 local prefix = ARGV[2]
 local doc = cjson.decode(ARGV[3])
+for _, l in ipairs(doc.limits) do redis.call('HSET', KEYS[14], l[1], l[2]) end
+-- one of the host's requests is back at t: a host held to 1 waits until t, its parked
+-- queues are ready again (schedule parks them anew while the host is still at its limit)
+local function free_host(h, t)
+  if redis.call('HINCRBY', KEYS[13], h, -1) <= 0 then redis.call('HDEL', KEYS[13], h) end
+  if tonumber(redis.call('HGET', KEYS[14], h) or '1') == 1 and
+     t > tonumber(redis.call('HGET', KEYS[15], h) or '0') then
+    redis.call('HSET', KEYS[15], h, t)
+  end
+  local parked = ARGV[5] .. h
+  for _, p in ipairs(redis.call('SMEMBERS', parked)) do
+    local s = tonumber(redis.call('HGET', KEYS[3], p) or '0')
+    if s < now then s = now end
+    redis.call('ZADD', KEYS[1], 'XX', s, p)
+  end
+  redis.call('DEL', parked)
+end
 local function release(q, t)
-  redis.call('HDEL', KEYS[2], q)
+  local was = redis.call('HDEL', KEYS[2], q)
   redis.call('HSET', KEYS[3], q, t)
   if redis.call('LLEN', prefix .. q) > 0 then redis.call('ZADD', KEYS[1], t, q) end
+  if was == 1 then
+    local h = host_of(q)
+    if h then free_host(h, t) end
+  end
 end
 for _, d in ipairs(doc.done) do release(d[1], d[2]) end
 for _, q in ipairs(doc.free) do
@@ -254,6 +327,8 @@ class Batch:
     lag: dict[str, int] = field(default_factory=dict)
     depths: dict[int, int] = field(default_factory=dict)
     improved: dict[int, int] = field(default_factory=dict)
+    limits: dict[str, int] = field(default_factory=dict)
+    """Hosts spread over several queues → most requests in flight to them from now on."""
     acks: int = 0
 
     def count(self, name: str, n: int = 1) -> None:
@@ -274,6 +349,7 @@ class Batch:
             # fingerprints as strings: cjson reads numbers as doubles
             "depths": [[str(fp), d] for fp, d in self.depths.items()],
             "improved": [[str(fp), d] for fp, d in self.improved.items()],
+            "limits": [[h, n] for h, n in self.limits.items()],
             "acks": self.acks,
         }
         # cjson turns empty Lua tables into {}: send empty lists as such
@@ -342,9 +418,10 @@ class Frontier:
         """
         k = self.keys
         released, nxt = self._schedule(
-            keys=[k.crawl_ready, k.crawl_inflight, self.srq_key],
-            args=[now_ms(), k.crawl_queue_prefix, limit, backlog],
-        )
+            keys=[k.crawl_ready, k.crawl_inflight, self.srq_key, k.crawl_host_inflight,
+                  k.crawl_host_limit, k.crawl_host_next],
+            args=[now_ms(), k.crawl_queue_prefix, limit, backlog, k.crawl_parked_prefix],
+        )  # fmt: skip
         return int(released), int(nxt)
 
     def commit(self, batch: Batch, journal: bytes) -> None:
@@ -355,8 +432,9 @@ class Frontier:
                 k.crawl_ready, k.crawl_inflight, k.crawl_queue_next, k.crawl_next_level,
                 k.seen_journal, k.stats("crawl"), self.nrq_processing, k.crawl_host_pages,
                 k.crawl_host_errors, k.crawl_lagging, k.crawl_depths, k.crawl_improved,
+                k.crawl_host_inflight, k.crawl_host_limit, k.crawl_host_next,
             ],
-            args=[now_ms(), k.crawl_queue_prefix, raw, journal],
+            args=[now_ms(), k.crawl_queue_prefix, raw, journal, k.crawl_parked_prefix],
         )  # fmt: skip
 
     def advance(self, chunk: int = 5000) -> int:
@@ -374,6 +452,11 @@ class Frontier:
         k = self.keys
         keys = [k.crawl_ready, k.crawl_inflight, k.crawl_lagging, k.crawl_next_level, nrq_key]
         return LevelState(*(int(n) for n in self._level(keys=keys)))
+
+    def host_limits(self) -> dict[str, int]:
+        """Hosts spread over several queues whose limit is known → that limit."""
+        raw = self.client.hgetall(self.keys.crawl_host_limit)
+        return {h.decode(): int(n) for h, n in raw.items()}
 
     def lagging(self) -> set[str]:
         return {q.decode() for q in self.client.smembers(self.keys.crawl_lagging)}

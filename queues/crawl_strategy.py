@@ -61,6 +61,9 @@ class CrawlStrategy:
     max_delay: float = DEFAULT_MAX_DELAY
     max_crawl_delay: float = DEFAULT_MAX_CRAWL_DELAY
     queue_policy: str = "host"
+    per_host: int = 1
+    """Most requests in flight to one host across the cluster: its URLs are spread over
+    this many frontier queues (robots.txt Crawl-delay holds a host to 1)."""
     hash_buckets: int = DEFAULT_HASH_BUCKETS
     bloom_error_rate: float = DEFAULT_BLOOM_ERROR_RATE
     fetch_timeout: float = DEFAULT_READ_TIMEOUT
@@ -95,6 +98,13 @@ class CrawlStrategy:
             raise ConfigError(f"--queue-policy must be one of {', '.join(QUEUE_POLICIES)}")
         if self.hash_buckets < 1:
             raise ConfigError("hash buckets must be at least 1")
+        if self.per_host < 1:
+            raise ConfigError("--per-host must be at least 1")
+        if self.per_host > 1 and self.queue_policy != "host":
+            raise ConfigError(
+                "--per-host is a limit of the host queue policy: "
+                "--queue-policy hash has no per-host limit"
+            )
         if not 0 < self.bloom_error_rate < 1:
             raise ConfigError("the Bloom error rate must be between 0 and 1")
 
@@ -138,6 +148,14 @@ class CrawlStrategy:
         """
         wait = max(self.retry_backoff * 2 ** (failed - 1), retry_after or 0.0)
         return int(min(wait, DEFAULT_MAX_RETRY_BACKOFF) * 1000)
+
+    def queue_for(self, host: str, fp: int) -> str:
+        """The frontier queue of the URL with fingerprint ``fp`` on ``host``."""
+        if self.queue_policy == "hash":
+            return f"bucket-{fp % self.hash_buckets}"
+        if self.per_host > 1:
+            return f"{host}#{fp % self.per_host}"
+        return host
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

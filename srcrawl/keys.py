@@ -124,6 +124,27 @@ class Keys:
         return f"{self.prefix}:crawl:hosterrors"
 
     @property
+    def crawl_host_inflight(self) -> str:
+        """Hash: host -> requests in flight, for hosts spread over several queues (--per-host)."""
+        return f"{self.prefix}:crawl:hostinflight"
+
+    @property
+    def crawl_host_limit(self) -> str:
+        """Hash: host -> most requests in flight (--per-host, or 1 with a robots Crawl-delay);
+        a host not in it is held to 1 until its robots.txt is read."""
+        return f"{self.prefix}:crawl:hostlimit"
+
+    @property
+    def crawl_host_next(self) -> str:
+        """Hash: host -> earliest time (ms) of its next request, for hosts held to 1 at a time."""
+        return f"{self.prefix}:crawl:hostnext"
+
+    @property
+    def crawl_parked_prefix(self) -> str:
+        """Prefix of the set per host of its queues parked while the host is at its limit."""
+        return f"{self.prefix}:crawl:parked:"
+
+    @property
     def crawl_lagging(self) -> str:
         """Set of frontier queues whose head task waits on a robots.txt deferral: the depth
         levels do not wait for them (see master/frontier.py)."""
@@ -169,6 +190,7 @@ class Keys:
             self.crawl_queue_next, self.crawl_next_level, self.crawl_host_pages,
             self.seen_snapshot, self.seen_journal, self.stats("crawl"),
             self.crawl_host_errors, self.crawl_lagging, self.crawl_depths, self.crawl_improved,
+            self.crawl_host_inflight, self.crawl_host_limit, self.crawl_host_next,
         ]  # fmt: skip
 
     # -- pagerank (the master writes these; slaves write the next rank pieces) --

@@ -113,6 +113,14 @@ def run_slave_thread(cfg: Config, handler: GraphHandler) -> tuple[Slave, threadi
     return slave, t
 
 
+def crawl_with(cfg: Config, handler: GraphHandler) -> None:
+    """Run the job's crawl to completion: a master, and one slave in a thread with ``handler``."""
+    slave, t = run_slave_thread(cfg, handler)
+    assert CrawlMaster(cfg).run()
+    slave.stopping.set()
+    t.join(timeout=10)
+
+
 FAST = CrawlStrategy(max_depth=3, delay=0, delay_factor=0, max_delay=0)
 
 
@@ -195,10 +203,7 @@ def test_hash_policy_spreads_one_host_over_buckets(redis_url, keys, tmp_path) ->
                               queue_policy="hash", hash_buckets=8))  # fmt: skip
     handler = GraphHandler(graph, fetch_s=0.02)
     handler.threads = 8
-    slave, t = run_slave_thread(cfg, handler)
-    assert CrawlMaster(cfg).run()
-    slave.stopping.set()
-    t.join(timeout=10)
+    crawl_with(cfg, handler)
     assert handler.max_active == 1  # per bucket
     assert len({q for q in handler.active}) > 1
 

@@ -11,8 +11,11 @@ connection ended). ``agent`` is the request's User-Agent (null without one).
 Lines are flushed every ``flush_interval`` seconds and on
 shutdown; the file is appended to, never truncated.
 
-:func:`by_host`, :func:`overlaps` and :func:`gaps` are what politeness checks
-read: no two requests to one host in flight at once, no gap below a delay.
+:func:`by_host`, :func:`overlaps`, :func:`gaps` and :func:`most_in_flight` are
+what politeness checks read: no two requests to one host in flight at once (or
+no more than a crawl's per-host limit), no gap below a delay. The server sees a
+request from its head to its last byte, within the time the client had it in
+flight, so what the log shows in flight at once the client had too.
 """
 
 from __future__ import annotations
@@ -107,3 +110,20 @@ def gaps(entries: list[dict[str, Any]]) -> dict[int, list[float]]:
         host: [b["start_mono"] - a["end_mono"] for a, b in itertools.pairwise(group)]
         for host, group in by_host(entries).items()
     }
+
+
+def most_in_flight(entries: list[dict[str, Any]]) -> dict[int, int]:
+    """Per host index: the most requests it had in flight at one moment.
+
+    A request that ends at the very moment another starts does not overlap it.
+    """
+    out: dict[int, int] = {}
+    for host, group in by_host(entries).items():
+        # at equal times an end (0) sorts before a start (1)
+        events = sorted([(e["start_mono"], 1) for e in group] + [(e["end_mono"], 0) for e in group])
+        now = most = 0
+        for _t, starts in events:
+            now += 1 if starts else -1
+            most = max(most, now)
+        out[host] = most
+    return out

@@ -1,0 +1,188 @@
+"""`--per-host N`: a host's URLs over N frontier queues, at most N of its requests in flight.
+
+Three levels, all against a real Redis: the frontier's scripts alone (the
+host limit, parked queues, a Crawl-delay learnt while requests are out), the
+crawl master with slaves answering from a known graph (exact set, at most N
+per host), and `srcrawl crawl` over the served test web, whose access log
+shows what the server saw in flight at once.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import time
+
+import pytest
+
+from srcrawl.errors import ConfigError
+from srcrawl.master.commands import resumed_strategy
+from srcrawl.master.crawl_run import start_crawl
+from srcrawl.master.frontier import Batch, Frontier, now_ms
+from srcrawl.queues.crawl_protocol import FetchTask
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.envelope import decode
+from srcrawl.queues.lease import MasterLease
+from srcrawl.testweb import TestWeb
+from srcrawl.testweb.accesslog import gaps, most_in_flight
+
+from .conftest import cli_env, run_cli, stored_pages
+from .test_crawl import expected
+from .test_crawl_master import GraphHandler, bfs, cfg_for, crawl_with, make_graph
+
+HOST = "127.0.0.1:9000"
+
+
+def _frontier(redis_client, keys) -> tuple[Frontier, str]:
+    srq = keys.srq("crawl")
+    lease = MasterLease(redis_client, keys.master_lease("crawl"), "test", 10)
+    lease.acquire()
+    return Frontier(lease, keys, srq, keys.nrq("crawl"), "nrq-processing-test"), srq
+
+
+def _out(redis_client, srq: str) -> list[str]:
+    """The queues of the tasks in srq, which are taken from it (a slave has them now)."""
+    tasks = redis_client.lrange(srq, 0, -1)
+    redis_client.delete(srq)
+    return [decode(t).get("q") for t in tasks]
+
+
+def test_strategy_spreads_a_host_over_per_host_queues() -> None:
+    one, four = CrawlStrategy(), CrawlStrategy(per_host=4)
+    assert one.queue_for(HOST, 12345) == HOST  # the default: the queues as they always were
+    assert {four.queue_for(HOST, fp) for fp in range(100)} == {f"{HOST}#{k}" for k in range(4)}
+    assert CrawlStrategy.from_json(four.to_json()).per_host == 4
+    with pytest.raises(ConfigError):
+        CrawlStrategy(per_host=0)
+    with pytest.raises(ConfigError):
+        CrawlStrategy(per_host=4, queue_policy="hash")
+
+
+def test_per_host_cannot_change_on_resume() -> None:
+    # the URLs already queued are spread over the crawl's --per-host queues
+    with pytest.raises(ConfigError, match="--per-host cannot change on --resume"):
+        resumed_strategy(CrawlStrategy(per_host=4), {"per_host": 8})
+    assert resumed_strategy(CrawlStrategy(per_host=4), {"delay": 0.0}).per_host == 4
+
+
+def test_frontier_holds_a_host_to_its_limit(redis_client, keys) -> None:
+    frontier, srq = _frontier(redis_client, keys)
+    queues = [f"{HOST}#{k}" for k in range(4)]
+    batch = Batch()
+    batch.now += [FetchTask(f"http://{HOST}/{k}/{i}", i, 0, q)
+                  for k, q in enumerate(queues) for i in range(3)]  # fmt: skip
+    frontier.commit(batch, b"")
+    # robots.txt not read yet: one request, the other queues parked until it is back
+    assert frontier.schedule() == (1, -1)
+    [first] = _out(redis_client, srq)
+    assert frontier.schedule() == (0, -1)
+    # it came back with robots.txt read, no Crawl-delay: the host may have 4 out
+    frontier.commit(Batch(done={first: now_ms()}, limits={HOST: 4}), b"")
+    released, _ = frontier.schedule()
+    assert released == 4 and sorted(_out(redis_client, srq)) == queues
+    # a Crawl-delay is learnt while 4 are out: none goes until all are back
+    frontier.commit(Batch(done={queues[0]: now_ms()}, limits={HOST: 1}), b"")
+    for q in queues[1:3]:
+        assert frontier.schedule() == (0, -1)
+        frontier.commit(Batch(done={q: now_ms()}), b"")
+    assert frontier.schedule() == (0, -1)
+    # the last one is back, its Crawl-delay (200 ms) holds for every queue of the host
+    back = now_ms()
+    frontier.commit(Batch(done={queues[3]: back + 200}), b"")
+    released, due = frontier.schedule()
+    assert released == 0 and due >= back + 200
+    time.sleep((due - now_ms()) / 1000 + 0.01)
+    assert frontier.schedule()[0] == 1
+    assert frontier.schedule()[0] == 0  # and one at a time from now on
+    assert redis_client.hgetall(keys.crawl_host_inflight) == {HOST.encode(): b"1"}
+
+
+@pytest.mark.parametrize("per_host", [1, 4])
+def test_crawl_with_per_host_is_exact_and_holds_the_limit(
+    redis_url, keys, tmp_path, per_host
+) -> None:
+    graph = make_graph(hosts=2, pages=150)
+    seeds = ["http://127.0.0.1:9000/p/0", "http://127.0.0.1:9001/p/0"]
+    want = bfs(graph, seeds, 3, {"127.0.0.1:9000", "127.0.0.1:9001"})
+    cfg = cfg_for(redis_url, keys.job, tmp_path)
+    start_crawl(cfg, seeds, CrawlStrategy(max_depth=3, delay=0, delay_factor=0, max_delay=0,
+                                          per_host=per_host))  # fmt: skip
+    handler = PerHostHandler(graph, fetch_s=0.01)
+    handler.threads = 16
+    crawl_with(cfg, handler)
+    fetched = dict(handler.fetched)
+    assert len(handler.fetched) == len(fetched) and fetched == want
+    assert handler.max_active == 1  # per queue, as always
+    assert max(handler.host_max.values()) == per_host  # per host: up to N, and reached
+    assert redis_client_left(cfg) == {}
+
+
+class PerHostHandler(GraphHandler):
+    """The graph's slave, counting the most tasks in flight per host."""
+
+    def __init__(self, graph: dict[str, list[str]], fetch_s: float) -> None:
+        super().__init__(graph, fetch_s)
+        self.hosts: collections.Counter[str] = collections.Counter()
+        self.host_max: collections.Counter[str] = collections.Counter()
+
+    def handle(self, tasks: list[bytes]) -> list[bytes]:
+        hosts = [decode(raw).get("q").partition("#")[0] for raw in tasks]
+        with self.lock:
+            for h in hosts:
+                self.hosts[h] += 1
+                self.host_max[h] = max(self.host_max[h], self.hosts[h])
+        try:
+            return super().handle(tasks)
+        finally:
+            with self.lock:
+                for h in hosts:
+                    self.hosts[h] -= 1
+
+
+def redis_client_left(cfg) -> dict:
+    """What the frontier still counts in flight per host once the crawl is complete."""
+    return cfg.redis().hgetall(cfg.keys.crawl_host_inflight)
+
+
+PER_HOST = 4
+
+
+@pytest.fixture(scope="module")
+def slow_web(tmp_path_factory):
+    """Four hosts (one with a Crawl-delay) whose responses take 40 ms: requests overlap."""
+    log = tmp_path_factory.mktemp("web") / "access.jsonl"
+    with TestWeb.generate(hosts=4, pages=40, seed=3, latency_ms=40, slow_seconds=0.3,
+                          crawl_delay=0.05, robots_failures=0, large_bytes=100_000,
+                          access_log=log) as tw:  # fmt: skip
+        yield tw
+
+
+@pytest.mark.slow
+def test_access_log_shows_at_most_per_host_requests_in_flight(
+    slow_web, redis_url, keys, tmp_path
+) -> None:
+    seeds = slow_web.seed_urls
+    env = cli_env(redis_url, keys.job, tmp_path)
+    started = time.monotonic()
+    args = ["--depth", "3", "--slaves", "2", "--fetches", "8", "--per-host", str(PER_HOST),
+            "--delay", "0", "--delay-factor", "0", "--max-delay", "0", "--fetch-timeout", "2",
+            "--robots-defer", "0.3"]  # fmt: skip
+    r = run_cli(["crawl", *seeds, *args], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    pages = stored_pages(env)
+    want = expected(slow_web, seeds, 3)
+    assert len(pages) == len({p["url"] for p in pages})
+    assert {p["url"]: p["depth"] for p in pages} == want  # exactly the BFS set and depths
+    assert json.loads(r.stdout)["pages"] == len(want)
+
+    time.sleep(1.2)  # the access log is flushed every second
+    entries = [e for e in slow_web.log_entries() if e["start_mono"] >= started - 1]
+    most = most_in_flight(entries)
+    delayed = {h.index for h in slow_web.web.hosts if h.crawl_delay}
+    assert delayed and set(most) == {h.index for h in slow_web.web.hosts}
+    for host, n in most.items():
+        assert n <= (1 if host in delayed else PER_HOST), (host, n)
+    # more than one at once was reached: this test fails if --per-host did nothing
+    assert max(n for host, n in most.items() if host not in delayed) > 1
+    for host in delayed:  # and a Crawl-delay host kept its delay between any two requests
+        assert min(gaps(entries)[host]) >= slow_web.web.hosts[host].crawl_delay - 0.005
