@@ -164,14 +164,17 @@ class LinkResolver:
     ) -> list[str]:
         """The resolved links of ``hrefs``, in order, without None and duplicates.
 
-        ``resolved``, when given, receives each distinct href's own result.
+        ``resolved``, when given (empty), receives each distinct href's own result
+        (a same-document ``#fragment`` is left out: None by ``resolved.get``).
 
         Equals :meth:`resolve` applied to each href and joins by the same
         :meth:`_join`. This loop runs for every link of every page, so it
         tests for the characters urljoin treats specially once for the whole
         page, and makes :func:`_joinable`'s test inline: calls are what costs here.
+        Its one store per href is ``resolved``'s; the links are deduplicated from it after.
         """
-        out: dict[str, None] = {}
+        if resolved is None:
+            resolved = {}
         unique = dict.fromkeys(hrefs)
         page_plain = _without_odd_characters("".join(unique))
         join, resolve = self._join, self.resolve
@@ -192,11 +195,8 @@ class LinkResolver:
                 url = join(href)
             else:
                 url = resolve(original)  # spaces or controls to strip first, or empty
-            if url is not None:
-                out[url] = None
-            if resolved is not None:
-                resolved[original] = url
-        return list(out)
+            resolved[original] = url
+        return list(dict.fromkeys(filter(None, resolved.values())))
 
     def resolve(self, href: str) -> str | None:
         """The absolute http(s) URL ``href`` points to, without fragment, or None."""
@@ -348,14 +348,16 @@ def _refresh_target(content: str) -> str | None:
 class _PageBuilder:
     """Collects what one walk over the link-bearing elements finds."""
 
-    __slots__ = ("a_hrefs", "anchors", "base_href", "hrefs", "nofollow", "noindex", "title")
+    __slots__ = ("a_hrefs", "a_texts", "base_href", "hrefs", "nofollow", "noindex", "title")
 
     def __init__(self) -> None:
         self.title: str | None = None
         self.base_href: str | None = None
         self.hrefs: list[str] = []
-        self.anchors: list[tuple[str, str]] = []  # (href, raw text) of each followed <a>
-        self.a_hrefs: list[str | None] = []  # lxml: each <a href>'s href, None when unfollowed
+        # The <a> elements, side by side: each one's href (None: not followed)
+        # and its text, whitespace collapsed. The lxml walk lists every <a>.
+        self.a_hrefs: list[str | None] = []
+        self.a_texts: list[str] = []
         self.noindex = False
         self.nofollow = False
 
@@ -398,14 +400,12 @@ class _PageBuilder:
 
     def build(self, text: str, base_url: str, parser: str) -> ParsedPage:
         resolved: dict[str, str | None] = {}
-        links = self.resolver(base_url).resolve_all(
-            self.hrefs, resolved if self.anchors else None
-        )
+        links = self.resolver(base_url).resolve_all(self.hrefs, resolved)
         return ParsedPage(
             title=_collapse(self.title or ""),
             text=text,
             links=links,
-            anchors=_anchor_texts(self.anchors, resolved) if self.anchors else {},
+            anchors=_anchor_texts(self.a_hrefs, self.a_texts, resolved) if links else {},
             noindex=self.noindex,
             nofollow=self.nofollow,
             parser=parser,
@@ -413,25 +413,29 @@ class _PageBuilder:
 
 
 def _anchor_texts(
-    anchors: list[tuple[str, str]], resolved: dict[str, str | None]
+    hrefs: list[str | None], texts: list[str], resolved: dict[str, str | None]
 ) -> dict[str, str]:
-    """URL -> the collapsed text of its anchors, joined in document order and capped.
+    """URL -> the text of its anchors, joined in document order and capped.
 
-    ``resolved``: href -> its link (None: not one), as the page's links were resolved.
+    ``hrefs`` and ``texts``: each anchor's href (None: not followed) and its
+    collapsed text; ``resolved``: href -> its link (None: not one), as the
+    page's links were resolved.
     """
-    texts: dict[str, str] = {}
-    get = texts.get
-    for href, raw in anchors:
-        url = resolved.get(href)
-        if url is not None:
-            text = " ".join(raw.split())
-            if text:
-                before = get(url)
-                texts[url] = text if before is None else f"{before} {text}"
-    for url, text in texts.items():
-        if len(text) > MAX_ANCHOR_CHARS or not text.isprintable():
-            texts[url] = _collapse(text)[:MAX_ANCHOR_CHARS].rstrip()
-    return texts
+    joined: dict[str, str] = {}
+    get = joined.get
+    for url, text in zip(map(resolved.get, hrefs), texts, strict=True):  # type: ignore[arg-type]
+        if text and url is not None:
+            before = get(url)
+            joined[url] = text if before is None else f"{before} {text}"
+    # one test for the page; the loop below only on the rare page that needs it
+    if joined and (
+        max(map(len, joined.values())) > MAX_ANCHOR_CHARS
+        or not "".join(joined.values()).isprintable()
+    ):
+        for url, text in joined.items():
+            if len(text) > MAX_ANCHOR_CHARS or not text.isprintable():
+                joined[url] = _collapse(text)[:MAX_ANCHOR_CHARS].rstrip()
+    return joined
 
 
 def _collapse(text: str) -> str:
@@ -465,9 +469,11 @@ def _normalize_text(text: str) -> str:
 # --- lxml ------------------------------------------------------------------
 
 
-# After the text, the same pass writes the text of every <a href> in document
+# After the text, the same pass writes the text of every <a> in document
 # order (an <img>'s alt as text), each after this mark; a page that holds
-# the mark itself has its anchors read by _lxml_anchor_text instead.
+# the mark itself has its anchors read by _lxml_anchor_text instead. Every
+# <a>, not only those with an href: a [@href] predicate costs libxslt an
+# XPath evaluation per element, more than the whole anchor pass otherwise.
 _ANCHOR_MARK = "\ue000"
 
 # The visible text, block-aware, in one C pass: invisible elements produce
@@ -477,13 +483,16 @@ _ANCHOR_MARK = "\ue000"
 # Other whitespace and control characters are left to _normalize_text.
 _TEXT_XSLT = f"""<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">
 <xsl:output method="text" encoding="utf-8"/>
+<xsl:param name="anchors" select="true()"/>
 <xsl:template match="/">
 <xsl:variable name="text"><xsl:apply-templates/></xsl:variable>
 <xsl:value-of select="normalize-space($text)"/>
-<xsl:for-each select="//a[@href]">
+<xsl:if test="$anchors">
+<xsl:for-each select="//a">
 <xsl:text>{_ANCHOR_MARK}</xsl:text>
 <xsl:apply-templates mode="anchor"/>
 </xsl:for-each>
+</xsl:if>
 </xsl:template>
 <xsl:template match="{"|".join(INVISIBLE_TAGS)}"/>
 <xsl:template match="{"|".join(INVISIBLE_TAGS)}" mode="anchor"/>
@@ -538,11 +547,11 @@ def _lxml_walk(root: etree._Element) -> _PageBuilder | None:
             href = el.get("href")
             if href is not None:
                 rel = el.get("rel")
-                if rel is None or "nofollow" not in rel.lower().split():
-                    hrefs.append(href)
-                    anchors.append(href)  # its text comes from the XSLT pass
+                if rel is not None and "nofollow" in rel.lower().split():
+                    href = None
                 else:
-                    anchors.append(None)
+                    hrefs.append(href)
+            anchors.append(href)  # its text comes from the XSLT pass
         elif tag == "title":
             if builder.title is None:
                 builder.title = "".join(el.itertext())
@@ -592,8 +601,37 @@ def _lxml_anchor_text(a: etree._Element) -> str:
     return "".join(parts)
 
 
-def _with_text(href: str | None, text: str) -> tuple[str, str] | None:
-    return (href, text) if href is not None and text else None
+def _split_anchors(marked: str) -> list[str]:
+    """The texts after each mark of ``marked``, whitespace collapsed.
+
+    One collapse over all of them, then the spaces beside the marks dropped:
+    the same as collapsing each text, in a few C passes instead of one a text.
+    """
+    mark = _ANCHOR_MARK
+    collapsed = " ".join(marked.split()).replace(" " + mark, mark).replace(mark + " ", mark)
+    return collapsed.split(mark)
+
+
+def _lxml_text_and_anchors(
+    root: etree._Element, text_of: etree.XSLT, a_hrefs: list[str | None]
+) -> tuple[str, list[str]]:
+    """The page text (before :func:`_normalize_text`) and each ``<a>``'s collapsed text."""
+    out = bytes(text_of(root)).decode("utf-8")
+    cut = out.find(_ANCHOR_MARK)
+    if cut < 0:
+        if not a_hrefs:
+            return out, []
+    else:
+        anchors = _split_anchors(out[cut + 1 :])
+        if len(anchors) == len(a_hrefs):
+            return out[:cut], anchors
+    # The page holds the mark itself: the text alone, and the anchors walked.
+    text = bytes(text_of(root, anchors="false()")).decode("utf-8")
+    anchors = [
+        " ".join(_lxml_anchor_text(a).split()) if href is not None else ""
+        for a, href in zip(root.iter("a"), a_hrefs, strict=True)
+    ]
+    return text, anchors
 
 
 def _parse_lxml(html: str, base_url: str, utf8: bytes | None = None) -> ParsedPage:
@@ -613,10 +651,7 @@ def _parse_lxml(html: str, base_url: str, utf8: bytes | None = None) -> ParsedPa
         etree.strip_elements(root, "template", with_tail=False)
         builder = _lxml_walk(root)
         assert builder is not None
-    text, *anchors = bytes(text_of(root)).decode("utf-8").split(_ANCHOR_MARK)
-    if len(anchors) != len(builder.a_hrefs):  # the page holds the mark
-        anchors = [_lxml_anchor_text(a) for a in root.iter("a") if a.get("href") is not None]
-    builder.anchors = [a for a in map(_with_text, builder.a_hrefs, anchors) if a]
+    text, builder.a_texts = _lxml_text_and_anchors(root, text_of, builder.a_hrefs)
     return builder.build(_normalize_text(text), base_url, "lxml")
 
 
@@ -642,7 +677,7 @@ class _Bs4Walk:
         self.hidden: Tag | None = None  # the invisible element being walked through
         self.inert: Tag | None = None  # the <template> being walked through
         self.anchor: Tag | None = None  # the followed <a> being walked through
-        self.anchor_at = 0  # its entry in builder.anchors
+        self.anchor_at = 0  # its entry in builder.a_texts
         self.anchor_parts: list[str] = []
         self.anchor_hidden: Tag | None = None  # the invisible element inside it
 
@@ -686,8 +721,9 @@ class _Bs4Walk:
     def start_anchor(self, tag: Tag) -> None:
         self.end_anchor()  # html.parser nests an <a> in an open one; libxml2 closes that
         self.anchor, self.anchor_parts, self.anchor_hidden = tag, [], None
-        self.anchor_at = len(self.builder.anchors)
-        self.builder.anchors.append((self.builder.hrefs[-1], ""))
+        self.anchor_at = len(self.builder.a_texts)
+        self.builder.a_hrefs.append(self.builder.hrefs[-1])
+        self.builder.a_texts.append("")
 
     def enter_in_anchor(self, tag: Tag, name: str) -> None:
         if name in _INVISIBLE:
@@ -708,8 +744,7 @@ class _Bs4Walk:
 
     def end_anchor(self) -> None:
         if self.anchor is not None:
-            href = self.builder.anchors[self.anchor_at][0]
-            self.builder.anchors[self.anchor_at] = (href, "".join(self.anchor_parts))
+            self.builder.a_texts[self.anchor_at] = " ".join("".join(self.anchor_parts).split())
             self.anchor = None
 
     def text(self) -> str:
