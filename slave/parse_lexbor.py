@@ -169,7 +169,8 @@ def _anchor_texts(
         if text:
             joined = wanted[url]
             if len(joined) < ANCHOR_CHARS:
-                wanted[url] = (joined + " " + text if joined else text)[:ANCHOR_CHARS]
+                # cut at the cap, its trailing space dropped (as the lxml path does)
+                wanted[url] = (joined + " " + text if joined else text)[:ANCHOR_CHARS].rstrip()
     return {url: text for url, text in wanted.items() if text}
 
 

@@ -637,3 +637,11 @@ def test_page_holding_the_anchor_mark_keeps_text_and_anchors(body: str) -> None:
     assert "one \ue000" in page.text or page.anchors["http://site.test/z"] == "\ue000"
     if "/x" in body:
         assert page.anchors["http://site.test/x"].startswith("x")
+
+
+@BOTH
+def test_an_anchor_text_cut_at_the_cap_keeps_no_trailing_space(parser: str) -> None:
+    # words of 4 characters with their space: the cut at 256 lands on a space
+    html = '<p><a href="/x">%s</a></p>' % ("abc " * 80)
+    anchor = parse_html(html, BASE, parser).anchors["http://site.test/x"]
+    assert anchor == ("abc " * 64).rstrip() and len(anchor) == 255
