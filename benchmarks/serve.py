@@ -323,7 +323,10 @@ def run_serve_benchmark(
 ) -> ServeBenchmark:
     """Each round: per language and client count, the portal (and the base tree's, beside it);
     then per language the spawned searches."""
+    from srcrawl.portal.server import default_workers
+
     client = client or default_client()
+    workers = workers or default_workers()  # named, so the report says what ran
     if client == "wrk" and not shutil.which("wrk"):
         raise BenchmarkError("wrk is not installed (Debian: apt-get install wrk)")
     bcfg = bench_config(cfg, pages, seed)
