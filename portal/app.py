@@ -130,7 +130,7 @@ def _search_routes(app: FastAPI, portal: Portal, templates: Jinja2Templates) -> 
         except (QueryError, QueryTooLong, ValueError) as e:
             return JSONResponse({"error": str(e)}, status_code=400)
         # a Response is sent as it is: the response model documents the answer, and
-        # validating and re-encoding every answer against it cost as much as the search
+        # validating and re-encoding every answer against it is work no client needs
         return Response(orjson.dumps(found.as_json()), media_type="application/json")
 
 
