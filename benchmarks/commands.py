@@ -383,7 +383,26 @@ def bench_search(
     type=click.IntRange(1, 64),
     default=4,
     show_default=True,
-    help="The portal's search threads.",
+    help="The portal's search threads (in each worker).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="The portal's worker processes [default: srcrawl serve's, one a core].",
+)
+@click.option(
+    "--client",
+    type=click.Choice(["wrk", "python"]),
+    default=None,
+    help="The load client: wrk (C, little CPU) or this process (asyncio) "
+    "[default: wrk when installed].",
+)
+@click.option(
+    "--base",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="Another source tree (e.g. a git worktree) whose srcrawl serve is measured beside.",
 )
 @click.option("--seed", default=1, show_default=True, help="Corpus and query seed.")
 @click.pass_context
@@ -395,6 +414,9 @@ def bench_serve(
     rounds: int,
     spawns: int,
     threads: int,
+    workers: int | None,
+    client: str | None,
+    base: str | None,
     seed: int,
 ) -> None:
     """Portal latency p50/p95 and requests/s under load, beside spawning `srcrawl search`."""
@@ -414,6 +436,9 @@ def bench_serve(
         rounds=rounds,
         spawns=spawns,
         threads=threads,
+        workers=workers,
+        client=client,
+        base=base,
         seed=seed,
         say=lambda s: click.echo(s, err=True),
     )

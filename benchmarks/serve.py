@@ -3,9 +3,12 @@ beside the throughput of spawning ``srcrawl search`` once per query.
 
 The index is the one ``bench search`` builds (generated pages in a scratch
 SQLite file under ``$SRCRAWL_HOME/bench/``, built once, then reused). The
-portal runs as ``srcrawl serve`` in its own process; the load client is this
-process: asyncio, one keep-alive HTTP/1.1 connection per simulated client,
-each sending its next query as soon as the last answer is read (closed loop).
+portal runs as ``srcrawl serve`` in its own process(es). The load client is
+``wrk`` (a C client that leaves the cores to the server) when it is installed,
+else this process (asyncio); either way one keep-alive HTTP/1.1 connection per
+simulated client, each sending its next query as soon as the last answer is
+read (closed loop). With a base tree, its ``srcrawl serve`` is measured
+beside this tree's, cell after cell.
 Queries are two distinct words of one random page, English or Chinese.
 Each round runs every (language, clients) cell for ``seconds`` and then
 spawns ``srcrawl search`` for a few queries, so the two are measured side by
@@ -18,15 +21,18 @@ import asyncio
 import contextlib
 import random
 import re
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from srcrawl.benchmarks.index import (
     BenchmarkError,
@@ -98,55 +104,80 @@ async def _load(
 
 @dataclass
 class Cell:
-    """One measured (language, clients) run, or the spawn-per-query run (clients 0)."""
+    """One measured (code, language, clients) run, or the spawn-per-query run (clients 0)."""
 
     lang: str
     clients: int
-    ms: list[float]
+    requests: int
+    p50: float
+    p95: float
     seconds: float
     errors: int = 0
+    code: str = "now"
+
+    @classmethod
+    def of_times(cls, lang: str, clients: int, ms: list[float], seconds: float,
+                 errors: int = 0, code: str = "now") -> Cell:  # fmt: skip
+        return cls(lang, clients, len(ms), _quantile(ms, 50), _quantile(ms, 95), seconds,
+                   errors, code)  # fmt: skip
 
     @property
     def per_s(self) -> float:
-        return len(self.ms) / self.seconds if self.seconds else 0.0
-
-    def quantile(self, q: int) -> float:
-        if len(self.ms) < 2:
-            return self.ms[0] if self.ms else float("nan")
-        return statistics.quantiles(self.ms, n=100, method="inclusive")[q - 1]
+        return self.requests / self.seconds if self.seconds else 0.0
 
 
-@dataclass
-class ServeBenchmark:
-    pages: int
-    build_s: float | None
-    seconds: float
-    cells: list[Cell] = field(default_factory=list)
+def _quantile(ms: list[float], q: int) -> float:
+    if len(ms) < 2:
+        return ms[0] if ms else float("nan")
+    return statistics.quantiles(ms, n=100, method="inclusive")[q - 1]
 
-    def render(self) -> str:
-        built = f", index built in {self.build_s:.0f} s" if self.build_s is not None else ""
-        lines = [
-            f"serve benchmark: {self.pages:,} indexed pages{built}, "
-            f"{self.seconds:g} s a cell, two-word queries",
-            f"  {'queries':8} {'clients':>8} {'requests':>9} {'p50 ms':>8} {'p95 ms':>8} "
-            f"{'req/s':>8} {'× spawn':>8} {'errors':>7}",
-        ]
-        for lang in ("en", "zh"):
-            spawn = [c for c in self.cells if c.lang == lang and c.clients == 0]
-            spawn_rate = statistics.median(c.per_s for c in spawn) if spawn else 0.0
-            for clients in sorted({c.clients for c in self.cells if c.lang == lang}):
-                for c in (c for c in self.cells if c.lang == lang and c.clients == clients):
-                    who = "spawn" if clients == 0 else str(clients)
-                    times = f"{c.per_s / spawn_rate:8.1f}" if spawn_rate and clients else " " * 8
-                    lines.append(
-                        f"  {lang:8} {who:>8} {len(c.ms):9} {c.quantile(50):8.1f} "
-                        f"{c.quantile(95):8.1f} {c.per_s:8.1f} {times} {c.errors:7}"
-                    )
-        lines.append(
-            "  spawn: `srcrawl search QUERY --top 10 --json` run once per query, one at a "
-            "time; its latency is the whole process"
-        )
-        return "\n".join(lines)
+
+# -- wrk, the load client in C --------------------------------------------------------
+WRK_SCRIPT = """
+local paths = {%s}
+local threads = 0
+function setup(thread)
+  thread:set("id", threads)
+  threads = threads + 1
+end
+function init(args)
+  i = (id * 7919) %% #paths
+end
+function request()
+  i = i %% #paths + 1
+  return wrk.format("GET", paths[i])
+end
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("srcrawl-wrk %%d %%d %%d %%.1f %%.1f\\n", summary.requests,
+    e.connect + e.read + e.write + e.status + e.timeout, summary.duration,
+    latency:percentile(50), latency:percentile(95)))
+end
+"""
+
+
+def wrk_load(url: str, paths: list[str], clients: int, seconds: float, lang: str,
+             code: str = "now") -> Cell:  # fmt: skip
+    """One cell driven by ``wrk`` (one thread: it needs far less than a core)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "rotate.lua"
+        script.write_text(WRK_SCRIPT % ",".join(f'"{p}"' for p in paths))
+        run = subprocess.run(
+            ["wrk", "-t1", f"-c{clients}", f"-d{seconds:g}s", "--timeout", "30s",
+             "-s", str(script), url.rstrip("/")],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+    found = re.search(r"^srcrawl-wrk (\d+) (\d+) (\d+) ([\d.]+) ([\d.]+)$", run.stdout, re.M)
+    if run.returncode != 0 or found is None:
+        raise BenchmarkError(f"wrk failed: {(run.stderr or run.stdout)[-500:]}")
+    requests, errors, micros = (int(found.group(k)) for k in (1, 2, 3))
+    p50, p95 = (float(found.group(k)) / 1000 for k in (4, 5))
+    return Cell(lang, clients, requests, p50, p95, micros / 1e6, errors, code)
+
+
+def default_client() -> str:
+    """``wrk`` when it is installed, else the Python client."""
+    return "wrk" if shutil.which("wrk") else "python"
 
 
 # -- the server and the spawned searches ---------------------------------------------
@@ -156,24 +187,57 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass
+class ServeBenchmark:
+    pages: int
+    build_s: float | None
+    seconds: float
+    client: str = "python"
+    servers: dict[str, str] = field(default_factory=dict)  # code: its serve options
+    cells: list[Cell] = field(default_factory=list)
+
+    def render(self) -> str:
+        built = f", index built in {self.build_s:.0f} s" if self.build_s is not None else ""
+        lines = [
+            f"serve benchmark: {self.pages:,} indexed pages{built}, "
+            f"{self.seconds:g} s a cell, two-word queries, load client {self.client}",
+            *(f"  {code}: srcrawl serve {opts}" for code, opts in self.servers.items()),
+            f"  {'code':5} {'queries':8} {'clients':>8} {'requests':>9} {'p50 ms':>8} "
+            f"{'p95 ms':>8} {'req/s':>8} {'× spawn':>8} {'errors':>7}",
+        ]
+        for lang in ("en", "zh"):
+            spawn = [c for c in self.cells if c.lang == lang and c.clients == 0]
+            spawn_rate = statistics.median(c.per_s for c in spawn) if spawn else 0.0
+            for clients in sorted({c.clients for c in self.cells if c.lang == lang}):
+                for c in (c for c in self.cells if c.lang == lang and c.clients == clients):
+                    who = "spawn" if clients == 0 else str(clients)
+                    times = f"{c.per_s / spawn_rate:8.1f}" if spawn_rate and clients else " " * 8
+                    lines.append(
+                        f"  {c.code:5} {lang:8} {who:>8} {c.requests:9} {c.p50:8.1f} "
+                        f"{c.p95:8.1f} {c.per_s:8.1f} {times} {c.errors:7}"
+                    )
+        lines.append(
+            "  spawn: `srcrawl search QUERY --top 10 --json` run once per query, one at a "
+            "time; its latency is the whole process"
+        )
+        return "\n".join(lines)
+
+
+def serve_options(threads: int, workers: int | None) -> list[str]:
+    return ["--threads", str(threads)] + ([] if workers is None else ["--workers", str(workers)])
+
+
 @contextlib.contextmanager
-def portal_process(bcfg: Config, threads: int, wait: float = 120.0) -> Iterator[str]:
-    """``srcrawl serve`` on a free loopback port, started and healthy; yields its URL."""
+def portal_process(bcfg: Config, options: Sequence[str], tree: str | None = None,
+                   wait: float = 120.0) -> Iterator[str]:  # fmt: skip
+    """``srcrawl serve`` (of ``tree``, else this code) on a free loopback port, started and
+    healthy; yields its URL."""
     port = _free_port()
-    proc = popen_child(
-        [
-            sys.executable,
-            "-m",
-            "srcrawl.cli",
-            "serve",
-            "--port",
-            str(port),
-            "--threads",
-            str(threads),
-        ],
-        bcfg.child_env(),
-        stdin=subprocess.DEVNULL,
-    )
+    env = bcfg.child_env()
+    if tree is not None:
+        env["PYTHONPATH"] = str(Path(tree).resolve())
+    args = [sys.executable, "-m", "srcrawl.cli", "serve", "--port", str(port), *options]
+    proc = popen_child(args, env, stdin=subprocess.DEVNULL, cwd=tree)
     url = f"http://127.0.0.1:{port}/"
     try:
         deadline = time.monotonic() + wait
@@ -207,7 +271,38 @@ def _spawned(bcfg: Config, lang: str, queries: Sequence[str]) -> Cell:
         if run.returncode != 0:
             raise BenchmarkError(f"srcrawl search {q!r} failed: {run.stderr.decode()[-500:]}")
         ms.append((time.perf_counter() - t) * 1000)
-    return Cell(lang, 0, ms, time.perf_counter() - t0)
+    return Cell.of_times(lang, 0, ms, time.perf_counter() - t0)
+
+
+@dataclass
+class _Load:
+    """How each cell is driven: the client, the seconds, the client counts."""
+
+    client: str
+    seconds: float
+    clients: Sequence[int]
+
+    def cell(self, url: str, paths: list[str], n: int, lang: str, code: str) -> Cell:
+        if self.client == "wrk":
+            return wrk_load(url, paths, n, self.seconds, lang, code)
+        ms, errors = asyncio.run(_load(url, paths, n, self.seconds))
+        return Cell.of_times(lang, n, ms, self.seconds, errors, code)
+
+
+def _round(r: int, load: _Load, urls: dict[str, str], queries: dict[str, list[str]],
+           say: Progress) -> list[Cell]:  # fmt: skip
+    """One round: per language and client count, each server in turn."""
+    cells = []
+    codes = list(urls) if r % 2 == 0 else list(reversed(urls))
+    for lang, qs in queries.items():
+        paths = ["/api/search?" + urllib.parse.urlencode({"q": q}) for q in qs]
+        for url in urls.values():
+            asyncio.run(_load(url, paths, 2, 1.0))  # warm the server's threads
+        for n in load.clients if r % 2 == 0 else list(reversed(load.clients)):
+            for code in codes:
+                say(f"round {r + 1}: {code}, {lang}, {n} client(s) …")
+                cells.append(load.cell(urls[code], paths, n, lang, code))
+    return cells
 
 
 def run_serve_benchmark(
@@ -219,11 +314,21 @@ def run_serve_benchmark(
     rounds: int = 1,
     spawns: int = 5,
     threads: int = 4,
+    workers: int | None = None,
+    client: str | None = None,
+    base: str | None = None,
     slaves: int = 2,
     seed: int = 1,
     say: Progress = print,
 ) -> ServeBenchmark:
-    """Each round: per language, the portal at each client count, then the spawned searches."""
+    """Each round: per language and client count, the portal (and the base tree's, beside it);
+    then per language the spawned searches."""
+    from srcrawl.portal.server import default_workers
+
+    client = client or default_client()
+    workers = workers or default_workers()  # named, so the report says what ran
+    if client == "wrk" and not shutil.which("wrk"):
+        raise BenchmarkError("wrk is not installed (Debian: apt-get install wrk)")
     bcfg = bench_config(cfg, pages, seed)
     try:
         build_s = build_index_once(bcfg, pages, seed, slaves, say)
@@ -231,18 +336,24 @@ def run_serve_benchmark(
         tok.warm_up()
         store = bcfg.store()
         queries = {lang: two_word_queries(store, tok, 200, lang, seed) for lang in ("en", "zh")}
-        result = ServeBenchmark(pages, build_s, seconds)
-        with portal_process(bcfg, threads) as url:
-            say(f"portal at {url}")
+        servers = {"now": " ".join(serve_options(threads, workers))}
+        if base is not None:  # the base may not know --workers: it runs as it would by default
+            servers["base"] = " ".join(serve_options(threads, None))
+        result = ServeBenchmark(pages, build_s, seconds, client, servers)
+        load = _Load(client, seconds, clients)
+        with contextlib.ExitStack() as stack:
+            urls = {
+                "now": stack.enter_context(portal_process(bcfg, serve_options(threads, workers)))
+            }
+            if base is not None:
+                urls["base"] = stack.enter_context(
+                    portal_process(bcfg, serve_options(threads, None), tree=base)
+                )
+            say("portals at " + ", ".join(f"{c} {u}" for c, u in urls.items()))
             for r in range(rounds):
+                result.cells += _round(r, load, urls, queries, say)
                 for lang, qs in queries.items():
-                    paths = ["/api/search?" + urllib.parse.urlencode({"q": q}) for q in qs]
-                    asyncio.run(_load(url, paths, 2, 1.0))  # warm the server's threads
-                    for n in clients if r % 2 == 0 else list(reversed(clients)):
-                        say(f"round {r + 1}/{rounds}: {lang}, {n} client(s) …")
-                        ms, errors = asyncio.run(_load(url, paths, n, seconds))
-                        result.cells.append(Cell(lang, n, ms, seconds, errors))
-                    say(f"round {r + 1}/{rounds}: {lang}, spawning srcrawl search {spawns}× …")
+                    say(f"round {r + 1}: {lang}, spawning srcrawl search {spawns}× …")
                     result.cells.append(_spawned(bcfg, lang, qs[:spawns]))
         return result
     finally:

@@ -101,6 +101,12 @@ BOILERPLATE_WEIGHT = 0.2
 """What an occurrence in the host's boilerplate counts in the body, against one in the
 page's own text."""
 
+WHOLE_LIST_FACTOR = 16
+"""A further AND term's list is read whole up to this many postings per candidate, else only
+its blocks holding the candidates. Measured on 50,000 pages (SQLite): a whole list costs
+≈ 0.06 µs a posting, the candidates' blocks ≈ 1.7 ms + 1.4 µs a candidate (finding each
+candidate's block), so up to ~20 postings a candidate the whole list is cheaper."""
+
 
 def bm25_idf(n_docs: int, df: int) -> float:
     """ln(1 + (N − df + 0.5)/(df + 0.5)), never below 0."""
@@ -267,7 +273,7 @@ class Searcher:
                 break
             term_id, df = found[term]
             # a short list is read whole; a long one only in the blocks of the candidates
-            if df <= 4 * len(fps):
+            if df <= WHOLE_LIST_FACTOR * len(fps):
                 rows = term_postings(self.store, term_id)
             else:
                 rows = term_postings_among(self.store, term_id, fps.tolist())

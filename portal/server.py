@@ -1,4 +1,10 @@
-"""Running the portal: uvicorn in the foreground (``srcrawl serve``) or in a thread."""
+"""Running the portal: uvicorn in the foreground (``srcrawl serve``) or in a thread.
+
+With more than one worker, uvicorn's supervisor starts that many processes on
+one listening socket; each builds its own app (:func:`worker_app`) from the
+configuration handed down in the environment, so the searches of one process
+never wait for another's GIL.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,8 @@ import time
 from collections.abc import Callable, Iterator
 
 import uvicorn
+from fastapi import FastAPI
+from uvicorn.supervisors import Multiprocess
 
 from srcrawl.config import Config
 from srcrawl.errors import SrcrawlError
@@ -19,6 +27,19 @@ from srcrawl.portal.search_pool import SearchPool
 DEFAULT_BIND = "127.0.0.1"
 DEFAULT_PORT = 8080
 DEFAULT_SEARCH_THREADS = 4
+MAX_WORKERS = 8
+ENV_THREADS = "SRCRAWL_PORTAL_THREADS"
+ENV_USER_DICT = "SRCRAWL_PORTAL_USER_DICT"
+WORKER_APP = "srcrawl.portal.server:worker_app"
+
+
+def default_workers() -> int:
+    """One worker process a core this process may run on (a search holds the GIL)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_WORKERS))
 
 
 def build_portal(
@@ -67,6 +88,34 @@ def serve(portal: Portal, bind: str = DEFAULT_BIND, port: int = DEFAULT_PORT, *,
     sock = _bound_socket(bind, port)
     announce(f"srcrawl portal: search at {url_of(sock)} (Ctrl-C stops it)")
     _server(portal, access_log=access_log).run(sockets=[sock])
+
+
+def worker_app() -> FastAPI:
+    """The app of one worker process, its portal built from the environment."""
+    threads = int(os.environ.get(ENV_THREADS) or DEFAULT_SEARCH_THREADS)
+    user_dict = os.environ.get(ENV_USER_DICT) or None
+    return create_app(build_portal(Config.load(), threads=threads, user_dict=user_dict))
+
+
+def serve_workers(cfg: Config, workers: int, bind: str = DEFAULT_BIND, port: int = DEFAULT_PORT,
+                  *, threads: int = DEFAULT_SEARCH_THREADS, user_dict: str | None = None,
+                  announce: Callable[[str], None] = print) -> None:  # fmt: skip
+    """Serve with ``workers`` processes on one socket until SIGINT/SIGTERM."""
+    cfg.store()  # the schema is there before any worker opens the store
+    sock = _bound_socket(bind, port)  # ours: uvicorn's own socket would lack TCP_NODELAY
+    # the workers are spawned, not forked: what they need to build the portal is in the env
+    os.environ.update(cfg.child_env())
+    os.environ[ENV_THREADS] = str(threads)
+    os.environ[ENV_USER_DICT] = user_dict or ""
+    config = uvicorn.Config(WORKER_APP, factory=True, workers=workers, log_level="warning",
+                            access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=5)  # fmt: skip
+    announce(f"srcrawl portal: search at {url_of(sock)}, {workers} worker processes "
+             "(Ctrl-C stops it)")  # fmt: skip
+    try:
+        Multiprocess(config, sockets=[sock]).run()
+    finally:
+        sock.close()
 
 
 class _ThreadServer(uvicorn.Server):

@@ -259,17 +259,25 @@ def demo(ctx: click.Context, slaves: int, serve_portal: bool | None) -> None:
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--threads", default=4, show_default=True, type=click.IntRange(1, 64),
               help="Searches that run at once.")  # fmt: skip
+@click.option("--workers", default=None, type=click.IntRange(1, 64),
+              help="Server processes, each with its own search threads [default: one a core, "
+                   "at most 8].")  # fmt: skip
 @click.option("--user-dict", default=None, help="A jieba user dictionary for the queries.")
 @click.pass_context
-def serve(ctx: click.Context, bind: str, port: int, threads: int, user_dict: str | None) -> None:
+def serve(ctx: click.Context, bind: str, port: int, threads: int, workers: int | None,
+          user_dict: str | None) -> None:  # fmt: skip
     """Serve the search portal, its JSON API, the status page and /metrics."""
-    from srcrawl.portal.server import build_portal
-    from srcrawl.portal.server import serve as serve_portal
+    from srcrawl.portal import server
 
     cfg = config_of(ctx)
     cfg.check()
-    portal = build_portal(cfg, threads=threads, user_dict=user_dict)
-    serve_portal(portal, bind, port, announce=click.echo)
+    workers = workers or server.default_workers()
+    if workers > 1:
+        server.serve_workers(cfg, workers, bind, port, threads=threads, user_dict=user_dict,
+                             announce=click.echo)  # fmt: skip
+        return
+    portal = server.build_portal(cfg, threads=threads, user_dict=user_dict)
+    server.serve(portal, bind, port, announce=click.echo)
 
 
 def main() -> None:

@@ -305,3 +305,59 @@ def test_keep_alive_answers_without_a_delayed_ack_wait(portal_url) -> None:
         ms.append((time.perf_counter() - t0) * 1000)
     conn.close()
     assert statistics.median(ms) < 30, ms
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        cmdline = (stat.parent / "cmdline").read_bytes()
+        if int(fields[1]) == pid and b"resource_tracker" not in cmdline:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def test_serve_with_worker_processes(indexed, portal_url) -> None:
+    """`srcrawl serve --workers 2`: two processes, each its own portal built from the
+    environment, answer on one socket as the single-process portal does, without the
+    delayed-ACK wait; SIGTERM ends the server and its workers."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    _cfg, env, word = indexed
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = [sys.executable, "-m", "srcrawl.cli", "serve", "--port", str(port), "--workers", "2"]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "the workers did not start"
+            try:
+                if _get(url, "/healthz").status_code == 200:
+                    break
+            except requests.ConnectionError:
+                time.sleep(0.2)
+        workers = _children(proc.pid)
+        assert len(workers) >= 2, workers
+        for _ in range(4):  # whichever worker answers, the same answer
+            got, want = (_get(u, "/api/search", q=word).json() for u in (url, portal_url))
+            assert got["hits"] == want["hits"] and got["matches"] == want["matches"]
+        test_keep_alive_answers_without_a_delayed_ack_wait(url)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    deadline = time.monotonic() + 15
+    while [pid for pid in workers if Path(f"/proc/{pid}").exists()]:
+        assert time.monotonic() < deadline, f"workers left running: {workers}"
+        time.sleep(0.1)
