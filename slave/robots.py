@@ -155,7 +155,7 @@ class RobotsCache:
             with self._lock:
                 kept = self._local.get(origin)
             if kept is not None and kept[0] > now:
-                return kept[1]
+                return self._current(kept[1])
             key = self.keys.robots(origin)
             pipe = self.client.pipeline(transaction=False)
             pipe.get(key)
@@ -164,8 +164,21 @@ class RobotsCache:
             rules = self._rules(origin, value)
             if rules is not None:
                 self._keep(origin, rules, pttl / 1000 if pttl > 0 else 0.0)
-            return rules
-        return self._rules(origin, self.client.get(self.keys.robots(origin)))
+            return self._current(rules)
+        return self._current(self._rules(origin, self.client.get(self.keys.robots(origin))))
+
+    def _current(self, rules: RobotsRules | None) -> RobotsRules | None:
+        """``rules``, or None (a miss: fetch again) for a deferral whose time has come.
+
+        The key of a deferral outlives its time by the moment between computing
+        it and storing it; a task sent back exactly when the deferral ends must
+        fetch robots.txt again, not be deferred once more without a request
+        (which would spend one of the host's tries on nothing).
+        """
+        deferred = rules is not None and rules.deferred_until is not None
+        if deferred and rules.deferred_until <= self.clock():
+            return None
+        return rules
 
     def _keep(self, origin: str, rules: RobotsRules, key_ttl: float) -> None:
         """Remember ``rules`` until the Redis key expires, for at most ``local_ttl``."""

@@ -199,6 +199,21 @@ def test_5xx_and_429_defer_the_host(web: Web, make_cache, redis_client, keys, st
     assert make_cache().lookup(origin) is None  # deferral over: fetch again
 
 
+def test_a_deferral_whose_time_has_come_is_a_miss_while_its_key_lives(
+    make_cache, redis_client, keys
+) -> None:
+    """The key outlives the deferral by a moment; a task sent back at its end fetches."""
+    origin = "http://127.0.0.1:9"
+    cache = make_cache(defer=0.3)
+    ended = time.time() - 0.01
+    redis_client.set(keys.robots(origin), b"D" + repr(ended).encode(), px=5000)
+    assert cache.lookup(origin) is None
+    assert cache.lookup(origin) is None  # the process's own copy too
+    pending = time.time() + 5
+    redis_client.set(keys.robots(origin), b"D" + repr(pending).encode(), px=5000)
+    assert make_cache(defer=0.3).lookup(origin).deferred_until == pytest.approx(pending)
+
+
 def test_a_dead_host_is_deferred(make_cache) -> None:
     import socket
 
