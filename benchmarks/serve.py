@@ -45,6 +45,7 @@ from srcrawl.indexer.slave import document_text
 from srcrawl.indexer.tokenizer import Tokenizer
 from srcrawl.local import popen_child, stop_children
 from srcrawl.sql.store import Store
+from srcrawl.testweb.loadgen import timed_get
 
 Progress = Callable[[str], None]
 _EN = re.compile(r"^[a-z]+$")
@@ -75,15 +76,10 @@ async def _client(
     i = random.randrange(len(paths))
     try:
         while time.perf_counter() < stop_at:
-            path = paths[i % len(paths)]
+            ok, took = await timed_get(reader, writer, host, paths[i % len(paths)])
             i += 1
-            t0 = time.perf_counter()
-            writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
-            await reader.readexactly(length)
-            ms.append((time.perf_counter() - t0) * 1000)
-            if not head.startswith(b"HTTP/1.1 200"):
+            ms.append(took)
+            if not ok:
                 errors.append(1)
     finally:
         writer.close()

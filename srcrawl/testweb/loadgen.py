@@ -54,6 +54,22 @@ def page_targets(web: Web, host_index: int) -> list[str]:
     ]  # fmt: skip
 
 
+async def timed_get(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str, target: str
+) -> tuple[bool, float]:
+    """One GET on a kept-alive connection, its response read whole (Content-Length):
+    whether it answered 200, and the milliseconds it took."""
+    t0 = time.perf_counter()
+    writer.write(f"GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line[:15].lower() == b"content-length:":
+            length = int(line[15:])
+    await reader.readexactly(length)
+    return head.startswith(b"HTTP/1.1 200"), (time.perf_counter() - t0) * 1000
+
+
 async def _connection(web: Web, index: int, deadline: float, out: list, lat: list) -> None:
     host = web.hosts[index % len(web.hosts)]
     targets = page_targets(web, host.index)
@@ -63,18 +79,10 @@ async def _connection(web: Web, index: int, deadline: float, out: list, lat: lis
     i = index
     try:
         while time.monotonic() < deadline:
-            target = targets[i % len(targets)]
+            ok, ms = await timed_get(reader, writer, name, targets[i % len(targets)])
             i += 1
-            t0 = time.perf_counter()
-            writer.write(f"GET {target} HTTP/1.1\r\nHost: {name}\r\n\r\n".encode())
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line[:15].lower() == b"content-length:":
-                    length = int(line[15:])
-            await reader.readexactly(length)
-            lat.append((time.perf_counter() - t0) * 1000)
-            if head.startswith(b"HTTP/1.1 200"):
+            lat.append(ms)
+            if ok:
                 requests += 1
             else:
                 errors += 1
