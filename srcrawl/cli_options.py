@@ -50,3 +50,22 @@ def fetches_option(default: int, help: str) -> Callable[[Callable[..., Any]], Ca
         return option(alias(f))
 
     return decorate
+
+
+class DurationType(click.ParamType):
+    """A click type for durations: ``90``, ``90s``, ``6h``, ``1d`` (srcrawl/durations.py)."""
+
+    name = "duration"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        from srcrawl.durations import parse_duration
+
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = DurationType()
