@@ -317,6 +317,17 @@ DEFAULT_INDEX_MAX_CHARS = 2_000_000
 DEFAULT_INDEX_REAP_INTERVAL = 2.0
 """Seconds between two looks for dead slaves while the index master waits."""
 
+DEFAULT_INDEX_FOLLOW_DELAY = 10.0
+"""``srcrawl index --follow``: the delay it aims at from a page's store write to its being
+searchable. It looks for unindexed pages every quarter of it and merges what it holds
+within half of it, so tokenizing has the rest."""
+
+DEFAULT_INDEX_FOLLOW_SAMPLES = 2000
+"""Recent pages whose delay ``index --follow`` keeps for its p50/p95 (a bounded window)."""
+
+DEFAULT_INDEX_FOLLOW_LOG_INTERVAL = 60.0
+"""Seconds between two log lines of ``index --follow`` with the delay's p50 and p95."""
+
 BM25_K1 = 1.2
 """BM25 term-frequency saturation."""
 
