@@ -144,14 +144,8 @@ class IndexMaster:
         run ends after the step it is in."""
         if batch_pages < 1 or window < 1 or merge_docs < 1:
             raise ValueError("batch_pages, window and merge_docs must be positive")
-        if follow is not None and follow <= 0:
-            raise ValueError("the follow delay must be positive")
-        self.follow = follow
         self.stopping = stopping if stopping is not None else threading.Event()
-        # follow: look for new pages every quarter of the delay, merge within half of it
-        self.poll = max(0.1, follow / 4) if follow else 0.0
-        if follow:
-            merge_wait = min(merge_wait, max(0.1, follow / 2))
+        merge_wait = self._set_follow(follow, merge_wait)
         self.cfg = cfg
         self.client = cfg.redis()
         self.store = cfg.store()
@@ -178,10 +172,6 @@ class IndexMaster:
         self.renew_interval = min(DEFAULT_HEARTBEAT_INTERVAL, cfg.lease_ttl / 3)
         self._ack_merged = self.lease.script(_ACK_MERGED)
         self.report = IndexReport()
-        self.freshness = Freshness(since=time.time())
-        self._next_scan = 0.0  # monotonic time of the next pass (follow)
-        self._last_log = time.monotonic()
-        self._say: Callable[[str], None] = log.info
         self._outstanding: dict[int, int] = {}  # batch serial -> pages
         self._cursor: int | None = None
         self._scanned_all = False
@@ -194,6 +184,19 @@ class IndexMaster:
             REFUSED: self._on_refused,
             ERROR: self._on_error,
         }
+
+    def _set_follow(self, follow: float | None, merge_wait: float) -> float:
+        """Set up following (None: a single pass); the merge wait to use."""
+        if follow is not None and follow <= 0:
+            raise ValueError("the follow delay must be positive")
+        self.follow = follow
+        # look for new pages every quarter of the delay, merge within half of it
+        self.poll = max(0.1, follow / 4) if follow else 0.0
+        self.freshness = Freshness(since=time.time())
+        self._next_scan = 0.0  # monotonic time of the next pass
+        self._last_log = time.monotonic()
+        self._say: Callable[[str], None] = log.info
+        return min(merge_wait, max(0.1, follow / 2)) if follow else merge_wait
 
     # -- the run -----------------------------------------------------------------
     def run(
