@@ -285,6 +285,23 @@ DEFAULT_TESTWEB_LOG_FLUSH = 1.0
 DEFAULT_TESTWEB_TRAP_STEPS = 12
 """Steps into each infinite trap that ``srcrawl testweb graph`` prints."""
 
+# -- sitemaps -------------------------------------------------------------------
+
+DEFAULT_SITEMAP_MAX_BYTES = 10 * 1024 * 1024
+"""Bytes of one sitemap read after decompression (a gzip bomb stops here, counted)."""
+
+DEFAULT_SITEMAP_MAX_URLS = 5000
+"""URLs taken from one sitemap; the rest of it is not read (counted)."""
+
+DEFAULT_SITEMAP_MAX_DEPTH = 2
+"""Levels of sitemap indexes followed below the first sitemap (an index of indexes: 2)."""
+
+DEFAULT_SITEMAPS_PER_HOST = 8
+"""Sitemaps (and indexes) fetched per host, however many robots.txt and indexes name."""
+
+DEFAULT_SITEMAP_LASTMOD_MAX = 1_000_000
+"""Fingerprints whose sitemap ``<lastmod>`` is kept in Redis (about 100 MB at most)."""
+
 # -- index and search ----------------------------------------------------------
 
 MAX_TERM_CHARS = 64
