@@ -134,7 +134,7 @@ def stored_pages(env: dict[str, str]) -> list[dict]:
 @pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory):
     """A real Redis Cluster of 3 primaries with one replica each, on free loopback ports."""
-    from redis_cluster import RedisClusterProcesses
+    from srcrawl.testcluster import RedisClusterProcesses
 
     cluster = RedisClusterProcesses(tmp_path_factory.mktemp("cluster")).start()
     yield cluster

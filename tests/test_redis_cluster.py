@@ -82,7 +82,7 @@ def redis_cluster_stopped(cluster):
 
 @pytest.mark.slow
 def test_the_crawl_survives_the_death_of_its_primary(keys, tmp_path) -> None:
-    from redis_cluster import RedisClusterProcesses
+    from srcrawl.testcluster import RedisClusterProcesses
 
     redis_cluster = RedisClusterProcesses(tmp_path / "cluster").start()  # its own: one dies
     with redis_cluster_stopped(redis_cluster), TestWeb.generate(

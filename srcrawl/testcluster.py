@@ -1,4 +1,4 @@
-"""A real Redis Cluster on loopback for the tests: N primaries, each with replicas.
+"""A real Redis Cluster on loopback, for the tests and benchmarks: primaries with replicas.
 
 Started with ``redis-server --cluster-enabled yes`` and joined with
 ``redis-cli --cluster create``. Ports stay at or below 55535 because each
