@@ -99,6 +99,28 @@ def bench_parse(
     click.echo(run_parse_benchmark(pages=pages, bs4_pages=bs4_pages, size_kb=size_kb).render())
 
 
+@bench.command("failover")
+@click.option("--rounds", default=5, show_default=True, type=click.IntRange(1),
+              help="Pairs of crawls (undisturbed, primary killed), each on a new cluster.")
+@click.option("--pages", default=40, show_default=True, type=click.IntRange(5, 2000),
+              help="Pages per host of the 4-host test web.")  # fmt: skip
+@click.option("--after", "after_pages", default=20, show_default=True, type=click.IntRange(1),
+              help="Stored pages before the primary is killed.")  # fmt: skip
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write every run as JSON.")  # fmt: skip
+def bench_failover(rounds: int, pages: int, after_pages: int, json_path: str | None) -> None:
+    """A crawl on a real Redis Cluster whose primary is SIGKILLed: pages lost, refetched, time."""
+    from srcrawl.benchmarks.failover import as_json, render, run_failover_benchmark
+
+    check_outputs(json_path=json_path, plot_path=None)
+    line = ProgressLine()
+    runs = run_failover_benchmark(rounds, pages, after_pages, say=line.update)
+    line.done()
+    click.echo(render(runs))
+    if json_path:
+        Path(json_path).write_text(json.dumps(as_json(runs), indent=2) + "\n")
+
+
 @bench.command("master")
 @click.option("--urls", default=1_000_000, show_default=True, type=click.IntRange(1),
               help="Links in the stream.")  # fmt: skip

@@ -339,7 +339,8 @@ class IndexMaster:
     def _fenced(self, fill: Callable[[redis.client.Pipeline], object]) -> None:
         """Run the commands ``fill`` queues as one transaction, only while the lease is ours."""
         while True:
-            with self.client.pipeline() as pipe:
+            # transaction=True: a cluster client's pipelines default to none
+            with self.client.pipeline(transaction=True) as pipe:
                 self.lease.guard(pipe)
                 fill(pipe)
                 try:

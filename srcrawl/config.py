@@ -25,6 +25,7 @@ from srcrawl.defaults import (
 )
 from srcrawl.errors import ConfigError, SrcrawlError
 from srcrawl.keys import Keys
+from srcrawl.redis_connect import CLUSTER_SCHEMES, cluster_nodes, connect
 from srcrawl.sql.database_url import ENV_DB_URL, DatabaseURL
 
 if TYPE_CHECKING:
@@ -71,23 +72,30 @@ def _check_redis_url(url: str) -> str:
     shown = redact_url(url)
     try:
         parts = urlsplit(url)
-        _ = parts.port
+        if parts.scheme not in CLUSTER_SCHEMES:  # host:port,host:port is not one port
+            _ = parts.port
         options = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
     except ValueError:
         raise ConfigError(
             f"{ENV_REDIS_URL} is malformed: {shown!r} ({_MALFORMED_NETLOC})"
         ) from None
-    if parts.scheme not in _REDIS_SCHEMES or (parts.scheme != "unix" and not parts.hostname):
+    if parts.scheme in CLUSTER_SCHEMES:
+        try:
+            cluster_nodes(url)
+        except ValueError as e:
+            raise ConfigError(f"{ENV_REDIS_URL} is malformed: {shown!r} ({e})") from None
+    elif parts.scheme not in _REDIS_SCHEMES or (parts.scheme != "unix" and not parts.hostname):
         raise ConfigError(
             f"{ENV_REDIS_URL} is malformed: {shown!r} "
-            "(expected redis://host:port/db, rediss://host:port/db or unix://path)"
+            "(expected redis://host:port/db, rediss://host:port/db, unix://path "
+            "or redis+cluster://host:port,host:port)"
         )
     for key, value in options:
         if key not in _redis_query_options():
             raise ConfigError(
                 f"{ENV_REDIS_URL}: unknown option {key!r} (TLS: {', '.join(_REDIS_TLS_OPTIONS)})"
             )
-        if key.startswith("ssl_") and parts.scheme != "rediss":
+        if key.startswith("ssl_") and parts.scheme not in ("rediss", "rediss+cluster"):
             raise ConfigError(f"{ENV_REDIS_URL}: {key} is a TLS option: use rediss://")
         if key in _REDIS_TLS_FILES and not os.path.isfile(value):
             raise ConfigError(f"{ENV_REDIS_URL}: {key} {value} is not a readable file")
@@ -194,17 +202,18 @@ class Config:
         client = self._cache.get("redis")
         if client is None:
             import redis
+            from redis.exceptions import RedisClusterException  # not a RedisError
 
             url = self.resolved_redis_url()
             try:
-                client = redis.Redis.from_url(
+                client = connect(
                     url,
                     socket_timeout=REDIS_SOCKET_TIMEOUT,
                     socket_connect_timeout=REDIS_CONNECT_TIMEOUT,
                     health_check_interval=30,
                 )
                 client.ping()
-            except (redis.RedisError, OSError, ValueError) as e:
+            except (redis.RedisError, RedisClusterException, OSError, ValueError) as e:
                 raise ConfigError(
                     f"cannot reach Redis at {redact_url(url)}: {redact_url(_one_line(e))}"
                 ) from None
