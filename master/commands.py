@@ -14,6 +14,7 @@ import click
 from srcrawl.cli_options import fetches_option
 from srcrawl.config import Config
 from srcrawl.defaults import (
+    BODY_STORES,
     DEFAULT_BLOOM_ERROR_RATE,
     DEFAULT_DELAY,
     DEFAULT_DELAY_FACTOR,
@@ -27,6 +28,7 @@ from srcrawl.defaults import (
     DEFAULT_RETRY_BACKOFF,
     DEFAULT_ROBOTS_DEFER,
     DEFAULT_USER_AGENT,
+    DEFAULT_WARC_MAX_BYTES,
 )
 from srcrawl.errors import ConfigError
 from srcrawl.progress import ProgressLine
@@ -92,6 +94,13 @@ def crawl_options(f: Callable) -> Callable:
                           "cut-off response, 5xx, 429) before it is stored as failed."),
         click.option("--retry-backoff", default=DEFAULT_RETRY_BACKOFF, show_default=True,
                      help="Seconds before a failed URL's second try, doubled for each next."),
+        click.option("--body-store", type=click.Choice(BODY_STORES), default=BODY_STORES[0],
+                     show_default=True,
+                     help="Where bodies are kept: WARC files in $SRCRAWL_WARC_DIR (default "
+                          "$SRCRAWL_HOME/warc), the store pointing into them; or in the store."),
+        click.option("--warc-max-bytes", default=DEFAULT_WARC_MAX_BYTES, show_default=True,
+                     type=click.IntRange(1),
+                     help="Bytes after which a slave starts a new WARC file."),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)
