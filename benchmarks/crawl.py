@@ -264,7 +264,8 @@ class _Run:
     @property
     def name(self) -> str:
         per_host = f", --per-host {self.per_host}" if self.per_host > 1 else ""
-        return f"{self.slaves} slave(s){per_host}, bodies in {self.body_store}"
+        bodies = f", bodies in {self.body_store}" if self.body_store != "warc" else ""
+        return f"{self.slaves} slave(s){per_host}{bodies}"
 
 
 def _crawl_once(cfg: Config, db: Path, seeds: list[str], run: _Run, say: Progress) -> Row:

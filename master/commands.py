@@ -42,6 +42,19 @@ POLITENESS_WINDOW = 6
 politeness before the progress line says so."""
 
 
+def _storage_options() -> list[Callable]:
+    """Where a crawl keeps the bodies (part of :func:`crawl_options`)."""
+    return [
+        click.option("--body-store", type=click.Choice(BODY_STORES), default=BODY_STORES[0],
+                     show_default=True,
+                     help="Where bodies are kept: WARC files in $SRCRAWL_WARC_DIR (default "
+                          "$SRCRAWL_HOME/warc), the store pointing into them; or in the store."),
+        click.option("--warc-max-bytes", default=DEFAULT_WARC_MAX_BYTES, show_default=True,
+                     type=click.IntRange(1),
+                     help="Bytes after which a slave starts a new WARC file."),
+    ]  # fmt: skip
+
+
 def crawl_options(f: Callable) -> Callable:
     """Scope, politeness and policy options shared by `crawl` and `master start`."""
     options = [
@@ -94,13 +107,7 @@ def crawl_options(f: Callable) -> Callable:
                           "cut-off response, 5xx, 429) before it is stored as failed."),
         click.option("--retry-backoff", default=DEFAULT_RETRY_BACKOFF, show_default=True,
                      help="Seconds before a failed URL's second try, doubled for each next."),
-        click.option("--body-store", type=click.Choice(BODY_STORES), default=BODY_STORES[0],
-                     show_default=True,
-                     help="Where bodies are kept: WARC files in $SRCRAWL_WARC_DIR (default "
-                          "$SRCRAWL_HOME/warc), the store pointing into them; or in the store."),
-        click.option("--warc-max-bytes", default=DEFAULT_WARC_MAX_BYTES, show_default=True,
-                     type=click.IntRange(1),
-                     help="Bytes after which a slave starts a new WARC file."),
+        *_storage_options(),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)
