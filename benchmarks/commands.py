@@ -21,7 +21,7 @@ from srcrawl.benchmarks.scaling import (
 )
 from srcrawl.cli_options import fetches_option
 from srcrawl.config import Config
-from srcrawl.defaults import DEFAULT_PAGERANK_ITERATIONS
+from srcrawl.defaults import BODY_STORES, DEFAULT_PAGERANK_ITERATIONS
 from srcrawl.errors import ConfigError
 from srcrawl.progress import ProgressLine
 
@@ -172,6 +172,14 @@ def bench_master(ctx: click.Context, urls: int, hosts: int) -> None:
 )
 @fetches_option(4, "Fetches each slave keeps in flight (one thread drives them).")
 @click.option(
+    "--body-store",
+    "body_store_text",
+    default="warc",
+    show_default=True,
+    help="Comma-separated --body-store values (warc, sql), one run each, side by side; "
+    "each run reports its SQL store's and WARC files' size.",
+)
+@click.option(
     "--depth", default=None, type=click.IntRange(0),
     help="Link hops from the seeds  [default: 8; 60 with --single-site]",
 )  # fmt: skip
@@ -192,6 +200,7 @@ def bench_crawl(
     single_site: bool,
     per_host_text: str,
     latency_ms: float,
+    body_store_text: str,
     fetches: int,
     depth: int | None,
     peer: str | None,
@@ -203,6 +212,11 @@ def bench_crawl(
 
     counts = parse_slave_counts(slaves_text)
     per_host = parse_per_host(per_host_text)
+    body_stores = [b.strip() for b in body_store_text.split(",") if b.strip()]
+    if not body_stores or len(set(body_stores)) != len(body_stores) or not set(
+        body_stores
+    ) <= set(BODY_STORES):
+        raise ConfigError(f"--body-store: expected distinct values of {', '.join(BODY_STORES)}")
     if single_site:
         hosts = 2
     pages = pages or (2000 if single_site else 20)
@@ -226,6 +240,7 @@ def bench_crawl(
             peer=peer,
             rounds=rounds,
             per_host=per_host,
+            body_stores=body_stores,
             progress=line.update,
         ),
         json_path=json_path,

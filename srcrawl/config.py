@@ -20,6 +20,7 @@ from srcrawl.defaults import (
     DEFAULT_JOB,
     DEFAULT_MASTER_LEASE_TTL,
     DEFAULT_SQLITE_NAME,
+    DEFAULT_WARC_DIR_NAME,
     REDIS_CONNECT_TIMEOUT,
     REDIS_SOCKET_TIMEOUT,
 )
@@ -37,6 +38,7 @@ ENV_REDIS_URL = "SRCRAWL_REDIS_URL"
 ENV_JOB = "SRCRAWL_JOB"
 ENV_HOME = "SRCRAWL_HOME"
 ENV_LEASE_TTL = "SRCRAWL_MASTER_LEASE_TTL"
+ENV_WARC_DIR = "SRCRAWL_WARC_DIR"
 ENV_REDIS_URL_FILE = ENV_REDIS_URL + FILE_SUFFIX
 ENV_DB_URL_FILE = ENV_DB_URL + FILE_SUFFIX
 ENV_VARS = (
@@ -47,6 +49,7 @@ ENV_VARS = (
     ENV_REDIS_URL_FILE,
     ENV_DB_URL_FILE,
     ENV_LEASE_TTL,
+    ENV_WARC_DIR,
 )
 """Every environment variable the configuration reads."""
 
@@ -133,6 +136,9 @@ class Config:
     """The file the Redis URL was read from (``SRCRAWL_REDIS_URL_FILE``), for child processes."""
     lease_ttl: float = DEFAULT_MASTER_LEASE_TTL
     """Seconds a phase master's lease lives unrenewed (``SRCRAWL_MASTER_LEASE_TTL``)."""
+    warc_dir: Path | None = None
+    """Where crawl slaves write WARC files (``SRCRAWL_WARC_DIR``); None: ``home/warc``.
+    In a cluster, a directory every slave and reader mounts."""
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -174,11 +180,17 @@ class Config:
             home=home_path,
             redis_url_file=redis_url_file,
             lease_ttl=_lease_ttl(env),
+            warc_dir=Path(env[ENV_WARC_DIR]) if env.get(ENV_WARC_DIR) else None,
         )
 
     @property
     def keys(self) -> Keys:
         return Keys(self.job)
+
+    @property
+    def warc_root(self) -> Path:
+        """The directory of the WARC files (``SRCRAWL_WARC_DIR``, else ``home/warc``)."""
+        return self.warc_dir if self.warc_dir is not None else self.home / DEFAULT_WARC_DIR_NAME
 
     @property
     def embedded(self) -> bool:
@@ -264,6 +276,9 @@ class Config:
             Path(self.db.path).parent.mkdir(parents=True, exist_ok=True)
         env[ENV_JOB] = self.job
         env[ENV_HOME] = str(self.home.resolve())
+        env.pop(ENV_WARC_DIR, None)
+        if self.warc_dir is not None:
+            env[ENV_WARC_DIR] = str(self.warc_dir.resolve())
         return env
 
     def with_job(self, job: str) -> Config:

@@ -15,6 +15,16 @@ DEFAULT_HOME = ".srcrawl"
 DEFAULT_SQLITE_NAME = "srcrawl.db"
 """File name of the SQLite store inside the home directory."""
 
+DEFAULT_WARC_DIR_NAME = "warc"
+"""Directory of the WARC files inside the home directory (``SRCRAWL_WARC_DIR`` moves it)."""
+
+DEFAULT_WARC_MAX_BYTES = 1_000_000_000
+"""Bytes after which a slave closes its WARC file and starts the next (``--warc-max-bytes``)."""
+
+BODY_STORES = ("warc", "sql")
+"""Where a crawl keeps the pages' bodies (``--body-store``): WARC files beside the store, or
+compressed in the store's pages table (as before schema 6)."""
+
 PHASES = ("crawl", "index", "pagerank")
 """The three phases that share the srq/nrq/trq protocol."""
 
