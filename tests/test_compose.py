@@ -123,3 +123,18 @@ def test_a_web_under_a_public_name_links_to_that_name() -> None:
         assert f'href="http://testweb:{second.port}"' in root.text
         assert "127.0.0.1" not in root.text
         assert requests.get(f"http://127.0.0.1:{first.port}/p/1.html", timeout=5).status_code == 200
+
+
+def test_the_cluster_profile_runs_three_primaries_with_replicas() -> None:
+    s = services()
+    nodes = {name: svc for name, svc in s.items() if name.startswith("redis-node-")}
+    assert len(nodes) == 6
+    for name, svc in nodes.items():
+        assert svc["profiles"] == ["cluster"] and "--cluster-enabled" in svc["command"], name
+        # the name it announces is the one the other services resolve
+        assert svc["command"][svc["command"].index("--cluster-announce-hostname") + 1] == name
+    init = s["redis-cluster-init"]
+    assert init["profiles"] == ["cluster"] and set(init["depends_on"]) == set(nodes)
+    assert "--cluster-replicas 1" in init["command"][0]
+    # every srcrawl service takes SRCRAWL_REDIS_URL from the shell, so a cluster URL reaches it
+    assert "${SRCRAWL_REDIS_URL:-" in COMPOSE.read_text()
