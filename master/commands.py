@@ -92,6 +92,10 @@ def crawl_options(f: Callable) -> Callable:
                           "cut-off response, 5xx, 429) before it is stored as failed."),
         click.option("--retry-backoff", default=DEFAULT_RETRY_BACKOFF, show_default=True,
                      help="Seconds before a failed URL's second try, doubled for each next."),
+        click.option("--sitemaps/--no-sitemaps", default=True, show_default=True,
+                     help="Read each host's sitemaps (the Sitemap: lines of its robots.txt, "
+                          "else /sitemap.xml, one request): their pages are seeds, their "
+                          "lastmod kept for the recrawl."),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)

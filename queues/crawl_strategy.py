@@ -85,6 +85,9 @@ class CrawlStrategy:
     """Fetches of a URL that keeps failing for a passing reason before it is stored as failed."""
     retry_backoff: float = DEFAULT_RETRY_BACKOFF
     """Seconds before a failed URL's second try; doubled for each try after."""
+    sitemaps: bool = True
+    """The slave that reads a host's robots.txt reads its sitemaps too (its ``Sitemap:``
+    lines, else ``/sitemap.xml``): their pages are seeds, their ``<lastmod>`` kept."""
     version: int = 0
 
     def __post_init__(self) -> None:
