@@ -194,15 +194,10 @@ def generate(
     endpoints = loopback_endpoints(hosts, port_base, ports=ports, addresses=addresses,
                                    address=address)  # fmt: skip
     host_list = [
-        Host(
-            index=i,
-            address=addr,
-            port=port,
-            name=host_name,
-            **robots_for(i, crawl_delay, robots_failures),
-        )
+        Host(index=i, address=addr, port=port, name=host_name,
+             **robots_for(i, crawl_delay, robots_failures))
         for i, (addr, port) in enumerate(endpoints)
-    ]
+    ]  # fmt: skip
     rng = random.Random(seed)
     terms = words.TermPool(rng)
     regular = [[h.origin + regular_path(n) for n in range(pages)] for h in host_list]
