@@ -108,6 +108,10 @@ def crawl_options(f: Callable) -> Callable:
         click.option("--retry-backoff", default=DEFAULT_RETRY_BACKOFF, show_default=True,
                      help="Seconds before a failed URL's second try, doubled for each next."),
         *_storage_options(),
+        click.option("--sitemaps/--no-sitemaps", default=True, show_default=True,
+                     help="Read each host's sitemaps (the Sitemap: lines of its robots.txt, "
+                          "else /sitemap.xml, one request): their pages are seeds, their "
+                          "lastmod kept for the recrawl."),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)

@@ -64,6 +64,7 @@ from srcrawl.queues.lease import MasterLease, holder_id
 from srcrawl.queues.link_cache import ClockCache
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.scope import Scope
+from srcrawl.queues.sitemap_lastmod import record_lastmod
 from srcrawl.queues.workers import reap, reaped_sentences, workers
 from srcrawl.signals import install_stop_handlers
 from srcrawl.urls import host_of
@@ -113,6 +114,7 @@ class CrawlMaster:
         self._level = 0
         self._record_above: int | None = None
         self._checks: dict[int, FetchTask] = {}
+        self._lastmods: list[tuple[int, float]] = []
         self._handlers = {
             Seed: self._on_seed, Fetched: self._on_fetched, RobotsFetched: self._on_robots,
             Retry: self._on_retry, Disallowed: self._on_disallowed, Deferred: self._on_deferred,
@@ -306,6 +308,7 @@ class CrawlMaster:
         self._level = int(level or 0)
         self._record_above = int(above) if above is not None else None
         self._checks = {}
+        self._lastmods = []
         for raw in msgs:
             try:
                 outcome = read_outcome(raw)
@@ -314,6 +317,11 @@ class CrawlMaster:
                 continue
             self._handlers[type(outcome)](outcome, batch)
         self._improve(batch)
+        if self._lastmods:
+            # before the commit: a batch replayed after a failure records them again, alike
+            dropped = record_lastmod(self.client, self.keys, self._lastmods)
+            if dropped:
+                batch.count("sitemap_lastmod_dropped", dropped)
         journal = self.seen.take_journal()
         try:
             self.frontier.commit(batch, journal)
@@ -394,6 +402,24 @@ class CrawlMaster:
         batch.errors[host_of(robots.task.url)] = ""
         batch.retry.append(Requeue(robots.task, self._polite(robots.fetch_ms, robots.crawl_delay)))
         batch.lag[robots.task.queue] = 0
+        self._on_sitemap(robots, batch)
+
+    def _on_sitemap(self, robots: RobotsFetched, batch: Batch) -> None:
+        """The pages the host's sitemaps named: seeds (depth 0), judged like any link, and
+        their ``<lastmod>`` kept for those in scope (the recrawl schedule reads it)."""
+        for name, n in robots.sitemap_counts.items():
+            batch.count(name, n)
+        if robots.rejected:
+            batch.count(REJECTED_LINKS, robots.rejected)
+        if not self.strategy.sitemaps:
+            return  # a slave that had not seen --no-sitemaps yet
+        for url, fp, lastmod in robots.sitemap:
+            scheduled = batch.stats.get("scheduled", 0)
+            self._candidate(url, fp, 0, batch)
+            if batch.stats.get("scheduled", 0) > scheduled:
+                batch.count("sitemap_seeds")
+            if lastmod is not None and self.scope.reject(url, 0) is None:
+                self._lastmods.append((fp, lastmod))
 
     def _on_disallowed(self, disallowed: Disallowed, batch: Batch) -> None:
         batch.count("robots_disallowed")

@@ -6,7 +6,8 @@
 - ``nrq``: one outcome per task, carrying the task's own fields beside its
   own: ``fetched`` (:class:`Fetched`, with the page's links as canonical URL
   and fingerprint, computed once, by the slave), ``robots`` (the task's
-  request went to the host's robots.txt), ``disallowed``, ``deferred``
+  request went to the host's robots.txt; with the pages its sitemaps name),
+  ``disallowed``, ``deferred``
   (robots.txt could not be had), ``retry`` (a passing failure), ``error``
   (the slave's handler failed on the tasks in its payload); and ``seed``
   messages from `srcrawl seed`.
@@ -18,9 +19,10 @@ counted in :attr:`Fetched.rejected`), and the master counts it and goes on.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -219,22 +221,75 @@ class Fetched:
                    _int(msg, "invalid", 0), rejected)  # fmt: skip
 
 
+SitemapEntry = tuple[str, int, float | None]
+"""A page a sitemap named: its canonical URL, that URL's fingerprint, its ``<lastmod>``
+(epoch seconds) or None."""
+
+SITEMAP_COUNTERS = frozenset({
+    "sitemaps_fetched", "sitemap_refused", "sitemap_capped", "sitemap_malformed",
+    "sitemap_invalid_urls", "sitemap_urls",
+})  # fmt: skip
+"""The crawl counters a slave's reading of a host's sitemaps may add to."""
+
+
+def _sitemap_entries(msg: Message) -> tuple[list[SitemapEntry], int]:
+    """The well-formed sitemap entries of ``msg`` and how many others it had."""
+    raw = msg.get("sitemap", [])
+    if type(raw) is not list:
+        raise EnvelopeError(f"{msg.kind} message's sitemap entries are not a list")
+    good: list[SitemapEntry] = []
+    for entry in raw:
+        if (
+            type(entry) is list
+            and len(entry) == 3
+            and is_canonical_url(entry[0])
+            and is_fingerprint(entry[1])
+            and (entry[2] is None or (type(entry[2]) in (int, float) and math.isfinite(entry[2])))
+        ):
+            good.append((entry[0], entry[1], None if entry[2] is None else float(entry[2])))
+    return good, len(raw) - len(good)
+
+
+def _sitemap_counts(msg: Message) -> dict[str, int]:
+    counts = msg.get("sitemap_counts", {})
+    if type(counts) is not dict or not all(
+        name in SITEMAP_COUNTERS and type(n) is int and n >= 0 for name, n in counts.items()
+    ):
+        raise EnvelopeError(f"{msg.kind} message's sitemap counts are malformed")
+    return counts
+
+
 @dataclass(frozen=True, slots=True)
 class RobotsFetched:
-    """The task's request went to its host's robots.txt: the URL itself comes next."""
+    """The task's request went to its host's robots.txt: the URL itself comes next.
+
+    With ``--sitemaps`` the slave read the host's sitemaps before answering (the
+    task held the host meanwhile): the pages they name come with it, seeds for the
+    master to judge like links, and what the reading counted.
+    """
 
     task: FetchTask
     fetch_ms: float
     crawl_delay: float | None = None
+    sitemap: tuple[SitemapEntry, ...] | list[SitemapEntry] = ()
+    sitemap_counts: dict[str, int] = field(default_factory=dict)
+    rejected: int = 0
+    """Sitemap entries of the message that were malformed (set by decoding, never sent)."""
 
     def encode(self) -> bytes:
-        fields = {"fetch_ms": self.fetch_ms, "crawl_delay": self.crawl_delay}
+        fields: dict[str, Any] = {"fetch_ms": self.fetch_ms, "crawl_delay": self.crawl_delay}
+        if self.sitemap:
+            fields["sitemap"] = self.sitemap
+        if self.sitemap_counts:
+            fields["sitemap_counts"] = self.sitemap_counts
         return encode(ROBOTS, {**self.task.fields(), **fields})
 
     @classmethod
     def from_message(cls, msg: Message) -> RobotsFetched:
+        entries, rejected = _sitemap_entries(msg)
         return cls(FetchTask.from_message(msg), _number(msg, "fetch_ms", 0),
-                   _optional_number(msg, "crawl_delay"))  # fmt: skip
+                   _optional_number(msg, "crawl_delay"), entries, _sitemap_counts(msg),
+                   rejected)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

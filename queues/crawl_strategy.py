@@ -92,6 +92,9 @@ class CrawlStrategy:
     ``sql`` (compressed in the pages table)."""
     warc_max_bytes: int = DEFAULT_WARC_MAX_BYTES
     """Bytes after which a slave starts its next WARC file."""
+    sitemaps: bool = True
+    """The slave that reads a host's robots.txt reads its sitemaps too (its ``Sitemap:``
+    lines, else ``/sitemap.xml``): their pages are seeds, their ``<lastmod>`` kept."""
     version: int = 0
 
     def __post_init__(self) -> None:

@@ -28,6 +28,7 @@ from srcrawl.defaults import (
     DEFAULT_FETCH_TRIES,
     DEFAULT_LINK_CACHE,
     DEFAULT_PARSE_THREADS,
+    DEFAULT_SITEMAP_THREADS,
 )
 from srcrawl.errors import EnvelopeError
 from srcrawl.queues.crawl_protocol import (
@@ -59,9 +60,10 @@ from srcrawl.slave.fetch_policy import FetchPolicy
 from srcrawl.slave.page_writer import PageWriter
 from srcrawl.slave.parse import MAX_ANCHOR_CHARS, parse_html
 from srcrawl.slave.robots import RobotsCache, RobotsRules, robots_url
+from srcrawl.slave.sitemaps import SitemapLimits, SitemapReport, read_host_sitemaps
 from srcrawl.slave.warc import LocalWarcStorage, PreparedFetch, WarcOutput, prepare_fetch
 from srcrawl.sql.store import Page, compress_body
-from srcrawl.urls import InvalidURL, canonicalize, host_of, origin
+from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
 
 _STRATEGY_REFRESH = 5.0
 
@@ -114,6 +116,10 @@ class CrawlHandler:
         self._version = -1
         self._checked = 0.0
         self._tools: tuple[Fetcher, RobotsCache] | None = None
+        self._strategy = CrawlStrategy()
+        self._sitemap_fetcher: Fetcher | None = None
+        self._sitemap_pool: ThreadPoolExecutor | None = None
+        self._closing = threading.Event()
         self.cache = ClockCache(DEFAULT_LINK_CACHE)
         self.writer = PageWriter(cfg.store())
         self._lock = threading.Lock()
@@ -157,6 +163,12 @@ class CrawlHandler:
                                          defer=strategy.robots_defer,
                                          user_agent=strategy.user_agent)  # fmt: skip
                     self._tools = (fetcher, robots)
+                    self._strategy = strategy
+                    # a sitemap is read up to its own cap (one byte more tells a cut one)
+                    self._sitemap_fetcher = Fetcher(
+                        read_timeout=strategy.fetch_timeout,
+                        max_bytes=SitemapLimits().max_bytes + 1,
+                        user_agent=strategy.user_agent, policy=fetcher.policy)  # fmt: skip
                     self._version = strategy.version
                     self._tries = strategy.fetch_tries
                     self._user_agent = strategy.user_agent
@@ -181,7 +193,7 @@ class CrawlHandler:
         fetcher, robots = self.tools()
         if isinstance(step, _RobotsMiss):
             rules, result = robots.fetch_and_store(step.site)
-            return self._after_robots(step.task, rules, result)
+            return self._after_robots(step.task, rules, result, self._sitemaps(rules, result))
         task, rules = step
         result = fetcher.fetch(task.url)
         return self._retry(task, rules, result) or self._finish(task, rules, result)
@@ -223,7 +235,10 @@ class CrawlHandler:
                     self._multi.add(fetcher, result.redirect, (raw, what, extra + 1))
                     continue
                 rules = robots.store(what.site, result)
-                out.append((raw, self._after_robots(what.task, rules, result)))
+                if self._wants_sitemaps(rules, result):
+                    self._read_beside(raw, what.task, rules, result)
+                else:
+                    out.append((raw, self._after_robots(what.task, rules, result)))
                 continue
             retry = self._retry(what, extra, result)
             if retry is not None:
@@ -256,15 +271,58 @@ class CrawlHandler:
         with contextlib.suppress(OSError):  # BlockingIOError: a wake-up is pending already
             self._parsed_w.send(b"x")
 
+    def _read_beside(
+        self, raw: bytes, task: FetchTask, rules: RobotsRules, result: FetchResult
+    ) -> None:
+        """Read the host's sitemaps in a pool thread; the task's outcome comes through poll().
+
+        The task holds its host meanwhile (the master sends none of its other
+        URLs before this outcome), so the sitemap requests keep its politeness.
+        """
+        if self._sitemap_pool is None:
+            self._sitemap_pool = ThreadPoolExecutor(DEFAULT_SITEMAP_THREADS, "crawl-sitemaps")
+        self._parsing += 1
+        self._sitemap_pool.submit(self._sitemaps_beside, raw, task, rules, result)
+
+    def _sitemaps_beside(
+        self, raw: bytes, task: FetchTask, rules: RobotsRules, result: FetchResult
+    ) -> None:
+        try:
+            outcome = self._after_robots(task, rules, result, self._sitemaps(rules, result))
+        except Exception:  # a bug: the task goes on without the sitemaps rather than be lost
+            log.exception("reading the sitemaps of %s failed", rules.origin)
+            outcome = self._after_robots(task, rules, result)
+        self._parsed.append((raw, outcome))
+        with contextlib.suppress(OSError):
+            self._parsed_w.send(b"x")
+
+    def _wants_sitemaps(self, rules: RobotsRules, result: FetchResult) -> bool:
+        """Read the host's sitemaps: the crawl asks for them and its robots.txt answered."""
+        return self._strategy.sitemaps and rules.deferred_until is None and result.status > 0
+
+    def _sitemaps(self, rules: RobotsRules, result: FetchResult) -> tuple[SitemapReport, float]:
+        """The host's sitemaps (see read_host_sitemaps), read now; none when not wanted."""
+        if not self._wants_sitemaps(rules, result) or self._sitemap_fetcher is None:
+            return SitemapReport(), result.elapsed_ms
+        strategy = self._strategy
+        return read_host_sitemaps(
+            rules, self._sitemap_fetcher,
+            lambda fetch_ms: strategy.politeness_ms(fetch_ms, rules.crawl_delay) / 1000,
+            after_ms=result.elapsed_ms, stopping=self._closing.is_set,
+        )  # fmt: skip
+
     def in_flight(self) -> int:
         """Tasks started and not yet returned by :meth:`poll`."""
         return (len(self._multi) if self._multi is not None else 0) + self._parsing
 
     def close(self) -> None:
         """Drop the open connections (fetches still running are abandoned)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        self._closing.set()  # a sitemap read in progress sends no more requests
+        for pool in (self._pool, self._sitemap_pool):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+        self._pool = self._sitemap_pool = None
+        self._closing.clear()
         self._parsed.clear()
         self._parsing = 0
         if self._multi is not None:
@@ -296,11 +354,22 @@ class CrawlHandler:
         return task, rules
 
     @staticmethod
-    def _after_robots(task: FetchTask, rules: RobotsRules, result: FetchResult) -> bytes:
-        """The outcome of a task whose request went to the host's robots.txt."""
+    def _after_robots(
+        task: FetchTask,
+        rules: RobotsRules,
+        result: FetchResult,
+        sitemaps: tuple[SitemapReport, float] | None = None,
+    ) -> bytes:
+        """The outcome of a task whose request went to the host's robots.txt (and its
+        sitemaps: their report and the last request's time)."""
         if rules.deferred_until is None:
             # the master queues the page again, for its politeness turn
-            return RobotsFetched(task, result.elapsed_ms, rules.crawl_delay).encode()
+            if sitemaps is None:
+                return RobotsFetched(task, result.elapsed_ms, rules.crawl_delay).encode()
+            report, fetch_ms = sitemaps
+            entries = [(url, fingerprint(url), when) for url, when in report.urls.items()]
+            return RobotsFetched(task, fetch_ms, rules.crawl_delay, entries,
+                                 report.counters()).encode()  # fmt: skip
         return Deferred(task, rules.deferred_until, failure_reason(result)).encode()
 
     def _retry(self, task: FetchTask, rules: RobotsRules, result: FetchResult) -> bytes | None:

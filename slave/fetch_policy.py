@@ -1,7 +1,7 @@
 """Which requests a crawl may send: in its scope, and to an address it is allowed to reach.
 
-Every request of a crawl slave (pages, robots.txt and each of its
-redirects) passes two checks, both made by :class:`FetchPolicy`:
+Every request of a crawl slave (pages, robots.txt, sitemaps and each of
+their redirects) passes two checks, both made by :class:`FetchPolicy`:
 
 - before it is sent, its URL's host must be in the crawl's scope (the
   seeds' hosts and ``--allow-domain``, as the master judges links);

@@ -29,6 +29,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from urllib.parse import urljoin
 
 import redis
 import xxhash
@@ -86,6 +87,14 @@ class RobotsRules:
         if self._parser is None:
             return True
         return self._parser.can_fetch(url, self.user_agent)
+
+    @property
+    def sitemaps(self) -> list[str]:
+        """The ``Sitemap:`` URLs of robots.txt, absolute (a relative one against robots.txt)."""
+        if self._parser is None:
+            return []
+        base = robots_url(self.origin)
+        return [urljoin(base, url.strip()) for url in self._parser.sitemaps if url.strip()]
 
     @property
     def crawl_delay(self) -> float | None:

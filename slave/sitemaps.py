@@ -17,6 +17,11 @@ hostile, so :func:`read_sitemaps` bounds each thing it could be made to do:
   crawl's scope, the host's robots.txt, the same origin as the robots.txt
   that named it), each once (an index naming itself or a loop is read once).
 
+:func:`read_host_sitemaps` reads one host's sitemaps for the crawl slave:
+the ``Sitemap:`` lines of its robots.txt or a probe of ``/sitemap.xml``,
+each request through the crawl's fetcher and policy, after the host's
+politeness wait.
+
 Malformed XML keeps the entries read before the error. Whatever was cut,
 refused or malformed is counted in the :class:`SitemapReport`, never raised.
 """
@@ -24,6 +29,7 @@ refused or malformed is counted in the :class:`SitemapReport`, never raised.
 from __future__ import annotations
 
 import io
+import time
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -33,12 +39,16 @@ from datetime import datetime, timezone
 from lxml import etree
 
 from srcrawl.defaults import (
+    DEFAULT_ROBOTS_MAX_REDIRECTS,
     DEFAULT_SITEMAP_MAX_BYTES,
     DEFAULT_SITEMAP_MAX_DEPTH,
     DEFAULT_SITEMAP_MAX_URLS,
+    DEFAULT_SITEMAP_PROBE,
     DEFAULT_SITEMAPS_PER_HOST,
 )
-from srcrawl.urls import InvalidURL, canonicalize
+from srcrawl.slave.fetch import Fetcher
+from srcrawl.slave.robots import RobotsRules
+from srcrawl.urls import InvalidURL, canonicalize, origin
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -210,3 +220,58 @@ def _take_pages(pages: list[tuple[str, float | None]], report: SitemapReport) ->
             continue
         if lastmod is not None or url not in report.urls:
             report.urls[url] = lastmod
+
+
+def read_host_sitemaps(
+    rules: RobotsRules,
+    fetcher: Fetcher,
+    wait: Callable[[float], float],
+    *,
+    after_ms: float,
+    limits: SitemapLimits | None = None,
+    max_redirects: int = DEFAULT_ROBOTS_MAX_REDIRECTS,
+    stopping: Callable[[], bool] = lambda: False,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[SitemapReport, float]:
+    """Read the sitemaps of the origin whose robots.txt gave ``rules``, politely.
+
+    The ``Sitemap:`` lines of robots.txt, or, when it names none, one probe of
+    :data:`DEFAULT_SITEMAP_PROBE`. A sitemap URL (each redirect hop too) is
+    fetched only on that origin, in the crawl's scope (``fetcher``'s policy,
+    which also checks every address) and allowed by ``rules``. Before each
+    request the host's politeness is waited out: ``wait(fetch_ms)`` seconds
+    after a request that took ``fetch_ms`` (the robots.txt one took
+    ``after_ms``). Returns the report and the last request's time in ms.
+    """
+    site = rules.origin
+    last = [after_ms]
+    hops_refused = [0]
+
+    def allowed(url: str) -> bool:
+        try:
+            url = canonicalize(url)
+        except InvalidURL:
+            return False
+        policy = fetcher.policy
+        return (origin(url) == site and rules.allowed(url)
+                and (policy is None or policy.refuse_url(url) is None))  # fmt: skip
+
+    def fetch(url: str) -> bytes | None:
+        url = canonicalize(url)  # allowed() said it can be
+        for _hop in range(max_redirects + 1):
+            if stopping():
+                return None
+            sleep(wait(last[0]))
+            result = fetcher.fetch(url)
+            last[0] = result.elapsed_ms
+            if result.redirect is None:
+                return result.body if result.ok else None
+            if not allowed(result.redirect):
+                hops_refused[0] += 1
+                return None
+            url = canonicalize(result.redirect)
+        return None  # too many redirects
+
+    report = read_sitemaps(rules.sitemaps or [site + DEFAULT_SITEMAP_PROBE], fetch, allowed, limits)
+    report.refused += hops_refused[0]
+    return report, last[0]

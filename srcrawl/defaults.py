@@ -312,6 +312,13 @@ DEFAULT_SITEMAPS_PER_HOST = 8
 DEFAULT_SITEMAP_LASTMOD_MAX = 1_000_000
 """Fingerprints whose sitemap ``<lastmod>`` is kept in Redis (about 100 MB at most)."""
 
+DEFAULT_SITEMAP_PROBE = "/sitemap.xml"
+"""Where a host's sitemap is looked for when its robots.txt names none (one request)."""
+
+DEFAULT_SITEMAP_THREADS = 8
+"""Threads of a crawl slave reading hosts' sitemaps beside its fetch loop (each holds one
+host's first task while it reads, waiting the host's politeness between requests)."""
+
 # -- index and search ----------------------------------------------------------
 
 MAX_TERM_CHARS = 64

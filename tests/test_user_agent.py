@@ -83,7 +83,8 @@ def test_the_default_agent_names_the_project_and_is_sent(tmp_path, redis_url, ke
         r = crawl(tmp_path, redis_url, keys.job, *tw.seed_urls, "--depth", "0", *FAST)
         assert r.returncode == 0, r.stderr[-2000:]
     entries = tw.log_entries()
-    assert [e["path"] for e in entries] == ["/robots.txt", "/"]
+    # robots.txt names no sitemap: one probe of /sitemap.xml (a 404 here), then the seed
+    assert [e["path"] for e in entries] == ["/robots.txt", "/sitemap.xml", "/"]
     assert {e["agent"] for e in entries} == {DEFAULT_USER_AGENT}
 
 

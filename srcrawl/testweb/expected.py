@@ -12,7 +12,12 @@ Breadth-first semantics:
   content=nofollow>`` page are not followed; ``javascript:``, ``mailto:``,
   ``data:`` and malformed hrefs are no links at all;
 - error pages, timeouts, truncated and non-HTML responses have no links;
-- every fetched URL is in the result, whatever its status (timeouts too).
+- every fetched URL is in the result, whatever its status (timeouts too);
+- with ``sitemaps``, the pages the sitemaps of a host name
+  (``Web.sitemap_pages``) are seeds too, once any URL of the host is in
+  scope (its robots.txt is read then). Their depths are exact when every
+  host is reached at depth 0 (each host's root a seed): a host found
+  deeper has its sitemap pages scheduled while the crawl is at that level.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from srcrawl.testweb.model import CRAWLER_AGENT, LINK_KINDS, TestWebError
-from srcrawl.testweb.urls import canonical
+from srcrawl.testweb.urls import canonical, origin_of
 
 if TYPE_CHECKING:
     from srcrawl.testweb.model import Web
@@ -36,27 +41,50 @@ def expected_crawl(
     *,
     kinds: Iterable[str] = LINK_KINDS,
     agent: str = CRAWLER_AGENT,
+    sitemaps: bool = True,
 ) -> dict[str, int]:
     """``{canonical url: depth}`` of every URL the crawl fetches (see the module docstring).
 
     ``kinds`` restricts which link kinds the crawler follows (default: all of
-    :data:`LINK_KINDS`, redirects included).
+    :data:`LINK_KINDS`, redirects included); ``sitemaps``: the crawler reads sitemaps.
     """
     if max_depth < 0:
         raise TestWebError("max_depth must be >= 0")
-    kinds = tuple(kinds)
-    depth: dict[str, int] = {}
-    queue: deque[str] = deque()
-
-    def visit(url: str, d: int) -> None:
-        if url not in depth and allowed(url) and web.robots_allows(url, agent):
-            depth[url] = d
-            queue.append(url)
-
+    starts = []
     for seed in seeds:
         url = canonical(seed)
         if url is None:
             raise TestWebError(f"seed {seed!r} is no crawlable URL")
+        starts.append(url)
+    read: set[str] = set()  # origins whose sitemaps are seeds
+    while True:
+        depth, touched = _bfs(web, starts, max_depth, allowed, tuple(kinds), agent)
+        new = {o for o in touched - read if web.sitemap_pages.get(o)} if sitemaps else set()
+        if not new:
+            return depth
+        read |= new
+        starts += [url for o in sorted(new) for url in web.sitemap_pages[o]]
+
+
+def _bfs(
+    web: Web, starts: list[str], max_depth: int, allowed: Callable[[str], bool],
+    kinds: tuple[str, ...], agent: str,
+) -> tuple[dict[str, int], set[str]]:  # fmt: skip
+    """The BFS depths from ``starts`` (all at depth 0), and the origins of the URLs in scope
+    (robots.txt read)."""
+    depth: dict[str, int] = {}
+    touched: set[str] = set()
+    queue: deque[str] = deque()
+
+    def visit(url: str, d: int) -> None:
+        if url in depth or not allowed(url):
+            return
+        touched.add(origin_of(url))
+        if web.robots_allows(url, agent):
+            depth[url] = d
+            queue.append(url)
+
+    for url in starts:
         visit(url, 0)
     while queue:
         url = queue.popleft()
@@ -66,7 +94,7 @@ def expected_crawl(
             continue
         for link in page.followed_links(kinds):
             visit(link.target, d + 1)
-    return depth
+    return depth, touched
 
 
 def _expands(page) -> bool:

@@ -47,6 +47,7 @@ from srcrawl.defaults import (
 )
 from srcrawl.testweb import known, specials, words
 from srcrawl.testweb.model import Host, Link, Page, TestWebError, Web
+from srcrawl.testweb.sitemaps import add_sitemaps
 
 ZIPF_EXPONENT = 1.2
 CROSS_HOST_SHARE = 0.15
@@ -177,13 +178,15 @@ def generate(
     host_name: str | None = None,
     address: str = "127.0.0.1",
     known_items: bool = False,
+    sitemaps: bool = False,
 ) -> Web:
     """The web of ``hosts`` × ``pages`` regular pages for ``seed`` (same inputs, same web).
 
     ``host_name``: the name every host's URLs use instead of its loopback address
     (one port per host, so the origins stay distinct). ``address``: the loopback
     address of every host, one port each (``::1``: a web on IPv6). ``known_items``: see
-    :mod:`srcrawl.testweb.known`.
+    :mod:`srcrawl.testweb.known`. ``sitemaps``: hosts serve sitemaps (see
+    :mod:`srcrawl.testweb.sitemaps`); without it a sitemap request gets a 404.
     """
     if host_name is not None and addresses:
         raise TestWebError("a host name needs one port per host, not one address per host")
@@ -191,15 +194,10 @@ def generate(
     endpoints = loopback_endpoints(hosts, port_base, ports=ports, addresses=addresses,
                                    address=address)  # fmt: skip
     host_list = [
-        Host(
-            index=i,
-            address=addr,
-            port=port,
-            name=host_name,
-            **robots_for(i, crawl_delay, robots_failures),
-        )
+        Host(index=i, address=addr, port=port, name=host_name,
+             **robots_for(i, crawl_delay, robots_failures))
         for i, (addr, port) in enumerate(endpoints)
-    ]
+    ]  # fmt: skip
     rng = random.Random(seed)
     terms = words.TermPool(rng)
     regular = [[h.origin + regular_path(n) for n in range(pages)] for h in host_list]
@@ -215,8 +213,12 @@ def generate(
     special_pages, names = specials.build(host_list, regular[0], terms)
     out.update(special_pages)
     queries = known.plant(out, host_list, regular, seed) if known_items else []
+    files, found = {}, {}
+    if sitemaps:  # last: the rest of the web is the same with or without them
+        host_list, files, found = add_sitemaps(host_list, out, terms)
     return Web(hosts=host_list, pages=out, special=names, slow_seconds=slow_seconds,
-               large_bytes=large_bytes, seed=seed, queries=queries)  # fmt: skip
+               large_bytes=large_bytes, seed=seed, queries=queries, files=files,
+               sitemap_pages=found)  # fmt: skip
 
 
 def _check_sizes(

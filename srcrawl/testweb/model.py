@@ -194,6 +194,10 @@ class Web:
     """Seed of the text of generated pages."""
     queries: list[KnownItem] = field(default_factory=list)
     """Known-item queries with the page each should find (a web made with ``known_items``)."""
+    files: dict[str, tuple[str, bytes]] = field(default_factory=dict)
+    """URL → (content type, body) served as they are: the sitemaps (``generate(sitemaps=True)``)."""
+    sitemap_pages: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    """Origin → the pages a correct reader finds in its sitemaps (URL → ``<lastmod>``)."""
     _by_origin: dict[str, Host] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -262,11 +266,13 @@ class Web:
         *,
         kinds: Iterable[str] = LINK_KINDS,
         agent: str = CRAWLER_AGENT,
+        sitemaps: bool = True,
     ) -> dict[str, int]:
         """Every URL a correct crawl fetches, with its BFS depth (see :mod:`.expected`)."""
         from srcrawl.testweb.expected import expected_crawl
 
-        return expected_crawl(self, seeds, max_depth, allowed, kinds=kinds, agent=agent)
+        return expected_crawl(self, seeds, max_depth, allowed, kinds=kinds, agent=agent,
+                              sitemaps=sitemaps)  # fmt: skip
 
     def known_items(
         self, within: Iterable[str] | None = None, lang: str | None = None

@@ -133,6 +133,9 @@ class Site:
         rendered = self._rendered.get(url)
         if rendered is not None:
             return rendered
+        served = self.web.files.get(url)
+        if served is not None:
+            return Response(200, served[0], served[1])
         cached = self._cache.get(url)
         if cached is not None:
             self._cache.move_to_end(url)
