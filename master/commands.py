@@ -43,8 +43,12 @@ politeness before the progress line says so."""
 
 
 def _storage_options() -> list[Callable]:
-    """Where a crawl keeps the bodies (part of :func:`crawl_options`)."""
+    """Where a crawl keeps the bodies, and its sitemaps (part of :func:`crawl_options`)."""
     return [
+        click.option("--sitemaps/--no-sitemaps", default=True, show_default=True,
+                     help="Read each host's sitemaps (the Sitemap: lines of its robots.txt, "
+                          "else /sitemap.xml, one request): their pages are seeds, their "
+                          "lastmod kept for the recrawl."),
         click.option("--body-store", type=click.Choice(BODY_STORES), default=BODY_STORES[0],
                      show_default=True,
                      help="Where bodies are kept: WARC files in $SRCRAWL_WARC_DIR (default "
@@ -108,10 +112,6 @@ def crawl_options(f: Callable) -> Callable:
         click.option("--retry-backoff", default=DEFAULT_RETRY_BACKOFF, show_default=True,
                      help="Seconds before a failed URL's second try, doubled for each next."),
         *_storage_options(),
-        click.option("--sitemaps/--no-sitemaps", default=True, show_default=True,
-                     help="Read each host's sitemaps (the Sitemap: lines of its robots.txt, "
-                          "else /sitemap.xml, one request): their pages are seeds, their "
-                          "lastmod kept for the recrawl."),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)
