@@ -121,6 +121,25 @@ def bench_failover(rounds: int, pages: int, after_pages: int, json_path: str | N
         Path(json_path).write_text(json.dumps(as_json(runs), indent=2) + "\n")
 
 
+@bench.command("memory")
+@click.option("--urls", default=1_000_000, show_default=True, type=click.IntRange(1000),
+              help="Distinct URLs run through the crawl master.")  # fmt: skip
+@click.option("--hosts", default=10_000, show_default=True, type=click.IntRange(1))
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write the figures as JSON.")  # fmt: skip
+def bench_memory(urls: int, hosts: int, json_path: str | None) -> None:
+    """Bytes per queued URL in Redis and per seen URL in the Bloom filter (docs/SCALING.md)."""
+    from srcrawl.benchmarks.memory import run_memory_benchmark
+
+    check_outputs(json_path=json_path, plot_path=None)
+    line = ProgressLine()
+    figures = run_memory_benchmark(urls, hosts, say=line.update)
+    line.done()
+    click.echo(figures.render())
+    if json_path:
+        Path(json_path).write_text(json.dumps(figures.as_json(), indent=2) + "\n")
+
+
 @bench.command("master")
 @click.option("--urls", default=1_000_000, show_default=True, type=click.IntRange(1),
               help="Links in the stream.")  # fmt: skip

@@ -1,0 +1,148 @@
+"""``srcrawl bench memory``: bytes per queued URL in Redis and per seen URL in the Bloom filter.
+
+A crawl's frontier is Redis memory and its seen test is the master's Bloom
+filter (with its snapshot in Redis), so these two figures decide what a
+crawl of N pages needs. The benchmark runs N distinct URLs over H hosts
+through a real crawl master as fetched pages' links (50 a page, whole nrq
+batches, the frontier's own scripts), on a Redis server of its own so
+``INFO memory`` sees nothing else, and reads:
+
+- Redis ``used_memory`` before and after, over the URLs left queued;
+- the Bloom filter's bits in the master (pybloom-live's bit arrays) and the
+  size of its snapshot in Redis (``MEMORY USAGE``), over the URLs seen.
+"""
+
+from __future__ import annotations
+
+import resource
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from srcrawl import embedded
+from srcrawl.config import Config
+from srcrawl.defaults import DEFAULT_BLOOM_ERROR_RATE
+from srcrawl.master.crawl_master import CrawlMaster
+from srcrawl.master.crawl_run import progress, start_crawl
+from srcrawl.queues.crawl_protocol import canonical_links
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.envelope import encode
+
+LINKS_PER_PAGE = 50
+BATCH_PAGES = 500
+
+
+@dataclass
+class MemoryFigures:
+    urls: int
+    hosts: int
+    error_rate: float
+    queued: int
+    seconds: float
+    redis_bytes: int
+    bloom_bytes: int
+    snapshot_bytes: int
+    master_rss_mb: float
+
+    @property
+    def redis_per_queued(self) -> float:
+        return self.redis_bytes / max(self.queued, 1)
+
+    @property
+    def bloom_per_seen(self) -> float:
+        return self.bloom_bytes / max(self.urls, 1)
+
+    def render(self) -> str:
+        return "\n".join([
+            f"memory benchmark: {self.urls:,} distinct URLs over {self.hosts:,} hosts "
+            f"through the crawl master in {self.seconds:.0f} s "
+            f"({self.urls / self.seconds:,.0f} URLs/s); Bloom error rate {self.error_rate:g}",
+            f"  Redis used_memory grew {self.redis_bytes / 2**20:,.1f} MiB for "
+            f"{self.queued:,} queued URLs: {self.redis_per_queued:.1f} bytes a queued URL",
+            f"  Bloom filter {self.bloom_bytes / 2**20:,.1f} MiB in the master: "
+            f"{self.bloom_per_seen:.2f} bytes a seen URL; its snapshot in Redis "
+            f"{self.snapshot_bytes / 2**20:,.1f} MiB",
+            f"  master peak RSS {self.master_rss_mb:,.0f} MiB",
+        ])  # fmt: skip
+
+    def as_json(self) -> dict[str, Any]:
+        return {**asdict(self), "redis_bytes_per_queued_url": self.redis_per_queued,
+                "bloom_bytes_per_seen_url": self.bloom_per_seen}  # fmt: skip
+
+
+def _host(i: int) -> str:
+    return f"h{i}.example.test"
+
+
+def _batches(urls: int, hosts: int) -> Iterator[list[bytes]]:
+    """Fetched-page outcomes carrying ``urls`` distinct links, BATCH_PAGES a batch."""
+    batch: list[bytes] = []
+    for start in range(0, urls, LINKS_PER_PAGE):
+        links = [f"http://{_host(i % hosts)}/docs/{i}/page.html"
+                 for i in range(start, min(start + LINKS_PER_PAGE, urls))]  # fmt: skip
+        batch.append(encode("fetched", {
+            "url": f"http://{_host(0)}/", "fp": 1, "q": _host(0), "depth": 0, "status": 200,
+            "fetch_ms": 5, "links": list(canonical_links(links)[0].items()),
+        }))  # fmt: skip
+        if len(batch) == BATCH_PAGES:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _bloom_bytes(master: CrawlMaster) -> int:
+    return sum(len(f.bitarray) // 8 for f in master.seen.bloom.filters)
+
+
+def run_memory_benchmark(
+    urls: int, hosts: int, say: Callable[[str], None], error_rate: float = DEFAULT_BLOOM_ERROR_RATE
+) -> MemoryFigures:
+    """Run the URLs through a master on a fresh Redis server of this benchmark's own."""
+    with tempfile.TemporaryDirectory(prefix="srcrawl-memory-") as tmp:
+        url, server = embedded.start_server(Path(tmp), appendonly=False, daemonize=False)
+        try:
+            return _measure(url, Path(tmp), urls, hosts, error_rate, say)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+
+
+def _measure(
+    url: str, home: Path, urls: int, hosts: int, error_rate: float, say: Callable[[str], None]
+) -> MemoryFigures:
+    cfg = Config.load(redis_url=url, db_url=f"sqlite:///{home}/m.db", job="memory", env={})
+    client: redis.Redis = cfg.redis()
+    strategy = CrawlStrategy(
+        seed_hosts=tuple(_host(h) for h in range(hosts)), max_depth=100, bloom_error_rate=error_rate
+    )
+    start_crawl(cfg, [f"http://{_host(0)}/"], strategy)
+    before = int(client.info("memory")["used_memory"])
+    master = CrawlMaster(cfg)
+    master.acquire(wait=False)
+    t0 = time.perf_counter()
+    done = 0
+    for batch in _batches(urls, hosts):
+        master.queues.nrq.push(batch)
+        master.process(master.queues.nrq.pop("master", len(batch)))
+        done += len(batch) * LINKS_PER_PAGE
+        say(f"{min(done, urls):,} of {urls:,} URLs")
+    seconds = time.perf_counter() - t0
+    master.seen.snapshot()
+    snapshot = int(client.memory_usage(cfg.keys.seen_snapshot) or 0)
+    after = int(client.info("memory")["used_memory"])
+    queued = int(progress(cfg)["queued"])
+    figures = MemoryFigures(
+        urls=urls, hosts=hosts, error_rate=error_rate, queued=queued, seconds=seconds,
+        redis_bytes=after - before - snapshot, bloom_bytes=_bloom_bytes(master),
+        snapshot_bytes=snapshot,
+        master_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    )  # fmt: skip
+    master.release()
+    cfg.close()
+    return figures
