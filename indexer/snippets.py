@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 import unicodedata
@@ -160,14 +161,18 @@ def make_snippet(text: str, terms: Sequence[str], width: int = DEFAULT_SNIPPET_C
     matches = find_terms(body, terms)
     if not matches:
         return body[:width] + ("…" if len(body) > width else "")
+    # the window starting a quarter width before each match: the distinct terms wholly in
+    # it are a run of the matches (in order, never overlapping), found by bisection
+    starts = [m.start() for m in matches]
+    ends = [m.end() for m in matches]
+    words = [m.group(0).lower() for m in matches]
     best_start, best_count = 0, -1
-    for i, m in enumerate(matches):
-        start = max(0, m.start() - width // 4)
-        end = start + width
-        found = {x.group(0).lower() for x in matches[i:] if x.end() <= end}
-        found.update(x.group(0).lower() for x in matches[:i] if x.start() >= start)
-        if len(found) > best_count:
-            best_start, best_count = start, len(found)
+    for i, first in enumerate(starts):
+        start = max(0, first - width // 4)
+        lo, hi = bisect.bisect_left(starts, start, 0, i), bisect.bisect_right(ends, start + width)
+        count = len(set(words[lo : max(i, hi)]))
+        if count > best_count:
+            best_start, best_count = start, count
     start, end = best_start, min(len(body), best_start + width)
     parts = ["…"] if start > 0 else []
     pos = start
