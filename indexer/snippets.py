@@ -57,8 +57,10 @@ def _fold_table() -> tuple[re.Pattern[str], re.Pattern[str], dict[str, str]]:
     for lo, hi in _MAPPED_RANGES:
         for code in range(lo, hi + 1):
             folded = unicodedata.normalize("NFKC", chr(code))
-            if folded != chr(code) and not unicodedata.combining(chr(code)) and all(
-                stable_code(ord(f)) for f in folded
+            if (
+                folded != chr(code)
+                and not unicodedata.combining(chr(code))
+                and all(stable_code(ord(f)) for f in folded)
             ):
                 table[chr(code)] = folded
     runs: list[list[int]] = []  # the codes as ranges [first, last], for a short pattern
