@@ -21,7 +21,7 @@ from srcrawl.benchmarks.scaling import (
 )
 from srcrawl.cli_options import fetches_option
 from srcrawl.config import Config
-from srcrawl.defaults import DEFAULT_PAGERANK_ITERATIONS
+from srcrawl.defaults import BODY_STORES, DEFAULT_PAGERANK_ITERATIONS
 from srcrawl.errors import ConfigError
 from srcrawl.progress import ProgressLine
 
@@ -99,6 +99,28 @@ def bench_parse(
     click.echo(run_parse_benchmark(pages=pages, bs4_pages=bs4_pages, size_kb=size_kb).render())
 
 
+@bench.command("failover")
+@click.option("--rounds", default=5, show_default=True, type=click.IntRange(1),
+              help="Pairs of crawls (undisturbed, primary killed), each on a new cluster.")
+@click.option("--pages", default=40, show_default=True, type=click.IntRange(5, 2000),
+              help="Pages per host of the 4-host test web.")  # fmt: skip
+@click.option("--after", "after_pages", default=20, show_default=True, type=click.IntRange(1),
+              help="Stored pages before the primary is killed.")  # fmt: skip
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write every run as JSON.")  # fmt: skip
+def bench_failover(rounds: int, pages: int, after_pages: int, json_path: str | None) -> None:
+    """A crawl on a real Redis Cluster whose primary is SIGKILLed: pages lost, refetched, time."""
+    from srcrawl.benchmarks.failover import as_json, render, run_failover_benchmark
+
+    check_outputs(json_path=json_path, plot_path=None)
+    line = ProgressLine()
+    runs = run_failover_benchmark(rounds, pages, after_pages, say=line.update)
+    line.done()
+    click.echo(render(runs))
+    if json_path:
+        Path(json_path).write_text(json.dumps(as_json(runs), indent=2) + "\n")
+
+
 @bench.command("master")
 @click.option("--urls", default=1_000_000, show_default=True, type=click.IntRange(1),
               help="Links in the stream.")  # fmt: skip
@@ -150,6 +172,14 @@ def bench_master(ctx: click.Context, urls: int, hosts: int) -> None:
 )
 @fetches_option(4, "Fetches each slave keeps in flight (one thread drives them).")
 @click.option(
+    "--body-store",
+    "body_store_text",
+    default="warc",
+    show_default=True,
+    help="Comma-separated --body-store values (warc, sql), one run each, side by side; "
+    "each run reports its SQL store's and WARC files' size.",
+)
+@click.option(
     "--depth", default=None, type=click.IntRange(0),
     help="Link hops from the seeds  [default: 8; 60 with --single-site]",
 )  # fmt: skip
@@ -170,6 +200,7 @@ def bench_crawl(
     single_site: bool,
     per_host_text: str,
     latency_ms: float,
+    body_store_text: str,
     fetches: int,
     depth: int | None,
     peer: str | None,
@@ -181,6 +212,11 @@ def bench_crawl(
 
     counts = parse_slave_counts(slaves_text)
     per_host = parse_per_host(per_host_text)
+    body_stores = [b.strip() for b in body_store_text.split(",") if b.strip()]
+    if not body_stores or len(set(body_stores)) != len(body_stores) or not set(
+        body_stores
+    ) <= set(BODY_STORES):
+        raise ConfigError(f"--body-store: expected distinct values of {', '.join(BODY_STORES)}")
     if single_site:
         hosts = 2
     pages = pages or (2000 if single_site else 20)
@@ -204,6 +240,7 @@ def bench_crawl(
             peer=peer,
             rounds=rounds,
             per_host=per_host,
+            body_stores=body_stores,
             progress=line.update,
         ),
         json_path=json_path,

@@ -24,7 +24,9 @@ the same requests in flight per host (``CONCURRENT_REQUESTS_PER_DOMAIN``).
 
 from __future__ import annotations
 
+import contextlib
 import resource
+import sqlite3
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -94,6 +96,7 @@ def run_crawl_benchmark(
     peer: str | None = None,
     rounds: int = 1,
     per_host: Sequence[int] = (1,),
+    body_stores: Sequence[str] = ("warc",),
     progress: Progress | None = None,
 ) -> ScalingResult:
     """Crawl the synthetic web once per slave count and ``per_host`` value (and with the
@@ -107,7 +110,11 @@ def run_crawl_benchmark(
         raise ValueError("rounds must be positive")
     result = _crawl_table(slave_counts, hosts, pages, latency_ms, fetches, depth, peer, rounds)
     result.parameters["per_host"] = list(per_host)
-    runs = _CrawlRuns(cfg, fetches=fetches, depth=depth, peer=peer, per_host=list(per_host),
+    result.parameters["body_stores"] = list(body_stores)
+    result.columns.append(Column("store_mb", "SQL store MB", ",.2f"))
+    result.columns.append(Column("warc_mb", "WARC MB", ",.2f"))
+    series = [(p, b) for p in per_host for b in body_stores]
+    runs = _CrawlRuns(cfg, fetches=fetches, depth=depth, peer=peer, per_host=series,
                       progress=progress or (lambda text: None))  # fmt: skip
     with (
         tempfile.TemporaryDirectory(prefix="srcrawl-bench-") as tmp,
@@ -181,14 +188,15 @@ class _CrawlRuns:
     """The runs of every round: ours and the peer's, per ``--per-host`` and slave count."""
 
     def __init__(
-        self, cfg: Config, *, fetches: int, depth: int, peer: str | None, per_host: list[int],
-        progress: Progress,
+        self, cfg: Config, *, fetches: int, depth: int, peer: str | None,
+        per_host: list[tuple[int, str]], progress: Progress,
     ) -> None:  # fmt: skip
         self.cfg, self.fetches, self.depth, self.peer = cfg, fetches, depth, peer
         self.per_host = per_host
+        """(--per-host, --body-store) of each series."""
         self.progress = progress
-        self.ours: dict[int, list[dict[int, Row]]] = {p: [] for p in per_host}
-        self.theirs: dict[int, list[dict[int, Row]]] = {p: [] for p in per_host}
+        self.ours: dict[tuple[int, str], list[dict[int, Row]]] = {p: [] for p in per_host}
+        self.theirs: dict[tuple[int, str], list[dict[int, Row]]] = {p: [] for p in per_host}
 
     def round(self, tmp: Path, seeds: list[str], r: int, rounds: int, order: list[int]) -> None:
         """Round ``r``: one crawl per slave count in ``order`` and ``--per-host`` value (in
@@ -203,10 +211,10 @@ class _CrawlRuns:
             self.theirs[p].append({})
         for n in order:
             for p in round_orders(self.per_host, r + 1)[r]:
-                run = _Run(n, self.fetches, self.depth, p)
-                self.ours[p][-1][n] = _crawl_once(self.cfg, tmp / f"{r}-{n}-{p}.db", seeds,
-                                                  run, say)  # fmt: skip
-                if self.peer == "scrapy":
+                run = _Run(n, self.fetches, self.depth, p[0], p[1])
+                self.ours[p][-1][n] = _crawl_once(self.cfg, tmp / f"{r}-{n}-{p[0]}-{p[1]}.db",
+                                                  seeds, run, say)  # fmt: skip
+                if self.peer == "scrapy" and p[1] == self.per_host[0][1]:
                     self.theirs[p][-1][n] = _scrapy_once(seeds, run, say)
 
 
@@ -225,14 +233,16 @@ def _add_crawl_rows(
         )
     for i, p in enumerate(runs.per_host):
         mine = {row.slaves: row for row in median_of_rounds(runs.ours[p])}
-        peers = {row.slaves: row for row in median_of_rounds(runs.theirs[p])} if runs.peer else {}
+        theirs = runs.theirs[p] if all(runs.theirs[p]) else []
+        peers = {row.slaves: row for row in median_of_rounds(theirs)} if theirs else {}
         for row in peers.values():  # the peer's own scaling is not what the column shows
             row.extra.pop("speedups", None)
             row.extra.pop("round_speedups", None)
         for n in slave_counts:
             row = mine[n]
             if i > 0:
-                row.series, row.label = f"srcrawl --per-host {p}", f"{n} (--per-host {p})"
+                name = f"--per-host {p[0]} --body-store {p[1]}"
+                row.series, row.label = f"srcrawl {name}", f"{n} ({name})"
             result.rows.append(row)
             peer_row = peers.get(n)
             if peer_row is not None:
@@ -249,11 +259,13 @@ class _Run:
     fetches: int
     depth: int
     per_host: int
+    body_store: str = "warc"
 
     @property
     def name(self) -> str:
         per_host = f", --per-host {self.per_host}" if self.per_host > 1 else ""
-        return f"{self.slaves} slave(s){per_host}"
+        bodies = f", bodies in {self.body_store}" if self.body_store != "warc" else ""
+        return f"{self.slaves} slave(s){per_host}{bodies}"
 
 
 def _crawl_once(cfg: Config, db: Path, seeds: list[str], run: _Run, say: Progress) -> Row:
@@ -263,6 +275,7 @@ def _crawl_once(cfg: Config, db: Path, seeds: list[str], run: _Run, say: Progres
         db=DatabaseURL(kind="sqlite", path=str(db)),
         job=f"bench-crawl-{n}-{time.time_ns()}",
         home=cfg.home,
+        warc_dir=db.parent / "warc",  # beside the run's store, removed with it
     )
     try:
         strategy = CrawlStrategy(
@@ -273,6 +286,7 @@ def _crawl_once(cfg: Config, db: Path, seeds: list[str], run: _Run, say: Progres
             fetch_timeout=FETCH_TIMEOUT,
             robots_defer=0.5,
             per_host=run.per_host,
+            body_store=run.body_store,
         )
         start_crawl(job_cfg, seeds, strategy)
         sampler = SlaveSampler(job_cfg)
@@ -290,6 +304,7 @@ def _crawl_once(cfg: Config, db: Path, seeds: list[str], run: _Run, say: Progres
         final = run_local_crawl(job_cfg, slaves=n, threads=fetches, report=report)
         seconds = time.monotonic() - t0
         cpu = _children_cpu() - cpu0
+        sizes = _sizes(job_cfg)
     finally:
         _drop_job(job_cfg)
         job_cfg.close()
@@ -305,8 +320,20 @@ def _crawl_once(cfg: Config, db: Path, seeds: list[str], run: _Run, say: Progres
             "link_cache_hit_rate": sampler.cache_hit_rate(),
             "fetch_errors": final.get("fetch_errors", 0),
             "per_host": run.per_host,
+            "body_store": run.body_store,
+            **sizes,
         },
     )
+
+
+def _sizes(cfg: Config) -> dict[str, float]:
+    """MB of the run's SQL store (checkpointed: its WAL folded in) and of its WARC files."""
+    db = Path(cfg.db.path)
+    with contextlib.closing(sqlite3.connect(db)) as conn:  # the WAL folded into the file
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    warc = cfg.warc_root / cfg.job
+    warc_bytes = sum(f.stat().st_size for f in warc.glob("*")) if warc.is_dir() else 0
+    return {"store_mb": db.stat().st_size / 2**20, "warc_mb": warc_bytes / 2**20}
 
 
 def _scrapy_once(seeds: list[str], run: _Run, say: Progress) -> Row:

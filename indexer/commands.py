@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -10,9 +11,11 @@ from typing import TYPE_CHECKING
 
 import click
 
+from srcrawl.cli_options import DURATION
 from srcrawl.config import Config
 from srcrawl.defaults import (
     DEFAULT_INDEX_BATCH_PAGES,
+    DEFAULT_INDEX_FOLLOW_DELAY,
     DEFAULT_INDEX_SLAVES,
     DEFAULT_SEARCH_TOP,
 )
@@ -59,33 +62,65 @@ user_dict_option = click.option(
     show_default=True,
     help="Pages per task.",
 )
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Keep indexing pages as they are stored or fetched again, until SIGINT/SIGTERM "
+    "(then exit 0); reports how long new pages take to become searchable.",
+)
+@click.option(
+    "--max-delay",
+    type=DURATION,
+    default=DEFAULT_INDEX_FOLLOW_DELAY,
+    show_default=True,
+    help="With --follow: the delay aimed at from a page's store write to its being "
+    "searchable (90s, 1m, …); it looks for new pages every quarter of it.",
+)
 @user_dict_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 @click.pass_context
 def index_command(
-    ctx: click.Context, slaves: int, batch_pages: int, user_dict: str | None, as_json: bool
+    ctx: click.Context, slaves: int, batch_pages: int, follow: bool, max_delay: float,
+    user_dict: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Index new and re-fetched pages: this master schedules and merges, slaves tokenize."""
+    import threading
+
     from srcrawl.indexer.master import IndexMaster
     from srcrawl.runner import PhaseRun
+    from srcrawl.signals import stop_gently
 
     cfg = _config(ctx)
     cfg.check()
+    if max_delay <= 0:
+        raise click.BadParameter("must be more than 0", param_hint="--max-delay")
     _use_user_dict(user_dict)
-    master = IndexMaster(cfg, batch_pages=batch_pages)
+    stopping = threading.Event()
+    master = IndexMaster(
+        cfg, batch_pages=batch_pages, follow=max_delay if follow else None, stopping=stopping
+    )
     with PhaseRun(cfg, "index", slaves) as run:
         if not slaves:
             run.line.say(f"{master.id}: waiting for index slaves (srcrawl slave start)")
-        report = master.run(
-            slaves=run.local,
-            progress=lambda r: run.line.update(
-                f"indexed {r.indexed}/{r.scheduled} scheduled  {r.pages_per_s:.1f} pages/s  "
-                f"failed {r.failed}  {r.wall_s:.0f}s"
-            ),
-        )
+        with stop_gently(stopping) if follow else contextlib.nullcontext():
+            report = master.run(
+                slaves=run.local, progress=lambda r: run.line.update(_progress(r)),
+                say=run.line.say,
+            )  # fmt: skip
     _print_index_report(cfg, report, as_json=as_json)
-    if report.failed:
+    if report.failed and not follow:
         sys.exit(1)
+
+
+def _progress(r: IndexReport) -> str:
+    line = (
+        f"indexed {r.indexed}/{r.scheduled} scheduled  {r.pages_per_s:.1f} pages/s  "
+        f"failed {r.failed}  {r.wall_s:.0f}s"
+    )
+    fresh = r.freshness
+    if fresh.get("delay_p50_s") is not None:
+        line += f"  delay p50 {fresh['delay_p50_s']:.1f}s p95 {fresh['delay_p95_s']:.1f}s"
+    return line
 
 
 def _print_index_report(cfg: Config, report: IndexReport, *, as_json: bool) -> None:
@@ -98,6 +133,13 @@ def _print_index_report(cfg: Config, report: IndexReport, *, as_json: bool) -> N
             f"{report.pages_per_s:.1f} pages/s; {report.postings} postings in "
             f"{report.rows} rows"
         )
+        fresh = report.freshness
+        if fresh.get("delay_p50_s") is not None:
+            click.echo(
+                f"{fresh['fresh_pages']} pages stored meanwhile became searchable: delay "
+                f"p50 {fresh['delay_p50_s']:.2f} s, p95 {fresh['delay_p95_s']:.2f} s, "
+                f"max {fresh['delay_max_s']:.2f} s"
+            )
     for error in report.errors:
         click.echo(f"srcrawl: {error}", err=True)
 

@@ -13,6 +13,15 @@ killed between the two leaves the results to be merged again, which changes
 nothing (a merge replaces a page's postings). While it waits it reaps dead
 workers, whose unacknowledged tasks go back to ``srq``.
 
+With ``follow`` (``srcrawl index --follow``) the run does not end when every
+page is merged: it looks again for unindexed pages (stored since, or stored
+again: ``save_fetched`` resets ``indexed_at``) every quarter of the delay it
+aims at, merges what it holds within half of it, renews its lease all the
+while, and leaves at the end of the step it is in once ``stopping`` is set
+(SIGINT, SIGTERM). It measures how long new pages take from their store write
+to being searchable (``indexer/freshness.py``) and publishes the p50/p95 in
+its heartbeat and in the phase's counters (``srcrawl status``).
+
 One master per job: it holds the phase's lease (``queues/lease.py``) and
 fences what it commits with it (``_merge``), so a master that stalled past
 the lease's TTL while a successor took over stops with LeaseLost.
@@ -21,6 +30,7 @@ the lease's TTL while a successor took over stops with LeaseLost.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -34,12 +44,14 @@ from srcrawl.defaults import (
     DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_HEARTBEAT_TTL,
     DEFAULT_INDEX_BATCH_PAGES,
+    DEFAULT_INDEX_FOLLOW_LOG_INTERVAL,
     DEFAULT_INDEX_MERGE_DOCS,
     DEFAULT_INDEX_MERGE_WAIT,
     DEFAULT_INDEX_REAP_INTERVAL,
     DEFAULT_INDEX_WINDOW,
 )
 from srcrawl.errors import EnvelopeError, LeaseLost, SrcrawlError
+from srcrawl.indexer.freshness import Freshness
 from srcrawl.indexer.merge import merge_index
 from srcrawl.indexer.postings import PostingsBatch, unpack_batch
 from srcrawl.indexer.protocol import (
@@ -96,6 +108,9 @@ class IndexReport:
     merge_s: float = 0.0  # time inside merge transactions
     wall_s: float = 0.0
     requeued: int = 0  # tasks of dead workers returned to srq
+    scans: int = 0  # passes over the unindexed pages (more than one only with follow)
+    # pages stored after the run started, and their delay to searchable (see freshness.py)
+    freshness: dict = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -121,9 +136,16 @@ class IndexMaster:
         reap_interval: float = DEFAULT_INDEX_REAP_INTERVAL,
         heartbeat_ttl: float = DEFAULT_HEARTBEAT_TTL,
         block_timeout: float = DEFAULT_BLOCK_TIMEOUT,
+        follow: float | None = None,
+        stopping: threading.Event | None = None,
     ) -> None:
+        """``follow``: keep indexing new pages, aiming at this delay in seconds (see the
+        module doc); None: index what is unindexed and end. ``stopping``: once set, a
+        run ends after the step it is in."""
         if batch_pages < 1 or window < 1 or merge_docs < 1:
             raise ValueError("batch_pages, window and merge_docs must be positive")
+        self.stopping = stopping if stopping is not None else threading.Event()
+        merge_wait = self._set_follow(follow, merge_wait)
         self.cfg = cfg
         self.client = cfg.redis()
         self.store = cfg.store()
@@ -163,6 +185,19 @@ class IndexMaster:
             ERROR: self._on_error,
         }
 
+    def _set_follow(self, follow: float | None, merge_wait: float) -> float:
+        """Set up following (None: a single pass); the merge wait to use."""
+        if follow is not None and follow <= 0:
+            raise ValueError("the follow delay must be positive")
+        self.follow = follow
+        # look for new pages every quarter of the delay, merge within half of it
+        self.poll = max(0.1, follow / 4) if follow else 0.0
+        self.freshness = Freshness(since=time.time())
+        self._next_scan = 0.0  # monotonic time of the next pass
+        self._last_log = time.monotonic()
+        self._say: Callable[[str], None] = log.info
+        return min(merge_wait, max(0.1, follow / 2)) if follow else merge_wait
+
     # -- the run -----------------------------------------------------------------
     def run(
         self,
@@ -170,17 +205,22 @@ class IndexMaster:
         slaves: LocalSlaves | None = None,
         progress: Callable[[IndexReport], None] | None = None,
         progress_interval: float = 2.0,
+        say: Callable[[str], None] | None = None,
     ) -> IndexReport:
         """Index every page unindexed when the scan reaches it; return what was done.
 
         Raises LeaseHeld if another index master holds the job's lease, and
         LeaseLost (having committed nothing more) if this one loses it. With
         ``slaves`` (local slave processes), gives up with IndexerError once
-        all of them have exited while work remains.
+        all of them have exited while work remains. Following, ``say`` gets a
+        line with the delay's p50 and p95 every DEFAULT_INDEX_FOLLOW_LOG_INTERVAL
+        seconds and at the end (default: the log).
         """
+        self._say = say if say is not None else log.info
         self.lease.acquire(what="index master")
         t0 = time.perf_counter()
         started = time.time()
+        self.freshness = Freshness(since=started)
         self.store.set_job(self.cfg.job, "index", "running", started_at=started)
         state: str | None = "failed"
         try:
@@ -188,12 +228,15 @@ class IndexMaster:
             # tasks a previous master left queued are scheduled again below
             self._fenced(lambda pipe: pipe.delete(self.q.srq.key))
             self._loop(slaves, progress, progress_interval, t0)
-            state = "complete"
+            state = "stopped" if self.follow else "complete"
+            if self.follow:
+                self._say(f"index --follow stopped: {self.freshness.sentence()}")
         except LeaseLost:
             state = None  # the job's record is its new master's to write
             raise
         finally:
             self.report.wall_s = time.perf_counter() - t0
+            self.report.freshness = self.freshness.summary()
             # results popped but not merged go back to nrq for the next run
             self.worker.retire()
             self.lease.release()
@@ -214,20 +257,15 @@ class IndexMaster:
         """Schedule, gather and merge until every scheduled page is merged."""
         last_beat = last_reap = last_progress = time.monotonic()
         while True:
-            self._top_up()
-            if self._scanned_all and not self._outstanding and not self._held:
+            if self._done():
                 return
-            timeout = self.block_timeout
-            if self._held:
-                waited = time.monotonic() - self._held_since
-                timeout = min(timeout, max(0.01, self.merge_wait - waited))
-            want = max(1, (self.merge_docs - self._held_docs) // self.batch_pages)
-            messages = self.q.nrq.pop(self.id, want, timeout=timeout)
+            self._top_up()
+            messages = self.q.nrq.pop(self.id, self._want(), timeout=self._pop_timeout())
             now = time.monotonic()
             if now - last_beat >= self.renew_interval:
                 # first: a master that was paused past its TTL learns it here
                 self.lease.keep()
-                self.worker.beat(self._stats())
+                self._publish()
                 last_beat = now
             self._take(messages)
             if self._held and self._merge_due():
@@ -242,8 +280,53 @@ class IndexMaster:
                 last_reap = now
             if progress is not None and now - last_progress >= progress_interval:
                 self.report.wall_s = time.perf_counter() - t0
+                self.report.freshness = self.freshness.summary()
                 progress(self.report)
                 last_progress = now
+
+    def _done(self) -> bool:
+        """Whether the run ends now; with follow, starts the next pass when it is due.
+
+        A stopping run ends once what it holds is merged (the tasks still out
+        are scheduled again by the next master, which empties srq first).
+        """
+        if self.stopping.is_set():
+            if self._held:
+                self._merge()
+            return True
+        if not self._scanned_all or self._outstanding or self._held:
+            return False
+        if not self.follow:
+            return True
+        if time.monotonic() >= self._next_scan:
+            # a new pass from the first fingerprint: pages stored (again) since the last
+            self._cursor, self._scanned_all = None, False
+            self._next_scan = time.monotonic() + self.poll
+        return False
+
+    def _want(self) -> int:
+        return max(1, (self.merge_docs - self._held_docs) // self.batch_pages)
+
+    def _pop_timeout(self) -> float:
+        """How long to wait for results: never past a due merge or the next pass."""
+        timeout = self.block_timeout
+        if self._held:
+            waited = time.monotonic() - self._held_since
+            timeout = min(timeout, max(0.01, self.merge_wait - waited))
+        if self.follow and self._scanned_all and not self._outstanding:
+            timeout = min(timeout, max(0.01, self._next_scan - time.monotonic()))
+        return timeout
+
+    def _publish(self) -> None:
+        """Heartbeat, and (following) the delay figures in the phase's counters and the log."""
+        stats = self._stats()
+        self.worker.beat(stats)
+        if not self.follow:
+            return
+        self._fenced(lambda pipe: pipe.hset(self.keys.stats("index"), mapping=stats))
+        if time.monotonic() - self._last_log >= DEFAULT_INDEX_FOLLOW_LOG_INTERVAL:
+            self._last_log = time.monotonic()
+            self._say(f"index --follow: {self.freshness.sentence()}")
 
     def _reap(self) -> None:
         """Return the tasks of dead workers to their queues."""
@@ -256,7 +339,8 @@ class IndexMaster:
     def _fenced(self, fill: Callable[[redis.client.Pipeline], object]) -> None:
         """Run the commands ``fill`` queues as one transaction, only while the lease is ours."""
         while True:
-            with self.client.pipeline() as pipe:
+            # transaction=True: a cluster client's pipelines default to none
+            with self.client.pipeline(transaction=True) as pipe:
                 self.lease.guard(pipe)
                 fill(pipe)
                 try:
@@ -271,6 +355,8 @@ class IndexMaster:
         free = self.window - len(self._outstanding)
         if free <= 0 or self._scanned_all:
             return
+        if self._cursor is None:
+            self.report.scans += 1
         fps = self.store.unindexed_pages(self._cursor, free * self.batch_pages)
         if len(fps) < free * self.batch_pages:
             self._scanned_all = True
@@ -363,6 +449,7 @@ class IndexMaster:
             t0 = time.perf_counter()
             batch = PostingsBatch.concat(self._batches)
             merged = merge_index(self.store, batch, time.time(), before_commit=self.lease.keep)
+            self.freshness.add(merged.fetched, time.time())  # committed: searchable now
             self.report.merge_s += time.perf_counter() - t0
             self.report.merges += 1
             self.report.indexed += merged.applied
@@ -385,8 +472,15 @@ class IndexMaster:
             self.report.errors.append(reason)
 
     def _stats(self) -> dict[str, float]:
-        return {
+        stats: dict[str, float] = {
             "indexed": self.report.indexed,
             "outstanding": len(self._outstanding),
             "merge_s": round(self.report.merge_s, 3),
         }
+        if self.follow:
+            fresh = self.freshness.summary()
+            stats["fresh_pages"] = self.freshness.pages
+            for name in ("delay_p50_s", "delay_p95_s"):
+                if fresh[name] is not None:
+                    stats[name] = fresh[name]
+        return stats

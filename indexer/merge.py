@@ -13,7 +13,7 @@ The merge's postings become one new block (``indexer/blocks.py``): one
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,6 +32,8 @@ class IndexMerge:
     stale: int = 0  # documents skipped: the page is gone or was fetched again since
     postings: int = 0
     rows: int = 0  # postings rows written: one per distinct term of the merge
+    # the fetched_at of each applied document: how long a page took to become searchable
+    fetched: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -149,6 +151,7 @@ def merge_index(
             before_commit()
         result.rows, result.postings = len(rows), len(kept.tids)
         result.applied, result.reindexed = len(live), len(old)
+        result.fetched = fetched[keep].tolist()
     return result
 
 

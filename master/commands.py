@@ -14,6 +14,7 @@ import click
 from srcrawl.cli_options import fetches_option
 from srcrawl.config import Config
 from srcrawl.defaults import (
+    BODY_STORES,
     DEFAULT_BLOOM_ERROR_RATE,
     DEFAULT_DELAY,
     DEFAULT_DELAY_FACTOR,
@@ -27,6 +28,7 @@ from srcrawl.defaults import (
     DEFAULT_RETRY_BACKOFF,
     DEFAULT_ROBOTS_DEFER,
     DEFAULT_USER_AGENT,
+    DEFAULT_WARC_MAX_BYTES,
 )
 from srcrawl.errors import ConfigError
 from srcrawl.progress import ProgressLine
@@ -38,6 +40,19 @@ HOST_ERRORS_SHOWN = 10
 POLITENESS_WINDOW = 6
 """Progress samples (every half second) of which most must find the crawl waiting on
 politeness before the progress line says so."""
+
+
+def _storage_options() -> list[Callable]:
+    """Where a crawl keeps the bodies (part of :func:`crawl_options`)."""
+    return [
+        click.option("--body-store", type=click.Choice(BODY_STORES), default=BODY_STORES[0],
+                     show_default=True,
+                     help="Where bodies are kept: WARC files in $SRCRAWL_WARC_DIR (default "
+                          "$SRCRAWL_HOME/warc), the store pointing into them; or in the store."),
+        click.option("--warc-max-bytes", default=DEFAULT_WARC_MAX_BYTES, show_default=True,
+                     type=click.IntRange(1),
+                     help="Bytes after which a slave starts a new WARC file."),
+    ]  # fmt: skip
 
 
 def crawl_options(f: Callable) -> Callable:
@@ -92,6 +107,7 @@ def crawl_options(f: Callable) -> Callable:
                           "cut-off response, 5xx, 429) before it is stored as failed."),
         click.option("--retry-backoff", default=DEFAULT_RETRY_BACKOFF, show_default=True,
                      help="Seconds before a failed URL's second try, doubled for each next."),
+        *_storage_options(),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)

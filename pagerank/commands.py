@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from srcrawl.cli_options import DURATION
 from srcrawl.config import Config
 from srcrawl.defaults import (
     DEFAULT_PAGERANK_DAMPING,
@@ -64,6 +65,13 @@ def _config(ctx: click.Context) -> Config:
     default=None,
     help="Graph shards, i.e. map tasks per iteration [default: one per ~1M links].",
 )
+@click.option(
+    "--every",
+    type=DURATION,
+    default=None,
+    help="Rank again this long after each run ends (30m, 6h, …) until SIGINT/SIGTERM "
+    "(then exit 0); searches use the previous ranks until new ones replace them at once.",
+)
 @click.pass_context
 def pagerank_command(
     ctx: click.Context,
@@ -73,19 +81,41 @@ def pagerank_command(
     slaves: int,
     skip_internal: bool,
     shards: int | None,
+    every: float | None,
 ) -> None:
     """Rank every stored page with PageRank over the job's slaves; store the ranks."""
+    import threading
+
+    from srcrawl.pagerank.errors import PageRankError
     from srcrawl.pagerank.job import RankOptions, rank_job
     from srcrawl.pagerank.master import PHASE, RankParams
     from srcrawl.runner import PhaseRun
+    from srcrawl.signals import stop_gently
 
     cfg = _config(ctx)
     cfg.check()
+    if every is not None and every <= 0:
+        raise click.BadParameter("must be more than 0", param_hint="--every")
     params = RankParams(iterations=iterations, damping=damping, tol=tol)
     options = RankOptions(skip_internal=skip_internal, shards=shards)
     with PhaseRun(cfg, PHASE, slaves) as run:
-        result = rank_job(cfg, params, options, slaves=run.local, echo=click.echo)
-    click.echo(_closing_line(result))
+        if every is None:
+            click.echo(_closing_line(rank_job(cfg, params, options, slaves=run.local,
+                                              echo=click.echo)))  # fmt: skip
+            return
+        stopping = threading.Event()
+        with stop_gently(stopping):
+            runs = 0
+            while not stopping.is_set():
+                try:
+                    result = rank_job(cfg, params, options, slaves=run.local, echo=click.echo)
+                except PageRankError as e:  # nothing stored yet: the crawl may be starting
+                    click.echo(f"srcrawl: {e}; trying again in {every:g} s", err=True)
+                else:
+                    runs += 1
+                    click.echo(f"{_closing_line(result)}; run {runs}, next in {every:g} s")
+                stopping.wait(every)
+        click.echo(f"pagerank --every stopped after {runs} run(s)")
 
 
 def _closing_line(result: RankResult) -> str:

@@ -31,8 +31,8 @@ _BUFFER_CUTOFF = 6000
 
 def bulk_client(client: redis.Redis) -> redis.Redis:
     """A client of the server ``client`` talks to, with the copy-free serializer."""
-    if PythonRespSerializer is None:
-        return client
+    if PythonRespSerializer is None or not hasattr(client, "connection_pool"):
+        return client  # a cluster client has a pool per node: it keeps its own serializer
     kwargs = dict(client.connection_pool.connection_kwargs)
     encoder = Encoder(
         kwargs.get("encoding", "utf-8"),

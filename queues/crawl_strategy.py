@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, fields
 import redis
 
 from srcrawl.defaults import (
+    BODY_STORES,
     DEFAULT_BLOOM_ERROR_RATE,
     DEFAULT_DELAY,
     DEFAULT_DELAY_FACTOR,
@@ -31,6 +32,7 @@ from srcrawl.defaults import (
     DEFAULT_RETRY_BACKOFF,
     DEFAULT_ROBOTS_DEFER,
     DEFAULT_USER_AGENT,
+    DEFAULT_WARC_MAX_BYTES,
 )
 from srcrawl.errors import ConfigError
 from srcrawl.keys import Keys
@@ -85,6 +87,11 @@ class CrawlStrategy:
     """Fetches of a URL that keeps failing for a passing reason before it is stored as failed."""
     retry_backoff: float = DEFAULT_RETRY_BACKOFF
     """Seconds before a failed URL's second try; doubled for each try after."""
+    body_store: str = "warc"
+    """Where slaves keep the bodies: ``warc`` (WARC files, the store points into them) or
+    ``sql`` (compressed in the pages table)."""
+    warc_max_bytes: int = DEFAULT_WARC_MAX_BYTES
+    """Bytes after which a slave starts its next WARC file."""
     version: int = 0
 
     def __post_init__(self) -> None:
@@ -118,6 +125,10 @@ class CrawlStrategy:
         if self.fetch_timeout <= 0 or self.robots_defer <= 0 or self.max_page_bytes < 1:
             raise ConfigError(
                 "--fetch-timeout, --robots-defer and --max-page-bytes must be positive"
+            )
+        if self.body_store not in BODY_STORES or self.warc_max_bytes < 1:
+            raise ConfigError(
+                f"--body-store must be one of {', '.join(BODY_STORES)}, --warc-max-bytes positive"
             )
         if self.fetch_tries < 1 or self.retry_backoff < 0:
             raise ConfigError("--fetch-tries must be at least 1, --retry-backoff not negative")

@@ -47,11 +47,19 @@ from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.crawl_strategy import load as load_strategy
 from srcrawl.queues.link_cache import ClockCache
 from srcrawl.slave.decode import decode_html, is_html, utf8_source
-from srcrawl.slave.fetch import BODY_CAPPED, BODY_COMPLETE, Fetcher, FetchMulti, FetchResult
+from srcrawl.slave.fetch import (
+    BODY_CAPPED,
+    BODY_COMPLETE,
+    Fetcher,
+    FetchMulti,
+    FetchResult,
+    request_head,
+)
 from srcrawl.slave.fetch_policy import FetchPolicy
 from srcrawl.slave.page_writer import PageWriter
 from srcrawl.slave.parse import MAX_ANCHOR_CHARS, parse_html
 from srcrawl.slave.robots import RobotsCache, RobotsRules, robots_url
+from srcrawl.slave.warc import LocalWarcStorage, PreparedFetch, WarcOutput, prepare_fetch
 from srcrawl.sql.store import Page, compress_body
 from srcrawl.urls import InvalidURL, canonicalize, host_of, origin
 
@@ -115,6 +123,7 @@ class CrawlHandler:
         self.invalid_links = 0
         self._multi: FetchMulti | None = None
         self._tries = DEFAULT_FETCH_TRIES
+        self._user_agent = ""
         self._pool: ThreadPoolExecutor | None = None
         self._parsing = 0  # pages handed to the pool whose outcome poll() has not returned
         self._parsed: deque[tuple[bytes, bytes]] = deque()
@@ -150,7 +159,19 @@ class CrawlHandler:
                     self._tools = (fetcher, robots)
                     self._version = strategy.version
                     self._tries = strategy.fetch_tries
+                    self._user_agent = strategy.user_agent
+                    self._use_warc(strategy.body_store == "warc", strategy.warc_max_bytes)
         return self._tools
+
+    def _use_warc(self, on: bool, max_bytes: int) -> None:
+        """Keep bodies in WARC files (``on``) or in the store, as the strategy says."""
+        if not on:
+            self.writer.warc = None  # an open file was made durable at its last flush
+        elif self.writer.warc is None:
+            storage = LocalWarcStorage(self.cfg.warc_root)
+            self.writer.warc = WarcOutput(storage, self.cfg.job, max_bytes)
+        else:
+            self.writer.warc.max_bytes = max_bytes
 
     # -- one task at a time (tests) -------------------------------------------
     def _one(self, raw: bytes) -> bytes:
@@ -249,6 +270,8 @@ class CrawlHandler:
         if self._multi is not None:
             self._multi.close()
             self._multi = None
+        if self.writer.warc is not None:
+            self.writer.warc.close()
 
     # -- the parts of a task ---------------------------------------------------
     def _begin(self, raw: bytes) -> bytes | _RobotsMiss | tuple[FetchTask, RobotsRules]:
@@ -314,12 +337,13 @@ class CrawlHandler:
             fp=fp, url=url, host=host_of(url), depth=depth, status=result.status,
             content_type=result.content_type, fetched_at=time.time(),
             fetch_ms=int(result.elapsed_ms), title=title, text=text,
-            body=compress_body(result.body) if result.body else None,
             error=result.error, body_state=state,
         )  # fmt: skip
+        record = self._body(page, result, canonical)
         # stored by flush(), before the runtime acknowledges this task
         texts = canonical_anchors(canonical, anchors) if anchors and canonical else {}
-        self.writer.add([page], [(fp, dst, texts.get(dst)) for dst in canonical.values()])
+        self.writer.add([page], [(fp, dst, texts.get(dst)) for dst in canonical.values()],
+                        [(page, record)] if record is not None else ())  # fmt: skip
         with self._lock:
             # a link found again nearer a seed is news for the master (the cache keeps depths)
             emit = [(c, f) for c, f in canonical.items() if not self.cache.seen_or_add(f, depth)]
@@ -328,6 +352,24 @@ class CrawlHandler:
             self.invalid_links += invalid
         return Fetched(task, result.status, result.elapsed_ms, rules.crawl_delay, emit,
                        result.error, invalid).encode()  # fmt: skip
+
+    def _body(
+        self, page: Page, result: FetchResult, canonical: dict[str, int]
+    ) -> PreparedFetch | None:
+        """Keep the body: the page's WARC records (the writer appends them), or in the row."""
+        if self.writer.warc is None:
+            page.body = compress_body(result.body) if result.body else None
+            return None
+        if not result.status:
+            return None  # no response, nothing to record
+        record = prepare_fetch(
+            page.url, status=result.status, headers=result.headers, body=result.body,
+            ip=result.ip, fetched_at=page.fetched_at, fetch_ms=page.fetch_ms,
+            request=request_head(page.url, self._user_agent), outlinks=canonical,
+            truncated=result.truncated,
+        )  # fmt: skip
+        page.payload_digest = record.digest
+        return record
 
     def forget(self) -> None:
         """Forget the links sent so far: results that carried some were refused (see runtime)."""
@@ -352,6 +394,7 @@ class CrawlHandler:
             "cache_hit_rate": round(self.cache.hit_rate, 4),
             "stored_bare": self.writer.stored_bare,
             "store_dropped": self.writer.dropped,
+            "warc_revisits": self.writer.revisits,
         }
 
 

@@ -90,6 +90,18 @@ taken to have been away (busy elsewhere): its absence is not counted against any
 _BACKSTOP = 10
 """libcurl's own connect and total timeouts, in multiples of ours (see Fetcher)."""
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.5,*/*;q=0.1"
+ACCEPT_ENCODINGS = "gzip, deflate"
+"""What every request accepts (libcurl decodes the body before anyone sees it)."""
+
+
+def request_head(url: str, user_agent: str) -> bytes:
+    """The head of the GET a fetch of ``url`` sends (for the WARC request record)."""
+    parts = urlsplit(url)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return (
+        f"GET {target} HTTP/1.1\r\nHost: {parts.netloc}\r\nUser-Agent: {user_agent}\r\n"
+        f"Accept: {_ACCEPT}\r\nAccept-Encoding: {ACCEPT_ENCODINGS}\r\n\r\n"
+    ).encode("latin-1", "replace")
 
 # libcurl's error codes, by what they say about the server
 _TIMEOUT_CODES = frozenset({pycurl.E_OPERATION_TIMEDOUT})
@@ -136,6 +148,8 @@ class FetchResult:
     """A human-readable account of ``error`` (for logs, not for decisions)."""
     retry_after: float | None = None
     """Seconds a 429 or 503 asked the client to wait (its ``Retry-After`` in seconds)."""
+    ip: str = ""
+    """The address the response came from ("" when no connection was made)."""
 
     @property
     def ok(self) -> bool:
@@ -375,7 +389,7 @@ class Fetcher:
             # enforces the timeouts itself; libcurl's are only a backstop
             (pycurl.CONNECTTIMEOUT_MS, max(1, int(_BACKSTOP * connect_timeout * 1000))),
             (pycurl.TIMEOUT_MS, max(1, int(_BACKSTOP * deadline * 1000))),
-            (pycurl.ACCEPT_ENCODING, "gzip, deflate"),  # decoders that stop at the cap
+            (pycurl.ACCEPT_ENCODING, ACCEPT_ENCODINGS),  # decoders that stop at the cap
             (pycurl.USERAGENT, user_agent),
             (pycurl.HTTPHEADER, [f"Accept: {_ACCEPT}"]),
             (pycurl.PROXY, ""),  # never a proxy from the environment
@@ -576,6 +590,10 @@ class FetchMulti:
             self._finish(easy, pycurl.E_OPERATION_TIMEDOUT, why)
 
     def _finish(self, easy: pycurl.Curl, code: int, message: str) -> None:
+        try:
+            ip = easy.getinfo(pycurl.PRIMARY_IP) or ""
+        except pycurl.error:
+            ip = ""
         self._multi.remove_handle(easy)  # mid-transfer, this closes its connection
         transfer = self._running.pop(easy)
         # the callbacks hold the transfer (and its chunks) until replaced
@@ -584,7 +602,9 @@ class FetchMulti:
         easy.unsetopt(pycurl.OPENSOCKETFUNCTION)
         easy.unsetopt(pycurl.PREREQFUNCTION)
         self._free.append(easy)
-        self._done.append((transfer.tag, transfer.result(code, message)))
+        result = transfer.result(code, message)
+        result.ip = ip
+        self._done.append((transfer.tag, result))
 
     def close(self) -> None:
         """Abandon every running fetch and close the handles."""

@@ -15,6 +15,12 @@ that one hostile page never holds back the crawl; one whose bare row is
 refused for its data too (a constraint) is dropped and counted. Only when
 a bare page fails for another reason is the store taken to be down: the
 pages wait for the next flush, and their tasks for their ack.
+
+With a :class:`~srcrawl.slave.warc.WarcOutput`, each flush first appends the
+batch's WARC records and makes them durable (one fsync), then writes the rows
+that point into them: a row never names a record that a crash could take
+away. A page whose body the store already holds under the same payload
+digest gets a revisit record, and its row keeps pointing at the first one.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ import time
 from collections.abc import Sequence
 
 from srcrawl.errors import StoreDataError, StoreError
-from srcrawl.sql.store import Link, Page, Store
+from srcrawl.slave.warc import PreparedFetch, WarcOutput, revisit_record
+from srcrawl.sql.store import Link, Page, Store, StoredPayload
 
 log = logging.getLogger("srcrawl.slave")
 
@@ -37,10 +44,14 @@ _BACKOFF = 0.2  # seconds before the second attempt; doubled each time, at most 
 class PageWriter:
     """Pages and links added by any thread, stored by :meth:`flush` in one transaction."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, warc: WarcOutput | None = None) -> None:
         self.store = store
+        self.warc = warc
         self._pages: list[Page] = []
         self._links: list[Link] = []
+        self._records: list[tuple[Page, PreparedFetch]] = []
+        self.revisits = 0
+        """Pages written as WARC revisit records (their body was stored already)."""
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self.stored_bare = 0
@@ -48,11 +59,16 @@ class PageWriter:
         self.dropped = 0
         """Pages not stored in any form (an error that is not the store's)."""
 
-    def add(self, pages: Sequence[Page], links: Sequence[Link]) -> None:
-        """Queue ``pages`` and ``links`` (src, dst, anchor text) for the next :meth:`flush`."""
+    def add(
+        self, pages: Sequence[Page], links: Sequence[Link],
+        records: Sequence[tuple[Page, PreparedFetch]] = (),
+    ) -> None:  # fmt: skip
+        """Queue ``pages`` and ``links`` (src, dst, anchor text) for the next :meth:`flush`,
+        and the WARC ``records`` of some of those pages."""
         with self._lock:
             self._pages.extend(pages)
             self._links.extend(links)
+            self._records.extend(records)
 
     def flush(self) -> int:
         """Store everything added so far; return the page count.
@@ -67,8 +83,18 @@ class PageWriter:
             with self._lock:
                 pages, self._pages = self._pages, []
                 links, self._links = self._links, []
+                records, self._records = self._records, []
             if not pages and not links:
                 return 0
+            if records:
+                try:
+                    self._write_warc(records)
+                except StoreError:
+                    with self._lock:  # nothing was stored: all of it waits for the next flush
+                        self._pages[:0] = pages
+                        self._links[:0] = links
+                        self._records[:0] = records
+                    raise
             for attempt in range(_RETRIES):
                 try:
                     self.store.save_fetched(pages, links)
@@ -84,6 +110,33 @@ class PageWriter:
                     log.warning("store write failed: %r", e)
                     break
             return self._one_by_one(pages, links)
+
+    def _write_warc(self, records: list[tuple[Page, PreparedFetch]]) -> None:
+        """Append the pages' records, durable, and point the pages at them."""
+        assert self.warc is not None
+        try:
+            stored = self.store.stored_payloads([page.fp for page, _f in records])
+        except StoreError:
+            stored = {}  # unknown: the body is written again, never lost
+        groups: list[tuple[bytes, ...]] = []
+        kept: list[StoredPayload | None] = []
+        for page, fetch in records:
+            old = stored.get(page.fp)
+            if old is not None and old.digest == fetch.digest:
+                groups.append((fetch.request, revisit_record(fetch), fetch.metadata))
+                kept.append(old)
+            else:
+                groups.append((fetch.request, fetch.response, fetch.metadata))
+                kept.append(None)
+        pointers = self.warc.append(groups, [1] * len(groups))
+        for (page, _fetch), pointer, old in zip(records, pointers, kept, strict=True):
+            if old is None:
+                page.warc_file, page.warc_offset = pointer.file, pointer.offset
+                page.warc_length = pointer.length
+            else:  # the body is where it was: one read still gives it
+                page.warc_file, page.warc_offset = old.warc_file, old.warc_offset
+                page.warc_length = old.warc_length
+                self.revisits += 1
 
     def _one_by_one(self, pages: list[Page], links: list[Link]) -> int:
         by_src: dict[int, list[Link]] = {}

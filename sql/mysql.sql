@@ -24,6 +24,11 @@ CREATE TABLE IF NOT EXISTS pages (
     error VARCHAR(32) NULL,
     -- complete, capped (at --max-page-bytes), incomplete (cut off), none (no response)
     body_state VARCHAR(16) NOT NULL DEFAULT 'complete',
+    -- the response record in a WARC file (see sqlite.sql)
+    warc_file VARCHAR(1024) NULL,
+    warc_offset BIGINT NULL,
+    warc_length BIGINT NULL,
+    payload_digest VARCHAR(64) NULL,
     KEY pages_host (host),
     KEY pages_indexed (indexed_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

@@ -19,6 +19,7 @@ _PAGE_UPDATE = ", ".join(
     for c in (
         "url", "host", "depth", "status", "content_type", "fetched_at", "fetch_ms",
         "title", "text", "body", "error", "body_state",
+        "warc_file", "warc_offset", "warc_length", "payload_digest",
     )
 )  # fmt: skip
 
@@ -29,13 +30,18 @@ class MySQLStore(Store):
     # pymysql turns executemany of "INSERT … VALUES (…)" into multi-row inserts
     UPSERT_PAGE = (
         "INSERT INTO pages (fp, url, host, depth, status, content_type, fetched_at, fetch_ms, "
-        "title, text, body, error, body_state) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "title, text, body, error, body_state, warc_file, warc_offset, warc_length, "
+        "payload_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         f"ON DUPLICATE KEY UPDATE {_PAGE_UPDATE}, indexed_at = NULL"
     )
     ADD_FETCH_OUTCOME = (
         "ALTER TABLE pages ADD COLUMN error VARCHAR(32) NULL, "
         "ADD COLUMN body_state VARCHAR(16) NOT NULL DEFAULT 'complete'",
+    )
+    ADD_WARC = (
+        "ALTER TABLE pages ADD COLUMN warc_file VARCHAR(1024) NULL, "
+        "ADD COLUMN warc_offset BIGINT NULL, ADD COLUMN warc_length BIGINT NULL, "
+        "ADD COLUMN payload_digest VARCHAR(64) NULL",
     )
     INSERT_LINK = "INSERT IGNORE INTO links (src, dst, anchor) VALUES (?, ?, ?)"
     ADD_LINK_ANCHOR = (

@@ -22,7 +22,14 @@ CREATE TABLE IF NOT EXISTS pages (
     -- why the fetch failed (timeout, truncated, …), NULL when it did not
     error TEXT NULL,
     -- complete, capped (at --max-page-bytes), incomplete (cut off), none (no response)
-    body_state TEXT NOT NULL DEFAULT 'complete'
+    body_state TEXT NOT NULL DEFAULT 'complete',
+    -- the response record in a WARC file (a name under the WARC directory, or the
+    -- absolute path of an imported archive): one seek and one read give the body
+    warc_file TEXT NULL,
+    warc_offset INTEGER NULL,
+    warc_length INTEGER NULL,
+    -- sha1:BASE32 of the body (WARC-Payload-Digest): a refetch with the same one is a revisit
+    payload_digest TEXT NULL
 );
 CREATE INDEX IF NOT EXISTS pages_host ON pages (host);
 CREATE INDEX IF NOT EXISTS pages_indexed ON pages (indexed_at);

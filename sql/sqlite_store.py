@@ -19,6 +19,7 @@ _PAGE_UPDATE = ", ".join(
     for c in (
         "url", "host", "depth", "status", "content_type", "fetched_at", "fetch_ms",
         "title", "text", "body", "error", "body_state",
+        "warc_file", "warc_offset", "warc_length", "payload_digest",
     )
 )  # fmt: skip
 
@@ -39,13 +40,19 @@ class SQLiteStore(Store):
 
     UPSERT_PAGE = (
         "INSERT INTO pages (fp, url, host, depth, status, content_type, fetched_at, fetch_ms, "
-        "title, text, body, error, body_state) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "title, text, body, error, body_state, warc_file, warc_offset, warc_length, "
+        "payload_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         f"ON CONFLICT (fp) DO UPDATE SET {_PAGE_UPDATE}, indexed_at = NULL"
     )
     ADD_FETCH_OUTCOME = (
         "ALTER TABLE pages ADD COLUMN error TEXT NULL",
         "ALTER TABLE pages ADD COLUMN body_state TEXT NOT NULL DEFAULT 'complete'",
+    )
+    ADD_WARC = (
+        "ALTER TABLE pages ADD COLUMN warc_file TEXT NULL",
+        "ALTER TABLE pages ADD COLUMN warc_offset INTEGER NULL",
+        "ALTER TABLE pages ADD COLUMN warc_length INTEGER NULL",
+        "ALTER TABLE pages ADD COLUMN payload_digest TEXT NULL",
     )
     INSERT_LINK = "INSERT OR IGNORE INTO links (src, dst, anchor) VALUES (?, ?, ?)"
     ADD_LINK_ANCHOR = "ALTER TABLE links ADD COLUMN anchor TEXT NULL"

@@ -26,11 +26,13 @@ from srcrawl.sql.index_tables import INDEX_BLOCK, INDEX_COUNTERS, Counters, Inde
 if TYPE_CHECKING:
     from srcrawl.sql.database_url import DatabaseURL
 
-SCHEMA_VERSION = "5"
-"""5: links carry their anchor text (indexed by dst), the index holds title, body and
-anchor text as fields; 4: pages record a failed fetch's error and whether the body is
-complete; 3: terms known by their fingerprints, no terms table; 2: postings packed per
-(term, merge block), terms numbered in a terms table; 1: a row per (term, page)."""
+SCHEMA_VERSION = "6"
+"""6: pages point into WARC files (warc_file, warc_offset, warc_length) and keep the body's
+payload digest, the body itself no longer in SQL by default; 5: links carry their anchor
+text (indexed by dst), the index holds title, body and anchor text as fields; 4: pages
+record a failed fetch's error and whether the body is complete; 3: terms known by their
+fingerprints, no terms table; 2: postings packed per (term, merge block), terms numbered
+in a terms table; 1: a row per (term, page)."""
 TABLES = ("meta", "pages", "links", "postings", "doclens", "ranks", "jobs")
 
 
@@ -76,6 +78,15 @@ class Page:
     body_state: str = "complete"
     """complete, capped (cut at the crawl's page size cap), incomplete (the transfer failed
     part way) or none (no response): only complete and capped bodies are indexed."""
+    warc_file: str | None = None
+    """The WARC file holding the page's response record: a name under the WARC directory
+    (``job/….warc.gz``) or, for an imported archive, an absolute path; None: no record."""
+    warc_offset: int | None = None
+    """Byte offset of the (gzip member of the) response record in ``warc_file``."""
+    warc_length: int | None = None
+    """Bytes of that record as stored: one seek and one read give the page's body."""
+    payload_digest: str | None = None
+    """``sha1:BASE32`` of the body (the WARC-Payload-Digest), None when not recorded."""
 
     def row(self) -> tuple:
         # a hostile page's title or header is cut to what every backend's
@@ -84,15 +95,28 @@ class Page:
             self.fp, self.url, self.host, self.depth, self.status,
             self.content_type[:MAX_CONTENT_TYPE_CHARS], self.fetched_at, self.fetch_ms,
             self.title[:MAX_TITLE_CHARS], self.text, self.body, self.error, self.body_state,
+            self.warc_file, self.warc_offset, self.warc_length, self.payload_digest,
         )  # fmt: skip
 
 
 PAGE_COLUMNS = (
     "fp, url, host, depth, status, content_type, fetched_at, fetch_ms, title, text, body, "
-    "error, body_state"
+    "error, body_state, warc_file, warc_offset, warc_length, payload_digest"
 )
+WARC_COLUMNS = ("warc_file", "warc_offset", "warc_length", "payload_digest")
+"""The columns schema 6 adds to pages (see ``Store.ADD_WARC``)."""
 INDEXABLE = "error IS NULL AND body_state IN ('complete', 'capped')"
 """The pages whose text is indexed: fetched without an error, their body whole or capped."""
+
+
+@dataclass(frozen=True)
+class StoredPayload:
+    """Where a stored page's body is (see :meth:`Store.stored_payloads`)."""
+
+    digest: str
+    warc_file: str
+    warc_offset: int
+    warc_length: int
 
 
 RETIRED_INDEXES = (("links", "links_dst"),)
@@ -142,6 +166,7 @@ class Store(ABC):
     UPSERT_DOCLEN: str  # (fp, length, block, packed term fingerprints)
     LOCK_META: str  # reads one meta value (k) and holds it until the transaction ends
     ADD_FETCH_OUTCOME: tuple[str, ...]  # pages of schema 3 and before get error, body_state
+    ADD_WARC: tuple[str, ...]  # pages of schema 5 and before get WARC_COLUMNS
 
     def __init__(self) -> None:
         # one connection per store; threads of one process take turns
@@ -228,6 +253,9 @@ class Store(ABC):
             if pages and "error" not in pages:  # schema 3 and before: no fetch outcome
                 for statement in self.ADD_FETCH_OUTCOME:
                     self._execute(cur, statement)
+            if pages and "warc_file" not in pages:  # schema 5 and before: bodies in SQL only
+                for statement in self.ADD_WARC:
+                    self._execute(cur, statement)
             links = self._columns(cur, "links")
             if links and "anchor" not in links:  # schema 4 and before: no anchor text
                 self._execute(cur, self.ADD_LINK_ANCHOR)
@@ -291,6 +319,28 @@ class Store(ABC):
             self._executemany(cur, self.UPSERT_PAGE, [p.row() for p in pages])
             self._executemany(cur, "DELETE FROM links WHERE src = ?", srcs)
             self._executemany(cur, self.INSERT_LINK, _link_rows(links))
+
+    def stored_payloads(self, fps: Sequence[int]) -> dict[int, StoredPayload]:
+        """fp -> the stored WARC record and payload digest of the pages among ``fps`` that
+        have one (a page fetched again with the same digest gets a revisit record)."""
+        with self.transaction(read_only=True) as cur:
+            rows = self._select_in(
+                cur,
+                "SELECT fp, payload_digest, warc_file, warc_offset, warc_length FROM pages "
+                "WHERE fp IN ({}) AND payload_digest IS NOT NULL AND warc_file IS NOT NULL",
+                list(fps),
+            )
+        return {
+            int(fp): StoredPayload(digest, wfile, int(off), int(length))
+            for fp, digest, wfile, off, length in rows
+        }
+
+    def warc_files(self) -> list[str]:
+        """The WARC files the stored pages point into, by name."""
+        rows = self._query(
+            "SELECT DISTINCT warc_file FROM pages WHERE warc_file IS NOT NULL ORDER BY warc_file"
+        )
+        return [r[0] for r in rows]
 
     @contextlib.contextmanager
     def bulk_load(self) -> Iterator[Store]:
@@ -653,10 +703,15 @@ def _link_rows(links: Iterable[Link]) -> list[tuple[int, int, str | None]]:
 
 
 def _page_row(r: Sequence[Any]) -> tuple:
-    fp, url, host, depth, status, ctype, fetched_at, fetch_ms, title, text, body, error, state = r
+    fp, url, host, depth, status, ctype, fetched_at, fetch_ms, title, text, body, error, state = r[
+        :13
+    ]
+    wfile, woffset, wlength, digest = r[13:]
     return (
         int(fp), url, host, int(depth), int(status), ctype, float(fetched_at), int(fetch_ms),
         title, text, bytes(body) if body is not None else None, error, state,
+        wfile, None if woffset is None else int(woffset),
+        None if wlength is None else int(wlength), digest,
     )  # fmt: skip
 
 

@@ -81,11 +81,13 @@ LAZY_COMMANDS = {
     "pagerank": "srcrawl.pagerank.commands:pagerank_command",
     "bench": "srcrawl.benchmarks.commands:bench",
     "testweb": "srcrawl.testweb.commands:testweb",
+    "import": "srcrawl.slave.commands:import_group",
 }
 LAZY_EXPORTS = {
     "pages": "srcrawl.master.commands:export_pages",
     "links": "srcrawl.master.commands:export_links",
     "ranks": "srcrawl.pagerank.commands:export_ranks",
+    "warc": "srcrawl.slave.commands:export_warc",
 }
 
 

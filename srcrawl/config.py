@@ -20,11 +20,13 @@ from srcrawl.defaults import (
     DEFAULT_JOB,
     DEFAULT_MASTER_LEASE_TTL,
     DEFAULT_SQLITE_NAME,
+    DEFAULT_WARC_DIR_NAME,
     REDIS_CONNECT_TIMEOUT,
     REDIS_SOCKET_TIMEOUT,
 )
 from srcrawl.errors import ConfigError, SrcrawlError
 from srcrawl.keys import Keys
+from srcrawl.redis_connect import CLUSTER_SCHEMES, cluster_nodes, connect
 from srcrawl.sql.database_url import ENV_DB_URL, DatabaseURL
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ ENV_REDIS_URL = "SRCRAWL_REDIS_URL"
 ENV_JOB = "SRCRAWL_JOB"
 ENV_HOME = "SRCRAWL_HOME"
 ENV_LEASE_TTL = "SRCRAWL_MASTER_LEASE_TTL"
+ENV_WARC_DIR = "SRCRAWL_WARC_DIR"
 ENV_REDIS_URL_FILE = ENV_REDIS_URL + FILE_SUFFIX
 ENV_DB_URL_FILE = ENV_DB_URL + FILE_SUFFIX
 ENV_VARS = (
@@ -46,6 +49,7 @@ ENV_VARS = (
     ENV_REDIS_URL_FILE,
     ENV_DB_URL_FILE,
     ENV_LEASE_TTL,
+    ENV_WARC_DIR,
 )
 """Every environment variable the configuration reads."""
 
@@ -71,23 +75,30 @@ def _check_redis_url(url: str) -> str:
     shown = redact_url(url)
     try:
         parts = urlsplit(url)
-        _ = parts.port
+        if parts.scheme not in CLUSTER_SCHEMES:  # host:port,host:port is not one port
+            _ = parts.port
         options = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
     except ValueError:
         raise ConfigError(
             f"{ENV_REDIS_URL} is malformed: {shown!r} ({_MALFORMED_NETLOC})"
         ) from None
-    if parts.scheme not in _REDIS_SCHEMES or (parts.scheme != "unix" and not parts.hostname):
+    if parts.scheme in CLUSTER_SCHEMES:
+        try:
+            cluster_nodes(url)
+        except ValueError as e:
+            raise ConfigError(f"{ENV_REDIS_URL} is malformed: {shown!r} ({e})") from None
+    elif parts.scheme not in _REDIS_SCHEMES or (parts.scheme != "unix" and not parts.hostname):
         raise ConfigError(
             f"{ENV_REDIS_URL} is malformed: {shown!r} "
-            "(expected redis://host:port/db, rediss://host:port/db or unix://path)"
+            "(expected redis://host:port/db, rediss://host:port/db, unix://path "
+            "or redis+cluster://host:port,host:port)"
         )
     for key, value in options:
         if key not in _redis_query_options():
             raise ConfigError(
                 f"{ENV_REDIS_URL}: unknown option {key!r} (TLS: {', '.join(_REDIS_TLS_OPTIONS)})"
             )
-        if key.startswith("ssl_") and parts.scheme != "rediss":
+        if key.startswith("ssl_") and parts.scheme not in ("rediss", "rediss+cluster"):
             raise ConfigError(f"{ENV_REDIS_URL}: {key} is a TLS option: use rediss://")
         if key in _REDIS_TLS_FILES and not os.path.isfile(value):
             raise ConfigError(f"{ENV_REDIS_URL}: {key} {value} is not a readable file")
@@ -125,6 +136,9 @@ class Config:
     """The file the Redis URL was read from (``SRCRAWL_REDIS_URL_FILE``), for child processes."""
     lease_ttl: float = DEFAULT_MASTER_LEASE_TTL
     """Seconds a phase master's lease lives unrenewed (``SRCRAWL_MASTER_LEASE_TTL``)."""
+    warc_dir: Path | None = None
+    """Where crawl slaves write WARC files (``SRCRAWL_WARC_DIR``); None: ``home/warc``.
+    In a cluster, a directory every slave and reader mounts."""
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -166,11 +180,17 @@ class Config:
             home=home_path,
             redis_url_file=redis_url_file,
             lease_ttl=_lease_ttl(env),
+            warc_dir=Path(env[ENV_WARC_DIR]) if env.get(ENV_WARC_DIR) else None,
         )
 
     @property
     def keys(self) -> Keys:
         return Keys(self.job)
+
+    @property
+    def warc_root(self) -> Path:
+        """The directory of the WARC files (``SRCRAWL_WARC_DIR``, else ``home/warc``)."""
+        return self.warc_dir if self.warc_dir is not None else self.home / DEFAULT_WARC_DIR_NAME
 
     @property
     def embedded(self) -> bool:
@@ -194,17 +214,18 @@ class Config:
         client = self._cache.get("redis")
         if client is None:
             import redis
+            from redis.exceptions import RedisClusterException  # not a RedisError
 
             url = self.resolved_redis_url()
             try:
-                client = redis.Redis.from_url(
+                client = connect(
                     url,
                     socket_timeout=REDIS_SOCKET_TIMEOUT,
                     socket_connect_timeout=REDIS_CONNECT_TIMEOUT,
                     health_check_interval=30,
                 )
                 client.ping()
-            except (redis.RedisError, OSError, ValueError) as e:
+            except (redis.RedisError, RedisClusterException, OSError, ValueError) as e:
                 raise ConfigError(
                     f"cannot reach Redis at {redact_url(url)}: {redact_url(_one_line(e))}"
                 ) from None
@@ -255,6 +276,9 @@ class Config:
             Path(self.db.path).parent.mkdir(parents=True, exist_ok=True)
         env[ENV_JOB] = self.job
         env[ENV_HOME] = str(self.home.resolve())
+        env.pop(ENV_WARC_DIR, None)
+        if self.warc_dir is not None:
+            env[ENV_WARC_DIR] = str(self.warc_dir.resolve())
         return env
 
     def with_job(self, job: str) -> Config:

@@ -15,6 +15,16 @@ DEFAULT_HOME = ".srcrawl"
 DEFAULT_SQLITE_NAME = "srcrawl.db"
 """File name of the SQLite store inside the home directory."""
 
+DEFAULT_WARC_DIR_NAME = "warc"
+"""Directory of the WARC files inside the home directory (``SRCRAWL_WARC_DIR`` moves it)."""
+
+DEFAULT_WARC_MAX_BYTES = 1_000_000_000
+"""Bytes after which a slave closes its WARC file and starts the next (``--warc-max-bytes``)."""
+
+BODY_STORES = ("warc", "sql")
+"""Where a crawl keeps the pages' bodies (``--body-store``): WARC files beside the store, or
+compressed in the store's pages table (as before schema 6)."""
+
 PHASES = ("crawl", "index", "pagerank")
 """The three phases that share the srq/nrq/trq protocol."""
 
@@ -285,6 +295,23 @@ DEFAULT_TESTWEB_LOG_FLUSH = 1.0
 DEFAULT_TESTWEB_TRAP_STEPS = 12
 """Steps into each infinite trap that ``srcrawl testweb graph`` prints."""
 
+# -- sitemaps -------------------------------------------------------------------
+
+DEFAULT_SITEMAP_MAX_BYTES = 10 * 1024 * 1024
+"""Bytes of one sitemap read after decompression (a gzip bomb stops here, counted)."""
+
+DEFAULT_SITEMAP_MAX_URLS = 5000
+"""URLs taken from one sitemap; the rest of it is not read (counted)."""
+
+DEFAULT_SITEMAP_MAX_DEPTH = 2
+"""Levels of sitemap indexes followed below the first sitemap (an index of indexes: 2)."""
+
+DEFAULT_SITEMAPS_PER_HOST = 8
+"""Sitemaps (and indexes) fetched per host, however many robots.txt and indexes name."""
+
+DEFAULT_SITEMAP_LASTMOD_MAX = 1_000_000
+"""Fingerprints whose sitemap ``<lastmod>`` is kept in Redis (about 100 MB at most)."""
+
 # -- index and search ----------------------------------------------------------
 
 MAX_TERM_CHARS = 64
@@ -316,6 +343,17 @@ DEFAULT_INDEX_MAX_CHARS = 2_000_000
 
 DEFAULT_INDEX_REAP_INTERVAL = 2.0
 """Seconds between two looks for dead slaves while the index master waits."""
+
+DEFAULT_INDEX_FOLLOW_DELAY = 10.0
+"""``srcrawl index --follow``: the delay it aims at from a page's store write to its being
+searchable. It looks for unindexed pages every quarter of it and merges what it holds
+within half of it, so tokenizing has the rest."""
+
+DEFAULT_INDEX_FOLLOW_SAMPLES = 2000
+"""Recent pages whose delay ``index --follow`` keeps for its p50/p95 (a bounded window)."""
+
+DEFAULT_INDEX_FOLLOW_LOG_INTERVAL = 60.0
+"""Seconds between two log lines of ``index --follow`` with the delay's p50 and p95."""
 
 BM25_K1 = 1.2
 """BM25 term-frequency saturation."""

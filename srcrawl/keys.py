@@ -183,6 +183,15 @@ class Keys:
         """Prefix of every robots.txt cache key of the job."""
         return f"{self.prefix}:crawl:robots:"
 
+    @property
+    def sitemap_lastmod(self) -> str:
+        """Hash: page fingerprint -> the ``<lastmod>`` its host's sitemap gave (epoch seconds).
+
+        Bounded (DEFAULT_SITEMAP_LASTMOD_MAX fields); kept across crawls of the job, so a
+        recrawl schedule can fetch a page again sooner when its sitemap says it changed.
+        """
+        return f"{self.prefix}:crawl:sitemap:lastmod"
+
     def crawl_keys(self) -> list[str]:
         """Every fixed key of a crawl's state (queue lists are found by prefix)."""
         return [

@@ -21,13 +21,24 @@ from typing import Any, TypeVar
 
 import redis
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import ClusterDownError, SlotNotCoveredError, TryAgainError
 from redis.retry import Retry
 
 from srcrawl.defaults import REDIS_OUTAGE_FIRST_WAIT, REDIS_OUTAGE_MAX_WAIT
+from srcrawl.redis_connect import is_cluster
 
 T = TypeVar("T")
 
-REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError, socket.timeout, ConnectionError)
+REDIS_DOWN = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    socket.timeout,
+    ConnectionError,
+    # a cluster between a primary's death and its replica's promotion
+    ClusterDownError,
+    TryAgainError,
+    SlotNotCoveredError,
+)
 """What a Redis client raises when the server cannot be reached (or is still loading)."""
 
 
@@ -121,5 +132,8 @@ class RedisOutage(Retry):
 
 def wait_out_outages(client: redis.Redis, policy: RedisOutage) -> RedisOutage:
     """Give ``client`` (and its open connections) ``policy``; return it."""
-    client.set_retry(policy)
+    if is_cluster(client):  # its retry is a count: see srcrawl/redis_connect.py
+        client.outage = policy
+    else:
+        client.set_retry(policy)
     return policy

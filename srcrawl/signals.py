@@ -88,6 +88,33 @@ def interrupts() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+@contextlib.contextmanager
+def stop_gently(stopping: threading.Event) -> Iterator[threading.Event]:
+    """Within the block, the first SIGINT or SIGTERM sets ``stopping``; a second raises
+    :class:`Interrupted`.
+
+    For a command that runs until it is stopped (``index --follow``,
+    ``pagerank --every``): it ends the step in hand, then leaves cleanly
+    with exit code 0, as a service manager (docker compose stop) expects.
+    Outside the main thread nothing is changed.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield stopping
+        return
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if stopping.is_set():
+            raise Interrupted(signum)
+        stopping.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in _STOP_SIGNALS}
+    try:
+        yield stopping
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def child_env(env: dict[str, str]) -> dict[str, str]:
     """``env`` for a child that must not outlive this process (see :func:`die_with_parent`)."""
     return {**env, ENV_PARENT_PID: str(os.getpid())}

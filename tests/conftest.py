@@ -129,3 +129,13 @@ def stored_pages(env: dict[str, str]) -> list[dict]:
     out = run_cli(["export", "pages"], env)
     assert out.returncode == 0, out.stderr
     return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """A real Redis Cluster of 3 primaries with one replica each, on free loopback ports."""
+    from srcrawl.testcluster import RedisClusterProcesses
+
+    cluster = RedisClusterProcesses(tmp_path_factory.mktemp("cluster")).start()
+    yield cluster
+    cluster.stop()

@@ -27,6 +27,7 @@ CORE = {
     "keys",
     "outage",
     "progress",
+    "redis_connect",
     "signals",
     "urls",
     "useragent",

@@ -43,6 +43,16 @@ def test_services_and_scaling() -> None:
         assert "profiles" not in s[name], name
 
 
+def test_the_index_follows_and_the_ranks_are_recomputed_with_no_command_typed() -> None:
+    s = services()
+    index = resolve(s["indexer"]["command"]).make_context("index", s["indexer"]["command"][1:])
+    assert index.params["follow"] and index.params["max_delay"] == 30
+    rank = resolve(s["ranker"]["command"]).make_context("pagerank", s["ranker"]["command"][1:])
+    assert rank.params["every"] == 1800
+    for name in ("indexer", "ranker"):
+        assert "profiles" not in s[name] and s[name]["restart"] == "unless-stopped", name
+
+
 def test_every_srcrawl_command_is_real() -> None:
     for name, svc in srcrawl_services().items():
         command = resolve(svc["command"])

@@ -34,7 +34,7 @@ def page(fp: int, url: str | None = None, **kw) -> Page:
 def test_schema_is_idempotent(store: Store) -> None:
     store.init_schema()
     store.init_schema()
-    assert store.schema_version() == SCHEMA_VERSION == "5"
+    assert store.schema_version() == SCHEMA_VERSION == "6"
     assert store.count("pages") == 0
 
 
@@ -270,7 +270,7 @@ def test_an_index_of_an_older_schema_is_dropped_and_its_pages_marked_unindexed(
     assert store.unindexed_pages(None, 10) == [1, 2]
     assert store.index_stats() == (0, 0) and store.lookup_terms([1]) == {}
     assert store.count("postings") == 0 and _tables(store) == {"postings", "doclens"}
-    assert store.schema_version() == SCHEMA_VERSION == "5"
+    assert store.schema_version() == SCHEMA_VERSION == "6"
     # the index is built anew in the new layout
     merge_index(store, PostingsBatch.of([DocPostings(1, 1001.0, 2, ["new"], [2])]), 6.0)
     new = term_fingerprint("new")
@@ -308,7 +308,7 @@ def test_a_drop_of_the_old_index_cut_short_is_finished_by_the_next_start(
     assert store.index_stats() == (0, 0) and store.lookup_terms([1]) == {}
     assert store.count("postings") == 0 and store.count("doclens") == 0
     assert _tables(store) == {"postings", "doclens"}
-    assert store.schema_version() == SCHEMA_VERSION == "5"
+    assert store.schema_version() == SCHEMA_VERSION == "6"
 
 
 def test_rows_the_store_refuses_for_their_data_are_a_store_data_error(store: Store) -> None:
@@ -342,7 +342,7 @@ def test_pages_of_a_schema_3_store_gain_the_fetch_outcome_columns(store: Store) 
         cur.execute(store._sql(store.UPSERT_META), ("schema_version", "3"))
     store.init_schema()
     store.init_schema()  # once migrated, nothing more happens
-    assert store.schema_version() == "5"
+    assert store.schema_version() == "6"
     [old] = store.get_pages([7])
     assert (old.title, old.error, old.body_state) == ("old", None, "complete")
     failed = page(8, status=200, text="half a pa", error="timeout", body_state="incomplete")
@@ -374,7 +374,7 @@ def test_links_of_a_schema_4_store_gain_anchor_text_read_by_target(store: Store)
         cur.execute(store._sql(store.UPSERT_META), ("schema_version", "4"))
     store.init_schema()
     store.init_schema()  # once migrated, nothing more happens
-    assert store.schema_version() == "5"
+    assert store.schema_version() == "6"
     store.save_fetched([page(3), page(4)], [(3, 2, "二号 page"), (4, 2, "two"), (4, 4, "self"),
                                             (4, 1, None), (3, 5, "作者" * 128)])  # fmt: skip
     assert store.anchor_texts([2, 4, 5, 1]) == {2: ["二号 page", "two"], 4: [], 5: ["作者" * 128]}

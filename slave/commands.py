@@ -1,0 +1,64 @@
+"""``srcrawl export warc`` and ``srcrawl import warc``: the crawl's WARC files out, any
+WARC file in."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import click
+
+from srcrawl.config import Config
+from srcrawl.errors import ConfigError
+
+
+def _config(ctx: click.Context) -> Config:
+    return ctx.find_root().obj
+
+
+@click.command("warc")
+@click.option("--copy", "copy_to", type=click.Path(file_okay=False), default=None,
+              help="Copy the files into this directory instead of listing them.")
+@click.pass_context
+def export_warc(ctx: click.Context, copy_to: str | None) -> None:
+    """The job's WARC files (in $SRCRAWL_WARC_DIR, default $SRCRAWL_HOME/warc), one path
+    a line, and with --copy, copied."""
+    from srcrawl.slave.warc import LocalWarcStorage
+
+    cfg = _config(ctx)
+    storage = LocalWarcStorage(cfg.warc_root)
+    names = storage.names(cfg.job)
+    if copy_to is not None:
+        dest = Path(copy_to)
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            shutil.copy2(storage.path(name), dest / Path(name).name)
+        click.echo(f"{len(names)} WARC file(s) of job {cfg.job} copied to {dest}", err=True)
+        return
+    for name in names:
+        click.echo(str(storage.path(name)))
+
+
+@click.group("import")
+def import_group() -> None:
+    """Load pages from files other tools wrote."""
+
+
+@import_group.command("warc")
+@click.argument("files", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False))  # fmt: skip
+@click.option("--parser", type=click.Choice(["lxml", "bs4"]), default="lxml", show_default=True)
+@click.pass_context
+def import_warc_command(ctx: click.Context, files: tuple[str, ...], parser: str) -> None:
+    """Pages and links from WARC FILEs (any standard WARC, gzipped or not), each page
+    pointing into its file; `srcrawl index` then indexes them. The files must stay where
+    they are: the store reads bodies from them."""
+    from srcrawl.slave.warc_import import import_warc
+
+    store = _config(ctx).store()
+    for name in files:
+        if not name.endswith((".warc", ".warc.gz")):
+            raise ConfigError(f"{name}: not a WARC file (.warc or .warc.gz)")
+        counts = import_warc(store, Path(name), parser=parser)
+        click.echo(f"{name}: {counts.pages} pages, {counts.links} links "
+                   f"({counts.skipped} records skipped)")  # fmt: skip

@@ -1,0 +1,312 @@
+"""Every fetch kept in WARC/1.1 files; the store keeps where each response record is.
+
+A crawl slave writes, per page, a ``request``, a ``response`` (or, when the
+store already holds the same body, a ``revisit``) and a ``metadata`` record
+(fetch time, outlinks), each its own gzip member, so that a page's body is one
+seek and one read of ``warc_length`` bytes at ``warc_offset``. FastWARC writes
+and reads them: in ``srcrawl bench warc`` it builds records about six times
+faster than warcio (docs/BENCHMARKS.md); warcio checks them in the tests.
+
+The parse threads build each page's records (:func:`prepare_fetch`); the
+page writer appends a batch to the open file and makes it durable (flush and
+fsync) *before* the store row that points into it is written, so a slave
+killed mid-file loses no acknowledged page and leaves no pointer to a record
+that cannot be read. Bodies are recorded as the crawl saw them: decoded, so
+the stored head drops Content-Encoding and Transfer-Encoding and gives the
+decoded Content-Length (the original encoding is kept in
+``X-Srcrawl-Content-Encoding``).
+
+Files live behind :class:`WarcStorage` (a local or shared directory today);
+each writer names its own files (job, host and process of the slave, start
+time, serial) and creates them exclusively, so no two writers share one.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import io
+import os
+import socket
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from http.client import responses
+from pathlib import Path
+from typing import BinaryIO
+
+from fastwarc.stream_io import GzipWriter
+from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
+
+from srcrawl.errors import StoreError
+from srcrawl.sql.store import Page, decompress_body
+
+WARC_SUFFIX = ".warc.gz"
+REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+_COMPRESSION_LEVEL = 6  # the level compress_body used for SQL bodies
+_DROPPED_HEADERS = frozenset({"content-encoding", "transfer-encoding", "content-length"})
+
+
+class WarcError(StoreError):
+    """A WARC file could not be written or read."""
+
+
+class WarcStorage(ABC):
+    """Where WARC files live: all a writer and a reader need (a directory today; an
+    object store would implement these five)."""
+
+    @abstractmethod
+    def create(self, name: str) -> BinaryIO:
+        """A new, empty file ``name`` opened for writing; FileExistsError if it exists."""
+
+    @abstractmethod
+    def make_durable(self, fh: BinaryIO) -> None:
+        """Return once everything written to ``fh`` survives a crash of this machine."""
+
+    @abstractmethod
+    def read(self, name: str, offset: int, length: int) -> bytes:
+        """``length`` bytes of file ``name`` from ``offset``."""
+
+    @abstractmethod
+    def names(self, job: str) -> list[str]:
+        """The names of the job's files, sorted."""
+
+    @abstractmethod
+    def path(self, name: str) -> Path:
+        """A local path of file ``name`` (what ``srcrawl export warc`` lists and copies)."""
+
+
+class LocalWarcStorage(WarcStorage):
+    """A directory (``$SRCRAWL_HOME/warc`` or one every slave mounts): ``job/<name>``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def path(self, name: str) -> Path:
+        p = Path(name)
+        return p if p.is_absolute() else self.root / p  # absolute: an imported archive
+
+    def create(self, name: str) -> BinaryIO:
+        p = self.path(name)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return open(p, "xb")  # exclusive: two writers never share a file
+
+    def make_durable(self, fh: BinaryIO) -> None:
+        fh.flush()
+        os.fsync(fh.fileno())
+
+    def read(self, name: str, offset: int, length: int) -> bytes:
+        with open(self.path(name), "rb") as fh:
+            fh.seek(offset)
+            return fh.read(length)
+
+    def names(self, job: str) -> list[str]:
+        d = self.root / job
+        if not d.is_dir():
+            return []
+        return sorted(f"{job}/{p.name}" for p in d.iterdir() if p.name.endswith(WARC_SUFFIX))
+
+
+def payload_digest(body: bytes) -> str:
+    """The WARC-Payload-Digest of ``body``: ``sha1:`` and its base32."""
+    return "sha1:" + base64.b32encode(hashlib.sha1(body).digest()).decode("ascii")
+
+
+def warc_date(ts: float) -> str:
+    """WARC-Date of a Unix time (UTC, microseconds: WARC/1.1 allows them)."""
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _serialize(record: WarcRecord, digest: str | None = None) -> bytes:
+    """``record`` as one gzip member, its block digest (and payload digest) in its head."""
+    buf = io.BytesIO()
+    gz = GzipWriter(buf, compression_level=_COMPRESSION_LEVEL)
+    raw = base64.b32decode(digest[5:]) if digest else None
+    record.write(gz, checksum_data=True, payload_digest=raw)
+    gz.close()
+    return buf.getvalue()
+
+
+def _record(kind: WarcRecordType, url: str, date: str, ctype: str, content: bytes) -> WarcRecord:
+    rec = WarcRecord()
+    rec.init_headers(kind)
+    rec.headers["WARC-Target-URI"] = url
+    rec.headers["WARC-Date"] = date
+    rec.headers["Content-Type"] = ctype
+    rec.set_bytes_content(content)
+    return rec
+
+
+def response_head(status: int, headers: dict[str, str], body_length: int) -> bytes:
+    """The HTTP head of a decoded response as recorded (see the module docstring)."""
+    lines = [f"HTTP/1.1 {status} {responses.get(status, 'Unknown')}"]
+    for name, value in headers.items():
+        if name not in _DROPPED_HEADERS:
+            lines.append(f"{name.title()}: {value}")
+    if "content-encoding" in headers:
+        lines.append(f"X-Srcrawl-Content-Encoding: {headers['content-encoding']}")
+    lines.append(f"Content-Length: {body_length}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
+
+
+@dataclass
+class PreparedFetch:
+    """One page's records, built by a parse thread, written by the page writer."""
+
+    url: str
+    date: str
+    digest: str
+    head: bytes
+    """The response's HTTP head (a revisit record carries it alone)."""
+    request: bytes
+    response: bytes
+    metadata: bytes
+    response_id: str
+
+
+def prepare_fetch(
+    url: str, *, status: int, headers: dict[str, str], body: bytes, ip: str, fetched_at: float,
+    fetch_ms: int, request: bytes, outlinks: Iterable[str], truncated: bool = False,
+) -> PreparedFetch:  # fmt: skip
+    """The request, response and metadata records of one fetch, each a gzip member."""
+    date = warc_date(fetched_at)
+    digest = payload_digest(body)
+    head = response_head(status, headers, len(body))
+    resp = _record(WarcRecordType.response, url, date, "application/http; msgtype=response",
+                   head + body)  # fmt: skip
+    if ip:
+        resp.headers["WARC-IP-Address"] = ip
+    if truncated:
+        resp.headers["WARC-Truncated"] = "length"
+    rid = resp.record_id
+    req = _record(WarcRecordType.request, url, date, "application/http; msgtype=request", request)
+    req.headers["WARC-Concurrent-To"] = rid
+    fields = [f"fetchTimeMs: {fetch_ms}", *(f"outlink: {link}" for link in outlinks)]
+    meta = _record(WarcRecordType.metadata, url, date, "application/warc-fields",
+                   ("\r\n".join(fields) + "\r\n").encode("utf-8"))  # fmt: skip
+    meta.headers["WARC-Concurrent-To"] = rid
+    return PreparedFetch(url, date, digest, head, _serialize(req), _serialize(resp, digest),
+                         _serialize(meta), rid)  # fmt: skip
+
+
+def revisit_record(fetch: PreparedFetch, refers_to: str | None = None) -> bytes:
+    """A revisit record (identical-payload-digest profile) in place of ``fetch``'s response."""
+    rec = _record(WarcRecordType.revisit, fetch.url, fetch.date,
+                  "application/http; msgtype=response", fetch.head)  # fmt: skip
+    rec.headers["WARC-Profile"] = REVISIT_PROFILE
+    rec.headers["WARC-Refers-To-Target-URI"] = fetch.url
+    if refers_to:
+        rec.headers["WARC-Refers-To"] = refers_to
+    rec.headers["WARC-Truncated"] = "length"  # the payload is left out, by the profile
+    return _serialize(rec, fetch.digest)
+
+
+@dataclass(frozen=True)
+class Pointer:
+    """Where a record is: file name, offset and length of its gzip member."""
+
+    file: str
+    offset: int
+    length: int
+
+
+class WarcOutput:
+    """A slave's WARC files: appends batches of records, rotates at ``max_bytes``."""
+
+    def __init__(self, storage: WarcStorage, job: str, max_bytes: int) -> None:
+        self.storage = storage
+        self.job = job
+        self.max_bytes = max_bytes
+        stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
+        host = "".join(c if c.isalnum() or c in "-." else "_" for c in socket.gethostname())
+        self._stem = f"{job}/{job}-{stamp}-{host}-{os.getpid()}"
+        self._serial = 0
+        self._fh: BinaryIO | None = None
+        self._name = ""
+        self._size = 0
+        self._lock = threading.Lock()
+        self.files = 0
+        self.bytes = 0
+
+    def _rotate(self) -> None:
+        self._close_file()
+        while True:
+            self._serial += 1
+            name = f"{self._stem}-{self._serial:05d}{WARC_SUFFIX}"
+            try:
+                self._fh = self.storage.create(name)
+            except FileExistsError:
+                continue
+            self._name, self._size = name, 0
+            self.files += 1
+            return
+
+    def _close_file(self) -> None:
+        if self._fh is not None:
+            fh, self._fh = self._fh, None
+            try:
+                self.storage.make_durable(fh)
+            finally:
+                fh.close()
+
+    def append(self, groups: Sequence[Sequence[bytes]], keep: Sequence[int]) -> list[Pointer]:
+        """Write each group's records together; the pointer of record ``keep[i]`` of group i.
+
+        Durable when it returns (one fsync per call, and one per file closed by a
+        rotation); raises :class:`WarcError` and starts a new file when a write fails.
+        """
+        with self._lock:
+            try:
+                return self._append(groups, keep)
+            except OSError as e:
+                # what was written of this batch is in no store row; a new file
+                # keeps the next batch clear of a torn record
+                fh, self._fh = self._fh, None
+                if fh is not None:
+                    with contextlib.suppress(OSError):
+                        fh.close()
+                raise WarcError(f"cannot write WARC file {self._name}: {e}") from e
+
+    def _append(self, groups: Sequence[Sequence[bytes]], keep: Sequence[int]) -> list[Pointer]:
+        out: list[Pointer] = []
+        for records, k in zip(groups, keep, strict=True):
+            if self._fh is None or self._size >= self.max_bytes:
+                self._rotate()
+            assert self._fh is not None
+            for i, blob in enumerate(records):
+                if i == k:
+                    out.append(Pointer(self._name, self._size, len(blob)))
+                self._fh.write(blob)
+                self._size += len(blob)
+                self.bytes += len(blob)
+        if self._fh is not None:
+            self.storage.make_durable(self._fh)
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_file()
+
+
+def read_payload(storage: WarcStorage, pointer: Pointer) -> bytes:
+    """The payload (the HTTP body) of the response record at ``pointer``: one seek, one read."""
+    try:
+        data = storage.read(pointer.file, pointer.offset, pointer.length)
+    except OSError as e:
+        raise WarcError(f"cannot read WARC file {pointer.file}: {e}") from e
+    for record in ArchiveIterator(io.BytesIO(data), parse_http=True):
+        return record.reader.read()
+    raise WarcError(f"no WARC record at {pointer.file}:{pointer.offset}")
+
+
+def page_body(storage: WarcStorage, page: Page) -> bytes:
+    """A stored page's body (read with ``with_body=True``), from its WARC record or (stores
+    of schema 5 and before, or ``--body-store sql``) the store's compressed copy; b"" when
+    it has none."""
+    if page.warc_file and page.warc_offset is not None and page.warc_length is not None:
+        return read_payload(storage, Pointer(page.warc_file, page.warc_offset, page.warc_length))
+    return decompress_body(page.body)

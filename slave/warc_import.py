@@ -1,0 +1,158 @@
+"""Pages and links from any standard WARC file (``srcrawl import warc``).
+
+Each ``response`` record of an http(s) URL becomes a page as a crawl would
+have stored it (title, text, links with their anchor text, a redirect's
+target as its one link), pointing into the file it came from, so that
+``srcrawl index`` and search work on an archive made by another tool (wget
+``--warc-file``, Heritrix, …). robots.txt responses are not pages. The body
+is read as the record holds it: a chunked or gzip-encoded one is decoded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
+
+from srcrawl.queues.crawl_protocol import canonical_links
+from srcrawl.slave.crawl import canonical_anchors
+from srcrawl.slave.decode import decode_html, is_html, utf8_source
+from srcrawl.slave.warc import WarcError
+from srcrawl.sql.store import Link, Page, Store
+from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of
+
+_BATCH = 200
+
+
+@dataclass
+class ImportCounts:
+    pages: int = 0
+    links: int = 0
+    skipped: int = 0
+    """Records that are no http(s) response srcrawl keeps (robots.txt, other schemes)."""
+
+
+def _dechunk(data: bytes) -> bytes:
+    out, pos = [], 0
+    while True:
+        end = data.find(b"\r\n", pos)
+        if end < 0:
+            return b"".join(out)
+        try:
+            size = int(data[pos:end].split(b";")[0], 16)
+        except ValueError:
+            return b"".join(out)
+        if size == 0:
+            return b"".join(out)
+        out.append(data[end + 2 : end + 2 + size])
+        pos = end + 2 + size + 2
+
+
+def _body(record: WarcRecord, headers: dict[str, str]) -> bytes:
+    body = record.reader.read()
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        body = _dechunk(body)
+    encoding = headers.get("content-encoding", "").lower()
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        with contextlib.suppress(zlib.error):  # not as declared: kept as recorded
+            body = zlib.decompressobj(47).decompress(body)  # gzip or zlib, by its header
+    return body
+
+
+def _page(record: WarcRecord, url: str, path: str, parser: str) -> tuple[Page, list[Link]]:
+    http = record.http_headers
+    headers = {k.lower(): v for k, v in http.items()} if http is not None else {}
+    status = http.status_code if http is not None else 0
+    ctype = headers.get("content-type", "")
+    body = _body(record, headers)
+    fp = fingerprint(url)
+    page = Page(fp=fp, url=url, host=host_of(url), status=status, content_type=ctype,
+                fetched_at=record.record_date.timestamp() if record.record_date else 0.0,
+                warc_file=path, warc_offset=record.stream_pos,
+                payload_digest=record.headers.get("WARC-Payload-Digest"))  # fmt: skip
+    links: list[str] = []
+    anchors: dict[str, str] = {}
+    location = headers.get("location")
+    if 300 <= status < 400 and location:
+        from urllib.parse import urljoin
+
+        links = [urljoin(url, location.strip())]
+    elif 200 <= status < 300 and is_html(ctype, body):
+        from srcrawl.slave.parse import parse_html
+
+        html, encoding = decode_html(body, ctype)
+        parsed = parse_html(html, url, parser, utf8=utf8_source(body, html, encoding))
+        page.title = parsed.title
+        page.text = "" if parsed.noindex else parsed.text
+        links = [] if parsed.nofollow else parsed.links
+        anchors = parsed.anchors
+    canonical, _invalid = canonical_links(links)
+    texts = canonical_anchors(canonical, anchors) if anchors and canonical else {}
+    return page, [(fp, dst, texts.get(dst)) for dst in canonical.values()]
+
+
+def _responses(path: Path) -> Iterator[tuple[WarcRecord | None, int]]:
+    """Each record of the file (None for one that is no response), and where it starts."""
+    with open(path, "rb") as fh:
+        for record in ArchiveIterator(fh, parse_http=False):
+            if record.record_type == WarcRecordType.response:
+                record.parse_http()
+                yield record, record.stream_pos
+            else:
+                yield None, record.stream_pos
+
+
+def import_warc(store: Store, path: Path, *, parser: str = "lxml") -> ImportCounts:
+    """Store the pages and links of the WARC file ``path``; how many."""
+    path = path.resolve()
+    counts = ImportCounts()
+    pages: list[Page] = []
+    links: list[Link] = []
+    last: Page | None = None
+    try:
+        for record, pos in _responses(path):
+            if last is not None:  # its record ends where the next begins
+                last.warc_length, last = pos - (last.warc_offset or 0), None
+            if record is None:
+                continue
+            page = _one(record, str(path), parser, counts)
+            if page is None:
+                continue
+            pages.append(page[0])
+            links.extend(page[1])
+            last = page[0]
+            if len(pages) >= _BATCH:
+                _save(store, pages[:-1], links, counts)
+                pages, links = pages[-1:], [x for x in links if x[0] == pages[-1].fp]
+    except (OSError, ValueError) as e:
+        raise WarcError(f"cannot read {path}: {e}") from e
+    if last is not None:
+        last.warc_length = path.stat().st_size - (last.warc_offset or 0)
+    _save(store, pages, links, counts)
+    return counts
+
+
+def _one(
+    record: WarcRecord, path: str, parser: str, counts: ImportCounts
+) -> tuple[Page, list[Link]] | None:
+    uri = record.headers.get("WARC-Target-URI", "").strip("<>")
+    try:
+        url = canonicalize(uri)
+    except InvalidURL:
+        counts.skipped += 1
+        return None
+    if not url.startswith(("http://", "https://")) or url.endswith("/robots.txt"):
+        counts.skipped += 1
+        return None
+    return _page(record, url, path, parser)
+
+
+def _save(store: Store, pages: list[Page], links: list[Link], counts: ImportCounts) -> None:
+    if pages:
+        store.save_fetched(pages, links)
+        counts.pages += len(pages)
+        counts.links += len(links)

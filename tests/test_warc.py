@@ -1,0 +1,202 @@
+"""WARC output: files an independent reader (warcio) accepts, store pointers that read back,
+revisits, a SIGKILLed slave, and import of an archive wget wrote."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator as WarcioIterator
+from warcio.cli import main as warcio_main
+
+from srcrawl.config import Config
+from srcrawl.master.crawl_run import start_crawl
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.slave.warc import (
+    LocalWarcStorage,
+    Pointer,
+    WarcOutput,
+    payload_digest,
+    prepare_fetch,
+    read_payload,
+    revisit_record,
+)
+from srcrawl.slave.warc_import import import_warc
+from srcrawl.sql.sqlite_store import SQLiteStore
+from srcrawl.testweb import TestWeb
+
+from .conftest import cli_env, run_cli
+
+FAST = ["--delay", "0", "--delay-factor", "0", "--max-delay", "0", "--fetch-timeout", "2"]
+
+
+def _records(path: Path) -> list[tuple[str, str, bytes]]:
+    """(type, target URI, payload) of each record, read by warcio with digests checked."""
+    out = []
+    with open(path, "rb") as fh:
+        for rec in WarcioIterator(fh, check_digests="raise"):
+            out.append((rec.rec_type, rec.rec_headers.get_header("WARC-Target-URI"),
+                        rec.content_stream().read()))  # fmt: skip
+    return out
+
+
+def _warcio_check(paths: list[Path]) -> None:
+    with pytest.raises(SystemExit) as done:
+        warcio_main(["check", *map(str, paths)])
+    assert done.value.code in (0, None)
+
+
+def test_records_rotate_read_back_and_pass_warcio(tmp_path: Path) -> None:
+    storage = LocalWarcStorage(tmp_path)
+    out = WarcOutput(storage, "job", max_bytes=3000)
+    bodies = [f"<html><title>{i}</title>{'word ' * (100 * i)}</html>".encode() for i in range(8)]
+    fetches = [
+        prepare_fetch(f"http://127.0.0.1:1/p{i}", status=200,
+                      headers={"content-type": "text/html", "content-encoding": "gzip"},
+                      body=body, ip="127.0.0.1", fetched_at=1.7e9 + i, fetch_ms=3,
+                      request=b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", outlinks=["http://x/a"])
+        for i, body in enumerate(bodies)
+    ]  # fmt: skip
+    groups = [(f.request, f.response, f.metadata) for f in fetches]
+    groups.append((fetches[0].request, revisit_record(fetches[0]), fetches[0].metadata))
+    pointers = out.append(groups, [1] * len(groups))
+    out.close()
+    files = sorted(tmp_path.glob("job/*.warc.gz"))
+    assert len(files) >= 2 and len({p.file for p in pointers}) == len(files)  # rotated
+    for pointer, body in zip(pointers, bodies, strict=False):
+        assert read_payload(storage, pointer) == body
+    _warcio_check(files)
+    records = [r for f in files for r in _records(f)]
+    assert [t for t, _u, _p in records].count("response") == 8
+    assert [t for t, _u, _p in records].count("revisit") == 1
+    responses = {u: p for t, u, p in records if t == "response"}
+    assert responses["http://127.0.0.1:1/p3"] == bodies[3]
+    with open(files[0], "rb") as fh:
+        first = next(r for r in WarcioIterator(fh) if r.rec_type == "response")
+        assert first.rec_headers.get_header("WARC-IP-Address") == "127.0.0.1"
+        assert first.rec_headers.get_header("WARC-Payload-Digest") == payload_digest(bodies[0])
+        assert first.http_headers.get_header("Content-Encoding") is None  # bodies are decoded
+
+
+@pytest.fixture(scope="module")
+def web():
+    # host 0 (slow and broken pages) is not crawled: seed_urls[1:]
+    with TestWeb.generate(hosts=2, pages=30, seed=3) as tw:
+        yield tw
+
+
+def _crawl(env: dict[str, str], seeds: list[str], *extra: str) -> None:
+    r = run_cli(["crawl", *seeds, "--depth", "6", "--slaves", "1", *FAST, *extra], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_crawl_keeps_bodies_in_warc_and_a_second_fetch_is_a_revisit(
+    web, redis_url, keys, tmp_path
+) -> None:
+    env = cli_env(redis_url, keys.job, tmp_path)
+    _crawl(env, web.seed_urls[1:])
+    cfg = Config.load(env=env)
+    store = cfg.store()
+    pages = [p for p in store.iter_pages(with_body=True) if p.status == 200]
+    assert pages and all(p.body is None and p.warc_file for p in pages)
+    storage = LocalWarcStorage(cfg.warc_root)
+    first = storage.names(keys.job)
+    assert first
+    for p in pages:
+        body = read_payload(storage, Pointer(p.warc_file, p.warc_offset, p.warc_length))
+        assert payload_digest(body) == p.payload_digest
+    assert p.title and p.title.encode() in body
+    # the same pages again (a re-seed under another job): unchanged bodies are revisits
+    env2 = {**env, "SRCRAWL_JOB": keys.job + "-again"}
+    _crawl(env2, web.seed_urls[1:])
+    again = storage.names(keys.job + "-again")
+    records = [r for name in again for r in _records(storage.path(name))]
+    kinds = [t for t, _u, _p in records]
+    assert kinds.count("revisit") >= len(pages) and kinds.count("response") < len(pages)
+    _warcio_check([storage.path(n) for n in first + again])
+    store2 = Config.load(env=env2).store()
+    for p in store2.get_pages([p.fp for p in pages]):
+        assert p.warc_file in first  # the row still points at the body
+    listed = run_cli(["export", "warc"], env).stdout.split()
+    assert listed == [str(storage.path(n)) for n in first]
+    cfg.close()
+
+
+@pytest.mark.slow
+def test_slave_killed_mid_write_leaves_every_stored_page_readable(redis_url, keys, tmp_path):
+    with TestWeb.generate(hosts=3, pages=15, seed=9, latency_ms=100) as tw:
+        env = cli_env(redis_url, keys.job, tmp_path)
+        cfg = Config.load(env=env)
+        start_crawl(cfg, tw.seed_urls[1:], CrawlStrategy(
+            max_depth=3, delay=0, delay_factor=0, max_delay=0, fetch_timeout=2,
+            robots_defer=0.3, warc_max_bytes=20_000))  # fmt: skip
+        cmd = [sys.executable, "-m", "srcrawl.cli"]
+        master = subprocess.Popen([*cmd, "master", "start"], env=env)
+        victim = subprocess.Popen(
+            [*cmd, "slave", "start", "--phases", "crawl", "--threads", "4", "--heartbeat-ttl", "1"],
+            env=env,
+        )
+        try:
+            client = cfg.redis()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if int(client.hget(cfg.keys.stats("crawl"), "pages") or 0) >= 8:
+                    break
+                time.sleep(0.02)
+            victim.send_signal(signal.SIGKILL)
+            victim.wait()
+            acked = {p.fp for p in cfg.store().iter_pages()}
+            rescuer = subprocess.Popen([*cmd, "slave", "start", "--phases", "crawl"], env=env)
+            assert master.wait(timeout=180) == 0
+            rescuer.send_signal(signal.SIGTERM)
+            rescuer.wait(timeout=30)
+        finally:
+            for p in (master, victim):
+                if p.poll() is None:
+                    p.kill()
+        storage = LocalWarcStorage(cfg.warc_root)
+        pages = {p.fp: p for p in cfg.store().iter_pages()}
+        assert acked and acked <= set(pages)
+        readable = 0
+        for p in pages.values():
+            if p.warc_file:
+                body = read_payload(storage, Pointer(p.warc_file, p.warc_offset, p.warc_length))
+                assert payload_digest(body) == p.payload_digest
+                readable += 1
+        assert readable >= len([p for p in pages.values() if p.status == 200])
+        cfg.close()
+
+
+@pytest.mark.slow
+def test_import_of_a_wget_warc_gives_the_crawls_pages_and_links(web, redis_url, keys, tmp_path):
+    env = cli_env(redis_url, keys.job, tmp_path)
+    seed = web.seed_urls[1]
+    _crawl(env, [seed])
+    crawled = Config.load(env=env).store()
+    warc = tmp_path / "wget"
+    # wget counts every port of 127.0.0.1 as one host: the other test web hosts are refused
+    others = "|".join(u.rstrip("/").replace(".", r"\.") for u in web.seed_urls if u != seed)
+    subprocess.run(
+        ["/usr/bin/wget", "-r", "-l", "6", "-q", "--no-proxy", "--timeout=2", "--tries=1",
+         f"--reject-regex=^({others})", f"--warc-file={warc}", "--no-warc-keep-log",
+         "--delete-after", "-P", str(tmp_path / "mirror"), seed],
+        check=False, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    archive = Path(f"{warc}.warc.gz")
+    assert archive.exists()
+    imported = SQLiteStore(str(tmp_path / "imported.db"))
+    imported.init_schema()
+    counts = import_warc(imported, archive)
+    assert counts.pages > 0
+    ok = {p.url for p in crawled.iter_pages() if p.status == 200}
+    got = {p.url for p in imported.iter_pages() if p.status == 200}
+    assert got == ok
+    assert set(imported.iter_link_urls()) == set(crawled.iter_link_urls())
+    page = next(p for p in imported.get_pages([p.fp for p in crawled.iter_pages()]) if p.text)
+    [theirs] = crawled.get_pages([page.fp])
+    assert page.title == theirs.title and page.text == theirs.text
