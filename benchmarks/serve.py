@@ -8,7 +8,9 @@ portal runs as ``srcrawl serve`` in its own process(es). The load client is
 else this process (asyncio); either way one keep-alive HTTP/1.1 connection per
 simulated client, each sending its next query as soon as the last answer is
 read (closed loop). With a base tree, its ``srcrawl serve`` is measured
-beside this tree's, cell after cell.
+beside this tree's, cell after cell. Each cell also counts the CPU time the
+server's processes took (Linux: from /proc), per request: a figure that other
+work on the machine changes much less than the latency.
 Queries are two distinct words of one random page, English or Chinese.
 Each round runs every (language, clients) cell for ``seconds`` and then
 spawns ``srcrawl search`` for a few queries, so the two are measured side by
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import re
 import shutil
@@ -110,6 +113,7 @@ class Cell:
     seconds: float
     errors: int = 0
     code: str = "now"
+    cpu_ms: float | None = None  # the server's CPU time per request
 
     @classmethod
     def of_times(cls, lang: str, clients: int, ms: list[float], seconds: float,
@@ -199,7 +203,7 @@ class ServeBenchmark:
             f"{self.seconds:g} s a cell, two-word queries, load client {self.client}",
             *(f"  {code}: srcrawl serve {opts}" for code, opts in self.servers.items()),
             f"  {'code':5} {'queries':8} {'clients':>8} {'requests':>9} {'p50 ms':>8} "
-            f"{'p95 ms':>8} {'req/s':>8} {'× spawn':>8} {'errors':>7}",
+            f"{'p95 ms':>8} {'req/s':>8} {'× spawn':>8} {'errors':>7} {'cpu ms':>7}",
         ]
         for lang in ("en", "zh"):
             spawn = [c for c in self.cells if c.lang == lang and c.clients == 0]
@@ -208,14 +212,16 @@ class ServeBenchmark:
                 for c in (c for c in self.cells if c.lang == lang and c.clients == clients):
                     who = "spawn" if clients == 0 else str(clients)
                     times = f"{c.per_s / spawn_rate:8.1f}" if spawn_rate and clients else " " * 8
+                    cpu = f"{c.cpu_ms:7.2f}" if c.cpu_ms is not None else ""
                     lines.append(
                         f"  {c.code:5} {lang:8} {who:>8} {c.requests:9} {c.p50:8.1f} "
-                        f"{c.p95:8.1f} {c.per_s:8.1f} {times} {c.errors:7}"
+                        f"{c.p95:8.1f} {c.per_s:8.1f} {times} {c.errors:7} {cpu}"
                     )
         lines.append(
             "  spawn: `srcrawl search QUERY --top 10 --json` run once per query, one at a "
             "time; its latency is the whole process"
         )
+        lines.append("  cpu ms: CPU time of the server's processes per request (user + system)")
         return "\n".join(lines)
 
 
@@ -223,11 +229,40 @@ def serve_options(threads: int, workers: int | None) -> list[str]:
     return ["--threads", str(threads)] + ([] if workers is None else ["--workers", str(workers)])
 
 
+def tree_cpu_seconds(pid: int) -> float | None:
+    """CPU seconds (user + system) used so far by process ``pid`` and its descendants
+    (uvicorn's worker processes), from /proc; None where there is no /proc."""
+    proc = Path("/proc")
+    if not (proc / str(pid) / "stat").exists():
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for stat in proc.glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            raw = stat.read_text()
+            fields = raw[raw.rindex(")") + 2 :].split()  # after "pid (name) "
+            n = int(stat.parent.name)
+            parent[n], cpu[n] = int(fields[1]), (int(fields[11]) + int(fields[12])) / tick
+    tree, grew = {pid}, True
+    while grew:
+        more = {n for n, p in parent.items() if p in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return sum(cpu.get(n, 0.0) for n in tree)
+
+
+@dataclass
+class Server:
+    url: str
+    pid: int
+
+
 @contextlib.contextmanager
 def portal_process(bcfg: Config, options: Sequence[str], tree: str | None = None,
-                   wait: float = 120.0) -> Iterator[str]:  # fmt: skip
+                   wait: float = 120.0) -> Iterator[Server]:  # fmt: skip
     """``srcrawl serve`` (of ``tree``, else this code) on a free loopback port, started and
-    healthy; yields its URL."""
+    healthy."""
     port = _free_port()
     env = bcfg.child_env()
     if tree is not None:
@@ -247,7 +282,7 @@ def portal_process(bcfg: Config, options: Sequence[str], tree: str | None = None
             if time.monotonic() > deadline:
                 raise BenchmarkError(f"srcrawl serve not healthy after {wait:.0f} s")
             time.sleep(0.2)
-        yield url
+        yield Server(url, proc.pid)
     finally:
         stop_children([proc])
 
@@ -278,26 +313,32 @@ class _Load:
     seconds: float
     clients: Sequence[int]
 
-    def cell(self, url: str, paths: list[str], n: int, lang: str, code: str) -> Cell:
+    def cell(self, server: Server, paths: list[str], n: int, lang: str, code: str) -> Cell:
+        cpu0 = tree_cpu_seconds(server.pid)
         if self.client == "wrk":
-            return wrk_load(url, paths, n, self.seconds, lang, code)
-        ms, errors = asyncio.run(_load(url, paths, n, self.seconds))
-        return Cell.of_times(lang, n, ms, self.seconds, errors, code)
+            cell = wrk_load(server.url, paths, n, self.seconds, lang, code)
+        else:
+            ms, errors = asyncio.run(_load(server.url, paths, n, self.seconds))
+            cell = Cell.of_times(lang, n, ms, self.seconds, errors, code)
+        cpu1 = tree_cpu_seconds(server.pid)
+        if cpu0 is not None and cpu1 is not None and cell.requests:
+            cell.cpu_ms = (cpu1 - cpu0) * 1000 / cell.requests
+        return cell
 
 
-def _round(r: int, load: _Load, urls: dict[str, str], queries: dict[str, list[str]],
+def _round(r: int, load: _Load, servers: dict[str, Server], queries: dict[str, list[str]],
            say: Progress) -> list[Cell]:  # fmt: skip
     """One round: per language and client count, each server in turn."""
     cells = []
-    codes = list(urls) if r % 2 == 0 else list(reversed(urls))
+    codes = list(servers) if r % 2 == 0 else list(reversed(servers))
     for lang, qs in queries.items():
         paths = ["/api/search?" + urllib.parse.urlencode({"q": q}) for q in qs]
-        for url in urls.values():
-            asyncio.run(_load(url, paths, 2, 1.0))  # warm the server's threads
+        for server in servers.values():
+            asyncio.run(_load(server.url, paths, 2, 1.0))  # warm the server's threads
         for n in load.clients if r % 2 == 0 else list(reversed(load.clients)):
             for code in codes:
                 say(f"round {r + 1}: {code}, {lang}, {n} client(s) …")
-                cells.append(load.cell(urls[code], paths, n, lang, code))
+                cells.append(load.cell(servers[code], paths, n, lang, code))
     return cells
 
 
@@ -338,16 +379,16 @@ def run_serve_benchmark(
         result = ServeBenchmark(pages, build_s, seconds, client, servers)
         load = _Load(client, seconds, clients)
         with contextlib.ExitStack() as stack:
-            urls = {
+            running = {
                 "now": stack.enter_context(portal_process(bcfg, serve_options(threads, workers)))
             }
             if base is not None:
-                urls["base"] = stack.enter_context(
+                running["base"] = stack.enter_context(
                     portal_process(bcfg, serve_options(threads, None), tree=base)
                 )
-            say("portals at " + ", ".join(f"{c} {u}" for c, u in urls.items()))
+            say("portals at " + ", ".join(f"{c} {s.url}" for c, s in running.items()))
             for r in range(rounds):
-                result.cells += _round(r, load, urls, queries, say)
+                result.cells += _round(r, load, running, queries, say)
                 for lang, qs in queries.items():
                     say(f"round {r + 1}: {lang}, spawning srcrawl search {spawns}× …")
                     result.cells.append(_spawned(bcfg, lang, qs[:spawns]))

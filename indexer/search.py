@@ -29,6 +29,11 @@ candidates' postings are read). When no page holds every term, OR: every
 term adds to the score of the pages it occurs in. A term's postings are read in full up to a cap;
 beyond it, only the cap's worth of postings with the highest BM25F term weight
 are read (the result is then marked approximate).
+
+A searcher given a :class:`~srcrawl.indexer.term_cache.TermCache` (the portal's)
+keeps each term's postings and weights in memory between queries, read again
+only when the index changes; a query then reads from the store only ``meta``
+and the shown pages. Either way the results are the same.
 """
 
 from __future__ import annotations
@@ -53,9 +58,10 @@ from srcrawl.defaults import (
     MAX_TERM_CHARS,
 )
 from srcrawl.errors import SrcrawlError
-from srcrawl.indexer.blocks import term_postings, term_postings_among
+from srcrawl.indexer.blocks import records, term_postings, term_postings_among
 from srcrawl.indexer.postings import term_fingerprint
 from srcrawl.indexer.snippets import make_snippet
+from srcrawl.indexer.term_cache import TermCache, TermList, intersect
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
 from srcrawl.sql.store import Store
 
@@ -153,6 +159,71 @@ class _Scoring:
         return x * (self.k1 + 1) / (x + self.k1)
 
 
+class _StoreSource:
+    """Postings read from the store for one query (a search of its own, as on the
+    command line)."""
+
+    def __init__(self, store: Store, q: _Scoring) -> None:
+        self.store, self.q = store, q
+
+    def dfs(self, term_ids: list[int]) -> dict[int, int]:
+        """term id -> document frequency of the indexed terms among ``term_ids``."""
+        return self.store.lookup_terms(term_ids)
+
+    def postings(self, term_id: int, df: int, limit: int) -> tuple[np.ndarray, np.ndarray]:
+        """The term's pages and weights; past ``limit`` postings, the best ``limit``."""
+        if df <= limit:
+            recs = term_postings(self.store, term_id)
+        else:
+            self.q.capped = True
+            recs = term_postings(self.store, term_id, limit=limit, weigh=self.q.weights)
+        return recs["fp"], self.q.weights(recs)
+
+    def among(self, term_id: int, df: int, fps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A mask over the candidates ``fps`` of those holding the term, and its weights
+        there."""
+        # a short list is read whole; a long one only in the blocks of the candidates
+        if df <= WHOLE_LIST_FACTOR * len(fps):
+            rows = term_postings(self.store, term_id)
+        else:
+            rows = term_postings_among(self.store, term_id, fps.tolist())
+        keep, at = intersect(rows["fp"], fps, np.arange(len(rows)))
+        return keep, self.q.weights(rows[at])
+
+
+class _CachedSource:
+    """Postings and their weights from a :class:`TermCache`, read and weighed once per
+    index state."""
+
+    def __init__(self, store: Store, q: _Scoring, cache: TermCache, state: tuple) -> None:
+        self.store, self.q, self.cache, self.state = store, q, cache, state
+        self.lists: dict[int, TermList] = {}
+
+    def _load(self, term_id: int) -> TermList | None:
+        recs = records(self.store.term_blocks(term_id))
+        if not len(recs):
+            return None
+        recs = recs[np.argsort(recs["fp"], kind="stable")]
+        return TermList(np.ascontiguousarray(recs["fp"]), self.q.weights(recs))
+
+    def dfs(self, term_ids: list[int]) -> dict[int, int]:
+        for tid in term_ids:
+            found = self.cache.get(self.state, tid, lambda tid=tid: self._load(tid))
+            if found is not None:
+                self.lists[tid] = found
+        return {tid: found.df for tid, found in self.lists.items()}
+
+    def postings(self, term_id: int, df: int, limit: int) -> tuple[np.ndarray, np.ndarray]:
+        found = self.lists[term_id]
+        if df <= limit:
+            return found.fps, found.weights
+        self.q.capped = True
+        return found.best(limit)
+
+    def among(self, term_id: int, _df: int, fps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.lists[term_id].among(fps)
+
+
 class Searcher:
     """Answers queries from one store's index; cheap to keep across queries."""
 
@@ -166,8 +237,10 @@ class Searcher:
         cap: int = DEFAULT_SEARCH_POSTINGS_CAP,
         rank_weight: float = DEFAULT_RANK_WEIGHT,
         snippet_chars: int = DEFAULT_SNIPPET_CHARS,
+        cache: TermCache | None = None,
     ) -> None:
         self.store = store
+        self.cache = cache
         self.tokenizer = tokenizer or get_tokenizer(user_dict_from_env())
         self.k1, self.b, self.cap = k1, b, cap
         self.rank_weight = rank_weight
@@ -203,26 +276,31 @@ class Searcher:
             terms = terms[:DEFAULT_MAX_QUERY_TERMS]
         return terms, notes
 
-    def search(self, query: str, top: int = DEFAULT_SEARCH_TOP) -> SearchResult:
-        """The ``top`` best pages for ``query``; raise QueryError if it is unusable."""
+    def search(self, query: str, top: int = DEFAULT_SEARCH_TOP, offset: int = 0) -> SearchResult:
+        """The ``top`` best pages for ``query``; raise QueryError if it is unusable.
+
+        With ``offset`` (a later page of results), the hits are those ranked from
+        ``offset + 1`` to ``top``: the pages ranked before are not read.
+        """
         t0 = time.perf_counter()
         terms, notes = self.query_terms(query)
-        lengths = self.store.index_lengths()
+        lengths, block = self.store.index_state()
         n_docs = lengths[0]
         if n_docs == 0:
             raise QueryError("the index is empty: run `srcrawl index` first")
         q = _Scoring.of(self.k1, self.b, lengths)
+        src = self._source(q, (lengths, block))
         ids = {t: term_fingerprint(t) for t in terms}
-        dfs = self.store.lookup_terms(list(ids.values()))
+        dfs = src.dfs(list(ids.values()))
         found = {t: (ids[t], dfs[ids[t]]) for t in terms if ids[t] in dfs}
         known = sorted((t for t in terms if t in found), key=lambda t: (found[t][1], t))
         idf = {t: bm25_idf(n_docs, found[t][1]) for t in known}
         fps, scores = np.zeros(0, np.int64), np.zeros(0)
         mode = "none"
         if known and len(known) == len(terms):
-            (fps, scores), mode = self._conjunctive(q, known, found, idf), "and"
+            (fps, scores), mode = self._conjunctive(src, known, found, idf), "and"
         if not len(fps) and known:
-            (fps, scores), mode = self._disjunctive(q, known, found, idf), "or"
+            (fps, scores), mode = self._disjunctive(src, known, found, idf), "or"
             if len(terms) > 1:
                 notes.append("no page holds every word; pages holding any of them are shown")
         if mode == "none":
@@ -231,13 +309,6 @@ class Searcher:
         if missing and known:
             notes.append("not in any page: " + " ".join(missing))
         best, ranked = self._best(fps, scores, top)
-        pages = {row[0]: row for row in self.store.index_documents([fp for fp, _ in best])}
-        hits = []
-        for fp, score in best:
-            if fp in pages:
-                _fp, _at, url, title, text = pages[fp]
-                snippet = make_snippet(text, terms, self.snippet_chars)
-                hits.append(Hit(url, title, score, snippet, fp))
         return SearchResult(
             query=query,
             terms=terms,
@@ -245,56 +316,60 @@ class Searcher:
             matches=len(fps),
             approximate=q.capped,
             ranked=ranked,
-            hits=hits,
+            hits=self._hits(best[offset:], terms),
             elapsed_ms=(time.perf_counter() - t0) * 1000,
             notes=notes,
         )
 
+    def _hits(self, best: list[tuple[int, float]], terms: list[str]) -> list[Hit]:
+        pages = {row[0]: row for row in self.store.index_documents([fp for fp, _ in best])}
+        hits = []
+        for fp, score in best:
+            if fp in pages:
+                _fp, _at, url, title, text = pages[fp]
+                snippet = make_snippet(text, terms, self.snippet_chars)
+                hits.append(Hit(url, title, score, snippet, fp))
+        return hits
+
     # -- retrieval ---------------------------------------------------------------
-    # Postings arrive as numpy records (posting_dtype) in page order; scores are
-    # kept as two arrays, pages (sorted) and their scores.
-    def _postings(self, q: _Scoring, term_id: int, df: int, limit: int) -> np.ndarray:
-        if df <= limit:
-            return term_postings(self.store, term_id)
-        q.capped = True
-        return term_postings(self.store, term_id, limit=limit, weigh=q.weights)
+    # A source gives each term's postings as two arrays in page order: the pages and
+    # the BM25F term weight of each posting. Scores are kept the same way: the
+    # candidate pages (ascending) and their scores.
+    def _source(self, q: _Scoring, state: tuple) -> _StoreSource | _CachedSource:
+        if self.cache is None:
+            return _StoreSource(self.store, q)
+        # the weights depend on the scoring's parameters too: a searcher with others
+        # does not take (or leave) weights of its own in a shared cache
+        return _CachedSource(self.store, q, self.cache, (state, self.k1, self.b))
 
     def _conjunctive(
         self,
-        q: _Scoring,
+        src: _StoreSource | _CachedSource,
         terms: Sequence[str],
         found: dict[str, tuple[int, int]],
         idf: dict[str, float],
     ) -> tuple[np.ndarray, np.ndarray]:
-        first = self._postings(q, *found[terms[0]], self.cap)
-        fps, scores = first["fp"], idf[terms[0]] * q.weights(first)
+        fps, weights = src.postings(*found[terms[0]], self.cap)
+        scores = idf[terms[0]] * weights
         for term in terms[1:]:
             if not len(fps):
                 break
-            term_id, df = found[term]
-            # a short list is read whole; a long one only in the blocks of the candidates
-            if df <= WHOLE_LIST_FACTOR * len(fps):
-                rows = term_postings(self.store, term_id)
-            else:
-                rows = term_postings_among(self.store, term_id, fps.tolist())
-            fps, mine, theirs = np.intersect1d(
-                fps, rows["fp"], assume_unique=True, return_indices=True
-            )
-            scores = scores[mine] + idf[term] * q.weights(rows[theirs])
+            keep, weights = src.among(*found[term], fps)
+            fps, scores = fps[keep], scores[keep] + idf[term] * weights
         return fps, scores
 
     def _disjunctive(
         self,
-        q: _Scoring,
+        src: _StoreSource | _CachedSource,
         terms: Sequence[str],
         found: dict[str, tuple[int, int]],
         idf: dict[str, float],
     ) -> tuple[np.ndarray, np.ndarray]:
         # many terms share a budget, so a long query reads no more than a short one
         limit = self.cap if len(terms) <= 4 else max(self.cap * 4 // len(terms), 200)
-        lists = [self._postings(q, *found[t], limit) for t in terms]
-        every = np.concatenate([r["fp"] for r in lists])
-        weights = np.concatenate([idf[t] * q.weights(r) for t, r in zip(terms, lists, strict=True)])
+        lists = [src.postings(*found[t], limit) for t in terms]
+        every = np.concatenate([fps for fps, _w in lists])
+        weights = np.concatenate([idf[t] * w for t, (_f, w) in zip(terms, lists, strict=True)])
         fps, inverse = np.unique(every, return_inverse=True)
         return fps, np.bincount(inverse.ravel(), weights=weights, minlength=len(fps))
 
@@ -312,17 +387,15 @@ class Searcher:
         """The ``top`` (fp, score) pairs, PageRank blended in when ranks exist."""
         mean = self.rank_mean() if len(fps) else None
         blend = bool(mean and mean > 0 and self.rank_weight > 0)
-        order = np.lexsort((fps, -scores))
+        order = _top_order(fps, scores, top)
         if not blend:
-            best = order[:top]
-            return list(zip(fps[best].tolist(), scores[best].tolist(), strict=True)), False
+            return list(zip(fps[order].tolist(), scores[order].tolist(), strict=True)), False
         # blending raises a score by at most (1 + w): pages below kth/(1 + w) cannot reach
         # the top, so only the pages above that bound need their rank
         kth = float(scores[order[top - 1]]) if len(order) >= top else 0.0
         bound = kth / (1 + self.rank_weight)
-        ranked = scores[order]
-        n = int(np.count_nonzero(ranked >= bound))  # in descending order: a prefix
-        pool = list(zip(fps[order[:n]].tolist(), ranked[:n].tolist(), strict=True))
+        within = np.flatnonzero(scores >= bound)  # in any order: sorted again once blended
+        pool = list(zip(fps[within].tolist(), scores[within].tolist(), strict=True))
         ranks = self.store.page_ranks([fp for fp, _ in pool])
         w = self.rank_weight
         blended = []
@@ -331,3 +404,14 @@ class Searcher:
             blended.append((fp, score * (1 + w * pr / (pr + mean)) if pr > 0 else score))
         blended.sort(key=lambda kv: (-kv[1], kv[0]))
         return blended[:top], True
+
+
+def _top_order(fps: np.ndarray, scores: np.ndarray, top: int) -> np.ndarray:
+    """Indices of the ``top`` highest ``scores``, best first, ties by page (``fps``): the
+    first ``top`` of a full sort, sorting only the pages that can be among them."""
+    if 0 < top < len(scores):
+        kth = np.partition(scores, len(scores) - top)[len(scores) - top]  # the top-th best
+        within = np.flatnonzero(scores >= kth)  # every tie of the top-th score with it
+    else:
+        within = np.arange(len(scores))
+    return within[np.lexsort((fps[within], -scores[within]))][: max(top, 0)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -19,14 +21,115 @@ _HAN_ONLY = re.compile(f"^[{_HAN}]+$")
 _WORD_CHAR = re.compile(f"[^\\W_{_HAN}]")
 
 
+# -- NFKC, fast for the common text -------------------------------------------------
+# unicodedata.normalize("NFKC") takes ~0.1 ms a kilobyte of Chinese text, most of a
+# snippet's cost. Text made only of characters that NFKC leaves alone or maps on their
+# own (ASCII, CJK ideographs and punctuation, full-width forms) and none that combine,
+# is folded character by character instead: no character of it has a combining class
+# or composes with a neighbour, so NFKC of the whole is the concatenation of NFKC of
+# each character (tests/test_search_cache.py checks every one against unicodedata).
+_CHECKED_RANGES = ((0x0000, 0x007F), (0x3000, 0x303F))
+"""ASCII, CJK symbols and punctuation: the characters NFKC keeps that are starters are
+found when the table is built."""
+_IDEOGRAPHS = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF))
+"""CJK ideographs (extension A, the unified block): starters without a decomposition,
+every one (taken whole, not checked at start-up: the test checks them)."""
+_MAPPED_RANGES = ((0x3000, 0x303F), (0xFF00, 0xFFEF))
+"""Where NFKC maps characters onto stable ones: the ideographic space and numerals,
+full-width and half-width forms."""
+
+
+@functools.cache
+def _fold_table() -> tuple[re.Pattern[str], re.Pattern[str], dict[str, str]]:
+    """(a pattern matching text made only of characters folded one by one, one finding
+    those NFKC maps to others, their map)."""
+
+    def stable(c: str) -> bool:
+        return not unicodedata.combining(c) and unicodedata.normalize("NFKC", c) == c
+
+    codes = [c for lo, hi in _CHECKED_RANGES for c in range(lo, hi + 1) if stable(chr(c))]
+
+    def stable_code(code: int) -> bool:
+        in_range = any(lo <= code <= hi for lo, hi in _CHECKED_RANGES + _IDEOGRAPHS)
+        return in_range and stable(chr(code))
+
+    table: dict[str, str] = {}
+    for lo, hi in _MAPPED_RANGES:
+        for code in range(lo, hi + 1):
+            folded = unicodedata.normalize("NFKC", chr(code))
+            if (
+                folded != chr(code)
+                and not unicodedata.combining(chr(code))
+                and all(stable_code(ord(f)) for f in folded)
+            ):
+                table[chr(code)] = folded
+    runs: list[list[int]] = []  # the codes as ranges [first, last], for a short pattern
+    for code in sorted({*codes, *map(ord, table)}):
+        if runs and runs[-1][1] == code - 1:
+            runs[-1][1] = code
+        else:
+            runs.append([code, code])
+    runs += [list(r) for r in _IDEOGRAPHS]
+    ranges = "".join(f"{re.escape(chr(lo))}-{re.escape(chr(hi))}" for lo, hi in runs)
+    mapped = "".join(re.escape(c) for c in table)
+    return re.compile(f"[{ranges}]*"), re.compile(f"[{mapped}]"), table
+
+
+def nfkc(text: str) -> str:
+    """``unicodedata.normalize("NFKC", text)``, without its cost for common text."""
+    if text.isascii():
+        return text
+    foldable, mapped, table = _fold_table()
+    if foldable.fullmatch(text):
+        # str.translate would look every character up in a dict; only a few need it
+        for c in set(mapped.findall(text)):
+            text = text.replace(c, table[c])
+        return text
+    return unicodedata.normalize("NFKC", text)
+
+
+_OTHER_CASES = {"i": "İı", "k": "\u212a", "s": "ſ"}
+"""What re.IGNORECASE takes for an ASCII letter besides its two cases (checked over all
+of Unicode by tests/test_search_cache.py)."""
+
+
+def _case_class(c: str) -> str | None:
+    """Every character re.IGNORECASE takes for ``c`` (None: not known here)."""
+    if c.isascii():
+        low = c.lower()
+        return "".join(dict.fromkeys(low + c.upper() + _OTHER_CASES.get(low, "")))
+    return c if _HAN_ONLY.match(c) else None  # Chinese has no case
+
+
 def term_pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
     """A case-insensitive pattern finding the terms anywhere (None without terms).
 
     Kept to plain alternatives (the per-query pattern must compile fast);
     :func:`find_terms` then keeps only whole-token matches of non-Chinese terms.
     """
-    alternatives = [re.escape(t) for t in sorted(set(terms), key=len, reverse=True)]
-    return re.compile("|".join(alternatives), re.IGNORECASE) if alternatives else None
+    return _term_pattern(tuple(terms))
+
+
+@functools.lru_cache(maxsize=256)  # one query's hits share it
+def _term_pattern(terms: tuple[str, ...]) -> re.Pattern[str] | None:
+    ordered = sorted(set(terms), key=len, reverse=True)
+    if not ordered:
+        return None
+    firsts = [_case_class(t[0]) if t else None for t in ordered]
+    if None in firsts:
+        return re.compile("|".join(re.escape(t) for t in ordered), re.IGNORECASE)
+    # the same matches, found faster: a case-sensitive class of every first character
+    # lets the regex engine skip to where a term can start (it cannot under IGNORECASE)
+    starts = _char_class("".join(dict.fromkeys("".join(f or "" for f in firsts))))
+    branches = "|".join(
+        f"(?<={_char_class(f or '')})(?i:{re.escape(t[1:])})"
+        for t, f in zip(ordered, firsts, strict=True)
+    )
+    return re.compile(f"{starts}(?:{branches})")
+
+
+def _char_class(chars: str) -> str:
+    return "[" + "".join(re.escape(c) for c in chars) + "]"
 
 
 def find_terms(text: str, terms: Sequence[str], limit: int = _MAX_MATCHES) -> list[re.Match[str]]:
@@ -56,18 +159,22 @@ def make_snippet(text: str, terms: Sequence[str], width: int = DEFAULT_SNIPPET_C
     term inside the window is wrapped in « ». Without any occurrence, the
     start of the text.
     """
-    body = " ".join(unicodedata.normalize("NFKC", text[:_SCAN_CHARS]).split())
+    body = " ".join(nfkc(text[:_SCAN_CHARS]).split())
     matches = find_terms(body, terms)
     if not matches:
         return body[:width] + ("…" if len(body) > width else "")
+    # the window starting a quarter width before each match: the distinct terms wholly in
+    # it are a run of the matches (in order, never overlapping), found by bisection
+    starts = [m.start() for m in matches]
+    ends = [m.end() for m in matches]
+    words = [m.group(0).lower() for m in matches]
     best_start, best_count = 0, -1
-    for i, m in enumerate(matches):
-        start = max(0, m.start() - width // 4)
-        end = start + width
-        found = {x.group(0).lower() for x in matches[i:] if x.end() <= end}
-        found.update(x.group(0).lower() for x in matches[:i] if x.start() >= start)
-        if len(found) > best_count:
-            best_start, best_count = start, len(found)
+    for i, first in enumerate(starts):
+        start = max(0, first - width // 4)
+        lo, hi = bisect.bisect_left(starts, start, 0, i), bisect.bisect_right(ends, start + width)
+        count = len(set(words[lo : max(i, hi)]))
+        if count > best_count:
+            best_start, best_count = start, count
     start, end = best_start, min(len(body), best_start + width)
     parts = ["…"] if start > 0 else []
     pos = start

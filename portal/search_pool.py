@@ -1,7 +1,8 @@
 """Searches run in a pool of threads, each with its own store connection.
 
 The tokenizer (jieba's dictionary, the user dictionary) is loaded once, at
-start-up, and shared; what the store holds is read through one connection
+start-up, and shared; so is the terms' postings cache (one per process, see
+indexer/term_cache.py). What the store holds is read through one connection
 per thread, so one slow search never holds the others' connection. SQLite
 reads in WAL mode never wait for one another or for a writer.
 """
@@ -15,7 +16,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from srcrawl.defaults import DEFAULT_SEARCH_CACHE_MB
 from srcrawl.indexer.search import Searcher, SearchResult
+from srcrawl.indexer.term_cache import TermCache
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer
 from srcrawl.sql.database_url import DatabaseURL
 from srcrawl.sql.store import Store, open_store
@@ -42,8 +45,7 @@ class ResultPage:
 
     @property
     def hits(self) -> list:
-        start = (self.page - 1) * self.size
-        return self.result.hits[start : start + self.size]
+        return self.result.hits  # searched with this page's offset: only its hits
 
     @property
     def pages(self) -> int:
@@ -79,8 +81,10 @@ class SearchPool:
         threads: int = 4,
         user_dict: str | None = None,
         on_search: Callable[[float], None] | None = None,
+        cache_mb: int = DEFAULT_SEARCH_CACHE_MB,
     ) -> None:
         self.db = db
+        self.cache = TermCache(cache_mb << 20)
         self.tokenizer: Tokenizer = get_tokenizer(user_dict)
         self.tokenizer.tokens(WARM_UP_TEXT)  # the dictionary load is start-up, not query time
         self._local = threading.local()
@@ -95,7 +99,9 @@ class SearchPool:
             store = open_store(self.db)
             with self._lock:
                 self._stores.append(store)
-            searcher = self._local.searcher = Searcher(store, tokenizer=self.tokenizer)
+            searcher = self._local.searcher = Searcher(
+                store, tokenizer=self.tokenizer, cache=self.cache
+            )
         return searcher
 
     def search(self, query: str, page: int = 1, size: int = 10) -> ResultPage:
@@ -112,7 +118,7 @@ class SearchPool:
             raise ValueError(f"only the first {MAX_RESULT_DEPTH} results can be paged through")
         t0 = time.perf_counter()
         try:
-            result = self._searcher().search(query, top=page * size)
+            result = self._searcher().search(query, top=page * size, offset=(page - 1) * size)
         finally:
             if self.on_search is not None:
                 self.on_search(time.perf_counter() - t0)

@@ -583,6 +583,21 @@ class Store(ABC):
         with self.transaction(read_only=True) as cur:
             return self._index_counters(cur) or (0, 0, 0, 0)
 
+    def index_state(self) -> tuple[Counters, int]:
+        """(:data:`Counters`, the last block number): one read of ``meta``.
+
+        Every merge numbers a new block, so the pair changes whenever the index's
+        postings do; what a searcher keeps in memory is valid while it stays.
+        """
+        keys = [*INDEX_COUNTERS, INDEX_BLOCK]
+        with self.transaction(read_only=True) as cur:
+            rows = dict(self._select_in(cur, "SELECT k, v FROM meta WHERE k IN ({})", keys))
+        block = int(rows.pop(INDEX_BLOCK, 0))
+        if len(rows) < len(INDEX_COUNTERS):
+            return (0, 0, 0, 0), block
+        docs, body, title, anchor = (int(rows[k]) for k in INDEX_COUNTERS)
+        return (docs, body, title, anchor), block
+
     def lookup_terms(self, term_ids: Sequence[int]) -> dict[int, int]:
         """term id -> document frequency of the indexed terms among ``term_ids``.
 
@@ -640,7 +655,9 @@ class Store(ABC):
             for table in ("postings", "doclens"):
                 self._execute(cur, f"DELETE FROM {table}")
             self._execute(cur, "UPDATE pages SET indexed_at = NULL")
-            self._select_in(cur, "DELETE FROM meta WHERE k IN ({})", [*INDEX_COUNTERS, INDEX_BLOCK])
+            # the block number is kept: counting on from it, an index built again never
+            # repeats an (index counters, block) state a searcher may have kept in memory
+            self._select_in(cur, "DELETE FROM meta WHERE k IN ({})", list(INDEX_COUNTERS))
 
     # -- jobs ------------------------------------------------------------------
     def set_job(

@@ -377,6 +377,10 @@ DEFAULT_SEARCH_TOP = 10
 DEFAULT_SEARCH_POSTINGS_CAP = 4000
 """Postings read per query term at most (the best ones by BM25 term weight)."""
 
+DEFAULT_SEARCH_CACHE_MB = 256
+"""Megabytes of decoded postings (and their term weights) `srcrawl serve` keeps in memory
+in each worker process, the least recently searched terms dropped first."""
+
 DEFAULT_MAX_QUERY_TERMS = 32
 """Distinct query terms used; the rest of a longer query is ignored."""
 
