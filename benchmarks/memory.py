@@ -128,6 +128,7 @@ def _measure(
     t0 = time.perf_counter()
     done = 0
     for batch in _batches(urls, hosts):
+        master.lease.keep()  # the master's own loop renews it; this one stands in for that loop
         master.queues.nrq.push(batch)
         master.process(master.queues.nrq.pop("master", len(batch)))
         done += len(batch) * LINKS_PER_PAGE
