@@ -46,6 +46,7 @@ from srcrawl.defaults import (
     DEFAULT_TESTWEB_SLOW_SECONDS,
 )
 from srcrawl.testweb import known, specials, words
+from srcrawl.testweb.changes import ChangeSchedule
 from srcrawl.testweb.model import Host, Link, Page, TestWebError, Web
 
 ZIPF_EXPONENT = 1.2
@@ -177,13 +178,15 @@ def generate(
     host_name: str | None = None,
     address: str = "127.0.0.1",
     known_items: bool = False,
+    changes: ChangeSchedule | None = None,
 ) -> Web:
     """The web of ``hosts`` × ``pages`` regular pages for ``seed`` (same inputs, same web).
 
     ``host_name``: the name every host's URLs use instead of its loopback address
     (one port per host, so the origins stay distinct). ``address``: the loopback
     address of every host, one port each (``::1``: a web on IPv6). ``known_items``: see
-    :mod:`srcrawl.testweb.known`.
+    :mod:`srcrawl.testweb.known`. ``changes``: how its pages change over time (see
+    :mod:`srcrawl.testweb.changes`; None: never).
     """
     if host_name is not None and addresses:
         raise TestWebError("a host name needs one port per host, not one address per host")
@@ -216,7 +219,7 @@ def generate(
     out.update(special_pages)
     queries = known.plant(out, host_list, regular, seed) if known_items else []
     return Web(hosts=host_list, pages=out, special=names, slow_seconds=slow_seconds,
-               large_bytes=large_bytes, seed=seed, queries=queries)  # fmt: skip
+               large_bytes=large_bytes, seed=seed, queries=queries, changes=changes)  # fmt: skip
 
 
 def _check_sizes(

@@ -20,6 +20,7 @@ from protego import Protego
 
 from srcrawl.errors import SrcrawlError
 from srcrawl.testweb import traps
+from srcrawl.testweb.changes import ChangeSchedule
 from srcrawl.testweb.urls import canonical, origin_of
 
 LINK_KINDS = ("a", "area", "frame", "iframe", "next", "redirect")
@@ -194,6 +195,8 @@ class Web:
     """Seed of the text of generated pages."""
     queries: list[KnownItem] = field(default_factory=list)
     """Known-item queries with the page each should find (a web made with ``known_items``)."""
+    changes: ChangeSchedule | None = None
+    """How pages change over time (see :mod:`srcrawl.testweb.changes`); None: never."""
     _by_origin: dict[str, Host] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
