@@ -37,10 +37,11 @@ from srcrawl.defaults import (
     DEFAULT_INDEX_MERGE_DOCS,
     DEFAULT_INDEX_MERGE_WAIT,
     DEFAULT_INDEX_REAP_INTERVAL,
+    DEFAULT_INDEX_REMOVE_BATCH,
     DEFAULT_INDEX_WINDOW,
 )
 from srcrawl.errors import EnvelopeError, LeaseLost, SrcrawlError
-from srcrawl.indexer.merge import merge_index
+from srcrawl.indexer.merge import merge_index, remove_pages
 from srcrawl.indexer.postings import PostingsBatch, unpack_batch
 from srcrawl.indexer.protocol import (
     ERROR,
@@ -96,6 +97,7 @@ class IndexReport:
     merge_s: float = 0.0  # time inside merge transactions
     wall_s: float = 0.0
     requeued: int = 0  # tasks of dead workers returned to srq
+    removed: int = 0  # pages that went away (404, 410, a redirect) taken out of the index
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -187,6 +189,7 @@ class IndexMaster:
             self.worker.beat(self._stats())
             # tasks a previous master left queued are scheduled again below
             self._fenced(lambda pipe: pipe.delete(self.q.srq.key))
+            self._remove_gone()
             self._loop(slaves, progress, progress_interval, t0)
             state = "complete"
         except LeaseLost:
@@ -244,6 +247,17 @@ class IndexMaster:
                 self.report.wall_s = time.perf_counter() - t0
                 progress(self.report)
                 last_progress = now
+
+    def _remove_gone(self) -> None:
+        """Take the pages that went away since the last pass out of the index first:
+        a page fetched again as 404, 410 or a redirect must not be found any more."""
+        while True:
+            fps = self.store.unindexable_indexed(DEFAULT_INDEX_REMOVE_BATCH)
+            if not fps:
+                return
+            self.report.removed += remove_pages(
+                self.store, fps, time.time(), before_commit=self.lease.keep
+            )
 
     def _reap(self) -> None:
         """Return the tasks of dead workers to their queues."""

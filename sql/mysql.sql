@@ -24,6 +24,12 @@ CREATE TABLE IF NOT EXISTS pages (
     error VARCHAR(32) NULL,
     -- complete, capped (at --max-page-bytes), incomplete (cut off), none (no response)
     body_state VARCHAR(16) NOT NULL DEFAULT 'complete',
+    -- recrawl (schema 6): see sqlite.sql
+    etag VARCHAR(255) NULL,
+    last_modified VARCHAR(255) NULL,
+    digest BIGINT NULL,
+    revisit DOUBLE NULL,
+    next_fetch DOUBLE NULL,
     KEY pages_host (host),
     KEY pages_indexed (indexed_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

@@ -19,6 +19,7 @@ _PAGE_UPDATE = ", ".join(
     for c in (
         "url", "host", "depth", "status", "content_type", "fetched_at", "fetch_ms",
         "title", "text", "body", "error", "body_state",
+        "etag", "last_modified", "digest", "revisit", "next_fetch",
     )
 )  # fmt: skip
 
@@ -29,13 +30,18 @@ class MySQLStore(Store):
     # pymysql turns executemany of "INSERT … VALUES (…)" into multi-row inserts
     UPSERT_PAGE = (
         "INSERT INTO pages (fp, url, host, depth, status, content_type, fetched_at, fetch_ms, "
-        "title, text, body, error, body_state) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "title, text, body, error, body_state, etag, last_modified, digest, revisit, "
+        "next_fetch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         f"ON DUPLICATE KEY UPDATE {_PAGE_UPDATE}, indexed_at = NULL"
     )
     ADD_FETCH_OUTCOME = (
         "ALTER TABLE pages ADD COLUMN error VARCHAR(32) NULL, "
         "ADD COLUMN body_state VARCHAR(16) NOT NULL DEFAULT 'complete'",
+    )
+    ADD_REVISIT = (
+        "ALTER TABLE pages ADD COLUMN etag VARCHAR(255) NULL, "
+        "ADD COLUMN last_modified VARCHAR(255) NULL, ADD COLUMN digest BIGINT NULL, "
+        "ADD COLUMN revisit DOUBLE NULL, ADD COLUMN next_fetch DOUBLE NULL",
     )
     INSERT_LINK = "INSERT IGNORE INTO links (src, dst, anchor) VALUES (?, ?, ?)"
     ADD_LINK_ANCHOR = (

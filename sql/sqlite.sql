@@ -22,7 +22,15 @@ CREATE TABLE IF NOT EXISTS pages (
     -- why the fetch failed (timeout, truncated, …), NULL when it did not
     error TEXT NULL,
     -- complete, capped (at --max-page-bytes), incomplete (cut off), none (no response)
-    body_state TEXT NOT NULL DEFAULT 'complete'
+    body_state TEXT NOT NULL DEFAULT 'complete',
+    -- recrawl (schema 6): the response's validators for a conditional GET, a
+    -- fingerprint of title and text (changed or not), the revisit interval (s)
+    -- and the next fetch time; the live schedule is the crawl's in Redis
+    etag TEXT NULL,
+    last_modified TEXT NULL,
+    digest INTEGER NULL,
+    revisit REAL NULL,
+    next_fetch REAL NULL
 );
 CREATE INDEX IF NOT EXISTS pages_host ON pages (host);
 CREATE INDEX IF NOT EXISTS pages_indexed ON pages (indexed_at);

@@ -19,6 +19,7 @@ _PAGE_UPDATE = ", ".join(
     for c in (
         "url", "host", "depth", "status", "content_type", "fetched_at", "fetch_ms",
         "title", "text", "body", "error", "body_state",
+        "etag", "last_modified", "digest", "revisit", "next_fetch",
     )
 )  # fmt: skip
 
@@ -39,13 +40,20 @@ class SQLiteStore(Store):
 
     UPSERT_PAGE = (
         "INSERT INTO pages (fp, url, host, depth, status, content_type, fetched_at, fetch_ms, "
-        "title, text, body, error, body_state) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "title, text, body, error, body_state, etag, last_modified, digest, revisit, "
+        "next_fetch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         f"ON CONFLICT (fp) DO UPDATE SET {_PAGE_UPDATE}, indexed_at = NULL"
     )
     ADD_FETCH_OUTCOME = (
         "ALTER TABLE pages ADD COLUMN error TEXT NULL",
         "ALTER TABLE pages ADD COLUMN body_state TEXT NOT NULL DEFAULT 'complete'",
+    )
+    ADD_REVISIT = (
+        "ALTER TABLE pages ADD COLUMN etag TEXT NULL",
+        "ALTER TABLE pages ADD COLUMN last_modified TEXT NULL",
+        "ALTER TABLE pages ADD COLUMN digest INTEGER NULL",
+        "ALTER TABLE pages ADD COLUMN revisit REAL NULL",
+        "ALTER TABLE pages ADD COLUMN next_fetch REAL NULL",
     )
     INSERT_LINK = "INSERT OR IGNORE INTO links (src, dst, anchor) VALUES (?, ?, ?)"
     ADD_LINK_ANCHOR = "ALTER TABLE links ADD COLUMN anchor TEXT NULL"

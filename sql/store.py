@@ -26,11 +26,13 @@ from srcrawl.sql.index_tables import INDEX_BLOCK, INDEX_COUNTERS, Counters, Inde
 if TYPE_CHECKING:
     from srcrawl.sql.database_url import DatabaseURL
 
-SCHEMA_VERSION = "5"
-"""5: links carry their anchor text (indexed by dst), the index holds title, body and
-anchor text as fields; 4: pages record a failed fetch's error and whether the body is
-complete; 3: terms known by their fingerprints, no terms table; 2: postings packed per
-(term, merge block), terms numbered in a terms table; 1: a row per (term, page)."""
+SCHEMA_VERSION = "6"
+"""6: pages keep their validators (ETag, Last-Modified), a digest of what the index
+sees, their revisit interval and next fetch time (recrawl); 5: links carry their anchor
+text (indexed by dst), the index holds title, body and anchor text as fields; 4: pages
+record a failed fetch's error and whether the body is complete; 3: terms known by their
+fingerprints, no terms table; 2: postings packed per (term, merge block), terms numbered
+in a terms table; 1: a row per (term, page)."""
 TABLES = ("meta", "pages", "links", "postings", "doclens", "ranks", "jobs")
 
 
@@ -76,6 +78,16 @@ class Page:
     body_state: str = "complete"
     """complete, capped (cut at the crawl's page size cap), incomplete (the transfer failed
     part way) or none (no response): only complete and capped bodies are indexed."""
+    etag: str | None = None
+    last_modified: str | None = None
+    """The response's validators, sent back on the page's next fetch (a conditional GET)."""
+    digest: int | None = None
+    """Fingerprint of what the index sees (title and extracted text): whether the page
+    changed between two fetches (see slave/revisit.py)."""
+    revisit: float | None = None
+    """Seconds from this fetch to the next (the page's adaptive interval)."""
+    next_fetch: float | None = None
+    """When the page is due again (epoch seconds); the master's schedule is in Redis."""
 
     def row(self) -> tuple:
         # a hostile page's title or header is cut to what every backend's
@@ -84,15 +96,35 @@ class Page:
             self.fp, self.url, self.host, self.depth, self.status,
             self.content_type[:MAX_CONTENT_TYPE_CHARS], self.fetched_at, self.fetch_ms,
             self.title[:MAX_TITLE_CHARS], self.text, self.body, self.error, self.body_state,
+            _cut(self.etag, MAX_VALIDATOR_CHARS), _cut(self.last_modified, MAX_VALIDATOR_CHARS),
+            self.digest, self.revisit, self.next_fetch,
         )  # fmt: skip
+
+
+def _cut(value: str | None, chars: int) -> str | None:
+    return None if value is None else value[:chars]
+
+
+MAX_VALIDATOR_CHARS = 255
+"""Characters of an ETag or Last-Modified stored (VARCHAR(255)): a longer one is cut,
+which at worst costs the page a full fetch instead of a 304."""
+
+Touch = tuple[int, float, int, str | None, str | None, float, float]
+"""A page fetched again and found unchanged: (fp, fetched_at, fetch_ms, etag,
+last_modified, revisit, next_fetch); its text, body and index entry stay."""
 
 
 PAGE_COLUMNS = (
     "fp, url, host, depth, status, content_type, fetched_at, fetch_ms, title, text, body, "
-    "error, body_state"
+    "error, body_state, etag, last_modified, digest, revisit, next_fetch"
 )
-INDEXABLE = "error IS NULL AND body_state IN ('complete', 'capped')"
-"""The pages whose text is indexed: fetched without an error, their body whole or capped."""
+REVISIT_COLUMNS = ("etag", "last_modified", "digest", "revisit", "next_fetch")
+"""The columns schema 6 added to pages (see Store.ADD_REVISIT)."""
+GONE = "(status IN (404, 410) OR (status >= 300 AND status < 400))"
+"""Pages that are not there (any more): not found, gone, or now a redirect."""
+INDEXABLE = f"error IS NULL AND body_state IN ('complete', 'capped') AND NOT {GONE}"
+"""The pages whose text is indexed: fetched without an error, their body whole or capped,
+and there (a page that went away leaves the index at its next pass)."""
 
 
 RETIRED_INDEXES = (("links", "links_dst"),)
@@ -142,6 +174,7 @@ class Store(ABC):
     UPSERT_DOCLEN: str  # (fp, length, block, packed term fingerprints)
     LOCK_META: str  # reads one meta value (k) and holds it until the transaction ends
     ADD_FETCH_OUTCOME: tuple[str, ...]  # pages of schema 3 and before get error, body_state
+    ADD_REVISIT: tuple[str, ...]  # pages of schema 5 and before get REVISIT_COLUMNS
 
     def __init__(self) -> None:
         # one connection per store; threads of one process take turns
@@ -228,6 +261,9 @@ class Store(ABC):
             if pages and "error" not in pages:  # schema 3 and before: no fetch outcome
                 for statement in self.ADD_FETCH_OUTCOME:
                     self._execute(cur, statement)
+            if pages and "next_fetch" not in pages:  # schema 5 and before: no recrawl
+                for statement in self.ADD_REVISIT:
+                    self._execute(cur, statement)
             links = self._columns(cur, "links")
             if links and "anchor" not in links:  # schema 4 and before: no anchor text
                 self._execute(cur, self.ADD_LINK_ANCHOR)
@@ -291,6 +327,19 @@ class Store(ABC):
             self._executemany(cur, self.UPSERT_PAGE, [p.row() for p in pages])
             self._executemany(cur, "DELETE FROM links WHERE src = ?", srcs)
             self._executemany(cur, self.INSERT_LINK, _link_rows(links))
+
+    def touch_pages(self, touches: Sequence[Touch]) -> None:
+        """Record fetches that found pages unchanged (a 304, or the same digest): fetch
+        time, validators and schedule move; text, body and index entry stay, and the
+        page is not marked for indexing again."""
+        with self.transaction() as cur:
+            self._executemany(
+                cur,
+                "UPDATE pages SET fetched_at = ?, fetch_ms = ?, etag = COALESCE(?, etag), "
+                "last_modified = COALESCE(?, last_modified), revisit = ?, next_fetch = ? "
+                "WHERE fp = ?",
+                [(*t[1:], t[0]) for t in touches],
+            )
 
     @contextlib.contextmanager
     def bulk_load(self) -> Iterator[Store]:
@@ -502,6 +551,18 @@ class Store(ABC):
                 params = (after, limit)
             return [int(r[0]) for r in self._execute(cur, sql, params).fetchall()]
 
+    def unindexable_indexed(self, limit: int) -> list[int]:
+        """Up to ``limit`` fingerprints of pages still in the index that were fetched again
+        and are no longer indexable (gone, a redirect, an error): the index drops them."""
+        with self.transaction(read_only=True) as cur:
+            rows = self._execute(
+                cur,
+                "SELECT d.fp FROM doclens d JOIN pages p ON p.fp = d.fp "
+                f"WHERE p.indexed_at IS NULL AND NOT ({INDEXABLE}) ORDER BY d.fp LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [int(r[0]) for r in rows]
+
     def index_documents(self, fps: Sequence[int]) -> list[tuple[int, float, str, str, str]]:
         """(fp, fetched_at, url, title, text) of the stored pages among ``fps``, any order."""
         with self.transaction(read_only=True) as cur:
@@ -636,10 +697,16 @@ def _link_rows(links: Iterable[Link]) -> list[tuple[int, int, str | None]]:
 
 
 def _page_row(r: Sequence[Any]) -> tuple:
-    fp, url, host, depth, status, ctype, fetched_at, fetch_ms, title, text, body, error, state = r
+    fp, url, host, depth, status, ctype, fetched_at, fetch_ms, title, text, body, error, state = r[
+        :13
+    ]
+    etag, modified, digest, revisit, next_fetch = r[13:]
     return (
         int(fp), url, host, int(depth), int(status), ctype, float(fetched_at), int(fetch_ms),
         title, text, bytes(body) if body is not None else None, error, state,
+        etag, modified, None if digest is None else int(digest),
+        None if revisit is None else float(revisit),
+        None if next_fetch is None else float(next_fetch),
     )  # fmt: skip
 
 

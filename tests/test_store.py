@@ -34,7 +34,7 @@ def page(fp: int, url: str | None = None, **kw) -> Page:
 def test_schema_is_idempotent(store: Store) -> None:
     store.init_schema()
     store.init_schema()
-    assert store.schema_version() == SCHEMA_VERSION == "5"
+    assert store.schema_version() == SCHEMA_VERSION == "6"
     assert store.count("pages") == 0
 
 
@@ -270,7 +270,7 @@ def test_an_index_of_an_older_schema_is_dropped_and_its_pages_marked_unindexed(
     assert store.unindexed_pages(None, 10) == [1, 2]
     assert store.index_stats() == (0, 0) and store.lookup_terms([1]) == {}
     assert store.count("postings") == 0 and _tables(store) == {"postings", "doclens"}
-    assert store.schema_version() == SCHEMA_VERSION == "5"
+    assert store.schema_version() == SCHEMA_VERSION == "6"
     # the index is built anew in the new layout
     merge_index(store, PostingsBatch.of([DocPostings(1, 1001.0, 2, ["new"], [2])]), 6.0)
     new = term_fingerprint("new")
@@ -308,7 +308,7 @@ def test_a_drop_of_the_old_index_cut_short_is_finished_by_the_next_start(
     assert store.index_stats() == (0, 0) and store.lookup_terms([1]) == {}
     assert store.count("postings") == 0 and store.count("doclens") == 0
     assert _tables(store) == {"postings", "doclens"}
-    assert store.schema_version() == SCHEMA_VERSION == "5"
+    assert store.schema_version() == SCHEMA_VERSION == "6"
 
 
 def test_rows_the_store_refuses_for_their_data_are_a_store_data_error(store: Store) -> None:
@@ -342,7 +342,7 @@ def test_pages_of_a_schema_3_store_gain_the_fetch_outcome_columns(store: Store) 
         cur.execute(store._sql(store.UPSERT_META), ("schema_version", "3"))
     store.init_schema()
     store.init_schema()  # once migrated, nothing more happens
-    assert store.schema_version() == "5"
+    assert store.schema_version() == "6"
     [old] = store.get_pages([7])
     assert (old.title, old.error, old.body_state) == ("old", None, "complete")
     failed = page(8, status=200, text="half a pa", error="timeout", body_state="incomplete")
@@ -374,10 +374,65 @@ def test_links_of_a_schema_4_store_gain_anchor_text_read_by_target(store: Store)
         cur.execute(store._sql(store.UPSERT_META), ("schema_version", "4"))
     store.init_schema()
     store.init_schema()  # once migrated, nothing more happens
-    assert store.schema_version() == "5"
+    assert store.schema_version() == "6"
     store.save_fetched([page(3), page(4)], [(3, 2, "二号 page"), (4, 2, "two"), (4, 4, "self"),
                                             (4, 1, None), (3, 5, "作者" * 128)])  # fmt: skip
     assert store.anchor_texts([2, 4, 5, 1]) == {2: ["二号 page", "two"], 4: [], 5: ["作者" * 128]}
     assert store.anchor_texts([2], per_page=1) == {2: ["二号 page"]}
     assert sorted(r for batch in store.iter_links() for r in batch) == [
         (1, 2), (3, 2), (3, 5), (4, 1), (4, 2), (4, 4)]  # fmt: skip
+
+
+def test_pages_of_a_schema_5_store_gain_the_recrawl_columns(store: Store) -> None:
+    with store.transaction() as cur:
+        cur.execute("DROP TABLE pages")
+        cur.execute(_SCHEMA_3_PAGES)
+        for statement in store.ADD_FETCH_OUTCOME:
+            cur.execute(statement)
+        cur.execute(
+            store._sql(
+                "INSERT INTO pages (fp, url, host, status, fetched_at, title, text) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)"
+            ),
+            (7, "http://127.0.0.1/old", "127.0.0.1", 200, 1.0, "old", "old text"),
+        )
+        cur.execute(store._sql(store.UPSERT_META), ("schema_version", "5"))
+    store.init_schema()
+    store.init_schema()  # once migrated, nothing more happens
+    assert store.schema_version() == "6"
+    [old] = store.get_pages([7])
+    assert (old.title, old.etag, old.digest, old.next_fetch) == ("old", None, None, None)
+    fresh = page(8, status=200, text="t", etag='"1-a"', last_modified="Mon, 01 Jan 2024 00:00:00 "
+                 "GMT", digest=-(2**63), revisit=3.5, next_fetch=1003.5)  # fmt: skip
+    store.save_fetched([fresh], [])
+    [got] = store.get_pages([8])
+    assert (got.etag, got.last_modified, got.digest, got.revisit, got.next_fetch) == (
+        '"1-a"', "Mon, 01 Jan 2024 00:00:00 GMT", -(2**63), 3.5, 1003.5)
+
+
+def test_an_unchanged_page_is_touched_not_marked_for_indexing(store: Store) -> None:
+    store.save_fetched([page(1, status=200, text="a", etag='"0-x"', revisit=2.0)], [])
+    with store.index_tables() as tables:
+        tables.mark_indexed([1], 5.0)
+    store.touch_pages([(1, 2000.0, 7, None, "Tue, 02 Jan 2024 00:00:00 GMT", 2.8, 2002.8)])
+    [got] = store.get_pages([1])
+    assert (got.fetched_at, got.fetch_ms, got.etag, got.last_modified, got.revisit,
+            got.next_fetch, got.text) == (2000.0, 7, '"0-x"', "Tue, 02 Jan 2024 00:00:00 GMT",
+                                          2.8, 2002.8, "a")  # fmt: skip
+    assert store.unindexed_pages(None, 10) == []
+
+
+def test_a_page_that_went_away_leaves_the_index(store: Store) -> None:
+    from srcrawl.indexer.merge import remove_pages
+    from srcrawl.indexer.postings import DocPostings, PostingsBatch, term_fingerprint
+
+    store.save_fetched([page(1, status=200, text="w"), page(2, status=200, text="w")], [])
+    batch = [DocPostings(fp, 1000.0 + fp, 2, ["word"], [2]) for fp in (1, 2)]
+    merge_index(store, PostingsBatch.of(batch), 6.0)
+    word = term_fingerprint("word")
+    assert store.lookup_terms([word]) == {word: 2} and store.unindexable_indexed(10) == []
+    store.save_fetched([page(1, status=410, text="gone")], [])
+    assert store.unindexed_pages(None, 10) == [] and store.unindexable_indexed(10) == [1]
+    assert remove_pages(store, [1], 7.0) == 1
+    assert store.lookup_terms([word]) == {word: 1} and store.index_stats() == (1, 2)
+    assert store.unindexable_indexed(10) == [] and store.count("doclens") == 1
