@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 
 from srcrawl.errors import StoreDataError, StoreError
-from srcrawl.sql.store import Link, Page, Store
+from srcrawl.sql.store import Link, Page, Store, Touch
 
 log = logging.getLogger("srcrawl.slave")
 
@@ -41,6 +41,7 @@ class PageWriter:
         self.store = store
         self._pages: list[Page] = []
         self._links: list[Link] = []
+        self._touches: list[Touch] = []
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self.stored_bare = 0
@@ -54,6 +55,29 @@ class PageWriter:
             self._pages.extend(pages)
             self._links.extend(links)
 
+    def touch(self, touches: Sequence[Touch]) -> None:
+        """Queue pages found unchanged by a recrawl for the next :meth:`flush`."""
+        with self._lock:
+            self._touches.extend(touches)
+
+    def _flush_touches(self) -> None:
+        """Write the queued touches (retried like pages); StoreError leaves them queued."""
+        with self._lock:
+            touches, self._touches = self._touches, []
+        if not touches:
+            return
+        for attempt in range(_RETRIES):
+            try:
+                self.store.touch_pages(touches)
+                return
+            except StoreError as e:
+                log.warning("store write failed (attempt %d): %s", attempt + 1, e)
+                if attempt == _RETRIES - 1:
+                    with self._lock:
+                        self._touches[:0] = touches
+                    raise
+                time.sleep(min(2**attempt * _BACKOFF, 5.0))
+
     def flush(self) -> int:
         """Store everything added so far; return the page count.
 
@@ -64,6 +88,7 @@ class PageWriter:
         until one succeeds).
         """
         with self._flush_lock:
+            self._flush_touches()
             with self._lock:
                 pages, self._pages = self._pages, []
                 links, self._links = self._links, []

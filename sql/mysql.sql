@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS pages (
     digest BIGINT NULL,
     revisit DOUBLE NULL,
     next_fetch DOUBLE NULL,
+    checked_at DOUBLE NULL,
     KEY pages_host (host),
     KEY pages_indexed (indexed_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

@@ -19,7 +19,7 @@ _PAGE_UPDATE = ", ".join(
     for c in (
         "url", "host", "depth", "status", "content_type", "fetched_at", "fetch_ms",
         "title", "text", "body", "error", "body_state",
-        "etag", "last_modified", "digest", "revisit", "next_fetch",
+        "etag", "last_modified", "digest", "revisit", "next_fetch", "checked_at",
     )
 )  # fmt: skip
 
@@ -31,7 +31,7 @@ class MySQLStore(Store):
     UPSERT_PAGE = (
         "INSERT INTO pages (fp, url, host, depth, status, content_type, fetched_at, fetch_ms, "
         "title, text, body, error, body_state, etag, last_modified, digest, revisit, "
-        "next_fetch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "next_fetch, checked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         f"ON DUPLICATE KEY UPDATE {_PAGE_UPDATE}, indexed_at = NULL"
     )
     ADD_FETCH_OUTCOME = (
@@ -41,7 +41,8 @@ class MySQLStore(Store):
     ADD_REVISIT = (
         "ALTER TABLE pages ADD COLUMN etag VARCHAR(255) NULL, "
         "ADD COLUMN last_modified VARCHAR(255) NULL, ADD COLUMN digest BIGINT NULL, "
-        "ADD COLUMN revisit DOUBLE NULL, ADD COLUMN next_fetch DOUBLE NULL",
+        "ADD COLUMN revisit DOUBLE NULL, ADD COLUMN next_fetch DOUBLE NULL, "
+        "ADD COLUMN checked_at DOUBLE NULL",
     )
     INSERT_LINK = "INSERT IGNORE INTO links (src, dst, anchor) VALUES (?, ?, ?)"
     ADD_LINK_ANCHOR = (

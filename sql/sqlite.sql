@@ -25,12 +25,14 @@ CREATE TABLE IF NOT EXISTS pages (
     body_state TEXT NOT NULL DEFAULT 'complete',
     -- recrawl (schema 6): the response's validators for a conditional GET, a
     -- fingerprint of title and text (changed or not), the revisit interval (s)
-    -- and the next fetch time; the live schedule is the crawl's in Redis
+    -- and the next fetch time (the live schedule is the crawl's in Redis), and
+    -- when it was last fetched, a 304 included (fetched_at: the stored version's)
     etag TEXT NULL,
     last_modified TEXT NULL,
     digest INTEGER NULL,
     revisit REAL NULL,
-    next_fetch REAL NULL
+    next_fetch REAL NULL,
+    checked_at REAL NULL
 );
 CREATE INDEX IF NOT EXISTS pages_host ON pages (host);
 CREATE INDEX IF NOT EXISTS pages_indexed ON pages (indexed_at);

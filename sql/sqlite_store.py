@@ -19,7 +19,7 @@ _PAGE_UPDATE = ", ".join(
     for c in (
         "url", "host", "depth", "status", "content_type", "fetched_at", "fetch_ms",
         "title", "text", "body", "error", "body_state",
-        "etag", "last_modified", "digest", "revisit", "next_fetch",
+        "etag", "last_modified", "digest", "revisit", "next_fetch", "checked_at",
     )
 )  # fmt: skip
 
@@ -41,7 +41,7 @@ class SQLiteStore(Store):
     UPSERT_PAGE = (
         "INSERT INTO pages (fp, url, host, depth, status, content_type, fetched_at, fetch_ms, "
         "title, text, body, error, body_state, etag, last_modified, digest, revisit, "
-        "next_fetch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "next_fetch, checked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         f"ON CONFLICT (fp) DO UPDATE SET {_PAGE_UPDATE}, indexed_at = NULL"
     )
     ADD_FETCH_OUTCOME = (
@@ -54,6 +54,7 @@ class SQLiteStore(Store):
         "ALTER TABLE pages ADD COLUMN digest INTEGER NULL",
         "ALTER TABLE pages ADD COLUMN revisit REAL NULL",
         "ALTER TABLE pages ADD COLUMN next_fetch REAL NULL",
+        "ALTER TABLE pages ADD COLUMN checked_at REAL NULL",
     )
     INSERT_LINK = "INSERT OR IGNORE INTO links (src, dst, anchor) VALUES (?, ?, ?)"
     ADD_LINK_ANCHOR = "ALTER TABLE links ADD COLUMN anchor TEXT NULL"

@@ -88,6 +88,9 @@ class Page:
     """Seconds from this fetch to the next (the page's adaptive interval)."""
     next_fetch: float | None = None
     """When the page is due again (epoch seconds); the master's schedule is in Redis."""
+    checked_at: float | None = None
+    """When a fetch last found the page unchanged (None: not since ``fetched_at``);
+    ``fetched_at`` stays the fetch time of the stored version (the index's version stamp)."""
 
     def row(self) -> tuple:
         # a hostile page's title or header is cut to what every backend's
@@ -98,6 +101,7 @@ class Page:
             self.title[:MAX_TITLE_CHARS], self.text, self.body, self.error, self.body_state,
             _cut(self.etag, MAX_VALIDATOR_CHARS), _cut(self.last_modified, MAX_VALIDATOR_CHARS),
             self.digest, self.revisit, self.next_fetch,
+            self.checked_at,
         )  # fmt: skip
 
 
@@ -110,15 +114,15 @@ MAX_VALIDATOR_CHARS = 255
 which at worst costs the page a full fetch instead of a 304."""
 
 Touch = tuple[int, float, int, str | None, str | None, float, float]
-"""A page fetched again and found unchanged: (fp, fetched_at, fetch_ms, etag,
-last_modified, revisit, next_fetch); its text, body and index entry stay."""
+"""A page fetched again and found unchanged: (fp, checked_at, fetch_ms, etag,
+last_modified, revisit, next_fetch); its text, body, fetched_at and index entry stay."""
 
 
 PAGE_COLUMNS = (
     "fp, url, host, depth, status, content_type, fetched_at, fetch_ms, title, text, body, "
-    "error, body_state, etag, last_modified, digest, revisit, next_fetch"
+    "error, body_state, etag, last_modified, digest, revisit, next_fetch, checked_at"
 )
-REVISIT_COLUMNS = ("etag", "last_modified", "digest", "revisit", "next_fetch")
+REVISIT_COLUMNS = ("etag", "last_modified", "digest", "revisit", "next_fetch", "checked_at")
 """The columns schema 6 added to pages (see Store.ADD_REVISIT)."""
 GONE = "(status IN (404, 410) OR (status >= 300 AND status < 400))"
 """Pages that are not there (any more): not found, gone, or now a redirect."""
@@ -329,13 +333,14 @@ class Store(ABC):
             self._executemany(cur, self.INSERT_LINK, _link_rows(links))
 
     def touch_pages(self, touches: Sequence[Touch]) -> None:
-        """Record fetches that found pages unchanged (a 304, or the same digest): fetch
-        time, validators and schedule move; text, body and index entry stay, and the
-        page is not marked for indexing again."""
+        """Record fetches that found pages unchanged (a 304, or the same digest): the time
+        of the check, validators and schedule move; text, body, ``fetched_at`` and index
+        entry stay, and the page is not marked for indexing again (a merge of its text
+        under way is not made stale either: it checks ``fetched_at``)."""
         with self.transaction() as cur:
             self._executemany(
                 cur,
-                "UPDATE pages SET fetched_at = ?, fetch_ms = ?, etag = COALESCE(?, etag), "
+                "UPDATE pages SET checked_at = ?, fetch_ms = ?, etag = COALESCE(?, etag), "
                 "last_modified = COALESCE(?, last_modified), revisit = ?, next_fetch = ? "
                 "WHERE fp = ?",
                 [(*t[1:], t[0]) for t in touches],
@@ -700,13 +705,14 @@ def _page_row(r: Sequence[Any]) -> tuple:
     fp, url, host, depth, status, ctype, fetched_at, fetch_ms, title, text, body, error, state = r[
         :13
     ]
-    etag, modified, digest, revisit, next_fetch = r[13:]
+    etag, modified, digest, revisit, next_fetch, checked = r[13:]
     return (
         int(fp), url, host, int(depth), int(status), ctype, float(fetched_at), int(fetch_ms),
         title, text, bytes(body) if body is not None else None, error, state,
         etag, modified, None if digest is None else int(digest),
         None if revisit is None else float(revisit),
         None if next_fetch is None else float(next_fetch),
+        None if checked is None else float(checked),
     )  # fmt: skip
 
 

@@ -416,9 +416,10 @@ def test_an_unchanged_page_is_touched_not_marked_for_indexing(store: Store) -> N
         tables.mark_indexed([1], 5.0)
     store.touch_pages([(1, 2000.0, 7, None, "Tue, 02 Jan 2024 00:00:00 GMT", 2.8, 2002.8)])
     [got] = store.get_pages([1])
-    assert (got.fetched_at, got.fetch_ms, got.etag, got.last_modified, got.revisit,
+    assert (got.checked_at, got.fetch_ms, got.etag, got.last_modified, got.revisit,
             got.next_fetch, got.text) == (2000.0, 7, '"0-x"', "Tue, 02 Jan 2024 00:00:00 GMT",
                                           2.8, 2002.8, "a")  # fmt: skip
+    assert got.fetched_at == 1001.0  # the stored version's: an index merge stays valid
     assert store.unindexed_pages(None, 10) == []
 
 
