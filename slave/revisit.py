@@ -58,6 +58,4 @@ def _header(result: FetchResult, name: str) -> str | None:
 
 def is_gone(result: FetchResult) -> bool:
     """The page is not there any more: 404, 410, or a redirect now."""
-    return result.error is None and (
-        result.status in GONE_STATUSES or result.redirect is not None
-    )
+    return result.error is None and (result.status in GONE_STATUSES or result.redirect is not None)

@@ -170,7 +170,8 @@ def scheduled(cfg: Config) -> Counter:
     client, k = cfg.redis(), cfg.keys
     lists = [key.decode() for key in client.scan_iter(match=f"{k.crawl_queue_prefix}*")]
     for queue in (k.srq("crawl"), k.nrq("crawl")):
-        lists += [queue, *(key.decode() for key in client.scan_iter(match=processing_pattern(queue)))]
+        held = client.scan_iter(match=processing_pattern(queue))
+        lists += [queue, *(key.decode() for key in held)]
     with client.pipeline(transaction=True) as pipe:
         pipe.zrange(k.crawl_due, 0, -1)
         pipe.hvals(k.crawl_inflight)
