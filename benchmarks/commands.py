@@ -544,9 +544,9 @@ def bench_startup(
                    "crawled).")  # fmt: skip
 @click.option("--pages", default=15, show_default=True, type=click.IntRange(1),
               help="Regular pages per host.")  # fmt: skip
-@click.option("--budget", default=6.0, show_default=True, type=click.FloatRange(0.1),
+@click.option("--budget", default=4.0, show_default=True, type=click.FloatRange(0.1),
               help="Fetches per second each crawl may make (enforced by politeness).")  # fmt: skip
-@click.option("--duration", default="60s", show_default=True, type=DURATION,
+@click.option("--duration", default="4m", show_default=True, type=DURATION,
               help="How long freshness is sampled once the first crawls are over.")  # fmt: skip
 @click.option("--seed", default=1, show_default=True, help="Seed of the web and its changes.")
 @click.pass_context
