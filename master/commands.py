@@ -203,9 +203,12 @@ def master_group() -> None:
 @master_group.command("start")
 @click.argument("seeds", nargs=-1)
 @crawl_options
-@click.option("--keep-running", is_flag=True,
-              help="Run always: wait for new seeds once the crawl is complete, and fetch "
-                   "every stored page again when its revisit interval is over.")
+@click.option(
+    "--keep-running",
+    is_flag=True,
+    help="Run always: wait for new seeds once the crawl is complete, and fetch "
+    "every stored page again when its revisit interval is over.",
+)
 @click.pass_context
 def master_start(
     ctx: click.Context, seeds: tuple[str, ...], keep_running: bool, **opts: Any

@@ -472,9 +472,7 @@ class FetchMulti:
         """Fetches started and not yet returned by :meth:`wait`."""
         return len(self._running) + len(self._done)
 
-    def add(
-        self, fetcher: Fetcher, url: str, tag: object, headers: Sequence[str] = ()
-    ) -> None:
+    def add(self, fetcher: Fetcher, url: str, tag: object, headers: Sequence[str] = ()) -> None:
         """Start fetching ``url`` with ``fetcher``'s settings and ``headers`` beside them;
         ``wait`` returns it with ``tag``."""
         refused = _refused(url, fetcher.policy)

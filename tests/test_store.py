@@ -407,7 +407,12 @@ def test_pages_of_a_schema_5_store_gain_the_recrawl_columns(store: Store) -> Non
     store.save_fetched([fresh], [])
     [got] = store.get_pages([8])
     assert (got.etag, got.last_modified, got.digest, got.revisit, got.next_fetch) == (
-        '"1-a"', "Mon, 01 Jan 2024 00:00:00 GMT", -(2**63), 3.5, 1003.5)
+        '"1-a"',
+        "Mon, 01 Jan 2024 00:00:00 GMT",
+        -(2**63),
+        3.5,
+        1003.5,
+    )
 
 
 def test_an_unchanged_page_is_touched_not_marked_for_indexing(store: Store) -> None:
