@@ -1,5 +1,5 @@
 """Command line of the benchmarks: ``srcrawl bench queue|parse|master|crawl|index|search|serve|
-pagerank|startup``.
+pagerank|startup|freshness``.
 
 Each benchmark module is imported inside its command, so the CLI starts fast
 and a benchmark's extras (scipy, Scrapy, matplotlib) are needed only by it.
@@ -19,7 +19,7 @@ from srcrawl.benchmarks.scaling import (
     parse_slave_counts,
     scaling_options,
 )
-from srcrawl.cli_options import fetches_option
+from srcrawl.cli_options import DURATION, fetches_option
 from srcrawl.config import Config
 from srcrawl.defaults import BODY_STORES, DEFAULT_PAGERANK_ITERATIONS
 from srcrawl.errors import ConfigError
@@ -592,3 +592,34 @@ def bench_startup(
     if json_path:
         Path(json_path).write_text(json.dumps(result.as_json(), indent=2, ensure_ascii=False))
     click.echo(result.render())
+
+
+@bench.command("freshness")
+@click.option("--hosts", default=4, show_default=True, type=click.IntRange(2),
+              help="Hosts of the changing test web (host 0, the special pages, is not "
+                   "crawled).")  # fmt: skip
+@click.option("--pages", default=15, show_default=True, type=click.IntRange(1),
+              help="Regular pages per host.")  # fmt: skip
+@click.option("--budget", default=4.0, show_default=True, type=click.FloatRange(0.1),
+              help="Fetches per second each crawl may make (enforced by politeness).")  # fmt: skip
+@click.option("--duration", default="4m", show_default=True, type=DURATION,
+              help="How long freshness is sampled once the first crawls are over.")  # fmt: skip
+@click.option("--seed", default=1, show_default=True, help="Seed of the web and its changes.")
+@click.pass_context
+def bench_freshness(
+    ctx: click.Context, hosts: int, pages: int, budget: float, duration: float, seed: int
+) -> None:
+    """Freshness of the store and bytes sent: adaptive revisit against uniform, same budget."""
+    from srcrawl.benchmarks.freshness import render, run_freshness_benchmark
+
+    cfg = _config(ctx)
+    cfg.check()
+    line = ProgressLine()
+    try:
+        setup, runs = run_freshness_benchmark(
+            cfg, hosts=hosts, pages=pages, budget=budget, duration=duration, seed=seed,
+            say=line.update,
+        )  # fmt: skip
+    finally:
+        line.done()
+    click.echo(render(setup, runs))

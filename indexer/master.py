@@ -48,11 +48,12 @@ from srcrawl.defaults import (
     DEFAULT_INDEX_MERGE_DOCS,
     DEFAULT_INDEX_MERGE_WAIT,
     DEFAULT_INDEX_REAP_INTERVAL,
+    DEFAULT_INDEX_REMOVE_BATCH,
     DEFAULT_INDEX_WINDOW,
 )
 from srcrawl.errors import EnvelopeError, LeaseLost, SrcrawlError
 from srcrawl.indexer.freshness import Freshness
-from srcrawl.indexer.merge import merge_index
+from srcrawl.indexer.merge import merge_index, remove_pages
 from srcrawl.indexer.postings import PostingsBatch, unpack_batch
 from srcrawl.indexer.protocol import (
     ERROR,
@@ -111,6 +112,7 @@ class IndexReport:
     scans: int = 0  # passes over the unindexed pages (more than one only with follow)
     # pages stored after the run started, and their delay to searchable (see freshness.py)
     freshness: dict = field(default_factory=dict)
+    removed: int = 0  # pages that went away (404, 410, a redirect) taken out of the index
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -227,6 +229,7 @@ class IndexMaster:
             self.worker.beat(self._stats())
             # tasks a previous master left queued are scheduled again below
             self._fenced(lambda pipe: pipe.delete(self.q.srq.key))
+            self._remove_gone()
             self._loop(slaves, progress, progress_interval, t0)
             state = "stopped" if self.follow else "complete"
             if self.follow:
@@ -299,7 +302,9 @@ class IndexMaster:
         if not self.follow:
             return True
         if time.monotonic() >= self._next_scan:
-            # a new pass from the first fingerprint: pages stored (again) since the last
+            # a new pass from the first fingerprint: pages stored (again) since the last,
+            # and the pages that went away meanwhile leave the index first
+            self._remove_gone()
             self._cursor, self._scanned_all = None, False
             self._next_scan = time.monotonic() + self.poll
         return False
@@ -327,6 +332,17 @@ class IndexMaster:
         if time.monotonic() - self._last_log >= DEFAULT_INDEX_FOLLOW_LOG_INTERVAL:
             self._last_log = time.monotonic()
             self._say(f"index --follow: {self.freshness.sentence()}")
+
+    def _remove_gone(self) -> None:
+        """Take the pages that went away since the last pass out of the index first:
+        a page fetched again as 404, 410 or a redirect must not be found any more."""
+        while True:
+            fps = self.store.unindexable_indexed(DEFAULT_INDEX_REMOVE_BATCH)
+            if not fps:
+                return
+            self.report.removed += remove_pages(
+                self.store, fps, time.time(), before_commit=self.lease.keep
+            )
 
     def _reap(self) -> None:
         """Return the tasks of dead workers to their queues."""

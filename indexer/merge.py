@@ -155,6 +155,30 @@ def merge_index(
     return result
 
 
+def remove_pages(
+    store: Store, fps: list[int], removed_at: float, *,
+    before_commit: Callable[[], None] | None = None,
+) -> int:  # fmt: skip
+    """Take pages that went away (or are no longer indexable) out of the index in one
+    transaction: their postings, their doclens rows, their share of the counters; they
+    are marked indexed as they are (nothing). Returns the pages removed. Idempotent: a
+    page no longer in doclens is only marked."""
+    with store.index_tables() as tables:
+        tables.next_block()  # serializes with merges (see IndexTables.next_block)
+        old = tables.doclens(fps)
+        _drop_postings(tables, old)
+        tables.delete_doclens([doc[0] for doc in old])
+        tables.mark_indexed(fps, removed_at)
+        counted = tables.counters()
+        if counted is not None:
+            gone = [sum(r[3][i] for r in old) for i in range(3)]
+            docs = counted[0] - len(old)
+            tables.set_counters((docs, *(c - g for c, g in zip(counted[1:], gone, strict=True))))
+        if before_commit is not None:
+            before_commit()
+        return len(old)
+
+
 def _count(tables: IndexTables, kept: _Kept, old: list[OldDoc]) -> None:
     """Move the index counters by what this merge added and replaced: counting
     doclens afresh would read every indexed page's row on every merge."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from srcrawl.cli_options import fetches_option
+from srcrawl.cli_options import DURATION, fetches_option
 from srcrawl.config import Config
 from srcrawl.defaults import (
     BODY_STORES,
@@ -24,12 +24,17 @@ from srcrawl.defaults import (
     DEFAULT_MAX_DELAY,
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_PAGE_BYTES,
+    DEFAULT_MAX_REVISIT,
+    DEFAULT_MIN_REVISIT,
     DEFAULT_READ_TIMEOUT,
     DEFAULT_RETRY_BACKOFF,
+    DEFAULT_REVISIT,
+    DEFAULT_REVISIT_POLICIES,
     DEFAULT_ROBOTS_DEFER,
     DEFAULT_USER_AGENT,
     DEFAULT_WARC_MAX_BYTES,
 )
+from srcrawl.durations import format_duration
 from srcrawl.errors import ConfigError
 from srcrawl.progress import ProgressLine
 from srcrawl.queues.crawl_strategy import QUEUE_POLICIES, CrawlStrategy
@@ -56,6 +61,27 @@ def _storage_options() -> list[Callable]:
         click.option("--warc-max-bytes", default=DEFAULT_WARC_MAX_BYTES, show_default=True,
                      type=click.IntRange(1),
                      help="Bytes after which a slave starts a new WARC file."),
+    ]  # fmt: skip
+
+
+def _revisit_options() -> list[Callable]:
+    """The recrawl schedule's options (see queues/crawl_strategy.py next_revisit)."""
+    return [
+        click.option("--revisit", type=DURATION, default=format_duration(DEFAULT_REVISIT),
+                     show_default=True,
+                     help="When a stored page is fetched again after its first fetch "
+                          "(90s, 6h, 1d); a master with --keep-running does it."),
+        click.option("--min-revisit", type=DURATION,
+                     default=format_duration(DEFAULT_MIN_REVISIT), show_default=True,
+                     help="Shortest interval of a page that keeps changing."),
+        click.option("--max-revisit", type=DURATION,
+                     default=format_duration(DEFAULT_MAX_REVISIT), show_default=True,
+                     help="Longest interval of a page that never changes (or went away)."),
+        click.option("--revisit-policy", type=click.Choice(DEFAULT_REVISIT_POLICIES),
+                     default="adaptive", show_default=True,
+                     help="adaptive: a page that changed comes back sooner, one that did not "
+                          "later (Nutch's AdaptiveFetchSchedule); uniform: every page at "
+                          "--revisit."),
     ]  # fmt: skip
 
 
@@ -111,7 +137,7 @@ def crawl_options(f: Callable) -> Callable:
                           "cut-off response, 5xx, 429) before it is stored as failed."),
         click.option("--retry-backoff", default=DEFAULT_RETRY_BACKOFF, show_default=True,
                      help="Seconds before a failed URL's second try, doubled for each next."),
-        *_storage_options(),
+        *_storage_options(), *_revisit_options(),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)
@@ -196,7 +222,12 @@ def master_group() -> None:
 @master_group.command("start")
 @click.argument("seeds", nargs=-1)
 @crawl_options
-@click.option("--keep-running", is_flag=True, help="Wait for new seeds once the crawl is complete.")
+@click.option(
+    "--keep-running",
+    is_flag=True,
+    help="Run always: wait for new seeds once the crawl is complete, and fetch "
+    "every stored page again when its revisit interval is over.",
+)
 @click.pass_context
 def master_start(
     ctx: click.Context, seeds: tuple[str, ...], keep_running: bool, **opts: Any

@@ -33,6 +33,7 @@ from srcrawl.defaults import (
     DEFAULT_MASTER_IDLE_WAIT,
     DEFAULT_MASTER_POLL,
     DEFAULT_NO_SLAVE_WARNING,
+    DEFAULT_RECRAWL_BATCH,
     DEFAULT_ROBOTS_TRIES,
     DEFAULT_ROBOTS_TRIES_UNREACHABLE,
     DEFAULT_SEEN_CACHE,
@@ -194,8 +195,13 @@ class CrawlMaster:
             msgs = self._next_messages(next_ready)
             if msgs:
                 self.process(msgs)
+            # an always-on master fetches stored pages again when their time comes
+            due, next_due = (
+                self.frontier.release_due(DEFAULT_RECRAWL_BATCH) if keep_running else (0, -1)
+            )
             released, next_ready = self.frontier.schedule(backlog=self.backlog)
-            if msgs or released:
+            next_ready = _earliest(next_ready, next_due)
+            if msgs or released or due:
                 next_ready = now_ms()
                 continue
             state = self.frontier.level_state(self.queues.nrq.key)
@@ -379,7 +385,8 @@ class CrawlMaster:
         self._learn_limit(page.task, page.crawl_delay, batch)
         batch.done[queue] = self._polite(page.fetch_ms, page.crawl_delay)
         batch.lag[queue] = 0  # the host answered: its queue counts for the level again
-        batch.count("refetched" if page.task.again else "pages")
+        batch.count("recrawled" if page.task.recrawl else "refetched" if page.task.again
+                    else "pages")  # fmt: skip
         if page.error:  # a cut-off or failed response is no good page, whatever its status
             batch.count("fetch_errors")
             batch.count(f"error_{page.error}")
@@ -391,9 +398,25 @@ class CrawlMaster:
             batch.count("invalid_urls", page.invalid)
         if page.rejected:
             batch.count(REJECTED_LINKS, page.rejected)
+        if page.changed is not None:
+            batch.count("recrawl_changed" if page.changed else "recrawl_unchanged")
+        if page.next is not None:
+            self._due(page.next, batch)
         depth = page.task.depth + 1
         for url, fp in page.links:
             self._candidate(url, fp, depth, batch)
+
+    def _due(self, task: FetchTask, batch: Batch) -> None:
+        """Put a stored page on the recrawl schedule: fetched again ``task.revisit`` seconds
+        from now, bypassing the seen test, not the scope (which may have narrowed since)
+        nor the host's politeness and robots.txt (its queue and its slave see to those)."""
+        if self.scope.reject(task.url, task.depth) is not None:
+            batch.count("recrawl_out_of_scope")
+            return
+        revisit = self.strategy.clamp_revisit(task.revisit)
+        queue = self.strategy.queue_for(host_of(task.url), task.fp)
+        task = replace(task, revisit=revisit, queue=queue)
+        batch.due.append(Requeue(task, now_ms() + int(revisit * 1000)))
 
     def _on_robots(self, robots: RobotsFetched, batch: Batch) -> None:
         """The task fetched robots.txt: the URL itself comes next, at its politeness turn."""
@@ -519,6 +542,13 @@ class CrawlMaster:
             batch.now.append(task)
         else:
             batch.next.append(task)
+
+
+def _earliest(a: int, b: int) -> int:
+    """The earlier of two due times in ms, -1 meaning none."""
+    if a < 0 or b < 0:
+        return max(a, b)
+    return min(a, b)
 
 
 def reset_crawl(cfg: Config) -> None:

@@ -155,7 +155,7 @@ return {{n, earliest()}}
 # KEYS[5] seen journal, KEYS[6] stats, KEYS[7] the master's nrq processing
 # list, KEYS[8] host page counts, KEYS[9] host errors, KEYS[10] lagging queues,
 # KEYS[11] recorded depths, KEYS[12] improved depths, KEYS[13] host in flight,
-# KEYS[14] host limit, KEYS[15] host next.
+# KEYS[14] host limit, KEYS[15] host next, KEYS[16] due, KEYS[17] due tasks.
 # ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] JSON:
 #   done:  [[queue, next ms]]   outcome of its in-flight task: ready again at that time
 #   free:  [queue]              the same, keeping the time its politeness set before
@@ -166,6 +166,7 @@ return {{n, earliest()}}
 #   errors: [[host, JSON or "" to forget the host's error]]
 #   lag: [[queue, 1 lagging or 0 not]], depths/improved: [[fp as a string, depth]]
 #   limits: [[host, most requests in flight]]      (applied first)
+#   due: [[fp as a string, task, when (ms)]]        stored pages to fetch again then
 # ARGV[4] packed fingerprints for the seen journal (may be empty), ARGV[5] parked set prefix.
 # Applies one processed batch of nrq messages atomically. Returns acks.
 _COMMIT = f"""{_HOST_OF}
@@ -231,9 +232,49 @@ for _, l in ipairs(doc.lag) do
 end
 for _, d in ipairs(doc.depths) do redis.call('HSET', KEYS[11], d[1], d[2]) end
 for _, d in ipairs(doc.improved) do redis.call('HSET', KEYS[12], d[1], d[2]) end
+for _, d in ipairs(doc.due) do
+  redis.call('ZADD', KEYS[16], d[3], d[1])
+  redis.call('HSET', KEYS[17], d[1], d[2])
+end
 if #ARGV[4] > 0 then redis.call('RPUSH', KEYS[5], ARGV[4]) end
 if doc.acks > 0 then redis.call('LTRIM', KEYS[7], doc.acks, -1) end
 return doc.acks
+"""
+
+# KEYS[1] due, KEYS[2] due tasks, KEYS[3] ready, KEYS[4] inflight, KEYS[5] qnext,
+# KEYS[6] nextlevel, KEYS[7] stats; ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3]
+# most pages moved. Moves the stored pages whose time has come into their host
+# queues (the queue name is the task's QUEUE_FIELD), as new tasks of the current level
+# are: from there they wait their host's politeness like any other. Nothing moves while
+# the next level holds new URLs (they come first, and the level barrier is not held up
+# by pages that keep coming due). Returns {pages moved, earliest due time or -1}.
+_RELEASE_DUE = f"""
+local now = tonumber(ARGV[1])
+local function earliest()
+  if redis.call('LLEN', KEYS[6]) > 0 then return -1 end
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  return tonumber(first[2] or '-1')
+end
+if redis.call('LLEN', KEYS[6]) > 0 then return {{0, -1}} end
+local fps = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
+local n = 0
+for _, fp in ipairs(fps) do
+  local task = redis.call('HGET', KEYS[2], fp)
+  redis.call('ZREM', KEYS[1], fp)
+  redis.call('HDEL', KEYS[2], fp)
+  if task then
+    local q = cjson.decode(task).{QUEUE_FIELD}
+    redis.call('RPUSH', ARGV[2] .. q, task)
+    if redis.call('HEXISTS', KEYS[4], q) == 0 then
+      local t = tonumber(redis.call('HGET', KEYS[5], q) or '0')
+      if t < now then t = now end
+      redis.call('ZADD', KEYS[3], 'NX', t, q)
+    end
+    n = n + 1
+  end
+end
+if n > 0 then redis.call('HINCRBY', KEYS[7], 'recrawl_due', n) end
+return {{n, earliest()}}
 """
 
 # KEYS[1] nextlevel, KEYS[2] ready, KEYS[3] inflight, KEYS[4] qnext;
@@ -329,6 +370,8 @@ class Batch:
     improved: dict[int, int] = field(default_factory=dict)
     limits: dict[str, int] = field(default_factory=dict)
     """Hosts spread over several queues → most requests in flight to them from now on."""
+    due: list[Requeue] = field(default_factory=list)
+    """Stored pages to fetch again at their time (the recrawl schedule)."""
     acks: int = 0
 
     def count(self, name: str, n: int = 1) -> None:
@@ -350,6 +393,7 @@ class Batch:
             "depths": [[str(fp), d] for fp, d in self.depths.items()],
             "improved": [[str(fp), d] for fp, d in self.improved.items()],
             "limits": [[h, n] for h, n in self.limits.items()],
+            "due": [[str(r.task.fp), r.task.encode().decode(), r.at] for r in self.due],
             "acks": self.acks,
         }
         # cjson turns empty Lua tables into {}: send empty lists as such
@@ -372,6 +416,7 @@ class Frontier:
         self._schedule = lease.script(_SCHEDULE)
         self._commit = lease.script(_COMMIT)
         self._advance = lease.script(_ADVANCE)
+        self._release_due = lease.script(_RELEASE_DUE)
         self._level = lease.script(_LEVEL)
         self._take = lease.script(_TAKE)
         self._take_over = lease.script(_TAKE_OVER)
@@ -432,10 +477,26 @@ class Frontier:
                 k.crawl_ready, k.crawl_inflight, k.crawl_queue_next, k.crawl_next_level,
                 k.seen_journal, k.stats("crawl"), self.nrq_processing, k.crawl_host_pages,
                 k.crawl_host_errors, k.crawl_lagging, k.crawl_depths, k.crawl_improved,
-                k.crawl_host_inflight, k.crawl_host_limit, k.crawl_host_next,
+                k.crawl_host_inflight, k.crawl_host_limit, k.crawl_host_next, k.crawl_due,
+                k.crawl_due_tasks,
             ],
             args=[now_ms(), k.crawl_queue_prefix, raw, journal, k.crawl_parked_prefix],
         )  # fmt: skip
+
+    def release_due(self, limit: int) -> tuple[int, int]:
+        """Move up to ``limit`` stored pages whose time has come into their host queues;
+        return (moved, earliest due time in ms or -1). See _RELEASE_DUE."""
+        k = self.keys
+        moved, nxt = self._release_due(
+            keys=[k.crawl_due, k.crawl_due_tasks, k.crawl_ready, k.crawl_inflight,
+                  k.crawl_queue_next, k.crawl_next_level, k.stats("crawl")],
+            args=[now_ms(), k.crawl_queue_prefix, limit],
+        )  # fmt: skip
+        return int(moved), int(nxt)
+
+    def due(self) -> int:
+        """Stored pages on the recrawl schedule."""
+        return int(self.client.zcard(self.keys.crawl_due))
 
     def advance(self, chunk: int = 5000) -> int:
         """Release a chunk of the next level; return how many remain."""

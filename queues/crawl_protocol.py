@@ -121,6 +121,17 @@ def _optional_str(msg: Message, name: str) -> str | None:
     return value
 
 
+MAX_VALIDATOR_CHARS = 255
+"""Longest ETag or Last-Modified a message may carry (the store's column holds as much)."""
+
+
+def _validator(msg: Message, name: str) -> str | None:
+    value = _optional_str(msg, name)
+    if value is not None and (len(value) > MAX_VALIDATOR_CHARS or "\n" in value or "\r" in value):
+        raise EnvelopeError(f"{msg.kind} message's {name!r} is no header value")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class FetchTask:
     """Fetch one URL: a task of srq, and the first fields of every outcome of it."""
@@ -135,6 +146,17 @@ class FetchTask:
     """Failed fetches so far."""
     again: bool = False
     """A URL fetched once more, at a shorter depth found later."""
+    revisit: float = 0.0
+    """A stored page fetched again (recrawl): its current interval in seconds; 0: a new URL."""
+    etag: str | None = None
+    modified: str | None = None
+    """The stored page's validators, sent as If-None-Match / If-Modified-Since."""
+    digest: int | None = None
+    """The stored page's digest (title and text): a response with the same one is unchanged."""
+
+    @property
+    def recrawl(self) -> bool:
+        return self.revisit > 0
 
     def fields(self) -> dict[str, Any]:
         out = {"url": self.url, "fp": self.fp, "depth": self.depth, QUEUE_FIELD: self.queue,
@@ -143,6 +165,9 @@ class FetchTask:
             out["failed"] = self.failed
         if self.again:
             out["again"] = 1
+        if self.revisit:
+            out.update(revisit=self.revisit, etag=self.etag, modified=self.modified,
+                       digest=self.digest)  # fmt: skip
         return out
 
     def encode(self) -> bytes:
@@ -157,8 +182,12 @@ class FetchTask:
         if type(queue) is not str or not queue:
             raise EnvelopeError(f"{msg.kind} message names no queue")
         again = msg.get("again")
+        digest = msg.get("digest")
+        if digest is not None and not is_fingerprint(digest):
+            raise EnvelopeError(f"{msg.kind} message's digest is no 64-bit integer")
         return cls(url, fp, _int(msg, "depth"), queue, _int(msg, "tries", 0),
-                   _int(msg, "failed", 0), bool(again))  # fmt: skip
+                   _int(msg, "failed", 0), bool(again), _number(msg, "revisit", 0),
+                   _validator(msg, "etag"), _validator(msg, "modified"), digest)  # fmt: skip
 
     @classmethod
     def decode(cls, raw: bytes | str) -> FetchTask:
@@ -205,20 +234,49 @@ class Fetched:
     """Links of the page the slave could not canonicalize."""
     rejected: int = 0
     """Link entries of the message that were malformed (set by decoding, never sent)."""
+    next: FetchTask | None = None
+    """The page's next fetch, with its validators, digest and interval (``revisit``, in
+    seconds from now): the master schedules it. None: nothing to fetch again."""
+    changed: bool | None = None
+    """Whether the page changed since its stored version (None: a first fetch, or gone)."""
 
     def encode(self) -> bytes:
+        nxt = self.next
+        again = None if nxt is None else [nxt.revisit, nxt.etag, nxt.modified, nxt.digest]
         return encode(FETCHED, {**self.task.fields(), "status": self.status,
                                 "fetch_ms": self.fetch_ms, "crawl_delay": self.crawl_delay,
                                 "links": self.links, "error": self.error,
-                                "invalid": self.invalid})  # fmt: skip
+                                "invalid": self.invalid, "next": again,
+                                "changed": self.changed})  # fmt: skip
 
     @classmethod
     def from_message(cls, msg: Message) -> Fetched:
         status = _status(msg)
         links, rejected = _links(msg)
-        return cls(FetchTask.from_message(msg), status, _number(msg, "fetch_ms", 0),
+        task = FetchTask.from_message(msg)
+        changed = msg.get("changed")
+        return cls(task, status, _number(msg, "fetch_ms", 0),
                    _optional_number(msg, "crawl_delay"), links, _optional_str(msg, "error"),
-                   _int(msg, "invalid", 0), rejected)  # fmt: skip
+                   _int(msg, "invalid", 0), rejected, _next_fetch(msg, task),
+                   changed if type(changed) is bool else None)  # fmt: skip
+
+
+def _next_fetch(msg: Message, task: FetchTask) -> FetchTask | None:
+    """The next fetch a ``fetched`` message asks for: the task again, as a recrawl."""
+    raw = msg.get("next")
+    if raw is None:
+        return None
+    if type(raw) is not list or len(raw) != 4:
+        raise EnvelopeError(f"{msg.kind} message's next fetch is malformed")
+    revisit, etag, modified, digest = raw
+    fields = Message(msg.kind, {**task.fields(), "revisit": revisit, "etag": etag,
+                                "modified": modified, "digest": digest})  # fmt: skip
+    nxt = FetchTask.from_message(fields)
+    if nxt.revisit <= 0:
+        raise EnvelopeError(f"{msg.kind} message's next fetch has no interval")
+    # a recrawl starts afresh: no deferrals or failures carried over
+    return FetchTask(nxt.url, nxt.fp, nxt.depth, nxt.queue, revisit=nxt.revisit,
+                     etag=nxt.etag, modified=nxt.modified, digest=nxt.digest)  # fmt: skip
 
 
 SitemapEntry = tuple[str, int, float | None]

@@ -27,9 +27,15 @@ from srcrawl.defaults import (
     DEFAULT_MAX_PAGE_BYTES,
     DEFAULT_MAX_REPEATED_SEGMENTS,
     DEFAULT_MAX_RETRY_BACKOFF,
+    DEFAULT_MAX_REVISIT,
     DEFAULT_MAX_URL_LENGTH,
+    DEFAULT_MIN_REVISIT,
     DEFAULT_READ_TIMEOUT,
     DEFAULT_RETRY_BACKOFF,
+    DEFAULT_REVISIT,
+    DEFAULT_REVISIT_DEC_RATE,
+    DEFAULT_REVISIT_INC_RATE,
+    DEFAULT_REVISIT_POLICIES,
     DEFAULT_ROBOTS_DEFER,
     DEFAULT_USER_AGENT,
     DEFAULT_WARC_MAX_BYTES,
@@ -95,11 +101,19 @@ class CrawlStrategy:
     sitemaps: bool = True
     """The slave that reads a host's robots.txt reads its sitemaps too (its ``Sitemap:``
     lines, else ``/sitemap.xml``): their pages are seeds, their ``<lastmod>`` kept."""
+    revisit: float = DEFAULT_REVISIT
+    """Seconds from a page's first fetch to its second (``--revisit``)."""
+    min_revisit: float = DEFAULT_MIN_REVISIT
+    max_revisit: float = DEFAULT_MAX_REVISIT
+    """Bounds of a page's adaptive interval (``--min-revisit``, ``--max-revisit``)."""
+    revisit_policy: str = "adaptive"
+    """``adaptive`` (Nutch's AdaptiveFetchSchedule) or ``uniform`` (every page at --revisit)."""
     version: int = 0
 
     def __post_init__(self) -> None:
         self._check_policy()
         self._check_limits()
+        self._check_revisit()
         check_user_agent(self.user_agent)
         self._check_patterns()
 
@@ -135,6 +149,44 @@ class CrawlStrategy:
             )
         if self.fetch_tries < 1 or self.retry_backoff < 0:
             raise ConfigError("--fetch-tries must be at least 1, --retry-backoff not negative")
+
+    def _check_revisit(self) -> None:
+        if self.revisit_policy not in DEFAULT_REVISIT_POLICIES:
+            raise ConfigError(
+                f"--revisit-policy must be one of {', '.join(DEFAULT_REVISIT_POLICIES)}"
+            )
+        if not 0 < self.min_revisit <= self.max_revisit:
+            raise ConfigError("--min-revisit must be positive and not above --max-revisit")
+        if self.revisit <= 0:
+            raise ConfigError("--revisit must be positive")
+
+    def next_revisit(self, interval: float, changed: bool | None) -> float:
+        """Seconds until a page is fetched again, after a fetch with its current
+        ``interval`` (0: its first fetch) found it ``changed`` (True), the same (False)
+        or gone (None: retried at the longest interval).
+
+        Nutch's AdaptiveFetchSchedule: a changed page comes back sooner (× (1 -
+        dec_rate)), an unchanged one later (× (1 + inc_rate)), within
+        [--min-revisit, --max-revisit]; the first interval is --revisit. The
+        uniform policy keeps every page at --revisit.
+        """
+        if self.revisit_policy == "uniform":
+            return self.revisit
+        if changed is None:
+            return self.clamp_revisit(self.max_revisit)
+        if interval <= 0:
+            wait = self.revisit
+        elif changed:
+            wait = interval * (1 - DEFAULT_REVISIT_DEC_RATE)
+        else:
+            wait = interval * (1 + DEFAULT_REVISIT_INC_RATE)
+        return self.clamp_revisit(wait)
+
+    def clamp_revisit(self, seconds: float) -> float:
+        """``seconds`` within [--min-revisit, --max-revisit], widened to hold --revisit
+        (``--revisit 2s`` alone needs no ``--min-revisit``)."""
+        low, high = min(self.min_revisit, self.revisit), max(self.max_revisit, self.revisit)
+        return min(max(seconds, low), high)
 
     def _check_patterns(self) -> None:
         for cidr in self.allow_networks:

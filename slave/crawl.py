@@ -51,6 +51,7 @@ from srcrawl.slave.decode import decode_html, is_html, utf8_source
 from srcrawl.slave.fetch import (
     BODY_CAPPED,
     BODY_COMPLETE,
+    NOT_MODIFIED,
     Fetcher,
     FetchMulti,
     FetchResult,
@@ -59,10 +60,11 @@ from srcrawl.slave.fetch import (
 from srcrawl.slave.fetch_policy import FetchPolicy
 from srcrawl.slave.page_writer import PageWriter
 from srcrawl.slave.parse import MAX_ANCHOR_CHARS, parse_html
+from srcrawl.slave.revisit import conditional_headers, is_gone, page_digest, validators
 from srcrawl.slave.robots import RobotsCache, RobotsRules, robots_url
 from srcrawl.slave.sitemaps import SitemapLimits, SitemapReport, read_host_sitemaps
 from srcrawl.slave.warc import LocalWarcStorage, PreparedFetch, WarcOutput, prepare_fetch
-from srcrawl.sql.store import Page, compress_body
+from srcrawl.sql.store import Page, Touch, compress_body
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
 
 _STRATEGY_REFRESH = 5.0
@@ -116,7 +118,7 @@ class CrawlHandler:
         self._version = -1
         self._checked = 0.0
         self._tools: tuple[Fetcher, RobotsCache] | None = None
-        self._strategy = CrawlStrategy()
+        self.strategy = CrawlStrategy()
         self._sitemap_fetcher: Fetcher | None = None
         self._sitemap_pool: ThreadPoolExecutor | None = None
         self._closing = threading.Event()
@@ -127,6 +129,10 @@ class CrawlHandler:
         self.errors = 0
         self.retries = 0
         self.invalid_links = 0
+        self.unchanged = 0
+        """Recrawled pages found unchanged (a 304 or the same digest): nothing stored anew."""
+        self.kept = 0
+        """Recrawls that failed for a passing reason: the stored version was kept."""
         self._multi: FetchMulti | None = None
         self._tries = DEFAULT_FETCH_TRIES
         self._user_agent = ""
@@ -163,7 +169,7 @@ class CrawlHandler:
                                          defer=strategy.robots_defer,
                                          user_agent=strategy.user_agent)  # fmt: skip
                     self._tools = (fetcher, robots)
-                    self._strategy = strategy
+                    self.strategy = strategy
                     # a sitemap is read up to its own cap (one byte more tells a cut one)
                     self._sitemap_fetcher = Fetcher(
                         read_timeout=strategy.fetch_timeout,
@@ -195,7 +201,7 @@ class CrawlHandler:
             rules, result = robots.fetch_and_store(step.site)
             return self._after_robots(step.task, rules, result, self._sitemaps(rules, result))
         task, rules = step
-        result = fetcher.fetch(task.url)
+        result = fetcher.fetch(task.url, conditional_headers(task))
         return self._retry(task, rules, result) or self._finish(task, rules, result)
 
     # -- many at once, driven by the runtime's one crawl thread ----------------
@@ -216,7 +222,7 @@ class CrawlHandler:
             self._multi.add(fetcher, robots_url(step.site), (raw, step, 0))
         else:
             task, rules = step
-            self._multi.add(fetcher, task.url, (raw, task, rules))
+            self._multi.add(fetcher, task.url, (raw, task, rules), conditional_headers(task))
         return None
 
     def poll(self, timeout: float, wake_fd: int) -> list[tuple[bytes, bytes]]:
@@ -298,13 +304,13 @@ class CrawlHandler:
 
     def _wants_sitemaps(self, rules: RobotsRules, result: FetchResult) -> bool:
         """Read the host's sitemaps: the crawl asks for them and its robots.txt answered."""
-        return self._strategy.sitemaps and rules.deferred_until is None and result.status > 0
+        return self.strategy.sitemaps and rules.deferred_until is None and result.status > 0
 
     def _sitemaps(self, rules: RobotsRules, result: FetchResult) -> tuple[SitemapReport, float]:
         """The host's sitemaps (see read_host_sitemaps), read now; none when not wanted."""
         if not self._wants_sitemaps(rules, result) or self._sitemap_fetcher is None:
             return SitemapReport(), result.elapsed_ms
-        strategy = self._strategy
+        strategy = self.strategy
         return read_host_sitemaps(
             rules, self._sitemap_fetcher,
             lambda fetch_ms: strategy.politeness_ms(fetch_ms, rules.crawl_delay) / 1000,
@@ -386,11 +392,20 @@ class CrawlHandler:
 
     def _finish(self, task: FetchTask, rules: RobotsRules, result: FetchResult) -> bytes:
         """Parse and queue the fetched page for the store; the task's outcome."""
+        if task.recrawl:
+            if result.status == NOT_MODIFIED:
+                return self._unchanged(task, rules, result, task.digest)
+            if result.transient:  # its tries are spent: the stored version stays
+                with self._lock:
+                    self.kept += 1
+                return Fetched(task, result.status, result.elapsed_ms, rules.crawl_delay,
+                               error=result.error, next=task).encode()  # fmt: skip
         url, fp, depth = task.url, task.fp, task.depth
         title = text = ""
         links: list[str] = []
         anchors: dict[str, str] = {}
         state = result.body_state
+        digest = None
         if result.redirect:
             links = [result.redirect]
         elif state in (BODY_COMPLETE, BODY_CAPPED) and is_html(result.content_type, result.body):
@@ -401,12 +416,18 @@ class CrawlHandler:
             text = "" if parsed.noindex else parsed.text
             links = [] if parsed.nofollow else parsed.links
             anchors = parsed.anchors
+            digest = page_digest(title, text)
+        if task.recrawl and digest is not None and digest == task.digest and result.ok:
+            return self._unchanged(task, rules, result, digest)
+        changed = None if is_gone(result) else True
+        nxt = self._next(task, result, digest, changed)
         canonical, invalid = canonical_links(links)
         page = Page(
             fp=fp, url=url, host=host_of(url), depth=depth, status=result.status,
             content_type=result.content_type, fetched_at=time.time(),
             fetch_ms=int(result.elapsed_ms), title=title, text=text,
-            error=result.error, body_state=state,
+            error=result.error, body_state=state, etag=nxt.etag, last_modified=nxt.modified,
+            digest=digest, revisit=nxt.revisit, next_fetch=time.time() + nxt.revisit,
         )  # fmt: skip
         record = self._body(page, result, canonical)
         # stored by flush(), before the runtime acknowledges this task
@@ -420,7 +441,34 @@ class CrawlHandler:
             self.errors += result.error is not None
             self.invalid_links += invalid
         return Fetched(task, result.status, result.elapsed_ms, rules.crawl_delay, emit,
-                       result.error, invalid).encode()  # fmt: skip
+                       result.error, invalid, next=nxt,
+                       changed=changed if task.recrawl else None).encode()  # fmt: skip
+
+    def _next(
+        self, task: FetchTask, result: FetchResult, digest: int | None, changed: bool | None
+    ) -> FetchTask:
+        """The page's next fetch: its validators, digest and interval (the strategy's)."""
+        etag, modified = validators(result, task)
+        interval = self.strategy.next_revisit(task.revisit, changed)
+        return FetchTask(task.url, task.fp, task.depth, task.queue, revisit=interval,
+                         etag=etag, modified=modified, digest=digest)  # fmt: skip
+
+    def _unchanged(
+        self, task: FetchTask, rules: RobotsRules, result: FetchResult, digest: int | None
+    ) -> bytes:
+        """A recrawl found the stored version current (a 304, or the same digest): only its
+        fetch time, validators and schedule are written; no parse of it is stored, no
+        body, no new index entry."""
+        nxt = self._next(task, result, digest, False)
+        now = time.time()
+        touch: Touch = (task.fp, now, int(result.elapsed_ms), nxt.etag, nxt.modified,
+                        nxt.revisit, now + nxt.revisit)  # fmt: skip
+        self.writer.touch([touch])
+        with self._lock:
+            self.pages += 1
+            self.unchanged += 1
+        return Fetched(task, result.status, result.elapsed_ms, rules.crawl_delay, next=nxt,
+                       changed=False).encode()  # fmt: skip
 
     def _body(
         self, page: Page, result: FetchResult, canonical: dict[str, int]
@@ -460,6 +508,8 @@ class CrawlHandler:
             "errors": self.errors,
             "retries": self.retries,
             "invalid_links": self.invalid_links,
+            "unchanged": self.unchanged,
+            "kept": self.kept,
             "cache_hit_rate": round(self.cache.hit_rate, 4),
             "stored_bare": self.writer.stored_bare,
             "store_dropped": self.writer.dropped,

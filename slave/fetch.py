@@ -27,7 +27,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urljoin, urlsplit
 
@@ -125,6 +125,10 @@ _TLS_CODES = frozenset(
 )  # fmt: skip
 
 
+NOT_MODIFIED = 304
+"""The answer to a conditional GET whose copy is current: no body, the connection kept."""
+
+
 @dataclass(slots=True)
 class FetchResult:
     """The outcome of one fetch.
@@ -197,11 +201,14 @@ class _Transfer:
     """One request's state while libcurl runs it: headers, body chunks, why it stopped."""
 
     __slots__ = ("away", "chunks", "connect_timeout", "deadline", "headers", "heard", "last",
-                 "limit", "read_timeout", "refused", "size", "started", "status", "stopped",
-                 "tag", "url")  # fmt: skip
+                 "limit", "read_timeout", "refused", "request_headers", "size", "started",
+                 "status", "stopped", "tag", "url")  # fmt: skip
 
-    def __init__(self, url: str, fetcher: Fetcher, tag: object = None) -> None:
+    def __init__(
+        self, url: str, fetcher: Fetcher, tag: object = None, request_headers: Sequence[str] = ()
+    ) -> None:
         self.url = url
+        self.request_headers = request_headers
         self.limit = fetcher.max_bytes
         self.read_timeout = fetcher.read_timeout
         self.connect_timeout = fetcher.connect_timeout
@@ -230,7 +237,7 @@ class _Transfer:
             self.headers = {}
             return None
         if line in (b"\r\n", b"\n"):
-            if 300 <= self.status < 400:
+            if 300 <= self.status < 400 and self.status != NOT_MODIFIED:
                 self.stopped = "redirect"  # the body of a redirect is never read
                 return 0
             return None
@@ -410,6 +417,9 @@ class Fetcher:
         easy.setopt(pycurl.URL, transfer.url)
         easy.setopt(pycurl.WRITEFUNCTION, transfer.write)
         easy.setopt(pycurl.HEADERFUNCTION, transfer.header)
+        # set on every request: a handle is reused, and a conditional GET's headers
+        # must not stay on the next request it makes
+        easy.setopt(pycurl.HTTPHEADER, [f"Accept: {_ACCEPT}", *transfer.request_headers])
         if self.policy is None:
             easy.unsetopt(pycurl.OPENSOCKETFUNCTION)
             easy.unsetopt(pycurl.PREREQFUNCTION)
@@ -431,14 +441,15 @@ class Fetcher:
             multi.close()
         self._share.close()
 
-    def fetch(self, url: str) -> FetchResult:
-        """GET ``url`` once, without following redirects; never raises."""
+    def fetch(self, url: str, headers: Sequence[str] = ()) -> FetchResult:
+        """GET ``url`` once (with ``headers``, e.g. a conditional GET's), without following
+        redirects; never raises."""
         multi = getattr(self._local, "multi", None)
         if multi is None:
             multi = self._local.multi = FetchMulti(self.host_pools, share=self._share)
             with self._lock:
                 self._multis.append(multi)
-        multi.add(self, url, None)
+        multi.add(self, url, None, headers)
         while True:
             done = multi.wait(1.0)
             if done:
@@ -475,8 +486,9 @@ class FetchMulti:
         """Fetches started and not yet returned by :meth:`wait`."""
         return len(self._running) + len(self._done)
 
-    def add(self, fetcher: Fetcher, url: str, tag: object) -> None:
-        """Start fetching ``url`` with ``fetcher``'s settings; ``wait`` returns it with ``tag``."""
+    def add(self, fetcher: Fetcher, url: str, tag: object, headers: Sequence[str] = ()) -> None:
+        """Start fetching ``url`` with ``fetcher``'s settings and ``headers`` beside them;
+        ``wait`` returns it with ``tag``."""
         refused = _refused(url, fetcher.policy)
         if refused is not None:
             self._done.append((tag, refused))
@@ -487,7 +499,7 @@ class FetchMulti:
             easy = pycurl.Curl()
             if self._share is not None:
                 easy.setopt(pycurl.SHARE, self._share)
-        transfer = _Transfer(url, fetcher, tag)
+        transfer = _Transfer(url, fetcher, tag, headers)
         try:
             fetcher._prepare(easy, transfer)
         except pycurl.error as e:  # a URL libcurl will not even take (a NUL byte, say)

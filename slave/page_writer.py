@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 from srcrawl.errors import StoreDataError, StoreError
 from srcrawl.slave.warc import PreparedFetch, WarcOutput, revisit_record
-from srcrawl.sql.store import Link, Page, Store, StoredPayload
+from srcrawl.sql.store import Link, Page, Store, StoredPayload, Touch
 
 log = logging.getLogger("srcrawl.slave")
 
@@ -52,6 +52,7 @@ class PageWriter:
         self._records: list[tuple[Page, PreparedFetch]] = []
         self.revisits = 0
         """Pages written as WARC revisit records (their body was stored already)."""
+        self._touches: list[Touch] = []
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self.stored_bare = 0
@@ -70,6 +71,29 @@ class PageWriter:
             self._links.extend(links)
             self._records.extend(records)
 
+    def touch(self, touches: Sequence[Touch]) -> None:
+        """Queue pages found unchanged by a recrawl for the next :meth:`flush`."""
+        with self._lock:
+            self._touches.extend(touches)
+
+    def _flush_touches(self) -> None:
+        """Write the queued touches (retried like pages); StoreError leaves them queued."""
+        with self._lock:
+            touches, self._touches = self._touches, []
+        if not touches:
+            return
+        for attempt in range(_RETRIES):
+            try:
+                self.store.touch_pages(touches)
+                return
+            except StoreError as e:
+                log.warning("store write failed (attempt %d): %s", attempt + 1, e)
+                if attempt == _RETRIES - 1:
+                    with self._lock:
+                        self._touches[:0] = touches
+                    raise
+                time.sleep(min(2**attempt * _BACKOFF, 5.0))
+
     def flush(self) -> int:
         """Store everything added so far; return the page count.
 
@@ -80,6 +104,7 @@ class PageWriter:
         until one succeeds).
         """
         with self._flush_lock:
+            self._flush_touches()
             with self._lock:
                 pages, self._pages = self._pages, []
                 links, self._links = self._links, []

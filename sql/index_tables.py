@@ -102,6 +102,9 @@ class IndexTables:
         block, packed term ids)."""
         self.store._executemany(self.cur, self.store.UPSERT_DOCLEN, rows)
 
+    def delete_doclens(self, fps: Sequence[int]) -> None:
+        self.store._executemany(self.cur, "DELETE FROM doclens WHERE fp = ?", [(fp,) for fp in fps])
+
     def mark_indexed(self, fps: Sequence[int], indexed_at: float) -> None:
         for i in range(0, len(fps), 500):
             part = list(fps[i : i + 500])

@@ -29,6 +29,13 @@ CREATE TABLE IF NOT EXISTS pages (
     warc_offset BIGINT NULL,
     warc_length BIGINT NULL,
     payload_digest VARCHAR(64) NULL,
+    -- recrawl (schema 6): see sqlite.sql
+    etag VARCHAR(255) NULL,
+    last_modified VARCHAR(255) NULL,
+    digest BIGINT NULL,
+    revisit DOUBLE NULL,
+    next_fetch DOUBLE NULL,
+    checked_at DOUBLE NULL,
     KEY pages_host (host),
     KEY pages_indexed (indexed_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

@@ -20,6 +20,7 @@ _PAGE_UPDATE = ", ".join(
         "url", "host", "depth", "status", "content_type", "fetched_at", "fetch_ms",
         "title", "text", "body", "error", "body_state",
         "warc_file", "warc_offset", "warc_length", "payload_digest",
+        "etag", "last_modified", "digest", "revisit", "next_fetch", "checked_at",
     )
 )  # fmt: skip
 
@@ -31,7 +32,8 @@ class MySQLStore(Store):
     UPSERT_PAGE = (
         "INSERT INTO pages (fp, url, host, depth, status, content_type, fetched_at, fetch_ms, "
         "title, text, body, error, body_state, warc_file, warc_offset, warc_length, "
-        "payload_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "payload_digest, etag, last_modified, digest, revisit, next_fetch, checked_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         f"ON DUPLICATE KEY UPDATE {_PAGE_UPDATE}, indexed_at = NULL"
     )
     ADD_FETCH_OUTCOME = (
@@ -42,6 +44,12 @@ class MySQLStore(Store):
         "ALTER TABLE pages ADD COLUMN warc_file VARCHAR(1024) NULL, "
         "ADD COLUMN warc_offset BIGINT NULL, ADD COLUMN warc_length BIGINT NULL, "
         "ADD COLUMN payload_digest VARCHAR(64) NULL",
+    )
+    ADD_REVISIT = (
+        "ALTER TABLE pages ADD COLUMN etag VARCHAR(255) NULL, "
+        "ADD COLUMN last_modified VARCHAR(255) NULL, ADD COLUMN digest BIGINT NULL, "
+        "ADD COLUMN revisit DOUBLE NULL, ADD COLUMN next_fetch DOUBLE NULL, "
+        "ADD COLUMN checked_at DOUBLE NULL",
     )
     INSERT_LINK = "INSERT IGNORE INTO links (src, dst, anchor) VALUES (?, ?, ?)"
     ADD_LINK_ANCHOR = (

@@ -29,7 +29,17 @@ CREATE TABLE IF NOT EXISTS pages (
     warc_offset INTEGER NULL,
     warc_length INTEGER NULL,
     -- sha1:BASE32 of the body (WARC-Payload-Digest): a refetch with the same one is a revisit
-    payload_digest TEXT NULL
+    payload_digest TEXT NULL,
+    -- recrawl (schema 6): the response's validators for a conditional GET, a
+    -- fingerprint of title and text (changed or not), the revisit interval (s)
+    -- and the next fetch time (the live schedule is the crawl's in Redis), and
+    -- when it was last fetched, a 304 included (fetched_at: the stored version's)
+    etag TEXT NULL,
+    last_modified TEXT NULL,
+    digest INTEGER NULL,
+    revisit REAL NULL,
+    next_fetch REAL NULL,
+    checked_at REAL NULL
 );
 CREATE INDEX IF NOT EXISTS pages_host ON pages (host);
 CREATE INDEX IF NOT EXISTS pages_indexed ON pages (indexed_at);

@@ -20,6 +20,7 @@ _PAGE_UPDATE = ", ".join(
         "url", "host", "depth", "status", "content_type", "fetched_at", "fetch_ms",
         "title", "text", "body", "error", "body_state",
         "warc_file", "warc_offset", "warc_length", "payload_digest",
+        "etag", "last_modified", "digest", "revisit", "next_fetch", "checked_at",
     )
 )  # fmt: skip
 
@@ -41,7 +42,8 @@ class SQLiteStore(Store):
     UPSERT_PAGE = (
         "INSERT INTO pages (fp, url, host, depth, status, content_type, fetched_at, fetch_ms, "
         "title, text, body, error, body_state, warc_file, warc_offset, warc_length, "
-        "payload_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "payload_digest, etag, last_modified, digest, revisit, next_fetch, checked_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         f"ON CONFLICT (fp) DO UPDATE SET {_PAGE_UPDATE}, indexed_at = NULL"
     )
     ADD_FETCH_OUTCOME = (
@@ -53,6 +55,14 @@ class SQLiteStore(Store):
         "ALTER TABLE pages ADD COLUMN warc_offset INTEGER NULL",
         "ALTER TABLE pages ADD COLUMN warc_length INTEGER NULL",
         "ALTER TABLE pages ADD COLUMN payload_digest TEXT NULL",
+    )
+    ADD_REVISIT = (
+        "ALTER TABLE pages ADD COLUMN etag TEXT NULL",
+        "ALTER TABLE pages ADD COLUMN last_modified TEXT NULL",
+        "ALTER TABLE pages ADD COLUMN digest INTEGER NULL",
+        "ALTER TABLE pages ADD COLUMN revisit REAL NULL",
+        "ALTER TABLE pages ADD COLUMN next_fetch REAL NULL",
+        "ALTER TABLE pages ADD COLUMN checked_at REAL NULL",
     )
     INSERT_LINK = "INSERT OR IGNORE INTO links (src, dst, anchor) VALUES (?, ?, ?)"
     ADD_LINK_ANCHOR = "ALTER TABLE links ADD COLUMN anchor TEXT NULL"

@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = "6"
 """6: pages point into WARC files (warc_file, warc_offset, warc_length) and keep the body's
-payload digest, the body itself no longer in SQL by default; 5: links carry their anchor
+payload digest, the body itself no longer in SQL by default, and keep their validators
+(ETag, Last-Modified), a digest of what the index sees, their revisit interval and next
+fetch time (recrawl); 5: links carry their anchor
 text (indexed by dst), the index holds title, body and anchor text as fields; 4: pages
 record a failed fetch's error and whether the body is complete; 3: terms known by their
 fingerprints, no terms table; 2: postings packed per (term, merge block), terms numbered
@@ -87,6 +89,19 @@ class Page:
     """Bytes of that record as stored: one seek and one read give the page's body."""
     payload_digest: str | None = None
     """``sha1:BASE32`` of the body (the WARC-Payload-Digest), None when not recorded."""
+    etag: str | None = None
+    last_modified: str | None = None
+    """The response's validators, sent back on the page's next fetch (a conditional GET)."""
+    digest: int | None = None
+    """Fingerprint of what the index sees (title and extracted text): whether the page
+    changed between two fetches (see slave/revisit.py)."""
+    revisit: float | None = None
+    """Seconds from this fetch to the next (the page's adaptive interval)."""
+    next_fetch: float | None = None
+    """When the page is due again (epoch seconds); the master's schedule is in Redis."""
+    checked_at: float | None = None
+    """When a fetch last found the page unchanged (None: not since ``fetched_at``);
+    ``fetched_at`` stays the fetch time of the stored version (the index's version stamp)."""
 
     def row(self) -> tuple:
         # a hostile page's title or header is cut to what every backend's
@@ -96,17 +111,39 @@ class Page:
             self.content_type[:MAX_CONTENT_TYPE_CHARS], self.fetched_at, self.fetch_ms,
             self.title[:MAX_TITLE_CHARS], self.text, self.body, self.error, self.body_state,
             self.warc_file, self.warc_offset, self.warc_length, self.payload_digest,
+            _cut(self.etag, MAX_VALIDATOR_CHARS), _cut(self.last_modified, MAX_VALIDATOR_CHARS),
+            self.digest, self.revisit, self.next_fetch,
+            self.checked_at,
         )  # fmt: skip
+
+
+def _cut(value: str | None, chars: int) -> str | None:
+    return None if value is None else value[:chars]
+
+
+MAX_VALIDATOR_CHARS = 255
+"""Characters of an ETag or Last-Modified stored (VARCHAR(255)): a longer one is cut,
+which at worst costs the page a full fetch instead of a 304."""
+
+Touch = tuple[int, float, int, str | None, str | None, float, float]
+"""A page fetched again and found unchanged: (fp, checked_at, fetch_ms, etag,
+last_modified, revisit, next_fetch); its text, body, fetched_at and index entry stay."""
 
 
 PAGE_COLUMNS = (
     "fp, url, host, depth, status, content_type, fetched_at, fetch_ms, title, text, body, "
-    "error, body_state, warc_file, warc_offset, warc_length, payload_digest"
+    "error, body_state, warc_file, warc_offset, warc_length, payload_digest, etag, "
+    "last_modified, digest, revisit, next_fetch, checked_at"
 )
 WARC_COLUMNS = ("warc_file", "warc_offset", "warc_length", "payload_digest")
-"""The columns schema 6 adds to pages (see ``Store.ADD_WARC``)."""
-INDEXABLE = "error IS NULL AND body_state IN ('complete', 'capped')"
-"""The pages whose text is indexed: fetched without an error, their body whole or capped."""
+"""The columns schema 6 adds to pages for WARC storage (see ``Store.ADD_WARC``)."""
+REVISIT_COLUMNS = ("etag", "last_modified", "digest", "revisit", "next_fetch", "checked_at")
+"""The columns schema 6 adds to pages for the recrawl (see ``Store.ADD_REVISIT``)."""
+GONE = "(status IN (404, 410) OR (status >= 300 AND status < 400))"
+"""Pages that are not there (any more): not found, gone, or now a redirect."""
+INDEXABLE = f"error IS NULL AND body_state IN ('complete', 'capped') AND NOT {GONE}"
+"""The pages whose text is indexed: fetched without an error, their body whole or capped,
+and there (a page that went away leaves the index at its next pass)."""
 
 
 @dataclass(frozen=True)
@@ -167,6 +204,7 @@ class Store(ABC):
     LOCK_META: str  # reads one meta value (k) and holds it until the transaction ends
     ADD_FETCH_OUTCOME: tuple[str, ...]  # pages of schema 3 and before get error, body_state
     ADD_WARC: tuple[str, ...]  # pages of schema 5 and before get WARC_COLUMNS
+    ADD_REVISIT: tuple[str, ...]  # pages of schema 5 and before get REVISIT_COLUMNS
 
     def __init__(self) -> None:
         # one connection per store; threads of one process take turns
@@ -256,6 +294,9 @@ class Store(ABC):
             if pages and "warc_file" not in pages:  # schema 5 and before: bodies in SQL only
                 for statement in self.ADD_WARC:
                     self._execute(cur, statement)
+            if pages and "next_fetch" not in pages:  # schema 5 and before: no recrawl
+                for statement in self.ADD_REVISIT:
+                    self._execute(cur, statement)
             links = self._columns(cur, "links")
             if links and "anchor" not in links:  # schema 4 and before: no anchor text
                 self._execute(cur, self.ADD_LINK_ANCHOR)
@@ -341,6 +382,20 @@ class Store(ABC):
             "SELECT DISTINCT warc_file FROM pages WHERE warc_file IS NOT NULL ORDER BY warc_file"
         )
         return [r[0] for r in rows]
+
+    def touch_pages(self, touches: Sequence[Touch]) -> None:
+        """Record fetches that found pages unchanged (a 304, or the same digest): the time
+        of the check, validators and schedule move; text, body, ``fetched_at`` and index
+        entry stay, and the page is not marked for indexing again (a merge of its text
+        under way is not made stale either: it checks ``fetched_at``)."""
+        with self.transaction() as cur:
+            self._executemany(
+                cur,
+                "UPDATE pages SET checked_at = ?, fetch_ms = ?, etag = COALESCE(?, etag), "
+                "last_modified = COALESCE(?, last_modified), revisit = ?, next_fetch = ? "
+                "WHERE fp = ?",
+                [(*t[1:], t[0]) for t in touches],
+            )
 
     @contextlib.contextmanager
     def bulk_load(self) -> Iterator[Store]:
@@ -552,6 +607,18 @@ class Store(ABC):
                 params = (after, limit)
             return [int(r[0]) for r in self._execute(cur, sql, params).fetchall()]
 
+    def unindexable_indexed(self, limit: int) -> list[int]:
+        """Up to ``limit`` fingerprints of pages still in the index that were fetched again
+        and are no longer indexable (gone, a redirect, an error): the index drops them."""
+        with self.transaction(read_only=True) as cur:
+            rows = self._execute(
+                cur,
+                "SELECT d.fp FROM doclens d JOIN pages p ON p.fp = d.fp "
+                f"WHERE p.indexed_at IS NULL AND NOT ({INDEXABLE}) ORDER BY d.fp LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [int(r[0]) for r in rows]
+
     def index_documents(self, fps: Sequence[int]) -> list[tuple[int, float, str, str, str]]:
         """(fp, fetched_at, url, title, text) of the stored pages among ``fps``, any order."""
         with self.transaction(read_only=True) as cur:
@@ -706,12 +773,18 @@ def _page_row(r: Sequence[Any]) -> tuple:
     fp, url, host, depth, status, ctype, fetched_at, fetch_ms, title, text, body, error, state = r[
         :13
     ]
-    wfile, woffset, wlength, digest = r[13:]
+    wfile, woffset, wlength, pdigest, etag, modified, digest, revisit, next_fetch, checked = r[
+        13:
+    ]
     return (
         int(fp), url, host, int(depth), int(status), ctype, float(fetched_at), int(fetch_ms),
         title, text, bytes(body) if body is not None else None, error, state,
         wfile, None if woffset is None else int(woffset),
-        None if wlength is None else int(wlength), digest,
+        None if wlength is None else int(wlength), pdigest,
+        etag, modified, None if digest is None else int(digest),
+        None if revisit is None else float(revisit),
+        None if next_fetch is None else float(next_fetch),
+        None if checked is None else float(checked),
     )  # fmt: skip
 
 

@@ -136,6 +136,29 @@ DEFAULT_RETRY_BACKOFF = 2.0
 DEFAULT_MAX_RETRY_BACKOFF = 60.0
 """The wait before a retry never exceeds this, a server's Retry-After included."""
 
+# -- recrawl: when a stored page is fetched again ------------------------------------
+
+DEFAULT_REVISIT = 86_400.0
+"""Seconds from a page's first fetch to its second (``--revisit``, 1d)."""
+
+DEFAULT_MIN_REVISIT = 60.0
+"""The adaptive interval never goes below this (``--min-revisit``; Nutch's default, 1m)."""
+
+DEFAULT_MAX_REVISIT = 30 * 86_400.0
+"""…nor above this (``--max-revisit``, 30d); a page that went away is retried at it."""
+
+DEFAULT_REVISIT_INC_RATE = 0.4
+"""An unchanged page's interval grows by this share (Nutch AdaptiveFetchSchedule inc_rate)."""
+
+DEFAULT_REVISIT_DEC_RATE = 0.2
+"""A changed page's interval shrinks by this share (Nutch AdaptiveFetchSchedule dec_rate)."""
+
+DEFAULT_REVISIT_POLICIES = ("adaptive", "uniform")
+"""``--revisit-policy``: adapt each page's interval, or keep every page at ``--revisit``."""
+
+DEFAULT_RECRAWL_BATCH = 1000
+"""Due pages the master moves into their host queues per scheduling step."""
+
 # -- crawl slave: fetch, decode, parse, robots.txt ---------------------------------
 
 DEFAULT_USER_AGENT = f"srcrawl/{__version__} (+https://github.com/srcrawl/srcrawl)"
@@ -323,6 +346,9 @@ host's first task while it reads, waiting the host's politeness between requests
 
 MAX_TERM_CHARS = 64
 """Longest term indexed; longer tokens (hashes, base64, junk) are dropped."""
+
+DEFAULT_INDEX_REMOVE_BATCH = 1000
+"""Pages that went away taken out of the index per transaction."""
 
 DEFAULT_INDEX_SLAVES = 2
 """Local slave processes `srcrawl index` starts (0: rely on slaves started elsewhere)."""

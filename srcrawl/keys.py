@@ -162,6 +162,18 @@ class Keys:
         return f"{self.prefix}:crawl:improved"
 
     @property
+    def crawl_due(self) -> str:
+        """Sorted set: fp -> when the stored page is due to be fetched again (epoch ms).
+        The recrawl schedule (see master/frontier.py, docs/ARCHITECTURE.md)."""
+        return f"{self.prefix}:crawl:due"
+
+    @property
+    def crawl_due_tasks(self) -> str:
+        """Hash: fp -> the fetch task of a due page (its URL, queue, validators, digest and
+        current interval), moved into its host queue when its time comes."""
+        return f"{self.prefix}:crawl:due:tasks"
+
+    @property
     def seen_snapshot(self) -> str:
         """The serialised Bloom filter of the seen set."""
         return f"{self.prefix}:crawl:seen:snapshot"
@@ -200,6 +212,7 @@ class Keys:
             self.seen_snapshot, self.seen_journal, self.stats("crawl"),
             self.crawl_host_errors, self.crawl_lagging, self.crawl_depths, self.crawl_improved,
             self.crawl_host_inflight, self.crawl_host_limit, self.crawl_host_next,
+            self.crawl_due, self.crawl_due_tasks,
         ]  # fmt: skip
 
     # -- pagerank (the master writes these; slaves write the next rank pieces) --

@@ -381,3 +381,64 @@ def test_links_of_a_schema_4_store_gain_anchor_text_read_by_target(store: Store)
     assert store.anchor_texts([2], per_page=1) == {2: ["二号 page"]}
     assert sorted(r for batch in store.iter_links() for r in batch) == [
         (1, 2), (3, 2), (3, 5), (4, 1), (4, 2), (4, 4)]  # fmt: skip
+
+
+def test_pages_of_a_schema_5_store_gain_the_recrawl_columns(store: Store) -> None:
+    with store.transaction() as cur:
+        cur.execute("DROP TABLE pages")
+        cur.execute(_SCHEMA_3_PAGES)
+        for statement in store.ADD_FETCH_OUTCOME:
+            cur.execute(statement)
+        cur.execute(
+            store._sql(
+                "INSERT INTO pages (fp, url, host, status, fetched_at, title, text) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)"
+            ),
+            (7, "http://127.0.0.1/old", "127.0.0.1", 200, 1.0, "old", "old text"),
+        )
+        cur.execute(store._sql(store.UPSERT_META), ("schema_version", "5"))
+    store.init_schema()
+    store.init_schema()  # once migrated, nothing more happens
+    assert store.schema_version() == "6"
+    [old] = store.get_pages([7])
+    assert (old.title, old.etag, old.digest, old.next_fetch) == ("old", None, None, None)
+    fresh = page(8, status=200, text="t", etag='"1-a"', last_modified="Mon, 01 Jan 2024 00:00:00 "
+                 "GMT", digest=-(2**63), revisit=3.5, next_fetch=1003.5)  # fmt: skip
+    store.save_fetched([fresh], [])
+    [got] = store.get_pages([8])
+    assert (got.etag, got.last_modified, got.digest, got.revisit, got.next_fetch) == (
+        '"1-a"',
+        "Mon, 01 Jan 2024 00:00:00 GMT",
+        -(2**63),
+        3.5,
+        1003.5,
+    )
+
+
+def test_an_unchanged_page_is_touched_not_marked_for_indexing(store: Store) -> None:
+    store.save_fetched([page(1, status=200, text="a", etag='"0-x"', revisit=2.0)], [])
+    with store.index_tables() as tables:
+        tables.mark_indexed([1], 5.0)
+    store.touch_pages([(1, 2000.0, 7, None, "Tue, 02 Jan 2024 00:00:00 GMT", 2.8, 2002.8)])
+    [got] = store.get_pages([1])
+    assert (got.checked_at, got.fetch_ms, got.etag, got.last_modified, got.revisit,
+            got.next_fetch, got.text) == (2000.0, 7, '"0-x"', "Tue, 02 Jan 2024 00:00:00 GMT",
+                                          2.8, 2002.8, "a")  # fmt: skip
+    assert got.fetched_at == 1001.0  # the stored version's: an index merge stays valid
+    assert store.unindexed_pages(None, 10) == []
+
+
+def test_a_page_that_went_away_leaves_the_index(store: Store) -> None:
+    from srcrawl.indexer.merge import remove_pages
+    from srcrawl.indexer.postings import DocPostings, PostingsBatch, term_fingerprint
+
+    store.save_fetched([page(1, status=200, text="w"), page(2, status=200, text="w")], [])
+    batch = [DocPostings(fp, 1000.0 + fp, 2, ["word"], [2]) for fp in (1, 2)]
+    merge_index(store, PostingsBatch.of(batch), 6.0)
+    word = term_fingerprint("word")
+    assert store.lookup_terms([word]) == {word: 2} and store.unindexable_indexed(10) == []
+    store.save_fetched([page(1, status=410, text="gone")], [])
+    assert store.unindexed_pages(None, 10) == [] and store.unindexable_indexed(10) == [1]
+    assert remove_pages(store, [1], 7.0) == 1
+    assert store.lookup_terms([word]) == {word: 1} and store.index_stats() == (1, 2)
+    assert store.unindexable_indexed(10) == [] and store.count("doclens") == 1

@@ -34,11 +34,16 @@ class Response:
     behavior: str = "normal"
     declared_length: int | None = None
     """Content-Length to announce when it differs from ``len(body)`` (truncated page)."""
+    etag: str | None = None
+    last_modified: str | None = None
+    """Validators, sent only by a web with a change schedule (see testweb/changes.py)."""
 
 
-def render(web: Web, page: Page) -> Response:
-    """The response for ``page``."""
-    rng = random.Random(f"{web.seed}:{target_of(page.url)}")
+def render(web: Web, page: Page, version: int = 0) -> Response:
+    """The response for ``page``; ``version`` > 0 draws its words anew (links and planted
+    terms stay): a later version of a page of a changing web."""
+    salt = f":v{version}" if version else ""
+    rng = random.Random(f"{web.seed}:{target_of(page.url)}{salt}")
     template = page.template
     if template == "redirect":
         body = b"<html><body><h1>Moved</h1></body></html>"
@@ -71,11 +76,11 @@ def robots_body(host: Host) -> bytes:
     return (host.robots_text or "").encode()
 
 
-def not_found() -> Response:
-    """The answer for a path the model does not hold."""
-    return Response(
-        404, "text/html; charset=utf-8", b"<html><body><h1>404 Not Found</h1></body></html>"
-    )
+def not_found(status: int = 404) -> Response:
+    """The answer for a path the model does not hold (410: one it held once)."""
+    reason = "Gone" if status == 410 else "Not Found"
+    body = f"<html><body><h1>{status} {reason}</h1></body></html>".encode()
+    return Response(status, "text/html; charset=utf-8", body)
 
 
 def server_error() -> Response:

@@ -46,6 +46,7 @@ from srcrawl.defaults import (
     DEFAULT_TESTWEB_SLOW_SECONDS,
 )
 from srcrawl.testweb import known, specials, words
+from srcrawl.testweb.changes import ChangeSchedule
 from srcrawl.testweb.model import Host, Link, Page, TestWebError, Web
 from srcrawl.testweb.sitemaps import add_sitemaps
 
@@ -179,6 +180,7 @@ def generate(
     address: str = "127.0.0.1",
     known_items: bool = False,
     sitemaps: bool = False,
+    changes: ChangeSchedule | None = None,
 ) -> Web:
     """The web of ``hosts`` × ``pages`` regular pages for ``seed`` (same inputs, same web).
 
@@ -187,6 +189,8 @@ def generate(
     address of every host, one port each (``::1``: a web on IPv6). ``known_items``: see
     :mod:`srcrawl.testweb.known`. ``sitemaps``: hosts serve sitemaps (see
     :mod:`srcrawl.testweb.sitemaps`); without it a sitemap request gets a 404.
+    ``changes``: how its pages change over time (see :mod:`srcrawl.testweb.changes`;
+    None: never).
     """
     if host_name is not None and addresses:
         raise TestWebError("a host name needs one port per host, not one address per host")
@@ -218,7 +222,7 @@ def generate(
         host_list, files, found = add_sitemaps(host_list, out, terms)
     return Web(hosts=host_list, pages=out, special=names, slow_seconds=slow_seconds,
                large_bytes=large_bytes, seed=seed, queries=queries, files=files,
-               sitemap_pages=found)  # fmt: skip
+               sitemap_pages=found, changes=changes)  # fmt: skip
 
 
 def _check_sizes(

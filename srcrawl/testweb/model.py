@@ -20,6 +20,7 @@ from protego import Protego
 
 from srcrawl.errors import SrcrawlError
 from srcrawl.testweb import traps
+from srcrawl.testweb.changes import ChangeSchedule
 from srcrawl.testweb.urls import canonical, origin_of
 
 LINK_KINDS = ("a", "area", "frame", "iframe", "next", "redirect")
@@ -198,6 +199,8 @@ class Web:
     """URL → (content type, body) served as they are: the sitemaps (``generate(sitemaps=True)``)."""
     sitemap_pages: dict[str, dict[str, float | None]] = field(default_factory=dict)
     """Origin → the pages a correct reader finds in its sitemaps (URL → ``<lastmod>``)."""
+    changes: ChangeSchedule | None = None
+    """How pages change over time (see :mod:`srcrawl.testweb.changes`); None: never."""
     _by_origin: dict[str, Host] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -23,12 +23,12 @@ import logging
 import socket
 import time
 from collections import OrderedDict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from http import HTTPStatus
 from pathlib import Path
 
 from srcrawl.defaults import DEFAULT_TESTWEB_LOG_FLUSH
-from srcrawl.testweb import content
+from srcrawl.testweb import changes, content
 from srcrawl.testweb.accesslog import AccessLog
 from srcrawl.testweb.content import Response
 from srcrawl.testweb.model import Host, TestWebError, Web
@@ -96,6 +96,8 @@ class Request:
     error: int | None = None
     http10: bool = False
     user_agent: str | None = None
+    if_none_match: str | None = None
+    if_modified_since: str | None = None
 
 
 class Site:
@@ -127,9 +129,11 @@ class Site:
             return None if url is None else canonical(host.origin + target_of(url))
         return None
 
-    def respond(self, host: Host, url: str) -> Response:
+    def respond(self, host: Host, url: str, request: Request | None = None) -> Response:
         if url.endswith("/robots.txt") and target_of(url) == "/robots.txt":
             return self._robots(host)
+        if self.web.changes is not None:
+            return self._changing(url, request)
         rendered = self._rendered.get(url)
         if rendered is not None:
             return rendered
@@ -146,6 +150,33 @@ class Site:
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
         return response
+
+    def _changing(self, url: str, request: Request | None) -> Response:
+        """A page of a web with a change schedule: its live version, with validators,
+        304 to a conditional GET whose copy is live, 404 or 410 once it is gone."""
+        schedule = self.web.changes
+        assert schedule is not None
+        version = changes.live_version(self.web, url, time.time())
+        if version is None:
+            return content.not_found(schedule.gone_status(url))
+        page = self.web.page(url)
+        if page is None:
+            return content.not_found()
+        tag = changes.etag(url, version)
+        modified = changes.http_date(schedule.modified_at(url, version))
+        if request is not None and changes.not_modified(
+            schedule, url, version, request.if_none_match, request.if_modified_since
+        ):
+            return Response(304, None, b"", etag=tag, last_modified=modified)
+        key = f"{url}#v{version}"
+        cached = self._cache.get(key)
+        if cached is None:
+            cached = replace(content.render(self.web, page, version), etag=tag,
+                             last_modified=modified)  # fmt: skip
+            self._cache[key] = cached
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return cached
 
     def _robots(self, host: Host) -> Response:
         self.robots_requests[host.index] += 1
@@ -252,6 +283,7 @@ class HttpConnection(asyncio.Protocol):
         connection = ""
         length = 0
         agent = None
+        conditional: dict[str, str] = {}
         for line in lines[1:]:
             name, sep, value = line.partition(":")
             if not sep:
@@ -261,6 +293,8 @@ class HttpConnection(asyncio.Protocol):
                 connection = value.strip().lower()
             elif name == "user-agent":
                 agent = value.strip()
+            elif name in ("if-none-match", "if-modified-since"):
+                conditional[name.replace("-", "_")] = value.strip()
             elif name == "content-length":
                 try:
                     length = int(value.strip())
@@ -274,7 +308,7 @@ class HttpConnection(asyncio.Protocol):
         error = None if method in ("GET", "HEAD") else 405
         return Request(
             method, target, keep_alive, start, start_mono, error=error,
-            http10=version == "HTTP/1.0", user_agent=agent,
+            http10=version == "HTTP/1.0", user_agent=agent, **conditional,
         )  # fmt: skip
 
     def _refuse(self, status: int) -> None:
@@ -410,7 +444,7 @@ class TestWebServer:
             if url is None:
                 response = Response(400, "text/plain; charset=utf-8", b"bad request target\n")
             else:
-                response = self.site.respond(conn.host, url)
+                response = self.site.respond(conn.host, url, request)
         keep = request.keep_alive and request.error is None and response.behavior == "normal"
         sent, aborted = 0, False
         if self.latency:
@@ -448,6 +482,8 @@ class TestWebServer:
             lines.append(f"Content-Type: {response.content_type}\r\n")
         if response.location:
             lines.append(f"Location: {response.location}\r\n")
+        if response.etag:
+            lines.append(f"ETag: {response.etag}\r\nLast-Modified: {response.last_modified}\r\n")
         if status == 405:
             lines.append("Allow: GET, HEAD\r\n")
         declared = response.declared_length if response.declared_length is not None else length

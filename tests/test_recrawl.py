@@ -1,0 +1,225 @@
+"""Keeping the store fresh: a master with --keep-running fetches stored pages again.
+
+A test web whose pages change on a seeded schedule (srcrawl/testweb/changes.py)
+is crawled by a real master and slave; what the store holds is compared with
+the version the schedule says is live, what the server answered is read from
+its access log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from srcrawl.config import Config
+from srcrawl.indexer.search import Searcher
+from srcrawl.keys import Keys, processing_pattern
+from srcrawl.queues.crawl_protocol import FetchTask
+from srcrawl.queues.envelope import decode
+from srcrawl.testweb import TestWeb
+from srcrawl.testweb.changes import CHANGING, GONE, STATIC, ChangeSchedule, live_version
+from srcrawl.testweb.changes import version_of_etag as etag_version
+
+from .conftest import cli_env, run_cli
+from .test_lifecycle import CLI
+
+POLITE = ["--delay", "0.05", "--delay-factor", "0", "--max-delay", "1", "--fetch-timeout", "2",
+          "--robots-defer", "0.3", "--depth", "5"]  # fmt: skip
+REVISIT = ["--revisit", "1s", "--min-revisit", "1s", "--max-revisit", "2s"]
+MARGIN = 2.0
+"""Seconds beyond the longest interval within which a new version must be stored."""
+
+
+def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    out = open(log, "a")  # noqa: SIM115 - the child holds it
+    return subprocess.Popen([*CLI, *args], env=env, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)  # fmt: skip
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        proc.wait(timeout=30)
+
+
+def regular(tw: TestWeb) -> dict[str, str]:
+    """URL → kind (static, changing, gone) of the pages the schedule may change."""
+    sched = tw.web.changes
+    assert sched is not None
+    host = tw.base_url(1)
+    return {u: sched.kind(u)[0] for u, p in tw.web.pages.items()
+            if p.template == "regular" and u.startswith(host + "/")}  # fmt: skip
+
+
+def stored(cfg: Config) -> dict[str, object]:
+    return {p.url: p for p in cfg.store().iter_pages()}
+
+
+def stored_version(page) -> int | None:  # type: ignore[no-untyped-def]
+    return None if page.status in (404, 410) else etag_version(page.etag)
+
+
+def wait_until(check, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def assert_fresh(tw: TestWeb, pages: dict, now: float, interval: float) -> None:
+    """Every page the schedule changes is stored in a version at least as new as the one
+    live ``interval`` + MARGIN seconds ago (a page gone by then: stored as 404/410)."""
+    then = now - interval - MARGIN
+    for url in regular(tw):
+        if url not in pages:
+            continue
+        live, have = live_version(tw.web, url, then), stored_version(pages[url])
+        if have is None:  # stored as gone: it must be gone
+            assert live_version(tw.web, url, now) is None, (url, pages[url].status)
+        else:
+            assert live is not None and have >= live, (url, have, live)
+
+
+@pytest.fixture
+def changing(tmp_path: Path):
+    sched = ChangeSchedule(start=time.time(), seed=4, changing=0.4, gone=0.25, periods=(3.0,),
+                           gone_after=14.0)  # fmt: skip
+    # host 1 is crawled (host 0 has the special pages: slow ones, traps), its
+    # Crawl-delay short
+    with TestWeb.generate(hosts=2, pages=12, seed=9, changes=sched, flush_interval=0.2,
+                          crawl_delay=0.05, access_log=tmp_path / "access.log") as tw:  # fmt: skip
+        kinds = Counter(regular(tw).values())
+        assert kinds[STATIC] and kinds[CHANGING] and kinds[GONE], kinds
+        yield tw
+
+
+@pytest.mark.slow
+def test_a_running_crawl_keeps_the_store_fresh_with_304s_and_drops_gone_pages(
+    changing, redis_url, keys, tmp_path
+) -> None:
+    tw = changing
+    env = cli_env(redis_url, keys.job, tmp_path)
+    log = tmp_path / "crawl.log"
+    master = start(["master", "start", tw.seed_urls[1], *POLITE, *REVISIT, "--keep-running"],
+                   env, log)  # fmt: skip
+    slave = start(["slave", "start", "--threads", "4"], env, log)
+    cfg = Config.load(env=env)
+    urls = regular(tw)
+    try:
+        wait_until(lambda: set(urls) <= set(stored(cfg)), 30, "the first crawl did not end")
+        r = run_cli(["index", "--slaves", "1", "--json"], env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        searcher = Searcher(cfg.store())
+        found = {u for u, k in urls.items() if k == GONE and _finds(searcher, tw, u)}
+        assert found, "no page that goes away was indexed before it went"
+        first = _indexed(cfg)
+        sched = tw.web.changes
+        assert sched is not None
+        gone_by = sched.start + sched.gone_after + 2.0 + MARGIN
+        time.sleep(max(0.0, gone_by - time.time()))
+        pages = stored(cfg)
+        assert_fresh(tw, pages, time.time(), 2.0)
+    finally:
+        stop(slave)
+        stop(master)
+    assert master.returncode == 0, log.read_text()[-3000:]
+    # an unchanged page is answered 304 and neither stored nor indexed again
+    entries = tw.log_entries()
+    static = [u for u, k in urls.items() if k == STATIC]
+    for url in static:
+        statuses = Counter(e["status"] for e in entries if e["url"] == url)
+        assert statuses[304] >= 2 and statuses[200] == 1, (url, statuses)
+        assert pages[url].fetched_at < pages[url].checked_at
+    after = _indexed(cfg)
+    assert all(after[u] == first[u] is not None for u in static if u in first)
+    assert sum(e["bytes"] for e in entries if e["status"] == 304) == 0
+    # a page that went away leaves the search results at the next index pass
+    r = run_cli(["index", "--slaves", "1", "--json"], env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["removed"] >= len(found)
+    searcher = Searcher(cfg.store())
+    assert not [u for u in found if _finds(searcher, tw, u)]
+    changed = [u for u, k in urls.items() if k == CHANGING]
+    assert all(_finds(searcher, tw, u) for u in changed)  # new versions keep their terms
+    cfg.close()
+
+
+def _indexed(cfg: Config) -> dict[str, float | None]:
+    """URL → indexed_at of every stored page."""
+    return dict(cfg.store()._query("SELECT url, indexed_at FROM pages"))
+
+
+def _finds(searcher: Searcher, tw: TestWeb, url: str) -> bool:
+    term = tw.web.pages[url].terms[0]
+    return url in [h.url for h in searcher.search(term, top=5).hits]
+
+
+def scheduled(cfg: Config) -> Counter:
+    """fp → how many times the crawl holds a task or outcome of it, read atomically:
+    the recrawl schedule, host queues, tasks in flight, srq and nrq with their
+    processing lists."""
+    client, k = cfg.redis(), cfg.keys
+    lists = [key.decode() for key in client.scan_iter(match=f"{k.crawl_queue_prefix}*")]
+    for queue in (k.srq("crawl"), k.nrq("crawl")):
+        held = client.scan_iter(match=processing_pattern(queue))
+        lists += [queue, *(key.decode() for key in held)]
+    with client.pipeline(transaction=True) as pipe:
+        pipe.zrange(k.crawl_due, 0, -1)
+        pipe.hvals(k.crawl_inflight)
+        for key in lists:
+            pipe.lrange(key, 0, -1)
+        due, inflight, *queued = pipe.execute()
+    held: Counter = Counter(int(fp) for fp in due)
+    for raw in [*inflight, *(m for q in queued for m in q)]:
+        msg = decode(raw)
+        if msg.kind != "seed":
+            held[FetchTask.from_message(msg).fp] += 1
+    return held
+
+
+@pytest.mark.slow
+def test_master_and_slave_kills_during_recrawl_keep_each_page_once_and_latest(
+    changing, redis_url, keys: Keys, tmp_path
+) -> None:
+    tw = changing
+    env = cli_env(redis_url, keys.job, tmp_path)
+    log = tmp_path / "crawl.log"
+    args = ["master", "start", tw.seed_urls[1], *POLITE, *REVISIT, "--keep-running"]
+    master = start(args, env, log)
+    # a killed slave's tasks come back when its heartbeat lapses and the master reaps it
+    short = ["slave", "start", "--threads", "4", "--heartbeat-ttl", "1"]
+    slave = start(short, env, log)
+    cfg = Config.load(env=env)
+    try:
+        wait_until(lambda: set(regular(tw)) <= set(stored(cfg)), 30, "the crawl did not end")
+        for victim in ("slave", "master", "slave", "master"):
+            time.sleep(1.5)  # recrawls in flight
+            if victim == "slave":
+                stop(slave, signal.SIGKILL)
+                slave = start(short, env, log)
+            else:
+                stop(master, signal.SIGKILL)
+                master = start(["master", "start", "--keep-running"], env, log)
+        time.sleep(2.0 + MARGIN + 4.0)
+        pages = stored(cfg)
+        assert_fresh(tw, pages, time.time(), 2.0 + 4.0)  # + TTL and reaping
+        held = scheduled(cfg)
+    finally:
+        stop(slave)
+        stop(master)
+    fps = {p.fp for p in pages.values()}
+    assert len(fps) == len(pages) == cfg.store().count("pages")
+    # every stored page is on the schedule, queued or in flight exactly once
+    doubled = {fp: n for fp, n in held.items() if n > 1}
+    assert not doubled, doubled
+    assert set(held) == fps
+    cfg.close()
