@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from srcrawl.config import Config
@@ -162,6 +162,10 @@ def _runs(cfg: Config, setup: FreshnessSetup, tmp: Path, start: float) -> list[F
         web = TestWeb.generate(hosts=setup.hosts, pages=setup.pages, seed=setup.seed,
                                changes=schedule, crawl_delay=setup.delay, robots_failures=0,
                                access_log=tmp / f"{policy}.access.log")  # fmt: skip
+        # each copy has ports of its own: draw each page's changes from its host's index
+        # and path, so both crawls face the same pages changing at the same times
+        origins = tuple(h.origin for h in web.web.hosts)
+        web.web.changes = replace(schedule, origins=origins)
         env = cfg.with_job(f"{cfg.job}-fresh-{policy}").child_env()
         env.pop("SRCRAWL_DB_URL_FILE", None)
         env["SRCRAWL_DB_URL"] = f"sqlite:///{tmp}/{policy}.db"  # a store of its own
