@@ -605,10 +605,13 @@ def bench_startup(
 @click.option("--duration", default="4m", show_default=True, type=DURATION,
               help="How long freshness is sampled once the first crawls are over.")  # fmt: skip
 @click.option("--seed", default=1, show_default=True, help="Seed of the web and its changes.")
+@click.option("--policy", type=click.Choice(("adaptive", "nutch")), default="adaptive",
+              show_default=True, help="The revisit policy measured against uniform.")  # fmt: skip
 @click.pass_context
 def bench_freshness(
-    ctx: click.Context, hosts: int, pages: int, budget: float, duration: float, seed: int
-) -> None:
+    ctx: click.Context, hosts: int, pages: int, budget: float, duration: float, seed: int,
+    policy: str,
+) -> None:  # fmt: skip
     """Freshness of the store and bytes sent: adaptive revisit against uniform, same budget."""
     from srcrawl.benchmarks.freshness import render, run_freshness_benchmark
 
@@ -618,7 +621,7 @@ def bench_freshness(
     try:
         setup, runs = run_freshness_benchmark(
             cfg, hosts=hosts, pages=pages, budget=budget, duration=duration, seed=seed,
-            say=line.update,
+            say=line.update, policy=policy,
         )  # fmt: skip
     finally:
         line.done()

@@ -2,9 +2,10 @@
 
 Two crawls run side by side, each an always-on master (``--keep-running``) and
 one slave, each against its own copy of the same changing test web (one
-seeded change schedule, see srcrawl/testweb/changes.py): one with the
-adaptive revisit schedule, one with a uniform revisit at the interval that
-spends the same budget. The budget (fetches per second) is enforced by
+seeded change schedule, see srcrawl/testweb/changes.py, drawn per host index
+and path so both copies change the same pages at the same times): one with
+the adaptive revisit schedule (or ``nutch``), one with a uniform revisit at
+the interval that spends the same budget. The budget (fetches per second) is enforced by
 politeness: every crawled host gets one request in flight and waits
 ``hosts / budget`` seconds between two, so neither crawl can fetch more.
 
@@ -25,7 +26,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from srcrawl.config import Config
@@ -35,6 +36,7 @@ from srcrawl.testweb.changes import ChangeSchedule, live_version, version_of_eta
 Progress = Callable[[str], None]
 
 POLICIES = ("adaptive", "uniform")
+"""The policy measured and its baseline, by default (``--policy nutch`` measures Nutch's)."""
 SAMPLE_EVERY = 0.5
 WARMUP_FACTOR = 4.0
 """The first crawls may take this × the uniform interval before sampling starts anyway."""
@@ -107,7 +109,7 @@ def _options(setup: FreshnessSetup, policy: str) -> list[str]:
               "--fetch-timeout", "5", "--revisit", f"{interval:g}s"]  # fmt: skip
     if policy == "uniform":
         return [*common, "--revisit-policy", "uniform"]
-    return [*common, "--revisit-policy", "adaptive", "--min-revisit", "1s",
+    return [*common, "--revisit-policy", policy, "--min-revisit", "1s",
             "--max-revisit", f"{interval * 6:g}s"]  # fmt: skip
 
 
@@ -153,15 +155,21 @@ def _count_bytes(run: FreshnessRun, since: float, until: float) -> None:
             run.saved_bytes += last_body.get(url, 0)
 
 
-def _runs(cfg: Config, setup: FreshnessSetup, tmp: Path, start: float) -> list[FreshnessRun]:
+def _runs(
+    cfg: Config, setup: FreshnessSetup, tmp: Path, start: float, policies: tuple[str, str]
+) -> list[FreshnessRun]:
     gone_after = setup.interval * WARMUP_FACTOR + setup.duration
     schedule = ChangeSchedule(start=start, seed=setup.seed, changing=0.5, gone=0.05,
                               periods=(4.0, 8.0, 16.0), gone_after=gone_after)  # fmt: skip
     runs = []
-    for policy in POLICIES:
+    for policy in policies:
         web = TestWeb.generate(hosts=setup.hosts, pages=setup.pages, seed=setup.seed,
                                changes=schedule, crawl_delay=setup.delay, robots_failures=0,
                                access_log=tmp / f"{policy}.access.log")  # fmt: skip
+        # each copy has ports of its own: draw each page's changes from its host's index
+        # and path, so both crawls face the same pages changing at the same times
+        origins = tuple(h.origin for h in web.web.hosts)
+        web.web.changes = replace(schedule, origins=origins)
         env = cfg.with_job(f"{cfg.job}-fresh-{policy}").child_env()
         env.pop("SRCRAWL_DB_URL_FILE", None)
         env["SRCRAWL_DB_URL"] = f"sqlite:///{tmp}/{policy}.db"  # a store of its own
@@ -171,13 +179,13 @@ def _runs(cfg: Config, setup: FreshnessSetup, tmp: Path, start: float) -> list[F
 
 def run_freshness_benchmark(
     cfg: Config, *, hosts: int, pages: int, budget: float, duration: float, seed: int,
-    say: Progress,
+    say: Progress, policy: str = POLICIES[0],
 ) -> tuple[FreshnessSetup, list[FreshnessRun]]:  # fmt: skip
     """Both crawls side by side (see the module doc); their runs, measured."""
     setup = FreshnessSetup(hosts, pages, budget, duration, seed)
     with tempfile.TemporaryDirectory(prefix="srcrawl-fresh-") as tmp_dir:
         tmp = Path(tmp_dir)
-        runs = _runs(cfg, setup, tmp, time.time())
+        runs = _runs(cfg, setup, tmp, time.time(), (policy, POLICIES[1]))
         try:
             for run in runs:
                 run.web.start()
@@ -252,6 +260,6 @@ def render(setup: FreshnessSetup, runs: list[FreshnessRun]) -> str:
     adaptive, uniform = runs
     ratio = adaptive.freshness / uniform.freshness if uniform.freshness else float("inf")
     fewer = 1 - adaptive.body_bytes / uniform.body_bytes if uniform.body_bytes else 0.0
-    lines.append(f"adaptive/uniform freshness: {ratio:.2f}×; adaptive body bytes "
-                 f"{fewer:.0%} fewer than uniform's")  # fmt: skip
+    lines.append(f"{adaptive.policy}/uniform freshness: {ratio:.2f}×; {adaptive.policy} body "
+                 f"bytes {fewer:.0%} fewer than uniform's")  # fmt: skip
     return "\n".join(lines)

@@ -79,9 +79,11 @@ def _revisit_options() -> list[Callable]:
                      help="Longest interval of a page that never changes (or went away)."),
         click.option("--revisit-policy", type=click.Choice(DEFAULT_REVISIT_POLICIES),
                      default="adaptive", show_default=True,
-                     help="adaptive: a page that changed comes back sooner, one that did not "
-                          "later (Nutch's AdaptiveFetchSchedule); uniform: every page at "
-                          "--revisit."),
+                     help="adaptive: each page at the interval its estimated change rate "
+                          "earns (Cho & Garcia-Molina): never-changing pages at "
+                          "--max-revisit, pages changing too fast to keep fresh given up; "
+                          "nutch: 20% sooner after a change, 40% later without (Nutch's "
+                          "AdaptiveFetchSchedule); uniform: every page at --revisit."),
     ]  # fmt: skip
 
 

@@ -29,6 +29,7 @@ import redis
 
 from srcrawl.errors import EnvelopeError
 from srcrawl.keys import Keys, processing_key
+from srcrawl.queues.change_rate import ChangeHistory
 from srcrawl.queues.envelope import Message, decode, encode
 from srcrawl.urls import MAX_URL_LENGTH, InvalidURL, canonicalize, fingerprint
 
@@ -153,6 +154,8 @@ class FetchTask:
     """The stored page's validators, sent as If-None-Match / If-Modified-Since."""
     digest: int | None = None
     """The stored page's digest (title and text): a response with the same one is unchanged."""
+    history: ChangeHistory | None = None
+    """The page's visit record for the adaptive revisit policy (queues/change_rate.py)."""
 
     @property
     def recrawl(self) -> bool:
@@ -168,6 +171,8 @@ class FetchTask:
         if self.revisit:
             out.update(revisit=self.revisit, etag=self.etag, modified=self.modified,
                        digest=self.digest)  # fmt: skip
+            if self.history is not None:
+                out["history"] = self.history.to_list()
         return out
 
     def encode(self) -> bytes:
@@ -187,7 +192,8 @@ class FetchTask:
             raise EnvelopeError(f"{msg.kind} message's digest is no 64-bit integer")
         return cls(url, fp, _int(msg, "depth"), queue, _int(msg, "tries", 0),
                    _int(msg, "failed", 0), bool(again), _number(msg, "revisit", 0),
-                   _validator(msg, "etag"), _validator(msg, "modified"), digest)  # fmt: skip
+                   _validator(msg, "etag"), _validator(msg, "modified"), digest,
+                   _history(msg))  # fmt: skip
 
     @classmethod
     def decode(cls, raw: bytes | str) -> FetchTask:
@@ -195,6 +201,16 @@ class FetchTask:
         if msg.kind != FETCH:
             raise EnvelopeError(f"expected a fetch task, got a {msg.kind!r} message")
         return cls.from_message(msg)
+
+
+def _history(msg: Message) -> ChangeHistory | None:
+    raw = msg.get("history")
+    if raw is None:
+        return None
+    history = ChangeHistory.from_list(raw)
+    if history is None:
+        raise EnvelopeError(f"{msg.kind} message's history is not four numbers")
+    return history
 
 
 def fetch_task(url: str, fp: int, depth: int, queue: str, tries: int = 0, *,
@@ -243,6 +259,8 @@ class Fetched:
     def encode(self) -> bytes:
         nxt = self.next
         again = None if nxt is None else [nxt.revisit, nxt.etag, nxt.modified, nxt.digest]
+        if nxt is not None and nxt.history is not None:
+            again.append(nxt.history.to_list())
         return encode(FETCHED, {**self.task.fields(), "status": self.status,
                                 "fetch_ms": self.fetch_ms, "crawl_delay": self.crawl_delay,
                                 "links": self.links, "error": self.error,
@@ -266,17 +284,19 @@ def _next_fetch(msg: Message, task: FetchTask) -> FetchTask | None:
     raw = msg.get("next")
     if raw is None:
         return None
-    if type(raw) is not list or len(raw) != 4:
+    if type(raw) is not list or len(raw) not in (4, 5):
         raise EnvelopeError(f"{msg.kind} message's next fetch is malformed")
-    revisit, etag, modified, digest = raw
+    revisit, etag, modified, digest, *history = raw
     fields = Message(msg.kind, {**task.fields(), "revisit": revisit, "etag": etag,
-                                "modified": modified, "digest": digest})  # fmt: skip
+                                "modified": modified, "digest": digest,
+                                "history": history[0] if history else None})  # fmt: skip
     nxt = FetchTask.from_message(fields)
     if nxt.revisit <= 0:
         raise EnvelopeError(f"{msg.kind} message's next fetch has no interval")
     # a recrawl starts afresh: no deferrals or failures carried over
     return FetchTask(nxt.url, nxt.fp, nxt.depth, nxt.queue, revisit=nxt.revisit,
-                     etag=nxt.etag, modified=nxt.modified, digest=nxt.digest)  # fmt: skip
+                     etag=nxt.etag, modified=nxt.modified, digest=nxt.digest,
+                     history=nxt.history)  # fmt: skip
 
 
 SitemapEntry = tuple[str, int, float | None]

@@ -34,6 +34,7 @@ from srcrawl.defaults import (
     DEFAULT_RETRY_BACKOFF,
     DEFAULT_REVISIT,
     DEFAULT_REVISIT_DEC_RATE,
+    DEFAULT_REVISIT_FETCH_VALUE,
     DEFAULT_REVISIT_INC_RATE,
     DEFAULT_REVISIT_POLICIES,
     DEFAULT_ROBOTS_DEFER,
@@ -42,6 +43,7 @@ from srcrawl.defaults import (
 )
 from srcrawl.errors import ConfigError
 from srcrawl.keys import Keys
+from srcrawl.queues.change_rate import MAX_GROWTH, ChangeHistory, optimal_interval
 from srcrawl.useragent import check_user_agent
 
 QUEUE_POLICIES = ("host", "hash")
@@ -107,7 +109,8 @@ class CrawlStrategy:
     max_revisit: float = DEFAULT_MAX_REVISIT
     """Bounds of a page's adaptive interval (``--min-revisit``, ``--max-revisit``)."""
     revisit_policy: str = "adaptive"
-    """``adaptive`` (Nutch's AdaptiveFetchSchedule) or ``uniform`` (every page at --revisit)."""
+    """``adaptive`` (each page's estimated change rate, see queues/change_rate.py), ``nutch``
+    (Nutch's AdaptiveFetchSchedule) or ``uniform`` (every page at --revisit)."""
     version: int = 0
 
     def __post_init__(self) -> None:
@@ -161,9 +164,9 @@ class CrawlStrategy:
             raise ConfigError("--revisit must be positive")
 
     def next_revisit(self, interval: float, changed: bool | None) -> float:
-        """Seconds until a page is fetched again, after a fetch with its current
-        ``interval`` (0: its first fetch) found it ``changed`` (True), the same (False)
-        or gone (None: retried at the longest interval).
+        """Seconds until a page is fetched again under the ``nutch`` or ``uniform`` policy,
+        after a fetch with its current ``interval`` (0: its first fetch) found it
+        ``changed`` (True), the same (False) or gone (None: retried at the longest interval).
 
         Nutch's AdaptiveFetchSchedule: a changed page comes back sooner (× (1 -
         dec_rate)), an unchanged one later (× (1 + inc_rate)), within
@@ -181,6 +184,25 @@ class CrawlStrategy:
         else:
             wait = interval * (1 + DEFAULT_REVISIT_INC_RATE)
         return self.clamp_revisit(wait)
+
+    def plan_revisit(
+        self, interval: float, changed: bool | None, history: ChangeHistory | None, now: float
+    ) -> tuple[float, ChangeHistory | None]:
+        """The next interval and change record of a page fetched at ``now`` (see
+        :meth:`next_revisit` for the arguments); ``history`` is None before its first
+        recrawl. Only the ``adaptive`` policy keeps a record (queues/change_rate.py): a page
+        first waits --revisit, then the interval its estimated change rate earns when a
+        fetch is worth DEFAULT_REVISIT_FETCH_VALUE × --revisit seconds of freshness,
+        growing at most MAX_GROWTH × per visit."""
+        if self.revisit_policy != "adaptive":
+            return self.next_revisit(interval, changed), None
+        if changed is None:
+            return self.clamp_revisit(self.max_revisit), None  # gone: its record goes too
+        if interval <= 0 or history is None:
+            return self.revisit, ChangeHistory(at=now)
+        seen = history.observe(changed, now)
+        wait = optimal_interval(seen.rate(), DEFAULT_REVISIT_FETCH_VALUE * self.revisit)
+        return self.clamp_revisit(min(wait, interval * MAX_GROWTH)), seen
 
     def clamp_revisit(self, seconds: float) -> float:
         """``seconds`` within [--min-revisit, --max-revisit], widened to hold --revisit

@@ -449,9 +449,11 @@ class CrawlHandler:
     ) -> FetchTask:
         """The page's next fetch: its validators, digest and interval (the strategy's)."""
         etag, modified = validators(result, task)
-        interval = self.strategy.next_revisit(task.revisit, changed)
+        interval, history = self.strategy.plan_revisit(task.revisit, changed, task.history,
+                                                       time.time())  # fmt: skip
         return FetchTask(task.url, task.fp, task.depth, task.queue, revisit=interval,
-                         etag=etag, modified=modified, digest=digest)  # fmt: skip
+                         etag=etag, modified=modified, digest=digest,
+                         history=history)  # fmt: skip
 
     def _unchanged(
         self, task: FetchTask, rules: RobotsRules, result: FetchResult, digest: int | None

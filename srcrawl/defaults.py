@@ -153,8 +153,14 @@ DEFAULT_REVISIT_INC_RATE = 0.4
 DEFAULT_REVISIT_DEC_RATE = 0.2
 """A changed page's interval shrinks by this share (Nutch AdaptiveFetchSchedule dec_rate)."""
 
-DEFAULT_REVISIT_POLICIES = ("adaptive", "uniform")
-"""``--revisit-policy``: adapt each page's interval, or keep every page at ``--revisit``."""
+DEFAULT_REVISIT_POLICIES = ("adaptive", "nutch", "uniform")
+"""``--revisit-policy``: each page's interval from its estimated change rate, Nutch's
+AdaptiveFetchSchedule steps, or every page at ``--revisit``."""
+
+DEFAULT_REVISIT_FETCH_VALUE = 0.1
+"""The adaptive policy's worth of one fetch, in seconds of one page's freshness, as a share of
+``--revisit``: a page changing faster than 1 / (this × --revisit) is given up
+(queues/change_rate.py explains the choice)."""
 
 DEFAULT_RECRAWL_BATCH = 1000
 """Due pages the master moves into their host queues per scheduling step."""

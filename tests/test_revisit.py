@@ -12,8 +12,8 @@ from srcrawl.slave.revisit import conditional_headers, page_digest
 URL = "http://127.0.0.1:1/p/1.html"
 
 
-def test_the_adaptive_interval_shrinks_on_change_and_grows_without_within_bounds() -> None:
-    s = CrawlStrategy(revisit=100.0, min_revisit=50.0, max_revisit=150.0)
+def test_the_nutch_interval_shrinks_on_change_and_grows_without_within_bounds() -> None:
+    s = CrawlStrategy(revisit=100.0, min_revisit=50.0, max_revisit=150.0, revisit_policy="nutch")
     assert s.next_revisit(0, True) == s.next_revisit(0, False) == 100.0  # the first interval
     assert s.next_revisit(100.0, True) == pytest.approx(80.0)  # Nutch dec_rate 0.2
     assert s.next_revisit(100.0, False) == pytest.approx(140.0)  # inc_rate 0.4
@@ -22,7 +22,7 @@ def test_the_adaptive_interval_shrinks_on_change_and_grows_without_within_bounds
     uniform = CrawlStrategy(revisit=100.0, revisit_policy="uniform")
     assert {uniform.next_revisit(i, c) for i in (0, 80) for c in (True, False, None)} == {100.0}
     # --revisit 2s alone: the default bounds widen to hold it
-    short = CrawlStrategy(revisit=2.0)
+    short = CrawlStrategy(revisit=2.0, revisit_policy="nutch")
     assert short.next_revisit(2.0, True) == 2.0 and short.next_revisit(2.0, False) == 2.8
     with pytest.raises(ConfigError, match="revisit-policy"):
         CrawlStrategy(revisit_policy="sometimes")

@@ -88,3 +88,16 @@ def test_a_web_without_a_schedule_sends_no_validators_and_never_changes() -> Non
         status, headers, _ = get(url, **{"If-None-Match": "*"})
         assert status == 200 and "ETag" not in headers and "Last-Modified" not in headers
         assert live_version(tw.web, url, time.time() + 10**6) == 0
+
+
+def test_copies_of_a_web_on_other_ports_change_alike_when_the_origins_are_given() -> None:
+    sched = ChangeSchedule(start=0.0, seed=1, changing=0.5, gone=0.1, periods=(4.0, 8.0, 16.0))
+    paths = [f"/p/{n}.html" for n in range(40)]
+    a, b = ("http://127.0.0.1:1001", "http://127.0.0.1:1002"), ("http://127.0.0.1:2001", "x")
+    left = ChangeSchedule(**{**sched.__dict__, "origins": a})
+    right = ChangeSchedule(**{**sched.__dict__, "origins": b})
+    for i in (0, 1):
+        assert [left.kind(a[i] + p) for p in paths] == [right.kind(b[i] + p) for p in paths]
+    # by URL alone the same pages on other ports draw other fates; hosts differ from each other
+    assert [sched.kind(a[0] + p) for p in paths] != [sched.kind(b[0] + p) for p in paths]
+    assert [left.kind(a[0] + p) for p in paths] != [left.kind(a[1] + p) for p in paths]

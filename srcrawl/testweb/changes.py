@@ -49,6 +49,10 @@ class ChangeSchedule:
     """Share of the regular pages that disappear."""
     gone_after: float = 5.0
     """A page that disappears does so at a time drawn in [gone_after / 2, gone_after)."""
+    origins: tuple[str, ...] = ()
+    """The web's host origins, in order: when given, a page's fate is drawn from its host's
+    index and its path instead of its URL, so copies of one web on other ports (a benchmark
+    comparing two crawls) change alike."""
 
     def __post_init__(self) -> None:
         if not self.periods or min(self.periods) <= 0:
@@ -58,13 +62,21 @@ class ChangeSchedule:
 
     def kind(self, url: str) -> tuple[str, float]:
         """(STATIC, 0), (CHANGING, period) or (GONE, seconds after start it disappears)."""
-        u = _unit(self.seed, url, "kind")
+        key = self._key(url)
+        u = _unit(self.seed, key, "kind")
         if u < self.changing:
-            pick = int(_unit(self.seed, url, "period") * len(self.periods))
+            pick = int(_unit(self.seed, key, "period") * len(self.periods))
             return CHANGING, self.periods[pick]
         if u < self.changing + self.gone:
-            return GONE, self.gone_after * (0.5 + 0.5 * _unit(self.seed, url, "gone"))
+            return GONE, self.gone_after * (0.5 + 0.5 * _unit(self.seed, key, "gone"))
         return STATIC, 0.0
+
+    def _key(self, url: str) -> str:
+        """What a page's fate is drawn from: its URL, or its host's index and its path."""
+        for i, origin in enumerate(self.origins):
+            if url.startswith(origin + "/"):
+                return f"host{i}{url[len(origin) :]}"
+        return url
 
     def version_at(self, url: str, t: float) -> int | None:
         """The version of ``url`` live at epoch ``t`` (0 before ``start``); None: gone."""
@@ -83,7 +95,7 @@ class ChangeSchedule:
 
     def gone_status(self, url: str) -> int:
         """What a page answers once it has disappeared: 410 for some, 404 for the others."""
-        return 410 if _unit(self.seed, url, "status") < 0.5 else 404
+        return 410 if _unit(self.seed, self._key(url), "status") < 0.5 else 404
 
 
 def etag(url: str, version: int) -> str:
