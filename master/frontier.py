@@ -241,6 +241,22 @@ if doc.acks > 0 then redis.call('LTRIM', KEYS[7], doc.acks, -1) end
 return doc.acks
 """
 
+# A Lua function for the scripts below: puts ``task`` at the tail of its queue
+# (the queue name is the task's QUEUE_FIELD, the key ``prefix`` .. name) and, unless
+# the queue has a fetch in flight, makes it ready no earlier than its next allowed
+# time (qnext) and not before ``now``.
+_ENQUEUE = f"""
+local function enqueue(task, now, prefix, ready, inflight, qnext)
+  local q = cjson.decode(task).{QUEUE_FIELD}
+  redis.call('RPUSH', prefix .. q, task)
+  if redis.call('HEXISTS', inflight, q) == 0 then
+    local t = tonumber(redis.call('HGET', qnext, q) or '0')
+    if t < now then t = now end
+    redis.call('ZADD', ready, 'NX', t, q)
+  end
+end
+"""
+
 # KEYS[1] due, KEYS[2] due tasks, KEYS[3] ready, KEYS[4] inflight, KEYS[5] qnext,
 # KEYS[6] nextlevel, KEYS[7] stats; ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3]
 # most pages moved. Moves the stored pages whose time has come into their host
@@ -248,14 +264,14 @@ return doc.acks
 # are: from there they wait their host's politeness like any other. Nothing moves while
 # the next level holds new URLs (they come first, and the level barrier is not held up
 # by pages that keep coming due). Returns {pages moved, earliest due time or -1}.
-_RELEASE_DUE = f"""
+_RELEASE_DUE = _ENQUEUE + """
 local now = tonumber(ARGV[1])
 local function earliest()
   if redis.call('LLEN', KEYS[6]) > 0 then return -1 end
   local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   return tonumber(first[2] or '-1')
 end
-if redis.call('LLEN', KEYS[6]) > 0 then return {{0, -1}} end
+if redis.call('LLEN', KEYS[6]) > 0 then return {0, -1} end
 local fps = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
 local n = 0
 for _, fp in ipairs(fps) do
@@ -263,36 +279,24 @@ for _, fp in ipairs(fps) do
   redis.call('ZREM', KEYS[1], fp)
   redis.call('HDEL', KEYS[2], fp)
   if task then
-    local q = cjson.decode(task).{QUEUE_FIELD}
-    redis.call('RPUSH', ARGV[2] .. q, task)
-    if redis.call('HEXISTS', KEYS[4], q) == 0 then
-      local t = tonumber(redis.call('HGET', KEYS[5], q) or '0')
-      if t < now then t = now end
-      redis.call('ZADD', KEYS[3], 'NX', t, q)
-    end
+    enqueue(task, now, ARGV[2], KEYS[3], KEYS[4], KEYS[5])
     n = n + 1
   end
 end
 if n > 0 then redis.call('HINCRBY', KEYS[7], 'recrawl_due', n) end
-return {{n, earliest()}}
+return {n, earliest()}
 """
 
 # KEYS[1] nextlevel, KEYS[2] ready, KEYS[3] inflight, KEYS[4] qnext;
 # ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] chunk size.
 # Releases up to a chunk of next-level tasks into their queues (the queue
 # name is the task's QUEUE_FIELD). Returns the tasks left in nextlevel.
-_ADVANCE = f"""
+_ADVANCE = _ENQUEUE + """
 local now = tonumber(ARGV[1])
 local tasks = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[3]) - 1)
 if #tasks > 0 then redis.call('LTRIM', KEYS[1], #tasks, -1) end
 for _, task in ipairs(tasks) do
-  local q = cjson.decode(task).{QUEUE_FIELD}
-  redis.call('RPUSH', ARGV[2] .. q, task)
-  if redis.call('HEXISTS', KEYS[3], q) == 0 then
-    local t = tonumber(redis.call('HGET', KEYS[4], q) or '0')
-    if t < now then t = now end
-    redis.call('ZADD', KEYS[2], 'NX', t, q)
-  end
+  enqueue(task, now, ARGV[2], KEYS[2], KEYS[3], KEYS[4])
 end
 return redis.call('LLEN', KEYS[1])
 """

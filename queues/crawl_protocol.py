@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -219,21 +219,31 @@ def fetch_task(url: str, fp: int, depth: int, queue: str, tries: int = 0, *,
     return FetchTask(url, fp, depth, queue, tries, failed, again).encode().decode()
 
 
+def _entries(
+    msg: Message, name: str, well_formed: Callable[[Any], bool]
+) -> tuple[list[list], int]:
+    """The entries of ``msg[name]`` (a list) that are ``well_formed``, and how many others."""
+    raw = msg.get(name, [])
+    if type(raw) is not list:
+        raise EnvelopeError(f"{msg.kind} message's {name} is not a list")
+    good = [entry for entry in raw if well_formed(entry)]
+    return good, len(raw) - len(good)
+
+
+def _is_link(entry: Any) -> bool:
+    """``[canonical URL, fingerprint]``."""
+    return (
+        type(entry) is list
+        and len(entry) == 2
+        and is_canonical_url(entry[0])
+        and is_fingerprint(entry[1])
+    )
+
+
 def _links(msg: Message) -> tuple[list[Link], int]:
     """The well-formed link entries of ``msg`` and how many others it had."""
-    raw = msg.get("links", [])
-    if type(raw) is not list:
-        raise EnvelopeError(f"{msg.kind} message's links are not a list")
-    good: list[Link] = []
-    for entry in raw:
-        if (
-            type(entry) is list
-            and len(entry) == 2
-            and is_canonical_url(entry[0])
-            and is_fingerprint(entry[1])
-        ):
-            good.append((entry[0], entry[1]))
-    return good, len(raw) - len(good)
+    good, rejected = _entries(msg, "links", _is_link)
+    return [(url, fp) for url, fp in good], rejected
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,22 +320,20 @@ SITEMAP_COUNTERS = frozenset({
 """The crawl counters a slave's reading of a host's sitemaps may add to."""
 
 
+def _is_sitemap_entry(entry: Any) -> bool:
+    """``[canonical URL, fingerprint, lastmod or None]``."""
+    return (
+        type(entry) is list
+        and len(entry) == 3
+        and _is_link(entry[:2])
+        and (entry[2] is None or (type(entry[2]) in (int, float) and math.isfinite(entry[2])))
+    )
+
+
 def _sitemap_entries(msg: Message) -> tuple[list[SitemapEntry], int]:
     """The well-formed sitemap entries of ``msg`` and how many others it had."""
-    raw = msg.get("sitemap", [])
-    if type(raw) is not list:
-        raise EnvelopeError(f"{msg.kind} message's sitemap entries are not a list")
-    good: list[SitemapEntry] = []
-    for entry in raw:
-        if (
-            type(entry) is list
-            and len(entry) == 3
-            and is_canonical_url(entry[0])
-            and is_fingerprint(entry[1])
-            and (entry[2] is None or (type(entry[2]) in (int, float) and math.isfinite(entry[2])))
-        ):
-            good.append((entry[0], entry[1], None if entry[2] is None else float(entry[2])))
-    return good, len(raw) - len(good)
+    good, rejected = _entries(msg, "sitemap", _is_sitemap_entry)
+    return [(url, fp, None if t is None else float(t)) for url, fp, t in good], rejected
 
 
 def _sitemap_counts(msg: Message) -> dict[str, int]:
