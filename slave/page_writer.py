@@ -32,7 +32,14 @@ import time
 from collections.abc import Sequence
 
 from srcrawl.errors import StoreDataError, StoreError
-from srcrawl.slave.warc import PreparedFetch, WarcOutput, revisit_record
+from srcrawl.slave.warc import (
+    Original,
+    Pointer,
+    PreparedFetch,
+    WarcOutput,
+    original_record,
+    revisit_record,
+)
 from srcrawl.sql.store import Link, Page, Store, StoredPayload
 
 log = logging.getLogger("srcrawl.slave")
@@ -123,20 +130,36 @@ class PageWriter:
         for page, fetch in records:
             old = stored.get(page.fp)
             if old is not None and old.digest == fetch.digest:
-                groups.append((fetch.request, revisit_record(fetch), fetch.metadata))
+                revisit = revisit_record(fetch, self._original(old))
+                groups.append((fetch.request, revisit))
                 kept.append(old)
             else:
-                groups.append((fetch.request, fetch.response, fetch.metadata))
+                groups.append(fetch.records())
                 kept.append(None)
-        pointers = self.warc.append(groups, [1] * len(groups))
-        for (page, _fetch), pointer, old in zip(records, pointers, kept, strict=True):
+        placed = self.warc.append(groups)
+        for (page, fetch), where, old in zip(records, placed, kept, strict=True):
             if old is None:
-                page.warc_file, page.warc_offset = pointer.file, pointer.offset
-                page.warc_length = pointer.length
-            else:  # the body is where it was: one read still gives it
+                response = where[1]
+                page.warc_file, page.warc_offset = response.file, response.offset
+                page.warc_length = response.length
+                if fetch.conversion:  # the text is in the record after the response
+                    page.text, page.text_length = "", where[2].length
+            else:  # the body (and text) are where they were: one read still gives each
                 page.warc_file, page.warc_offset = old.warc_file, old.warc_offset
                 page.warc_length = old.warc_length
+                if old.text_length is not None:
+                    page.text, page.text_length = "", old.text_length
                 self.revisits += 1
+
+    def _original(self, old: StoredPayload) -> Original | None:
+        """The record a revisit refers to, read from its file (None when it cannot be)."""
+        assert self.warc is not None
+        pointer = Pointer(old.warc_file, old.warc_offset, old.warc_length)
+        try:
+            return original_record(self.warc.storage, pointer)
+        except StoreError as e:
+            log.warning("revisit of %s: %s", pointer.file, e)
+            return None
 
     def _one_by_one(self, pages: list[Page], links: list[Link]) -> int:
         by_src: dict[int, list[Link]] = {}

@@ -1,11 +1,13 @@
 """Every fetch kept in WARC/1.1 files; the store keeps where each response record is.
 
 A crawl slave writes, per page, a ``request``, a ``response`` (or, when the
-store already holds the same body, a ``revisit``) and a ``metadata`` record
-(fetch time, outlinks), each its own gzip member, so that a page's body is one
-seek and one read of ``warc_length`` bytes at ``warc_offset``. FastWARC writes
-and reads them: in ``srcrawl bench warc`` it builds records about six times
-faster than warcio (docs/BENCHMARKS.md); warcio checks them in the tests.
+store already holds the same body, a ``revisit``) and, right after the response,
+a ``conversion`` record holding the extracted text, each its own gzip member, so
+that a page's body is one seek and one read of ``warc_length`` bytes at
+``warc_offset``, and its text one read of ``text_length`` bytes after that (what
+the index and the snippets read, :mod:`srcrawl.sql.warc_text`). FastWARC writes
+and reads them (it builds records about six times faster than warcio,
+docs/BENCHMARKS.md); warcio checks them in the tests.
 
 The parse threads build each page's records (:func:`prepare_fetch`); the
 page writer appends a batch to the open file and makes it durable (flush and
@@ -32,7 +34,7 @@ import socket
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from http.client import responses
@@ -47,7 +49,9 @@ from srcrawl.sql.store import Page, decompress_body
 
 WARC_SUFFIX = ".warc.gz"
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
-_COMPRESSION_LEVEL = 6  # the level compress_body used for SQL bodies
+_COMPRESSION_LEVEL = 3
+"""gzip level of each record: levels 1-3 take zlib's fast path; 3 gave files within 2% of
+level 6's for the test web's pages, at about half the time (docs/BENCHMARKS.md)."""
 _DROPPED_HEADERS = frozenset({"content-encoding", "transfer-encoding", "content-length"})
 
 
@@ -121,14 +125,32 @@ def warc_date(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+class _Members(threading.local):
+    """A gzip writer per thread that turns each record into one gzip member.
+
+    A GzipWriter made per record cost about 0.5 ms to set up (its buffers), four times
+    a page; one kept per thread and finished after each record costs nothing extra
+    (docs/BENCHMARKS.md, "WARC storage, again").
+    """
+
+    def __init__(self) -> None:
+        self.buf = io.BytesIO()
+        self.gz = GzipWriter(self.buf, compression_level=_COMPRESSION_LEVEL)
+
+
+_members = _Members()
+
+
 def _serialize(record: WarcRecord, digest: str | None = None) -> bytes:
     """``record`` as one gzip member, its block digest (and payload digest) in its head."""
-    buf = io.BytesIO()
-    gz = GzipWriter(buf, compression_level=_COMPRESSION_LEVEL)
+    m = _members
     raw = base64.b32decode(digest[5:]) if digest else None
-    record.write(gz, checksum_data=True, payload_digest=raw)
-    gz.close()
-    return buf.getvalue()
+    record.write(m.gz, checksum_data=True, payload_digest=raw)
+    m.gz.finish()  # ends the member: the bytes so far are this record's, whole
+    out = m.buf.getvalue()
+    m.buf.seek(0)
+    m.buf.truncate()
+    return out
 
 
 def _record(kind: WarcRecordType, url: str, date: str, ctype: str, content: bytes) -> WarcRecord:
@@ -164,15 +186,28 @@ class PreparedFetch:
     """The response's HTTP head (a revisit record carries it alone)."""
     request: bytes
     response: bytes
-    metadata: bytes
+    conversion: bytes
+    """The extracted text as a ``conversion`` record; b"" when the page has none."""
     response_id: str
+
+    def records(self) -> tuple[bytes, ...]:
+        """The records as written: request, response, and the text's right after it."""
+        if self.conversion:
+            return (self.request, self.response, self.conversion)
+        return (self.request, self.response)
 
 
 def prepare_fetch(
     url: str, *, status: int, headers: dict[str, str], body: bytes, ip: str, fetched_at: float,
-    fetch_ms: int, request: bytes, outlinks: Iterable[str], truncated: bool = False,
+    request: bytes, truncated: bool = False, text: str = "",
 ) -> PreparedFetch:  # fmt: skip
-    """The request, response and metadata records of one fetch, each a gzip member."""
+    """The request, response and conversion (the extracted ``text``, if any) records of one
+    fetch, each a gzip member.
+
+    No ``metadata`` record: its outlinks and fetch time are in the store's rows, and
+    it took a sixth of the WARC bytes and one more compression a page
+    (docs/BENCHMARKS.md, "WARC storage, again").
+    """
     date = warc_date(fetched_at)
     digest = payload_digest(body)
     head = response_head(status, headers, len(body))
@@ -185,22 +220,37 @@ def prepare_fetch(
     rid = resp.record_id
     req = _record(WarcRecordType.request, url, date, "application/http; msgtype=request", request)
     req.headers["WARC-Concurrent-To"] = rid
-    fields = [f"fetchTimeMs: {fetch_ms}", *(f"outlink: {link}" for link in outlinks)]
-    meta = _record(WarcRecordType.metadata, url, date, "application/warc-fields",
-                   ("\r\n".join(fields) + "\r\n").encode("utf-8"))  # fmt: skip
-    meta.headers["WARC-Concurrent-To"] = rid
+    conversion = b""
+    if text:
+        conv = _record(WarcRecordType.conversion, url, date, "text/plain; charset=utf-8",
+                       text.encode("utf-8", "replace"))  # fmt: skip
+        conv.headers["WARC-Refers-To"] = rid
+        conversion = _serialize(conv)
     return PreparedFetch(url, date, digest, head, _serialize(req), _serialize(resp, digest),
-                         _serialize(meta), rid)  # fmt: skip
+                         conversion, rid)  # fmt: skip
 
 
-def revisit_record(fetch: PreparedFetch, refers_to: str | None = None) -> bytes:
-    """A revisit record (identical-payload-digest profile) in place of ``fetch``'s response."""
+@dataclass(frozen=True)
+class Original:
+    """The response record a revisit refers to: its id, target URI and date."""
+
+    record_id: str
+    url: str
+    date: str
+
+
+def revisit_record(fetch: PreparedFetch, original: Original | None = None) -> bytes:
+    """A revisit record (identical-payload-digest profile) in place of ``fetch``'s response,
+    naming the ``original`` record (WARC-Refers-To, -Target-URI and -Date) when known."""
     rec = _record(WarcRecordType.revisit, fetch.url, fetch.date,
                   "application/http; msgtype=response", fetch.head)  # fmt: skip
     rec.headers["WARC-Profile"] = REVISIT_PROFILE
-    rec.headers["WARC-Refers-To-Target-URI"] = fetch.url
-    if refers_to:
-        rec.headers["WARC-Refers-To"] = refers_to
+    if original is not None:
+        rec.headers["WARC-Refers-To"] = original.record_id
+        rec.headers["WARC-Refers-To-Target-URI"] = original.url
+        rec.headers["WARC-Refers-To-Date"] = original.date
+    else:
+        rec.headers["WARC-Refers-To-Target-URI"] = fetch.url
     rec.headers["WARC-Truncated"] = "length"  # the payload is left out, by the profile
     return _serialize(rec, fetch.digest)
 
@@ -253,15 +303,15 @@ class WarcOutput:
             finally:
                 fh.close()
 
-    def append(self, groups: Sequence[Sequence[bytes]], keep: Sequence[int]) -> list[Pointer]:
-        """Write each group's records together; the pointer of record ``keep[i]`` of group i.
+    def append(self, groups: Sequence[Sequence[bytes]]) -> list[list[Pointer]]:
+        """Write each group's records together, in one file; where each record went.
 
         Durable when it returns (one fsync per call, and one per file closed by a
         rotation); raises :class:`WarcError` and starts a new file when a write fails.
         """
         with self._lock:
             try:
-                return self._append(groups, keep)
+                return self._append(groups)
             except OSError as e:
                 # what was written of this batch is in no store row; a new file
                 # keeps the next batch clear of a torn record
@@ -271,18 +321,19 @@ class WarcOutput:
                         fh.close()
                 raise WarcError(f"cannot write WARC file {self._name}: {e}") from e
 
-    def _append(self, groups: Sequence[Sequence[bytes]], keep: Sequence[int]) -> list[Pointer]:
-        out: list[Pointer] = []
-        for records, k in zip(groups, keep, strict=True):
+    def _append(self, groups: Sequence[Sequence[bytes]]) -> list[list[Pointer]]:
+        out: list[list[Pointer]] = []
+        for records in groups:
             if self._fh is None or self._size >= self.max_bytes:
                 self._rotate()
             assert self._fh is not None
-            for i, blob in enumerate(records):
-                if i == k:
-                    out.append(Pointer(self._name, self._size, len(blob)))
+            where = []
+            for blob in records:
+                where.append(Pointer(self._name, self._size, len(blob)))
                 self._fh.write(blob)
                 self._size += len(blob)
                 self.bytes += len(blob)
+            out.append(where)
         if self._fh is not None:
             self.storage.make_durable(self._fh)
         return out
@@ -300,6 +351,20 @@ def read_payload(storage: WarcStorage, pointer: Pointer) -> bytes:
         raise WarcError(f"cannot read WARC file {pointer.file}: {e}") from e
     for record in ArchiveIterator(io.BytesIO(data), parse_http=True):
         return record.reader.read()
+    raise WarcError(f"no WARC record at {pointer.file}:{pointer.offset}")
+
+
+def original_record(storage: WarcStorage, pointer: Pointer) -> Original:
+    """The id, target URI and date of the response record at ``pointer`` (what a revisit of
+    it names): its head only is parsed."""
+    try:
+        data = storage.read(pointer.file, pointer.offset, pointer.length)
+    except OSError as e:
+        raise WarcError(f"cannot read WARC file {pointer.file}: {e}") from e
+    for record in ArchiveIterator(io.BytesIO(data), parse_http=False):
+        h = record.headers
+        return Original(h.get("WARC-Record-ID", ""), h.get("WARC-Target-URI", ""),
+                        h.get("WARC-Date", ""))  # fmt: skip
     raise WarcError(f"no WARC record at {pointer.file}:{pointer.offset}")
 
 

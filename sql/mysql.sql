@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS pages (
     warc_offset BIGINT NULL,
     warc_length BIGINT NULL,
     payload_digest VARCHAR(64) NULL,
+    text_length BIGINT NULL,
     KEY pages_host (host),
     KEY pages_indexed (indexed_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

@@ -29,7 +29,10 @@ CREATE TABLE IF NOT EXISTS pages (
     warc_offset INTEGER NULL,
     warc_length INTEGER NULL,
     -- sha1:BASE32 of the body (WARC-Payload-Digest): a refetch with the same one is a revisit
-    payload_digest TEXT NULL
+    payload_digest TEXT NULL,
+    -- the extracted text as a WARC conversion record right after the response record
+    -- (at warc_offset + warc_length, this many bytes); NULL: the text is in `text`
+    text_length INTEGER NULL
 );
 CREATE INDEX IF NOT EXISTS pages_host ON pages (host);
 CREATE INDEX IF NOT EXISTS pages_indexed ON pages (indexed_at);
