@@ -20,6 +20,7 @@ from srcrawl.slave.warc import (
     LocalWarcStorage,
     Pointer,
     WarcOutput,
+    check_file,
     payload_digest,
     prepare_fetch,
     read_payload,
@@ -42,6 +43,12 @@ def _records(path: Path) -> list[tuple[str, str, bytes]]:
             out.append((rec.rec_type, rec.rec_headers.get_header("WARC-Target-URI"),
                         rec.content_stream().read()))  # fmt: skip
     return out
+
+
+def _heads(path: Path, kind: str) -> list:
+    """The WARC headers of each record of type ``kind``, read by warcio."""
+    with open(path, "rb") as fh:
+        return [rec.rec_headers for rec in WarcioIterator(fh) if rec.rec_type == kind]
 
 
 def _warcio_check(paths: list[Path]) -> None:
@@ -75,6 +82,8 @@ def test_records_rotate_read_back_and_pass_warcio(tmp_path: Path) -> None:
     assert [t for t, _u, _p in records].count("revisit") == 1
     responses = {u: p for t, u, p in records if t == "response"}
     assert responses["http://127.0.0.1:1/p3"] == bodies[3]
+    texts = {u: p for t, u, p in records if t == "conversion"}
+    assert texts["http://127.0.0.1:1/p3"] == b"text 3" and len(texts) == 8
     with open(files[0], "rb") as fh:
         first = next(r for r in WarcioIterator(fh) if r.rec_type == "response")
         assert first.rec_headers.get_header("WARC-IP-Address") == "127.0.0.1"
@@ -111,6 +120,13 @@ def test_crawl_keeps_bodies_in_warc_and_a_second_fetch_is_a_revisit(
         body = read_payload(storage, Pointer(p.warc_file, p.warc_offset, p.warc_length))
         assert payload_digest(body) == p.payload_digest
     assert p.title and p.title.encode() in body
+    # the text is a conversion record right after the response, not in the row
+    assert p.text == "" and p.text_length and p.title.split()[0] in store.page_text(p)
+    originals = {
+        head.get_header("WARC-Record-ID"): head
+        for name in first
+        for head in _heads(storage.path(name), "response")
+    }
     # the same pages again (a re-seed under another job): unchanged bodies are revisits
     env2 = {**env, "SRCRAWL_JOB": keys.job + "-again"}
     _crawl(env2, web.seed_urls[1:])
@@ -118,10 +134,17 @@ def test_crawl_keeps_bodies_in_warc_and_a_second_fetch_is_a_revisit(
     records = [r for name in again for r in _records(storage.path(name))]
     kinds = [t for t, _u, _p in records]
     assert kinds.count("revisit") >= len(pages) and kinds.count("response") < len(pages)
+    revisits = [head for name in again for head in _heads(storage.path(name), "revisit")]
+    for head in revisits:  # each names the record it repeats: id, URI and date
+        original = originals[head.get_header("WARC-Refers-To")]
+        assert head.get_header("WARC-Refers-To-Target-URI") == original.get_header(
+            "WARC-Target-URI") == head.get_header("WARC-Target-URI")  # fmt: skip
+        assert head.get_header("WARC-Refers-To-Date") == original.get_header("WARC-Date")
     _warcio_check([storage.path(n) for n in first + again])
     store2 = Config.load(env=env2).store()
     for p in store2.get_pages([p.fp for p in pages]):
-        assert p.warc_file in first  # the row still points at the body
+        assert p.warc_file in first  # the row still points at the body, and the text
+        assert p.text_length and store2.page_text(p) == store.page_text(p)
     listed = run_cli(["export", "warc"], env).stdout.split()
     assert listed == [str(storage.path(n)) for n in first]
     cfg.close()
@@ -169,6 +192,12 @@ def test_slave_killed_mid_write_leaves_every_stored_page_readable(redis_url, key
                 assert payload_digest(body) == p.payload_digest
                 readable += 1
         assert readable >= len([p for p in pages.values() if p.status == 200])
+        # a torn record the kill may have left is cut off; then every file passes warcio
+        cut = run_cli(["export", "warc", "--truncate-torn"], env)
+        assert cut.returncode == 0, cut.stderr
+        files = [Path(line) for line in cut.stdout.split()]
+        assert files and all(check_file(f).whole == f.stat().st_size for f in files)
+        _warcio_check(files)
         cfg.close()
 
 
@@ -204,3 +233,35 @@ def test_import_of_a_wget_warc_gives_the_crawls_pages_and_links(web, redis_url, 
     assert theirs.text == "" and theirs.text_length
     [(_fp, _at, _url, _title, text)] = crawled.index_documents([page.fp])
     assert page.text == text
+
+
+def test_a_torn_record_is_found_and_cut_off_to_the_last_whole_one(redis_url, keys, tmp_path):
+    env = cli_env(redis_url, keys.job, tmp_path)
+    storage = LocalWarcStorage(Config.load(env=env).warc_root)
+    out = WarcOutput(storage, keys.job, max_bytes=10**6)
+    fetches = [
+        prepare_fetch(f"http://127.0.0.1:1/p{i}", status=200, headers={}, body=b"x" * 500 * i,
+                      ip="", fetched_at=1.7e9, request=b"GET / HTTP/1.1\r\n\r\n", text=f"t{i}")
+        for i in range(1, 4)
+    ]  # fmt: skip
+    [*_whole, last] = out.append([f.records() for f in fetches])
+    assert check_file(storage.path(last[0].file)).in_use  # its writer holds it
+    out.close()
+    [name] = storage.names(keys.job)
+    path = storage.path(name)
+    sound = path.stat().st_size
+    assert check_file(path).whole == sound
+    torn_at = last[1].offset + last[1].length // 2  # killed halfway through a response
+    with open(path, "r+b") as fh:
+        fh.truncate(torn_at)
+    found = run_cli(["export", "warc"], env)
+    assert found.returncode == 1 and "torn record after byte" in found.stderr
+    assert path.stat().st_size == torn_at  # nothing cut without the flag
+    cut = run_cli(["export", "warc", "--truncate-torn"], env)
+    assert cut.returncode == 0 and "torn record cut off" in cut.stderr
+    assert cut.stdout.split() == [str(path)]
+    assert path.stat().st_size == last[0].offset + last[0].length  # the request before it
+    _warcio_check([path])
+    assert [t for t, _u, _p in _records(path)] == ["request", "response", "conversion"] * 2 + [
+        "request"
+    ]
