@@ -52,8 +52,9 @@ from srcrawl.sql.store import Page, decompress_body
 WARC_SUFFIX = ".warc.gz"
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 _COMPRESSION_LEVEL = 3
-"""gzip level of each record: levels 1-3 take zlib's fast path; 3 gave files within 2% of
-level 6's for the test web's pages, at about half the time (docs/BENCHMARKS.md)."""
+"""gzip level of each record: levels 1-3 take zlib's fast path (no lazy matching); on the
+test web's records level 3 gave members within 1% of level 6's size, 10% faster
+(docs/BENCHMARKS.md, "WARC storage, again")."""
 _DROPPED_HEADERS = frozenset({"content-encoding", "transfer-encoding", "content-length"})
 
 
@@ -212,7 +213,7 @@ def prepare_fetch(
     fetch, each a gzip member.
 
     No ``metadata`` record: its outlinks and fetch time are in the store's rows, and
-    it took a sixth of the WARC bytes and one more compression a page
+    it took a ninth of the WARC bytes and one more compression a page
     (docs/BENCHMARKS.md, "WARC storage, again").
     """
     date = warc_date(fetched_at)
