@@ -17,10 +17,14 @@ a bare page fails for another reason is the store taken to be down: the
 pages wait for the next flush, and their tasks for their ack.
 
 With a :class:`~srcrawl.slave.warc.WarcOutput`, each flush first appends the
-batch's WARC records and makes them durable (one fsync), then writes the rows
-that point into them: a row never names a record that a crash could take
-away. A page whose body the store already holds under the same payload
-digest gets a revisit record, and its row keeps pointing at the first one.
+batch's WARC records (handed to the OS: every reader sees them), then writes the
+rows that point into them while another thread makes the records durable (one
+fsync), and returns once both are done: a page is acknowledged only when its
+record is durable, and a crash before that leaves its task unacknowledged, so
+the page is fetched again and its row rewritten. The fsync's wait no longer
+adds to the store's (docs/BENCHMARKS.md, "WARC storage, again"). A page whose
+body the store already holds under the same payload digest gets a revisit
+record, and its row keeps pointing at the first one.
 """
 
 from __future__ import annotations
@@ -30,12 +34,14 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from srcrawl.errors import StoreDataError, StoreError
 from srcrawl.slave.warc import (
     Original,
     Pointer,
     PreparedFetch,
+    WarcError,
     WarcOutput,
     original_record,
     revisit_record,
@@ -61,6 +67,7 @@ class PageWriter:
         """Pages written as WARC revisit records (their body was stored already)."""
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
+        self._syncer = ThreadPoolExecutor(1, thread_name_prefix="warc-sync")
         self.stored_bare = 0
         """Pages the store refused whole, stored without title, text and body."""
         self.dropped = 0
@@ -93,30 +100,50 @@ class PageWriter:
                 records, self._records = self._records, []
             if not pages and not links:
                 return 0
-            if records:
+            if not records:
+                return self._store(pages, links)
+            try:
+                self._write_warc(records)
+                # the fsync runs beside the store's transaction; the flush (and so the
+                # ack) waits for both, so an acknowledged page's record is durable, and
+                # a crash before leaves its task unacknowledged: it is fetched again and
+                # its row rewritten
+                syncing = self._syncer.submit(self.warc.sync)  # type: ignore[union-attr]
                 try:
-                    self._write_warc(records)
-                except StoreError:
-                    with self._lock:  # nothing was stored: all of it waits for the next flush
-                        self._pages[:0] = pages
-                        self._links[:0] = links
-                        self._records[:0] = records
-                    raise
-            for attempt in range(_RETRIES):
-                try:
-                    self.store.save_fetched(pages, links)
-                    return len(pages)
-                except StoreDataError as e:  # refused again however often it is sent
-                    log.warning("store write refused: %s", e)
-                    break
-                except StoreError as e:
-                    log.warning("store write failed (attempt %d): %s", attempt + 1, e)
-                    if attempt < _RETRIES - 1:
-                        time.sleep(min(2**attempt * _BACKOFF, 5.0))
-                except Exception as e:  # not the store: something in the pages
-                    log.warning("store write failed: %r", e)
-                    break
-            return self._one_by_one(pages, links)
+                    n = self._store(pages, links)
+                finally:
+                    syncing.result()
+            except WarcError:
+                self._requeue(pages, links, records)
+                raise
+            return n
+
+    def _requeue(
+        self, pages: list[Page], links: list[Link], records: list[tuple[Page, PreparedFetch]]
+    ) -> None:
+        """Give a batch whose records were not made durable to the next flush, whole."""
+        with self._lock:
+            self._pages[:0] = pages
+            self._links[:0] = links
+            self._records[:0] = records
+
+    def _store(self, pages: list[Page], links: list[Link]) -> int:
+        """The store's transaction, retried, then page by page (see :meth:`flush`)."""
+        for attempt in range(_RETRIES):
+            try:
+                self.store.save_fetched(pages, links)
+                return len(pages)
+            except StoreDataError as e:  # refused again however often it is sent
+                log.warning("store write refused: %s", e)
+                break
+            except StoreError as e:
+                log.warning("store write failed (attempt %d): %s", attempt + 1, e)
+                if attempt < _RETRIES - 1:
+                    time.sleep(min(2**attempt * _BACKOFF, 5.0))
+            except Exception as e:  # not the store: something in the pages
+                log.warning("store write failed: %r", e)
+                break
+        return self._one_by_one(pages, links)
 
     def _write_warc(self, records: list[tuple[Page, PreparedFetch]]) -> None:
         """Append the pages' records, durable, and point the pages at them."""
@@ -129,14 +156,18 @@ class PageWriter:
         kept: list[StoredPayload | None] = []
         for page, fetch in records:
             old = stored.get(page.fp)
-            if old is not None and old.digest == fetch.digest:
+            if (
+                old is not None
+                and old.digest == fetch.digest
+                and old.warc_file not in self.warc.abandoned  # its record may be lost
+            ):
                 revisit = revisit_record(fetch, self._original(old))
                 groups.append((fetch.request, revisit))
                 kept.append(old)
             else:
                 groups.append(fetch.records())
                 kept.append(None)
-        placed = self.warc.append(groups)
+        placed = self.warc.append(groups, durable=False)  # flush() waits for its sync
         for (page, fetch), where, old in zip(records, placed, kept, strict=True):
             if old is None:
                 response = where[1]

@@ -289,6 +289,8 @@ class WarcOutput:
         self._lock = threading.Lock()
         self.files = 0
         self.bytes = 0
+        self.abandoned: set[str] = set()
+        """Files left after a failed write or sync (their records may be lost)."""
 
     def _rotate(self) -> None:
         self._close_file()
@@ -311,25 +313,42 @@ class WarcOutput:
             finally:
                 fh.close()
 
-    def append(self, groups: Sequence[Sequence[bytes]]) -> list[list[Pointer]]:
+    def append(
+        self, groups: Sequence[Sequence[bytes]], *, durable: bool = True
+    ) -> list[list[Pointer]]:
         """Write each group's records together, in one file; where each record went.
 
         Durable when it returns (one fsync per call, and one per file closed by a
-        rotation); raises :class:`WarcError` and starts a new file when a write fails.
+        rotation); with ``durable=False`` only handed to the OS (readable by every
+        process), and :meth:`sync` makes it durable. Raises :class:`WarcError` and
+        starts a new file when a write fails.
         """
         with self._lock:
             try:
-                return self._append(groups)
+                return self._append(groups, durable)
             except OSError as e:
-                # what was written of this batch is in no store row; a new file
-                # keeps the next batch clear of a torn record
-                fh, self._fh = self._fh, None
-                if fh is not None:
-                    with contextlib.suppress(OSError):
-                        fh.close()
-                raise WarcError(f"cannot write WARC file {self._name}: {e}") from e
+                raise self._abandon(e) from e
 
-    def _append(self, groups: Sequence[Sequence[bytes]]) -> list[list[Pointer]]:
+    def sync(self) -> None:
+        """Make everything appended so far durable (see ``append(durable=False)``)."""
+        with self._lock:
+            try:
+                if self._fh is not None:
+                    self.storage.make_durable(self._fh)
+            except OSError as e:
+                raise self._abandon(e) from e
+
+    def _abandon(self, e: OSError) -> WarcError:
+        """Leave the file a write or sync failed on: a new file keeps the next batch clear
+        of a torn record, and no revisit refers into this one."""
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            with contextlib.suppress(OSError):
+                fh.close()
+        self.abandoned.add(self._name)
+        return WarcError(f"cannot write WARC file {self._name}: {e}")
+
+    def _append(self, groups: Sequence[Sequence[bytes]], durable: bool) -> list[list[Pointer]]:
         out: list[list[Pointer]] = []
         for records in groups:
             if self._fh is None or self._size >= self.max_bytes:
@@ -343,7 +362,10 @@ class WarcOutput:
                 self.bytes += len(blob)
             out.append(where)
         if self._fh is not None:
-            self.storage.make_durable(self._fh)
+            if durable:
+                self.storage.make_durable(self._fh)
+            else:
+                self._fh.flush()
         return out
 
     def close(self) -> None:

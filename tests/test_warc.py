@@ -19,6 +19,7 @@ from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.slave.warc import (
     LocalWarcStorage,
     Pointer,
+    WarcError,
     WarcOutput,
     check_file,
     payload_digest,
@@ -28,6 +29,7 @@ from srcrawl.slave.warc import (
 )
 from srcrawl.slave.warc_import import import_warc
 from srcrawl.sql.sqlite_store import SQLiteStore
+from srcrawl.sql.warc_text import WarcTexts
 from srcrawl.testweb import TestWeb
 
 from .conftest import cli_env, run_cli
@@ -265,3 +267,42 @@ def test_a_torn_record_is_found_and_cut_off_to_the_last_whole_one(redis_url, key
     assert [t for t, _u, _p in _records(path)] == ["request", "response", "conversion"] * 2 + [
         "request"
     ]
+
+
+class _FailingSync(LocalWarcStorage):
+    """A directory whose next fsync fails (a disk error), as the OS reports one."""
+
+    fail = True
+
+    def make_durable(self, fh) -> None:
+        if self.fail:
+            self.fail = False
+            raise OSError(5, "Input/output error")
+        super().make_durable(fh)
+
+
+def test_a_failed_fsync_keeps_the_batch_for_the_next_flush_in_a_new_file(tmp_path):
+    from srcrawl.slave.page_writer import PageWriter
+    from srcrawl.sql.store import Page
+
+    store = SQLiteStore(str(tmp_path / "s.db"))
+    store.init_schema()
+    storage = _FailingSync(tmp_path / "warc")
+    writer = PageWriter(store, WarcOutput(storage, "job", max_bytes=10**6))
+    body = b"<html><title>t</title>body</html>"
+    page = Page(fp=1, url="http://127.0.0.1:1/", host="127.0.0.1", status=200, text="body")
+    fetch = prepare_fetch(page.url, status=200, headers={}, body=body, ip="", fetched_at=1.7e9,
+                          request=b"GET / HTTP/1.1\r\n\r\n", text="body")  # fmt: skip
+    page.payload_digest = fetch.digest
+    writer.add([page], [(1, 2, "a")], [(page, fetch)])
+    with pytest.raises(WarcError):
+        writer.flush()  # no ack: the page waits for the next flush
+    [lost] = storage.names("job")
+    assert writer.flush() == 1
+    [row] = store.get_pages([1])
+    assert row.warc_file != lost and row.warc_file in storage.names("job")  # written again
+    assert read_payload(storage, Pointer(row.warc_file, row.warc_offset, row.warc_length)) == body
+    store.warc_texts = WarcTexts(storage.root)
+    assert store.page_text(row) == "body" and writer.revisits == 0
+    writer.warc.close()
+    store.close()
