@@ -43,7 +43,6 @@ from http.client import responses
 from pathlib import Path
 from typing import BinaryIO
 
-from fastwarc.stream_io import GzipWriter
 from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
 
 from srcrawl.errors import StoreError
@@ -133,32 +132,18 @@ def warc_date(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class _Members(threading.local):
-    """A gzip writer per thread that turns each record into one gzip member.
-
-    A GzipWriter made per record cost about 0.5 ms to set up (its buffers), four times
-    a page; one kept per thread and finished after each record costs nothing extra
-    (docs/BENCHMARKS.md, "WARC storage, again").
-    """
-
-    def __init__(self) -> None:
-        self.buf = io.BytesIO()
-        self.gz = GzipWriter(self.buf, compression_level=_COMPRESSION_LEVEL)
-
-
-_members = _Members()
-
-
 def _serialize(record: WarcRecord, digest: str | None = None) -> bytes:
-    """``record`` as one gzip member, its block digest (and payload digest) in its head."""
-    m = _members
+    """``record`` as one gzip member, its block digest (and payload digest) in its head.
+
+    FastWARC writes the record plain and CPython's zlib makes the member: zlib lets
+    go of the GIL while it compresses, so the slave's fetch loop and acker run
+    meanwhile. FastWARC's GzipWriter holds it (and one made per record cost about
+    0.5 ms to set up): docs/BENCHMARKS.md, "WARC storage, again".
+    """
+    buf = io.BytesIO()
     raw = base64.b32decode(digest[5:]) if digest else None
-    record.write(m.gz, checksum_data=True, payload_digest=raw)
-    m.gz.finish()  # ends the member: the bytes so far are this record's, whole
-    out = m.buf.getvalue()
-    m.buf.seek(0)
-    m.buf.truncate()
-    return out
+    record.write(buf, checksum_data=True, payload_digest=raw)
+    return zlib.compress(buf.getvalue(), _COMPRESSION_LEVEL, wbits=31)  # 31: a gzip member
 
 
 def _record(kind: WarcRecordType, url: str, date: str, ctype: str, content: bytes) -> WarcRecord:
