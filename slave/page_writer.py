@@ -21,8 +21,8 @@ batch's WARC records (handed to the OS: every reader sees them), then writes the
 rows that point into them while another thread makes the records durable (one
 fsync), and returns once both are done: a page is acknowledged only when its
 record is durable, and a crash before that leaves its task unacknowledged, so
-the page is fetched again and its row rewritten. The fsync's wait no longer
-adds to the store's (docs/BENCHMARKS.md, "WARC storage, again"). A page whose
+the page is fetched again and its row rewritten. The fsync's wait overlaps
+the store's (docs/BENCHMARKS.md, "WARC storage, again"). A page whose
 body the store already holds under the same payload digest gets a revisit
 record, and its row keeps pointing at the first one.
 """
