@@ -112,6 +112,8 @@ def run_crawl_benchmark(
     result.parameters["per_host"] = list(per_host)
     result.parameters["body_stores"] = list(body_stores)
     result.columns.append(Column("store_mb", "SQL store MB", ",.2f"))
+    result.columns.append(Column("pages_mb", "pages MB", ",.2f"))
+    result.columns.append(Column("links_mb", "links MB", ",.2f"))
     result.columns.append(Column("warc_mb", "WARC MB", ",.2f"))
     series = [(p, b) for p in per_host for b in body_stores]
     runs = _CrawlRuns(cfg, fetches=fetches, depth=depth, peer=peer, per_host=series,
@@ -326,14 +328,29 @@ def _crawl_once(cfg: Config, db: Path, seeds: list[str], run: _Run, say: Progres
     )
 
 
+_TABLE_OF = {"pages_host": "pages", "pages_indexed": "pages", "links_to": "links"}
+"""The table each secondary index of the schema belongs to (its bytes count with it)."""
+
+
 def _sizes(cfg: Config) -> dict[str, float]:
-    """MB of the run's SQL store (checkpointed: its WAL folded in) and of its WARC files."""
+    """MB of the run's SQL store (checkpointed: its WAL folded in), of its pages and links
+    tables with their indexes (SQLite's dbstat), and of its WARC files."""
     db = Path(cfg.db.path)
     with contextlib.closing(sqlite3.connect(db)) as conn:  # the WAL folded into the file
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        rows = conn.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name").fetchall()
+    tables: dict[str, int] = {}
+    for name, size in rows:
+        table = _TABLE_OF.get(name, name)
+        tables[table] = tables.get(table, 0) + int(size)
     warc = cfg.warc_root / cfg.job
     warc_bytes = sum(f.stat().st_size for f in warc.glob("*")) if warc.is_dir() else 0
-    return {"store_mb": db.stat().st_size / 2**20, "warc_mb": warc_bytes / 2**20}
+    return {
+        "store_mb": db.stat().st_size / 2**20,
+        "pages_mb": tables.get("pages", 0) / 2**20,
+        "links_mb": tables.get("links", 0) / 2**20,
+        "warc_mb": warc_bytes / 2**20,
+    }
 
 
 def _scrapy_once(seeds: list[str], run: _Run, say: Progress) -> Row:

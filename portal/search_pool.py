@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from srcrawl.defaults import DEFAULT_SEARCH_CACHE_MB
 from srcrawl.indexer.search import Searcher, SearchResult
@@ -82,9 +83,12 @@ class SearchPool:
         user_dict: str | None = None,
         on_search: Callable[[float], None] | None = None,
         cache_mb: int = DEFAULT_SEARCH_CACHE_MB,
+        warc_root: Path | None = None,
     ) -> None:
         self.db = db
         self.cache = TermCache(cache_mb << 20)
+        self.warc_root = warc_root
+        """Where the page texts of a crawl with ``--body-store warc`` are (the snippets')."""
         self.tokenizer: Tokenizer = get_tokenizer(user_dict)
         self.tokenizer.tokens(WARM_UP_TEXT)  # the dictionary load is start-up, not query time
         self._local = threading.local()
@@ -96,7 +100,7 @@ class SearchPool:
     def _searcher(self) -> Searcher:
         searcher = getattr(self._local, "searcher", None)
         if searcher is None:
-            store = open_store(self.db)
+            store = open_store(self.db, self.warc_root)
             with self._lock:
                 self._stores.append(store)
             searcher = self._local.searcher = Searcher(

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from srcrawl.config import Config
 from srcrawl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from srcrawl.slave.warc import LocalWarcStorage
 
 
 def _config(ctx: click.Context) -> Config:
@@ -17,26 +21,65 @@ def _config(ctx: click.Context) -> Config:
 
 
 @click.command("warc")
-@click.option("--copy", "copy_to", type=click.Path(file_okay=False), default=None,
-              help="Copy the files into this directory instead of listing them.")
+@click.option(
+    "--copy",
+    "copy_to",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Copy the files into this directory instead of listing them.",
+)
+@click.option(
+    "--truncate-torn",
+    is_flag=True,
+    help="Cut a file that ends in a torn record (a slave killed mid-write) back to "
+    "its last whole record.",
+)
 @click.pass_context
-def export_warc(ctx: click.Context, copy_to: str | None) -> None:
+def export_warc(ctx: click.Context, copy_to: str | None, truncate_torn: bool) -> None:
     """The job's WARC files (in $SRCRAWL_WARC_DIR, default $SRCRAWL_HOME/warc), one path
-    a line, and with --copy, copied."""
+    a line, and with --copy, copied.
+
+    Each file is checked first: one that ends in a torn record is named on stderr and
+    the command exits with status 1, unless --truncate-torn cut it back (no page of the
+    store points past its last whole record). A file a running slave writes is left alone.
+    """
     from srcrawl.slave.warc import LocalWarcStorage
 
     cfg = _config(ctx)
     storage = LocalWarcStorage(cfg.warc_root)
     names = storage.names(cfg.job)
+    torn = _check(storage, names, truncate_torn)
     if copy_to is not None:
         dest = Path(copy_to)
         dest.mkdir(parents=True, exist_ok=True)
         for name in names:
             shutil.copy2(storage.path(name), dest / Path(name).name)
         click.echo(f"{len(names)} WARC file(s) of job {cfg.job} copied to {dest}", err=True)
-        return
+    else:
+        for name in names:
+            click.echo(str(storage.path(name)))
+    if torn:
+        ctx.exit(1)
+
+
+def _check(storage: LocalWarcStorage, names: list[str], truncate: bool) -> int:
+    """Check each file for a torn tail (cut back with ``truncate``); how many stay torn."""
+    from srcrawl.slave.warc import check_file
+
+    left = 0
     for name in names:
-        click.echo(str(storage.path(name)))
+        found = check_file(storage.path(name), truncate=truncate)
+        if found.in_use:
+            click.echo(f"{found.path}: being written, not checked", err=True)
+        elif found.truncated:
+            click.echo(f"{found.path}: torn record cut off, {found.size - found.whole} bytes "
+                       f"after byte {found.whole}", err=True)  # fmt: skip
+        elif found.torn:
+            left += 1
+            click.echo(f"{found.path}: torn record after byte {found.whole} "
+                       f"({found.size - found.whole} bytes; --truncate-torn cuts them off)",
+                       err=True)  # fmt: skip
+    return left
 
 
 @click.group("import")

@@ -429,7 +429,7 @@ class CrawlHandler:
             error=result.error, body_state=state, etag=nxt.etag, last_modified=nxt.modified,
             digest=digest, revisit=nxt.revisit, next_fetch=time.time() + nxt.revisit,
         )  # fmt: skip
-        record = self._body(page, result, canonical)
+        record = self._body(page, result)
         # stored by flush(), before the runtime acknowledges this task
         texts = canonical_anchors(canonical, anchors) if anchors and canonical else {}
         self.writer.add([page], [(fp, dst, texts.get(dst)) for dst in canonical.values()],
@@ -472,10 +472,9 @@ class CrawlHandler:
         return Fetched(task, result.status, result.elapsed_ms, rules.crawl_delay, next=nxt,
                        changed=False).encode()  # fmt: skip
 
-    def _body(
-        self, page: Page, result: FetchResult, canonical: dict[str, int]
-    ) -> PreparedFetch | None:
-        """Keep the body: the page's WARC records (the writer appends them), or in the row."""
+    def _body(self, page: Page, result: FetchResult) -> PreparedFetch | None:
+        """Keep the body: the page's WARC records (the writer appends them, with the text
+        as a conversion record), or in the row."""
         if self.writer.warc is None:
             page.body = compress_body(result.body) if result.body else None
             return None
@@ -483,9 +482,9 @@ class CrawlHandler:
             return None  # no response, nothing to record
         record = prepare_fetch(
             page.url, status=result.status, headers=result.headers, body=result.body,
-            ip=result.ip, fetched_at=page.fetched_at, fetch_ms=page.fetch_ms,
-            request=request_head(page.url, self._user_agent), outlinks=canonical,
-            truncated=result.truncated,
+            ip=result.ip, fetched_at=page.fetched_at,
+            request=request_head(page.url, self._user_agent), truncated=result.truncated,
+            text=page.text,
         )  # fmt: skip
         page.payload_digest = record.digest
         return record

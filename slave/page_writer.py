@@ -17,10 +17,14 @@ a bare page fails for another reason is the store taken to be down: the
 pages wait for the next flush, and their tasks for their ack.
 
 With a :class:`~srcrawl.slave.warc.WarcOutput`, each flush first appends the
-batch's WARC records and makes them durable (one fsync), then writes the rows
-that point into them: a row never names a record that a crash could take
-away. A page whose body the store already holds under the same payload
-digest gets a revisit record, and its row keeps pointing at the first one.
+batch's WARC records (handed to the OS: every reader sees them), then writes the
+rows that point into them while another thread makes the records durable (one
+fsync), and returns once both are done: a page is acknowledged only when its
+record is durable, and a crash before that leaves its task unacknowledged, so
+the page is fetched again and its row rewritten. The fsync's wait overlaps
+the store's (docs/BENCHMARKS.md, "WARC storage, again"). A page whose
+body the store already holds under the same payload digest gets a revisit
+record, and its row keeps pointing at the first one.
 """
 
 from __future__ import annotations
@@ -30,9 +34,18 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from srcrawl.errors import StoreDataError, StoreError
-from srcrawl.slave.warc import PreparedFetch, WarcOutput, revisit_record
+from srcrawl.slave.warc import (
+    Original,
+    Pointer,
+    PreparedFetch,
+    WarcError,
+    WarcOutput,
+    original_record,
+    revisit_record,
+)
 from srcrawl.sql.store import Link, Page, Store, StoredPayload, Touch
 
 log = logging.getLogger("srcrawl.slave")
@@ -55,6 +68,7 @@ class PageWriter:
         self._touches: list[Touch] = []
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
+        self._syncer = ThreadPoolExecutor(1, thread_name_prefix="warc-sync")
         self.stored_bare = 0
         """Pages the store refused whole, stored without title, text and body."""
         self.dropped = 0
@@ -111,30 +125,50 @@ class PageWriter:
                 records, self._records = self._records, []
             if not pages and not links:
                 return 0
-            if records:
+            if not records:
+                return self._store(pages, links)
+            try:
+                self._write_warc(records)
+                # the fsync runs beside the store's transaction; the flush (and so the
+                # ack) waits for both, so an acknowledged page's record is durable, and
+                # a crash before leaves its task unacknowledged: it is fetched again and
+                # its row rewritten
+                syncing = self._syncer.submit(self.warc.sync)  # type: ignore[union-attr]
                 try:
-                    self._write_warc(records)
-                except StoreError:
-                    with self._lock:  # nothing was stored: all of it waits for the next flush
-                        self._pages[:0] = pages
-                        self._links[:0] = links
-                        self._records[:0] = records
-                    raise
-            for attempt in range(_RETRIES):
-                try:
-                    self.store.save_fetched(pages, links)
-                    return len(pages)
-                except StoreDataError as e:  # refused again however often it is sent
-                    log.warning("store write refused: %s", e)
-                    break
-                except StoreError as e:
-                    log.warning("store write failed (attempt %d): %s", attempt + 1, e)
-                    if attempt < _RETRIES - 1:
-                        time.sleep(min(2**attempt * _BACKOFF, 5.0))
-                except Exception as e:  # not the store: something in the pages
-                    log.warning("store write failed: %r", e)
-                    break
-            return self._one_by_one(pages, links)
+                    n = self._store(pages, links)
+                finally:
+                    syncing.result()
+            except WarcError:
+                self._requeue(pages, links, records)
+                raise
+            return n
+
+    def _requeue(
+        self, pages: list[Page], links: list[Link], records: list[tuple[Page, PreparedFetch]]
+    ) -> None:
+        """Give a batch whose records were not made durable to the next flush, whole."""
+        with self._lock:
+            self._pages[:0] = pages
+            self._links[:0] = links
+            self._records[:0] = records
+
+    def _store(self, pages: list[Page], links: list[Link]) -> int:
+        """The store's transaction, retried, then page by page (see :meth:`flush`)."""
+        for attempt in range(_RETRIES):
+            try:
+                self.store.save_fetched(pages, links)
+                return len(pages)
+            except StoreDataError as e:  # refused again however often it is sent
+                log.warning("store write refused: %s", e)
+                break
+            except StoreError as e:
+                log.warning("store write failed (attempt %d): %s", attempt + 1, e)
+                if attempt < _RETRIES - 1:
+                    time.sleep(min(2**attempt * _BACKOFF, 5.0))
+            except Exception as e:  # not the store: something in the pages
+                log.warning("store write failed: %r", e)
+                break
+        return self._one_by_one(pages, links)
 
     def _write_warc(self, records: list[tuple[Page, PreparedFetch]]) -> None:
         """Append the pages' records, durable, and point the pages at them."""
@@ -147,21 +181,41 @@ class PageWriter:
         kept: list[StoredPayload | None] = []
         for page, fetch in records:
             old = stored.get(page.fp)
-            if old is not None and old.digest == fetch.digest:
-                groups.append((fetch.request, revisit_record(fetch), fetch.metadata))
+            if (
+                old is not None
+                and old.digest == fetch.digest
+                and old.warc_file not in self.warc.abandoned  # its record may be lost
+            ):
+                revisit = revisit_record(fetch, self._original(old))
+                groups.append((fetch.request, revisit))
                 kept.append(old)
             else:
-                groups.append((fetch.request, fetch.response, fetch.metadata))
+                groups.append(fetch.records())
                 kept.append(None)
-        pointers = self.warc.append(groups, [1] * len(groups))
-        for (page, _fetch), pointer, old in zip(records, pointers, kept, strict=True):
+        placed = self.warc.append(groups, durable=False)  # flush() waits for its sync
+        for (page, fetch), where, old in zip(records, placed, kept, strict=True):
             if old is None:
-                page.warc_file, page.warc_offset = pointer.file, pointer.offset
-                page.warc_length = pointer.length
-            else:  # the body is where it was: one read still gives it
+                response = where[1]
+                page.warc_file, page.warc_offset = response.file, response.offset
+                page.warc_length = response.length
+                if fetch.conversion:  # the text is in the record after the response
+                    page.text, page.text_length = "", where[2].length
+            else:  # the body (and text) are where they were: one read still gives each
                 page.warc_file, page.warc_offset = old.warc_file, old.warc_offset
                 page.warc_length = old.warc_length
+                if old.text_length is not None:
+                    page.text, page.text_length = "", old.text_length
                 self.revisits += 1
+
+    def _original(self, old: StoredPayload) -> Original | None:
+        """The record a revisit refers to, read from its file (None when it cannot be)."""
+        assert self.warc is not None
+        pointer = Pointer(old.warc_file, old.warc_offset, old.warc_length)
+        try:
+            return original_record(self.warc.storage, pointer)
+        except StoreError as e:
+            log.warning("revisit of %s: %s", pointer.file, e)
+            return None
 
     def _one_by_one(self, pages: list[Page], links: list[Link]) -> int:
         by_src: dict[int, list[Link]] = {}

@@ -1,11 +1,13 @@
 """Every fetch kept in WARC/1.1 files; the store keeps where each response record is.
 
 A crawl slave writes, per page, a ``request``, a ``response`` (or, when the
-store already holds the same body, a ``revisit``) and a ``metadata`` record
-(fetch time, outlinks), each its own gzip member, so that a page's body is one
-seek and one read of ``warc_length`` bytes at ``warc_offset``. FastWARC writes
-and reads them: in ``srcrawl bench warc`` it builds records about six times
-faster than warcio (docs/BENCHMARKS.md); warcio checks them in the tests.
+store already holds the same body, a ``revisit``) and, right after the response,
+a ``conversion`` record holding the extracted text, each its own gzip member, so
+that a page's body is one seek and one read of ``warc_length`` bytes at
+``warc_offset``, and its text one read of ``text_length`` bytes after that (what
+the index and the snippets read, :mod:`srcrawl.sql.warc_text`). FastWARC writes
+and reads them (it builds records about six times faster than warcio,
+docs/BENCHMARKS.md); warcio checks them in the tests.
 
 The parse threads build each page's records (:func:`prepare_fetch`); the
 page writer appends a batch to the open file and makes it durable (flush and
@@ -25,21 +27,22 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import hashlib
 import io
 import os
 import socket
 import threading
 import time
+import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from http.client import responses
 from pathlib import Path
 from typing import BinaryIO
 
-from fastwarc.stream_io import GzipWriter
 from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
 
 from srcrawl.errors import StoreError
@@ -47,7 +50,10 @@ from srcrawl.sql.store import Page, decompress_body
 
 WARC_SUFFIX = ".warc.gz"
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
-_COMPRESSION_LEVEL = 6  # the level compress_body used for SQL bodies
+_COMPRESSION_LEVEL = 3
+"""gzip level of each record: levels 1-3 take zlib's fast path (no lazy matching); on the
+test web's records level 3 gave members within 1% of level 6's size, 10% faster
+(docs/BENCHMARKS.md, "WARC storage, again")."""
 _DROPPED_HEADERS = frozenset({"content-encoding", "transfer-encoding", "content-length"})
 
 
@@ -93,7 +99,12 @@ class LocalWarcStorage(WarcStorage):
     def create(self, name: str) -> BinaryIO:
         p = self.path(name)
         p.parent.mkdir(parents=True, exist_ok=True)
-        return open(p, "xb")  # exclusive: two writers never share a file
+        # exclusive: no two writers share a file (which the writer keeps open)
+        fh = open(p, "xb")  # noqa: SIM115
+        # held while the file is written, released by the kernel however the writer
+        # ends: `srcrawl export warc --truncate-torn` leaves a locked file alone
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return fh
 
     def make_durable(self, fh: BinaryIO) -> None:
         fh.flush()
@@ -122,13 +133,17 @@ def warc_date(ts: float) -> str:
 
 
 def _serialize(record: WarcRecord, digest: str | None = None) -> bytes:
-    """``record`` as one gzip member, its block digest (and payload digest) in its head."""
+    """``record`` as one gzip member, its block digest (and payload digest) in its head.
+
+    FastWARC writes the record plain and CPython's zlib makes the member: zlib lets
+    go of the GIL while it compresses, so the slave's fetch loop and acker run
+    meanwhile. FastWARC's GzipWriter holds it (and one made per record cost about
+    0.5 ms to set up): docs/BENCHMARKS.md, "WARC storage, again".
+    """
     buf = io.BytesIO()
-    gz = GzipWriter(buf, compression_level=_COMPRESSION_LEVEL)
     raw = base64.b32decode(digest[5:]) if digest else None
-    record.write(gz, checksum_data=True, payload_digest=raw)
-    gz.close()
-    return buf.getvalue()
+    record.write(buf, checksum_data=True, payload_digest=raw)
+    return zlib.compress(buf.getvalue(), _COMPRESSION_LEVEL, wbits=31)  # 31: a gzip member
 
 
 def _record(kind: WarcRecordType, url: str, date: str, ctype: str, content: bytes) -> WarcRecord:
@@ -164,15 +179,28 @@ class PreparedFetch:
     """The response's HTTP head (a revisit record carries it alone)."""
     request: bytes
     response: bytes
-    metadata: bytes
+    conversion: bytes
+    """The extracted text as a ``conversion`` record; b"" when the page has none."""
     response_id: str
+
+    def records(self) -> tuple[bytes, ...]:
+        """The records as written: request, response, and the text's right after it."""
+        if self.conversion:
+            return (self.request, self.response, self.conversion)
+        return (self.request, self.response)
 
 
 def prepare_fetch(
     url: str, *, status: int, headers: dict[str, str], body: bytes, ip: str, fetched_at: float,
-    fetch_ms: int, request: bytes, outlinks: Iterable[str], truncated: bool = False,
+    request: bytes, truncated: bool = False, text: str = "",
 ) -> PreparedFetch:  # fmt: skip
-    """The request, response and metadata records of one fetch, each a gzip member."""
+    """The request, response and conversion (the extracted ``text``, if any) records of one
+    fetch, each a gzip member.
+
+    No ``metadata`` record: its outlinks and fetch time are in the store's rows, and
+    it took a ninth of the WARC bytes and one more compression a page
+    (docs/BENCHMARKS.md, "WARC storage, again").
+    """
     date = warc_date(fetched_at)
     digest = payload_digest(body)
     head = response_head(status, headers, len(body))
@@ -185,22 +213,37 @@ def prepare_fetch(
     rid = resp.record_id
     req = _record(WarcRecordType.request, url, date, "application/http; msgtype=request", request)
     req.headers["WARC-Concurrent-To"] = rid
-    fields = [f"fetchTimeMs: {fetch_ms}", *(f"outlink: {link}" for link in outlinks)]
-    meta = _record(WarcRecordType.metadata, url, date, "application/warc-fields",
-                   ("\r\n".join(fields) + "\r\n").encode("utf-8"))  # fmt: skip
-    meta.headers["WARC-Concurrent-To"] = rid
+    conversion = b""
+    if text:
+        conv = _record(WarcRecordType.conversion, url, date, "text/plain; charset=utf-8",
+                       text.encode("utf-8", "replace"))  # fmt: skip
+        conv.headers["WARC-Refers-To"] = rid
+        conversion = _serialize(conv)
     return PreparedFetch(url, date, digest, head, _serialize(req), _serialize(resp, digest),
-                         _serialize(meta), rid)  # fmt: skip
+                         conversion, rid)  # fmt: skip
 
 
-def revisit_record(fetch: PreparedFetch, refers_to: str | None = None) -> bytes:
-    """A revisit record (identical-payload-digest profile) in place of ``fetch``'s response."""
+@dataclass(frozen=True)
+class Original:
+    """The response record a revisit refers to: its id, target URI and date."""
+
+    record_id: str
+    url: str
+    date: str
+
+
+def revisit_record(fetch: PreparedFetch, original: Original | None = None) -> bytes:
+    """A revisit record (identical-payload-digest profile) in place of ``fetch``'s response,
+    naming the ``original`` record (WARC-Refers-To, -Target-URI and -Date) when known."""
     rec = _record(WarcRecordType.revisit, fetch.url, fetch.date,
                   "application/http; msgtype=response", fetch.head)  # fmt: skip
     rec.headers["WARC-Profile"] = REVISIT_PROFILE
-    rec.headers["WARC-Refers-To-Target-URI"] = fetch.url
-    if refers_to:
-        rec.headers["WARC-Refers-To"] = refers_to
+    if original is not None:
+        rec.headers["WARC-Refers-To"] = original.record_id
+        rec.headers["WARC-Refers-To-Target-URI"] = original.url
+        rec.headers["WARC-Refers-To-Date"] = original.date
+    else:
+        rec.headers["WARC-Refers-To-Target-URI"] = fetch.url
     rec.headers["WARC-Truncated"] = "length"  # the payload is left out, by the profile
     return _serialize(rec, fetch.digest)
 
@@ -231,6 +274,8 @@ class WarcOutput:
         self._lock = threading.Lock()
         self.files = 0
         self.bytes = 0
+        self.abandoned: set[str] = set()
+        """Files left after a failed write or sync (their records may be lost)."""
 
     def _rotate(self) -> None:
         self._close_file()
@@ -253,38 +298,59 @@ class WarcOutput:
             finally:
                 fh.close()
 
-    def append(self, groups: Sequence[Sequence[bytes]], keep: Sequence[int]) -> list[Pointer]:
-        """Write each group's records together; the pointer of record ``keep[i]`` of group i.
+    def append(
+        self, groups: Sequence[Sequence[bytes]], *, durable: bool = True
+    ) -> list[list[Pointer]]:
+        """Write each group's records together, in one file; where each record went.
 
         Durable when it returns (one fsync per call, and one per file closed by a
-        rotation); raises :class:`WarcError` and starts a new file when a write fails.
+        rotation); with ``durable=False`` only handed to the OS (readable by every
+        process), and :meth:`sync` makes it durable. Raises :class:`WarcError` and
+        starts a new file when a write fails.
         """
         with self._lock:
             try:
-                return self._append(groups, keep)
+                return self._append(groups, durable)
             except OSError as e:
-                # what was written of this batch is in no store row; a new file
-                # keeps the next batch clear of a torn record
-                fh, self._fh = self._fh, None
-                if fh is not None:
-                    with contextlib.suppress(OSError):
-                        fh.close()
-                raise WarcError(f"cannot write WARC file {self._name}: {e}") from e
+                raise self._abandon(e) from e
 
-    def _append(self, groups: Sequence[Sequence[bytes]], keep: Sequence[int]) -> list[Pointer]:
-        out: list[Pointer] = []
-        for records, k in zip(groups, keep, strict=True):
+    def sync(self) -> None:
+        """Make everything appended so far durable (see ``append(durable=False)``)."""
+        with self._lock:
+            try:
+                if self._fh is not None:
+                    self.storage.make_durable(self._fh)
+            except OSError as e:
+                raise self._abandon(e) from e
+
+    def _abandon(self, e: OSError) -> WarcError:
+        """Leave the file a write or sync failed on: a new file keeps the next batch clear
+        of a torn record, and no revisit refers into this one."""
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            with contextlib.suppress(OSError):
+                fh.close()
+        self.abandoned.add(self._name)
+        return WarcError(f"cannot write WARC file {self._name}: {e}")
+
+    def _append(self, groups: Sequence[Sequence[bytes]], durable: bool) -> list[list[Pointer]]:
+        out: list[list[Pointer]] = []
+        for records in groups:
             if self._fh is None or self._size >= self.max_bytes:
                 self._rotate()
             assert self._fh is not None
-            for i, blob in enumerate(records):
-                if i == k:
-                    out.append(Pointer(self._name, self._size, len(blob)))
+            where = []
+            for blob in records:
+                where.append(Pointer(self._name, self._size, len(blob)))
                 self._fh.write(blob)
                 self._size += len(blob)
                 self.bytes += len(blob)
+            out.append(where)
         if self._fh is not None:
-            self.storage.make_durable(self._fh)
+            if durable:
+                self.storage.make_durable(self._fh)
+            else:
+                self._fh.flush()
         return out
 
     def close(self) -> None:
@@ -303,6 +369,20 @@ def read_payload(storage: WarcStorage, pointer: Pointer) -> bytes:
     raise WarcError(f"no WARC record at {pointer.file}:{pointer.offset}")
 
 
+def original_record(storage: WarcStorage, pointer: Pointer) -> Original:
+    """The id, target URI and date of the response record at ``pointer`` (what a revisit of
+    it names): its head only is parsed."""
+    try:
+        data = storage.read(pointer.file, pointer.offset, pointer.length)
+    except OSError as e:
+        raise WarcError(f"cannot read WARC file {pointer.file}: {e}") from e
+    for record in ArchiveIterator(io.BytesIO(data), parse_http=False):
+        h = record.headers
+        return Original(h.get("WARC-Record-ID", ""), h.get("WARC-Target-URI", ""),
+                        h.get("WARC-Date", ""))  # fmt: skip
+    raise WarcError(f"no WARC record at {pointer.file}:{pointer.offset}")
+
+
 def page_body(storage: WarcStorage, page: Page) -> bytes:
     """A stored page's body (read with ``with_body=True``), from its WARC record or (stores
     of schema 5 and before, or ``--body-store sql``) the store's compressed copy; b"" when
@@ -310,3 +390,84 @@ def page_body(storage: WarcStorage, page: Page) -> bytes:
     if page.warc_file and page.warc_offset is not None and page.warc_length is not None:
         return read_payload(storage, Pointer(page.warc_file, page.warc_offset, page.warc_length))
     return decompress_body(page.body)
+
+
+_CHUNK = 1 << 20
+
+
+def _whole_record(member: bytes) -> bool:
+    """Whether a decompressed gzip member is one WARC record, its block all there."""
+    try:
+        for record in ArchiveIterator(io.BytesIO(member), parse_http=False):
+            return len(record.reader.read()) == record.content_length
+    except (ValueError, OSError):
+        pass
+    return False
+
+
+def whole_records_end(fh: BinaryIO) -> int:
+    """Where the file's last whole record ends: its size, unless a writer killed mid-record
+    (or damage) left a torn gzip member or record after that offset.
+
+    Walks the gzip members (one a record) with zlib, which says exactly where each
+    ends; each member must hold a whole WARC record.
+    """
+    fh.seek(0)
+    end = fed = 0  # end: where the current member starts; fed: its bytes read so far
+    d, parts = zlib.decompressobj(31), []  # 31: one gzip member
+    data = b""
+    while True:
+        if not data:
+            data = fh.read(_CHUNK)
+            if not data:
+                return end  # the file ends inside a member (or exactly after one)
+        try:
+            parts.append(d.decompress(data))
+        except zlib.error:
+            return end
+        if not d.eof:
+            fed += len(data)
+            data = b""
+            continue
+        if not _whole_record(b"".join(parts)):
+            return end
+        end += fed + len(data) - len(d.unused_data)
+        fed, data, d, parts = 0, d.unused_data, zlib.decompressobj(31), []
+
+
+@dataclass(frozen=True)
+class FileCheck:
+    """What :func:`check_file` found in one WARC file."""
+
+    path: Path
+    size: int
+    whole: int
+    """Bytes up to the end of the last whole record (``size`` when the file is sound)."""
+    in_use: bool = False
+    """A writer holds the file: not checked (its last record may be half written)."""
+    truncated: bool = False
+
+    @property
+    def torn(self) -> bool:
+        return self.whole < self.size
+
+
+def check_file(path: Path, *, truncate: bool = False) -> FileCheck:
+    """Find a torn record at the end of ``path`` and, with ``truncate``, cut the file back
+    to its last whole record (no store row points past it: rows are written only once
+    their records are durable). A file a writer still holds is left alone."""
+    try:
+        with open(path, "r+b" if truncate else "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            try:
+                fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return FileCheck(path, size, size, in_use=True)
+            whole = whole_records_end(fh)
+            if truncate and whole < size:
+                fh.truncate(whole)
+                os.fsync(fh.fileno())
+                return FileCheck(path, size, whole, truncated=True)
+            return FileCheck(path, size, whole)
+    except OSError as e:
+        raise WarcError(f"cannot check WARC file {path}: {e}") from e

@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS pages (
     warc_offset BIGINT NULL,
     warc_length BIGINT NULL,
     payload_digest VARCHAR(64) NULL,
+    text_length BIGINT NULL,
     -- recrawl (schema 6): see sqlite.sql
     etag VARCHAR(255) NULL,
     last_modified VARCHAR(255) NULL,

@@ -19,7 +19,7 @@ _PAGE_UPDATE = ", ".join(
     for c in (
         "url", "host", "depth", "status", "content_type", "fetched_at", "fetch_ms",
         "title", "text", "body", "error", "body_state",
-        "warc_file", "warc_offset", "warc_length", "payload_digest",
+        "warc_file", "warc_offset", "warc_length", "payload_digest", "text_length",
         "etag", "last_modified", "digest", "revisit", "next_fetch", "checked_at",
     )
 )  # fmt: skip
@@ -32,8 +32,9 @@ class MySQLStore(Store):
     UPSERT_PAGE = (
         "INSERT INTO pages (fp, url, host, depth, status, content_type, fetched_at, fetch_ms, "
         "title, text, body, error, body_state, warc_file, warc_offset, warc_length, "
-        "payload_digest, etag, last_modified, digest, revisit, next_fetch, checked_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "payload_digest, text_length, etag, last_modified, digest, revisit, next_fetch, "
+        "checked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         f"ON DUPLICATE KEY UPDATE {_PAGE_UPDATE}, indexed_at = NULL"
     )
     ADD_FETCH_OUTCOME = (
@@ -41,9 +42,11 @@ class MySQLStore(Store):
         "ADD COLUMN body_state VARCHAR(16) NOT NULL DEFAULT 'complete'",
     )
     ADD_WARC = (
-        "ALTER TABLE pages ADD COLUMN warc_file VARCHAR(1024) NULL, "
-        "ADD COLUMN warc_offset BIGINT NULL, ADD COLUMN warc_length BIGINT NULL, "
-        "ADD COLUMN payload_digest VARCHAR(64) NULL",
+        ("warc_file", "ALTER TABLE pages ADD COLUMN warc_file VARCHAR(1024) NULL"),
+        ("warc_offset", "ALTER TABLE pages ADD COLUMN warc_offset BIGINT NULL"),
+        ("warc_length", "ALTER TABLE pages ADD COLUMN warc_length BIGINT NULL"),
+        ("payload_digest", "ALTER TABLE pages ADD COLUMN payload_digest VARCHAR(64) NULL"),
+        ("text_length", "ALTER TABLE pages ADD COLUMN text_length BIGINT NULL"),
     )
     ADD_REVISIT = (
         "ALTER TABLE pages ADD COLUMN etag VARCHAR(255) NULL, "

@@ -30,6 +30,9 @@ CREATE TABLE IF NOT EXISTS pages (
     warc_length INTEGER NULL,
     -- sha1:BASE32 of the body (WARC-Payload-Digest): a refetch with the same one is a revisit
     payload_digest TEXT NULL,
+    -- the extracted text as a WARC conversion record right after the response record
+    -- (at warc_offset + warc_length, this many bytes); NULL: the text is in `text`
+    text_length INTEGER NULL,
     -- recrawl (schema 6): the response's validators for a conditional GET, a
     -- fingerprint of title and text (changed or not), the revisit interval (s)
     -- and the next fetch time (the live schedule is the crawl's in Redis), and

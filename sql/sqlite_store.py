@@ -19,7 +19,7 @@ _PAGE_UPDATE = ", ".join(
     for c in (
         "url", "host", "depth", "status", "content_type", "fetched_at", "fetch_ms",
         "title", "text", "body", "error", "body_state",
-        "warc_file", "warc_offset", "warc_length", "payload_digest",
+        "warc_file", "warc_offset", "warc_length", "payload_digest", "text_length",
         "etag", "last_modified", "digest", "revisit", "next_fetch", "checked_at",
     )
 )  # fmt: skip
@@ -42,8 +42,9 @@ class SQLiteStore(Store):
     UPSERT_PAGE = (
         "INSERT INTO pages (fp, url, host, depth, status, content_type, fetched_at, fetch_ms, "
         "title, text, body, error, body_state, warc_file, warc_offset, warc_length, "
-        "payload_digest, etag, last_modified, digest, revisit, next_fetch, checked_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "payload_digest, text_length, etag, last_modified, digest, revisit, next_fetch, "
+        "checked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         f"ON CONFLICT (fp) DO UPDATE SET {_PAGE_UPDATE}, indexed_at = NULL"
     )
     ADD_FETCH_OUTCOME = (
@@ -51,10 +52,11 @@ class SQLiteStore(Store):
         "ALTER TABLE pages ADD COLUMN body_state TEXT NOT NULL DEFAULT 'complete'",
     )
     ADD_WARC = (
-        "ALTER TABLE pages ADD COLUMN warc_file TEXT NULL",
-        "ALTER TABLE pages ADD COLUMN warc_offset INTEGER NULL",
-        "ALTER TABLE pages ADD COLUMN warc_length INTEGER NULL",
-        "ALTER TABLE pages ADD COLUMN payload_digest TEXT NULL",
+        ("warc_file", "ALTER TABLE pages ADD COLUMN warc_file TEXT NULL"),
+        ("warc_offset", "ALTER TABLE pages ADD COLUMN warc_offset INTEGER NULL"),
+        ("warc_length", "ALTER TABLE pages ADD COLUMN warc_length INTEGER NULL"),
+        ("payload_digest", "ALTER TABLE pages ADD COLUMN payload_digest TEXT NULL"),
+        ("text_length", "ALTER TABLE pages ADD COLUMN text_length INTEGER NULL"),
     )
     ADD_REVISIT = (
         "ALTER TABLE pages ADD COLUMN etag TEXT NULL",

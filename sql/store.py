@@ -18,10 +18,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from srcrawl.defaults import DEFAULT_STORE_BATCH, DEFAULT_STORE_BULK_BATCH
+from srcrawl.errors import StoreError
 from srcrawl.sql.index_tables import INDEX_BLOCK, INDEX_COUNTERS, Counters, IndexTables
+from srcrawl.sql.warc_text import WarcTexts
 
 if TYPE_CHECKING:
     from srcrawl.sql.database_url import DatabaseURL
@@ -89,6 +92,9 @@ class Page:
     """Bytes of that record as stored: one seek and one read give the page's body."""
     payload_digest: str | None = None
     """``sha1:BASE32`` of the body (the WARC-Payload-Digest), None when not recorded."""
+    text_length: int | None = None
+    """Bytes of the WARC ``conversion`` record holding the extracted text, which follows the
+    response record (at ``warc_offset + warc_length``); None: the text is in ``text``."""
     etag: str | None = None
     last_modified: str | None = None
     """The response's validators, sent back on the page's next fetch (a conditional GET)."""
@@ -111,6 +117,7 @@ class Page:
             self.content_type[:MAX_CONTENT_TYPE_CHARS], self.fetched_at, self.fetch_ms,
             self.title[:MAX_TITLE_CHARS], self.text, self.body, self.error, self.body_state,
             self.warc_file, self.warc_offset, self.warc_length, self.payload_digest,
+            self.text_length,
             _cut(self.etag, MAX_VALIDATOR_CHARS), _cut(self.last_modified, MAX_VALIDATOR_CHARS),
             self.digest, self.revisit, self.next_fetch,
             self.checked_at,
@@ -132,13 +139,15 @@ last_modified, revisit, next_fetch); its text, body, fetched_at and index entry 
 
 PAGE_COLUMNS = (
     "fp, url, host, depth, status, content_type, fetched_at, fetch_ms, title, text, body, "
-    "error, body_state, warc_file, warc_offset, warc_length, payload_digest, etag, "
-    "last_modified, digest, revisit, next_fetch, checked_at"
+    "error, body_state, warc_file, warc_offset, warc_length, payload_digest, text_length, "
+    "etag, last_modified, digest, revisit, next_fetch, checked_at"
 )
-WARC_COLUMNS = ("warc_file", "warc_offset", "warc_length", "payload_digest")
+WARC_COLUMNS = ("warc_file", "warc_offset", "warc_length", "payload_digest", "text_length")
 """The columns schema 6 adds to pages for WARC storage (see ``Store.ADD_WARC``)."""
 REVISIT_COLUMNS = ("etag", "last_modified", "digest", "revisit", "next_fetch", "checked_at")
 """The columns schema 6 adds to pages for the recrawl (see ``Store.ADD_REVISIT``)."""
+_TEXT_COLUMNS = "text, warc_file, warc_offset, warc_length, text_length"
+"""What :meth:`Store._text` reads a page's text from."""
 GONE = "(status IN (404, 410) OR (status >= 300 AND status < 400))"
 """Pages that are not there (any more): not found, gone, or now a redirect."""
 INDEXABLE = f"error IS NULL AND body_state IN ('complete', 'capped') AND NOT {GONE}"
@@ -154,6 +163,8 @@ class StoredPayload:
     warc_file: str
     warc_offset: int
     warc_length: int
+    text_length: int | None = None
+    """Bytes of the conversion record after the response record; None: no text there."""
 
 
 RETIRED_INDEXES = (("links", "links_dst"),)
@@ -193,6 +204,8 @@ class Store(ABC):
 
     dialect: str
     batch_size: int = DEFAULT_STORE_BATCH
+    warc_texts: WarcTexts | None = None
+    """Where page texts kept in WARC files are read (see :func:`open_store`)."""
 
     # statements that differ by dialect
     UPSERT_PAGE: str
@@ -203,7 +216,7 @@ class Store(ABC):
     UPSERT_DOCLEN: str  # (fp, length, block, packed term fingerprints)
     LOCK_META: str  # reads one meta value (k) and holds it until the transaction ends
     ADD_FETCH_OUTCOME: tuple[str, ...]  # pages of schema 3 and before get error, body_state
-    ADD_WARC: tuple[str, ...]  # pages of schema 5 and before get WARC_COLUMNS
+    ADD_WARC: tuple[tuple[str, str], ...]  # (column of WARC_COLUMNS, the statement adding it)
     ADD_REVISIT: tuple[str, ...]  # pages of schema 5 and before get REVISIT_COLUMNS
 
     def __init__(self) -> None:
@@ -291,8 +304,9 @@ class Store(ABC):
             if pages and "error" not in pages:  # schema 3 and before: no fetch outcome
                 for statement in self.ADD_FETCH_OUTCOME:
                     self._execute(cur, statement)
-            if pages and "warc_file" not in pages:  # schema 5 and before: bodies in SQL only
-                for statement in self.ADD_WARC:
+            # schema 5 and before: bodies in SQL only; early schema 6: text in SQL only
+            for column, statement in self.ADD_WARC if pages else ():
+                if column not in pages:
                     self._execute(cur, statement)
             if pages and "next_fetch" not in pages:  # schema 5 and before: no recrawl
                 for statement in self.ADD_REVISIT:
@@ -367,13 +381,16 @@ class Store(ABC):
         with self.transaction(read_only=True) as cur:
             rows = self._select_in(
                 cur,
-                "SELECT fp, payload_digest, warc_file, warc_offset, warc_length FROM pages "
-                "WHERE fp IN ({}) AND payload_digest IS NOT NULL AND warc_file IS NOT NULL",
+                "SELECT fp, payload_digest, warc_file, warc_offset, warc_length, text_length "
+                "FROM pages WHERE fp IN ({}) AND payload_digest IS NOT NULL "
+                "AND warc_file IS NOT NULL",
                 list(fps),
             )
         return {
-            int(fp): StoredPayload(digest, wfile, int(off), int(length))
-            for fp, digest, wfile, off, length in rows
+            int(fp): StoredPayload(
+                digest, wfile, int(off), int(length), None if tlen is None else int(tlen)
+            )
+            for fp, digest, wfile, off, length, tlen in rows
         }
 
     def warc_files(self) -> list[str]:
@@ -543,10 +560,25 @@ class Store(ABC):
     def host_texts(self, host: str, limit: int) -> list[str]:
         """The text of up to ``limit`` indexable pages of ``host`` (the first by fingerprint)."""
         rows = self._query(
-            f"SELECT text FROM pages WHERE host = ? AND {INDEXABLE} ORDER BY fp LIMIT ?",
+            f"SELECT {_TEXT_COLUMNS} FROM pages WHERE host = ? AND {INDEXABLE} ORDER BY fp LIMIT ?",
             (host, limit),
         )
-        return [r[0] for r in rows]
+        return [self._text(r) for r in rows]
+
+    def page_text(self, page: Page) -> str:
+        """The extracted text of a stored page: its row's, or its WARC conversion record's."""
+        return self._text(
+            (page.text, page.warc_file, page.warc_offset, page.warc_length, page.text_length)
+        )
+
+    def _text(self, r: Sequence[Any]) -> str:
+        """The page text of a row of :data:`_TEXT_COLUMNS`: in the row, or in its WARC file."""
+        text, wfile, woffset, wlength, tlength = r
+        if tlength is None or wfile is None:
+            return text
+        if self.warc_texts is None:
+            raise StoreError(f"page text in WARC file {wfile}, but no WARC directory is known")
+        return self.warc_texts.read(wfile, int(woffset) + int(wlength), int(tlength))
 
     def count(self, table: str) -> int:
         """Row count of one of the schema's tables."""
@@ -623,9 +655,12 @@ class Store(ABC):
         """(fp, fetched_at, url, title, text) of the stored pages among ``fps``, any order."""
         with self.transaction(read_only=True) as cur:
             rows = self._select_in(
-                cur, "SELECT fp, fetched_at, url, title, text FROM pages WHERE fp IN ({})", fps
+                cur,
+                f"SELECT fp, fetched_at, url, title, {_TEXT_COLUMNS} FROM pages WHERE fp IN ({{}})",
+                fps,
             )
-        return [(int(a), float(b), c, d, e) for a, b, c, d, e in rows]
+        # texts in WARC files are read after the transaction: no lock held meanwhile
+        return [(int(r[0]), float(r[1]), r[2], r[3], self._text(r[4:])) for r in rows]
 
     @contextlib.contextmanager
     def index_tables(self) -> Iterator[IndexTables]:
@@ -773,14 +808,14 @@ def _page_row(r: Sequence[Any]) -> tuple:
     fp, url, host, depth, status, ctype, fetched_at, fetch_ms, title, text, body, error, state = r[
         :13
     ]
-    wfile, woffset, wlength, pdigest, etag, modified, digest, revisit, next_fetch, checked = r[
-        13:
-    ]
+    wfile, woffset, wlength, pdigest, tlength = r[13:18]
+    etag, modified, digest, revisit, next_fetch, checked = r[18:]
     return (
         int(fp), url, host, int(depth), int(status), ctype, float(fetched_at), int(fetch_ms),
         title, text, bytes(body) if body is not None else None, error, state,
         wfile, None if woffset is None else int(woffset),
         None if wlength is None else int(wlength), pdigest,
+        None if tlength is None else int(tlength),
         etag, modified, None if digest is None else int(digest),
         None if revisit is None else float(revisit),
         None if next_fetch is None else float(next_fetch),
@@ -788,12 +823,17 @@ def _page_row(r: Sequence[Any]) -> tuple:
     )  # fmt: skip
 
 
-def open_store(db: DatabaseURL) -> Store:
-    """Open the store a :class:`~srcrawl.sql.database_url.DatabaseURL` names (no schema yet)."""
+def open_store(db: DatabaseURL, warc_root: Path | None = None) -> Store:
+    """Open the store a :class:`~srcrawl.sql.database_url.DatabaseURL` names (no schema yet);
+    page texts kept in WARC files are read under ``warc_root``."""
+    store: Store
     if db.kind == "sqlite":
         from srcrawl.sql.sqlite_store import SQLiteStore
 
-        return SQLiteStore(db.path, create_dirs=db.create_dirs)
-    from srcrawl.sql.mysql_store import MySQLStore
+        store = SQLiteStore(db.path, create_dirs=db.create_dirs)
+    else:
+        from srcrawl.sql.mysql_store import MySQLStore
 
-    return MySQLStore(db)
+        store = MySQLStore(db)
+    store.warc_texts = WarcTexts(warc_root)
+    return store

@@ -238,7 +238,7 @@ class Config:
         if store is None:
             from srcrawl.sql.store import open_store  # late: keeps `srcrawl --version` fast
 
-            store = open_store(self.db)
+            store = open_store(self.db, self.warc_root)
             try:
                 store.init_schema()  # idempotent, so no command depends on `db init` first
             except SrcrawlError:

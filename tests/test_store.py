@@ -442,3 +442,35 @@ def test_a_page_that_went_away_leaves_the_index(store: Store) -> None:
     assert remove_pages(store, [1], 7.0) == 1
     assert store.lookup_terms([word]) == {word: 1} and store.index_stats() == (1, 2)
     assert store.unindexable_indexed(10) == [] and store.count("doclens") == 1
+
+
+def test_an_early_schema_6_store_gains_text_length_and_reads_texts_from_warc(
+    store: Store, tmp_path: Path
+) -> None:
+    from srcrawl.slave.warc import LocalWarcStorage, WarcOutput, prepare_fetch
+    from srcrawl.sql.warc_text import WarcTexts
+
+    with store.transaction() as cur:  # pages as the first schema 6 made them
+        cur.execute("ALTER TABLE pages DROP COLUMN text_length")
+    store.init_schema()
+    store.init_schema()  # once migrated, nothing more happens
+    assert store.schema_version() == "6"
+    fetch = prepare_fetch("http://127.0.0.1/p/5", status=200, headers={}, body=b"<p>x</p>",
+                          ip="", fetched_at=1.7e9, request=b"GET / HTTP/1.1\r\n\r\n",
+                          text="中文 and English 🎉")  # fmt: skip
+    out = WarcOutput(LocalWarcStorage(tmp_path), "job", 10**6)
+    [[_req, resp, conv]] = out.append([fetch.records()])
+    out.close()
+    with_text = page(5, status=200, title="t", warc_file=resp.file, warc_offset=resp.offset,
+                     warc_length=resp.length, text_length=conv.length)  # fmt: skip
+    store.save_fetched([with_text, page(6, status=200, text="in the row")], [])
+    store.warc_texts = WarcTexts(tmp_path)
+    docs = {fp: text for fp, _at, _url, _title, text in store.index_documents([5, 6])}
+    assert docs == {5: "中文 and English 🎉", 6: "in the row"}
+    assert sorted(store.host_texts("127.0.0.1", 10)) == sorted(docs.values())
+    [row] = store.get_pages([5])
+    assert row.text == "" and row.text_length == conv.length
+    assert store.page_text(row) == "中文 and English 🎉"
+    store.warc_texts = WarcTexts(tmp_path / "elsewhere")
+    with pytest.raises(StoreError, match="page text"):
+        store.index_documents([5])

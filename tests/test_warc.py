@@ -19,7 +19,9 @@ from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.slave.warc import (
     LocalWarcStorage,
     Pointer,
+    WarcError,
     WarcOutput,
+    check_file,
     payload_digest,
     prepare_fetch,
     read_payload,
@@ -27,6 +29,7 @@ from srcrawl.slave.warc import (
 )
 from srcrawl.slave.warc_import import import_warc
 from srcrawl.sql.sqlite_store import SQLiteStore
+from srcrawl.sql.warc_text import WarcTexts
 from srcrawl.testweb import TestWeb
 
 from .conftest import cli_env, run_cli
@@ -44,6 +47,12 @@ def _records(path: Path) -> list[tuple[str, str, bytes]]:
     return out
 
 
+def _heads(path: Path, kind: str) -> list:
+    """The WARC headers of each record of type ``kind``, read by warcio."""
+    with open(path, "rb") as fh:
+        return [rec.rec_headers for rec in WarcioIterator(fh) if rec.rec_type == kind]
+
+
 def _warcio_check(paths: list[Path]) -> None:
     with pytest.raises(SystemExit) as done:
         warcio_main(["check", *map(str, paths)])
@@ -57,13 +66,13 @@ def test_records_rotate_read_back_and_pass_warcio(tmp_path: Path) -> None:
     fetches = [
         prepare_fetch(f"http://127.0.0.1:1/p{i}", status=200,
                       headers={"content-type": "text/html", "content-encoding": "gzip"},
-                      body=body, ip="127.0.0.1", fetched_at=1.7e9 + i, fetch_ms=3,
-                      request=b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", outlinks=["http://x/a"])
+                      body=body, ip="127.0.0.1", fetched_at=1.7e9 + i,
+                      request=b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", text=f"text {i}")
         for i, body in enumerate(bodies)
     ]  # fmt: skip
-    groups = [(f.request, f.response, f.metadata) for f in fetches]
-    groups.append((fetches[0].request, revisit_record(fetches[0]), fetches[0].metadata))
-    pointers = out.append(groups, [1] * len(groups))
+    groups = [f.records() for f in fetches]
+    groups.append((fetches[0].request, revisit_record(fetches[0])))
+    pointers = [where[1] for where in out.append(groups)]
     out.close()
     files = sorted(tmp_path.glob("job/*.warc.gz"))
     assert len(files) >= 2 and len({p.file for p in pointers}) == len(files)  # rotated
@@ -75,6 +84,8 @@ def test_records_rotate_read_back_and_pass_warcio(tmp_path: Path) -> None:
     assert [t for t, _u, _p in records].count("revisit") == 1
     responses = {u: p for t, u, p in records if t == "response"}
     assert responses["http://127.0.0.1:1/p3"] == bodies[3]
+    texts = {u: p for t, u, p in records if t == "conversion"}
+    assert texts["http://127.0.0.1:1/p3"] == b"text 3" and len(texts) == 8
     with open(files[0], "rb") as fh:
         first = next(r for r in WarcioIterator(fh) if r.rec_type == "response")
         assert first.rec_headers.get_header("WARC-IP-Address") == "127.0.0.1"
@@ -111,6 +122,13 @@ def test_crawl_keeps_bodies_in_warc_and_a_second_fetch_is_a_revisit(
         body = read_payload(storage, Pointer(p.warc_file, p.warc_offset, p.warc_length))
         assert payload_digest(body) == p.payload_digest
     assert p.title and p.title.encode() in body
+    # the text is a conversion record right after the response, not in the row
+    assert p.text == "" and p.text_length and p.title.split()[0] in store.page_text(p)
+    originals = {
+        head.get_header("WARC-Record-ID"): head
+        for name in first
+        for head in _heads(storage.path(name), "response")
+    }
     # the same pages again (a re-seed under another job): unchanged bodies are revisits
     env2 = {**env, "SRCRAWL_JOB": keys.job + "-again"}
     _crawl(env2, web.seed_urls[1:])
@@ -118,10 +136,17 @@ def test_crawl_keeps_bodies_in_warc_and_a_second_fetch_is_a_revisit(
     records = [r for name in again for r in _records(storage.path(name))]
     kinds = [t for t, _u, _p in records]
     assert kinds.count("revisit") >= len(pages) and kinds.count("response") < len(pages)
+    revisits = [head for name in again for head in _heads(storage.path(name), "revisit")]
+    for head in revisits:  # each names the record it repeats: id, URI and date
+        original = originals[head.get_header("WARC-Refers-To")]
+        assert head.get_header("WARC-Refers-To-Target-URI") == original.get_header(
+            "WARC-Target-URI") == head.get_header("WARC-Target-URI")  # fmt: skip
+        assert head.get_header("WARC-Refers-To-Date") == original.get_header("WARC-Date")
     _warcio_check([storage.path(n) for n in first + again])
     store2 = Config.load(env=env2).store()
     for p in store2.get_pages([p.fp for p in pages]):
-        assert p.warc_file in first  # the row still points at the body
+        assert p.warc_file in first  # the row still points at the body, and the text
+        assert p.text_length and store2.page_text(p) == store.page_text(p)
     listed = run_cli(["export", "warc"], env).stdout.split()
     assert listed == [str(storage.path(n)) for n in first]
     cfg.close()
@@ -169,6 +194,12 @@ def test_slave_killed_mid_write_leaves_every_stored_page_readable(redis_url, key
                 assert payload_digest(body) == p.payload_digest
                 readable += 1
         assert readable >= len([p for p in pages.values() if p.status == 200])
+        # a torn record the kill may have left is cut off; then every file passes warcio
+        cut = run_cli(["export", "warc", "--truncate-torn"], env)
+        assert cut.returncode == 0, cut.stderr
+        files = [Path(line) for line in cut.stdout.split()]
+        assert files and all(check_file(f).whole == f.stat().st_size for f in files)
+        _warcio_check(files)
         cfg.close()
 
 
@@ -199,4 +230,79 @@ def test_import_of_a_wget_warc_gives_the_crawls_pages_and_links(web, redis_url, 
     assert set(imported.iter_link_urls()) == set(crawled.iter_link_urls())
     page = next(p for p in imported.get_pages([p.fp for p in crawled.iter_pages()]) if p.text)
     [theirs] = crawled.get_pages([page.fp])
-    assert page.title == theirs.title and page.text == theirs.text
+    assert page.title == theirs.title
+    # the crawl keeps its text in the WARC (a conversion record), the import in the row
+    assert theirs.text == "" and theirs.text_length
+    [(_fp, _at, _url, _title, text)] = crawled.index_documents([page.fp])
+    assert page.text == text
+
+
+def test_a_torn_record_is_found_and_cut_off_to_the_last_whole_one(redis_url, keys, tmp_path):
+    env = cli_env(redis_url, keys.job, tmp_path)
+    storage = LocalWarcStorage(Config.load(env=env).warc_root)
+    out = WarcOutput(storage, keys.job, max_bytes=10**6)
+    fetches = [
+        prepare_fetch(f"http://127.0.0.1:1/p{i}", status=200, headers={}, body=b"x" * 500 * i,
+                      ip="", fetched_at=1.7e9, request=b"GET / HTTP/1.1\r\n\r\n", text=f"t{i}")
+        for i in range(1, 4)
+    ]  # fmt: skip
+    [*_whole, last] = out.append([f.records() for f in fetches])
+    assert check_file(storage.path(last[0].file)).in_use  # its writer holds it
+    out.close()
+    [name] = storage.names(keys.job)
+    path = storage.path(name)
+    sound = path.stat().st_size
+    assert check_file(path).whole == sound
+    torn_at = last[1].offset + last[1].length // 2  # killed halfway through a response
+    with open(path, "r+b") as fh:
+        fh.truncate(torn_at)
+    found = run_cli(["export", "warc"], env)
+    assert found.returncode == 1 and "torn record after byte" in found.stderr
+    assert path.stat().st_size == torn_at  # nothing cut without the flag
+    cut = run_cli(["export", "warc", "--truncate-torn"], env)
+    assert cut.returncode == 0 and "torn record cut off" in cut.stderr
+    assert cut.stdout.split() == [str(path)]
+    assert path.stat().st_size == last[0].offset + last[0].length  # the request before it
+    _warcio_check([path])
+    assert [t for t, _u, _p in _records(path)] == ["request", "response", "conversion"] * 2 + [
+        "request"
+    ]
+
+
+class _FailingSync(LocalWarcStorage):
+    """A directory whose next fsync fails (a disk error), as the OS reports one."""
+
+    fail = True
+
+    def make_durable(self, fh) -> None:
+        if self.fail:
+            self.fail = False
+            raise OSError(5, "Input/output error")
+        super().make_durable(fh)
+
+
+def test_a_failed_fsync_keeps_the_batch_for_the_next_flush_in_a_new_file(tmp_path):
+    from srcrawl.slave.page_writer import PageWriter
+    from srcrawl.sql.store import Page
+
+    store = SQLiteStore(str(tmp_path / "s.db"))
+    store.init_schema()
+    storage = _FailingSync(tmp_path / "warc")
+    writer = PageWriter(store, WarcOutput(storage, "job", max_bytes=10**6))
+    body = b"<html><title>t</title>body</html>"
+    page = Page(fp=1, url="http://127.0.0.1:1/", host="127.0.0.1", status=200, text="body")
+    fetch = prepare_fetch(page.url, status=200, headers={}, body=body, ip="", fetched_at=1.7e9,
+                          request=b"GET / HTTP/1.1\r\n\r\n", text="body")  # fmt: skip
+    page.payload_digest = fetch.digest
+    writer.add([page], [(1, 2, "a")], [(page, fetch)])
+    with pytest.raises(WarcError):
+        writer.flush()  # no ack: the page waits for the next flush
+    [lost] = storage.names("job")
+    assert writer.flush() == 1
+    [row] = store.get_pages([1])
+    assert row.warc_file != lost and row.warc_file in storage.names("job")  # written again
+    assert read_payload(storage, Pointer(row.warc_file, row.warc_offset, row.warc_length)) == body
+    store.warc_texts = WarcTexts(storage.root)
+    assert store.page_text(row) == "body" and writer.revisits == 0
+    writer.warc.close()
+    store.close()
