@@ -47,7 +47,7 @@ POLITENESS_WINDOW = 6
 politeness before the progress line says so."""
 
 
-def _storage_options() -> list[Callable]:
+def _sitemap_and_storage_options() -> list[Callable]:
     """Where a crawl keeps the bodies, and its sitemaps (part of :func:`crawl_options`)."""
     return [
         click.option("--sitemaps/--no-sitemaps", default=True, show_default=True,
@@ -139,7 +139,7 @@ def crawl_options(f: Callable) -> Callable:
                           "cut-off response, 5xx, 429) before it is stored as failed."),
         click.option("--retry-backoff", default=DEFAULT_RETRY_BACKOFF, show_default=True,
                      help="Seconds before a failed URL's second try, doubled for each next."),
-        *_storage_options(), *_revisit_options(),
+        *_sitemap_and_storage_options(), *_revisit_options(),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)
