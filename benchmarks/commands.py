@@ -424,7 +424,8 @@ def bench_search(
     type=click.FloatRange(0.5),
     default=5.0,
     show_default=True,
-    help="Seconds of load per (language, clients) cell.",
+    help="Seconds of load per (language, clients) cell (wrk takes whole seconds: a "
+    "fraction is rounded up).",
 )
 @click.option("--rounds", type=click.IntRange(1), default=1, show_default=True)
 @click.option(

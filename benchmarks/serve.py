@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import random
 import re
@@ -156,6 +157,12 @@ end
 """
 
 
+def wrk_duration(seconds: float) -> str:
+    """``seconds`` as wrk's ``-d``: wrk takes whole seconds (``0.5s`` is refused), so a
+    fraction is rounded up; the cell's rate uses the duration wrk reports."""
+    return f"{max(1, math.ceil(seconds))}s"
+
+
 def wrk_load(url: str, paths: list[str], clients: int, seconds: float, lang: str,
              code: str = "now") -> Cell:  # fmt: skip
     """One cell driven by ``wrk`` (one thread: it needs far less than a core)."""
@@ -163,7 +170,7 @@ def wrk_load(url: str, paths: list[str], clients: int, seconds: float, lang: str
         script = Path(tmp) / "rotate.lua"
         script.write_text(WRK_SCRIPT % ",".join(f'"{p}"' for p in paths))
         run = subprocess.run(
-            ["wrk", "-t1", f"-c{clients}", f"-d{seconds:g}s", "--timeout", "30s",
+            ["wrk", "-t1", f"-c{clients}", f"-d{wrk_duration(seconds)}", "--timeout", "30s",
              "-s", str(script), url.rstrip("/")],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
