@@ -38,6 +38,9 @@ text (indexed by dst), the index holds title, body and anchor text as fields; 4:
 record a failed fetch's error and whether the body is complete; 3: terms known by their
 fingerprints, no terms table; 2: postings packed per (term, merge block), terms numbered
 in a terms table; 1: a row per (term, page)."""
+RANK_MEAN = "rank_mean"
+"""Meta key: the mean PageRank score of the ranked pages, written with the scores (absent
+while no page is ranked), so a search reads the two in one snapshot."""
 TABLES = ("meta", "pages", "links", "postings", "doclens", "ranks", "jobs")
 
 
@@ -317,6 +320,8 @@ class Store(ABC):
             for statement in schema_statements(self.dialect):
                 cur.execute(statement)
             self._retire_indexes(cur)
+            if not self._execute(cur, "SELECT 1 FROM meta WHERE k = ?", (RANK_MEAN,)).fetchone():
+                self._write_rank_mean(cur)  # ranked before the mean was kept beside the scores
             self._execute(cur, self.UPSERT_META, ("schema_version", SCHEMA_VERSION))
 
     def _old_index_layout(self, cur: Any) -> bool:
@@ -595,7 +600,16 @@ class Store(ABC):
             for batch in _chunks(ranks, self.batch_size * 20):
                 self._executemany(cur, "INSERT INTO ranks (fp, score) VALUES (?, ?)", batch)
                 n += len(batch)
+            self._write_rank_mean(cur)
         return n
+
+    def _write_rank_mean(self, cur: Any) -> None:
+        """:data:`RANK_MEAN` of the scores in the rank table, in ``cur``'s transaction."""
+        (mean,) = self._execute(cur, "SELECT AVG(score) FROM ranks").fetchone()
+        if mean is None:
+            self._execute(cur, "DELETE FROM meta WHERE k = ?", (RANK_MEAN,))
+        else:
+            self._execute(cur, self.UPSERT_META, (RANK_MEAN, repr(float(mean))))
 
     def top_ranks(self, limit: int | None = None) -> list[tuple[str, float]]:
         """(url, rank) of ranked pages, highest rank first."""
@@ -748,8 +762,22 @@ class Store(ABC):
     def rank_mean(self) -> float | None:
         """The mean PageRank score, or None when no page is ranked."""
         with self.transaction(read_only=True) as cur:
-            (mean,) = self._execute(cur, "SELECT AVG(score) FROM ranks").fetchone()
-        return None if mean is None else float(mean)
+            return self._rank_mean(cur)
+
+    def _rank_mean(self, cur: Any) -> float | None:
+        row = self._execute(cur, "SELECT v FROM meta WHERE k = ?", (RANK_MEAN,)).fetchone()
+        return None if row is None else float(row[0])
+
+    def ranks_and_mean(self, fps: Sequence[int]) -> tuple[dict[int, float], float | None]:
+        """(fp -> PageRank score of the ranked pages among ``fps``, the mean score), read in
+        one transaction: a rank run replacing the scores meanwhile is seen whole or not at
+        all, never its scores with the mean of the ones before."""
+        with self.transaction(read_only=True) as cur:
+            mean = self._rank_mean(cur)
+            if mean is None:
+                return {}, None
+            rows = self._select_in(cur, "SELECT fp, score FROM ranks WHERE fp IN ({})", fps)
+        return {int(fp): float(score) for fp, score in rows}, mean
 
     def reset_index(self) -> None:
         """Empty the index and mark every page unindexed (benchmarks rebuild from scratch)."""
