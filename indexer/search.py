@@ -377,18 +377,17 @@ class Searcher:
     ) -> tuple[list[tuple[int, float]], bool]:
         """The ``top`` (fp, score) pairs, PageRank blended in when ranks exist."""
         order = _top_order(fps, scores, top)
-        plain = list(zip(fps[order].tolist(), scores[order].tolist(), strict=True))
         if not len(fps) or self.rank_weight <= 0:
-            return plain, False
-        # blending raises a score by at most (1 + w): pages below kth/(1 + w) cannot reach
-        # the top, so only the pages above that bound need their rank
-        kth = float(scores[order[top - 1]]) if len(order) >= top else 0.0
-        bound = kth / (1 + self.rank_weight)
-        within = np.flatnonzero(scores >= bound)  # in any order: sorted again once blended
-        pool = list(zip(fps[within].tolist(), scores[within].tolist(), strict=True))
-        ranks, mean = self.store.ranks_and_mean([fp for fp, _ in pool])
-        if not mean or mean <= 0:
-            return plain, False
+            return _pairs(fps[order], scores[order]), False
+        with self.store.rank_snapshot() as ranked:
+            if not ranked.mean or ranked.mean <= 0:
+                return _pairs(fps[order], scores[order]), False
+            # blending raises a score by at most (1 + w): pages below kth/(1 + w) cannot
+            # reach the top, so only the pages above that bound need their rank
+            kth = float(scores[order[top - 1]]) if len(order) >= top else 0.0
+            within = np.flatnonzero(scores >= kth / (1 + self.rank_weight))  # in any order
+            pool = _pairs(fps[within], scores[within])
+            ranks, mean = ranked.scores([fp for fp, _ in pool]), ranked.mean
         w = self.rank_weight
         blended = []
         for fp, score in pool:
@@ -396,6 +395,10 @@ class Searcher:
             blended.append((fp, score * (1 + w * pr / (pr + mean)) if pr > 0 else score))
         blended.sort(key=lambda kv: (-kv[1], kv[0]))
         return blended[:top], True
+
+
+def _pairs(fps: np.ndarray, scores: np.ndarray) -> list[tuple[int, float]]:
+    return list(zip(fps.tolist(), scores.tolist(), strict=True))
 
 
 def _top_order(fps: np.ndarray, scores: np.ndarray, top: int) -> np.ndarray:

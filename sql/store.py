@@ -67,6 +67,21 @@ MAX_CONTENT_TYPE_CHARS = 255
 
 
 @dataclass
+class RankSnapshot:
+    """The mean PageRank score (None: no page is ranked) and the pages' scores, read in
+    one transaction (see :meth:`Store.rank_snapshot`)."""
+
+    store: Store
+    cur: Any
+    mean: float | None
+
+    def scores(self, fps: Sequence[int]) -> dict[int, float]:
+        """fp -> PageRank score of the ranked pages among ``fps``."""
+        rows = self.store._select_in(self.cur, "SELECT fp, score FROM ranks WHERE fp IN ({})", fps)
+        return {int(fp): float(score) for fp, score in rows}
+
+
+@dataclass
 class Page:
     """One fetched URL as stored: keyed by the fingerprint of its canonical URL."""
 
@@ -768,16 +783,12 @@ class Store(ABC):
         row = self._execute(cur, "SELECT v FROM meta WHERE k = ?", (RANK_MEAN,)).fetchone()
         return None if row is None else float(row[0])
 
-    def ranks_and_mean(self, fps: Sequence[int]) -> tuple[dict[int, float], float | None]:
-        """(fp -> PageRank score of the ranked pages among ``fps``, the mean score), read in
-        one transaction: a rank run replacing the scores meanwhile is seen whole or not at
-        all, never its scores with the mean of the ones before."""
+    @contextlib.contextmanager
+    def rank_snapshot(self) -> Iterator[RankSnapshot]:
+        """The ranks as one read transaction sees them: a rank run replacing the scores
+        meanwhile is seen whole or not at all, never its scores with the old mean."""
         with self.transaction(read_only=True) as cur:
-            mean = self._rank_mean(cur)
-            if mean is None:
-                return {}, None
-            rows = self._select_in(cur, "SELECT fp, score FROM ranks WHERE fp IN ({})", fps)
-        return {int(fp): float(score) for fp, score in rows}, mean
+            yield RankSnapshot(self, cur, self._rank_mean(cur))
 
     def reset_index(self) -> None:
         """Empty the index and mark every page unindexed (benchmarks rebuild from scratch)."""

@@ -108,11 +108,13 @@ def test_a_rank_run_between_searches_is_seen_whole(store) -> None:
     assert kept.search("分布式 爬虫").ranked
     assert store.rank_mean() == pytest.approx(0.35)
     store.replace_ranks([(pages[0].fp, 1.0), (pages[1].fp, 3.0)])  # the mean is now 2.0
-    assert store.ranks_and_mean([pages[0].fp, pages[5].fp]) == ({pages[0].fp: 1.0}, 2.0)
+    with store.rank_snapshot() as ranks:
+        assert ranks.mean == 2.0 and ranks.scores([pages[0].fp, pages[5].fp]) == {pages[0].fp: 1.0}
     got, fresh = kept.search("分布式 爬虫"), Searcher(store).search("分布式 爬虫")
     assert [(h.fp, h.score) for h in got.hits] == [(h.fp, h.score) for h in fresh.hits]
     store.replace_ranks([])
-    assert store.ranks_and_mean([pages[0].fp]) == ({}, None)
+    with store.rank_snapshot() as ranks:
+        assert ranks.mean is None and ranks.scores([pages[0].fp]) == {}
     assert not kept.search("分布式 爬虫").ranked
 
 
