@@ -282,7 +282,7 @@ class Searcher:
         """
         t0 = time.perf_counter()
         terms, notes = self.query_terms(query)
-        lengths, block = self.store.index_state()
+        lengths, block, ranked = self.store.index_state()
         n_docs = lengths[0]
         if n_docs == 0:
             raise QueryError("the index is empty: run `srcrawl index` first")
@@ -306,7 +306,7 @@ class Searcher:
         missing = [t for t in terms if t not in found]
         if missing and known:
             notes.append("not in any page: " + " ".join(missing))
-        best, ranked = self._best(fps, scores, top)
+        best, ranked = self._best(fps, scores, top, ranked)
         return SearchResult(
             query=query,
             terms=terms,
@@ -373,11 +373,12 @@ class Searcher:
 
     # -- ranking -----------------------------------------------------------------
     def _best(
-        self, fps: np.ndarray, scores: np.ndarray, top: int
+        self, fps: np.ndarray, scores: np.ndarray, top: int, ranked: bool
     ) -> tuple[list[tuple[int, float]], bool]:
-        """The ``top`` (fp, score) pairs, PageRank blended in when ranks exist."""
+        """The ``top`` (fp, score) pairs, PageRank blended in when ranks exist (``ranked``:
+        the index's state said so; the scores and their mean are then read together)."""
         order = _top_order(fps, scores, top)
-        if not len(fps) or self.rank_weight <= 0:
+        if not ranked or not len(fps) or self.rank_weight <= 0:
             return _pairs(fps[order], scores[order]), False
         with self.store.rank_snapshot() as ranked:
             if not ranked.mean or ranked.mean <= 0:

@@ -714,20 +714,22 @@ class Store(ABC):
         with self.transaction(read_only=True) as cur:
             return self._index_counters(cur) or (0, 0, 0, 0)
 
-    def index_state(self) -> tuple[Counters, int]:
-        """(:data:`Counters`, the last block number): one read of ``meta``.
+    def index_state(self) -> tuple[Counters, int, bool]:
+        """(:data:`Counters`, the last block number, whether pages are ranked): one read
+        of ``meta``.
 
         Every merge numbers a new block, so the pair changes whenever the index's
         postings do; what a searcher keeps in memory is valid while it stays.
         """
-        keys = [*INDEX_COUNTERS, INDEX_BLOCK]
+        keys = [*INDEX_COUNTERS, INDEX_BLOCK, RANK_MEAN]
         with self.transaction(read_only=True) as cur:
             rows = dict(self._select_in(cur, "SELECT k, v FROM meta WHERE k IN ({})", keys))
         block = int(rows.pop(INDEX_BLOCK, 0))
+        ranked = rows.pop(RANK_MEAN, None) is not None
         if len(rows) < len(INDEX_COUNTERS):
-            return (0, 0, 0, 0), block
+            return (0, 0, 0, 0), block, ranked
         docs, body, title, anchor = (int(rows[k]) for k in INDEX_COUNTERS)
-        return (docs, body, title, anchor), block
+        return (docs, body, title, anchor), block, ranked
 
     def lookup_terms(self, term_ids: Sequence[int]) -> dict[int, int]:
         """term id -> document frequency of the indexed terms among ``term_ids``.
