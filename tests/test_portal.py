@@ -79,6 +79,17 @@ def _get(url: str, path: str, **params) -> requests.Response:
     return requests.get(url.rstrip("/") + path, params=params, timeout=30)
 
 
+def test_a_snippet_is_escaped_but_for_the_marks_of_query_terms() -> None:
+    from markupsafe import Markup
+
+    from srcrawl.portal.markup import marked
+
+    out = marked("a <b> «engine» & «<i>» «other» «ＥＮＧＩＮＥ»", ["engine", "<i>"])
+    assert isinstance(out, Markup)  # Jinja2 shows it as it is
+    assert str(out) == ("a &lt;b&gt; <mark>engine</mark> &amp; <mark>&lt;i&gt;</mark> «other» "
+                        "<mark>ＥＮＧＩＮＥ</mark>")  # fmt: skip
+
+
 # -- the JSON API -----------------------------------------------------------------
 def test_api_search_pages_ranked_hits_with_totals(indexed, portal_url) -> None:
     _cfg, _env, word = indexed
