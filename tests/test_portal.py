@@ -130,6 +130,34 @@ def test_unusable_queries_get_400_and_never_500(portal_url) -> None:
             assert r.status_code in (200, 400), (path, q, r.status_code, r.text[:300])
 
 
+def test_the_hot_path_answers_as_fastapi_s_routes(indexed, portal_url) -> None:
+    """A plain GET is answered ahead of FastAPI; a repeated parameter goes on to FastAPI's
+    route (which takes the last): both give the same answers."""
+    _cfg, _env, word = indexed
+    base = portal_url.rstrip("/")
+
+    def both(path: str, query: str) -> tuple[requests.Response, requests.Response]:
+        hot = requests.get(f"{base}{path}?{query}", timeout=30)
+        routed = requests.get(f"{base}{path}?q=unused&{query}", timeout=30)
+        return hot, routed
+
+    plain = [f"q={word}&size=3&page=2", "q=", "q=the+of", f"q={word}&page=1000", "q=%E4%B8%AD"]
+    for query in plain:
+        hot, routed = both("/api/search", query)
+        assert (hot.status_code, hot.headers["content-type"]) == (
+            routed.status_code, routed.headers["content-type"]), query  # fmt: skip
+        a, b = hot.json(), routed.json()
+        a.pop("elapsed_ms", None), b.pop("elapsed_ms", None)
+        assert a == b, query
+    timing = re.compile(r"in [0-9.]+ ms")
+    for query in (f"q={word}&page=2", "q=", "q=" + "x" * (MAX_QUERY_CHARS + 1), "q=the+of"):
+        hot, routed = both("/", query)
+        assert hot.status_code == routed.status_code, query
+        for h in ("content-type", "content-security-policy", "x-content-type-options"):
+            assert hot.headers[h] == routed.headers[h], (query, h)
+        assert timing.sub("", hot.text) == timing.sub("", routed.text), query
+
+
 def test_openapi_describes_what_the_api_returns(indexed, portal_url) -> None:
     _cfg, _env, word = indexed
     spec = _get(portal_url, "/openapi.json").json()
