@@ -437,10 +437,10 @@ def bench_search(
 )
 @click.option(
     "--threads",
-    type=click.IntRange(1, 64),
+    type=click.IntRange(0, 64),
     default=4,
     show_default=True,
-    help="The portal's search threads (in each worker).",
+    help="The portal's search threads (in each worker; 0: searches in its event loop).",
 )
 @click.option(
     "--workers",

@@ -381,8 +381,10 @@ def run_serve_benchmark(
         store = bcfg.store()
         queries = {lang: two_word_queries(store, tok, 200, lang, seed) for lang in ("en", "zh")}
         servers = {"now": " ".join(serve_options(threads, workers))}
-        if base is not None:  # the base may not know --workers: it runs as it would by default
-            servers["base"] = " ".join(serve_options(threads, None))
+        # the base may not know --workers, nor --threads 0: it runs as it would by default
+        base_options = serve_options(threads or 4, None)
+        if base is not None:
+            servers["base"] = " ".join(base_options)
         result = ServeBenchmark(pages, build_s, seconds, client, servers)
         load = _Load(client, seconds, clients)
         with contextlib.ExitStack() as stack:
@@ -390,9 +392,7 @@ def run_serve_benchmark(
                 "now": stack.enter_context(portal_process(bcfg, serve_options(threads, workers)))
             }
             if base is not None:
-                running["base"] = stack.enter_context(
-                    portal_process(bcfg, serve_options(threads, None), tree=base)
-                )
+                running["base"] = stack.enter_context(portal_process(bcfg, base_options, tree=base))
             say("portals at " + ", ".join(f"{c} {s.url}" for c, s in running.items()))
             for r in range(rounds):
                 result.cells += _round(r, load, running, queries, say)

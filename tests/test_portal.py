@@ -158,6 +158,19 @@ def test_the_hot_path_answers_as_fastapi_s_routes(indexed, portal_url) -> None:
         assert timing.sub("", hot.text) == timing.sub("", routed.text), query
 
 
+def test_a_portal_without_search_threads_answers_alike(indexed, portal_url) -> None:
+    """`srcrawl serve --threads 0`: the searches run in the event loop, the same answers."""
+    cfg, _env, word = indexed
+    with serving_in_thread(build_portal(cfg, threads=0)) as url:
+        for path, params in (("/api/search", {"q": word, "page": "2"}), ("/api/search", {"q": ""})):
+            got, want = _get(url, path, **params), _get(portal_url, path, **params)
+            assert got.status_code == want.status_code, params
+            a, b = got.json(), want.json()
+            a.pop("elapsed_ms", None), b.pop("elapsed_ms", None)
+            assert a == b
+        assert _get(url, "/", q=word).status_code == 200
+
+
 def test_openapi_describes_what_the_api_returns(indexed, portal_url) -> None:
     _cfg, _env, word = indexed
     spec = _get(portal_url, "/openapi.json").json()
