@@ -424,7 +424,8 @@ def bench_search(
     type=click.FloatRange(0.5),
     default=5.0,
     show_default=True,
-    help="Seconds of load per (language, clients) cell.",
+    help="Seconds of load per (language, clients) cell (wrk takes whole seconds: a "
+    "fraction is rounded up).",
 )
 @click.option("--rounds", type=click.IntRange(1), default=1, show_default=True)
 @click.option(
@@ -436,10 +437,10 @@ def bench_search(
 )
 @click.option(
     "--threads",
-    type=click.IntRange(1, 64),
+    type=click.IntRange(0, 64),
     default=4,
     show_default=True,
-    help="The portal's search threads (in each worker).",
+    help="The portal's search threads (in each worker; 0: searches in its event loop).",
 )
 @click.option(
     "--workers",

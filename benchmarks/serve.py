@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import random
 import re
@@ -156,6 +157,12 @@ end
 """
 
 
+def wrk_duration(seconds: float) -> str:
+    """``seconds`` as wrk's ``-d``: wrk takes whole seconds (``0.5s`` is refused), so a
+    fraction is rounded up; the cell's rate uses the duration wrk reports."""
+    return f"{max(1, math.ceil(seconds))}s"
+
+
 def wrk_load(url: str, paths: list[str], clients: int, seconds: float, lang: str,
              code: str = "now") -> Cell:  # fmt: skip
     """One cell driven by ``wrk`` (one thread: it needs far less than a core)."""
@@ -163,7 +170,7 @@ def wrk_load(url: str, paths: list[str], clients: int, seconds: float, lang: str
         script = Path(tmp) / "rotate.lua"
         script.write_text(WRK_SCRIPT % ",".join(f'"{p}"' for p in paths))
         run = subprocess.run(
-            ["wrk", "-t1", f"-c{clients}", f"-d{seconds:g}s", "--timeout", "30s",
+            ["wrk", "-t1", f"-c{clients}", f"-d{wrk_duration(seconds)}", "--timeout", "30s",
              "-s", str(script), url.rstrip("/")],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
@@ -374,8 +381,10 @@ def run_serve_benchmark(
         store = bcfg.store()
         queries = {lang: two_word_queries(store, tok, 200, lang, seed) for lang in ("en", "zh")}
         servers = {"now": " ".join(serve_options(threads, workers))}
-        if base is not None:  # the base may not know --workers: it runs as it would by default
-            servers["base"] = " ".join(serve_options(threads, None))
+        # the base may not know --workers, nor --threads 0: it runs as it would by default
+        base_options = serve_options(threads or 4, None)
+        if base is not None:
+            servers["base"] = " ".join(base_options)
         result = ServeBenchmark(pages, build_s, seconds, client, servers)
         load = _Load(client, seconds, clients)
         with contextlib.ExitStack() as stack:
@@ -383,9 +392,7 @@ def run_serve_benchmark(
                 "now": stack.enter_context(portal_process(bcfg, serve_options(threads, workers)))
             }
             if base is not None:
-                running["base"] = stack.enter_context(
-                    portal_process(bcfg, serve_options(threads, None), tree=base)
-                )
+                running["base"] = stack.enter_context(portal_process(bcfg, base_options, tree=base))
             say("portals at " + ", ".join(f"{c} {s.url}" for c, s in running.items()))
             for r in range(rounds):
                 result.cells += _round(r, load, running, queries, say)

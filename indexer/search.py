@@ -50,7 +50,6 @@ from srcrawl.defaults import (
     BM25_K1,
     DEFAULT_MAX_QUERY_CHARS,
     DEFAULT_MAX_QUERY_TERMS,
-    DEFAULT_RANK_STATS_TTL,
     DEFAULT_RANK_WEIGHT,
     DEFAULT_SEARCH_POSTINGS_CAP,
     DEFAULT_SEARCH_TOP,
@@ -245,7 +244,6 @@ class Searcher:
         self.k1, self.b, self.cap = k1, b, cap
         self.rank_weight = rank_weight
         self.snippet_chars = snippet_chars
-        self._rank_mean: tuple[float, float | None] | None = None  # (read at, mean)
 
     def query_terms(self, query: str) -> tuple[list[str], list[str]]:
         """The distinct terms of ``query`` in order, and notes on what was left out.
@@ -284,7 +282,7 @@ class Searcher:
         """
         t0 = time.perf_counter()
         terms, notes = self.query_terms(query)
-        lengths, block = self.store.index_state()
+        lengths, block, ranked = self.store.index_state()
         n_docs = lengths[0]
         if n_docs == 0:
             raise QueryError("the index is empty: run `srcrawl index` first")
@@ -308,7 +306,7 @@ class Searcher:
         missing = [t for t in terms if t not in found]
         if missing and known:
             notes.append("not in any page: " + " ".join(missing))
-        best, ranked = self._best(fps, scores, top)
+        best, ranked = self._best(fps, scores, top, ranked)
         return SearchResult(
             query=query,
             terms=terms,
@@ -374,29 +372,23 @@ class Searcher:
         return fps, np.bincount(inverse.ravel(), weights=weights, minlength=len(fps))
 
     # -- ranking -----------------------------------------------------------------
-    def rank_mean(self) -> float | None:
-        """The mean PageRank score (None: no ranks), re-read every few seconds."""
-        now = time.monotonic()
-        if self._rank_mean is None or now - self._rank_mean[0] > DEFAULT_RANK_STATS_TTL:
-            self._rank_mean = (now, self.store.rank_mean())
-        return self._rank_mean[1]
-
     def _best(
-        self, fps: np.ndarray, scores: np.ndarray, top: int
+        self, fps: np.ndarray, scores: np.ndarray, top: int, ranked: bool
     ) -> tuple[list[tuple[int, float]], bool]:
-        """The ``top`` (fp, score) pairs, PageRank blended in when ranks exist."""
-        mean = self.rank_mean() if len(fps) else None
-        blend = bool(mean and mean > 0 and self.rank_weight > 0)
+        """The ``top`` (fp, score) pairs, PageRank blended in when ranks exist (``ranked``:
+        the index's state said so; the scores and their mean are then read together)."""
         order = _top_order(fps, scores, top)
-        if not blend:
-            return list(zip(fps[order].tolist(), scores[order].tolist(), strict=True)), False
-        # blending raises a score by at most (1 + w): pages below kth/(1 + w) cannot reach
-        # the top, so only the pages above that bound need their rank
-        kth = float(scores[order[top - 1]]) if len(order) >= top else 0.0
-        bound = kth / (1 + self.rank_weight)
-        within = np.flatnonzero(scores >= bound)  # in any order: sorted again once blended
-        pool = list(zip(fps[within].tolist(), scores[within].tolist(), strict=True))
-        ranks = self.store.page_ranks([fp for fp, _ in pool])
+        if not ranked or not len(fps) or self.rank_weight <= 0:
+            return _pairs(fps[order], scores[order]), False
+        with self.store.rank_snapshot() as ranked:
+            if not ranked.mean or ranked.mean <= 0:
+                return _pairs(fps[order], scores[order]), False
+            # blending raises a score by at most (1 + w): pages below kth/(1 + w) cannot
+            # reach the top, so only the pages above that bound need their rank
+            kth = float(scores[order[top - 1]]) if len(order) >= top else 0.0
+            within = np.flatnonzero(scores >= kth / (1 + self.rank_weight))  # in any order
+            pool = _pairs(fps[within], scores[within])
+            ranks, mean = ranked.scores([fp for fp, _ in pool]), ranked.mean
         w = self.rank_weight
         blended = []
         for fp, score in pool:
@@ -404,6 +396,10 @@ class Searcher:
             blended.append((fp, score * (1 + w * pr / (pr + mean)) if pr > 0 else score))
         blended.sort(key=lambda kv: (-kv[1], kv[0]))
         return blended[:top], True
+
+
+def _pairs(fps: np.ndarray, scores: np.ndarray) -> list[tuple[int, float]]:
+    return list(zip(fps.tolist(), scores.tolist(), strict=True))
 
 
 def _top_order(fps: np.ndarray, scores: np.ndarray, top: int) -> np.ndarray:

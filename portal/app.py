@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
 from fastapi import FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -25,18 +24,22 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from srcrawl import __version__
 from srcrawl.config import Config
 from srcrawl.errors import SrcrawlError
-from srcrawl.indexer.search import QueryError
 from srcrawl.portal.cluster import CrawlRate, snapshot
-from srcrawl.portal.markup import link_target, marked, page_links
+from srcrawl.portal.hot import (
+    JSON_TYPE,
+    PAGE_HEADERS,
+    PAGE_SIZE,
+    HotPaths,
+    search_html,
+    search_json,
+)
+from srcrawl.portal.markup import link_target, marked
 from srcrawl.portal.metrics import PortalMetrics
 from srcrawl.portal.schemas import ErrorOut, SearchOut, SeedsIn, SeedsOut, StatusOut
-from srcrawl.portal.search_pool import MAX_PAGE_SIZE, MAX_QUERY_CHARS, QueryTooLong, SearchPool
+from srcrawl.portal.search_pool import MAX_PAGE_SIZE, SearchPool
 
 HERE = Path(__file__).parent
 STATUS_REFRESH_S = 5
-PAGE_SIZE = 10
-# the portal's own pages run no script at all: a script that slipped into crawled text could not
-CSP = "default-src 'self'; script-src 'none'; object-src 'none'; frame-ancestors 'none'"
 ENV_ADMIN_TOKEN = "SRCRAWL_ADMIN_TOKEN"
 
 
@@ -89,33 +92,20 @@ def create_app(portal: Portal) -> FastAPI:
 def _html(templates: Jinja2Templates, request: Request, name: str, status: int = 200,
           **context: Any) -> HTMLResponse:  # fmt: skip
     response = templates.TemplateResponse(request, name, context, status_code=status)
-    response.headers["Content-Security-Policy"] = CSP
-    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers.update(PAGE_HEADERS)
     return response
 
 
-def _page_number(raw: str) -> int:
-    try:
-        return max(1, int(raw))
-    except ValueError:
-        return 1
-
-
 def _search_routes(app: FastAPI, portal: Portal, templates: Jinja2Templates) -> None:
+    # a plain GET of either path is answered by HotPaths; these routes answer the rest
+    # (HEAD, parameters FastAPI must judge) from the same functions, and document the API
+    page_template = templates.get_template("search.html")
+    app.add_middleware(HotPaths, portal=portal, page=page_template)
+
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    async def search_page(request: Request, q: str = "", page: str = "1") -> HTMLResponse:
-        query = q.strip()
-        if not query:
-            return _html(templates, request, "search.html", query="", max_chars=MAX_QUERY_CHARS)
-        try:
-            found = await portal.pool.search_async(query, _page_number(page), PAGE_SIZE)
-        except (QueryError, QueryTooLong, ValueError) as e:
-            status = 400 if isinstance(e, QueryTooLong) else 200
-            return _html(templates, request, "search.html", status, query=query[:MAX_QUERY_CHARS],
-                         problem=str(e), max_chars=MAX_QUERY_CHARS)  # fmt: skip
-        links = page_links(found.page, found.pages)
-        return _html(templates, request, "search.html", query=query, found=found, links=links,
-                     max_chars=MAX_QUERY_CHARS)  # fmt: skip
+    async def search_page(q: str = "", page: str = "1") -> HTMLResponse:
+        status, html = await search_html(portal, page_template, q, page)
+        return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
 
     @app.get("/api/search", response_model=SearchOut,
              responses={400: {"model": ErrorOut, "description": "An unusable query"}})  # fmt: skip
@@ -125,13 +115,10 @@ def _search_routes(app: FastAPI, portal: Portal, templates: Jinja2Templates) -> 
         size: int = Query(PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE, description="Results a page"),
     ) -> Any:
         """Ranked results, as ``srcrawl search --json`` gives them, with totals and timing."""
-        try:
-            found = await portal.pool.search_async(q, page, size)
-        except (QueryError, QueryTooLong, ValueError) as e:
-            return JSONResponse({"error": str(e)}, status_code=400)
         # a Response is sent as it is: the response model documents the answer, and
         # validating and re-encoding every answer against it is work no client needs
-        return Response(orjson.dumps(found.as_json()), media_type="application/json")
+        status, body = await search_json(portal, q, page, size)
+        return Response(body, status_code=status, media_type=JSON_TYPE)
 
 
 def _status_routes(app: FastAPI, portal: Portal, templates: Jinja2Templates) -> None:

@@ -38,6 +38,9 @@ text (indexed by dst), the index holds title, body and anchor text as fields; 4:
 record a failed fetch's error and whether the body is complete; 3: terms known by their
 fingerprints, no terms table; 2: postings packed per (term, merge block), terms numbered
 in a terms table; 1: a row per (term, page)."""
+RANK_MEAN = "rank_mean"
+"""Meta key: the mean PageRank score of the ranked pages, written with the scores (absent
+while no page is ranked), so a search reads the two in one snapshot."""
 TABLES = ("meta", "pages", "links", "postings", "doclens", "ranks", "jobs")
 
 
@@ -61,6 +64,21 @@ MAX_TITLE_CHARS = 4_000
 """Characters of a title stored (MySQL's TEXT holds 65,535 bytes: 4 bytes a character)."""
 MAX_CONTENT_TYPE_CHARS = 255
 """Characters of a Content-Type stored (the column is VARCHAR(255))."""
+
+
+@dataclass
+class RankSnapshot:
+    """The mean PageRank score (None: no page is ranked) and the pages' scores, read in
+    one transaction (see :meth:`Store.rank_snapshot`)."""
+
+    store: Store
+    cur: Any
+    mean: float | None
+
+    def scores(self, fps: Sequence[int]) -> dict[int, float]:
+        """fp -> PageRank score of the ranked pages among ``fps``."""
+        rows = self.store._select_in(self.cur, "SELECT fp, score FROM ranks WHERE fp IN ({})", fps)
+        return {int(fp): float(score) for fp, score in rows}
 
 
 @dataclass
@@ -317,6 +335,8 @@ class Store(ABC):
             for statement in schema_statements(self.dialect):
                 cur.execute(statement)
             self._retire_indexes(cur)
+            if not self._execute(cur, "SELECT 1 FROM meta WHERE k = ?", (RANK_MEAN,)).fetchone():
+                self._write_rank_mean(cur)  # ranked before the mean was kept beside the scores
             self._execute(cur, self.UPSERT_META, ("schema_version", SCHEMA_VERSION))
 
     def _old_index_layout(self, cur: Any) -> bool:
@@ -595,7 +615,16 @@ class Store(ABC):
             for batch in _chunks(ranks, self.batch_size * 20):
                 self._executemany(cur, "INSERT INTO ranks (fp, score) VALUES (?, ?)", batch)
                 n += len(batch)
+            self._write_rank_mean(cur)
         return n
+
+    def _write_rank_mean(self, cur: Any) -> None:
+        """:data:`RANK_MEAN` of the scores in the rank table, in ``cur``'s transaction."""
+        (mean,) = self._execute(cur, "SELECT AVG(score) FROM ranks").fetchone()
+        if mean is None:
+            self._execute(cur, "DELETE FROM meta WHERE k = ?", (RANK_MEAN,))
+        else:
+            self._execute(cur, self.UPSERT_META, (RANK_MEAN, repr(float(mean))))
 
     def top_ranks(self, limit: int | None = None) -> list[tuple[str, float]]:
         """(url, rank) of ranked pages, highest rank first."""
@@ -685,20 +714,22 @@ class Store(ABC):
         with self.transaction(read_only=True) as cur:
             return self._index_counters(cur) or (0, 0, 0, 0)
 
-    def index_state(self) -> tuple[Counters, int]:
-        """(:data:`Counters`, the last block number): one read of ``meta``.
+    def index_state(self) -> tuple[Counters, int, bool]:
+        """(:data:`Counters`, the last block number, whether pages are ranked): one read
+        of ``meta``.
 
         Every merge numbers a new block, so the pair changes whenever the index's
         postings do; what a searcher keeps in memory is valid while it stays.
         """
-        keys = [*INDEX_COUNTERS, INDEX_BLOCK]
+        keys = [*INDEX_COUNTERS, INDEX_BLOCK, RANK_MEAN]
         with self.transaction(read_only=True) as cur:
             rows = dict(self._select_in(cur, "SELECT k, v FROM meta WHERE k IN ({})", keys))
         block = int(rows.pop(INDEX_BLOCK, 0))
+        ranked = rows.pop(RANK_MEAN, None) is not None
         if len(rows) < len(INDEX_COUNTERS):
-            return (0, 0, 0, 0), block
+            return (0, 0, 0, 0), block, ranked
         docs, body, title, anchor = (int(rows[k]) for k in INDEX_COUNTERS)
-        return (docs, body, title, anchor), block
+        return (docs, body, title, anchor), block, ranked
 
     def lookup_terms(self, term_ids: Sequence[int]) -> dict[int, int]:
         """term id -> document frequency of the indexed terms among ``term_ids``.
@@ -748,8 +779,18 @@ class Store(ABC):
     def rank_mean(self) -> float | None:
         """The mean PageRank score, or None when no page is ranked."""
         with self.transaction(read_only=True) as cur:
-            (mean,) = self._execute(cur, "SELECT AVG(score) FROM ranks").fetchone()
-        return None if mean is None else float(mean)
+            return self._rank_mean(cur)
+
+    def _rank_mean(self, cur: Any) -> float | None:
+        row = self._execute(cur, "SELECT v FROM meta WHERE k = ?", (RANK_MEAN,)).fetchone()
+        return None if row is None else float(row[0])
+
+    @contextlib.contextmanager
+    def rank_snapshot(self) -> Iterator[RankSnapshot]:
+        """The ranks as one read transaction sees them: a rank run replacing the scores
+        meanwhile is seen whole or not at all, never its scores with the old mean."""
+        with self.transaction(read_only=True) as cur:
+            yield RankSnapshot(self, cur, self._rank_mean(cur))
 
     def reset_index(self) -> None:
         """Empty the index and mark every page unindexed (benchmarks rebuild from scratch)."""

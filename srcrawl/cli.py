@@ -259,8 +259,10 @@ def demo(ctx: click.Context, slaves: int, serve_portal: bool | None) -> None:
 @click.option("--bind", default="127.0.0.1", show_default=True,
               help="Address to listen on (0.0.0.0: every interface).")  # fmt: skip
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--threads", default=4, show_default=True, type=click.IntRange(1, 64),
-              help="Searches that run at once.")  # fmt: skip
+@click.option("--threads", default=4, show_default=True, type=click.IntRange(0, 64),
+              help="Searches that run at once in each server process (0: each in the process's "
+                   "event loop, with no hand-off to a thread; a long search then holds up the "
+                   "process's other requests).")  # fmt: skip
 @click.option("--workers", default=None, type=click.IntRange(1, 64),
               help="Server processes, each with its own search threads [default: one a core, "
                    "at most 8].")  # fmt: skip

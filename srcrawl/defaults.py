@@ -421,6 +421,3 @@ DEFAULT_MAX_QUERY_CHARS = 10_000
 
 DEFAULT_SNIPPET_CHARS = 160
 """Characters of page text around the query terms shown per hit."""
-
-DEFAULT_RANK_STATS_TTL = 30.0
-"""Seconds a search process keeps the mean PageRank score before reading it again."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -143,3 +144,20 @@ def test_bench_startup_times_each_command_for_each_code(tmp_path, env) -> None:
     assert r.stdout.count("srcrawl search") == 4 and "median" in r.stdout
     bad = run(["bench", "startup", "--base", str(tmp_path)], tmp_path, env)
     assert bad.returncode == 2 and "no srcrawl/__init__.py there" in bad.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
+def test_bench_serve_with_wrk_takes_a_fraction_of_a_second(tmp_path, env) -> None:
+    """wrk refuses `-d0.5s`: the cell runs whole seconds and its rate is wrk's own."""
+    r = run(["bench", "serve", "--pages", "40", "--clients", "2", "--seconds", "0.5",
+             "--spawns", "1", "--workers", "1", "--threads", "1", "--client", "wrk"],
+            tmp_path, env)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = [ln.split() for ln in r.stdout.splitlines() if ln.split()[:1] == ["now"]]
+    served = [row for row in rows if row[2] == "2"]
+    assert [row[1] for row in served] == ["en", "zh"], r.stdout
+    for row in served:
+        requests, req_s, errors = int(row[3]), float(row[6]), int(row[8])
+        assert requests > 0 and errors == 0, row
+        assert req_s == pytest.approx(requests, rel=0.2), row  # about one second a cell

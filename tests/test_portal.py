@@ -79,6 +79,17 @@ def _get(url: str, path: str, **params) -> requests.Response:
     return requests.get(url.rstrip("/") + path, params=params, timeout=30)
 
 
+def test_a_snippet_is_escaped_but_for_the_marks_of_query_terms() -> None:
+    from markupsafe import Markup
+
+    from srcrawl.portal.markup import marked
+
+    out = marked("a <b> «engine» & «<i>» «other» «ＥＮＧＩＮＥ»", ["engine", "<i>"])
+    assert isinstance(out, Markup)  # Jinja2 shows it as it is
+    assert str(out) == ("a &lt;b&gt; <mark>engine</mark> &amp; <mark>&lt;i&gt;</mark> «other» "
+                        "<mark>ＥＮＧＩＮＥ</mark>")  # fmt: skip
+
+
 # -- the JSON API -----------------------------------------------------------------
 def test_api_search_pages_ranked_hits_with_totals(indexed, portal_url) -> None:
     _cfg, _env, word = indexed
@@ -117,6 +128,47 @@ def test_unusable_queries_get_400_and_never_500(portal_url) -> None:
         for path in ("/api/search", "/"):
             r = _get(portal_url, path, q=q, page="2")
             assert r.status_code in (200, 400), (path, q, r.status_code, r.text[:300])
+
+
+def test_the_hot_path_answers_as_fastapi_s_routes(indexed, portal_url) -> None:
+    """A plain GET is answered ahead of FastAPI; a repeated parameter goes on to FastAPI's
+    route (which takes the last): both give the same answers."""
+    _cfg, _env, word = indexed
+    base = portal_url.rstrip("/")
+
+    def both(path: str, query: str) -> tuple[requests.Response, requests.Response]:
+        hot = requests.get(f"{base}{path}?{query}", timeout=30)
+        routed = requests.get(f"{base}{path}?q=unused&{query}", timeout=30)
+        return hot, routed
+
+    plain = [f"q={word}&size=3&page=2", "q=", "q=the+of", f"q={word}&page=1000", "q=%E4%B8%AD"]
+    for query in plain:
+        hot, routed = both("/api/search", query)
+        assert (hot.status_code, hot.headers["content-type"]) == (
+            routed.status_code, routed.headers["content-type"]), query  # fmt: skip
+        a, b = hot.json(), routed.json()
+        a.pop("elapsed_ms", None), b.pop("elapsed_ms", None)
+        assert a == b, query
+    timing = re.compile(r"in [0-9.]+ ms")
+    for query in (f"q={word}&page=2", "q=", "q=" + "x" * (MAX_QUERY_CHARS + 1), "q=the+of"):
+        hot, routed = both("/", query)
+        assert hot.status_code == routed.status_code, query
+        for h in ("content-type", "content-security-policy", "x-content-type-options"):
+            assert hot.headers[h] == routed.headers[h], (query, h)
+        assert timing.sub("", hot.text) == timing.sub("", routed.text), query
+
+
+def test_a_portal_without_search_threads_answers_alike(indexed, portal_url) -> None:
+    """`srcrawl serve --threads 0`: the searches run in the event loop, the same answers."""
+    cfg, _env, word = indexed
+    with serving_in_thread(build_portal(cfg, threads=0)) as url:
+        for path, params in (("/api/search", {"q": word, "page": "2"}), ("/api/search", {"q": ""})):
+            got, want = _get(url, path, **params), _get(portal_url, path, **params)
+            assert got.status_code == want.status_code, params
+            a, b = got.json(), want.json()
+            a.pop("elapsed_ms", None), b.pop("elapsed_ms", None)
+            assert a == b
+        assert _get(url, "/", q=word).status_code == 200
 
 
 def test_openapi_describes_what_the_api_returns(indexed, portal_url) -> None:

@@ -13,7 +13,7 @@ from srcrawl.indexer.search import QueryError, Searcher, bm25_idf
 from srcrawl.indexer.slave import tokenize_document
 from srcrawl.indexer.snippets import make_snippet
 from srcrawl.indexer.tokenizer import get_tokenizer
-from srcrawl.sql.store import Page
+from srcrawl.sql.store import RANK_MEAN, Page
 from srcrawl.urls import fingerprint
 
 FILLER = [
@@ -96,6 +96,37 @@ def test_pagerank_blending_changes_the_order_when_ranks_differ(store) -> None:
     assert ranked.hits[1].score == pytest.approx(bm25 * (1 + 0.5 * 0.01 / (0.01 + mean)))
     store.replace_ranks([(low, 0.01), (high, 0.9)])
     assert [h.fp for h in Searcher(store).search("分布式 爬虫").hits] == [high, low]
+
+
+def test_a_rank_run_between_searches_is_seen_whole(store) -> None:
+    """A searcher kept across a rank run blends the new scores with their own mean: the
+    scores and the mean are read in one transaction, the mean kept beside the scores."""
+    pages = [make_page(f"r{i}", "分布式爬虫 crawler " * (1 + i % 3)) for i in range(6)]
+    index_pages(store, [*pages, *corpus()])
+    kept = Searcher(store)
+    store.replace_ranks([(p.fp, 0.1 * (i + 1)) for i, p in enumerate(pages)])
+    assert kept.search("分布式 爬虫").ranked
+    assert store.rank_mean() == pytest.approx(0.35)
+    store.replace_ranks([(pages[0].fp, 1.0), (pages[1].fp, 3.0)])  # the mean is now 2.0
+    with store.rank_snapshot() as ranks:
+        assert ranks.mean == 2.0 and ranks.scores([pages[0].fp, pages[5].fp]) == {pages[0].fp: 1.0}
+    got, fresh = kept.search("分布式 爬虫"), Searcher(store).search("分布式 爬虫")
+    assert [(h.fp, h.score) for h in got.hits] == [(h.fp, h.score) for h in fresh.hits]
+    store.replace_ranks([])
+    with store.rank_snapshot() as ranks:
+        assert ranks.mean is None and ranks.scores([pages[0].fp]) == {}
+    assert not kept.search("分布式 爬虫").ranked
+
+
+def test_a_store_ranked_without_the_mean_in_meta_gets_it_at_open(store, db_url) -> None:
+    index_pages(store, corpus())
+    store.replace_ranks([(p.fp, 0.5) for p in corpus()])
+    with store.transaction() as cur:  # as a rank run of an older version left it
+        store._execute(cur, "DELETE FROM meta WHERE k = ?", (RANK_MEAN,))
+    assert store.rank_mean() is None
+    store.init_schema()  # what opening the store with Config.store() runs
+    assert store.rank_mean() == pytest.approx(0.5)
+    assert Searcher(store).search("图书馆").ranked
 
 
 def test_pagerank_cannot_lift_a_much_weaker_match_over_a_strong_one(store) -> None:

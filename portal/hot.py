@@ -1,0 +1,137 @@
+"""The two hot endpoints, ``GET /api/search`` and the search page ``/``, answered ahead
+of the framework.
+
+Through FastAPI's routes a search passes the framework's ASGI layers, the
+routing, dependency solving and pydantic's checks of its parameters before it
+starts. :class:`HotPaths`, the app's outermost user middleware, answers a GET
+of either path whose parameters are plain (each given at most once; numbers
+written as plain decimals within their bounds) itself: the parameters parsed
+once, the search run in the pool, the body encoded once (orjson, or the page's
+template, looked up once). Every other request goes on to FastAPI, and so do
+these paths with parameters FastAPI must judge (no ``q``, a page of ``abc``):
+its routes answer from the same functions below, so both give the same answer,
+and they describe the API in the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl
+
+import orjson
+from jinja2 import Template
+
+from srcrawl.indexer.search import QueryError
+from srcrawl.portal.markup import page_links
+from srcrawl.portal.search_pool import MAX_PAGE_SIZE, MAX_QUERY_CHARS, QueryTooLong
+
+if TYPE_CHECKING:
+    from srcrawl.portal.app import Portal
+
+PAGE_SIZE = 10
+# the portal's own pages run no script at all: a script that slipped into crawled text could not
+CSP = "default-src 'self'; script-src 'none'; object-src 'none'; frame-ancestors 'none'"
+JSON_TYPE = "application/json"
+HTML_TYPE = "text/html; charset=utf-8"
+PAGE_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff"}
+_PLAIN_NUMBER = re.compile(r"[1-9][0-9]{0,8}")
+_UNUSABLE = (QueryError, QueryTooLong, ValueError)
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+async def search_json(portal: Portal, q: str, page: int, size: int) -> tuple[int, bytes]:
+    """(status, body) of ``/api/search``: the result page as JSON, or 400 and the reason."""
+    try:
+        found = await portal.pool.search_async(q, page, size)
+    except _UNUSABLE as e:
+        return 400, orjson.dumps({"error": str(e)})
+    return 200, orjson.dumps(found.as_json())
+
+
+def page_number(raw: str) -> int:
+    """The search page's ``page``: a number from 1, anything else the first page."""
+    try:
+        return max(1, int(raw))
+    except ValueError:
+        return 1
+
+
+async def search_html(portal: Portal, template: Template, q: str, page: str) -> tuple[int, str]:
+    """(status, HTML) of the search page ``/`` for the query ``q``, its page ``page``."""
+    query = q.strip()
+    if not query:
+        return 200, template.render(query="", max_chars=MAX_QUERY_CHARS)
+    try:
+        found = await portal.pool.search_async(query, page_number(page), PAGE_SIZE)
+    except _UNUSABLE as e:
+        status = 400 if isinstance(e, QueryTooLong) else 200
+        return status, template.render(query=query[:MAX_QUERY_CHARS], problem=str(e),
+                                       max_chars=MAX_QUERY_CHARS)  # fmt: skip
+    links = page_links(found.page, found.pages)
+    return 200, template.render(query=query, found=found, links=links, max_chars=MAX_QUERY_CHARS)
+
+
+def plain_params(query_string: bytes) -> dict[str, str] | None:
+    """The query string's parameters as Starlette parses them; None when one is repeated
+    (which of them counts is left to the framework)."""
+    pairs = parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
+    params = dict(pairs)
+    return params if len(params) == len(pairs) else None
+
+
+def _plain_int(raw: str | None, default: int, most: int) -> int | None:
+    """``raw`` as a number in [1, most] if written plainly (``default`` if absent), else
+    None: pydantic judges any other spelling."""
+    if raw is None:
+        return default
+    if _PLAIN_NUMBER.fullmatch(raw) is None:
+        return None
+    n = int(raw)
+    return n if n <= most else None
+
+
+class HotPaths:
+    """ASGI middleware answering the plain GETs of ``/api/search`` and ``/`` itself."""
+
+    def __init__(self, app: ASGIApp, portal: Portal, page: Template) -> None:
+        self.app, self.portal, self.page = app, portal, page
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            path = scope["path"]
+            if path == "/api/search" or path == "/":
+                params = plain_params(scope["query_string"])
+                if params is not None:
+                    if path == "/":
+                        status, html = await search_html(
+                            self.portal, self.page, params.get("q", ""), params.get("page", "1")
+                        )
+                        return await _answer(send, status, html.encode(), HTML_TYPE, PAGE_HEADERS)
+                    answer = await self._api(params)
+                    if answer is not None:
+                        return await _answer(send, *answer, JSON_TYPE)
+        await self.app(scope, receive, send)
+
+    async def _api(self, params: dict[str, str]) -> tuple[int, bytes] | None:
+        q = params.get("q")
+        page = _plain_int(params.get("page"), 1, 10**9)
+        size = _plain_int(params.get("size"), PAGE_SIZE, MAX_PAGE_SIZE)
+        if q is None or page is None or size is None:
+            return None
+        return await search_json(self.portal, q, page, size)
+
+
+async def _answer(send: Send, status: int, body: bytes, content_type: str,
+                  extra: dict[str, str] | None = None) -> None:  # fmt: skip
+    headers = [(b"content-length", str(len(body)).encode()),
+               (b"content-type", content_type.encode())]  # fmt: skip
+    if extra:
+        headers += [(k.lower().encode(), v.encode()) for k, v in extra.items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
