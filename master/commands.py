@@ -21,6 +21,7 @@ from srcrawl.defaults import (
     DEFAULT_FETCH_THREADS,
     DEFAULT_FETCH_TRIES,
     DEFAULT_HASH_BUCKETS,
+    MAX_PARTITIONS,
     DEFAULT_MAX_DELAY,
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_PAGE_BYTES,
@@ -117,6 +118,11 @@ def crawl_options(f: Callable) -> Callable:
                           "whatever their host, so one host may have them all in flight: no "
                           "per-host limit at all."),
         click.option("--hash-buckets", default=DEFAULT_HASH_BUCKETS, show_default=True),
+        click.option("--partitions", default=1, show_default=True,
+                     type=click.IntRange(1, MAX_PARTITIONS),
+                     help="Ranges of the host hash the frontier is divided into, each with its "
+                          "own Redis keys (spread over a Redis Cluster's nodes) and its own "
+                          "master lease: any number of `master start` processes share them."),
         click.option("--bloom-error-rate", default=DEFAULT_BLOOM_ERROR_RATE, show_default=True),
         click.option("--fetch-timeout", default=DEFAULT_READ_TIMEOUT, show_default=True,
                      help="Seconds to wait for a response's bytes."),
@@ -174,6 +180,7 @@ FIXED_ON_RESUME = {
     "max_depth": "--depth", "allow_domain": "--allow-domain", "allow": "--allow",
     "deny": "--deny", "queue_policy": "--queue-policy", "hash_buckets": "--hash-buckets",
     "per_host": "--per-host", "bloom_error_rate": "--bloom-error-rate",
+    "partitions": "--partitions",
 }  # fmt: skip
 """Options a resumed crawl cannot change: links already judged by the scope and depth are
 not judged again, queues are assigned (a host's URLs already spread over --per-host queues)
