@@ -21,7 +21,6 @@ from srcrawl.defaults import (
     DEFAULT_FETCH_THREADS,
     DEFAULT_FETCH_TRIES,
     DEFAULT_HASH_BUCKETS,
-    MAX_PARTITIONS,
     DEFAULT_MAX_DELAY,
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_PAGE_BYTES,
@@ -34,6 +33,7 @@ from srcrawl.defaults import (
     DEFAULT_ROBOTS_DEFER,
     DEFAULT_USER_AGENT,
     DEFAULT_WARC_MAX_BYTES,
+    MAX_PARTITIONS,
 )
 from srcrawl.durations import format_duration
 from srcrawl.errors import ConfigError
@@ -88,23 +88,9 @@ def _revisit_options() -> list[Callable]:
     ]  # fmt: skip
 
 
-def crawl_options(f: Callable) -> Callable:
-    """Scope, politeness and policy options shared by `crawl` and `master start`."""
-    options = [
-        click.option("--depth", "max_depth", default=DEFAULT_MAX_DEPTH, show_default=True,
-                     help="Link hops from the seeds to follow (a redirect is one hop)."),
-        click.option("--allow-domain", multiple=True,
-                     help="Also crawl this domain and its subdomains (repeatable)."),
-        click.option("--allow", multiple=True, help="Only crawl URLs matching a regex."),
-        click.option("--deny", multiple=True, help="Never crawl URLs matching a regex."),
-        click.option("--max-pages-per-host", default=0, show_default=True, type=click.IntRange(0),
-                     help="0: no cap."),
-        click.option("--delay", default=DEFAULT_DELAY, show_default=True,
-                     help="Minimum seconds between two requests to one host."),
-        click.option("--delay-factor", default=DEFAULT_DELAY_FACTOR, show_default=True,
-                     help="Wait this × the last fetch time before the next request to the host."),
-        click.option("--max-delay", default=DEFAULT_MAX_DELAY, show_default=True,
-                     help="The wait never exceeds this (robots Crawl-delay aside)."),
+def _frontier_options() -> list[Callable]:
+    """How the frontier is cut up: queues per host or hash bucket, and partitions."""
+    return [
         click.option("--per-host", default=1, show_default=True, type=click.IntRange(1),
                      help="Most requests in flight to one host across the whole cluster "
                           "(Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN, Nutch's "
@@ -123,6 +109,27 @@ def crawl_options(f: Callable) -> Callable:
                      help="Ranges of the host hash the frontier is divided into, each with its "
                           "own Redis keys (spread over a Redis Cluster's nodes) and its own "
                           "master lease: any number of `master start` processes share them."),
+    ]  # fmt: skip
+
+
+def crawl_options(f: Callable) -> Callable:
+    """Scope, politeness and policy options shared by `crawl` and `master start`."""
+    options = [
+        click.option("--depth", "max_depth", default=DEFAULT_MAX_DEPTH, show_default=True,
+                     help="Link hops from the seeds to follow (a redirect is one hop)."),
+        click.option("--allow-domain", multiple=True,
+                     help="Also crawl this domain and its subdomains (repeatable)."),
+        click.option("--allow", multiple=True, help="Only crawl URLs matching a regex."),
+        click.option("--deny", multiple=True, help="Never crawl URLs matching a regex."),
+        click.option("--max-pages-per-host", default=0, show_default=True, type=click.IntRange(0),
+                     help="0: no cap."),
+        click.option("--delay", default=DEFAULT_DELAY, show_default=True,
+                     help="Minimum seconds between two requests to one host."),
+        click.option("--delay-factor", default=DEFAULT_DELAY_FACTOR, show_default=True,
+                     help="Wait this × the last fetch time before the next request to the host."),
+        click.option("--max-delay", default=DEFAULT_MAX_DELAY, show_default=True,
+                     help="The wait never exceeds this (robots Crawl-delay aside)."),
+        *_frontier_options(),
         click.option("--bloom-error-rate", default=DEFAULT_BLOOM_ERROR_RATE, show_default=True),
         click.option("--fetch-timeout", default=DEFAULT_READ_TIMEOUT, show_default=True,
                      help="Seconds to wait for a response's bytes."),

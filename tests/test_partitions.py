@@ -112,8 +112,8 @@ def test_two_masters_share_partitions_and_one_killed_is_taken_over(
 ):
     seeds = web8.seed_urls
     env = {**env_for(redis_url, keys.job, tmp_path), "SRCRAWL_LEASE_TTL": "2"}
-    from srcrawl.master.crawl_run import start_crawl
     from srcrawl.master.commands import strategy_from
+    from srcrawl.master.crawl_run import start_crawl
 
     cfg = Config.load(env=env)
     opts = {"max_depth": DEPTH, "delay": 0.05, "delay_factor": 0, "max_delay": 1,
