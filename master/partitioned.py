@@ -24,6 +24,7 @@ them; its partitions' state is all in Redis, so nothing is lost.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import threading
@@ -34,8 +35,14 @@ from dataclasses import dataclass
 import redis
 
 from srcrawl.config import Config
-from srcrawl.defaults import MASTER_REGISTRATION_TTL
+from srcrawl.defaults import (
+    BALANCE_COOLDOWN,
+    BALANCE_MIN_LOAD,
+    BALANCE_RATIO,
+    MASTER_REGISTRATION_TTL,
+)
 from srcrawl.errors import LeaseHeld, LeaseLost
+from srcrawl.keys import Keys
 from srcrawl.master.crawl_master import CrawlMaster, crawl_counters
 from srcrawl.master.level_barrier import LevelBarrier
 from srcrawl.outage import REDIS_DOWN, RedisOutage, wait_out_outages
@@ -45,6 +52,9 @@ log = logging.getLogger("srcrawl.master")
 
 _TICK = 0.5
 """Seconds between two looks at the registrations and the partitions' leases."""
+_ADDED = ("scheduled", "depth_improved", "recrawl_due")
+_FINISHED = ("pages", "refetched", "recrawled", "robots_disallowed", "robots_gave_up",
+             "slave_errors")  # fmt: skip
 
 
 @dataclass
@@ -66,6 +76,11 @@ class PartitionedMaster:
         self.id = holder_id("crawl-masters")
         self.stopping = threading.Event()
         self.held: dict[int, _Held] = {}
+        self.loads = [0] * partitions
+        """Queued URLs of each partition, as of this master's last registration."""
+        self._given: dict[int, float] = {}
+        """Partitions handed back → until when this master leaves them to the others."""
+        self._quiet_until = 0.0
         self.barrier = LevelBarrier(self.client, self.keys, partitions)
         # partitions are looked at from an offset of this process's own, so that masters
         # starting together do not all reach for the same ones first
@@ -81,9 +96,7 @@ class PartitionedMaster:
                 self._reap_threads()
                 if self._all_complete():
                     return True
-                share = self._fair_share()
-                self._give_back(len(self.held) - share)
-                self._take(share - len(self.held))
+                self._balance(self._peers())
                 self.stopping.wait(_TICK)
             return False
         except REDIS_DOWN:
@@ -95,19 +108,28 @@ class PartitionedMaster:
             self._stop_all()
 
     def _register(self) -> None:
-        until = int((time.time() + MASTER_REGISTRATION_TTL) * 1000)
-        self.client.hset(self.keys.crawl_masters, self.id, until)
+        """Renew this process's registration, with its load for the others to see."""
+        self.loads = partition_loads(self.client, self.barrier.partitions)
+        load = sum(self.loads[p] for p in self.held)
+        record = {"until": int((time.time() + MASTER_REGISTRATION_TTL) * 1000), "load": load,
+                  "held": len(self.held)}  # fmt: skip
+        self.client.hset(self.keys.crawl_masters, self.id, json.dumps(record))
 
-    def _fair_share(self) -> int:
-        """ceil(P / live masters), dropping registrations that lapsed."""
+    def _peers(self) -> list[Peer]:
+        """The live masters (this one included), dropping registrations that lapsed."""
         now = time.time() * 1000
-        live = 0
-        for mid, until in self.client.hgetall(self.keys.crawl_masters).items():
-            if int(until) < now:
+        out = []
+        for mid, raw in self.client.hgetall(self.keys.crawl_masters).items():
+            try:
+                record = json.loads(raw)
+                until, load, held = int(record["until"]), int(record["load"]), int(record["held"])
+            except (ValueError, KeyError, TypeError):
+                until, load, held = 0, 0, 0
+            if until < now:
                 self.client.hdel(self.keys.crawl_masters, mid)
             else:
-                live += 1
-        return math.ceil(self.partitions / max(1, live))
+                out.append(Peer(mid.decode(), load, held))
+        return out
 
     def _all_complete(self) -> bool:
         """Is the crawl complete and has every partition made its last writes?"""
@@ -117,6 +139,29 @@ class PartitionedMaster:
         return all(s == b"complete" for s in states)
 
     # -- partitions taken and given -------------------------------------------------
+    def _balance(self, peers: list[Peer]) -> None:
+        """Take free partitions when this master is the least loaded one; hand some back
+        when it carries much more than the least loaded other (see share_to_give)."""
+        fair = math.ceil(self.partitions / max(1, len(peers)))
+        me = Peer(self.id, sum(self.loads[p] for p in self.held), len(self.held))
+        least = min([*peers, me], key=lambda m: (m.held > 0, m.load, m.held, m.id))
+        if least.id == self.id:
+            self._take(max(1, fair - len(self.held)))
+        others = [m for m in peers if m.id != self.id]
+        if not others or time.monotonic() < self._quiet_until or len(self.held) < 2:
+            return
+        low = min(others, key=lambda m: (m.load, m.held))
+        mine = {p: self.loads[p] for p in self.held}
+        if me.load + low.load >= BALANCE_MIN_LOAD:
+            give = share_to_give(mine, low.load, BALANCE_RATIO)
+        elif low.held < len(self.held) - 1:  # an idle crawl: share the partitions by count
+            give = sorted(self.held, reverse=True)[: max(0, len(self.held) - fair)]
+        else:
+            give = []
+        if give:
+            self._quiet_until = time.monotonic() + BALANCE_COOLDOWN
+            self._give_back(give)
+
     def _take(self, n: int) -> None:
         """Take up to ``n`` partitions whose lease nobody holds (or, once the crawl is
         complete, any whose last writes are still to be made)."""
@@ -125,7 +170,9 @@ class PartitionedMaster:
                 return
             p = (self._offset + i) % self.partitions
             k = self.barrier.partitions[p]
-            if p in self.held or self.client.exists(k.master_lease("crawl")):
+            if p in self.held or self._given.get(p, 0) > time.monotonic():
+                continue
+            if self.client.exists(k.master_lease("crawl")):
                 continue
             if self.barrier.complete() and self.client.hget(k.crawl_state, "state") == b"complete":
                 continue
@@ -156,11 +203,14 @@ class PartitionedMaster:
         except Exception:
             log.exception("partition %d failed", master.partition)
 
-    def _give_back(self, n: int) -> None:
-        """Hand ``n`` partitions back (the highest numbered): each finishes its batch."""
-        for p in sorted(self.held, reverse=True)[: max(0, n)]:
-            log.info("hands partition %d back (its fair share is smaller now)", p)
+    def _give_back(self, partitions: list[int]) -> None:
+        """Hand partitions back: each finishes its batch in hand and lets its lease go,
+        for the least loaded master to take (as a master that died would be taken over:
+        its state is all in Redis, so nothing is lost or done twice)."""
+        for p in partitions:
+            log.info("hands partition %d back (queued URLs: %d)", p, self.loads[p])
             self.held[p].stop.set()
+            self._given[p] = time.monotonic() + BALANCE_COOLDOWN
 
     def _reap_threads(self) -> None:
         for p in [p for p, h in self.held.items() if not h.thread.is_alive()]:
@@ -187,6 +237,52 @@ class PartitionedMaster:
         self.stopping.wait()
         for h in list(self.held.values()):
             h.stop.set()
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A live master process as its registration says: queued URLs of its partitions."""
+
+    id: str
+    load: int
+    held: int
+
+
+def partition_loads(client: redis.Redis, parts: list[Keys]) -> list[int]:
+    """Queued URLs of each partition: tasks scheduled and not yet finished, plus unread
+    nrq messages (from its counters, a round trip each)."""
+    out = []
+    for k in parts:
+        pipe = client.pipeline(transaction=False)
+        pipe.hmget(k.stats("crawl"), [*_ADDED, *_FINISHED])
+        pipe.llen(k.nrq("crawl"))
+        counts, nrq = pipe.execute()
+        n = [int(c or 0) for c in counts]
+        out.append(max(0, sum(n[: len(_ADDED)]) - sum(n[len(_ADDED) :])) + int(nrq))
+    return out
+
+
+def share_to_give(mine: dict[int, int], low: int, ratio: float) -> list[int]:
+    """The partitions a master with these loads (partition -> queued URLs) hands over to
+    one carrying ``low``, by the split share of [USTC thesis ch.3 §6.1]: when its load L
+    is more than ``ratio`` times the other's, K = L / low and it gives the share
+    p = 1/2 - 1/(2K) of L, which leaves both with (L + low) / 2. Moves are whole
+    partitions: the largest that fit within p·L, at least one, never all."""
+    total = sum(mine.values())
+    if len(mine) < 2 or total <= ratio * max(low, 1):
+        return []
+    target = total / 2 if low <= 0 else (0.5 - 0.5 * low / total) * total  # K = total / low
+    give: list[int] = []
+    moved = 0
+    for p, load in sorted(mine.items(), key=lambda item: (-item[1], item[0])):
+        if len(give) == len(mine) - 1:
+            break
+        if moved + load <= target:
+            give.append(p)
+            moved += load
+    if not give:  # every partition is larger than the share: move the smallest
+        give = [min(mine, key=lambda p: (mine[p], p))]
+    return give
 
 
 def holders(client: redis.Redis, cfg: Config, partitions: int) -> dict[int, str | None]:

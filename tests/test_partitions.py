@@ -149,3 +149,21 @@ def test_two_masters_share_partitions_and_one_killed_is_taken_over(
     assert len(urls) == len(set(urls))
     assert {p["url"]: p["depth"] for p in pages} == expected(web8, seeds, DEPTH)
     cfg.close()
+
+
+def test_a_loaded_master_gives_the_split_share_to_the_least_loaded() -> None:
+    from srcrawl.master.partitioned import share_to_give
+
+    # K = 8000 / 1000 = 8: p = 1/2 - 1/16 = 0.4375 of 8000 = 3500 URLs move
+    mine = {0: 3000, 1: 2500, 2: 1500, 3: 1000}
+    give = share_to_give(mine, 1000, 2.0)
+    assert give == [0]  # 3000 fits within 3500; adding 2500 would not
+    moved = sum(mine[p] for p in give)
+    assert abs((8000 - moved) - (1000 + moved)) < 8000 - 1000  # closer to even than before
+    # within the threshold ratio nothing moves; one partition is never given away
+    assert share_to_give({0: 1500, 1: 500}, 1000, 2.0) == []
+    assert share_to_give({0: 9000}, 0, 2.0) == []
+    # nothing fits the share: the smallest partition moves
+    assert share_to_give({0: 5000, 1: 4000}, 100, 2.0) == [1]
+    # an idle other (load 0) gets half
+    assert share_to_give({0: 500, 1: 500, 2: 500, 3: 500}, 0, 2.0) == [0, 1]
