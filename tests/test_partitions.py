@@ -86,6 +86,12 @@ def test_a_partitioned_crawl_fetches_exactly_the_reachable_set(web8, redis_url, 
     assert sum(per_part) == len(pages) and sum(1 for n in per_part if n) >= 3
     forwarded = sum(int(client.hget(k.stats("crawl"), "links_forwarded") or 0) for k in parts)
     assert forwarded == 0  # the slaves routed every page link to its owner themselves
+    r = srcrawl(["status", "--json"], env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    snapshot = json.loads(r.stdout)
+    assert [p["partition"] for p in snapshot["partitions"]] == [0, 1, 2, 3]
+    assert snapshot["phases"]["crawl"]["counters"]["pages"] == len(pages)
+    assert "crawl partitions: 4" in srcrawl(["status"], env).stdout
     time.sleep(1.2)  # the access log is flushed every second
     entries = [e for e in web8.log_entries() if e["start_mono"] >= t0 - 1]
     assert entries and overlaps(entries) == []  # still one request at a time per host
