@@ -112,49 +112,56 @@ def _slave(env: dict[str, str]) -> subprocess.Popen:
     )  # fmt: skip
 
 
+def _leases_by_process(client, parts: list[Keys]) -> dict[str, int]:
+    held: dict[str, int] = {}
+    for k in parts:
+        h = client.get(k.master_lease("crawl"))
+        if h is not None:  # a lease names its holder's host and pid first
+            process = ":".join(h.decode().split(":")[:2])
+            held[process] = held.get(process, 0) + 1
+    return held
+
+
+def crawl_shared_by_two_masters(
+    tw: TestWeb, redis_url: str, keys: Keys, tmp_path, partitions: int
+) -> tuple[dict[str, str], list[dict]]:
+    """Two `master start` processes and four burst slaves crawl ``tw`` in ``partitions``;
+    once the masters hold half each, the first is SIGKILLed. Returns the env and pages."""
+    from srcrawl.master.commands import strategy_from
+    from srcrawl.master.crawl_run import start_crawl
+
+    env = {**env_for(redis_url, keys.job, tmp_path), "SRCRAWL_LEASE_TTL": "2"}
+    cfg = Config.load(env=env)
+    opts = {"max_depth": DEPTH, "delay": 0.05, "delay_factor": 0, "max_delay": 1,
+            "fetch_timeout": 1, "robots_defer": 0.3, "partitions": partitions}  # fmt: skip
+    start_crawl(cfg, tw.seed_urls, strategy_from(opts))
+    first, second = _master(env), _master(env)
+    slaves = [_slave(env) for _ in range(4)]
+    parts = keys.partitions(partitions)
+    try:
+        deadline = time.monotonic() + 30
+        while sorted(_leases_by_process(cfg.redis(), parts).values()) != [partitions // 2] * 2:
+            assert time.monotonic() < deadline, _leases_by_process(cfg.redis(), parts)
+            time.sleep(0.1)
+        first.send_signal(signal.SIGKILL)  # its partitions wait out their lease, then move
+        first.wait()
+        _, err = second.communicate(timeout=150)
+        assert second.returncode == 0, err[-3000:]
+    finally:
+        for p in (first, second, *slaves):
+            if p.poll() is None:
+                p.kill()
+    cfg.close()
+    return env, stored(env)
+
+
 @pytest.mark.slow
 def test_two_masters_share_partitions_and_one_killed_is_taken_over(
     web8, redis_url, keys, tmp_path
 ):
-    seeds = web8.seed_urls
-    env = {**env_for(redis_url, keys.job, tmp_path), "SRCRAWL_LEASE_TTL": "2"}
-    from srcrawl.master.commands import strategy_from
-    from srcrawl.master.crawl_run import start_crawl
-
-    cfg = Config.load(env=env)
-    opts = {"max_depth": DEPTH, "delay": 0.05, "delay_factor": 0, "max_delay": 1,
-            "fetch_timeout": 1, "robots_defer": 0.3, "partitions": 6}  # fmt: skip
-    start_crawl(cfg, seeds, strategy_from(opts))
-    first, second = _master(env), _master(env)
-    slaves = [_slave(env) for _ in range(2)]
-    client = cfg.redis()
-    parts = keys.partitions(6)
-    holders: dict[str, int] = {}
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:  # the two share the six partitions, three each
-        held = [client.get(k.master_lease("crawl")) for k in parts]
-        holders = {}
-        for h in held:
-            if h is not None:  # a lease names its holder's host and pid first
-                process = ":".join(h.decode().split(":")[:2])
-                holders[process] = holders.get(process, 0) + 1
-        if sorted(holders.values()) == [3, 3]:
-            break
-        time.sleep(0.2)
-    assert sorted(holders.values()) == [3, 3], holders
-    first.send_signal(signal.SIGKILL)  # its partitions wait out their lease, then move
-    first.wait()
-    try:
-        out, err = second.communicate(timeout=120)
-    finally:
-        for p in (second, *slaves):
-            p.kill()
-    assert second.returncode == 0, err[-3000:]
-    pages = stored(env)
-    urls = [p["url"] for p in pages]
-    assert len(urls) == len(set(urls))
-    assert {p["url"]: p["depth"] for p in pages} == expected(web8, seeds, DEPTH)
-    cfg.close()
+    _, pages = crawl_shared_by_two_masters(web8, redis_url, keys, tmp_path, 6)
+    assert len({p["url"] for p in pages}) == len(pages)
+    assert {p["url"]: p["depth"] for p in pages} == expected(web8, web8.seed_urls, DEPTH)
 
 
 def test_a_loaded_master_gives_the_split_share_to_the_least_loaded() -> None:

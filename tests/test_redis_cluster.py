@@ -112,38 +112,15 @@ def test_the_crawl_survives_the_death_of_its_primary(keys, tmp_path) -> None:
 
 @pytest.mark.slow
 def test_a_crawl_of_eight_partitions_spreads_over_the_primaries(redis_cluster, keys, tmp_path):
-    import subprocess
-    import sys
-
-    from srcrawl.master.commands import strategy_from
-    from srcrawl.master.crawl_run import start_crawl
+    from .test_partitions import DEPTH as PARTITIONED_DEPTH
+    from .test_partitions import crawl_shared_by_two_masters
 
     with TestWeb.generate(hosts=8, pages=15, seed=11) as tw:
-        seeds = tw.seed_urls
-        env = env_for(redis_cluster.url, keys.job, tmp_path)
-        cfg = Config.load(env=env)
-        opts = {"max_depth": DEPTH, "delay": 0.05, "delay_factor": 0, "max_delay": 1,
-                "fetch_timeout": 1, "robots_defer": 0.3, "partitions": 8}  # fmt: skip
-        start_crawl(cfg, seeds, strategy_from(opts))
-        cli = [sys.executable, "-m", "srcrawl.cli"]
-        masters = [subprocess.Popen([*cli, "master", "start"], env=env, text=True,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                   for _ in range(2)]  # fmt: skip
-        slaves = [subprocess.Popen([*cli, "slave", "start", "--phases", "crawl", "--burst",
-                                    "--threads", "4"], env=env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
-                  for _ in range(4)]  # fmt: skip
-        try:
-            errs = [m.communicate(timeout=180)[1] for m in masters]
-        finally:
-            for p in (*masters, *slaves):
-                if p.poll() is None:
-                    p.kill()
-        assert [m.returncode for m in masters] == [0, 0], errs[0][-2000:] + errs[1][-2000:]
-        pages = stored(env)
-        assert {p["url"]: p["depth"] for p in pages} == expected(tw, seeds, DEPTH)
+        # two masters share the 8 partitions; one is SIGKILLed and the other takes its four
+        _, pages = crawl_shared_by_two_masters(tw, redis_cluster.url, keys, tmp_path, 8)
+        want = expected(tw, tw.seed_urls, PARTITIONED_DEPTH)
+        assert {p["url"]: p["depth"] for p in pages} == want
         assert len({p["url"] for p in pages}) == len(pages)
         # each partition's keys carry its own tag: the job's crawl is on every primary
         held = redis_cluster.keys_by_primary(f"srcrawl:{{{keys.job}/*")
         assert len(held) == 3 and min(held.values()) > 0, held
-        cfg.close()
