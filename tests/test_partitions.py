@@ -180,3 +180,24 @@ def test_a_loaded_master_gives_the_split_share_to_the_least_loaded() -> None:
     assert share_to_give({0: 5000, 1: 4000}, 100, 2.0) == [1]
     # an idle other (load 0) gets half
     assert share_to_give({0: 500, 1: 500, 2: 500, 3: 500}, 0, 2.0) == [0, 1]
+
+
+def test_seeds_go_to_the_nrq_of_their_hosts_partitions(redis_url, keys, tmp_path) -> None:
+    from srcrawl.master.crawl_run import add_seeds, start_crawl
+    from srcrawl.queues.crawl_protocol import read_outcome
+    from srcrawl.queues.crawl_strategy import CrawlStrategy
+
+    cfg = Config.load(env=env_for(redis_url, keys.job, tmp_path))
+    seeds = [f"http://h{i}.example:8080/" for i in range(12)]
+    start_crawl(cfg, seeds[:6], CrawlStrategy(partitions=3))
+    add_seeds(cfg, seeds[6:])
+    client = cfg.redis()
+    got: dict[int, set[str]] = {}
+    for p, k in enumerate(keys.partitions(3)):
+        for raw in client.lrange(k.nrq("crawl"), 0, -1):
+            got.setdefault(p, set()).update(url for url, _ in read_outcome(raw).urls)
+    assert set().union(*got.values()) == set(seeds)
+    for p, urls in got.items():
+        assert all(partition_of_url(u, 3) == p for u in urls)
+    assert client.llen(keys.nrq("crawl")) == 0  # the job's own nrq is not a partition's
+    cfg.close()
