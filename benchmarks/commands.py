@@ -106,15 +106,20 @@ def bench_parse(
               help="Pages per host of the 4-host test web.")  # fmt: skip
 @click.option("--after", "after_pages", default=20, show_default=True, type=click.IntRange(1),
               help="Stored pages before the primary is killed.")  # fmt: skip
+@click.option("--partitions", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Partitions of the crawl (the primary of partition 0 is killed).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               help="Also write every run as JSON.")  # fmt: skip
-def bench_failover(rounds: int, pages: int, after_pages: int, json_path: str | None) -> None:
+def bench_failover(
+    rounds: int, pages: int, after_pages: int, partitions: int, json_path: str | None
+) -> None:
     """A crawl on a real Redis Cluster whose primary is SIGKILLed: pages lost, refetched, time."""
     from srcrawl.benchmarks.failover import as_json, render, run_failover_benchmark
 
     check_outputs(json_path=json_path, plot_path=None)
     line = ProgressLine()
-    runs = run_failover_benchmark(rounds, pages, after_pages, say=line.update)
+    runs = run_failover_benchmark(rounds, pages, after_pages, say=line.update,
+                                  partitions=partitions)  # fmt: skip
     line.done()
     click.echo(render(runs))
     if json_path:
