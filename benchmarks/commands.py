@@ -106,15 +106,20 @@ def bench_parse(
               help="Pages per host of the 4-host test web.")  # fmt: skip
 @click.option("--after", "after_pages", default=20, show_default=True, type=click.IntRange(1),
               help="Stored pages before the primary is killed.")  # fmt: skip
+@click.option("--partitions", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Partitions of the crawl (the primary of partition 0 is killed).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               help="Also write every run as JSON.")  # fmt: skip
-def bench_failover(rounds: int, pages: int, after_pages: int, json_path: str | None) -> None:
+def bench_failover(
+    rounds: int, pages: int, after_pages: int, partitions: int, json_path: str | None
+) -> None:
     """A crawl on a real Redis Cluster whose primary is SIGKILLed: pages lost, refetched, time."""
     from srcrawl.benchmarks.failover import as_json, render, run_failover_benchmark
 
     check_outputs(json_path=json_path, plot_path=None)
     line = ProgressLine()
-    runs = run_failover_benchmark(rounds, pages, after_pages, say=line.update)
+    runs = run_failover_benchmark(rounds, pages, after_pages, say=line.update,
+                                  partitions=partitions)  # fmt: skip
     line.done()
     click.echo(render(runs))
     if json_path:
@@ -144,12 +149,45 @@ def bench_memory(urls: int, hosts: int, json_path: str | None) -> None:
 @click.option("--urls", default=1_000_000, show_default=True, type=click.IntRange(1),
               help="Links in the stream.")  # fmt: skip
 @click.option("--hosts", default=20, show_default=True, type=click.IntRange(1))
+@click.option("--partitions", default=None, metavar="P,P,…",
+              help="Instead: master processes over a crawl of this many partitions each, every "
+                   "URL new (with --masters; --hosts defaults to 1000 then).")  # fmt: skip
+@click.option("--masters", default="1,2", show_default=True, metavar="M,M,…",
+              help="Master processes sharing the partitions (with --partitions).")
+@click.option("--rounds", default=1, show_default=True, type=click.IntRange(1))
 @click.pass_context
-def bench_master(ctx: click.Context, urls: int, hosts: int) -> None:
-    """URLs/s through the master: canonicalize + scope + seen test, then with Redis commits."""
-    from srcrawl.benchmarks.master import run_master_benchmark
+def bench_master(
+    ctx: click.Context, urls: int, hosts: int, partitions: str | None, masters: str,
+    rounds: int,
+) -> None:  # fmt: skip
+    """URLs/s through the master: canonicalize + scope + seen test, then with Redis commits;
+    or, with --partitions, master processes sharing a partitioned crawl."""
+    if partitions is None:
+        from srcrawl.benchmarks.master import run_master_benchmark
 
-    click.echo(run_master_benchmark(_config(ctx), urls=urls, hosts=hosts).render())
+        click.echo(run_master_benchmark(_config(ctx), urls=urls, hosts=hosts).render())
+        return
+    from srcrawl.benchmarks.master_partitions import render, run_partition_benchmark
+
+    line = ProgressLine()
+    runs = run_partition_benchmark(
+        _config(ctx), _counts(partitions, "--partitions"), _counts(masters, "--masters"),
+        urls=min(urls, 2_000_000), hosts=hosts if hosts != 20 else 1000, rounds=rounds,
+        say=line.update,
+    )  # fmt: skip
+    line.done()
+    click.echo(render(runs))
+
+
+def _counts(text: str, option: str) -> list[int]:
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        out = []
+    if not out or min(out) < 1:
+        raise click.BadParameter(f"give whole numbers ≥ 1 separated by commas, not {text!r}",
+                                 param_hint=option)  # fmt: skip
+    return out
 
 
 @bench.command("crawl")

@@ -12,6 +12,10 @@ crawl is counted, not assumed:
 - ``refetched``: page URLs answered 200 more than once (the cost of a
   replayed task, measured from the test web's access log);
 - ``failover_s``: from the kill until the job's slot answers again.
+
+With ``--partitions P`` the crawl is partitioned (docs/ARCHITECTURE.md): the
+primary killed is the one serving partition 0, and the partitions on the
+other primaries go on meanwhile.
 """
 
 from __future__ import annotations
@@ -73,30 +77,33 @@ def _stored(env: dict[str, str]) -> dict[str, int]:
     return {p["url"]: p["depth"] for p in pages}
 
 
-def _pages_so_far(cluster: RedisClusterProcesses, keys: Keys) -> int:
-    port = cluster.primary_of(keys.stats("crawl"))
-    return int(redis.Redis(port=port, socket_timeout=2).hget(keys.stats("crawl"), "pages") or 0)
+def _pages_so_far(cluster: RedisClusterProcesses, parts: list[Keys]) -> int:
+    total = 0
+    for k in parts:
+        port = cluster.primary_of(k.stats("crawl"))
+        total += int(redis.Redis(port=port, socket_timeout=2).hget(k.stats("crawl"), "pages") or 0)
+    return total
 
 
 def _kill_mid_crawl(
-    cluster: RedisClusterProcesses, keys: Keys, crawl: subprocess.Popen, after_pages: int
+    cluster: RedisClusterProcesses, parts: list[Keys], crawl: subprocess.Popen, after_pages: int
 ) -> float:
-    """SIGKILL the job's primary once ``after_pages`` are stored; seconds until it
-    is served again."""
+    """SIGKILL the primary of the (first partition of the) job once ``after_pages`` are
+    stored; seconds until it is served again."""
     while crawl.poll() is None:
         try:
-            if _pages_so_far(cluster, keys) >= after_pages:
+            if _pages_so_far(cluster, parts) >= after_pages:
                 break
         except redis.RedisError:
             pass
         time.sleep(0.02)
-    victim = cluster.primary_of(keys.crawl_state)
+    victim = cluster.primary_of(parts[0].crawl_state)
     cluster.kill(victim)
     killed = time.monotonic()
     while time.monotonic() - killed < 60:
         try:
-            if cluster.primary_of(keys.crawl_state) != victim:
-                _pages_so_far(cluster, keys)
+            if cluster.primary_of(parts[0].crawl_state) != victim:
+                _pages_so_far(cluster, parts)
                 return time.monotonic() - killed
         except (redis.RedisError, RuntimeError):
             pass
@@ -110,7 +117,9 @@ def _expected(tw: TestWeb) -> dict[str, int]:
     return tw.web.expected_crawl(seeds, DEPTH, lambda url: scope.reject(url, 0) is None)
 
 
-def one_run(round_no: int, killed: bool, pages: int, after_pages: int, seed: int) -> FailoverRun:
+def one_run(
+    round_no: int, killed: bool, pages: int, after_pages: int, seed: int, partitions: int = 1
+) -> FailoverRun:
     """One crawl of a fresh test web on a fresh cluster, the primary killed or not."""
     with tempfile.TemporaryDirectory(prefix="srcrawl-failover-") as tmp:
         directory = Path(tmp)
@@ -122,13 +131,15 @@ def one_run(round_no: int, killed: bool, pages: int, after_pages: int, seed: int
                 keys = Keys(f"failover-{uuid.uuid4().hex[:8]}")
                 env = _env(cluster.url, keys.job, directory)
                 started = time.monotonic()
+                flags = [*CRAWL_FLAGS, "--partitions", str(partitions)]
                 crawl = subprocess.Popen(
-                    [sys.executable, "-m", "srcrawl.cli", "crawl", *tw.seed_urls, *CRAWL_FLAGS],
+                    [sys.executable, "-m", "srcrawl.cli", "crawl", *tw.seed_urls, *flags],
                     env=env,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
-                failover = _kill_mid_crawl(cluster, keys, crawl, after_pages) if killed else None
+                parts = keys.partitions(partitions)
+                failover = _kill_mid_crawl(cluster, parts, crawl, after_pages) if killed else None
                 code = crawl.wait(timeout=600)
                 crawl_s = time.monotonic() - started
                 want = _expected(tw)
@@ -145,14 +156,14 @@ def one_run(round_no: int, killed: bool, pages: int, after_pages: int, seed: int
 
 
 def run_failover_benchmark(
-    rounds: int, pages: int, after_pages: int, say: Callable[[str], None]
+    rounds: int, pages: int, after_pages: int, say: Callable[[str], None], partitions: int = 1
 ) -> list[FailoverRun]:
     """``rounds`` pairs of runs (undisturbed, primary killed), each on a new seed."""
     runs = []
     for r in range(1, rounds + 1):
         for killed in (False, True):
             say(f"round {r}/{rounds}: {'primary killed' if killed else 'undisturbed'}")
-            runs.append(one_run(r, killed, pages, after_pages, seed=100 + r))
+            runs.append(one_run(r, killed, pages, after_pages, 100 + r, partitions))
     return runs
 
 

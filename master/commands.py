@@ -33,6 +33,7 @@ from srcrawl.defaults import (
     DEFAULT_ROBOTS_DEFER,
     DEFAULT_USER_AGENT,
     DEFAULT_WARC_MAX_BYTES,
+    MAX_PARTITIONS,
 )
 from srcrawl.durations import format_duration
 from srcrawl.errors import ConfigError
@@ -87,6 +88,30 @@ def _revisit_options() -> list[Callable]:
     ]  # fmt: skip
 
 
+def _frontier_options() -> list[Callable]:
+    """How the frontier is cut up: queues per host or hash bucket, and partitions."""
+    return [
+        click.option("--per-host", default=1, show_default=True, type=click.IntRange(1),
+                     help="Most requests in flight to one host across the whole cluster "
+                          "(Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN, Nutch's "
+                          "fetcher.threads.per.queue): each host's URLs are spread over N "
+                          "queues, each waiting --delay / --delay-factor on its own; a "
+                          "robots.txt Crawl-delay holds its host to 1. For sites you own."),
+        click.option("--queue-policy", type=click.Choice(QUEUE_POLICIES), default="host",
+                     show_default=True,
+                     help="host: queues per host, at most --per-host requests in flight to "
+                          "one host (polite). hash: URLs spread over --hash-buckets queues "
+                          "whatever their host, so one host may have them all in flight: no "
+                          "per-host limit at all."),
+        click.option("--hash-buckets", default=DEFAULT_HASH_BUCKETS, show_default=True),
+        click.option("--partitions", default=1, show_default=True,
+                     type=click.IntRange(1, MAX_PARTITIONS),
+                     help="Ranges of the host hash the frontier is divided into, each with its "
+                          "own Redis keys (spread over a Redis Cluster's nodes) and its own "
+                          "master lease: any number of `master start` processes share them."),
+    ]  # fmt: skip
+
+
 def crawl_options(f: Callable) -> Callable:
     """Scope, politeness and policy options shared by `crawl` and `master start`."""
     options = [
@@ -104,19 +129,7 @@ def crawl_options(f: Callable) -> Callable:
                      help="Wait this × the last fetch time before the next request to the host."),
         click.option("--max-delay", default=DEFAULT_MAX_DELAY, show_default=True,
                      help="The wait never exceeds this (robots Crawl-delay aside)."),
-        click.option("--per-host", default=1, show_default=True, type=click.IntRange(1),
-                     help="Most requests in flight to one host across the whole cluster "
-                          "(Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN, Nutch's "
-                          "fetcher.threads.per.queue): each host's URLs are spread over N "
-                          "queues, each waiting --delay / --delay-factor on its own; a "
-                          "robots.txt Crawl-delay holds its host to 1. For sites you own."),
-        click.option("--queue-policy", type=click.Choice(QUEUE_POLICIES), default="host",
-                     show_default=True,
-                     help="host: queues per host, at most --per-host requests in flight to "
-                          "one host (polite). hash: URLs spread over --hash-buckets queues "
-                          "whatever their host, so one host may have them all in flight: no "
-                          "per-host limit at all."),
-        click.option("--hash-buckets", default=DEFAULT_HASH_BUCKETS, show_default=True),
+        *_frontier_options(),
         click.option("--bloom-error-rate", default=DEFAULT_BLOOM_ERROR_RATE, show_default=True),
         click.option("--fetch-timeout", default=DEFAULT_READ_TIMEOUT, show_default=True,
                      help="Seconds to wait for a response's bytes."),
@@ -174,6 +187,7 @@ FIXED_ON_RESUME = {
     "max_depth": "--depth", "allow_domain": "--allow-domain", "allow": "--allow",
     "deny": "--deny", "queue_policy": "--queue-policy", "hash_buckets": "--hash-buckets",
     "per_host": "--per-host", "bloom_error_rate": "--bloom-error-rate",
+    "partitions": "--partitions",
 }  # fmt: skip
 """Options a resumed crawl cannot change: links already judged by the scope and depth are
 not judged again, queues are assigned (a host's URLs already spread over --per-host queues)

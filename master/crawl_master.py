@@ -39,9 +39,10 @@ from srcrawl.defaults import (
     DEFAULT_SEEN_CACHE,
     REDIS_TIMER_TICK,
 )
-from srcrawl.errors import EnvelopeError, LeaseLost, SrcrawlError
-from srcrawl.keys import processing_pattern
+from srcrawl.errors import CrawlRestarted, EnvelopeError, LeaseLost, SrcrawlError
+from srcrawl.keys import Keys, processing_pattern
 from srcrawl.master.frontier import Batch, Frontier, Requeue, now_ms
+from srcrawl.master.level_barrier import ADVANCED, COMPLETE, LevelBarrier, forward_links
 from srcrawl.master.seen import SeenSet
 from srcrawl.outage import REDIS_DOWN, RedisOutage, wait_out_outages
 from srcrawl.queues.crawl_protocol import (
@@ -52,6 +53,7 @@ from srcrawl.queues.crawl_protocol import (
     Disallowed,
     Fetched,
     FetchTask,
+    Links,
     Retry,
     RobotsFetched,
     Seed,
@@ -63,6 +65,7 @@ from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.crawl_strategy import load as load_strategy
 from srcrawl.queues.lease import MasterLease, holder_id
 from srcrawl.queues.link_cache import ClockCache
+from srcrawl.queues.partitions import partition_keys, partition_of_host
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.scope import Scope
 from srcrawl.queues.sitemap_lastmod import record_lastmod
@@ -82,13 +85,18 @@ class CrawlMaster:
     """Runs one crawl job until it is complete (or forever with ``keep_running``)."""
 
     def __init__(
-        self, cfg: Config, *, batch: int = DEFAULT_MASTER_BATCH, wait_for_work: bool = False
-    ) -> None:
+        self, cfg: Config, *, batch: int = DEFAULT_MASTER_BATCH, wait_for_work: bool = False,
+        partition: int = 0, stopping: threading.Event | None = None,
+    ) -> None:  # fmt: skip
         self.cfg = cfg
         self.client = cfg.redis()
-        self.keys = cfg.keys
-        self.queues = PhaseQueues(self.client, self.keys, "crawl")
+        self.job_keys = cfg.keys
         self.strategy: CrawlStrategy = self._wait_for_strategy(wait_for_work)
+        self.partitions = self.strategy.partitions
+        self.partition = partition
+        # the partition's frontier, queues and counters (the job's own keys when P = 1)
+        self.keys = cfg.keys.partition(partition, self.partitions)
+        self.queues = PhaseQueues(self.client, self.keys, "crawl")
         self.scope = Scope(self.strategy)
         self.seen = SeenSet(self.client, self.keys, error_rate=self.strategy.bloom_error_rate)
         self.recent = ClockCache(DEFAULT_SEEN_CACHE)
@@ -100,7 +108,7 @@ class CrawlMaster:
             self.lease, self.keys, self.queues.srq.key, nrq.key, nrq.processing_key(MASTER_ID)
         )
         self.batch = batch
-        self.stopping = threading.Event()
+        self.stopping = stopping if stopping is not None else threading.Event()
         # every Redis command waits out an outage (until the master is told to stop)
         wait_out_outages(self.client, RedisOutage(log, stopping=self.stopping))
         self._no_slave_since: float | None = time.monotonic()
@@ -116,14 +124,17 @@ class CrawlMaster:
         self._record_above: int | None = None
         self._checks: dict[int, FetchTask] = {}
         self._lastmods: list[tuple[int, float]] = []
+        self._forward: dict[int, list[tuple[str, int, int]]] = {}
+        """Links this batch found for hosts of other partitions: partition -> (url, fp, depth)."""
+        self.barrier = LevelBarrier(self.client, self.job_keys, self.partitions)
         self._handlers = {
             Seed: self._on_seed, Fetched: self._on_fetched, RobotsFetched: self._on_robots,
             Retry: self._on_retry, Disallowed: self._on_disallowed, Deferred: self._on_deferred,
-            TaskError: self._on_error,
+            TaskError: self._on_error, Links: self._on_links,
         }  # fmt: skip
 
     def _wait_for_strategy(self, wait_for_work: bool) -> CrawlStrategy:
-        strategy = load_strategy(self.client, self.keys)
+        strategy = load_strategy(self.client, self.job_keys)
         while strategy is None:
             if not wait_for_work:
                 raise SrcrawlError(
@@ -131,11 +142,16 @@ class CrawlMaster:
                     "`srcrawl master start SEED…` or `srcrawl seed URL…`"
                 )
             time.sleep(1.0)
-            strategy = load_strategy(self.client, self.keys)
+            strategy = load_strategy(self.client, self.job_keys)
         return strategy
 
     def reload_strategy(self) -> None:
-        strategy = load_strategy(self.client, self.keys)
+        strategy = load_strategy(self.client, self.job_keys)
+        if strategy is not None and strategy.partitions != self.partitions:
+            raise CrawlRestarted(
+                f"the job's crawl now has {strategy.partitions} partitions, not "
+                f"{self.partitions}: a new crawl was started; start the master again"
+            )
         if strategy is not None and strategy.version != self.strategy.version:
             self.strategy = strategy
             self.scope = Scope(strategy)
@@ -147,9 +163,10 @@ class CrawlMaster:
         A master that died on another host holds the lease until its TTL
         lapses (one that died on this host is taken over at once): wait that long.
         """
+        part = f" partition {self.partition}" if self.partitions > 1 else ""
         self.lease.acquire(
             self.lease.ttl_ms / 1000 + 1 if wait else 0,
-            what=f"crawl master of job {self.cfg.job!r}",
+            what=f"crawl master of job {self.cfg.job!r}{part}",
             stopping=self.stopping.is_set,
         )
         self._last_renew = time.monotonic()
@@ -160,7 +177,7 @@ class CrawlMaster:
             k.decode(): int(v) for k, v in self.client.hgetall(self.keys.crawl_host_pages).items()
         }
         self.host_limits = self.frontier.host_limits()
-        log.info("master up: seen set %d (+%d replayed)", len(self.seen), replayed)
+        log.info("master up%s: seen set %d (+%d replayed)", part, len(self.seen), replayed)
 
     def release(self) -> None:
         """Let the lease go, if it is still ours."""
@@ -170,9 +187,13 @@ class CrawlMaster:
         """First signal: finish the batch in hand. Second: leave at once."""
         install_stop_handlers(self.stopping)
 
-    def run(self, *, keep_running: bool = False) -> bool:
-        """Crawl until complete (True) or stopped (False); LeaseLost if another took over."""
-        self.acquire()
+    def run(self, *, keep_running: bool = False, acquired: bool = False) -> bool:
+        """Crawl until complete (True) or stopped (False); LeaseLost if another took over.
+
+        ``acquired``: the lease was taken already (:meth:`acquire`, by a partitioned master).
+        """
+        if not acquired:
+            self.acquire()
         try:
             return self._loop(keep_running)
         except LeaseLost as e:
@@ -206,12 +227,27 @@ class CrawlMaster:
                 continue
             state = self.frontier.level_state(self.queues.nrq.key)
             if state.level_done and not self.queues.nrq.pending(MASTER_ID):
+                if self.partitions > 1:
+                    if self._partition_level_done(keep_running):
+                        return True
+                    continue
                 if state.next:
                     self._advance_level(lagging=state.lagging > 0)
                     continue
                 if not keep_running and not state.lagging:
                     self._finish()
                     return True
+        return False
+
+    def _partition_level_done(self, keep_running: bool) -> bool:
+        """This partition is done with the level: see whether every partition is, and
+        move the whole crawl on (LevelBarrier); True once the crawl is complete."""
+        outcome = self.barrier.step(keep_running)
+        if outcome == COMPLETE:
+            self._finish_partition()
+            return True
+        if outcome == ADVANCED or self.barrier.level() > self._partition_level():
+            self._catch_up()
         return False
 
     def _next_messages(self, due_ms: int) -> list[bytes]:
@@ -302,19 +338,54 @@ class CrawlMaster:
             started_at=float(started) if started else None, finished_at=time.time(),
         )  # fmt: skip
 
+    def _partition_level(self) -> int:
+        return int(self.client.hget(self.keys.crawl_state, "level") or 0)
+
+    def _catch_up(self) -> None:
+        """Release this partition's next-level tasks up to the crawl's level, then record
+        that it did (in that order: a master killed between releases the rest again)."""
+        target, level = self.barrier.level(), self._partition_level()
+        while level < target:
+            while self.frontier.advance() > 0:
+                pass
+            level += 1
+            self.frontier.transaction(
+                lambda pipe, lv=level: pipe.hset(self.keys.crawl_state, "level", lv)
+            )
+
+    def _finish_partition(self) -> None:
+        """The partitioned crawl is complete: this partition's last writes (see _finish)."""
+        self.seen.snapshot(self.frontier.transaction)
+        improved = self.frontier.improved_depths()
+        self.lease.keep()
+        if improved:
+            self.cfg.store().set_depths(improved)
+        self.frontier.transaction(
+            lambda pipe: pipe.hset(self.keys.crawl_state, "state", "complete")
+        )
+        started, finished = self.client.hmget(self.job_keys.crawl_state, ["started", "finished"])
+        self.cfg.store().set_job(
+            self.cfg.job, "crawl", "complete", crawl_counters(self.client, self.job_keys),
+            started_at=float(started) if started else None,
+            finished_at=float(finished) if finished else time.time(),
+        )  # fmt: skip
+
     def counters(self) -> dict[str, int]:
-        raw = self.client.hgetall(self.keys.stats("crawl"))
-        return {k.decode(): int(v) for k, v in raw.items()}
+        """The crawl's counters (all its partitions')."""
+        return crawl_counters(self.client, self.job_keys)
 
     # -- one batch ------------------------------------------------------------------
     def process(self, msgs: list[bytes]) -> None:
         """Turn a batch of nrq messages into one atomic frontier commit."""
         batch = Batch(acks=len(msgs))
-        level, above = self.client.hmget(self.keys.crawl_state, ["level", "record_above"])
+        if self.partitions > 1 and self.barrier.level() > self._partition_level():
+            self._catch_up()  # the crawl moved on while this partition waited for messages
+        level, above = self.client.hmget(self.job_keys.crawl_state, ["level", "record_above"])
         self._level = int(level or 0)
         self._record_above = int(above) if above is not None else None
         self._checks = {}
         self._lastmods = []
+        self._forward = {}
         for raw in msgs:
             try:
                 outcome = read_outcome(raw)
@@ -328,6 +399,11 @@ class CrawlMaster:
             dropped = record_lastmod(self.client, self.keys, self._lastmods)
             if dropped:
                 batch.count("sitemap_lastmod_dropped", dropped)
+        if self._forward:
+            # before the commit that acks them: a batch replayed after a failure forwards
+            # its links again, and the owners' seen tests drop the repeats
+            forward_links(self.client, self.job_keys, self.partitions, self._forward)
+            batch.count("links_forwarded", sum(len(v) for v in self._forward.values()))
         journal = self.seen.take_journal()
         try:
             self.frontier.commit(batch, journal)
@@ -371,6 +447,13 @@ class CrawlMaster:
             batch.count(REJECTED_LINKS, seed.rejected)
         for url, fp in seed.urls:
             self._candidate(url, fp, 0, batch)
+
+    def _on_links(self, links: Links, batch: Batch) -> None:
+        """Links another partition's slave or master found for this partition's hosts."""
+        if links.rejected:
+            batch.count(REJECTED_LINKS, links.rejected)
+        for url, fp in links.links:
+            self._candidate(url, fp, links.depth, batch)
 
     def _on_error(self, error: TaskError, batch: Batch) -> None:
         """A slave's handler failed on these tasks: release their queues."""
@@ -517,6 +600,11 @@ class CrawlMaster:
             batch.count(reason)
             return
         host = host_of(url)
+        if self.partitions > 1:
+            owner = partition_of_host(host, self.partitions)
+            if owner != self.partition:  # not this partition's host: its owner judges it
+                self._forward.setdefault(owner, []).append((url, fp, depth))
+                return
         cap = self.strategy.max_pages_per_host
         if cap and self.host_pages.get(host, 0) >= cap:
             batch.count("host_cap")
@@ -544,6 +632,15 @@ class CrawlMaster:
             batch.next.append(task)
 
 
+def crawl_counters(client: redis.Redis, job_keys: Keys) -> dict[str, int]:
+    """The crawl's counters, summed over its partitions."""
+    total: dict[str, int] = {}
+    for k in partition_keys(client, job_keys):
+        for name, n in client.hgetall(k.stats("crawl")).items():
+            total[name.decode()] = total.get(name.decode(), 0) + int(n)
+    return total
+
+
 def _earliest(a: int, b: int) -> int:
     """The earlier of two due times in ms, -1 meaning none."""
     if a < 0 or b < 0:
@@ -552,15 +649,19 @@ def _earliest(a: int, b: int) -> int:
 
 
 def reset_crawl(cfg: Config) -> None:
-    """Forget a job's crawl state (frontier, seen set, queues); the store is kept."""
+    """Forget a job's crawl state (frontier, seen set, queues of every partition); the
+    store is kept."""
     client = cfg.redis()
-    k = cfg.keys
-    q = PhaseQueues(client, k, "crawl")
-    doomed = [*k.crawl_keys(), q.srq.key, q.nrq.key, k.master_lease("crawl")]
-    for prefix in (k.crawl_queue_prefix, k.crawl_parked_prefix):
-        doomed += [key for key in client.scan_iter(match=f"{prefix}*", count=1000)]
-    for queue in (q.srq, q.nrq):
-        doomed += list(client.scan_iter(match=processing_pattern(queue.key), count=1000))
+    job = cfg.keys
+    doomed = [job.crawl_strategy, job.crawl_state, job.crawl_masters]
+    for k in partition_keys(client, job):
+        q = PhaseQueues(client, k, "crawl")
+        doomed += [*k.crawl_keys(), q.srq.key, q.nrq.key, k.master_lease("crawl")]
+        for prefix in (k.crawl_queue_prefix, k.crawl_parked_prefix):
+            doomed += [key for key in client.scan_iter(match=f"{prefix}*", count=1000)]
+        for queue in (q.srq, q.nrq):
+            doomed += list(client.scan_iter(match=processing_pattern(queue.key), count=1000))
+    doomed = list(dict.fromkeys(doomed))
     for i in range(0, len(doomed), 1000):
         client.delete(*doomed[i : i + 1000])
 

@@ -17,6 +17,7 @@ from srcrawl.master.frontier import now_ms
 from srcrawl.queues import crawl_strategy as strategies
 from srcrawl.queues.crawl_protocol import seed_message
 from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.partitions import partition_keys, partition_of_url
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import workers
 from srcrawl.urls import InvalidURL, canonicalize, host_of, origin
@@ -62,8 +63,19 @@ def start_crawl(cfg: Config, seeds: Sequence[str], strategy: CrawlStrategy) -> C
     client.hset(
         cfg.keys.crawl_state, mapping={"state": "running", "started": time.time(), "level": 0}
     )
-    PhaseQueues(client, cfg.keys, "crawl").nrq.push([seed_message(canonical, published.version)])
+    _push_seeds(cfg, canonical, published)
     return published
+
+
+def _push_seeds(cfg: Config, canonical: Sequence[str], strategy: CrawlStrategy) -> None:
+    """Queue the seeds, each for the partition that owns its host."""
+    client = cfg.redis()
+    by_partition: dict[int, list[str]] = {}
+    for url in canonical:
+        by_partition.setdefault(partition_of_url(url, strategy.partitions), []).append(url)
+    for p, urls in by_partition.items():
+        keys = cfg.keys.partition(p, strategy.partitions)
+        PhaseQueues(client, keys, "crawl").nrq.push([seed_message(urls, strategy.version)])
 
 
 def add_seeds(
@@ -84,23 +96,32 @@ def add_seeds(
                       allow_networks=networks)  # fmt: skip
     published = strategies.publish(client, cfg.keys, _with_seeds(current, canonical))
     client.hset(cfg.keys.crawl_state, "state", "running")
-    PhaseQueues(client, cfg.keys, "crawl").nrq.push([seed_message(canonical, published.version)])
+    if published.partitions > 1:  # every partition takes up the crawl again
+        for k in cfg.keys.partitions(published.partitions):
+            client.hdel(k.crawl_state, "state")
+    _push_seeds(cfg, canonical, published)
     return published
 
 
 def progress(cfg: Config) -> dict[str, int]:
-    """Counters of the job's crawl, plus what is queued and in flight (O(1) round trips)."""
+    """Counters of the job's crawl, plus what is queued and in flight (O(partitions)
+    round trips)."""
     client = cfg.redis()
-    pipe = client.pipeline(transaction=False)
-    pipe.hgetall(cfg.keys.stats("crawl"))
-    pipe.hlen(cfg.keys.crawl_inflight)
-    raw, inflight = pipe.execute()
-    c = {k.decode(): int(v) for k, v in raw.items()}
+    c: dict[str, int] = {}
+    inflight = 0
+    for k in partition_keys(client, cfg.keys):
+        pipe = client.pipeline(transaction=False)
+        pipe.hgetall(k.stats("crawl"))
+        pipe.hlen(k.crawl_inflight)
+        raw, n = pipe.execute()
+        inflight += int(n)
+        for name, v in raw.items():
+            c[name.decode()] = c.get(name.decode(), 0) + int(v)
     finished = sum(
         c.get(k, 0)
         for k in ("pages", "refetched", "robots_disallowed", "robots_gave_up", "slave_errors")
     )
-    c["in_flight"] = int(inflight)
+    c["in_flight"] = inflight
     tasks = c.get("scheduled", 0) + c.get("depth_improved", 0)
     c["queued"] = max(0, tasks - finished - c["in_flight"])
     return c
@@ -108,8 +129,12 @@ def progress(cfg: Config) -> dict[str, int]:
 
 def host_errors(cfg: Config) -> dict[str, dict]:
     """host -> why its robots.txt could not be had, for the hosts that are still failing."""
-    raw = cfg.redis().hgetall(cfg.keys.crawl_host_errors)
-    return {k.decode(): json.loads(v) for k, v in raw.items()}
+    client = cfg.redis()
+    out: dict[str, dict] = {}
+    for k in partition_keys(client, cfg.keys):
+        raw = client.hgetall(k.crawl_host_errors)
+        out.update({h.decode(): json.loads(v) for h, v in raw.items()})
+    return out
 
 
 def describe_host_error(host: str, record: dict) -> str:
@@ -130,11 +155,14 @@ def politeness_bound(cfg: Config) -> bool:
     """
     client = cfg.redis()
     now = now_ms()
-    pipe = client.pipeline(transaction=False)
-    pipe.zcount(cfg.keys.crawl_ready, "-inf", now)
-    pipe.zcount(cfg.keys.crawl_ready, f"({now}", "+inf")
-    pipe.hlen(cfg.keys.crawl_inflight)
-    due, waiting, inflight = pipe.execute()
+    due = waiting = inflight = 0
+    for k in partition_keys(client, cfg.keys):
+        pipe = client.pipeline(transaction=False)
+        pipe.zcount(k.crawl_ready, "-inf", now)
+        pipe.zcount(k.crawl_ready, f"({now}", "+inf")
+        pipe.hlen(k.crawl_inflight)
+        d, w, f = pipe.execute()
+        due, waiting, inflight = due + d, waiting + w, inflight + f
     if due or not waiting:
         return False
     live = [w for w in workers(client, cfg.keys) if w.alive]

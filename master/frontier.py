@@ -155,7 +155,8 @@ return {{n, earliest()}}
 # KEYS[5] seen journal, KEYS[6] stats, KEYS[7] the master's nrq processing
 # list, KEYS[8] host page counts, KEYS[9] host errors, KEYS[10] lagging queues,
 # KEYS[11] recorded depths, KEYS[12] improved depths, KEYS[13] host in flight,
-# KEYS[14] host limit, KEYS[15] host next, KEYS[16] due, KEYS[17] due tasks.
+# KEYS[14] host limit, KEYS[15] host next, KEYS[16] due, KEYS[17] due tasks,
+# KEYS[18] crawl state (its commit count: see master/level_barrier.py).
 # ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] JSON:
 #   done:  [[queue, next ms]]   outcome of its in-flight task: ready again at that time
 #   free:  [queue]              the same, keeping the time its politeness set before
@@ -238,6 +239,7 @@ for _, d in ipairs(doc.due) do
 end
 if #ARGV[4] > 0 then redis.call('RPUSH', KEYS[5], ARGV[4]) end
 if doc.acks > 0 then redis.call('LTRIM', KEYS[7], doc.acks, -1) end
+redis.call('HINCRBY', KEYS[18], 'commits', 1)
 return doc.acks
 """
 
@@ -482,7 +484,7 @@ class Frontier:
                 k.seen_journal, k.stats("crawl"), self.nrq_processing, k.crawl_host_pages,
                 k.crawl_host_errors, k.crawl_lagging, k.crawl_depths, k.crawl_improved,
                 k.crawl_host_inflight, k.crawl_host_limit, k.crawl_host_next, k.crawl_due,
-                k.crawl_due_tasks,
+                k.crawl_due_tasks, k.crawl_state,
             ],
             args=[now_ms(), k.crawl_queue_prefix, raw, journal, k.crawl_parked_prefix],
         )  # fmt: skip

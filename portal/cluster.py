@@ -15,6 +15,7 @@ import redis
 
 from srcrawl import status as job_status
 from srcrawl.config import Config
+from srcrawl.queues.partitions import partition_keys
 
 LONGEST_QUEUES = 10
 QUEUES_LOOKED_AT = 5000  # frontier queues whose length is read for the longest-queues table
@@ -36,16 +37,20 @@ def store_summary(cfg: Config) -> dict[str, Any]:
 
 
 def longest_queues(client: redis.Redis, cfg: Config, n: int = LONGEST_QUEUES) -> list[dict]:
-    """The frontier queues (hosts) holding the most URLs, longest first."""
-    names = client.zrange(cfg.keys.crawl_ready, 0, QUEUES_LOOKED_AT - 1)
-    if not names:
-        return []
-    pipe = client.pipeline(transaction=False)
-    for name in names:
-        pipe.llen(cfg.keys.crawl_queue(name.decode()))
-    lengths = pipe.execute()
-    ranked = sorted(zip(names, lengths, strict=True), key=lambda nl: -int(nl[1]))[:n]
-    return [{"queue": name.decode(), "urls": int(length)} for name, length in ranked if length]
+    """The frontier queues (hosts) holding the most URLs, longest first (of every
+    partition of a partitioned crawl)."""
+    found: list[tuple[str, int]] = []
+    for k in partition_keys(client, cfg.keys):
+        names = client.zrange(k.crawl_ready, 0, QUEUES_LOOKED_AT - 1)
+        if not names:
+            continue
+        pipe = client.pipeline(transaction=False)
+        for name in names:
+            pipe.llen(k.crawl_queue(name.decode()))
+        found += [(name.decode(), int(length)) for name, length in zip(names, pipe.execute(),
+                                                                        strict=True)]  # fmt: skip
+    ranked = sorted(found, key=lambda nl: -nl[1])[:n]
+    return [{"queue": name, "urls": length} for name, length in ranked if length]
 
 
 class CrawlRate:

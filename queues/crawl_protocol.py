@@ -9,8 +9,10 @@
   request went to the host's robots.txt; with the pages its sitemaps name),
   ``disallowed``, ``deferred``
   (robots.txt could not be had), ``retry`` (a passing failure), ``error``
-  (the slave's handler failed on the tasks in its payload); and ``seed``
-  messages from `srcrawl seed`.
+  (the slave's handler failed on the tasks in its payload); ``seed``
+  messages from `srcrawl seed`; and, in a partitioned crawl, ``links``
+  (:class:`Links`): links found on another partition's pages for hosts this
+  partition owns, routed to it by the slave or master that found them.
 
 The master trusts the format of what it reads, not its sender: a message or
 a link entry that is not well formed raises EnvelopeError here (or is
@@ -45,6 +47,7 @@ DISALLOWED = "disallowed"
 DEFERRED = "deferred"
 RETRY = "retry"
 ERROR = "error"
+LINKS = "links"
 
 QUEUE_FIELD = "q"
 """The field of a fetch task naming its frontier queue (the frontier's Lua reads it)."""
@@ -482,12 +485,30 @@ def seed_message(canonical_urls: Iterable[str], strategy_version: int) -> bytes:
     return Seed([(u, fingerprint(u)) for u in canonical_urls], strategy_version).encode()
 
 
-Outcome = Fetched | RobotsFetched | Disallowed | Deferred | Retry | TaskError | Seed
+@dataclass(frozen=True, slots=True)
+class Links:
+    """Links at ``depth`` for hosts of the partition whose nrq this is, found on pages of
+    other partitions (queues/partitions.py)."""
+
+    links: tuple[Link, ...] | list[Link]
+    depth: int
+    rejected: int = 0
+
+    def encode(self) -> bytes:
+        return encode(LINKS, {"links": self.links, "depth": self.depth})
+
+    @classmethod
+    def from_message(cls, msg: Message) -> Links:
+        links, rejected = _links(msg)
+        return cls(links, _int(msg, "depth"), rejected)
+
+
+Outcome = Fetched | RobotsFetched | Disallowed | Deferred | Retry | TaskError | Seed | Links
 """What the master reads from nrq."""
 
 _OUTCOMES: dict[str, Any] = {
     FETCHED: Fetched, ROBOTS: RobotsFetched, DISALLOWED: Disallowed, DEFERRED: Deferred,
-    RETRY: Retry, ERROR: TaskError, SEED: Seed,
+    RETRY: Retry, ERROR: TaskError, SEED: Seed, LINKS: Links,
 }  # fmt: skip
 
 
@@ -510,12 +531,18 @@ def queue_of(raw: bytes) -> str | None:
 
 
 def work_left(client: redis.Redis, keys: Keys) -> bool:
-    """True while the job's crawl has anything queued or in flight, in one atomic read.
+    """True while the job's crawl has anything queued or in flight, in one atomic read
+    (a partitioned crawl: until the masters found every partition done; see
+    master/level_barrier.py).
 
     A task is always in one of these: ``nrq`` (an outcome or seed for the
     master), the master's batch in hand, a ready queue, a queue with its
     task out (in ``srq`` or with a slave), or the next level.
     """
+    from srcrawl.queues.partitions import crawl_partitions
+
+    if crawl_partitions(client, keys) > 1:
+        return client.hget(keys.job_keys.crawl_state, "state") not in (None, b"complete")
     nrq = keys.nrq("crawl")
     pipe = client.pipeline(transaction=True)
     pipe.hget(keys.crawl_state, "state")

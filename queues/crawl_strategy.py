@@ -40,6 +40,7 @@ from srcrawl.defaults import (
     DEFAULT_ROBOTS_DEFER,
     DEFAULT_USER_AGENT,
     DEFAULT_WARC_MAX_BYTES,
+    MAX_PARTITIONS,
 )
 from srcrawl.errors import ConfigError
 from srcrawl.keys import Keys
@@ -75,6 +76,9 @@ class CrawlStrategy:
     """Most requests in flight to one host across the cluster: its URLs are spread over
     this many frontier queues (robots.txt Crawl-delay holds a host to 1)."""
     hash_buckets: int = DEFAULT_HASH_BUCKETS
+    partitions: int = 1
+    """Ranges of the 64-bit host hash the crawl's frontier is divided into, each with its
+    own keys (one Redis Cluster slot each) and its own master lease (queues/partitions.py)."""
     bloom_error_rate: float = DEFAULT_BLOOM_ERROR_RATE
     fetch_timeout: float = DEFAULT_READ_TIMEOUT
     """Seconds a slave waits for a response's bytes before giving the URL up."""
@@ -127,6 +131,8 @@ class CrawlStrategy:
             raise ConfigError("hash buckets must be at least 1")
         if self.per_host < 1:
             raise ConfigError("--per-host must be at least 1")
+        if not 1 <= self.partitions <= MAX_PARTITIONS:
+            raise ConfigError(f"--partitions must be between 1 and {MAX_PARTITIONS}")
         if self.per_host > 1 and self.queue_policy != "host":
             raise ConfigError(
                 "--per-host is a limit of the host queue policy: "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import redis
 
 from srcrawl.keys import Keys
@@ -17,6 +19,22 @@ class PhaseQueues:
         self.srq = WorkQueue(client, keys.srq(phase))
         self.nrq = WorkQueue(client, keys.nrq(phase))
         self.trq = TagCounter(client, keys.trq(phase))
+
+    # what a slave needs of its phase's queues (queues/partitions.py has the crawl's)
+    @property
+    def srqs(self) -> list[WorkQueue]:
+        return [self.srq]
+
+    def pop(self, consumer: str, count: int, timeout: float = 0.0) -> list[bytes]:
+        return self.srq.pop(consumer, count, timeout=timeout)
+
+    def ack_groups(
+        self, consumer: str, groups: Sequence[tuple[Sequence[bytes], Sequence[bytes]]]
+    ) -> list[bool]:
+        return self.srq.ack_groups(consumer, groups, self.nrq)
+
+    def route(self, routed: dict[int, list[bytes]]) -> None:
+        """Unpartitioned: nothing is ever routed elsewhere."""
 
 
 def new_worker_id(client: redis.Redis, keys: Keys, role: str = "slave") -> str:

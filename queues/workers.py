@@ -58,12 +58,18 @@ class Worker:
         self.client = client
         self.keys = keys
         self.id = worker_id
-        self.queues = list(queues)
+        self.role = role
         self.ttl = ttl
+        self.set_queues(queues)
+
+    def set_queues(self, queues: Iterable[WorkQueue]) -> None:
+        """The queues whose processing lists this worker may hold (registered at the next
+        beat; a crawl started anew with other partitions changes them)."""
+        self.queues = list(queues)
         self._record = json.dumps(
             {
                 "queues": [q.key for q in self.queues],
-                "role": role,
+                "role": self.role,
                 "host": socket.gethostname(),
                 "pid": os.getpid(),
             }

@@ -38,6 +38,7 @@ from srcrawl.queues.crawl_protocol import (
     Disallowed,
     Fetched,
     FetchTask,
+    Links,
     Retry,
     RobotsFetched,
     canonical_links,
@@ -47,6 +48,7 @@ from srcrawl.queues.crawl_protocol import (
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.crawl_strategy import load as load_strategy
 from srcrawl.queues.link_cache import ClockCache
+from srcrawl.queues.partitions import partition_of_url
 from srcrawl.slave.decode import decode_html, is_html, utf8_source
 from srcrawl.slave.fetch import (
     BODY_CAPPED,
@@ -133,6 +135,8 @@ class CrawlHandler:
         """Recrawled pages found unchanged (a 304 or the same digest): nothing stored anew."""
         self.kept = 0
         """Recrawls that failed for a passing reason: the stored version was kept."""
+        self._routed: dict[int, list[bytes]] = {}
+        """Links for other partitions' hosts, by partition, until the acker pushes them."""
         self._multi: FetchMulti | None = None
         self._tries = DEFAULT_FETCH_TRIES
         self._user_agent = ""
@@ -440,9 +444,36 @@ class CrawlHandler:
             self.pages += 1
             self.errors += result.error is not None
             self.invalid_links += invalid
+        if self.strategy.partitions > 1:
+            emit = self._route(task, emit)
         return Fetched(task, result.status, result.elapsed_ms, rules.crawl_delay, emit,
                        result.error, invalid, next=nxt,
                        changed=changed if task.recrawl else None).encode()  # fmt: skip
+
+    def _route(self, task: FetchTask, links: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """The links of the task's own partition; the others are kept for the partitions
+        that own their hosts (queues/partitions.py), pushed before the task's ack."""
+        n = self.strategy.partitions
+        own = partition_of_url(task.url, n)
+        mine: list[tuple[str, int]] = []
+        theirs: dict[int, list[tuple[str, int]]] = {}
+        for link in links:
+            p = partition_of_url(link[0], n)
+            if p == own:
+                mine.append(link)
+            else:
+                theirs.setdefault(p, []).append(link)
+        if theirs:
+            with self._lock:
+                for p, entries in theirs.items():
+                    self._routed.setdefault(p, []).append(Links(entries, task.depth + 1).encode())
+        return mine
+
+    def take_routed(self) -> dict[int, list[bytes]]:
+        """The messages for other partitions kept so far (the runtime pushes them)."""
+        with self._lock:
+            routed, self._routed = self._routed, {}
+        return routed
 
     def _next(
         self, task: FetchTask, result: FetchResult, digest: int | None, changed: bool | None

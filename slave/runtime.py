@@ -36,6 +36,7 @@ from srcrawl.defaults import (
 from srcrawl.errors import StoreError
 from srcrawl.outage import REDIS_DOWN, RedisOutage, wait_out_outages
 from srcrawl.queues.envelope import encode
+from srcrawl.queues.partitions import PartitionedQueues
 from srcrawl.queues.protocol import PhaseQueues, new_worker_id
 from srcrawl.queues.workers import Worker
 from srcrawl.signals import install_stop_handlers
@@ -63,20 +64,24 @@ class Slave:
         # every Redis command of this process (the handlers' too) waits out an outage
         wait_out_outages(self.client, RedisOutage(log, stopping=self.stopping))
         self.handlers = list(handlers)
-        self.queues = {h.phase: PhaseQueues(self.client, cfg.keys, h.phase) for h in self.handlers}
+        self.queues: dict[str, PhaseQueues | PartitionedQueues] = {
+            h.phase: PartitionedQueues(self.client, cfg.keys, h.phase)
+            if h.phase == "crawl" else PhaseQueues(self.client, cfg.keys, h.phase)
+            for h in self.handlers
+        }  # fmt: skip
         self.id = worker_id or new_worker_id(self.client, cfg.keys, "slave")
-        self.worker = Worker(
-            self.client,
-            cfg.keys,
-            self.id,
-            [q.srq for q in self.queues.values()],
-            ttl=heartbeat_ttl,
-        )
+        self.worker = Worker(self.client, cfg.keys, self.id, self._srqs(), ttl=heartbeat_ttl)
+        for q in self.queues.values():
+            if isinstance(q, PartitionedQueues):  # a crawl started anew with other partitions
+                q.on_change = lambda _srqs: self.worker.set_queues(self._srqs())
         self.heartbeat_interval = heartbeat_interval
         self.block_timeout = block_timeout
         self.batches = 0
         self.failed_batches = 0
         self._lock = threading.Lock()
+
+    def _srqs(self) -> list:
+        return [srq for q in self.queues.values() for srq in q.srqs]
 
     # -- signals -----------------------------------------------------------
     def install_signal_handlers(self) -> None:
@@ -144,14 +149,22 @@ class Slave:
         return groups
 
     def _ack(
-        self, handler: PhaseHandler, q: PhaseQueues, groups: list[tuple[list[bytes], list[bytes]]]
-    ) -> None:
+        self, handler: PhaseHandler, q: PhaseQueues | PartitionedQueues,
+        groups: list[tuple[list[bytes], list[bytes]]],
+    ) -> None:  # fmt: skip
         # Retrying is safe: an ack that went through but whose reply was lost
         # finds its tasks gone the second time and pushes nothing again.
         delay = 0.1
+        take_routed = getattr(handler, "take_routed", None)
+        routed = take_routed() if take_routed is not None else {}
         while True:
             try:
-                accepted = q.srq.ack_groups(self.id, groups, q.nrq)
+                # links for other partitions go first: until the ack, the task is in
+                # flight, so no partition can be found done before they are queued
+                if routed:
+                    q.route(routed)
+                    routed = {}
+                accepted = q.ack_groups(self.id, groups)
                 if not all(accepted):
                     self._refused(handler, accepted.count(False))
                 return
@@ -162,7 +175,7 @@ class Slave:
             except Exception:
                 if self.stopping.is_set() and delay > 5:
                     raise  # give up: the tasks stay in the processing list for the reaper
-                log.exception("ack to %s failed; retrying", q.srq.key)
+                log.exception("ack of %s tasks failed; retrying", handler.phase)
                 time.sleep(delay)
                 delay = min(delay * 2, 10.0)
 
@@ -206,7 +219,10 @@ class _Phase:
     tasks in flight).
     """
 
-    def __init__(self, slave: Slave, handler: PhaseHandler, q: PhaseQueues, burst: bool) -> None:
+    def __init__(
+        self, slave: Slave, handler: PhaseHandler, q: PhaseQueues | PartitionedQueues,
+        burst: bool,
+    ) -> None:  # fmt: skip
         self.slave = slave
         self.handler = handler
         self.q = q
@@ -248,11 +264,11 @@ class _Phase:
         """Up to ``n`` tasks (the first blocks); None once Redis is gone while stopping."""
         slave = self.slave
         try:
-            return self.q.srq.pop(slave.id, n, timeout=slave.block_timeout)
+            return self.q.pop(slave.id, n, timeout=slave.block_timeout)
         except REDIS_DOWN:  # only once stopping: until then the client waits
             return None
         except Exception:  # a bug, or a Redis error reply: say so, keep the process
-            log.exception("pop from %s failed", self.q.srq.key)
+            log.exception("pop of %s tasks failed", self.handler.phase)
             time.sleep(1.0)
             return []
 
@@ -293,7 +309,10 @@ class _Phase:
 class _ThreadedPhase(_Phase):
     """``handler.threads`` consumer threads, each handling one batch at a time."""
 
-    def __init__(self, slave: Slave, handler: PhaseHandler, q: PhaseQueues, burst: bool) -> None:
+    def __init__(
+        self, slave: Slave, handler: PhaseHandler, q: PhaseQueues | PartitionedQueues,
+        burst: bool,
+    ) -> None:  # fmt: skip
         super().__init__(slave, handler, q, burst)
         self.idle = threading.Semaphore(self.consumers)
 
@@ -351,7 +370,10 @@ class _MultiplexedPhase(_Phase):
     into the free slots and wakes the driver through a socket pair.
     """
 
-    def __init__(self, slave: Slave, handler: PhaseHandler, q: PhaseQueues, burst: bool) -> None:
+    def __init__(
+        self, slave: Slave, handler: PhaseHandler, q: PhaseQueues | PartitionedQueues,
+        burst: bool,
+    ) -> None:  # fmt: skip
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)

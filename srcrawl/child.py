@@ -23,6 +23,7 @@ from srcrawl.signals import die_with_parent, exit_code_of
 
 if TYPE_CHECKING:
     from srcrawl.master.crawl_master import CrawlMaster
+    from srcrawl.master.partitioned import PartitionedMaster
 
 EXIT_FAILURE = 2
 """An expected failure, as the command line ends one."""
@@ -47,14 +48,23 @@ def serve(cfg: Config, role: SlaveRole, *, announce: Callable[[str], None] = _st
     worker.run(burst=role.burst)
 
 
-def run_crawl_master(cfg: Config, role: CrawlMasterRole) -> tuple[bool, CrawlMaster]:
+def run_crawl_master(
+    cfg: Config, role: CrawlMasterRole
+) -> tuple[bool, CrawlMaster | PartitionedMaster]:
     """Run the job's crawl master until the crawl completes or it is stopped.
 
-    Returns whether the crawl completed, and the master (for its counters).
+    Returns whether the crawl completed, and the master (for its counters). A
+    partitioned crawl's master process runs its fair share of the partitions
+    (master/partitioned.py).
     """
     from srcrawl.master.crawl_master import CrawlMaster
+    from srcrawl.master.partitioned import PartitionedMaster
 
     master = CrawlMaster(cfg, wait_for_work=role.keep_running)
+    if master.partitions > 1:
+        crew = PartitionedMaster(cfg, master.partitions, keep_running=role.keep_running)
+        crew.install_signal_handlers()
+        return crew.run(), crew
     master.install_signal_handlers()
     return master.run(keep_running=role.keep_running), master
 

@@ -106,6 +106,23 @@ DEFAULT_MAX_REPEATED_SEGMENTS = 3
 """A path with one segment more often than this (/a/a/a/a) is a trap."""
 
 DEFAULT_HASH_BUCKETS = 64
+MAX_PARTITIONS = 1024
+"""Most partitions of a crawl's frontier (--partitions): each is a lease and a loop."""
+PARTITION_POLL = 0.1
+"""Seconds a slave of a partitioned crawl blocks on one partition's srq before it looks
+at the others again (Redis Cluster has no blocking pop across slots)."""
+PARTITION_REFRESH = 2.0
+"""Seconds between an idle slave's looks at how many partitions the crawl has."""
+BALANCE_RATIO = 2.0
+"""A master hands partitions to the least loaded other when its queued URLs are more than
+this many times the other's (the thesis's threshold a)."""
+BALANCE_MIN_LOAD = 1000
+"""Below this many queued URLs in all, masters share partitions by count, not by load."""
+BALANCE_COOLDOWN = 10.0
+"""Seconds after a master hands partitions over before it moves any again (loads settle)."""
+MASTER_REGISTRATION_TTL = 10.0
+"""Seconds a crawl master's registration lasts unless renewed: the masters that count
+when each works out its fair share of a partitioned crawl."""
 """Queues of the `hash` assignment policy."""
 
 DEFAULT_ROBOTS_TRIES = 5

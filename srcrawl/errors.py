@@ -30,5 +30,9 @@ class LeaseHeld(SrcrawlError):
     """Another master holds the lease of this phase of the job."""
 
 
+class CrawlRestarted(SrcrawlError):
+    """The job's crawl was started anew with another shape while a master ran it."""
+
+
 class LeaseLost(SrcrawlError):
     """This master's lease lapsed or was taken over: it may commit nothing more."""

@@ -3,6 +3,13 @@
 All keys of a job look like ``srcrawl:{JOB}:…``. The braces are a Redis
 Cluster hash tag, so one job's keys live in one slot and Lua scripts and
 transactions may touch several of them.
+
+A crawl with ``--partitions P`` > 1 keeps each partition's frontier, seen set,
+queues and counters under ``srcrawl:{JOB/p}:…`` (:meth:`Keys.partition`): one
+hash tag per partition, so Redis Cluster spreads the partitions over its
+nodes while each partition's scripts stay within one slot. What the whole
+job shares (the strategy document, workers, tags, the robots.txt cache, the
+crawl's global state) keeps the job's own tag.
 """
 
 from __future__ import annotations
@@ -33,10 +40,33 @@ class Keys:
     """Key builders of one job."""
 
     job: str
+    part: int | None = None
+    """The crawl partition these keys are of (None: the job itself, or its one partition)."""
 
     @property
     def prefix(self) -> str:
+        if self.part is None:
+            return self.job_prefix
+        return f"srcrawl:{{{self.job}/{self.part}}}"
+
+    @property
+    def job_prefix(self) -> str:
+        """The prefix of what the whole job shares, whichever partition these keys are of."""
         return f"srcrawl:{{{self.job}}}"
+
+    def partition(self, p: int, partitions: int) -> Keys:
+        """The keys of partition ``p`` of a crawl of ``partitions`` (itself when there is one)."""
+        if not 0 <= p < partitions:
+            raise ValueError(f"partition {p} of {partitions}")
+        return Keys(self.job) if partitions == 1 else Keys(self.job, p)
+
+    def partitions(self, partitions: int) -> list[Keys]:
+        """The keys of every partition of a crawl of ``partitions``."""
+        return [self.partition(p, partitions) for p in range(partitions)]
+
+    @property
+    def job_keys(self) -> Keys:
+        return Keys(self.job)
 
     # -- the protocol: one srq / nrq / trq per phase ----------------------
     def srq(self, phase: str) -> str:
@@ -63,27 +93,34 @@ class Keys:
     @property
     def workers(self) -> str:
         """Hash: worker id -> JSON list of the processing lists it may hold."""
-        return f"{self.prefix}:workers"
+        return f"{self.job_prefix}:workers"
 
     def heartbeat(self, worker: str) -> str:
         """A worker's heartbeat (JSON stats), expiring after the heartbeat TTL."""
-        return f"{self.prefix}:heartbeat:{worker}"
+        return f"{self.job_prefix}:heartbeat:{worker}"
 
     @property
     def tags(self) -> str:
         """Job-wide tag counters (worker ids are unique across phases)."""
-        return f"{self.prefix}:tags"
+        return f"{self.job_prefix}:tags"
 
     # -- crawl frontier and seen set (written by the crawl master only) ---
     @property
     def crawl_strategy(self) -> str:
         """The versioned strategy document (scope, politeness, policy) as JSON."""
-        return f"{self.prefix}:crawl:strategy"
+        return f"{self.job_prefix}:crawl:strategy"
 
     @property
     def crawl_state(self) -> str:
-        """Hash: level, advancing flag, state (running/complete), timestamps."""
+        """Hash: level, advancing flag, state (running/complete), timestamps. Of a partition
+        (P > 1): the level its own next-level tasks were released to, and its commits."""
         return f"{self.prefix}:crawl:state"
+
+    @property
+    def crawl_masters(self) -> str:
+        """Hash: crawl master process id -> when its registration lapses (epoch ms); how the
+        masters of a partitioned crawl know their fair share (master/partitions.py)."""
+        return f"{self.job_prefix}:crawl:masters"
 
     @property
     def crawl_ready(self) -> str:
@@ -193,7 +230,7 @@ class Keys:
     @property
     def robots_prefix(self) -> str:
         """Prefix of every robots.txt cache key of the job."""
-        return f"{self.prefix}:crawl:robots:"
+        return f"{self.job_prefix}:crawl:robots:"
 
     @property
     def sitemap_lastmod(self) -> str:

@@ -9,6 +9,7 @@ follows the slot when the cluster moves it or promotes a replica.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -87,12 +88,38 @@ def _cluster_class() -> type:
             return self.outage.call_with_retry(lambda: self._once(args, kwargs), lambda _e: None)
 
         def _once(self, args: tuple, kwargs: dict) -> Any:
-            try:
-                return super().execute_command(*args, **kwargs)
-            except RedisClusterException as e:  # no node answered: an outage, not a bug
-                if str(e).startswith(_UNREACHABLE):
-                    raise ConnectionError(str(e)) from e
-                raise
+            return _reachable(lambda: super(Cluster, self).execute_command(*args, **kwargs))
+
+        def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
+            """A pipeline; one without a transaction waits out outages as commands do
+            (a transaction's caller retries it: its WATCH must be taken again)."""
+            pipe = super().pipeline(transaction=transaction, shard_hint=shard_hint)
+            if self.outage is not None and not transaction:
+                _wait_out_pipeline(pipe, self.outage)
+            return pipe
+
+    def _reachable(call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except RedisClusterException as e:  # no node answered: an outage, not a bug
+            if str(e).startswith(_UNREACHABLE):
+                raise ConnectionError(str(e)) from e
+            raise
+
+    def _wait_out_pipeline(pipe: Any, outage: Any) -> None:
+        run = pipe.execute
+        strategy = getattr(pipe, "_execution_strategy", pipe)
+
+        def execute(raise_on_error: bool = True) -> Any:
+            queued = list(strategy.command_queue)  # execute() empties it, even when it fails
+
+            def once() -> Any:
+                strategy.command_queue = list(queued)
+                return _reachable(lambda: run(raise_on_error))
+
+            return outage.call_with_retry(once, lambda _e: None)
+
+        pipe.execute = execute
 
     return Cluster
 

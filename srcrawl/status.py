@@ -9,40 +9,63 @@ import redis
 from srcrawl.defaults import PHASES
 from srcrawl.keys import Keys, processing_key
 from srcrawl.queues import workers as worker_registry
+from srcrawl.queues.partitions import partition_keys
 
 
 def collect(client: redis.Redis, keys: Keys) -> dict[str, Any]:
-    """A snapshot of a job's queues and workers, in two round trips."""
+    """A snapshot of a job's queues and workers, in a few round trips (the crawl's are
+    summed over its partitions, and each partition is listed with its master)."""
     found = worker_registry.workers(client, keys)
+    parts = partition_keys(client, keys)
     pipe = client.pipeline(transaction=False)
     for phase in PHASES:
-        pipe.llen(keys.srq(phase))
-        pipe.llen(keys.nrq(phase))
-        pipe.hgetall(keys.stats(phase))
-        for w in found:
-            for q in (keys.srq(phase), keys.nrq(phase)):
-                if q in w.queues:
-                    pipe.llen(processing_key(q, w.id))
+        for k in parts if phase == "crawl" else [keys]:
+            pipe.llen(k.srq(phase))
+            pipe.llen(k.nrq(phase))
+            pipe.hgetall(k.stats(phase))
     replies = iter(pipe.execute())
     phases: dict[str, Any] = {}
+    per_partition: list[dict[str, Any]] = []
     for phase in PHASES:
-        srq, nrq, stats = next(replies), next(replies), next(replies)
-        in_flight = 0
-        for w in found:
-            for q in (keys.srq(phase), keys.nrq(phase)):
-                if q in w.queues:
-                    in_flight += int(next(replies))
-        phases[phase] = {
-            "srq": int(srq),
-            "nrq": int(nrq),
-            "in_flight": in_flight,
-            "counters": {k.decode(): _number(v) for k, v in sorted(stats.items())},
-        }
+        total: dict[str, Any] = {"srq": 0, "nrq": 0, "counters": {}}
+        for k in parts if phase == "crawl" else [keys]:
+            srq, nrq, stats = next(replies), next(replies), next(replies)
+            counters = {c.decode(): _number(v) for c, v in sorted(stats.items())}
+            total["srq"] += int(srq)
+            total["nrq"] += int(nrq)
+            for c, v in counters.items():
+                was = total["counters"].get(c, 0)
+                total["counters"][c] = was + v if isinstance(v, int | float) else v
+            if phase == "crawl" and len(parts) > 1:
+                per_partition.append({"partition": k.part, "srq": int(srq), "nrq": int(nrq),
+                                      "pages": counters.get("pages", 0)})  # fmt: skip
+        total["in_flight"] = _in_flight(client, found, parts if phase == "crawl" else [keys], phase)
+        total["counters"] = dict(sorted(total["counters"].items()))
+        phases[phase] = total
+    for entry, k in zip(per_partition, parts, strict=False):
+        holder = client.get(k.master_lease("crawl"))
+        entry["master"] = holder.decode() if holder is not None else None
     return {
         "job": keys.job,
         "phases": phases,
+        "partitions": per_partition,
         "workers": [{"id": w.id, "alive": w.alive, "stats": w.stats} for w in found],
     }
+
+
+def _in_flight(
+    client: redis.Redis, found: list[worker_registry.WorkerInfo], keys: list[Keys], phase: str
+) -> int:
+    """Tasks the workers hold of a phase's queues (their processing lists)."""
+    pipe = client.pipeline(transaction=False)
+    n = 0
+    for w in found:
+        for k in keys:
+            for q in (k.srq(phase), k.nrq(phase)):
+                if q in w.queues:
+                    pipe.llen(processing_key(q, w.id))
+                    n += 1
+    return sum(int(x) for x in pipe.execute()) if n else 0
 
 
 def _number(raw: bytes) -> int | float | str:
@@ -67,6 +90,14 @@ def render(snapshot: dict[str, Any]) -> str:
     if failed or crawl.get("fetch_retries"):
         kinds = ", ".join(f"{k} {v}" for k, v in failed.items()) or "none"
         lines.append(f"  failed fetches: {kinds} (retried {crawl.get('fetch_retries', 0)})")
+    if snapshot.get("partitions"):
+        lines.append(f"crawl partitions: {len(snapshot['partitions'])}")
+        for part in snapshot["partitions"]:
+            master = part["master"] or "(none: another takes it once its lease lapses)"
+            lines.append(
+                f"  {part['partition']:>4}  srq {part['srq']:>7}  nrq {part['nrq']:>7}  "
+                f"pages {part['pages']:>8}  master {master}"
+            )
     alive = [w for w in snapshot["workers"] if w["alive"]]
     dead = len(snapshot["workers"]) - len(alive)
     lines.append(f"workers: {len(alive)} alive" + (f", {dead} without heartbeat" if dead else ""))

@@ -108,3 +108,19 @@ def test_the_crawl_survives_the_death_of_its_primary(keys, tmp_path) -> None:
         pages = stored(env)
         assert {p["url"]: p["depth"] for p in pages} == expected(tw, seeds, DEPTH)
         assert len({p["url"] for p in pages}) == len(pages)
+
+
+@pytest.mark.slow
+def test_a_crawl_of_eight_partitions_spreads_over_the_primaries(redis_cluster, keys, tmp_path):
+    from .test_partitions import DEPTH as PARTITIONED_DEPTH
+    from .test_partitions import crawl_shared_by_two_masters
+
+    with TestWeb.generate(hosts=8, pages=15, seed=11) as tw:
+        # two masters share the 8 partitions; one is SIGKILLed and the other takes its four
+        _, pages = crawl_shared_by_two_masters(tw, redis_cluster.url, keys, tmp_path, 8)
+        want = expected(tw, tw.seed_urls, PARTITIONED_DEPTH)
+        assert {p["url"]: p["depth"] for p in pages} == want
+        assert len({p["url"] for p in pages}) == len(pages)
+        # each partition's keys carry its own tag: the job's crawl is on every primary
+        held = redis_cluster.keys_by_primary(f"srcrawl:{{{keys.job}/*")
+        assert len(held) == 3 and min(held.values()) > 0, held

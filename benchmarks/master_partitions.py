@@ -1,0 +1,159 @@
+"""``srcrawl bench master --partitions 1,2,4 --masters 1,2``: the master side of a
+partitioned crawl, every URL new.
+
+For each pair (P, M) a crawl of P partitions over many hosts is started, M
+``srcrawl master start`` processes are started and left to share the
+partitions (fair share by lease), and then every partition's nrq is given
+``links`` messages of URLs it owns, none seen before: each costs the
+master the scope test, a Bloom insert, a queue push and its share of a Redis
+commit. The figure is URLs/s from the first push until every URL is
+scheduled, and the CPU the master processes spent per URL. No slave runs,
+so nothing is fetched: this is the master's ceiling, Redis included.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import psutil
+
+from srcrawl.config import Config
+from srcrawl.master.crawl_master import reset_crawl
+from srcrawl.master.crawl_run import start_crawl
+from srcrawl.queues.crawl_protocol import Links
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.partitions import partition_of_url
+from srcrawl.urls import fingerprint
+
+_LINKS_PER_MESSAGE = 50
+
+
+@dataclass(frozen=True)
+class PartitionRun:
+    partitions: int
+    masters: int
+    urls: int
+    seconds: float
+    cpu_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.urls / self.seconds
+
+    @property
+    def cpu_us_per_url(self) -> float:
+        return self.cpu_s / self.urls * 1e6
+
+
+def run_partition_benchmark(
+    cfg: Config, partitions: list[int], masters: list[int], *, urls: int, hosts: int,
+    rounds: int = 1, say: Callable[[str], None] = lambda _: None,
+) -> list[PartitionRun]:  # fmt: skip
+    """One run per (partitions, masters) pair and round, pairs alternating within a round."""
+    out = []
+    for r in range(rounds):
+        for p in partitions:
+            for m in masters:
+                say(f"round {r + 1}: {p} partitions, {m} masters")
+                out.append(_one(cfg, p, m, urls=urls, hosts=hosts))
+    return out
+
+
+def _one(cfg: Config, partitions: int, masters: int, *, urls: int, hosts: int) -> PartitionRun:
+    job = cfg.with_job(f"bench-partitions-{os.getpid()}-{time.time_ns()}")
+    names = tuple(f"h{h}.bench.example:8080" for h in range(hosts))
+    strategy = CrawlStrategy(seed_hosts=names, max_depth=100, partitions=partitions,
+                             sitemaps=False)  # fmt: skip
+    start_crawl(job, [f"http://{names[0]}/"], strategy)
+    env = {**job.child_env(), "SRCRAWL_LEASE_TTL": "5"}
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "srcrawl.cli", "master", "start"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(masters)
+    ]  # fmt: skip
+    client = job.redis()
+    try:
+        _wait_for_shares(job, partitions, masters, procs)
+        batches = _messages(urls, names, partitions)
+        cpu0 = sum(_cpu(p) for p in procs)
+        t0 = time.perf_counter()
+        for p, msgs in batches.items():
+            nrq = job.keys.partition(p, partitions).nrq("crawl")
+            for i in range(0, len(msgs), 500):
+                client.rpush(nrq, *msgs[i : i + 500])
+        want = urls + 1  # the seed too
+        while _scheduled(job, partitions) < want:
+            if any(p.poll() is not None for p in procs):
+                raise RuntimeError("a master process ended during the benchmark")
+            time.sleep(0.01)
+        seconds = time.perf_counter() - t0
+        cpu = sum(_cpu(p) for p in procs) - cpu0
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        reset_crawl(job)
+    return PartitionRun(partitions, masters, urls, seconds, cpu)
+
+
+def _cpu(proc: subprocess.Popen) -> float:
+    t = psutil.Process(proc.pid).cpu_times()
+    return t.user + t.system
+
+
+def _messages(urls: int, names: tuple[str, ...], partitions: int) -> dict[int, list[bytes]]:
+    by_part: dict[int, list[tuple[str, int]]] = {}
+    for i in range(urls):
+        url = f"http://{names[i % len(names)]}/u/{i}.html"
+        by_part.setdefault(partition_of_url(url, partitions), []).append((url, fingerprint(url)))
+    return {
+        p: [Links(links[i : i + _LINKS_PER_MESSAGE], 1).encode()
+            for i in range(0, len(links), _LINKS_PER_MESSAGE)]
+        for p, links in by_part.items()
+    }  # fmt: skip
+
+
+def _scheduled(job: Config, partitions: int) -> int:
+    client = job.redis()
+    return sum(int(client.hget(k.stats("crawl"), "scheduled") or 0)
+               for k in job.keys.partitions(partitions))  # fmt: skip
+
+
+def _wait_for_shares(
+    job: Config, partitions: int, masters: int, procs: list[subprocess.Popen]
+) -> None:
+    """Until every partition has a master and the live masters hold their fair shares."""
+    client = job.redis()
+    share = -(-partitions // masters)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        held: dict[str, int] = {}
+        for k in job.keys.partitions(partitions):
+            holder = client.get(k.master_lease("crawl"))
+            if holder is not None:
+                process = ":".join(holder.decode().split(":")[:2])
+                held[process] = held.get(process, 0) + 1
+        busy = min(masters, partitions)
+        if sum(held.values()) == partitions and len(held) == busy and max(held.values()) <= share:
+            return
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError("a master process ended before the benchmark began")
+        time.sleep(0.1)
+    raise RuntimeError("the masters did not share the partitions within 60 s")
+
+
+def render(runs: list[PartitionRun]) -> str:
+    base = {r.partitions: r.rate for r in runs if r.masters == 1}
+    lines = ["master side, every URL new: URLs/s from the first push to the last URL scheduled",
+             f"  {'partitions':>10} {'masters':>8} {'URLs':>9} {'seconds':>8} {'URLs/s':>10} "
+             f"{'CPU µs/URL':>11} {'× 1 master':>11}"]  # fmt: skip
+    for r in runs:
+        ratio = r.rate / base[r.partitions] if r.partitions in base else float("nan")
+        lines.append(f"  {r.partitions:>10} {r.masters:>8} {r.urls:>9,} {r.seconds:>8.2f} "
+                     f"{r.rate:>10,.0f} {r.cpu_us_per_url:>11.1f} {ratio:>11.2f}")  # fmt: skip
+    return "\n".join(lines)
