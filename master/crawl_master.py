@@ -653,7 +653,7 @@ def reset_crawl(cfg: Config) -> None:
     store is kept."""
     client = cfg.redis()
     job = cfg.keys
-    doomed = [job.crawl_strategy, job.crawl_state, job.crawl_masters]
+    doomed = [job.crawl_strategy, job.crawl_state, job.crawl_masters, job.crawl_assignment]
     for k in partition_keys(client, job):
         q = PhaseQueues(client, k, "crawl")
         doomed += [*k.crawl_keys(), q.srq.key, q.nrq.key, k.master_lease("crawl")]

@@ -192,6 +192,7 @@ class PartitionedMaster:
         )
         held = self.held[p] = _Held(master, thread, stop)
         held.thread.start()
+        record_assignment(self.client, self.keys, p, self.id)
         log.info("took partition %d of %d", p, self.partitions)
         return True
 
@@ -285,10 +286,11 @@ def share_to_give(mine: dict[int, int], low: int, ratio: float) -> list[int]:
     return give
 
 
-def holders(client: redis.Redis, cfg: Config, partitions: int) -> dict[int, str | None]:
-    """Partition -> the master holding its lease (None: nobody), for status."""
-    out: dict[int, str | None] = {}
-    for p, k in enumerate(cfg.keys.partitions(partitions)):
-        raw = client.get(k.master_lease("crawl"))
-        out[p] = raw.decode() if raw is not None else None
-    return out
+def record_assignment(client: redis.Redis, keys: Keys, partition: int, master: str) -> None:
+    """Record that ``master`` (a process id) took ``partition``, as the next version of the
+    assignment (status shows it beside each partition's lease)."""
+    pipe = client.pipeline(transaction=True)
+    pipe.hset(keys.crawl_assignment, str(partition), master)
+    pipe.hincrby(keys.crawl_assignment, "version", 1)
+    pipe.execute()
+

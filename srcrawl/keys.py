@@ -117,6 +117,12 @@ class Keys:
         return f"{self.prefix}:crawl:state"
 
     @property
+    def crawl_assignment(self) -> str:
+        """Hash: partition -> the master process that took it last, and ``version``, counted
+        up at each change: which master holds what (master/partitioned.py)."""
+        return f"{self.job_prefix}:crawl:assignment"
+
+    @property
     def crawl_masters(self) -> str:
         """Hash: crawl master process id -> when its registration lapses (epoch ms); how the
         masters of a partitioned crawl know their fair share (master/partitions.py)."""

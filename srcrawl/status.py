@@ -45,10 +45,18 @@ def collect(client: redis.Redis, keys: Keys) -> dict[str, Any]:
     for entry, k in zip(per_partition, parts, strict=False):
         holder = client.get(k.master_lease("crawl"))
         entry["master"] = holder.decode() if holder is not None else None
+    version = 0
+    if per_partition:
+        raw = client.hgetall(keys.crawl_assignment)
+        version = int(raw.get(b"version", 0))
+        for entry in per_partition:
+            taken = raw.get(str(entry["partition"]).encode())
+            entry["assigned_to"] = taken.decode() if taken is not None else None
     return {
         "job": keys.job,
         "phases": phases,
         "partitions": per_partition,
+        "assignment_version": version,
         "workers": [{"id": w.id, "alive": w.alive, "stats": w.stats} for w in found],
     }
 
@@ -91,7 +99,8 @@ def render(snapshot: dict[str, Any]) -> str:
         kinds = ", ".join(f"{k} {v}" for k, v in failed.items()) or "none"
         lines.append(f"  failed fetches: {kinds} (retried {crawl.get('fetch_retries', 0)})")
     if snapshot.get("partitions"):
-        lines.append(f"crawl partitions: {len(snapshot['partitions'])}")
+        lines.append(f"crawl partitions: {len(snapshot['partitions'])} (assignment version "
+                     f"{snapshot.get('assignment_version', 0)})")
         for part in snapshot["partitions"]:
             master = part["master"] or "(none: another takes it once its lease lapses)"
             lines.append(

@@ -159,8 +159,12 @@ def crawl_shared_by_two_masters(
 def test_two_masters_share_partitions_and_one_killed_is_taken_over(
     web8, redis_url, keys, tmp_path
 ):
-    _, pages = crawl_shared_by_two_masters(web8, redis_url, keys, tmp_path, 6)
+    env, pages = crawl_shared_by_two_masters(web8, redis_url, keys, tmp_path, 6)
     assert len({p["url"] for p in pages}) == len(pages)
+    snapshot = json.loads(srcrawl(["status", "--json"], env).stdout)
+    # six takes at least, then the survivor's three: every partition is its now
+    assert snapshot["assignment_version"] >= 9
+    assert len({p["assigned_to"] for p in snapshot["partitions"]}) == 1
     assert {p["url"]: p["depth"] for p in pages} == expected(web8, web8.seed_urls, DEPTH)
 
 
