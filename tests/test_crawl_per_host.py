@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from srcrawl.defaults import QUEUES_PER_LIMIT
 from srcrawl.errors import ConfigError
 from srcrawl.master.commands import resumed_strategy
 from srcrawl.master.crawl_run import start_crawl
@@ -50,7 +51,10 @@ def _out(redis_client, srq: str) -> list[str]:
 def test_strategy_spreads_a_host_over_per_host_queues() -> None:
     one, four = CrawlStrategy(), CrawlStrategy(per_host=4)
     assert one.queue_for(HOST, 12345) == HOST  # the default: the queues as they always were
-    assert {four.queue_for(HOST, fp) for fp in range(100)} == {f"{HOST}#{k}" for k in range(4)}
+    # over QUEUES_PER_LIMIT queues per request in flight: each depth level's longest is shorter
+    assert {four.queue_for(HOST, fp) for fp in range(200)} == {
+        f"{HOST}#{k}" for k in range(4 * QUEUES_PER_LIMIT)
+    }
     assert CrawlStrategy.from_json(four.to_json()).per_host == 4
     with pytest.raises(ConfigError):
         CrawlStrategy(per_host=0)
