@@ -234,9 +234,11 @@ local function free_host(h, q, t)
   local cooling = ARGV[6] .. h
   redis.call('ZREMRANGEBYSCORE', cooling, '-inf', now)
   if t > now then redis.call('ZADD', cooling, t, q) end
-  -- the other cooling slots woke their own queues when they were freed
-  local others = redis.call('ZCARD', cooling) - (t > now and 1 or 0)
-  wake(h, limit - out - others, t)
+  -- slots free now (a limit just raised frees several), then this one at t; the other
+  -- cooling slots woke their own queues when they were freed
+  local free = limit - out - redis.call('ZCARD', cooling)
+  wake(h, free, now)
+  if t > now then wake(h, free + 1, t) end
 end
 local function release(q, t, slot)
   local was = redis.call('HDEL', KEYS[2], q)

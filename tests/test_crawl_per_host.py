@@ -19,7 +19,7 @@ from srcrawl.defaults import QUEUES_PER_LIMIT
 from srcrawl.errors import ConfigError
 from srcrawl.master.commands import resumed_strategy
 from srcrawl.master.crawl_run import start_crawl
-from srcrawl.master.frontier import Batch, Frontier, now_ms
+from srcrawl.master.frontier import Batch, Frontier, Requeue, now_ms
 from srcrawl.queues.crawl_protocol import FetchTask
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.envelope import decode
@@ -149,6 +149,19 @@ def test_frontier_holds_each_slot_for_its_politeness_wait(redis_client, keys) ->
     time.sleep((due - now_ms()) / 1000 + 0.01)
     assert frontier.schedule()[0] == 1  # the first slot is free again
     assert int(redis_client.hget(keys.crawl_host_inflight, HOST)) == 2
+
+
+def test_frontier_robots_read_frees_the_other_slots_at_once(redis_client, keys) -> None:
+    frontier, srq = _frontier(redis_client, keys)
+    _queued(frontier, {f"{HOST}#{k}": 2 for k in range(8)}, 1)  # robots.txt not read yet
+    assert frontier.schedule()[0] == 1
+    [first] = _out(redis_client, srq)
+    # robots.txt read (the task goes back to its queue for 300 ms): that slot waits them
+    # out, the host's two others are free at once
+    task = FetchTask(f"http://{HOST}/again", 7, 0, first)
+    frontier.commit(Batch(retry=[Requeue(task, now_ms() + 300)], limits={HOST: 3}), b"")
+    assert frontier.schedule()[0] == 2
+    assert frontier.schedule()[0] == 0
 
 
 @pytest.mark.parametrize("per_host", [1, 4])
