@@ -94,9 +94,10 @@ def _frontier_options() -> list[Callable]:
         click.option("--per-host", default=1, show_default=True, type=click.IntRange(1),
                      help="Most requests in flight to one host across the whole cluster "
                           "(Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN, Nutch's "
-                          "fetcher.threads.per.queue): each host's URLs are spread over N "
-                          "queues, each waiting --delay / --delay-factor on its own; a "
-                          "robots.txt Crawl-delay holds its host to 1. For sites you own."),
+                          "fetcher.threads.per.queue): each host's URLs are spread over 4N "
+                          "queues that take its N request slots in turn, each slot waiting "
+                          "--delay / --delay-factor after its response; a robots.txt "
+                          "Crawl-delay holds its host to 1. For sites you own."),
         click.option("--queue-policy", type=click.Choice(QUEUE_POLICIES), default="host",
                      show_default=True,
                      help="host: queues per host, at most --per-host requests in flight to "

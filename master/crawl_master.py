@@ -228,11 +228,16 @@ class CrawlMaster:
             state = self.frontier.level_state(self.queues.nrq.key)
             if state.level_done and not self.queues.nrq.pending(MASTER_ID):
                 if self.partitions > 1:
+                    level = self._partition_level()
                     if self._partition_level_done(keep_running):
                         return True
+                    if self._partition_level() > level:
+                        next_ready = now_ms()  # the level released here is due now
                     continue
                 if state.next:
                     self._advance_level(lagging=state.lagging > 0)
+                    # the new level is due now: no blocking wait on nrq before scheduling it
+                    next_ready = now_ms()
                     continue
                 if not keep_running and not state.lagging:
                     self._finish()
@@ -538,9 +543,10 @@ class CrawlMaster:
         self._learn_limit(task, retry.crawl_delay, batch)
         batch.count("fetch_retries")
         batch.count(f"retry_{retry.error or 'status_' + str(retry.status)}")
-        wait = max(self.strategy.retry_ms(task.failed, retry.retry_after),
-                   self.strategy.politeness_ms(retry.fetch_ms, retry.crawl_delay))  # fmt: skip
-        batch.retry.append(Requeue(task, now_ms() + wait))
+        polite = self.strategy.politeness_ms(retry.fetch_ms, retry.crawl_delay)
+        wait = max(self.strategy.retry_ms(task.failed, retry.retry_after), polite)
+        now = now_ms()
+        batch.retry.append(Requeue(task, now + wait, slot=now + polite))
         batch.lag[task.queue] = 0
 
     def _on_deferred(self, deferred: Deferred, batch: Batch) -> None:
@@ -657,7 +663,7 @@ def reset_crawl(cfg: Config) -> None:
     for k in partition_keys(client, job):
         q = PhaseQueues(client, k, "crawl")
         doomed += [*k.crawl_keys(), q.srq.key, q.nrq.key, k.master_lease("crawl")]
-        for prefix in (k.crawl_queue_prefix, k.crawl_parked_prefix):
+        for prefix in (k.crawl_queue_prefix, k.crawl_parked_prefix, k.crawl_cooling_prefix):
             doomed += [key for key in client.scan_iter(match=f"{prefix}*", count=1000)]
         for queue in (q.srq, q.nrq):
             doomed += list(client.scan_iter(match=processing_pattern(queue.key), count=1000))

@@ -8,18 +8,23 @@ most one request per queue is in flight across the whole cluster. When the
 outcome comes back, the queue returns to ``ready`` scored
 ``now + clamp(factor × fetch time, delay, max_delay)`` (≥ Crawl-delay).
 
-With ``--per-host N`` > 1 a host's URLs are spread over N queues ``host#k``
-(k = fingerprint mod N), so up to N of its requests are in flight, each
-queue keeping its own delay. The host's own limit is checked too, in the
-same scripts: ``hostinflight`` counts its requests out, ``hostlimit`` says
-how many it may have — N once its robots.txt was read without a
-Crawl-delay, 1 with one, and 1 while it is not read yet. A due queue of a
-host at its limit is *parked* (left in ``ready`` with the score PARKED,
-named in the host's parked set) and made due again when one of the host's
-requests comes back. A host held to 1 also keeps one next-request time for
-all its queues (``hostnext``), so its Crawl-delay holds between any two of
-its requests, whichever queues they came from. A Crawl-delay learnt while
-several requests are out lets no new one go until all of them are back.
+With ``--per-host N`` > 1 a host's URLs are spread over 4N queues ``host#k``
+(k = fingerprint mod 4N, see QUEUES_PER_LIMIT), so that each depth level's longest
+queue is short, and up to N of its requests are in flight. The host's limit
+is checked in the same scripts: ``hostinflight`` counts its requests out,
+``hostlimit`` says how many it may have — N once its robots.txt was read
+without a Crawl-delay, 1 with one, and 1 while it is not read yet. The N are
+*slots*: a request's slot is busy until its response plus the politeness wait
+it earned (``cooling``, per host), so the host gets no more requests per
+--delay than N queues of their own would give it. A due queue of a host with
+all its requests out is *parked* (left in ``ready`` with the score PARKED,
+named in the host's parked set); when a slot comes free, as many parked
+queues as the host has free slots are made due at that time, the longest
+first (they hold the level longest). A host held to 1 keeps one
+next-request time for all its queues (``hostnext``), so its Crawl-delay holds
+between any two of its requests, whichever queues they came from. A
+Crawl-delay learnt while several requests are out lets no new one go until
+all of them are back.
 
 Depth levels are released one at a time: links found at depth d+1 wait in
 ``nextlevel`` until nothing of depth d is queued or in flight. That is what
@@ -82,14 +87,15 @@ _HOST_OF = "local function host_of(q) return string.match(q, '^(.+)#%d+$') end"
 # KEYS[1] ready, KEYS[2] inflight, KEYS[3] srq, KEYS[4] host in flight, KEYS[5] host
 # limit, KEYS[6] host next; ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] most
 # due queues looked at, ARGV[4] most tasks left waiting in srq (0: no bound), ARGV[5]
-# parked set prefix.
+# parked set prefix, ARGV[6] cooling set prefix.
 # Moves the head task of due queues into srq, the queues with the most tasks
-# first, and marks them in flight. A queue of a host at its limit is parked
-# instead (scored PARKED, named in the host's parked set) until one of the
-# host's requests comes back; a queue of a host held to 1 whose next request
-# may not start yet is scored at that time. Returns {tasks released, earliest
-# next ready time or -1}; -1 too when due queues wait for room in srq or for
-# their host (an outcome coming back is what makes room).
+# first, and marks them in flight. A queue of a host with all its requests out
+# is parked instead (scored PARKED, named in the host's parked set) until one
+# of them comes back; a queue of a host whose free slots all wait out their
+# politeness (cooling), or of a host held to 1 whose next request may not start
+# yet, is scored at that time. Returns {tasks released, earliest next ready
+# time or -1}; -1 too when due queues wait for room in srq or for their host
+# (an outcome coming back is what makes room).
 _SCHEDULE = f"""{_HOST_OF}
 local now = tonumber(ARGV[1])
 local function earliest()
@@ -117,17 +123,25 @@ local function admitted(q)
   local h = host_of(q)
   if not h then return true end
   local limit = tonumber(redis.call('HGET', KEYS[5], h) or '1')
-  if tonumber(redis.call('HGET', KEYS[4], h) or '0') >= limit then
+  local out = tonumber(redis.call('HGET', KEYS[4], h) or '0')
+  if out >= limit then
     redis.call('ZADD', KEYS[1], 'XX', {PARKED}, q)
     redis.call('SADD', ARGV[5] .. h, q)
     return false
   end
+  local t = 0
   if limit == 1 then
-    local t = tonumber(redis.call('HGET', KEYS[6], h) or '0')
-    if t > now then
-      redis.call('ZADD', KEYS[1], 'XX', t, q)
-      return false
+    t = tonumber(redis.call('HGET', KEYS[6], h) or '0')
+  else
+    local cooling = ARGV[6] .. h
+    redis.call('ZREMRANGEBYSCORE', cooling, '-inf', now)
+    if out + redis.call('ZCARD', cooling) >= limit then
+      t = tonumber(redis.call('ZRANGE', cooling, 0, 0, 'WITHSCORES')[2])
     end
+  end
+  if t > now then
+    redis.call('ZADD', KEYS[1], 'XX', t, q)
+    return false
   end
   return h
 end
@@ -160,7 +174,8 @@ return {{n, earliest()}}
 # ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] JSON:
 #   done:  [[queue, next ms]]   outcome of its in-flight task: ready again at that time
 #   free:  [queue]              the same, keeping the time its politeness set before
-#   retry: [[queue, task, next ms]]                  put the task back at the head
+#   retry: [[queue, task, next ms, slot ms]]   put the task back at the head; the host's
+#                                              slot is free at slot ms (limit above 1)
 #   now:   [[queue, task]]                           new tasks of the current level
 #   next:  [task]                                    new tasks of the next level
 #   hosts: [[host, n]], stats: [[counter, n]], acks: messages to drop from KEYS[7]
@@ -168,36 +183,71 @@ return {{n, earliest()}}
 #   lag: [[queue, 1 lagging or 0 not]], depths/improved: [[fp as a string, depth]]
 #   limits: [[host, most requests in flight]]      (applied first)
 #   due: [[fp as a string, task, when (ms)]]        stored pages to fetch again then
-# ARGV[4] packed fingerprints for the seen journal (may be empty), ARGV[5] parked set prefix.
+# ARGV[4] packed fingerprints for the seen journal (may be empty), ARGV[5] parked set
+# prefix, ARGV[6] cooling set prefix.
 # Applies one processed batch of nrq messages atomically. Returns acks.
 _COMMIT = f"""{_HOST_OF}
 local now = tonumber(ARGV[1])
 local prefix = ARGV[2]
 local doc = cjson.decode(ARGV[3])
 for _, l in ipairs(doc.limits) do redis.call('HSET', KEYS[14], l[1], l[2]) end
--- one of the host's requests is back at t: a host held to 1 waits until t, its parked
--- queues are ready again (schedule parks them anew while the host is still at its limit)
-local function free_host(h, t)
-  if redis.call('HINCRBY', KEYS[13], h, -1) <= 0 then redis.call('HDEL', KEYS[13], h) end
-  if tonumber(redis.call('HGET', KEYS[14], h) or '1') == 1 and
-     t > tonumber(redis.call('HGET', KEYS[15], h) or '0') then
-    redis.call('HSET', KEYS[15], h, t)
-  end
+local woken = {{}}
+-- makes the k longest parked queues of host h due at t (or their own next time):
+-- as many as it has slots free, the longest first since they hold the level longest
+local function wake(h, k, t)
+  k = k - (woken[h] or 0)
+  if k <= 0 then return end
   local parked = ARGV[5] .. h
-  for _, p in ipairs(redis.call('SMEMBERS', parked)) do
-    local s = tonumber(redis.call('HGET', KEYS[3], p) or '0')
-    if s < now then s = now end
-    redis.call('ZADD', KEYS[1], 'XX', s, p)
+  local qs = redis.call('SMEMBERS', parked)
+  if #qs > k then
+    local len = {{}}
+    for _, p in ipairs(qs) do len[p] = redis.call('LLEN', prefix .. p) end
+    table.sort(qs, function(a, b)
+      if len[a] ~= len[b] then return len[a] > len[b] end
+      return a < b
+    end)
   end
-  redis.call('DEL', parked)
+  for i = 1, math.min(k, #qs) do
+    local s = tonumber(redis.call('HGET', KEYS[3], qs[i]) or '0')
+    if s < t then s = t end
+    redis.call('ZADD', KEYS[1], 'XX', s, qs[i])
+    redis.call('SREM', parked, qs[i])
+  end
+  woken[h] = (woken[h] or 0) + math.min(k, #qs)
 end
-local function release(q, t)
+-- a request of host h (from queue q) is back, its slot free at t: a host held to 1
+-- waits until t for its next request; a host allowed more keeps the slot cooling
+-- until t (so N slots each wait their politeness, however many queues the host has)
+local function free_host(h, q, t)
+  local out = redis.call('HINCRBY', KEYS[13], h, -1)
+  if out <= 0 then
+    redis.call('HDEL', KEYS[13], h)
+    out = 0
+  end
+  if t < now then t = now end
+  local limit = tonumber(redis.call('HGET', KEYS[14], h) or '1')
+  if limit == 1 then
+    if t > tonumber(redis.call('HGET', KEYS[15], h) or '0') then
+      redis.call('HSET', KEYS[15], h, t)
+    end
+    return wake(h, 1 - out, now)
+  end
+  local cooling = ARGV[6] .. h
+  redis.call('ZREMRANGEBYSCORE', cooling, '-inf', now)
+  if t > now then redis.call('ZADD', cooling, t, q) end
+  -- slots free now (a limit just raised frees several), then this one at t; the other
+  -- cooling slots woke their own queues when they were freed
+  local free = limit - out - redis.call('ZCARD', cooling)
+  wake(h, free, now)
+  if t > now then wake(h, free + 1, t) end
+end
+local function release(q, t, slot)
   local was = redis.call('HDEL', KEYS[2], q)
   redis.call('HSET', KEYS[3], q, t)
   if redis.call('LLEN', prefix .. q) > 0 then redis.call('ZADD', KEYS[1], t, q) end
   if was == 1 then
     local h = host_of(q)
-    if h then free_host(h, t) end
+    if h then free_host(h, q, slot or t) end
   end
 end
 for _, d in ipairs(doc.done) do release(d[1], d[2]) end
@@ -208,7 +258,7 @@ for _, q in ipairs(doc.free) do
 end
 for _, r in ipairs(doc.retry) do
   redis.call('LPUSH', prefix .. r[1], r[2])
-  release(r[1], r[3])
+  release(r[1], r[3], r[4])
 end
 for _, e in ipairs(doc.now) do
   redis.call('RPUSH', prefix .. e[1], e[2])
@@ -354,6 +404,9 @@ class Requeue:
 
     task: FetchTask
     at: int
+    slot: int | None = None
+    """When the request's slot of a host allowed several is free (ms; None: at ``at``): a
+    failed URL's back-off holds its queue, only its politeness holds the host."""
 
 
 @dataclass
@@ -388,7 +441,9 @@ class Batch:
         doc = {
             "done": [[q, t] for q, t in self.done.items() if t is not None],
             "free": [q for q, t in self.done.items() if t is None],
-            "retry": [[r.task.queue, r.task.encode().decode(), r.at] for r in self.retry],
+            "retry": [
+                [r.task.queue, r.task.encode().decode(), r.at, r.slot or r.at] for r in self.retry
+            ],
             "now": [[t.queue, t.encode().decode()] for t in self.now],
             "next": [t.encode().decode() for t in self.next],
             "hosts": [[h, n] for h, n in self.hosts.items()],
@@ -471,7 +526,8 @@ class Frontier:
         released, nxt = self._schedule(
             keys=[k.crawl_ready, k.crawl_inflight, self.srq_key, k.crawl_host_inflight,
                   k.crawl_host_limit, k.crawl_host_next],
-            args=[now_ms(), k.crawl_queue_prefix, limit, backlog, k.crawl_parked_prefix],
+            args=[now_ms(), k.crawl_queue_prefix, limit, backlog, k.crawl_parked_prefix,
+                  k.crawl_cooling_prefix],
         )  # fmt: skip
         return int(released), int(nxt)
 
@@ -486,7 +542,8 @@ class Frontier:
                 k.crawl_host_inflight, k.crawl_host_limit, k.crawl_host_next, k.crawl_due,
                 k.crawl_due_tasks, k.crawl_state,
             ],
-            args=[now_ms(), k.crawl_queue_prefix, raw, journal, k.crawl_parked_prefix],
+            args=[now_ms(), k.crawl_queue_prefix, raw, journal, k.crawl_parked_prefix,
+                  k.crawl_cooling_prefix],
         )  # fmt: skip
 
     def release_due(self, limit: int) -> tuple[int, int]:

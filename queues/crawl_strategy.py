@@ -41,6 +41,7 @@ from srcrawl.defaults import (
     DEFAULT_USER_AGENT,
     DEFAULT_WARC_MAX_BYTES,
     MAX_PARTITIONS,
+    QUEUES_PER_LIMIT,
 )
 from srcrawl.errors import ConfigError
 from srcrawl.keys import Keys
@@ -73,8 +74,8 @@ class CrawlStrategy:
     max_crawl_delay: float = DEFAULT_MAX_CRAWL_DELAY
     queue_policy: str = "host"
     per_host: int = 1
-    """Most requests in flight to one host across the cluster: its URLs are spread over
-    this many frontier queues (robots.txt Crawl-delay holds a host to 1)."""
+    """Most requests in flight to one host across the cluster (robots.txt Crawl-delay holds a
+    host to 1); above 1 its URLs are spread over QUEUES_PER_LIMIT × this many frontier queues."""
     hash_buckets: int = DEFAULT_HASH_BUCKETS
     partitions: int = 1
     """Ranges of the 64-bit host hash the crawl's frontier is divided into, each with its
@@ -248,7 +249,7 @@ class CrawlStrategy:
         if self.queue_policy == "hash":
             return f"bucket-{fp % self.hash_buckets}"
         if self.per_host > 1:
-            return f"{host}#{fp % self.per_host}"
+            return f"{host}#{fp % (self.per_host * QUEUES_PER_LIMIT)}"
         return host
 
     def to_json(self) -> str:

@@ -125,6 +125,12 @@ MASTER_REGISTRATION_TTL = 10.0
 when each works out its fair share of a partitioned crawl."""
 """Queues of the `hash` assignment policy."""
 
+QUEUES_PER_LIMIT = 4
+"""Frontier queues per request a host may have in flight (``--per-host N`` > 1: 4N queues).
+A depth level lasts at least as long as its longest queue takes one URL at a time: spread
+over more queues than its limit, a host's longest queue is shorter, and whichever of its
+queues are longest fill the N slots as they come free."""
+
 DEFAULT_ROBOTS_TRIES = 5
 """Deferrals (robots.txt 5xx or unreachable) before a URL is given up."""
 

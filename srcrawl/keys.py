@@ -188,6 +188,12 @@ class Keys:
         return f"{self.prefix}:crawl:parked:"
 
     @property
+    def crawl_cooling_prefix(self) -> str:
+        """Prefix of the sorted set per host (limit above 1) of its request slots waiting out
+        their politeness: queue whose request freed the slot -> when it is free (epoch ms)."""
+        return f"{self.prefix}:crawl:cooling:"
+
+    @property
     def crawl_lagging(self) -> str:
         """Set of frontier queues whose head task waits on a robots.txt deferral: the depth
         levels do not wait for them (see master/frontier.py)."""

@@ -147,6 +147,23 @@ def test_crawl_is_exactly_the_depth_bounded_set(redis_url, keys, tmp_path) -> No
     assert cfg.store().get_job(keys.job, "crawl")["state"] == "complete"
 
 
+def test_a_new_depth_level_is_scheduled_at_once(redis_url, keys, tmp_path) -> None:
+    # a chain of one page per level: the crawl is its 12 level changes. The master used
+    # to wait on nrq (200 ms, to Redis' next timer tick) after releasing each level
+    levels = 12
+    graph = {f"http://127.0.0.1:9000/p/{i}": [f"http://127.0.0.1:9000/p/{i + 1}"]
+             for i in range(levels)}  # fmt: skip
+    cfg = cfg_for(redis_url, keys.job, tmp_path)
+    strategy = CrawlStrategy(max_depth=levels - 1, delay=0, delay_factor=0, max_delay=0)
+    start_crawl(cfg, ["http://127.0.0.1:9000/p/0"], strategy)
+    handler = GraphHandler(graph)
+    started = time.monotonic()
+    crawl_with(cfg, handler)
+    elapsed = time.monotonic() - started
+    assert [d for _url, d in handler.fetched] == list(range(levels))
+    assert elapsed < levels * 0.1, elapsed  # at least 12 × 0.2 s when a level waited
+
+
 def test_hosts_with_the_most_urls_go_first_into_a_bounded_srq(redis_client, keys) -> None:
     srq = keys.srq("crawl")
     lease = MasterLease(redis_client, keys.master_lease("crawl"), "test", 10)

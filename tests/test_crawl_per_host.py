@@ -15,10 +15,11 @@ import time
 
 import pytest
 
+from srcrawl.defaults import QUEUES_PER_LIMIT
 from srcrawl.errors import ConfigError
 from srcrawl.master.commands import resumed_strategy
 from srcrawl.master.crawl_run import start_crawl
-from srcrawl.master.frontier import Batch, Frontier, now_ms
+from srcrawl.master.frontier import Batch, Frontier, Requeue, now_ms
 from srcrawl.queues.crawl_protocol import FetchTask
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.envelope import decode
@@ -50,7 +51,10 @@ def _out(redis_client, srq: str) -> list[str]:
 def test_strategy_spreads_a_host_over_per_host_queues() -> None:
     one, four = CrawlStrategy(), CrawlStrategy(per_host=4)
     assert one.queue_for(HOST, 12345) == HOST  # the default: the queues as they always were
-    assert {four.queue_for(HOST, fp) for fp in range(100)} == {f"{HOST}#{k}" for k in range(4)}
+    # over QUEUES_PER_LIMIT queues per request in flight: each depth level's longest is shorter
+    assert {four.queue_for(HOST, fp) for fp in range(200)} == {
+        f"{HOST}#{k}" for k in range(4 * QUEUES_PER_LIMIT)
+    }
     assert CrawlStrategy.from_json(four.to_json()).per_host == 4
     with pytest.raises(ConfigError):
         CrawlStrategy(per_host=0)
@@ -95,6 +99,69 @@ def test_frontier_holds_a_host_to_its_limit(redis_client, keys) -> None:
     assert frontier.schedule()[0] == 1
     assert frontier.schedule()[0] == 0  # and one at a time from now on
     assert redis_client.hgetall(keys.crawl_host_inflight) == {HOST.encode(): b"1"}
+
+
+def _queued(frontier: Frontier, lengths: dict[str, int], limit: int) -> None:
+    """Queues of HOST holding ``lengths`` tasks each, the host allowed ``limit`` in flight."""
+    batch = Batch(limits={HOST: limit})
+    batch.now += [FetchTask(f"http://{HOST}/{q}/{i}", hash((q, i)) % 10**9, 0, q)
+                  for q, n in lengths.items() for i in range(n)]  # fmt: skip
+    frontier.commit(batch, b"")
+
+
+def test_frontier_wakes_as_many_parked_queues_as_slots_free_longest_first(
+    redis_client, keys
+) -> None:
+    frontier, srq = _frontier(redis_client, keys)
+    lengths = {f"{HOST}#{k}": k + 1 for k in range(8)}  # #7 the longest
+    _queued(frontier, lengths, 2)
+    assert frontier.schedule()[0] == 2
+    assert sorted(_out(redis_client, srq)) == [f"{HOST}#6", f"{HOST}#7"]
+    parked = keys.crawl_parked_prefix + HOST
+    assert redis_client.scard(parked) == 6
+    # one request back: one slot free, so one parked queue is woken (the longest, #5),
+    # not all six to be parked again; #7 itself still holds the most
+    frontier.commit(Batch(done={f"{HOST}#7": now_ms()}), b"")
+    assert redis_client.scard(parked) == 5
+    assert frontier.schedule()[0] == 1
+    assert _out(redis_client, srq) == [f"{HOST}#7"]
+    frontier.commit(Batch(done={f"{HOST}#6": now_ms()}), b"")
+    assert frontier.schedule()[0] == 1
+    assert _out(redis_client, srq) == [f"{HOST}#5"]  # 6 tasks left in #7, 6 in #6, 6 in #5
+    assert redis_client.hget(keys.crawl_host_inflight, HOST) == b"2"
+
+
+def test_frontier_holds_each_slot_for_its_politeness_wait(redis_client, keys) -> None:
+    # 4 queues per slot: the host's delay holds its slots, not only its queues, so the
+    # host gets no more requests per delay than with one queue per slot
+    frontier, srq = _frontier(redis_client, keys)
+    _queued(frontier, {f"{HOST}#{k}": 2 for k in range(8)}, 2)
+    assert frontier.schedule()[0] == 2
+    first, second = _out(redis_client, srq)
+    back = now_ms()
+    frontier.commit(Batch(done={first: back + 300}), b"")
+    released, due = frontier.schedule()
+    # six queues are due, but one slot is out and the other waits out its delay
+    assert released == 0 and back + 300 <= due <= back + 400
+    frontier.commit(Batch(done={second: now_ms()}), b"")  # no wait: its slot is free
+    assert frontier.schedule()[0] == 1
+    assert frontier.schedule()[0] == 0
+    time.sleep((due - now_ms()) / 1000 + 0.01)
+    assert frontier.schedule()[0] == 1  # the first slot is free again
+    assert int(redis_client.hget(keys.crawl_host_inflight, HOST)) == 2
+
+
+def test_frontier_robots_read_frees_the_other_slots_at_once(redis_client, keys) -> None:
+    frontier, srq = _frontier(redis_client, keys)
+    _queued(frontier, {f"{HOST}#{k}": 2 for k in range(8)}, 1)  # robots.txt not read yet
+    assert frontier.schedule()[0] == 1
+    [first] = _out(redis_client, srq)
+    # robots.txt read (the task goes back to its queue for 300 ms): that slot waits them
+    # out, the host's two others are free at once
+    task = FetchTask(f"http://{HOST}/again", 7, 0, first)
+    frontier.commit(Batch(retry=[Requeue(task, now_ms() + 300)], limits={HOST: 3}), b"")
+    assert frontier.schedule()[0] == 2
+    assert frontier.schedule()[0] == 0
 
 
 @pytest.mark.parametrize("per_host", [1, 4])
