@@ -35,6 +35,7 @@ _LINKS_PER_MESSAGE = 50
 
 @dataclass(frozen=True)
 class PartitionRun:
+    round: int
     partitions: int
     masters: int
     urls: int
@@ -60,11 +61,13 @@ def run_partition_benchmark(
         for p in partitions:
             for m in masters:
                 say(f"round {r + 1}: {p} partitions, {m} masters")
-                out.append(_one(cfg, p, m, urls=urls, hosts=hosts))
+                out.append(_one(cfg, r + 1, p, m, urls=urls, hosts=hosts))
     return out
 
 
-def _one(cfg: Config, partitions: int, masters: int, *, urls: int, hosts: int) -> PartitionRun:
+def _one(
+    cfg: Config, round_no: int, partitions: int, masters: int, *, urls: int, hosts: int
+) -> PartitionRun:
     job = cfg.with_job(f"bench-partitions-{os.getpid()}-{time.time_ns()}")
     names = tuple(f"h{h}.bench.example:8080" for h in range(hosts))
     strategy = CrawlStrategy(seed_hosts=names, max_depth=100, partitions=partitions,
@@ -90,7 +93,7 @@ def _one(cfg: Config, partitions: int, masters: int, *, urls: int, hosts: int) -
         while _scheduled(job, partitions) < want:
             if any(p.poll() is not None for p in procs):
                 raise RuntimeError("a master process ended during the benchmark")
-            time.sleep(0.01)
+            time.sleep(0.02)
         seconds = time.perf_counter() - t0
         cpu = sum(_cpu(p) for p in procs) - cpu0
     finally:
@@ -98,7 +101,7 @@ def _one(cfg: Config, partitions: int, masters: int, *, urls: int, hosts: int) -
             p.kill()
             p.wait()
         reset_crawl(job)
-    return PartitionRun(partitions, masters, urls, seconds, cpu)
+    return PartitionRun(round_no, partitions, masters, urls, seconds, cpu)
 
 
 def _cpu(proc: subprocess.Popen) -> float:
@@ -148,12 +151,15 @@ def _wait_for_shares(
 
 
 def render(runs: list[PartitionRun]) -> str:
-    base = {r.partitions: r.rate for r in runs if r.masters == 1}
+    """A row a run; beside each, its rate over one master's on as many partitions in the
+    same round."""
+    base = {(r.round, r.partitions): r.rate for r in runs if r.masters == 1}
     lines = ["master side, every URL new: URLs/s from the first push to the last URL scheduled",
              f"  {'partitions':>10} {'masters':>8} {'URLs':>9} {'seconds':>8} {'URLs/s':>10} "
              f"{'CPU µs/URL':>11} {'× 1 master':>11}"]  # fmt: skip
     for r in runs:
-        ratio = r.rate / base[r.partitions] if r.partitions in base else float("nan")
+        one = base.get((r.round, r.partitions))
+        ratio = r.rate / one if one else float("nan")
         lines.append(f"  {r.partitions:>10} {r.masters:>8} {r.urls:>9,} {r.seconds:>8.2f} "
                      f"{r.rate:>10,.0f} {r.cpu_us_per_url:>11.1f} {ratio:>11.2f}")  # fmt: skip
     return "\n".join(lines)

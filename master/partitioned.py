@@ -39,6 +39,7 @@ from srcrawl.defaults import (
     BALANCE_COOLDOWN,
     BALANCE_MIN_LOAD,
     BALANCE_RATIO,
+    BALANCE_SUSTAIN,
     MASTER_REGISTRATION_TTL,
 )
 from srcrawl.errors import LeaseHeld, LeaseLost
@@ -52,6 +53,9 @@ log = logging.getLogger("srcrawl.master")
 
 _TICK = 0.5
 """Seconds between two looks at the registrations and the partitions' leases."""
+ABANDONED_AFTER = 2.0
+"""Seconds a partition may go without a master before any master takes it, least loaded
+or not (the least loaded one may be the master that just handed it over)."""
 _ADDED = ("scheduled", "depth_improved", "recrawl_due")
 _FINISHED = ("pages", "refetched", "recrawled", "robots_disallowed", "robots_gave_up",
              "slave_errors")  # fmt: skip
@@ -81,6 +85,9 @@ class PartitionedMaster:
         self._given: dict[int, float] = {}
         """Partitions handed back → until when this master leaves them to the others."""
         self._quiet_until = 0.0
+        self._imbalanced_since: float | None = None
+        self._free_since: dict[int, float] = {}
+        """Partitions seen without a master → since when (see _take_abandoned)."""
         self.barrier = LevelBarrier(self.client, self.keys, partitions)
         # partitions are looked at from an offset of this process's own, so that masters
         # starting together do not all reach for the same ones first
@@ -147,6 +154,8 @@ class PartitionedMaster:
         least = min([*peers, me], key=lambda m: (m.held > 0, m.load, m.held, m.id))
         if least.id == self.id:
             self._take(max(1, fair - len(self.held)))
+        else:  # a partition left free for long (its giver waits, the least loaded is slow)
+            self._take_abandoned()
         others = [m for m in peers if m.id != self.id]
         if not others or time.monotonic() < self._quiet_until or len(self.held) < 2:
             return
@@ -154,6 +163,8 @@ class PartitionedMaster:
         mine = {p: self.loads[p] for p in self.held}
         if me.load + low.load >= BALANCE_MIN_LOAD:
             give = share_to_give(mine, low.load, BALANCE_RATIO)
+            if low.held:  # a master with nothing gets its share at once
+                give = self._sustained(give)
         elif low.held < len(self.held) - 1:  # an idle crawl: share the partitions by count
             give = sorted(self.held, reverse=True)[: max(0, len(self.held) - fair)]
         else:
@@ -161,6 +172,35 @@ class PartitionedMaster:
         if give:
             self._quiet_until = time.monotonic() + BALANCE_COOLDOWN
             self._give_back(give)
+
+    def _sustained(self, give: list[int]) -> list[int]:
+        """``give``, once loads have called for a move for BALANCE_SUSTAIN seconds on end: a
+        crawl's queues swing as levels start and end, and a move costs the taker a reload
+        of the partition's seen set."""
+        now = time.monotonic()
+        if not give:
+            self._imbalanced_since = None
+            return []
+        if self._imbalanced_since is None:
+            self._imbalanced_since = now
+        if now - self._imbalanced_since < BALANCE_SUSTAIN:
+            return []
+        self._imbalanced_since = None
+        return give
+
+    def _take_abandoned(self) -> None:
+        """Take one partition that has had no master for ABANDONED_AFTER seconds."""
+        now = time.monotonic()
+        for p, k in enumerate(self.barrier.partitions):
+            if p in self.held or self._given.get(p, 0) > now:
+                continue
+            if self.client.exists(k.master_lease("crawl")):
+                self._free_since.pop(p, None)
+                continue
+            since = self._free_since.setdefault(p, now)
+            if now - since >= ABANDONED_AFTER and self._start(p):
+                self._free_since.pop(p, None)
+                return
 
     def _take(self, n: int) -> None:
         """Take up to ``n`` partitions whose lease nobody holds (or, once the crawl is
@@ -173,6 +213,7 @@ class PartitionedMaster:
             if p in self.held or self._given.get(p, 0) > time.monotonic():
                 continue
             if self.client.exists(k.master_lease("crawl")):
+                self._free_since.pop(p, None)
                 continue
             if self.barrier.complete() and self.client.hget(k.crawl_state, "state") == b"complete":
                 continue
@@ -250,16 +291,17 @@ class Peer:
 
 
 def partition_loads(client: redis.Redis, parts: list[Keys]) -> list[int]:
-    """Queued URLs of each partition: tasks scheduled and not yet finished, plus unread
-    nrq messages (from its counters, a round trip each)."""
-    out = []
+    """Queued URLs of each partition's frontier: tasks scheduled and not yet finished,
+    from its counters (a round trip each). The thesis balances crawl queues; what waits
+    unread in an nrq is a master's backlog, not a queue, and counting its messages (one
+    for fifty links, or one for a page) would make the master that is behind look idle."""
+    pipe = client.pipeline(transaction=False)
     for k in parts:
-        pipe = client.pipeline(transaction=False)
         pipe.hmget(k.stats("crawl"), [*_ADDED, *_FINISHED])
-        pipe.llen(k.nrq("crawl"))
-        counts, nrq = pipe.execute()
+    out = []
+    for counts in pipe.execute():
         n = [int(c or 0) for c in counts]
-        out.append(max(0, sum(n[: len(_ADDED)]) - sum(n[len(_ADDED) :])) + int(nrq))
+        out.append(max(0, sum(n[: len(_ADDED)]) - sum(n[len(_ADDED) :])))
     return out
 
 

@@ -118,6 +118,8 @@ BALANCE_RATIO = 2.0
 this many times the other's (the thesis's threshold a)."""
 BALANCE_MIN_LOAD = 1000
 """Below this many queued URLs in all, masters share partitions by count, not by load."""
+BALANCE_SUSTAIN = 30.0
+"""Seconds the loads must call for a move on end before a master hands partitions over."""
 BALANCE_COOLDOWN = 10.0
 """Seconds after a master hands partitions over before it moves any again (loads settle)."""
 MASTER_REGISTRATION_TTL = 10.0
