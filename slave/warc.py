@@ -5,9 +5,9 @@ store already holds the same body, a ``revisit``) and, right after the response,
 a ``conversion`` record holding the extracted text, each its own gzip member, so
 that a page's body is one seek and one read of ``warc_length`` bytes at
 ``warc_offset``, and its text one read of ``text_length`` bytes after that (what
-the index and the snippets read, :mod:`srcrawl.sql.warc_text`). FastWARC writes
-and reads them (it builds records about six times faster than warcio,
-docs/BENCHMARKS.md); warcio checks them in the tests.
+the index and the snippets read, :mod:`srcrawl.sql.warc_text`). This module
+writes them as plain bytes gzipped by zlib, FastWARC reads them, and warcio
+checks them in the tests.
 
 The parse threads build each page's records (:func:`prepare_fetch`); the
 page writer appends a batch to the open file and makes it durable (flush and
@@ -34,6 +34,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -43,7 +44,7 @@ from http.client import responses
 from pathlib import Path
 from typing import BinaryIO
 
-from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
+from fastwarc.warc import ArchiveIterator
 
 from srcrawl.errors import StoreError
 from srcrawl.sql.store import Page, decompress_body
@@ -124,7 +125,7 @@ class LocalWarcStorage(WarcStorage):
 
 def payload_digest(body: bytes) -> str:
     """The WARC-Payload-Digest of ``body``: ``sha1:`` and its base32."""
-    return "sha1:" + base64.b32encode(hashlib.sha1(body).digest()).decode("ascii")
+    return _sha1(body)
 
 
 def warc_date(ts: float) -> str:
@@ -132,28 +133,57 @@ def warc_date(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _serialize(record: WarcRecord, digest: str | None = None) -> bytes:
-    """``record`` as one gzip member, its block digest (and payload digest) in its head.
+def _gzip(parts: Sequence[bytes]) -> bytes:
+    """``parts`` joined, as one gzip member.
 
-    FastWARC writes the record plain and CPython's zlib makes the member: zlib lets
-    go of the GIL while it compresses, so the slave's fetch loop and acker run
-    meanwhile. FastWARC's GzipWriter holds it (and one made per record cost about
-    0.5 ms to set up): docs/BENCHMARKS.md, "WARC storage, again".
+    zlib's window and hash table are sized to the record (a window as long as the
+    record loses no match): with the default 32 KB window each member set up and
+    faulted in about 256 KB of fresh memory, some 20 page faults and 40 µs for a
+    record of a few KB, more than compressing it (docs/BENCHMARKS.md, "WARC
+    output at the cost of SQL bodies"). CPython's zlib lets go of the GIL while it
+    compresses, so the slave's fetch loop and acker run meanwhile.
     """
-    buf = io.BytesIO()
-    raw = base64.b32decode(digest[5:]) if digest else None
-    record.write(buf, checksum_data=True, payload_digest=raw)
-    return zlib.compress(buf.getvalue(), _COMPRESSION_LEVEL, wbits=31)  # 31: a gzip member
+    wbits = min(15, max(9, sum(map(len, parts)).bit_length()))
+    z = zlib.compressobj(_COMPRESSION_LEVEL, zlib.DEFLATED, 16 + wbits, min(8, wbits - 6))
+    return b"".join([*map(z.compress, parts), z.flush()])  # 16 + wbits: a gzip member
 
 
-def _record(kind: WarcRecordType, url: str, date: str, ctype: str, content: bytes) -> WarcRecord:
-    rec = WarcRecord()
-    rec.init_headers(kind)
-    rec.headers["WARC-Target-URI"] = url
-    rec.headers["WARC-Date"] = date
-    rec.headers["Content-Type"] = ctype
-    rec.set_bytes_content(content)
-    return rec
+def _sha1(*parts: bytes) -> str:
+    """A WARC digest of ``parts`` joined: ``sha1:`` and its base32."""
+    h = hashlib.sha1()
+    for part in parts:
+        h.update(part)
+    return "sha1:" + base64.b32encode(h.digest()).decode("ascii")
+
+
+def new_record_id() -> str:
+    """A WARC-Record-ID: a random UUID as a URN."""
+    return f"<urn:uuid:{uuid.uuid4()}>"
+
+
+def _record(
+    kind: str, url: str, date: str, ctype: str, block: Sequence[bytes],
+    fields: Sequence[tuple[str, str]] = (), *, record_id: str = "", payload: str = "",
+) -> bytes:  # fmt: skip
+    """One WARC/1.1 record of ``block`` (its parts joined), with its block digest (and
+    ``payload`` digest), as one gzip member.
+
+    Written here rather than by FastWARC: a record object cost about 10 µs to build
+    and write, as much as compressing a small page; warcio checks the records in
+    the tests (headers, digests, ``warcio check``).
+    """
+    length = sum(map(len, block))
+    lines = [
+        "WARC/1.1", f"WARC-Type: {kind}", f"WARC-Date: {date}",
+        f"WARC-Record-ID: {record_id or new_record_id()}", f"Content-Length: {length}",
+        f"WARC-Target-URI: {url}", f"Content-Type: {ctype}",
+    ]  # fmt: skip
+    lines.extend(f"{name}: {value}" for name, value in fields)
+    if payload:
+        lines.append(f"WARC-Payload-Digest: {payload}")
+    lines.append(f"WARC-Block-Digest: {_sha1(*block)}")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8")
+    return _gzip([head, *block, b"\r\n\r\n"])
 
 
 def response_head(status: int, headers: dict[str, str], body_length: int) -> bytes:
@@ -204,23 +234,20 @@ def prepare_fetch(
     date = warc_date(fetched_at)
     digest = payload_digest(body)
     head = response_head(status, headers, len(body))
-    resp = _record(WarcRecordType.response, url, date, "application/http; msgtype=response",
-                   head + body)  # fmt: skip
-    if ip:
-        resp.headers["WARC-IP-Address"] = ip
+    rid = new_record_id()
+    fields = [("WARC-IP-Address", ip)] if ip else []
     if truncated:
-        resp.headers["WARC-Truncated"] = "length"
-    rid = resp.record_id
-    req = _record(WarcRecordType.request, url, date, "application/http; msgtype=request", request)
-    req.headers["WARC-Concurrent-To"] = rid
+        fields.append(("WARC-Truncated", "length"))
+    response = _record("response", url, date, "application/http; msgtype=response",
+                       (head, body), fields, record_id=rid, payload=digest)  # fmt: skip
+    req = _record("request", url, date, "application/http; msgtype=request", (request,),
+                  [("WARC-Concurrent-To", rid)])  # fmt: skip
     conversion = b""
     if text:
-        conv = _record(WarcRecordType.conversion, url, date, "text/plain; charset=utf-8",
-                       text.encode("utf-8", "replace"))  # fmt: skip
-        conv.headers["WARC-Refers-To"] = rid
-        conversion = _serialize(conv)
-    return PreparedFetch(url, date, digest, head, _serialize(req), _serialize(resp, digest),
-                         conversion, rid)  # fmt: skip
+        block = (text.encode("utf-8", "replace"),)
+        conversion = _record("conversion", url, date, "text/plain; charset=utf-8", block,
+                             [("WARC-Refers-To", rid)])  # fmt: skip
+    return PreparedFetch(url, date, digest, head, req, response, conversion, rid)
 
 
 @dataclass(frozen=True)
@@ -235,17 +262,16 @@ class Original:
 def revisit_record(fetch: PreparedFetch, original: Original | None = None) -> bytes:
     """A revisit record (identical-payload-digest profile) in place of ``fetch``'s response,
     naming the ``original`` record (WARC-Refers-To, -Target-URI and -Date) when known."""
-    rec = _record(WarcRecordType.revisit, fetch.url, fetch.date,
-                  "application/http; msgtype=response", fetch.head)  # fmt: skip
-    rec.headers["WARC-Profile"] = REVISIT_PROFILE
+    fields = [("WARC-Profile", REVISIT_PROFILE)]
     if original is not None:
-        rec.headers["WARC-Refers-To"] = original.record_id
-        rec.headers["WARC-Refers-To-Target-URI"] = original.url
-        rec.headers["WARC-Refers-To-Date"] = original.date
+        fields += [("WARC-Refers-To", original.record_id),
+                   ("WARC-Refers-To-Target-URI", original.url),
+                   ("WARC-Refers-To-Date", original.date)]  # fmt: skip
     else:
-        rec.headers["WARC-Refers-To-Target-URI"] = fetch.url
-    rec.headers["WARC-Truncated"] = "length"  # the payload is left out, by the profile
-    return _serialize(rec, fetch.digest)
+        fields.append(("WARC-Refers-To-Target-URI", fetch.url))
+    fields.append(("WARC-Truncated", "length"))  # the payload is left out, by the profile
+    return _record("revisit", fetch.url, fetch.date, "application/http; msgtype=response",
+                   (fetch.head,), fields, payload=fetch.digest)  # fmt: skip
 
 
 @dataclass(frozen=True)
