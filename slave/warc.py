@@ -136,16 +136,16 @@ def warc_date(ts: float) -> str:
 def _gzip(parts: Sequence[bytes]) -> bytes:
     """``parts`` joined, as one gzip member.
 
-    zlib's window and hash table are sized to the record (a window as long as the
-    record loses no match): with the default 32 KB window each member set up and
-    faulted in about 256 KB of fresh memory, some 20 page faults and 40 µs for a
-    record of a few KB, more than compressing it (docs/BENCHMARKS.md, "WARC
-    output at the cost of SQL bodies"). CPython's zlib lets go of the GIL while it
-    compresses, so the slave's fetch loop and acker run meanwhile.
+    zlib's window is sized to the record (a window as long as the record loses no
+    match): with the default 32 KB window each member set up about 256 KB of fresh
+    memory, some 20 page faults and 40 µs for a record of a few KB, more than
+    compressing it (docs/BENCHMARKS.md, "WARC output at the cost of SQL bodies").
+    One call a record: CPython's zlib lets go of the GIL while it compresses, and
+    each call is one more hand-over of the GIL with the slave's fetch loop.
     """
-    wbits = min(15, max(9, sum(map(len, parts)).bit_length()))
-    z = zlib.compressobj(_COMPRESSION_LEVEL, zlib.DEFLATED, 16 + wbits, min(8, wbits - 6))
-    return b"".join([*map(z.compress, parts), z.flush()])  # 16 + wbits: a gzip member
+    data = b"".join(parts)
+    wbits = min(15, max(9, len(data).bit_length()))
+    return zlib.compress(data, _COMPRESSION_LEVEL, 16 + wbits)  # 16 +: a gzip member
 
 
 def _sha1(*parts: bytes) -> str:
