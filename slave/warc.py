@@ -25,7 +25,6 @@ time, serial) and creates them exclusively, so no two writers share one.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import fcntl
 import hashlib
@@ -34,7 +33,6 @@ import os
 import socket
 import threading
 import time
-import uuid
 import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -148,17 +146,29 @@ def _gzip(parts: Sequence[bytes]) -> bytes:
     return zlib.compress(data, _COMPRESSION_LEVEL, 16 + wbits)  # 16 +: a gzip member
 
 
+_BASE32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+_BASE32_PAIRS = [a + b for a in _BASE32 for b in _BASE32]
+"""Two base32 digits, by the 10 bits they stand for: a SHA-1 (160 bits) is 16 of them."""
+
+
 def _sha1(*parts: bytes) -> str:
-    """A WARC digest of ``parts`` joined: ``sha1:`` and its base32."""
+    """A WARC digest of ``parts`` joined: ``sha1:`` and its base32 (what
+    ``base64.b32encode`` gives, in half the time: four digests a page)."""
     h = hashlib.sha1()
     for part in parts:
         h.update(part)
-    return "sha1:" + base64.b32encode(h.digest()).decode("ascii")
+    n = int.from_bytes(h.digest(), "big")
+    return "sha1:" + "".join([_BASE32_PAIRS[(n >> s) & 1023] for s in range(150, -10, -10)])
 
 
 def new_record_id() -> str:
-    """A WARC-Record-ID: a random UUID as a URN."""
-    return f"<urn:uuid:{uuid.uuid4()}>"
+    """A WARC-Record-ID: a random (version 4) UUID as a URN, as ``uuid.uuid4`` makes one
+    without its object (three a page)."""
+    b = bytearray(os.urandom(16))
+    b[6] = b[6] & 0x0F | 0x40  # version 4
+    b[8] = b[8] & 0x3F | 0x80  # the RFC 4122 variant
+    h = b.hex()
+    return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
 
 
 def _record(
