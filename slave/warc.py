@@ -131,8 +131,8 @@ def warc_date(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _gzip(parts: Sequence[bytes]) -> bytes:
-    """``parts`` joined, as one gzip member.
+def _gzip(data: bytes) -> bytes:
+    """``data`` as one gzip member.
 
     zlib's window is sized to the record (a window as long as the record loses no
     match): with the default 32 KB window each member set up about 256 KB of fresh
@@ -141,7 +141,6 @@ def _gzip(parts: Sequence[bytes]) -> bytes:
     One call a record: CPython's zlib lets go of the GIL while it compresses, and
     each call is one more hand-over of the GIL with the slave's fetch loop.
     """
-    data = b"".join(parts)
     wbits = min(15, max(9, len(data).bit_length()))
     return zlib.compress(data, _COMPRESSION_LEVEL, 16 + wbits)  # 16 +: a gzip member
 
@@ -149,16 +148,14 @@ def _gzip(parts: Sequence[bytes]) -> bytes:
 _BASE32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 _BASE32_PAIRS = [a + b for a in _BASE32 for b in _BASE32]
 """Two base32 digits, by the 10 bits they stand for: a SHA-1 (160 bits) is 16 of them."""
+_SHIFTS = range(150, -10, -10)
 
 
-def _sha1(*parts: bytes) -> str:
-    """A WARC digest of ``parts`` joined: ``sha1:`` and its base32 (what
+def _sha1(data: bytes) -> str:
+    """A WARC digest: ``sha1:`` and the base32 of ``data``'s SHA-1 (what
     ``base64.b32encode`` gives, in half the time: four digests a page)."""
-    h = hashlib.sha1()
-    for part in parts:
-        h.update(part)
-    n = int.from_bytes(h.digest(), "big")
-    return "sha1:" + "".join([_BASE32_PAIRS[(n >> s) & 1023] for s in range(150, -10, -10)])
+    n = int.from_bytes(hashlib.sha1(data).digest(), "big")
+    return "sha1:" + "".join([_BASE32_PAIRS[(n >> s) & 1023] for s in _SHIFTS])
 
 
 def new_record_id() -> str:
@@ -171,29 +168,29 @@ def new_record_id() -> str:
     return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
 
 
+def _fields(*pairs: tuple[str, str]) -> str:
+    """WARC header lines, each ``name: value`` and CRLF."""
+    return "".join(f"{name}: {value}\r\n" for name, value in pairs)
+
+
 def _record(
-    kind: str, url: str, date: str, ctype: str, block: Sequence[bytes],
-    fields: Sequence[tuple[str, str]] = (), *, record_id: str = "", payload: str = "",
+    kind: str, url: str, date: str, ctype: str, block: bytes, fields: str = "",
+    record_id: str = "",
 ) -> bytes:  # fmt: skip
-    """One WARC/1.1 record of ``block`` (its parts joined), with its block digest (and
-    ``payload`` digest), as one gzip member.
+    """One WARC/1.1 record of ``block`` with its block digest, and the header lines
+    ``fields`` (:func:`_fields`) before it, as one gzip member.
 
     Written here rather than by FastWARC: a record object cost about 10 µs to build
     and write, as much as compressing a small page; warcio checks the records in
     the tests (headers, digests, ``warcio check``).
     """
-    length = sum(map(len, block))
-    lines = [
-        "WARC/1.1", f"WARC-Type: {kind}", f"WARC-Date: {date}",
-        f"WARC-Record-ID: {record_id or new_record_id()}", f"Content-Length: {length}",
-        f"WARC-Target-URI: {url}", f"Content-Type: {ctype}",
-    ]  # fmt: skip
-    lines.extend(f"{name}: {value}" for name, value in fields)
-    if payload:
-        lines.append(f"WARC-Payload-Digest: {payload}")
-    lines.append(f"WARC-Block-Digest: {_sha1(*block)}")
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8")
-    return _gzip([head, *block, b"\r\n\r\n"])
+    head = (
+        f"WARC/1.1\r\nWARC-Type: {kind}\r\nWARC-Date: {date}\r\n"
+        f"WARC-Record-ID: {record_id or new_record_id()}\r\nContent-Length: {len(block)}\r\n"
+        f"WARC-Target-URI: {url}\r\nContent-Type: {ctype}\r\n{fields}"
+        f"WARC-Block-Digest: {_sha1(block)}\r\n\r\n"
+    )
+    return _gzip(b"".join((head.encode("utf-8"), block, b"\r\n\r\n")))
 
 
 def response_head(status: int, headers: dict[str, str], body_length: int) -> bytes:
@@ -245,18 +242,20 @@ def prepare_fetch(
     digest = payload_digest(body)
     head = response_head(status, headers, len(body))
     rid = new_record_id()
-    fields = [("WARC-IP-Address", ip)] if ip else []
-    if truncated:
-        fields.append(("WARC-Truncated", "length"))
+    fields = _fields(
+        *((("WARC-IP-Address", ip),) if ip else ()),
+        *((("WARC-Truncated", "length"),) if truncated else ()),
+        ("WARC-Payload-Digest", digest),
+    )
     response = _record("response", url, date, "application/http; msgtype=response",
-                       (head, body), fields, record_id=rid, payload=digest)  # fmt: skip
-    req = _record("request", url, date, "application/http; msgtype=request", (request,),
-                  [("WARC-Concurrent-To", rid)])  # fmt: skip
+                       head + body, fields, rid)  # fmt: skip
+    req = _record("request", url, date, "application/http; msgtype=request", request,
+                  f"WARC-Concurrent-To: {rid}\r\n")  # fmt: skip
     conversion = b""
     if text:
-        block = (text.encode("utf-8", "replace"),)
+        block = text.encode("utf-8", "replace")
         conversion = _record("conversion", url, date, "text/plain; charset=utf-8", block,
-                             [("WARC-Refers-To", rid)])  # fmt: skip
+                             f"WARC-Refers-To: {rid}\r\n")  # fmt: skip
     return PreparedFetch(url, date, digest, head, req, response, conversion, rid)
 
 
@@ -272,16 +271,17 @@ class Original:
 def revisit_record(fetch: PreparedFetch, original: Original | None = None) -> bytes:
     """A revisit record (identical-payload-digest profile) in place of ``fetch``'s response,
     naming the ``original`` record (WARC-Refers-To, -Target-URI and -Date) when known."""
-    fields = [("WARC-Profile", REVISIT_PROFILE)]
     if original is not None:
-        fields += [("WARC-Refers-To", original.record_id),
-                   ("WARC-Refers-To-Target-URI", original.url),
-                   ("WARC-Refers-To-Date", original.date)]  # fmt: skip
+        refers = (("WARC-Refers-To", original.record_id),
+                  ("WARC-Refers-To-Target-URI", original.url),
+                  ("WARC-Refers-To-Date", original.date))  # fmt: skip
     else:
-        fields.append(("WARC-Refers-To-Target-URI", fetch.url))
-    fields.append(("WARC-Truncated", "length"))  # the payload is left out, by the profile
+        refers = (("WARC-Refers-To-Target-URI", fetch.url),)
+    fields = _fields(("WARC-Profile", REVISIT_PROFILE), *refers,
+                     ("WARC-Truncated", "length"),  # the payload is left out, by the profile
+                     ("WARC-Payload-Digest", fetch.digest))  # fmt: skip
     return _record("revisit", fetch.url, fetch.date, "application/http; msgtype=response",
-                   (fetch.head,), fields, payload=fetch.digest)  # fmt: skip
+                   fetch.head, fields)  # fmt: skip
 
 
 @dataclass(frozen=True)
