@@ -5,9 +5,9 @@ store already holds the same body, a ``revisit``) and, right after the response,
 a ``conversion`` record holding the extracted text, each its own gzip member, so
 that a page's body is one seek and one read of ``warc_length`` bytes at
 ``warc_offset``, and its text one read of ``text_length`` bytes after that (what
-the index and the snippets read, :mod:`srcrawl.sql.warc_text`). FastWARC writes
-and reads them (it builds records about six times faster than warcio,
-docs/BENCHMARKS.md); warcio checks them in the tests.
+the index and the snippets read, :mod:`srcrawl.sql.warc_text`). This module
+writes them as plain bytes gzipped by zlib, FastWARC reads them, and warcio
+checks them in the tests.
 
 The parse threads build each page's records (:func:`prepare_fetch`); the
 page writer appends a batch to the open file and makes it durable (flush and
@@ -25,7 +25,6 @@ time, serial) and creates them exclusively, so no two writers share one.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import fcntl
 import hashlib
@@ -43,7 +42,7 @@ from http.client import responses
 from pathlib import Path
 from typing import BinaryIO
 
-from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
+from fastwarc.warc import ArchiveIterator
 
 from srcrawl.errors import StoreError
 from srcrawl.sql.store import Page, decompress_body
@@ -124,7 +123,7 @@ class LocalWarcStorage(WarcStorage):
 
 def payload_digest(body: bytes) -> str:
     """The WARC-Payload-Digest of ``body``: ``sha1:`` and its base32."""
-    return "sha1:" + base64.b32encode(hashlib.sha1(body).digest()).decode("ascii")
+    return _sha1(body)
 
 
 def warc_date(ts: float) -> str:
@@ -132,28 +131,66 @@ def warc_date(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _serialize(record: WarcRecord, digest: str | None = None) -> bytes:
-    """``record`` as one gzip member, its block digest (and payload digest) in its head.
+def _gzip(data: bytes) -> bytes:
+    """``data`` as one gzip member.
 
-    FastWARC writes the record plain and CPython's zlib makes the member: zlib lets
-    go of the GIL while it compresses, so the slave's fetch loop and acker run
-    meanwhile. FastWARC's GzipWriter holds it (and one made per record cost about
-    0.5 ms to set up): docs/BENCHMARKS.md, "WARC storage, again".
+    zlib's window is sized to the record (a window as long as the record loses no
+    match): with the default 32 KB window each member set up about 256 KB of fresh
+    memory, some 20 page faults and 40 µs for a record of a few KB, more than
+    compressing it (docs/BENCHMARKS.md, "WARC output at the cost of SQL bodies").
+    One call a record: CPython's zlib lets go of the GIL while it compresses, and
+    each call is one more hand-over of the GIL with the slave's fetch loop.
     """
-    buf = io.BytesIO()
-    raw = base64.b32decode(digest[5:]) if digest else None
-    record.write(buf, checksum_data=True, payload_digest=raw)
-    return zlib.compress(buf.getvalue(), _COMPRESSION_LEVEL, wbits=31)  # 31: a gzip member
+    wbits = min(15, max(9, len(data).bit_length()))
+    return zlib.compress(data, _COMPRESSION_LEVEL, 16 + wbits)  # 16 +: a gzip member
 
 
-def _record(kind: WarcRecordType, url: str, date: str, ctype: str, content: bytes) -> WarcRecord:
-    rec = WarcRecord()
-    rec.init_headers(kind)
-    rec.headers["WARC-Target-URI"] = url
-    rec.headers["WARC-Date"] = date
-    rec.headers["Content-Type"] = ctype
-    rec.set_bytes_content(content)
-    return rec
+_BASE32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+_BASE32_PAIRS = [a + b for a in _BASE32 for b in _BASE32]
+"""Two base32 digits, by the 10 bits they stand for: a SHA-1 (160 bits) is 16 of them."""
+_SHIFTS = range(150, -10, -10)
+
+
+def _sha1(data: bytes) -> str:
+    """A WARC digest: ``sha1:`` and the base32 of ``data``'s SHA-1 (what
+    ``base64.b32encode`` gives, in half the time: four digests a page)."""
+    n = int.from_bytes(hashlib.sha1(data).digest(), "big")
+    return "sha1:" + "".join([_BASE32_PAIRS[(n >> s) & 1023] for s in _SHIFTS])
+
+
+def new_record_id() -> str:
+    """A WARC-Record-ID: a random (version 4) UUID as a URN, as ``uuid.uuid4`` makes one
+    without its object (three a page)."""
+    b = bytearray(os.urandom(16))
+    b[6] = b[6] & 0x0F | 0x40  # version 4
+    b[8] = b[8] & 0x3F | 0x80  # the RFC 4122 variant
+    h = b.hex()
+    return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
+
+
+def _fields(*pairs: tuple[str, str]) -> str:
+    """WARC header lines, each ``name: value`` and CRLF."""
+    return "".join(f"{name}: {value}\r\n" for name, value in pairs)
+
+
+def _record(
+    kind: str, url: str, date: str, ctype: str, block: bytes, fields: str = "",
+    record_id: str = "",
+) -> bytes:  # fmt: skip
+    """One WARC/1.1 record of ``block`` with its block digest, and the header lines
+    ``fields`` (:func:`_fields`) before it, as one gzip member.
+
+    Written here rather than by FastWARC: a record object cost about 10 µs to build
+    and write, as much as compressing a small page; warcio checks the records in
+    the tests (headers, digests, ``warcio check``).
+    """
+    head = (
+        f"WARC/1.1\r\nWARC-Type: {kind}\r\nWARC-Date: {date}\r\n"
+        f"WARC-Record-ID: {record_id or new_record_id()}\r\nContent-Length: {len(block)}\r\n"
+        f"WARC-Target-URI: {url}\r\nContent-Type: {ctype}\r\n{fields}"
+        f"WARC-Block-Digest: {_sha1(block)}\r\n\r\n"
+    )
+    return _gzip(b"".join((head.encode("utf-8"), block, b"\r\n\r\n")))
 
 
 def response_head(status: int, headers: dict[str, str], body_length: int) -> bytes:
@@ -204,23 +241,22 @@ def prepare_fetch(
     date = warc_date(fetched_at)
     digest = payload_digest(body)
     head = response_head(status, headers, len(body))
-    resp = _record(WarcRecordType.response, url, date, "application/http; msgtype=response",
-                   head + body)  # fmt: skip
-    if ip:
-        resp.headers["WARC-IP-Address"] = ip
-    if truncated:
-        resp.headers["WARC-Truncated"] = "length"
-    rid = resp.record_id
-    req = _record(WarcRecordType.request, url, date, "application/http; msgtype=request", request)
-    req.headers["WARC-Concurrent-To"] = rid
+    rid = new_record_id()
+    fields = _fields(
+        *((("WARC-IP-Address", ip),) if ip else ()),
+        *((("WARC-Truncated", "length"),) if truncated else ()),
+        ("WARC-Payload-Digest", digest),
+    )
+    response = _record("response", url, date, "application/http; msgtype=response",
+                       head + body, fields, rid)  # fmt: skip
+    req = _record("request", url, date, "application/http; msgtype=request", request,
+                  f"WARC-Concurrent-To: {rid}\r\n")  # fmt: skip
     conversion = b""
     if text:
-        conv = _record(WarcRecordType.conversion, url, date, "text/plain; charset=utf-8",
-                       text.encode("utf-8", "replace"))  # fmt: skip
-        conv.headers["WARC-Refers-To"] = rid
-        conversion = _serialize(conv)
-    return PreparedFetch(url, date, digest, head, _serialize(req), _serialize(resp, digest),
-                         conversion, rid)  # fmt: skip
+        block = text.encode("utf-8", "replace")
+        conversion = _record("conversion", url, date, "text/plain; charset=utf-8", block,
+                             f"WARC-Refers-To: {rid}\r\n")  # fmt: skip
+    return PreparedFetch(url, date, digest, head, req, response, conversion, rid)
 
 
 @dataclass(frozen=True)
@@ -235,17 +271,17 @@ class Original:
 def revisit_record(fetch: PreparedFetch, original: Original | None = None) -> bytes:
     """A revisit record (identical-payload-digest profile) in place of ``fetch``'s response,
     naming the ``original`` record (WARC-Refers-To, -Target-URI and -Date) when known."""
-    rec = _record(WarcRecordType.revisit, fetch.url, fetch.date,
-                  "application/http; msgtype=response", fetch.head)  # fmt: skip
-    rec.headers["WARC-Profile"] = REVISIT_PROFILE
     if original is not None:
-        rec.headers["WARC-Refers-To"] = original.record_id
-        rec.headers["WARC-Refers-To-Target-URI"] = original.url
-        rec.headers["WARC-Refers-To-Date"] = original.date
+        refers = (("WARC-Refers-To", original.record_id),
+                  ("WARC-Refers-To-Target-URI", original.url),
+                  ("WARC-Refers-To-Date", original.date))  # fmt: skip
     else:
-        rec.headers["WARC-Refers-To-Target-URI"] = fetch.url
-    rec.headers["WARC-Truncated"] = "length"  # the payload is left out, by the profile
-    return _serialize(rec, fetch.digest)
+        refers = (("WARC-Refers-To-Target-URI", fetch.url),)
+    fields = _fields(("WARC-Profile", REVISIT_PROFILE), *refers,
+                     ("WARC-Truncated", "length"),  # the payload is left out, by the profile
+                     ("WARC-Payload-Digest", fetch.digest))  # fmt: skip
+    return _record("revisit", fetch.url, fetch.date, "application/http; msgtype=response",
+                   fetch.head, fields)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,13 @@ revisits, a SIGKILLed slave, and import of an archive wget wrote."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -91,6 +94,34 @@ def test_records_rotate_read_back_and_pass_warcio(tmp_path: Path) -> None:
         assert first.rec_headers.get_header("WARC-IP-Address") == "127.0.0.1"
         assert first.rec_headers.get_header("WARC-Payload-Digest") == payload_digest(bodies[0])
         assert first.http_headers.get_header("Content-Encoding") is None  # bodies are decoded
+
+
+def test_records_of_every_size_carry_standard_digests_and_ids(tmp_path: Path) -> None:
+    # each member's zlib window is sized to its record (512 bytes up to 32 KB): bodies
+    # on either side of those sizes, an empty one, and a URL beyond ASCII
+    storage = LocalWarcStorage(tmp_path)
+    out = WarcOutput(storage, "job", max_bytes=10**9)
+    bodies = [b"", b"x", bytes(range(256)) * 2, b"<p>" + b"\xe4\xb8\xad" * 400, b"y" * 70_000]
+    fetches = [
+        prepare_fetch(f"http://127.0.0.1:1/\u4e2d/{i}", status=200, headers={}, body=body,
+                      ip="", fetched_at=1.7e9, request=b"GET / HTTP/1.1\r\n\r\n",
+                      text="\u4e2d" * i)
+        for i, body in enumerate(bodies)
+    ]  # fmt: skip
+    placed = out.append([f.records() for f in fetches])
+    out.close()
+    for where, body in zip(placed, bodies, strict=True):
+        assert read_payload(storage, where[1]) == body
+    (path,) = tmp_path.glob("job/*.warc.gz")
+    _warcio_check([path])
+    records = _records(path)  # digests checked
+    assert [p for t, _u, p in records if t == "response"] == bodies
+    ids = [h.get_header("WARC-Record-ID") for kind in ("request", "response", "conversion")
+           for h in _heads(path, kind)]  # fmt: skip
+    assert len(set(ids)) == len(ids) == 3 * len(bodies) - 1  # the first page has no text
+    assert all(uuid.UUID(i[len("<urn:uuid:") : -1]).version == 4 for i in ids)
+    digest = base64.b32encode(hashlib.sha1(bodies[-1]).digest()).decode()
+    assert payload_digest(bodies[-1]) == f"sha1:{digest}"
 
 
 @pytest.fixture(scope="module")
