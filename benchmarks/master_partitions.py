@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import psutil
+import redis
 
 from srcrawl.config import Config
 from srcrawl.master.crawl_master import reset_crawl
@@ -41,6 +42,8 @@ class PartitionRun:
     urls: int
     seconds: float
     cpu_s: float
+    redis_cpu_s: float
+    """CPU the Redis server spent meanwhile (NaN on a cluster: it is many servers)."""
 
     @property
     def rate(self) -> float:
@@ -49,6 +52,10 @@ class PartitionRun:
     @property
     def cpu_us_per_url(self) -> float:
         return self.cpu_s / self.urls * 1e6
+
+    @property
+    def redis_us_per_url(self) -> float:
+        return self.redis_cpu_s / self.urls * 1e6
 
 
 def run_partition_benchmark(
@@ -83,7 +90,7 @@ def _one(
     try:
         _wait_for_shares(job, partitions, masters, procs)
         batches = _messages(urls, names, partitions)
-        cpu0 = sum(_cpu(p) for p in procs)
+        cpu0, redis0 = sum(_cpu(p) for p in procs), _redis_cpu(client)
         t0 = time.perf_counter()
         for p, msgs in batches.items():
             nrq = job.keys.partition(p, partitions).nrq("crawl")
@@ -96,12 +103,21 @@ def _one(
             time.sleep(0.02)
         seconds = time.perf_counter() - t0
         cpu = sum(_cpu(p) for p in procs) - cpu0
+        redis_cpu = _redis_cpu(client) - redis0
     finally:
         for p in procs:
             p.kill()
             p.wait()
         reset_crawl(job)
-    return PartitionRun(round_no, partitions, masters, urls, seconds, cpu)
+    return PartitionRun(round_no, partitions, masters, urls, seconds, cpu, redis_cpu)
+
+
+def _redis_cpu(client: redis.Redis) -> float:
+    try:
+        info = client.info("cpu")
+        return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+    except (KeyError, TypeError, ValueError):  # a cluster answers per node
+        return float("nan")
 
 
 def _cpu(proc: subprocess.Popen) -> float:
@@ -156,10 +172,11 @@ def render(runs: list[PartitionRun]) -> str:
     base = {(r.round, r.partitions): r.rate for r in runs if r.masters == 1}
     lines = ["master side, every URL new: URLs/s from the first push to the last URL scheduled",
              f"  {'partitions':>10} {'masters':>8} {'URLs':>9} {'seconds':>8} {'URLs/s':>10} "
-             f"{'CPU µs/URL':>11} {'× 1 master':>11}"]  # fmt: skip
+             f"{'CPU µs/URL':>11} {'Redis µs/URL':>13} {'× 1 master':>11}"]  # fmt: skip
     for r in runs:
         one = base.get((r.round, r.partitions))
         ratio = r.rate / one if one else float("nan")
         lines.append(f"  {r.partitions:>10} {r.masters:>8} {r.urls:>9,} {r.seconds:>8.2f} "
-                     f"{r.rate:>10,.0f} {r.cpu_us_per_url:>11.1f} {ratio:>11.2f}")  # fmt: skip
+                     f"{r.rate:>10,.0f} {r.cpu_us_per_url:>11.1f} {r.redis_us_per_url:>13.1f} "
+                     f"{ratio:>11.2f}")  # fmt: skip
     return "\n".join(lines)
