@@ -31,6 +31,7 @@ from srcrawl.defaults import (
     DEFAULT_REVISIT,
     DEFAULT_REVISIT_POLICIES,
     DEFAULT_ROBOTS_DEFER,
+    DEFAULT_ROBOTS_TTL,
     DEFAULT_USER_AGENT,
     DEFAULT_WARC_MAX_BYTES,
 )
@@ -124,6 +125,10 @@ def crawl_options(f: Callable) -> Callable:
                      help="Bytes of a body to read; the rest is cut off."),
         click.option("--robots-defer", default=DEFAULT_ROBOTS_DEFER, show_default=True,
                      help="Seconds a host waits after its robots.txt failed (5xx, timeout)."),
+        click.option("--robots-ttl", type=DURATION, default=format_duration(DEFAULT_ROBOTS_TTL),
+                     show_default=True,
+                     help="How long a host's robots.txt is cached (30s, 1h); an always-on "
+                          "crawl reads the host's sitemaps again each time it is fetched."),
         click.option("--user-agent", envvar=ENV_USER_AGENT, default=DEFAULT_USER_AGENT,
                      show_default=True,
                      help="User-Agent of every request: your crawler's name and a contact URL "

@@ -58,6 +58,7 @@ from srcrawl.queues.crawl_protocol import (
     TaskError,
     queue_of,
     read_outcome,
+    sitemap_task,
 )
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.crawl_strategy import load as load_strategy
@@ -68,7 +69,7 @@ from srcrawl.queues.scope import Scope
 from srcrawl.queues.sitemap_lastmod import record_lastmod
 from srcrawl.queues.workers import reap, reaped_sentences, workers
 from srcrawl.signals import install_stop_handlers
-from srcrawl.urls import host_of
+from srcrawl.urls import host_of, origin
 
 log = logging.getLogger("srcrawl.master")
 
@@ -419,17 +420,41 @@ class CrawlMaster:
         batch.due.append(Requeue(task, now_ms() + int(revisit * 1000)))
 
     def _on_robots(self, robots: RobotsFetched, batch: Batch) -> None:
-        """The task fetched robots.txt: the URL itself comes next, at its politeness turn."""
+        """The task fetched robots.txt: the URL itself comes next, at its politeness turn.
+
+        A host whose sitemaps were read gets a task that reads them again every
+        --robots-ttl (one per host, on the recrawl schedule): the lastmod they give
+        reaches pages whatever else of the host is due. That task's own outcome puts it
+        back on the schedule.
+        """
+        task = robots.task
         batch.count("robots_fetched")
-        self._learn_limit(robots.task, robots.crawl_delay, batch)
-        batch.errors[host_of(robots.task.url)] = ""
-        batch.retry.append(Requeue(robots.task, self._polite(robots.fetch_ms, robots.crawl_delay)))
-        batch.lag[robots.task.queue] = 0
+        self._learn_limit(task, robots.crawl_delay, batch)
+        batch.errors[host_of(task.url)] = ""
+        polite = self._polite(robots.fetch_ms, robots.crawl_delay)
+        batch.lag[task.queue] = 0
+        if task.sitemaps:
+            batch.done[task.queue] = polite
+            self._sitemaps_again(task, batch)
+        else:
+            batch.retry.append(Requeue(task, polite))
+            if self.strategy.sitemaps:
+                again = sitemap_task(origin(task.url), task.queue)
+                batch.sitemaps[origin(task.url)] = Requeue(again, self._sitemaps_at())
         self._on_sitemap(robots, batch)
+
+    def _sitemaps_at(self) -> int:
+        return now_ms() + int(self.strategy.robots_ttl * 1000)
+
+    def _sitemaps_again(self, task: FetchTask, batch: Batch) -> None:
+        """Put a host's sitemap task back on the schedule (unless --no-sitemaps now)."""
+        if self.strategy.sitemaps:
+            batch.due.append(Requeue(replace(task, tries=0, failed=0), self._sitemaps_at()))
 
     def _on_sitemap(self, robots: RobotsFetched, batch: Batch) -> None:
         """The pages the host's sitemaps named: seeds (depth 0), judged like any link, and
-        their ``<lastmod>`` kept for those in scope (the recrawl schedule reads it)."""
+        their ``<lastmod>`` kept for those in scope. A page on the recrawl schedule whose
+        ``<lastmod>`` is newer than its last fetch is due now (see Frontier's commit)."""
         for name, n in robots.sitemap_counts.items():
             batch.count(name, n)
         if robots.rejected:
@@ -443,6 +468,7 @@ class CrawlMaster:
                 batch.count("sitemap_seeds")
             if lastmod is not None and self.scope.reject(url, 0) is None:
                 self._lastmods.append((fp, lastmod))
+                batch.sooner[fp] = int(lastmod * 1000)
 
     def _on_disallowed(self, disallowed: Disallowed, batch: Batch) -> None:
         batch.count("robots_disallowed")
@@ -474,6 +500,8 @@ class CrawlMaster:
             batch.count("robots_gave_up")
             batch.done[task.queue] = None
             batch.lag[task.queue] = 0
+            if task.sitemaps:  # the host may answer again by the next time
+                self._sitemaps_again(task, batch)
         else:
             batch.count("robots_deferred")
             wait = self.strategy.politeness_ms(deferred.fetch_ms, None)
@@ -556,7 +584,8 @@ def reset_crawl(cfg: Config) -> None:
     client = cfg.redis()
     k = cfg.keys
     q = PhaseQueues(client, k, "crawl")
-    doomed = [*k.crawl_keys(), q.srq.key, q.nrq.key, k.master_lease("crawl")]
+    # the sitemaps' <lastmod> goes too: it is read again with each host's robots.txt
+    doomed = [*k.crawl_keys(), k.sitemap_lastmod, q.srq.key, q.nrq.key, k.master_lease("crawl")]
     for prefix in (k.crawl_queue_prefix, k.crawl_parked_prefix):
         doomed += [key for key in client.scan_iter(match=f"{prefix}*", count=1000)]
     for queue in (q.srq, q.nrq):

@@ -155,7 +155,8 @@ return {{n, earliest()}}
 # KEYS[5] seen journal, KEYS[6] stats, KEYS[7] the master's nrq processing
 # list, KEYS[8] host page counts, KEYS[9] host errors, KEYS[10] lagging queues,
 # KEYS[11] recorded depths, KEYS[12] improved depths, KEYS[13] host in flight,
-# KEYS[14] host limit, KEYS[15] host next, KEYS[16] due, KEYS[17] due tasks.
+# KEYS[14] host limit, KEYS[15] host next, KEYS[16] due, KEYS[17] due tasks, KEYS[18]
+# origins with a sitemap task.
 # ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] JSON:
 #   done:  [[queue, next ms]]   outcome of its in-flight task: ready again at that time
 #   free:  [queue]              the same, keeping the time its politeness set before
@@ -167,6 +168,10 @@ return {{n, earliest()}}
 #   lag: [[queue, 1 lagging or 0 not]], depths/improved: [[fp as a string, depth]]
 #   limits: [[host, most requests in flight]]      (applied first)
 #   due: [[fp as a string, task, when (ms)]]        stored pages to fetch again then
+#   sitemaps: [[origin, fp as a string, task, when (ms)]]   a host's first sitemap task:
+#     scheduled like due unless the origin has one already
+#   sooner: [[fp as a string, lastmod (ms)]]        a sitemap's <lastmod> of a page: one on
+#     the schedule whose last fetch is older is due now (applied after due)
 # ARGV[4] packed fingerprints for the seen journal (may be empty), ARGV[5] parked set prefix.
 # Applies one processed batch of nrq messages atomically. Returns acks.
 _COMMIT = f"""{_HOST_OF}
@@ -236,6 +241,28 @@ for _, d in ipairs(doc.due) do
   redis.call('ZADD', KEYS[16], d[3], d[1])
   redis.call('HSET', KEYS[17], d[1], d[2])
 end
+for _, d in ipairs(doc.sitemaps) do
+  if redis.call('SADD', KEYS[18], d[1]) == 1 then
+    redis.call('ZADD', KEYS[16], d[4], d[2])
+    redis.call('HSET', KEYS[17], d[2], d[3])
+  end
+end
+-- only a page waiting on the schedule moves: one queued or in flight is fetched anyway, so
+-- no page is ever fetched twice for one due entry; its host queue keeps the politeness
+local sooner = 0
+for _, s in ipairs(doc.sooner) do
+  local due = tonumber(redis.call('ZSCORE', KEYS[16], s[1]) or '-1')
+  if due > now then
+    local task = cjson.decode(redis.call('HGET', KEYS[17], s[1]) or '{{}}')
+    local fetched = due - (tonumber(task.revisit) or 0) * 1000
+    if type(task.history) == 'table' then fetched = task.history[4] * 1000 end
+    if s[2] > fetched then
+      redis.call('ZADD', KEYS[16], 'XX', now, s[1])
+      sooner = sooner + 1
+    end
+  end
+end
+if sooner > 0 then redis.call('HINCRBY', KEYS[6], 'sitemap_sooner', sooner) end
 if #ARGV[4] > 0 then redis.call('RPUSH', KEYS[5], ARGV[4]) end
 if doc.acks > 0 then redis.call('LTRIM', KEYS[7], doc.acks, -1) end
 return doc.acks
@@ -376,6 +403,10 @@ class Batch:
     """Hosts spread over several queues → most requests in flight to them from now on."""
     due: list[Requeue] = field(default_factory=list)
     """Stored pages to fetch again at their time (the recrawl schedule)."""
+    sitemaps: dict[str, Requeue] = field(default_factory=dict)
+    """Origin → the task that reads its sitemaps again, for a host that has none yet."""
+    sooner: dict[int, int] = field(default_factory=dict)
+    """fp → the ``<lastmod>`` (ms) a sitemap gave it: due now if fetched before that."""
     acks: int = 0
 
     def count(self, name: str, n: int = 1) -> None:
@@ -398,6 +429,11 @@ class Batch:
             "improved": [[str(fp), d] for fp, d in self.improved.items()],
             "limits": [[h, n] for h, n in self.limits.items()],
             "due": [[str(r.task.fp), r.task.encode().decode(), r.at] for r in self.due],
+            "sitemaps": [
+                [o, str(r.task.fp), r.task.encode().decode(), r.at]
+                for o, r in self.sitemaps.items()
+            ],
+            "sooner": [[str(fp), ms] for fp, ms in self.sooner.items()],
             "acks": self.acks,
         }
         # cjson turns empty Lua tables into {}: send empty lists as such
@@ -482,7 +518,7 @@ class Frontier:
                 k.seen_journal, k.stats("crawl"), self.nrq_processing, k.crawl_host_pages,
                 k.crawl_host_errors, k.crawl_lagging, k.crawl_depths, k.crawl_improved,
                 k.crawl_host_inflight, k.crawl_host_limit, k.crawl_host_next, k.crawl_due,
-                k.crawl_due_tasks,
+                k.crawl_due_tasks, k.crawl_sitemap_hosts,
             ],
             args=[now_ms(), k.crawl_queue_prefix, raw, journal, k.crawl_parked_prefix],
         )  # fmt: skip

@@ -38,6 +38,7 @@ from srcrawl.defaults import (
     DEFAULT_REVISIT_INC_RATE,
     DEFAULT_REVISIT_POLICIES,
     DEFAULT_ROBOTS_DEFER,
+    DEFAULT_ROBOTS_TTL,
     DEFAULT_USER_AGENT,
     DEFAULT_WARC_MAX_BYTES,
 )
@@ -82,6 +83,9 @@ class CrawlStrategy:
     """Bytes of a body a slave reads; the rest is cut off."""
     robots_defer: float = DEFAULT_ROBOTS_DEFER
     """Seconds a host waits after its robots.txt answered 5xx or not at all."""
+    robots_ttl: float = DEFAULT_ROBOTS_TTL
+    """Seconds a fetched robots.txt stays cached; when it is fetched again, the host's
+    sitemaps are read again too (their ``<lastmod>`` moves pages due sooner)."""
     user_agent: str = DEFAULT_USER_AGENT
     """The User-Agent of every request of the crawl; its product token is what
     robots.txt groups are matched against (see srcrawl/useragent.py)."""
@@ -142,9 +146,12 @@ class CrawlStrategy:
             raise ConfigError("delays must not be negative")
         if self.max_delay < self.delay:
             raise ConfigError("--max-delay must not be below --delay")
-        if self.fetch_timeout <= 0 or self.robots_defer <= 0 or self.max_page_bytes < 1:
+        if min(self.fetch_timeout, self.robots_defer, self.robots_ttl) <= 0 or (
+            self.max_page_bytes < 1
+        ):
             raise ConfigError(
-                "--fetch-timeout, --robots-defer and --max-page-bytes must be positive"
+                "--fetch-timeout, --robots-defer, --robots-ttl and --max-page-bytes must be "
+                "positive"
             )
         if self.body_store not in BODY_STORES or self.warc_max_bytes < 1:
             raise ConfigError(

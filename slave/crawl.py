@@ -166,7 +166,7 @@ class CrawlHandler:
                                       user_agent=strategy.user_agent,
                                       policy=FetchPolicy.of(strategy))  # fmt: skip
                     robots = RobotsCache(self.cfg.redis(), self.cfg.keys, fetcher,
-                                         defer=strategy.robots_defer,
+                                         strategy.robots_ttl, defer=strategy.robots_defer,
                                          user_agent=strategy.user_agent)  # fmt: skip
                     self._tools = (fetcher, robots)
                     self.strategy = strategy
@@ -346,7 +346,8 @@ class CrawlHandler:
             return task_error(raw, "malformed fetch task")
         _fetcher, robots = self.tools()
         site = origin(task.url)
-        rules = robots.lookup(site)
+        # a sitemap task reads robots.txt and the sitemaps again, whatever the cache holds
+        rules = None if task.sitemaps else robots.lookup(site)
         if rules is None:
             return _RobotsMiss(site, task)
         return self._ruled(task, rules)

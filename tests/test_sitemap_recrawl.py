@@ -1,0 +1,130 @@
+"""A sitemap's ``<lastmod>`` moves a page's next fetch earlier.
+
+The frontier's commit alone (a page waiting on the schedule is due now when its
+``<lastmod>`` is newer than its last fetch, and only then), and a real always-on
+crawl of a changing test web whose hosts serve sitemaps of their pages' live
+versions, re-read each time a host's robots.txt is fetched again (--robots-ttl).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from srcrawl.config import Config
+from srcrawl.master.crawl_master import reset_crawl
+from srcrawl.master.frontier import Batch, Requeue, now_ms
+from srcrawl.queues.change_rate import ChangeHistory
+from srcrawl.queues.crawl_protocol import FetchTask
+from srcrawl.queues.sitemap_lastmod import record_lastmod
+from srcrawl.slave.sitemaps import parse_sitemap
+from srcrawl.testweb import TestWeb
+from srcrawl.testweb.changes import CHANGING, STATIC, ChangeSchedule, live_sitemap
+
+from .conftest import cli_env
+from .test_crawl_per_host import _frontier
+from .test_recrawl import regular, start, stop, wait_until
+
+HOUR = 3_600_000
+
+
+def _on_schedule(frontier, at_ms: int, *fps: int, history: bool = False) -> None:
+    """Pages fetched at ``at_ms``, due an hour later."""
+    batch = Batch()
+    for fp in fps:
+        hist = ChangeHistory(1, 0, 10, at_ms / 1000) if history else None
+        task = FetchTask(f"http://h/{fp}", fp, 0, "h", revisit=3600.0, history=hist)
+        batch.due.append(Requeue(task, at_ms + HOUR))
+    frontier.commit(batch, b"")
+
+
+def test_a_newer_lastmod_makes_a_scheduled_page_due_now_and_nothing_else(
+    redis_client, keys
+) -> None:
+    frontier, _srq = _frontier(redis_client, keys)
+    fetched = now_ms() - 60_000
+    _on_schedule(frontier, fetched, 1, 2)
+    _on_schedule(frontier, fetched, 3, history=True)  # the slave's fetch time is in its record
+    batch = Batch()
+    batch.sooner = {1: fetched + 5_000, 2: fetched - 5_000, 3: fetched + 1, 4: fetched + 5_000}
+    frontier.commit(batch, b"")
+    due = dict(redis_client.zrange(keys.crawl_due, 0, -1, withscores=True))
+    assert due[b"1"] <= now_ms() and due[b"3"] <= now_ms()  # changed since their fetch
+    assert due[b"2"] > now_ms() + HOUR - 120_000  # the sitemap names the version stored
+    assert b"4" not in due  # not waiting on the schedule (queued, in flight): left alone
+    assert int(redis_client.hget(keys.stats("crawl"), "sitemap_sooner")) == 2
+    assert frontier.release_due(100)[0] == 2
+    # the same lastmod read again moves nothing: the page is queued, not on the schedule
+    frontier.commit(batch, b"")
+    assert int(redis_client.hget(keys.stats("crawl"), "sitemap_sooner")) == 2
+    assert redis_client.zcard(keys.crawl_due) == 1
+
+
+def test_a_crawl_reset_forgets_the_sitemaps_lastmod(redis_url, keys, tmp_path) -> None:
+    cfg = Config.load(env=cli_env(redis_url, keys.job, tmp_path))
+    client = cfg.redis()
+    record_lastmod(client, cfg.keys, [(1, 100.0), (2, 200.0)])
+    assert client.hlen(cfg.keys.sitemap_lastmod) == 2
+    reset_crawl(cfg)
+    assert not client.exists(cfg.keys.sitemap_lastmod)
+    cfg.close()
+
+
+def test_the_changing_web_serves_its_live_lastmods() -> None:
+    sched = ChangeSchedule(start=1000.0, seed=3, changing=0.5, gone=0.0, periods=(4.0,),
+                           sitemap=True)  # fmt: skip
+    with TestWeb.generate(hosts=2, pages=6, seed=2, changes=sched) as tw:
+        origin = tw.base_url(1)
+        kinds = regular(tw)
+        parsed = parse_sitemap(live_sitemap(tw.web, origin, 1009.5), 1000)
+        lastmods = dict(parsed.pages)
+        assert set(lastmods) == set(kinds)
+        for url, kind in kinds.items():
+            assert lastmods[url] == (1008.0 if kind == CHANGING else 1000.0), url
+
+
+@pytest.mark.slow
+def test_a_page_whose_lastmod_moves_is_fetched_before_its_revisit(
+    redis_url, keys, tmp_path: Path
+) -> None:
+    sched = ChangeSchedule(start=time.time(), seed=4, changing=0.5, gone=0.0, periods=(3.0,),
+                           sitemap=True)  # fmt: skip
+    with TestWeb.generate(hosts=2, pages=8, seed=9, changes=sched, flush_interval=0.2,
+                          crawl_delay=0.05, access_log=tmp_path / "access.log") as tw:  # fmt: skip
+        kinds = regular(tw)
+        env = cli_env(redis_url, keys.job, tmp_path)
+        log = tmp_path / "crawl.log"
+        # every page waits a minute to be fetched again; robots.txt and the sitemap are
+        # read again every 2 s
+        args = ["master", "start", tw.seed_urls[1], "--delay", "0.05", "--delay-factor", "0",
+                "--max-delay", "1", "--depth", "5", "--revisit", "60s", "--revisit-policy",
+                "uniform", "--robots-ttl", "2s", "--keep-running"]  # fmt: skip
+        master = start(args, env, log)
+        slave = start(["slave", "start", "--threads", "4"], env, log)
+        cfg = Config.load(env=env)
+        try:
+            t0 = time.time()
+            wait_until(lambda: _fetches(tw, kinds, CHANGING) >= 2, 20,
+                       "no changing page was fetched again")  # fmt: skip
+            took = time.time() - t0
+            time.sleep(1.0)
+            stats = {k.decode(): int(v) for k, v in
+                     cfg.redis().hgetall(cfg.keys.stats("crawl")).items()}  # fmt: skip
+        finally:
+            stop(slave)
+            stop(master)
+        assert took < 20  # far before the minute the schedule gave every page
+        assert stats.get("sitemap_sooner", 0) >= 1, stats
+        assert stats.get("sitemaps_fetched", 0) >= 2, stats  # read again, not only once
+        # a page that never changes is never fetched again before its minute
+        assert _fetches(tw, kinds, STATIC) == 1, log.read_text()[-2000:]
+        cfg.close()
+
+
+def _fetches(tw: TestWeb, kinds: dict[str, str], kind: str) -> int:
+    """The most requests any page of ``kind`` had."""
+    counts = Counter(e["url"] for e in tw.log_entries() if kinds.get(e["url"]) == kind)
+    return max(counts.values(), default=0)
