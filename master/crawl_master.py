@@ -423,12 +423,12 @@ class CrawlMaster:
         """The task fetched robots.txt: the URL itself comes next, at its politeness turn.
 
         A host whose sitemaps were read gets a task that reads them again every
-        --robots-ttl (one per host, on the recrawl schedule): the lastmod they give
+        --sitemap-every (one per host, on the recrawl schedule): the lastmod they give
         reaches pages whatever else of the host is due. That task's own outcome puts it
         back on the schedule.
         """
         task = robots.task
-        batch.count("robots_fetched")
+        batch.count("sitemap_rereads" if task.sitemaps else "robots_fetched")
         self._learn_limit(task, robots.crawl_delay, batch)
         batch.errors[host_of(task.url)] = ""
         polite = self._polite(robots.fetch_ms, robots.crawl_delay)
@@ -444,7 +444,7 @@ class CrawlMaster:
         self._on_sitemap(robots, batch)
 
     def _sitemaps_at(self) -> int:
-        return now_ms() + int(self.strategy.robots_ttl * 1000)
+        return now_ms() + int(self.strategy.sitemap_every * 1000)
 
     def _sitemaps_again(self, task: FetchTask, batch: Batch) -> None:
         """Put a host's sitemap task back on the schedule (unless --no-sitemaps now)."""

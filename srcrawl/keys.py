@@ -198,7 +198,7 @@ class Keys:
     @property
     def crawl_sitemap_hosts(self) -> str:
         """Set: origins whose sitemaps are on the recrawl schedule (read again every
-        --robots-ttl by a task of their own), so each has one such task at a time."""
+        --sitemap-every by a task of their own), so each has one such task at a time."""
         return f"{self.prefix}:crawl:sitemap:hosts"
 
     @property
