@@ -19,7 +19,7 @@ With ``sitemap_every`` the measured crawl's web serves a sitemap per host whose
 ``<lastmod>`` is each page's live version (ChangeSchedule.sitemap), and its
 master reads it again every that many seconds (``--sitemap-every``): a page whose
 lastmod is newer than its last fetch is due at once. Those sitemap (and robots.txt)
-sitemap requests go through the host's politeness like any other, so they are
+requests go through the host's politeness like any other, so they are
 paid out of the same budget; they are counted apart (``meta``).
 """
 
