@@ -66,7 +66,7 @@ from srcrawl.queues.lease import MasterLease, holder_id
 from srcrawl.queues.link_cache import ClockCache
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.scope import Scope
-from srcrawl.queues.sitemap_lastmod import record_lastmod
+from srcrawl.queues.sitemap_lastmod import lastmod_of, record_lastmod
 from srcrawl.queues.workers import reap, reaped_sentences, workers
 from srcrawl.signals import install_stop_handlers
 from srcrawl.urls import host_of, origin
@@ -117,6 +117,9 @@ class CrawlMaster:
         self._record_above: int | None = None
         self._checks: dict[int, FetchTask] = {}
         self._lastmods: list[tuple[int, float]] = []
+        self._fetched_before: dict[int, tuple[float, bool]] = {}
+        """fp → (its fetch before this one, whether this one found it changed), for pages
+        of this batch going back on the schedule with a visit record."""
         self._handlers = {
             Seed: self._on_seed, Fetched: self._on_fetched, RobotsFetched: self._on_robots,
             Retry: self._on_retry, Disallowed: self._on_disallowed, Deferred: self._on_deferred,
@@ -316,6 +319,7 @@ class CrawlMaster:
         self._record_above = int(above) if above is not None else None
         self._checks = {}
         self._lastmods = []
+        self._fetched_before = {}
         for raw in msgs:
             try:
                 outcome = read_outcome(raw)
@@ -324,6 +328,7 @@ class CrawlMaster:
                 continue
             self._handlers[type(outcome)](outcome, batch)
         self._improve(batch)
+        self._judge_lastmods(batch)
         if self._lastmods:
             # before the commit: a batch replayed after a failure records them again, alike
             dropped = record_lastmod(self.client, self.keys, self._lastmods)
@@ -402,6 +407,9 @@ class CrawlMaster:
         if page.changed is not None:
             batch.count("recrawl_changed" if page.changed else "recrawl_unchanged")
         if page.next is not None:
+            before = page.task.history
+            if before is not None and page.changed is not None and self.strategy.sitemaps:
+                self._fetched_before[page.task.fp] = (before.at, page.changed)
             self._due(page.next, batch)
         depth = page.task.depth + 1
         for url, fp in page.links:
@@ -418,6 +426,29 @@ class CrawlMaster:
         queue = self.strategy.queue_for(host_of(task.url), task.fp)
         task = replace(task, revisit=revisit, queue=queue)
         batch.due.append(Requeue(task, now_ms() + int(revisit * 1000)))
+
+    def _judge_lastmods(self, batch: Batch) -> None:
+        """Did the sitemap's ``<lastmod>`` tell this fetch's finding (newer than the fetch
+        before ⇔ changed)? Then the sitemap watches the page: it waits --max-revisit,
+        made due sooner when its lastmod moves. If not, its lastmod moves nothing until a
+        fetch finds it right again (a sitemap that lies costs no more than none)."""
+        if not self._fetched_before:
+            return
+        lastmods = lastmod_of(self.client, self.keys, list(self._fetched_before))
+        lastmods.update(self._lastmods)  # read in this batch: newer
+        longest = self.strategy.clamp_revisit(self.strategy.max_revisit)
+        for i, due in enumerate(batch.due):
+            fp = due.task.fp
+            if fp not in self._fetched_before or fp not in lastmods:
+                continue
+            before, changed = self._fetched_before[fp]
+            if (lastmods[fp] > before) == changed:
+                task = replace(due.task, revisit=longest)
+                batch.due[i] = Requeue(task, now_ms() + int(longest * 1000))
+                batch.count("sitemap_watched")
+            else:
+                batch.due[i] = Requeue(replace(due.task, lastmod_wrong=True), due.at)
+                batch.count("sitemap_lastmod_wrong")
 
     def _on_robots(self, robots: RobotsFetched, batch: Batch) -> None:
         """The task fetched robots.txt: the URL itself comes next, at its politeness turn.

@@ -171,7 +171,8 @@ return {{n, earliest()}}
 #   sitemaps: [[origin, fp as a string, task, when (ms)]]   a host's first sitemap task:
 #     scheduled like due unless the origin has one already
 #   sooner: [[fp as a string, lastmod (ms)]]        a sitemap's <lastmod> of a page: one on
-#     the schedule whose last fetch is older is due now (applied after due)
+#     the schedule whose last fetch is older is due now (applied after due), unless that
+#     fetch found its sitemap wrong
 # ARGV[4] packed fingerprints for the seen journal (may be empty), ARGV[5] parked set prefix.
 # Applies one processed batch of nrq messages atomically. Returns acks.
 _COMMIT = f"""{_HOST_OF}
@@ -256,7 +257,7 @@ for _, s in ipairs(doc.sooner) do
     local task = cjson.decode(redis.call('HGET', KEYS[17], s[1]) or '{{}}')
     local fetched = due - (tonumber(task.revisit) or 0) * 1000
     if type(task.history) == 'table' then fetched = task.history[4] * 1000 end
-    if s[2] > fetched then
+    if s[2] > fetched and not task.lastmod_wrong then
       redis.call('ZADD', KEYS[16], 'XX', now, s[1])
       sooner = sooner + 1
     end

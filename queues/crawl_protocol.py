@@ -159,6 +159,9 @@ class FetchTask:
     sitemaps: bool = False
     """Not a page: read the host's robots.txt and sitemaps again (the always-on crawl's
     sitemap schedule, see :func:`sitemap_task`)."""
+    lastmod_wrong: bool = False
+    """On the schedule: the page's last fetch found its sitemap ``<lastmod>`` wrong, so a
+    newer one does not make it due sooner (the frontier's commit reads it)."""
 
     @property
     def recrawl(self) -> bool:
@@ -173,6 +176,8 @@ class FetchTask:
             out["again"] = 1
         if self.sitemaps:
             out["sitemaps"] = 1
+        if self.lastmod_wrong:
+            out["lastmod_wrong"] = 1
         if self.revisit:
             out.update(revisit=self.revisit, etag=self.etag, modified=self.modified,
                        digest=self.digest)  # fmt: skip
@@ -198,7 +203,8 @@ class FetchTask:
         return cls(url, fp, _int(msg, "depth"), queue, _int(msg, "tries", 0),
                    _int(msg, "failed", 0), bool(again), _number(msg, "revisit", 0),
                    _validator(msg, "etag"), _validator(msg, "modified"), digest,
-                   _history(msg), bool(msg.get("sitemaps")))  # fmt: skip
+                   _history(msg), bool(msg.get("sitemaps")),
+                   bool(msg.get("lastmod_wrong")))  # fmt: skip
 
     @classmethod
     def decode(cls, raw: bytes | str) -> FetchTask:

@@ -123,7 +123,8 @@ def test_a_page_whose_lastmod_moves_is_fetched_before_its_revisit(
         asked = Counter(e["url"].rsplit("/", 1)[-1] for e in tw.log_entries())
         assert asked["robots.txt"] == 1 and asked["sitemap.xml"] >= 2, asked
         # a page that never changes is never fetched again before its minute
-        static = [(e["url"], e["status"]) for e in tw.log_entries() if kinds.get(e["url"]) == STATIC]
+        entries = tw.log_entries()
+        static = [(e["url"], e["status"]) for e in entries if kinds.get(e["url"]) == STATIC]
         assert _fetches(tw, kinds, STATIC) == 1, (static, stats)
         cfg.close()
 
