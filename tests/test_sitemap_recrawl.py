@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from srcrawl.config import Config
-from srcrawl.master.crawl_master import reset_crawl
+from srcrawl.master.crawl_master import CrawlMaster, reset_crawl
+from srcrawl.master.crawl_run import start_crawl
 from srcrawl.master.frontier import Batch, Requeue, now_ms
 from srcrawl.queues.change_rate import ChangeHistory
-from srcrawl.queues.crawl_protocol import FetchTask
+from srcrawl.queues.crawl_protocol import Fetched, FetchTask
+from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.sitemap_lastmod import record_lastmod
 from srcrawl.slave.sitemaps import parse_sitemap
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.changes import CHANGING, STATIC, ChangeSchedule, live_sitemap
+from srcrawl.urls import fingerprint as fingerprint_of
 
 from .conftest import cli_env
 from .test_crawl_per_host import _frontier
@@ -133,3 +137,42 @@ def _fetches(tw: TestWeb, kinds: dict[str, str], kind: str) -> int:
     """The most requests any page of ``kind`` had."""
     counts = Counter(e["url"] for e in tw.log_entries() if kinds.get(e["url"]) == kind)
     return max(counts.values(), default=0)
+
+
+def test_a_page_its_sitemap_told_right_waits_longest_and_a_wrong_one_is_not_moved(
+    redis_url, keys, tmp_path
+) -> None:
+    cfg = Config.load(env=cli_env(redis_url, keys.job, tmp_path))
+    strategy = CrawlStrategy(revisit=10, min_revisit=1, max_revisit=1000)
+    start_crawl(cfg, ["http://127.0.0.1:9/"], strategy)
+    master = CrawlMaster(cfg)
+    master.acquire()
+    before = time.time() - 100
+
+    def fetched(name: str, changed: bool) -> bytes:
+        url = f"http://127.0.0.1:9/{name}"
+        fp = fingerprint_of(url)
+        task = FetchTask(url, fp, 0, "127.0.0.1:9", revisit=10.0,
+                         history=ChangeHistory(2, 1, 20, before))  # fmt: skip
+        nxt = replace(task, history=ChangeHistory(3, 2, 120, time.time()))
+        return Fetched(task, 200, 1.0, next=nxt, changed=changed).encode()
+
+    told = {"right": before + 50, "wrong": before - 50}  # both found changed
+    record_lastmod(cfg.redis(), cfg.keys, [(fingerprint_of(f"http://127.0.0.1:9/{n}"), t)
+                                           for n, t in told.items()])  # fmt: skip
+    master.process([fetched("right", True), fetched("wrong", True), fetched("none", False)])
+    due = {int(fp): t / 1000 - time.time()
+           for fp, t in cfg.redis().zrange(cfg.keys.crawl_due, 0, -1, withscores=True)}  # fmt: skip
+    right, wrong, none = (fingerprint_of(f"http://127.0.0.1:9/{n}") for n in told | {"none": 0})
+    assert 990 < due[right] <= 1000  # watched by its sitemap: --max-revisit
+    assert due[wrong] <= 10 and due[none] <= 10  # their own interval
+    # a newer lastmod moves the page its sitemap told right, not the one it told wrong
+    sooner = Batch()
+    sooner.sooner = {fp: int(time.time() * 1000) + 1 for fp in (right, wrong)}
+    master.frontier.commit(sooner, b"")
+    due = dict(cfg.redis().zrange(cfg.keys.crawl_due, 0, -1, withscores=True))
+    assert due[str(right).encode()] <= now_ms() < due[str(wrong).encode()]
+    stats = master.counters()
+    assert stats["sitemap_watched"] == 1 and stats["sitemap_lastmod_wrong"] == 1
+    master.release()
+    cfg.close()
