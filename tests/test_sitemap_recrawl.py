@@ -80,10 +80,12 @@ def test_a_crawl_reset_forgets_the_sitemaps_lastmod(redis_url, keys, tmp_path) -
 def test_the_changing_web_serves_its_live_lastmods() -> None:
     sched = ChangeSchedule(start=1000.0, seed=3, changing=0.5, gone=0.0, periods=(4.0,),
                            sitemap=True)  # fmt: skip
-    with TestWeb.generate(hosts=2, pages=6, seed=2, changes=sched) as tw:
+    with TestWeb.generate(hosts=2, pages=15, seed=1, changes=sched) as tw:
         origin = tw.base_url(1)
         kinds = regular(tw)
+        assert any("&" in url for url in kinds)  # written as &amp;
         parsed = parse_sitemap(live_sitemap(tw.web, origin, 1009.5), 1000)
+        assert not parsed.malformed
         lastmods = dict(parsed.pages)
         assert set(lastmods) == set(kinds)
         for url, kind in kinds.items():

@@ -22,6 +22,7 @@ import email.utils
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from xml.sax.saxutils import escape
 
 STATIC, CHANGING, GONE = "static", "changing", "gone"
 
@@ -157,7 +158,7 @@ def live_sitemap(web: object, origin: str, t: float) -> bytes:
             continue
         when = datetime.fromtimestamp(schedule.modified_at(url, version), timezone.utc)
         mod = when.isoformat(timespec="milliseconds")
-        rows.append(f"<url><loc>{url}</loc><lastmod>{mod}</lastmod></url>")
+        rows.append(f"<url><loc>{escape(url)}</loc><lastmod>{mod}</lastmod></url>")
     body = f'<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="{_SITEMAP_NS}">'
     return (body + "".join(rows) + "</urlset>").encode()
 
