@@ -117,9 +117,9 @@ class CrawlMaster:
         self._record_above: int | None = None
         self._checks: dict[int, FetchTask] = {}
         self._lastmods: list[tuple[int, float]] = []
-        self._fetched_before: dict[int, tuple[float, bool]] = {}
-        """fp → (its fetch before this one, whether this one found it changed), for pages
-        of this batch going back on the schedule with a visit record."""
+        self._fetched_before: dict[int, tuple[float, float, bool]] = {}
+        """fp → (its fetch before this one, this one, whether this one found it changed),
+        for pages of this batch going back on the schedule with a visit record."""
         self._handlers = {
             Seed: self._on_seed, Fetched: self._on_fetched, RobotsFetched: self._on_robots,
             Retry: self._on_retry, Disallowed: self._on_disallowed, Deferred: self._on_deferred,
@@ -407,9 +407,9 @@ class CrawlMaster:
         if page.changed is not None:
             batch.count("recrawl_changed" if page.changed else "recrawl_unchanged")
         if page.next is not None:
-            before = page.task.history
-            if before is not None and page.changed is not None and self.strategy.sitemaps:
-                self._fetched_before[page.task.fp] = (before.at, page.changed)
+            before, this = page.task.history, page.next.history
+            if before and this and page.changed is not None and self.strategy.sitemaps:
+                self._fetched_before[page.task.fp] = (before.at, this.at, page.changed)
             self._due(page.next, batch)
         depth = page.task.depth + 1
         for url, fp in page.links:
@@ -431,7 +431,8 @@ class CrawlMaster:
         """Did the sitemap's ``<lastmod>`` tell this fetch's finding (newer than the fetch
         before ⇔ changed)? Then the sitemap watches the page: it waits --max-revisit,
         made due sooner when its lastmod moves. If not, its lastmod moves nothing until a
-        fetch finds it right again (a sitemap that lies costs no more than none)."""
+        fetch finds it right again (a sitemap that lies costs no more than none). A
+        lastmod after this fetch tells nothing of it (the page is made due now)."""
         if not self._fetched_before:
             return
         lastmods = lastmod_of(self.client, self.keys, list(self._fetched_before))
@@ -441,7 +442,9 @@ class CrawlMaster:
             fp = due.task.fp
             if fp not in self._fetched_before or fp not in lastmods:
                 continue
-            before, changed = self._fetched_before[fp]
+            before, this, changed = self._fetched_before[fp]
+            if lastmods[fp] > this:
+                continue
             if (lastmods[fp] > before) == changed:
                 task = replace(due.task, revisit=longest)
                 batch.due[i] = Requeue(task, now_ms() + int(longest * 1000))
