@@ -34,6 +34,7 @@ from srcrawl.defaults import (
     DEFAULT_MASTER_POLL,
     DEFAULT_NO_SLAVE_WARNING,
     DEFAULT_RECRAWL_BATCH,
+    DEFAULT_REVISIT_FETCH_VALUE,
     DEFAULT_ROBOTS_TRIES,
     DEFAULT_ROBOTS_TRIES_UNREACHABLE,
     DEFAULT_SEEN_CACHE,
@@ -313,7 +314,8 @@ class CrawlMaster:
     # -- one batch ------------------------------------------------------------------
     def process(self, msgs: list[bytes]) -> None:
         """Turn a batch of nrq messages into one atomic frontier commit."""
-        batch = Batch(acks=len(msgs))
+        value = int(DEFAULT_REVISIT_FETCH_VALUE * self.strategy.revisit * 1000)
+        batch = Batch(acks=len(msgs), value=max(1, value))
         level, above = self.client.hmget(self.keys.crawl_state, ["level", "record_above"])
         self._level = int(level or 0)
         self._record_above = int(above) if above is not None else None

@@ -172,7 +172,8 @@ return {{n, earliest()}}
 #     scheduled like due unless the origin has one already
 #   sooner: [[fp as a string, lastmod (ms)]]        a sitemap's <lastmod> of a page: one on
 #     the schedule whose last fetch is older is due now (applied after due), unless that
-#     fetch found its sitemap wrong
+#     fetch found its sitemap wrong or it changed less than `value` ms after that fetch
+#   value: what a fetch is worth in ms of one page's freshness
 # ARGV[4] packed fingerprints for the seen journal (may be empty), ARGV[5] parked set prefix.
 # Applies one processed batch of nrq messages atomically. Returns acks.
 _COMMIT = f"""{_HOST_OF}
@@ -249,7 +250,9 @@ for _, d in ipairs(doc.sitemaps) do
   end
 end
 -- only a page waiting on the schedule moves: one queued or in flight is fetched anyway, so
--- no page is ever fetched twice for one due entry; its host queue keeps the politeness
+-- no page is ever fetched twice for one due entry; its host queue keeps the politeness.
+-- A page that changed less than a fetch's worth after its last fetch is left: that fetch
+-- bought it so little freshness that another one now is likely to buy as little.
 local sooner = 0
 for _, s in ipairs(doc.sooner) do
   local due = tonumber(redis.call('ZSCORE', KEYS[16], s[1]) or '-1')
@@ -257,7 +260,7 @@ for _, s in ipairs(doc.sooner) do
     local task = cjson.decode(redis.call('HGET', KEYS[17], s[1]) or '{{}}')
     local fetched = due - (tonumber(task.revisit) or 0) * 1000
     if type(task.history) == 'table' then fetched = task.history[4] * 1000 end
-    if s[2] > fetched and not task.lastmod_wrong then
+    if s[2] - fetched >= doc.value and not task.lastmod_wrong then
       redis.call('ZADD', KEYS[16], 'XX', now, s[1])
       sooner = sooner + 1
     end
@@ -407,7 +410,10 @@ class Batch:
     sitemaps: dict[str, Requeue] = field(default_factory=dict)
     """Origin → the task that reads its sitemaps again, for a host that has none yet."""
     sooner: dict[int, int] = field(default_factory=dict)
-    """fp → the ``<lastmod>`` (ms) a sitemap gave it: due now if fetched before that."""
+    """fp → the ``<lastmod>`` (ms) a sitemap gave it: due now if fetched ``value`` or more
+    before that."""
+    value: int = 1
+    """What a fetch is worth in ms of one page's freshness (the revisit policy's price)."""
     acks: int = 0
 
     def count(self, name: str, n: int = 1) -> None:
@@ -435,6 +441,7 @@ class Batch:
                 for o, r in self.sitemaps.items()
             ],
             "sooner": [[str(fp), ms] for fp, ms in self.sooner.items()],
+            "value": self.value,
             "acks": self.acks,
         }
         # cjson turns empty Lua tables into {}: send empty lists as such

@@ -61,6 +61,13 @@ def test_a_newer_lastmod_makes_a_scheduled_page_due_now_and_nothing_else(
     assert b"4" not in due  # not waiting on the schedule (queued, in flight): left alone
     assert int(redis_client.hget(keys.stats("crawl"), "sitemap_sooner")) == 2
     assert frontier.release_due(100)[0] == 2
+    # a page that changed less than a fetch's worth after its fetch is left where it is
+    _on_schedule(frontier, fetched, 5)
+    little = Batch(value=10_000)
+    little.sooner = {5: fetched + 5_000}
+    frontier.commit(little, b"")
+    assert redis_client.zscore(keys.crawl_due, "5") > now_ms() + HOUR - 120_000
+    redis_client.zrem(keys.crawl_due, "5")
     # the same lastmod read again moves nothing: the page is queued, not on the schedule
     frontier.commit(batch, b"")
     assert int(redis_client.hget(keys.stats("crawl"), "sitemap_sooner")) == 2
