@@ -275,11 +275,13 @@ return doc.acks
 # A Lua function for the scripts below: puts ``task`` at the tail of its queue
 # (the queue name is the task's QUEUE_FIELD, the key ``prefix`` .. name) and, unless
 # the queue has a fetch in flight, makes it ready no earlier than its next allowed
-# time (qnext) and not before ``now``.
+# time (qnext) and not before ``now``. A host's sitemap task goes to the head instead: the
+# sooner it is read, the sooner the pages it says changed are fetched.
 _ENQUEUE = f"""
 local function enqueue(task, now, prefix, ready, inflight, qnext)
-  local q = cjson.decode(task).{QUEUE_FIELD}
-  redis.call('RPUSH', prefix .. q, task)
+  local fields = cjson.decode(task)
+  local q = fields.{QUEUE_FIELD}
+  redis.call(fields.sitemaps and 'LPUSH' or 'RPUSH', prefix .. q, task)
   if redis.call('HEXISTS', inflight, q) == 0 then
     local t = tonumber(redis.call('HGET', qnext, q) or '0')
     if t < now then t = now end
