@@ -431,10 +431,12 @@ class CrawlMaster:
 
     def _judge_lastmods(self, batch: Batch) -> None:
         """Did the sitemap's ``<lastmod>`` tell this fetch's finding (newer than the fetch
-        before ⇔ changed)? Then the sitemap watches the page: it waits --max-revisit,
-        made due sooner when its lastmod moves. If not, its lastmod moves nothing until a
-        fetch finds it right again (a sitemap that lies costs no more than none). A
-        lastmod after this fetch tells nothing of it (the page is made due now)."""
+        before ⇔ changed)? Then a page found unchanged waits --max-revisit at once (its
+        sitemap says when it changes); one found changed keeps the interval its policy
+        gave (its lastmod is read only every --sitemap-every, and late). If not, its
+        lastmod moves nothing until a fetch finds it right again (a sitemap that lies
+        costs no more than none). A lastmod after this fetch tells nothing of it (the
+        page is made due now)."""
         if not self._fetched_before:
             return
         lastmods = lastmod_of(self.client, self.keys, list(self._fetched_before))
@@ -448,8 +450,9 @@ class CrawlMaster:
             if lastmods[fp] > this:
                 continue
             if (lastmods[fp] > before) == changed:
-                task = replace(due.task, revisit=longest)
-                batch.due[i] = Requeue(task, now_ms() + int(longest * 1000))
+                if not changed:
+                    task = replace(due.task, revisit=longest)
+                    batch.due[i] = Requeue(task, now_ms() + int(longest * 1000))
                 batch.count("sitemap_watched")
             else:
                 batch.due[i] = Requeue(replace(due.task, lastmod_wrong=True), due.at)

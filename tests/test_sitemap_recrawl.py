@@ -166,17 +166,17 @@ def test_a_page_its_sitemap_told_right_waits_longest_and_a_wrong_one_is_not_move
         nxt = replace(task, history=ChangeHistory(3, 2, 120, time.time()))
         return Fetched(task, 200, 1.0, next=nxt, changed=changed).encode()
 
-    # right and wrong found changed; later changed after its fetch: it tells nothing
-    told = {"right": before + 50, "wrong": before - 50, "later": time.time() + 5}
+    # right found unchanged, wrong changed; later changed after its fetch: it tells nothing
+    told = {"right": before - 50, "wrong": before - 50, "later": time.time() + 5}
     record_lastmod(cfg.redis(), cfg.keys, [(fingerprint_of(f"http://127.0.0.1:9/{n}"), t)
                                            for n, t in told.items()])  # fmt: skip
-    master.process([fetched("right", True), fetched("wrong", True), fetched("none", False),
+    master.process([fetched("right", False), fetched("wrong", True), fetched("none", False),
                     fetched("later", False)])  # fmt: skip
     due = {int(fp): t / 1000 - time.time()
            for fp, t in cfg.redis().zrange(cfg.keys.crawl_due, 0, -1, withscores=True)}  # fmt: skip
     right, wrong, later, none = (fingerprint_of(f"http://127.0.0.1:9/{n}")
                                  for n in told | {"none": 0})  # fmt: skip
-    assert 990 < due[right] <= 1000  # watched by its sitemap: --max-revisit
+    assert 990 < due[right] <= 1000  # its sitemap tells when it changes: --max-revisit
     assert max(due[wrong], due[later], due[none]) <= 10  # their own interval
     # a newer lastmod moves the page its sitemap told right, not the one it told wrong
     sooner = Batch()
