@@ -646,10 +646,14 @@ def bench_startup(
 @click.option("--seed", default=1, show_default=True, help="Seed of the web and its changes.")
 @click.option("--policy", type=click.Choice(("adaptive", "nutch")), default="adaptive",
               show_default=True, help="The revisit policy measured against uniform.")  # fmt: skip
+@click.option("--sitemaps", "sitemap_every", type=DURATION, default="0s", show_default=True,
+              help="The measured crawl's hosts serve sitemaps with each page's lastmod, read "
+                   "again this often (--sitemap-every; its requests count against the budget); "
+                   "0s: no sitemaps.")  # fmt: skip
 @click.pass_context
 def bench_freshness(
     ctx: click.Context, hosts: int, pages: int, budget: float, duration: float, seed: int,
-    policy: str,
+    policy: str, sitemap_every: float,
 ) -> None:  # fmt: skip
     """Freshness of the store and bytes sent: adaptive revisit against uniform, same budget."""
     from srcrawl.benchmarks.freshness import render, run_freshness_benchmark
@@ -660,7 +664,7 @@ def bench_freshness(
     try:
         setup, runs = run_freshness_benchmark(
             cfg, hosts=hosts, pages=pages, budget=budget, duration=duration, seed=seed,
-            say=line.update, policy=policy,
+            say=line.update, policy=policy, sitemap_every=sitemap_every,
         )  # fmt: skip
     finally:
         line.done()

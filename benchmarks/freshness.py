@@ -14,6 +14,13 @@ share of the web's pages whose stored version (its ETag names it, a 404/410
 a page gone) is the one live at that moment. Bytes are the response bodies
 the servers sent (their access logs); a 304 sends none, and what it saved is
 the body of the version it confirmed.
+
+With ``sitemap_every`` the measured crawl's web serves a sitemap per host whose
+``<lastmod>`` is each page's live version (ChangeSchedule.sitemap), and its
+master reads it again every that many seconds (``--sitemap-every``): a page whose
+lastmod is newer than its last fetch is due at once. Those sitemap (and robots.txt)
+requests go through the host's politeness like any other, so they are
+paid out of the same budget; they are counted apart (``meta``).
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from pathlib import Path
 
 from srcrawl.config import Config
 from srcrawl.testweb import TestWeb
-from srcrawl.testweb.changes import ChangeSchedule, live_version, version_of_etag
+from srcrawl.testweb.changes import SITEMAP_PATH, ChangeSchedule, live_version, version_of_etag
 
 Progress = Callable[[str], None]
 
@@ -52,6 +59,8 @@ class FreshnessRun:
     procs: list[subprocess.Popen] = field(default_factory=list)
     samples: list[float] = field(default_factory=list)
     fetches: int = 0
+    meta: int = 0
+    """robots.txt and sitemap requests of the sampling window (paid from the budget)."""
     not_modified: int = 0
     body_bytes: int = 0
     saved_bytes: int = 0
@@ -68,6 +77,8 @@ class FreshnessSetup:
     budget: float
     duration: float
     seed: int
+    sitemap_every: float = 0.0
+    """Seconds between two reads of a host's sitemap by the measured crawl (0: none)."""
 
     @property
     def crawled_hosts(self) -> int:
@@ -109,6 +120,8 @@ def _options(setup: FreshnessSetup, policy: str) -> list[str]:
               "--fetch-timeout", "5", "--revisit", f"{interval:g}s"]  # fmt: skip
     if policy == "uniform":
         return [*common, "--revisit-policy", "uniform"]
+    if setup.sitemap_every:
+        common += ["--sitemap-every", f"{setup.sitemap_every:g}s"]
     return [*common, "--revisit-policy", policy, "--min-revisit", "1s",
             "--max-revisit", f"{interval * 6:g}s"]  # fmt: skip
 
@@ -142,7 +155,10 @@ def _count_bytes(run: FreshnessRun, since: float, until: float) -> None:
     last_body: dict[str, int] = {}
     for e in run.web.log_entries():
         url = e.get("url")
-        if url is None or url.endswith("/robots.txt"):
+        if url is None:
+            continue
+        if url.endswith(("/robots.txt", SITEMAP_PATH)):
+            run.meta += since <= e["start"] < until
             continue
         if e["status"] == 200:
             last_body[url] = e["bytes"]
@@ -169,7 +185,8 @@ def _runs(
         # each copy has ports of its own: draw each page's changes from its host's index
         # and path, so both crawls face the same pages changing at the same times
         origins = tuple(h.origin for h in web.web.hosts)
-        web.web.changes = replace(schedule, origins=origins)
+        sitemap = policy != "uniform" and setup.sitemap_every > 0
+        web.web.changes = replace(schedule, origins=origins, sitemap=sitemap)
         env = cfg.with_job(f"{cfg.job}-fresh-{policy}").child_env()
         env.pop("SRCRAWL_DB_URL_FILE", None)
         env["SRCRAWL_DB_URL"] = f"sqlite:///{tmp}/{policy}.db"  # a store of its own
@@ -179,10 +196,10 @@ def _runs(
 
 def run_freshness_benchmark(
     cfg: Config, *, hosts: int, pages: int, budget: float, duration: float, seed: int,
-    say: Progress, policy: str = POLICIES[0],
+    say: Progress, policy: str = POLICIES[0], sitemap_every: float = 0.0,
 ) -> tuple[FreshnessSetup, list[FreshnessRun]]:  # fmt: skip
     """Both crawls side by side (see the module doc); their runs, measured."""
-    setup = FreshnessSetup(hosts, pages, budget, duration, seed)
+    setup = FreshnessSetup(hosts, pages, budget, duration, seed, sitemap_every)
     with tempfile.TemporaryDirectory(prefix="srcrawl-fresh-") as tmp_dir:
         tmp = Path(tmp_dir)
         runs = _runs(cfg, setup, tmp, time.time(), (policy, POLICIES[1]))
@@ -246,17 +263,19 @@ def _drop(cfg: Config) -> None:
 
 def render(setup: FreshnessSetup, runs: list[FreshnessRun]) -> str:
     """The side-by-side table and the two ratios the goals are stated in."""
+    sitemaps = f", sitemaps read every {setup.sitemap_every:g} s" if setup.sitemap_every else ""
     lines = [
         f"{setup.crawled_hosts} hosts × {setup.pages} pages, budget {setup.budget:g} "
-        f"fetches/s, uniform revisit {setup.interval:g} s, sampled {setup.duration:g} s",
-        f"{'policy':<9} {'freshness':>9} {'fetches':>8} {'304s':>6} {'body bytes':>11} "
-        f"{'without 304':>12} {'saved':>6}",
+        f"fetches/s, uniform revisit {setup.interval:g} s, sampled {setup.duration:g} s" + sitemaps,
+        f"{'policy':<9} {'freshness':>9} {'fetches':>8} {'meta':>5} {'304s':>6} "
+        f"{'body bytes':>11} {'without 304':>12} {'saved':>6}",
     ]
     for r in runs:
         without = r.body_bytes + r.saved_bytes
         saved = r.saved_bytes / without if without else 0.0
-        lines.append(f"{r.policy:<9} {r.freshness:>9.1%} {r.fetches:>8} {r.not_modified:>6} "
-                     f"{r.body_bytes:>11} {without:>12} {saved:>6.0%}")  # fmt: skip
+        lines.append(f"{r.policy:<9} {r.freshness:>9.1%} {r.fetches:>8} {r.meta:>5} "
+                     f"{r.not_modified:>6} {r.body_bytes:>11} {without:>12} "
+                     f"{saved:>6.0%}")  # fmt: skip
     adaptive, uniform = runs
     ratio = adaptive.freshness / uniform.freshness if uniform.freshness else float("inf")
     fewer = 1 - adaptive.body_bytes / uniform.body_bytes if uniform.body_bytes else 0.0

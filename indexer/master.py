@@ -335,14 +335,17 @@ class IndexMaster:
 
     def _remove_gone(self) -> None:
         """Take the pages that went away since the last pass out of the index first:
-        a page fetched again as 404, 410 or a redirect must not be found any more."""
+        a page fetched again as 404, 410 or a redirect must not be found any more. Then
+        mark the pages that never were indexable done, so no pass reads them again."""
         while True:
             fps = self.store.unindexable_indexed(DEFAULT_INDEX_REMOVE_BATCH)
             if not fps:
-                return
+                break
             self.report.removed += remove_pages(
                 self.store, fps, time.time(), before_commit=self.lease.keep
             )
+        while self.store.settle_unindexable(time.time(), DEFAULT_INDEX_REMOVE_BATCH) > 0:
+            self.lease.keep()
 
     def _reap(self) -> None:
         """Return the tasks of dead workers to their queues."""

@@ -31,6 +31,8 @@ from srcrawl.defaults import (
     DEFAULT_REVISIT,
     DEFAULT_REVISIT_POLICIES,
     DEFAULT_ROBOTS_DEFER,
+    DEFAULT_ROBOTS_TTL,
+    DEFAULT_SITEMAP_EVERY,
     DEFAULT_USER_AGENT,
     DEFAULT_WARC_MAX_BYTES,
     MAX_PARTITIONS,
@@ -55,6 +57,11 @@ def _sitemap_and_storage_options() -> list[Callable]:
                      help="Read each host's sitemaps (the Sitemap: lines of its robots.txt, "
                           "else /sitemap.xml, one request): their pages are seeds, their "
                           "lastmod kept for the recrawl."),
+        click.option("--sitemap-every", type=DURATION,
+                     default=format_duration(DEFAULT_SITEMAP_EVERY), show_default=True,
+                     help="How often an always-on crawl reads each host's sitemaps again: a "
+                          "stored page whose lastmod is newer than its last fetch is fetched "
+                          "again at once (within its host's politeness)."),
         click.option("--body-store", type=click.Choice(BODY_STORES), default=BODY_STORES[0],
                      show_default=True,
                      help="Where bodies are kept: WARC files in $SRCRAWL_WARC_DIR (default "
@@ -138,6 +145,9 @@ def crawl_options(f: Callable) -> Callable:
                      help="Bytes of a body to read; the rest is cut off."),
         click.option("--robots-defer", default=DEFAULT_ROBOTS_DEFER, show_default=True,
                      help="Seconds a host waits after its robots.txt failed (5xx, timeout)."),
+        click.option("--robots-ttl", type=DURATION, default=format_duration(DEFAULT_ROBOTS_TTL),
+                     show_default=True,
+                     help="How long a host's robots.txt is cached (30s, 1h)."),
         click.option("--user-agent", envvar=ENV_USER_AGENT, default=DEFAULT_USER_AGENT,
                      show_default=True,
                      help="User-Agent of every request: your crawler's name and a contact URL "

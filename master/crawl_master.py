@@ -34,6 +34,7 @@ from srcrawl.defaults import (
     DEFAULT_MASTER_POLL,
     DEFAULT_NO_SLAVE_WARNING,
     DEFAULT_RECRAWL_BATCH,
+    DEFAULT_REVISIT_FETCH_VALUE,
     DEFAULT_ROBOTS_TRIES,
     DEFAULT_ROBOTS_TRIES_UNREACHABLE,
     DEFAULT_SEEN_CACHE,
@@ -60,6 +61,7 @@ from srcrawl.queues.crawl_protocol import (
     TaskError,
     queue_of,
     read_outcome,
+    sitemap_task,
 )
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.crawl_strategy import load as load_strategy
@@ -68,10 +70,10 @@ from srcrawl.queues.link_cache import ClockCache
 from srcrawl.queues.partitions import partition_keys, partition_of_host
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.scope import Scope
-from srcrawl.queues.sitemap_lastmod import record_lastmod
+from srcrawl.queues.sitemap_lastmod import lastmod_of, record_lastmod
 from srcrawl.queues.workers import reap, reaped_sentences, workers
 from srcrawl.signals import install_stop_handlers
-from srcrawl.urls import host_of
+from srcrawl.urls import host_of, origin
 
 log = logging.getLogger("srcrawl.master")
 
@@ -127,6 +129,9 @@ class CrawlMaster:
         self._forward: dict[int, list[tuple[str, int, int]]] = {}
         """Links this batch found for hosts of other partitions: partition -> (url, fp, depth)."""
         self.barrier = LevelBarrier(self.client, self.job_keys, self.partitions)
+        self._fetched_before: dict[int, tuple[float, float, bool]] = {}
+        """fp → (its fetch before this one, this one, whether this one found it changed),
+        for pages of this batch going back on the schedule with a visit record."""
         self._handlers = {
             Seed: self._on_seed, Fetched: self._on_fetched, RobotsFetched: self._on_robots,
             Retry: self._on_retry, Disallowed: self._on_disallowed, Deferred: self._on_deferred,
@@ -382,7 +387,8 @@ class CrawlMaster:
     # -- one batch ------------------------------------------------------------------
     def process(self, msgs: list[bytes]) -> None:
         """Turn a batch of nrq messages into one atomic frontier commit."""
-        batch = Batch(acks=len(msgs))
+        value = int(DEFAULT_REVISIT_FETCH_VALUE * self.strategy.revisit * 1000)
+        batch = Batch(acks=len(msgs), value=max(1, value))
         if self.partitions > 1 and self.barrier.level() > self._partition_level():
             self._catch_up()  # the crawl moved on while this partition waited for messages
         level, above = self.client.hmget(self.job_keys.crawl_state, ["level", "record_above"])
@@ -391,6 +397,7 @@ class CrawlMaster:
         self._checks = {}
         self._lastmods = []
         self._forward = {}
+        self._fetched_before = {}
         for raw in msgs:
             try:
                 outcome = read_outcome(raw)
@@ -399,6 +406,7 @@ class CrawlMaster:
                 continue
             self._handlers[type(outcome)](outcome, batch)
         self._improve(batch)
+        self._judge_lastmods(batch)
         if self._lastmods:
             # before the commit: a batch replayed after a failure records them again, alike
             dropped = record_lastmod(self.client, self.keys, self._lastmods)
@@ -489,6 +497,9 @@ class CrawlMaster:
         if page.changed is not None:
             batch.count("recrawl_changed" if page.changed else "recrawl_unchanged")
         if page.next is not None:
+            before, this = page.task.history, page.next.history
+            if before and this and page.changed is not None and self.strategy.sitemaps:
+                self._fetched_before[page.task.fp] = (before.at, this.at, page.changed)
             self._due(page.next, batch)
         depth = page.task.depth + 1
         for url, fp in page.links:
@@ -506,18 +517,71 @@ class CrawlMaster:
         task = replace(task, revisit=revisit, queue=queue)
         batch.due.append(Requeue(task, now_ms() + int(revisit * 1000)))
 
+    def _judge_lastmods(self, batch: Batch) -> None:
+        """Did the sitemap's ``<lastmod>`` tell this fetch's finding (newer than the fetch
+        before ⇔ changed)? Then a page found unchanged waits --max-revisit at once (its
+        sitemap says when it changes); one found changed keeps the interval its policy
+        gave (its lastmod is read only every --sitemap-every, and late). If not, its
+        lastmod moves nothing until a fetch finds it right again (a sitemap that lies
+        costs no more than none). A lastmod after this fetch tells nothing of it (the
+        page is made due now)."""
+        if not self._fetched_before:
+            return
+        lastmods = lastmod_of(self.client, self.keys, list(self._fetched_before))
+        lastmods.update(self._lastmods)  # read in this batch: newer
+        longest = self.strategy.clamp_revisit(self.strategy.max_revisit)
+        for i, due in enumerate(batch.due):
+            fp = due.task.fp
+            if fp not in self._fetched_before or fp not in lastmods:
+                continue
+            before, this, changed = self._fetched_before[fp]
+            if lastmods[fp] > this:
+                continue
+            if (lastmods[fp] > before) == changed:
+                if not changed:
+                    task = replace(due.task, revisit=longest)
+                    batch.due[i] = Requeue(task, now_ms() + int(longest * 1000))
+                batch.count("sitemap_watched")
+            else:
+                batch.due[i] = Requeue(replace(due.task, lastmod_wrong=True), due.at)
+                batch.count("sitemap_lastmod_wrong")
+
     def _on_robots(self, robots: RobotsFetched, batch: Batch) -> None:
-        """The task fetched robots.txt: the URL itself comes next, at its politeness turn."""
-        batch.count("robots_fetched")
-        self._learn_limit(robots.task, robots.crawl_delay, batch)
-        batch.errors[host_of(robots.task.url)] = ""
-        batch.retry.append(Requeue(robots.task, self._polite(robots.fetch_ms, robots.crawl_delay)))
-        batch.lag[robots.task.queue] = 0
+        """The task fetched robots.txt: the URL itself comes next, at its politeness turn.
+
+        A host whose sitemaps were read gets a task that reads them again every
+        --sitemap-every (one per host, on the recrawl schedule): the lastmod they give
+        reaches pages whatever else of the host is due. That task's own outcome puts it
+        back on the schedule.
+        """
+        task = robots.task
+        batch.count("sitemap_rereads" if task.sitemaps else "robots_fetched")
+        self._learn_limit(task, robots.crawl_delay, batch)
+        batch.errors[host_of(task.url)] = ""
+        polite = self._polite(robots.fetch_ms, robots.crawl_delay)
+        batch.lag[task.queue] = 0
+        if task.sitemaps:
+            batch.done[task.queue] = polite
+            self._sitemaps_again(task, batch)
+        else:
+            batch.retry.append(Requeue(task, polite))
+            if self.strategy.sitemaps:
+                again = sitemap_task(origin(task.url), task.queue)
+                batch.sitemaps[origin(task.url)] = Requeue(again, self._sitemaps_at())
         self._on_sitemap(robots, batch)
+
+    def _sitemaps_at(self) -> int:
+        return now_ms() + int(self.strategy.sitemap_every * 1000)
+
+    def _sitemaps_again(self, task: FetchTask, batch: Batch) -> None:
+        """Put a host's sitemap task back on the schedule (unless --no-sitemaps now)."""
+        if self.strategy.sitemaps:
+            batch.due.append(Requeue(replace(task, tries=0, failed=0), self._sitemaps_at()))
 
     def _on_sitemap(self, robots: RobotsFetched, batch: Batch) -> None:
         """The pages the host's sitemaps named: seeds (depth 0), judged like any link, and
-        their ``<lastmod>`` kept for those in scope (the recrawl schedule reads it)."""
+        their ``<lastmod>`` kept for those in scope. A page on the recrawl schedule whose
+        ``<lastmod>`` is newer than its last fetch is due now (see Frontier's commit)."""
         for name, n in robots.sitemap_counts.items():
             batch.count(name, n)
         if robots.rejected:
@@ -531,6 +595,7 @@ class CrawlMaster:
                 batch.count("sitemap_seeds")
             if lastmod is not None and self.scope.reject(url, 0) is None:
                 self._lastmods.append((fp, lastmod))
+                batch.sooner[fp] = int(lastmod * 1000)
 
     def _on_disallowed(self, disallowed: Disallowed, batch: Batch) -> None:
         batch.count("robots_disallowed")
@@ -563,6 +628,8 @@ class CrawlMaster:
             batch.count("robots_gave_up")
             batch.done[task.queue] = None
             batch.lag[task.queue] = 0
+            if task.sitemaps:  # the host may answer again by the next time
+                self._sitemaps_again(task, batch)
         else:
             batch.count("robots_deferred")
             wait = self.strategy.politeness_ms(deferred.fetch_ms, None)
@@ -662,7 +729,9 @@ def reset_crawl(cfg: Config) -> None:
     doomed = [job.crawl_strategy, job.crawl_state, job.crawl_masters, job.crawl_assignment]
     for k in partition_keys(client, job):
         q = PhaseQueues(client, k, "crawl")
-        doomed += [*k.crawl_keys(), q.srq.key, q.nrq.key, k.master_lease("crawl")]
+        # the sitemaps' <lastmod> goes too: it is read again with each host's robots.txt
+        doomed += [*k.crawl_keys(), k.sitemap_lastmod, q.srq.key, q.nrq.key,
+                   k.master_lease("crawl")]  # fmt: skip
         for prefix in (k.crawl_queue_prefix, k.crawl_parked_prefix, k.crawl_cooling_prefix):
             doomed += [key for key in client.scan_iter(match=f"{prefix}*", count=1000)]
         for queue in (q.srq, q.nrq):

@@ -169,8 +169,9 @@ return {{n, earliest()}}
 # KEYS[5] seen journal, KEYS[6] stats, KEYS[7] the master's nrq processing
 # list, KEYS[8] host page counts, KEYS[9] host errors, KEYS[10] lagging queues,
 # KEYS[11] recorded depths, KEYS[12] improved depths, KEYS[13] host in flight,
-# KEYS[14] host limit, KEYS[15] host next, KEYS[16] due, KEYS[17] due tasks,
-# KEYS[18] crawl state (its commit count: see master/level_barrier.py).
+# KEYS[14] host limit, KEYS[15] host next, KEYS[16] due, KEYS[17] due tasks, KEYS[18]
+# origins with a sitemap task, KEYS[19] crawl state (its commit count: see
+# master/level_barrier.py).
 # ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] JSON:
 #   done:  [[queue, next ms]]   outcome of its in-flight task: ready again at that time
 #   free:  [queue]              the same, keeping the time its politeness set before
@@ -183,6 +184,12 @@ return {{n, earliest()}}
 #   lag: [[queue, 1 lagging or 0 not]], depths/improved: [[fp as a string, depth]]
 #   limits: [[host, most requests in flight]]      (applied first)
 #   due: [[fp as a string, task, when (ms)]]        stored pages to fetch again then
+#   sitemaps: [[origin, fp as a string, task, when (ms)]]   a host's first sitemap task:
+#     scheduled like due unless the origin has one already
+#   sooner: [[fp as a string, lastmod (ms)]]        a sitemap's <lastmod> of a page: one on
+#     the schedule whose last fetch is older is due now (applied after due), unless that
+#     fetch found its sitemap wrong or it changed less than `value` ms after that fetch
+#   value: what a fetch is worth in ms of one page's freshness
 # ARGV[4] packed fingerprints for the seen journal (may be empty), ARGV[5] parked set
 # prefix, ARGV[6] cooling set prefix.
 # Applies one processed batch of nrq messages atomically. Returns acks.
@@ -287,20 +294,46 @@ for _, d in ipairs(doc.due) do
   redis.call('ZADD', KEYS[16], d[3], d[1])
   redis.call('HSET', KEYS[17], d[1], d[2])
 end
+for _, d in ipairs(doc.sitemaps) do
+  if redis.call('SADD', KEYS[18], d[1]) == 1 then
+    redis.call('ZADD', KEYS[16], d[4], d[2])
+    redis.call('HSET', KEYS[17], d[2], d[3])
+  end
+end
+-- only a page waiting on the schedule moves: one queued or in flight is fetched anyway, so
+-- no page is ever fetched twice for one due entry; its host queue keeps the politeness.
+-- A page that changed less than a fetch's worth after its last fetch is left: that fetch
+-- bought it so little freshness that another one now is likely to buy as little.
+local sooner = 0
+for _, s in ipairs(doc.sooner) do
+  local due = tonumber(redis.call('ZSCORE', KEYS[16], s[1]) or '-1')
+  if due > now then
+    local task = cjson.decode(redis.call('HGET', KEYS[17], s[1]) or '{{}}')
+    local fetched = due - (tonumber(task.revisit) or 0) * 1000
+    if type(task.history) == 'table' then fetched = task.history[4] * 1000 end
+    if s[2] - fetched >= doc.value and not task.lastmod_wrong then
+      redis.call('ZADD', KEYS[16], 'XX', now, s[1])
+      sooner = sooner + 1
+    end
+  end
+end
+if sooner > 0 then redis.call('HINCRBY', KEYS[6], 'sitemap_sooner', sooner) end
 if #ARGV[4] > 0 then redis.call('RPUSH', KEYS[5], ARGV[4]) end
 if doc.acks > 0 then redis.call('LTRIM', KEYS[7], doc.acks, -1) end
-redis.call('HINCRBY', KEYS[18], 'commits', 1)
+redis.call('HINCRBY', KEYS[19], 'commits', 1)
 return doc.acks
 """
 
 # A Lua function for the scripts below: puts ``task`` at the tail of its queue
 # (the queue name is the task's QUEUE_FIELD, the key ``prefix`` .. name) and, unless
 # the queue has a fetch in flight, makes it ready no earlier than its next allowed
-# time (qnext) and not before ``now``.
+# time (qnext) and not before ``now``. A host's sitemap task goes to the head instead: the
+# sooner it is read, the sooner the pages it says changed are fetched.
 _ENQUEUE = f"""
 local function enqueue(task, now, prefix, ready, inflight, qnext)
-  local q = cjson.decode(task).{QUEUE_FIELD}
-  redis.call('RPUSH', prefix .. q, task)
+  local fields = cjson.decode(task)
+  local q = fields.{QUEUE_FIELD}
+  redis.call(fields.sitemaps and 'LPUSH' or 'RPUSH', prefix .. q, task)
   if redis.call('HEXISTS', inflight, q) == 0 then
     local t = tonumber(redis.call('HGET', qnext, q) or '0')
     if t < now then t = now end
@@ -431,6 +464,13 @@ class Batch:
     """Hosts spread over several queues → most requests in flight to them from now on."""
     due: list[Requeue] = field(default_factory=list)
     """Stored pages to fetch again at their time (the recrawl schedule)."""
+    sitemaps: dict[str, Requeue] = field(default_factory=dict)
+    """Origin → the task that reads its sitemaps again, for a host that has none yet."""
+    sooner: dict[int, int] = field(default_factory=dict)
+    """fp → the ``<lastmod>`` (ms) a sitemap gave it: due now if fetched ``value`` or more
+    before that."""
+    value: int = 1
+    """What a fetch is worth in ms of one page's freshness (the revisit policy's price)."""
     acks: int = 0
 
     def count(self, name: str, n: int = 1) -> None:
@@ -455,6 +495,12 @@ class Batch:
             "improved": [[str(fp), d] for fp, d in self.improved.items()],
             "limits": [[h, n] for h, n in self.limits.items()],
             "due": [[str(r.task.fp), r.task.encode().decode(), r.at] for r in self.due],
+            "sitemaps": [
+                [o, str(r.task.fp), r.task.encode().decode(), r.at]
+                for o, r in self.sitemaps.items()
+            ],
+            "sooner": [[str(fp), ms] for fp, ms in self.sooner.items()],
+            "value": self.value,
             "acks": self.acks,
         }
         # cjson turns empty Lua tables into {}: send empty lists as such
@@ -540,7 +586,7 @@ class Frontier:
                 k.seen_journal, k.stats("crawl"), self.nrq_processing, k.crawl_host_pages,
                 k.crawl_host_errors, k.crawl_lagging, k.crawl_depths, k.crawl_improved,
                 k.crawl_host_inflight, k.crawl_host_limit, k.crawl_host_next, k.crawl_due,
-                k.crawl_due_tasks, k.crawl_state,
+                k.crawl_due_tasks, k.crawl_sitemap_hosts, k.crawl_state,
             ],
             args=[now_ms(), k.crawl_queue_prefix, raw, journal, k.crawl_parked_prefix,
                   k.crawl_cooling_prefix],

@@ -159,6 +159,12 @@ class FetchTask:
     """The stored page's digest (title and text): a response with the same one is unchanged."""
     history: ChangeHistory | None = None
     """The page's visit record for the adaptive revisit policy (queues/change_rate.py)."""
+    sitemaps: bool = False
+    """Not a page: read the host's robots.txt and sitemaps again (the always-on crawl's
+    sitemap schedule, see :func:`sitemap_task`)."""
+    lastmod_wrong: bool = False
+    """On the schedule: the page's last fetch found its sitemap ``<lastmod>`` wrong, so a
+    newer one does not make it due sooner (the frontier's commit reads it)."""
 
     @property
     def recrawl(self) -> bool:
@@ -171,6 +177,10 @@ class FetchTask:
             out["failed"] = self.failed
         if self.again:
             out["again"] = 1
+        if self.sitemaps:
+            out["sitemaps"] = 1
+        if self.lastmod_wrong:
+            out["lastmod_wrong"] = 1
         if self.revisit:
             out.update(revisit=self.revisit, etag=self.etag, modified=self.modified,
                        digest=self.digest)  # fmt: skip
@@ -196,7 +206,8 @@ class FetchTask:
         return cls(url, fp, _int(msg, "depth"), queue, _int(msg, "tries", 0),
                    _int(msg, "failed", 0), bool(again), _number(msg, "revisit", 0),
                    _validator(msg, "etag"), _validator(msg, "modified"), digest,
-                   _history(msg))  # fmt: skip
+                   _history(msg), bool(msg.get("sitemaps")),
+                   bool(msg.get("lastmod_wrong")))  # fmt: skip
 
     @classmethod
     def decode(cls, raw: bytes | str) -> FetchTask:
@@ -220,6 +231,13 @@ def fetch_task(url: str, fp: int, depth: int, queue: str, tries: int = 0, *,
                failed: int = 0, again: bool = False) -> str:  # fmt: skip
     """A task of srq as text (see :class:`FetchTask`)."""
     return FetchTask(url, fp, depth, queue, tries, failed, again).encode().decode()
+
+
+def sitemap_task(site: str, queue: str) -> FetchTask:
+    """The task that reads the robots.txt and sitemaps of origin ``site`` again. Its
+    fingerprint is that of no URL (no page's schedule entry is ever its own)."""
+    return FetchTask(f"{site}/robots.txt", fingerprint(f"sitemaps {site}"), 0, queue,
+                     sitemaps=True)  # fmt: skip
 
 
 def _entries(

@@ -38,6 +38,8 @@ from srcrawl.defaults import (
     DEFAULT_REVISIT_INC_RATE,
     DEFAULT_REVISIT_POLICIES,
     DEFAULT_ROBOTS_DEFER,
+    DEFAULT_ROBOTS_TTL,
+    DEFAULT_SITEMAP_EVERY,
     DEFAULT_USER_AGENT,
     DEFAULT_WARC_MAX_BYTES,
     MAX_PARTITIONS,
@@ -87,6 +89,12 @@ class CrawlStrategy:
     """Bytes of a body a slave reads; the rest is cut off."""
     robots_defer: float = DEFAULT_ROBOTS_DEFER
     """Seconds a host waits after its robots.txt answered 5xx or not at all."""
+    robots_ttl: float = DEFAULT_ROBOTS_TTL
+    """Seconds a fetched robots.txt stays cached (the host's sitemaps are read again too
+    when it is fetched again)."""
+    sitemap_every: float = DEFAULT_SITEMAP_EVERY
+    """Seconds between two reads of a host's sitemaps by an always-on crawl: a page whose
+    ``<lastmod>`` is newer than its last fetch is due at once."""
     user_agent: str = DEFAULT_USER_AGENT
     """The User-Agent of every request of the crawl; its product token is what
     robots.txt groups are matched against (see srcrawl/useragent.py)."""
@@ -149,9 +157,12 @@ class CrawlStrategy:
             raise ConfigError("delays must not be negative")
         if self.max_delay < self.delay:
             raise ConfigError("--max-delay must not be below --delay")
-        if self.fetch_timeout <= 0 or self.robots_defer <= 0 or self.max_page_bytes < 1:
+        if min(self.fetch_timeout, self.robots_defer, self.robots_ttl, self.sitemap_every) <= 0 or (
+            self.max_page_bytes < 1
+        ):
             raise ConfigError(
-                "--fetch-timeout, --robots-defer and --max-page-bytes must be positive"
+                "--fetch-timeout, --robots-defer, --robots-ttl, --sitemap-every and "
+                "--max-page-bytes must be positive"
             )
         if self.body_store not in BODY_STORES or self.warc_max_bytes < 1:
             raise ConfigError(

@@ -19,6 +19,7 @@ import threading
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -96,6 +97,14 @@ class _RobotsMiss:
     task: FetchTask
 
 
+@dataclass(frozen=True, slots=True)
+class _SitemapsOnly:
+    """A sitemap task on a host whose robots.txt is cached: its sitemaps are the requests."""
+
+    task: FetchTask
+    rules: RobotsRules
+
+
 class CrawlHandler:
     """Serves the crawl phase; ``threads`` tasks are fetched at once.
 
@@ -170,7 +179,7 @@ class CrawlHandler:
                                       user_agent=strategy.user_agent,
                                       policy=FetchPolicy.of(strategy))  # fmt: skip
                     robots = RobotsCache(self.cfg.redis(), self.cfg.keys, fetcher,
-                                         defer=strategy.robots_defer,
+                                         strategy.robots_ttl, defer=strategy.robots_defer,
                                          user_agent=strategy.user_agent)  # fmt: skip
                     self._tools = (fetcher, robots)
                     self.strategy = strategy
@@ -204,6 +213,8 @@ class CrawlHandler:
         if isinstance(step, _RobotsMiss):
             rules, result = robots.fetch_and_store(step.site)
             return self._after_robots(step.task, rules, result, self._sitemaps(rules, result))
+        if isinstance(step, _SitemapsOnly):
+            return self._sitemaps_only(step)
         task, rules = step
         result = fetcher.fetch(task.url, conditional_headers(task))
         return self._retry(task, rules, result) or self._finish(task, rules, result)
@@ -224,6 +235,8 @@ class CrawlHandler:
             self._multi = FetchMulti(fetcher.host_pools)
         if isinstance(step, _RobotsMiss):
             self._multi.add(fetcher, robots_url(step.site), (raw, step, 0))
+        elif isinstance(step, _SitemapsOnly):
+            self._beside(raw, self._sitemaps_only, step)
         else:
             task, rules = step
             self._multi.add(fetcher, task.url, (raw, task, rules), conditional_headers(task))
@@ -289,22 +302,54 @@ class CrawlHandler:
         The task holds its host meanwhile (the master sends none of its other
         URLs before this outcome), so the sitemap requests keep its politeness.
         """
+        self._beside(raw, self._sitemaps_after_robots, task, rules, result)
+
+    def _beside(self, raw: bytes, read: Callable[..., bytes], *args: object) -> None:
+        """``read(*args)`` in a sitemap thread; its outcome comes through poll()."""
         if self._sitemap_pool is None:
             self._sitemap_pool = ThreadPoolExecutor(DEFAULT_SITEMAP_THREADS, "crawl-sitemaps")
         self._parsing += 1
-        self._sitemap_pool.submit(self._sitemaps_beside, raw, task, rules, result)
+        self._sitemap_pool.submit(self._sitemaps_beside, raw, read, args)
 
-    def _sitemaps_beside(
-        self, raw: bytes, task: FetchTask, rules: RobotsRules, result: FetchResult
-    ) -> None:
+    def _sitemaps_beside(self, raw: bytes, read: Callable[..., bytes], args: tuple) -> None:
         try:
-            outcome = self._after_robots(task, rules, result, self._sitemaps(rules, result))
-        except Exception:  # a bug: the task goes on without the sitemaps rather than be lost
-            log.exception("reading the sitemaps of %s failed", rules.origin)
-            outcome = self._after_robots(task, rules, result)
+            outcome = read(*args)
+        except Exception:  # a bug: report the task to the master rather than lose it
+            log.exception("reading sitemaps failed")
+            outcome = task_error(raw, traceback.format_exc(limit=3))
         self._parsed.append((raw, outcome))
         with contextlib.suppress(OSError):
             self._parsed_w.send(b"x")
+
+    def _sitemaps_after_robots(
+        self, task: FetchTask, rules: RobotsRules, result: FetchResult
+    ) -> bytes:
+        try:
+            return self._after_robots(task, rules, result, self._sitemaps(rules, result))
+        except Exception:  # a bug: the task goes on without the sitemaps rather than be lost
+            log.exception("reading the sitemaps of %s failed", rules.origin)
+            return self._after_robots(task, rules, result)
+
+    def _sitemaps_only(self, step: _SitemapsOnly) -> bytes:
+        """Read the sitemaps of a host whose robots.txt is cached. The frontier released
+        the task at the host's politeness turn: the first request goes at once."""
+        first = [True]
+        strategy, rules = self.strategy, step.rules
+
+        def wait(fetch_ms: float) -> float:
+            if first[0]:
+                first[0] = False
+                return 0.0
+            return strategy.politeness_ms(fetch_ms, rules.crawl_delay) / 1000
+
+        report, fetch_ms = SitemapReport(), 0.0
+        if strategy.sitemaps and self._sitemap_fetcher is not None:
+            report, fetch_ms = read_host_sitemaps(
+                rules, self._sitemap_fetcher, wait, after_ms=0.0, stopping=self._closing.is_set
+            )
+        entries = [(url, fingerprint(url), when) for url, when in report.urls.items()]
+        return RobotsFetched(step.task, fetch_ms, rules.crawl_delay, entries,
+                             report.counters()).encode()  # fmt: skip
 
     def _wants_sitemaps(self, rules: RobotsRules, result: FetchResult) -> bool:
         """Read the host's sitemaps: the crawl asks for them and its robots.txt answered."""
@@ -342,7 +387,9 @@ class CrawlHandler:
             self.writer.warc.close()
 
     # -- the parts of a task ---------------------------------------------------
-    def _begin(self, raw: bytes) -> bytes | _RobotsMiss | tuple[FetchTask, RobotsRules]:
+    def _begin(
+        self, raw: bytes
+    ) -> bytes | _RobotsMiss | _SitemapsOnly | tuple[FetchTask, RobotsRules]:
         """The task's outcome when it is over before any fetch, else what to fetch first."""
         try:
             task = FetchTask.decode(raw)
@@ -353,6 +400,8 @@ class CrawlHandler:
         rules = robots.lookup(site)
         if rules is None:
             return _RobotsMiss(site, task)
+        if task.sitemaps and rules.deferred_until is None:
+            return _SitemapsOnly(task, rules)
         return self._ruled(task, rules)
 
     @staticmethod

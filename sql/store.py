@@ -680,6 +680,31 @@ class Store(ABC):
             ).fetchall()
         return [int(r[0]) for r in rows]
 
+    def settle_unindexable(self, done_at: float, limit: int) -> int:
+        """Mark up to ``limit`` pages that are not indexable and not in the index (a 404,
+        a redirect, an error on their fetch) as done at ``done_at``, so no later pass
+        reads them again; they are unmarked when fetched again (the page upsert). No
+        index block is taken: the postings do not change. Returns how many."""
+        with self.transaction() as cur:
+            rows = self._execute(
+                cur,
+                f"SELECT p.fp FROM pages p WHERE p.indexed_at IS NULL AND NOT ({INDEXABLE}) "
+                "AND NOT EXISTS (SELECT 1 FROM doclens d WHERE d.fp = p.fp) "
+                "ORDER BY p.fp LIMIT ?",
+                (limit,),
+            ).fetchall()
+            fps = [int(r[0]) for r in rows]
+            for i in range(0, len(fps), 500):
+                part = fps[i : i + 500]
+                # the conditions again: a page stored anew meanwhile is left to the index
+                self._execute(
+                    cur,
+                    f"UPDATE pages SET indexed_at = ? WHERE fp IN ({', '.join('?' * len(part))}) "
+                    f"AND indexed_at IS NULL AND NOT ({INDEXABLE})",
+                    [done_at, *part],
+                )
+        return len(fps)
+
     def index_documents(self, fps: Sequence[int]) -> list[tuple[int, float, str, str, str]]:
         """(fp, fetched_at, url, title, text) of the stored pages among ``fps``, any order."""
         with self.transaction(read_only=True) as cur:

@@ -369,6 +369,9 @@ DEFAULT_SITEMAP_LASTMOD_MAX = 1_000_000
 DEFAULT_SITEMAP_PROBE = "/sitemap.xml"
 """Where a host's sitemap is looked for when its robots.txt names none (one request)."""
 
+DEFAULT_SITEMAP_EVERY = 3600.0
+"""Seconds between two reads of a host's sitemaps by an always-on crawl (--sitemap-every)."""
+
 DEFAULT_SITEMAP_THREADS = 8
 """Threads of a crawl slave reading hosts' sitemaps beside its fetch loop (each holds one
 host's first task while it reads, waiting the host's politeness between requests)."""

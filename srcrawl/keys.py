@@ -245,11 +245,18 @@ class Keys:
         return f"{self.job_prefix}:crawl:robots:"
 
     @property
+    def crawl_sitemap_hosts(self) -> str:
+        """Set: origins whose sitemaps are on the recrawl schedule (read again every
+        --sitemap-every by a task of their own), so each has one such task at a time."""
+        return f"{self.prefix}:crawl:sitemap:hosts"
+
+    @property
     def sitemap_lastmod(self) -> str:
         """Hash: page fingerprint -> the ``<lastmod>`` its host's sitemap gave (epoch seconds).
 
-        Bounded (DEFAULT_SITEMAP_LASTMOD_MAX fields); kept across crawls of the job, so a
-        recrawl schedule can fetch a page again sooner when its sitemap says it changed.
+        Bounded (DEFAULT_SITEMAP_LASTMOD_MAX fields). Forgotten with the rest of the crawl's
+        state (reset_crawl): the sitemaps are read again with each host's robots.txt, and
+        the schedule their ``<lastmod>`` moves goes with the reset too.
         """
         return f"{self.prefix}:crawl:sitemap:lastmod"
 
@@ -261,7 +268,7 @@ class Keys:
             self.seen_snapshot, self.seen_journal, self.stats("crawl"),
             self.crawl_host_errors, self.crawl_lagging, self.crawl_depths, self.crawl_improved,
             self.crawl_host_inflight, self.crawl_host_limit, self.crawl_host_next,
-            self.crawl_due, self.crawl_due_tasks,
+            self.crawl_due, self.crawl_due_tasks, self.crawl_sitemap_hosts,
         ]  # fmt: skip
 
     # -- pagerank (the master writes these; slaves write the next rank pieces) --

@@ -22,7 +22,7 @@ import pytest
 from srcrawl.config import Config
 from srcrawl.indexer.search import Searcher
 from srcrawl.keys import Keys, processing_pattern
-from srcrawl.queues.crawl_protocol import FetchTask
+from srcrawl.queues.crawl_protocol import FetchTask, sitemap_task
 from srcrawl.queues.envelope import decode
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.changes import CHANGING, GONE, STATIC, ChangeSchedule, live_version
@@ -221,5 +221,7 @@ def test_master_and_slave_kills_during_recrawl_keep_each_page_once_and_latest(
     # every stored page is on the schedule, queued or in flight exactly once
     doubled = {fp: n for fp, n in held.items() if n > 1}
     assert not doubled, doubled
+    # and so is the task that reads the host's sitemaps again
+    assert held.pop(sitemap_task(tw.base_url(1), "").fp) == 1
     assert set(held) == fps
     cfg.close()

@@ -21,6 +21,8 @@ from __future__ import annotations
 import email.utils
 import hashlib
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from xml.sax.saxutils import escape
 
 STATIC, CHANGING, GONE = "static", "changing", "gone"
 
@@ -53,6 +55,10 @@ class ChangeSchedule:
     """The web's host origins, in order: when given, a page's fate is drawn from its host's
     index and its path instead of its URL, so copies of one web on other ports (a benchmark
     comparing two crawls) change alike."""
+    sitemap: bool = False
+    """Every host serves ``/sitemap.xml`` (:data:`SITEMAP_PATH`): its regular pages still
+    there, each with the time its live version went live as ``<lastmod>`` (see
+    :func:`live_sitemap`)."""
 
     def __post_init__(self) -> None:
         if not self.periods or min(self.periods) <= 0:
@@ -132,6 +138,29 @@ def not_modified(
             return False
         return int(schedule.modified_at(url, version)) <= since
     return False
+
+
+SITEMAP_PATH = "/sitemap.xml"
+_SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
+
+
+def live_sitemap(web: object, origin: str, t: float) -> bytes:
+    """The sitemap of ``origin`` at epoch ``t``: each regular page not gone, with the time
+    its live version went live as ``<lastmod>`` (to the millisecond: a sitemap to the
+    second would say a page changed before a fetch that came just before the change)."""
+    schedule = web.changes  # type: ignore[attr-defined]
+    rows = []
+    for url, page in web.pages.items():  # type: ignore[attr-defined]
+        if page.template not in CHANGING_TEMPLATES or not url.startswith(origin + "/"):
+            continue
+        version = live_version(web, url, t)
+        if version is None:
+            continue
+        when = datetime.fromtimestamp(schedule.modified_at(url, version), timezone.utc)
+        mod = when.isoformat(timespec="milliseconds")
+        rows.append(f"<url><loc>{escape(url)}</loc><lastmod>{mod}</lastmod></url>")
+    body = f'<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="{_SITEMAP_NS}">'
+    return (body + "".join(rows) + "</urlset>").encode()
 
 
 def live_version(web: object, url: str, t: float) -> int | None:

@@ -156,6 +156,10 @@ class Site:
         304 to a conditional GET whose copy is live, 404 or 410 once it is gone."""
         schedule = self.web.changes
         assert schedule is not None
+        if schedule.sitemap and target_of(url) == changes.SITEMAP_PATH:
+            site = url[: -len(changes.SITEMAP_PATH)]
+            return Response(200, "application/xml", changes.live_sitemap(self.web, site,
+                                                                         time.time()))  # fmt: skip
         version = changes.live_version(self.web, url, time.time())
         if version is None:
             return content.not_found(schedule.gone_status(url))

@@ -1,0 +1,60 @@
+"""Pages never indexable (a 404, a redirect, an error on their first fetch) are marked done
+once, without an index block, so no later `index` pass reads them again."""
+
+from __future__ import annotations
+
+import time
+
+from srcrawl.config import Config
+from srcrawl.sql.store import Page, Store
+from srcrawl.urls import fingerprint
+
+from .conftest import cli_env, run_cli
+
+
+def _page(name: str, **kw) -> Page:  # type: ignore[no-untyped-def]
+    url = f"http://127.0.0.1:9/{name}"
+    return Page(fp=fingerprint(url), url=url, host="127.0.0.1:9", fetched_at=time.time(),
+                title=name, text=f"{name} words here", **kw)  # fmt: skip
+
+
+PAGES = [
+    _page("ok", status=200),
+    _page("missing", status=404),
+    _page("moved", status=301),
+    _page("broken", status=200, error="timeout", body_state="incomplete"),
+]
+
+
+def _unmarked(store: Store) -> set[str]:
+    return {u for (u,) in store._query("SELECT url FROM pages WHERE indexed_at IS NULL")}
+
+
+def test_unindexable_pages_are_settled_once_without_a_block(store: Store) -> None:
+    store.put_pages(PAGES)
+    block = store.index_state()[1]
+    assert store.settle_unindexable(time.time(), 2) == 2  # in batches
+    assert store.settle_unindexable(time.time(), 2) == 1
+    assert store.settle_unindexable(time.time(), 2) == 0  # nothing is read again
+    assert _unmarked(store) == {PAGES[0].url}  # the indexable one is left to the index
+    assert store.index_state()[1] == block  # no block taken: a portal's cache stays valid
+    # fetched again, now indexable: back in the index's work
+    store.put_pages([_page("missing", status=200)])
+    assert PAGES[1].fp in store.unindexed_pages(None, 10)
+    assert store.settle_unindexable(time.time(), 10) == 0
+
+
+def test_an_index_pass_leaves_no_page_to_read_again(redis_url, keys, tmp_path) -> None:
+    env = cli_env(redis_url, keys.job, tmp_path)
+    cfg = Config.load(env=env)
+    store = cfg.store()
+    store.init_schema()
+    store.put_pages(PAGES)
+    r = run_cli(["index", "--slaves", "1", "--json"], env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert _unmarked(store) == set()
+    block = store.index_state()[1]
+    r = run_cli(["index", "--slaves", "1", "--json"], env)  # nothing new: nothing is taken
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert store.index_state()[1] == block and _unmarked(store) == set()
+    cfg.close()
