@@ -178,7 +178,6 @@ return {{n, earliest()}}
 #   retry: [[queue, task, next ms, slot ms]]   put the task back at the head; the host's
 #                                              slot is free at slot ms (limit above 1)
 #   now:   [[queue, task]]                           new tasks of the current level
-#   next:  [task]                                    new tasks of the next level
 #   hosts: [[host, n]], stats: [[counter, n]], acks: messages to drop from KEYS[7]
 #   errors: [[host, JSON or "" to forget the host's error]]
 #   lag: [[queue, 1 lagging or 0 not]], depths/improved: [[fp as a string, depth]]
@@ -191,7 +190,8 @@ return {{n, earliest()}}
 #     fetch found its sitemap wrong or it changed less than `value` ms after that fetch
 #   value: what a fetch is worth in ms of one page's freshness
 # ARGV[4] packed fingerprints for the seen journal (may be empty), ARGV[5] parked set
-# prefix, ARGV[6] cooling set prefix.
+# prefix, ARGV[6] cooling set prefix, ARGV[7..]
+# the new tasks of the next level.
 # Applies one processed batch of nrq messages atomically. Returns acks.
 _COMMIT = f"""{_HOST_OF}
 local now = tonumber(ARGV[1])
@@ -275,9 +275,8 @@ for _, e in ipairs(doc.now) do
     redis.call('ZADD', KEYS[1], 'NX', t, e[1])
   end
 end
-local nxt = doc.next
-for i = 1, #nxt, {LUA_UNPACK_CHUNK} do
-  redis.call('RPUSH', KEYS[4], unpack(nxt, i, math.min(i + {LUA_UNPACK_CHUNK - 1}, #nxt)))
+for i = 7, #ARGV, {LUA_UNPACK_CHUNK} do
+  redis.call('RPUSH', KEYS[4], unpack(ARGV, i, math.min(i + {LUA_UNPACK_CHUNK - 1}, #ARGV)))
 end
 for _, h in ipairs(doc.hosts) do redis.call('HINCRBY', KEYS[8], h[1], h[2]) end
 for _, s in ipairs(doc.stats) do redis.call('HINCRBY', KEYS[6], s[1], s[2]) end
@@ -485,7 +484,6 @@ class Batch:
                 [r.task.queue, r.task.encode().decode(), r.at, r.slot or r.at] for r in self.retry
             ],
             "now": [[t.queue, t.encode().decode()] for t in self.now],
-            "next": [t.encode().decode() for t in self.next],
             "hosts": [[h, n] for h, n in self.hosts.items()],
             "stats": [[s, n] for s, n in self.stats.items()],
             "errors": [[h, e] for h, e in self.errors.items()],
@@ -588,8 +586,11 @@ class Frontier:
                 k.crawl_host_inflight, k.crawl_host_limit, k.crawl_host_next, k.crawl_due,
                 k.crawl_due_tasks, k.crawl_sitemap_hosts, k.crawl_state,
             ],
+            # the next level's tasks as arguments of their own, not strings in the JSON:
+            # most new URLs are, and Lua's JSON decoder would read each one character by
+            # character (escaped quotes and all) only to push it as it came
             args=[now_ms(), k.crawl_queue_prefix, raw, journal, k.crawl_parked_prefix,
-                  k.crawl_cooling_prefix],
+                  k.crawl_cooling_prefix, *(t.encode() for t in batch.next)],
         )  # fmt: skip
 
     def release_due(self, limit: int) -> tuple[int, int]:
