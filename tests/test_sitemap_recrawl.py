@@ -179,8 +179,8 @@ def test_a_page_its_sitemap_told_right_waits_longest_and_a_wrong_one_is_not_move
     assert 990 < due[right] <= 1000  # its sitemap tells when it changes: --max-revisit
     assert max(due[wrong], due[later], due[none]) <= 10  # their own interval
     # a newer lastmod moves the page its sitemap told right, not the one it told wrong
-    sooner = Batch()
-    sooner.sooner = {fp: int(time.time() * 1000) + 1 for fp in (right, wrong)}
+    sooner = Batch()  # a lastmod a second after the fetch: more than a fetch's worth (1 ms)
+    sooner.sooner = {fp: int(time.time() * 1000) + 1000 for fp in (right, wrong)}
     master.frontier.commit(sooner, b"")
     due = dict(cfg.redis().zrange(cfg.keys.crawl_due, 0, -1, withscores=True))
     assert due[str(right).encode()] <= now_ms() < due[str(wrong).encode()]
