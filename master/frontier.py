@@ -386,20 +386,31 @@ return redis.call('LLEN', KEYS[1])
 """
 
 
+# A Lua function: the queues of ``ready_key`` (ready) and ``inflight_key`` (in flight) that
+# are not in the lagging set, and the lagging queues with work; ``forget`` drops lagging
+# queues with no work from the set.
+WORK_BESIDE_LAGGING = """
+local function work_beside_lagging(ready_key, inflight_key, lagging_key, forget)
+  local ready = redis.call('ZCARD', ready_key)
+  local inflight = redis.call('HLEN', inflight_key)
+  local lagging = 0
+  for _, q in ipairs(redis.call('SMEMBERS', lagging_key)) do
+    local r = redis.call('ZSCORE', ready_key, q) and 1 or 0
+    local f = redis.call('HEXISTS', inflight_key, q)
+    if r + f > 0 then lagging = lagging + 1
+    elseif forget then redis.call('SREM', lagging_key, q) end
+    ready = ready - r
+    inflight = inflight - f
+  end
+  return ready, inflight, lagging
+end
+"""
+
 # KEYS[1] ready, KEYS[2] inflight, KEYS[3] lagging, KEYS[4] nextlevel, KEYS[5] nrq.
 # Returns {ready queues, queues in flight (both without the lagging ones), lagging
 # queues with work, next-level tasks, nrq messages}; forgets lagging queues with no work.
-_LEVEL = """
-local ready = redis.call('ZCARD', KEYS[1])
-local inflight = redis.call('HLEN', KEYS[2])
-local lagging = 0
-for _, q in ipairs(redis.call('SMEMBERS', KEYS[3])) do
-  local r = redis.call('ZSCORE', KEYS[1], q) and 1 or 0
-  local f = redis.call('HEXISTS', KEYS[2], q)
-  if r + f == 0 then redis.call('SREM', KEYS[3], q) else lagging = lagging + 1 end
-  ready = ready - r
-  inflight = inflight - f
-end
+_LEVEL = WORK_BESIDE_LAGGING + """
+local ready, inflight, lagging = work_beside_lagging(KEYS[1], KEYS[2], KEYS[3], true)
 return {ready, inflight, lagging, redis.call('LLEN', KEYS[4]), redis.call('LLEN', KEYS[5])}
 """
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import redis
 
 from srcrawl.keys import Keys, processing_key
+from srcrawl.master.frontier import WORK_BESIDE_LAGGING
 from srcrawl.queues.crawl_protocol import MASTER_ID, Links
 
 ADVANCED = "advanced"
@@ -42,17 +43,8 @@ WAITING = "waiting"
 # Reads (writes nothing): {ready queues, queues in flight (both without the lagging
 # ones), lagging queues with work, next-level tasks, nrq messages, batch in hand,
 # the partition's level, its commits}.
-_PROBE = """
-local ready = redis.call('ZCARD', KEYS[1])
-local inflight = redis.call('HLEN', KEYS[2])
-local lagging = 0
-for _, q in ipairs(redis.call('SMEMBERS', KEYS[3])) do
-  local r = redis.call('ZSCORE', KEYS[1], q) and 1 or 0
-  local f = redis.call('HEXISTS', KEYS[2], q)
-  if r + f > 0 then lagging = lagging + 1 end
-  ready = ready - r
-  inflight = inflight - f
-end
+_PROBE = WORK_BESIDE_LAGGING + """
+local ready, inflight, lagging = work_beside_lagging(KEYS[1], KEYS[2], KEYS[3], false)
 local st = redis.call('HMGET', KEYS[7], 'level', 'commits')
 return {ready, inflight, lagging, redis.call('LLEN', KEYS[4]), redis.call('LLEN', KEYS[5]),
         redis.call('LLEN', KEYS[6]), tonumber(st[1] or '0'), tonumber(st[2] or '0')}
