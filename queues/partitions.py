@@ -13,6 +13,7 @@ P = 1 is the unpartitioned crawl: its one partition's keys are the job's own.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 import time
@@ -34,6 +35,7 @@ def host_hash(host: str) -> int:
     return int.from_bytes(hashlib.blake2b(host.encode(), digest_size=8).digest(), "big")
 
 
+@functools.lru_cache(maxsize=1 << 16)  # hosts are few beside their URLs
 def partition_of_host(host: str, partitions: int) -> int:
     """The partition that owns ``host`` among ``partitions`` equal ranges of the hash space."""
     if partitions == 1:
