@@ -43,7 +43,13 @@ from srcrawl.defaults import (
 from srcrawl.errors import CrawlRestarted, EnvelopeError, LeaseLost, SrcrawlError
 from srcrawl.keys import Keys, processing_pattern
 from srcrawl.master.frontier import Batch, Frontier, Requeue, now_ms
-from srcrawl.master.level_barrier import ADVANCED, COMPLETE, LevelBarrier, forward_links
+from srcrawl.master.level_barrier import (
+    ADVANCED,
+    COMPLETE,
+    WAITING,
+    LevelBarrier,
+    forward_links,
+)
 from srcrawl.master.seen import SeenSet
 from srcrawl.outage import REDIS_DOWN, RedisOutage, wait_out_outages
 from srcrawl.queues.crawl_protocol import (
@@ -88,7 +94,7 @@ class CrawlMaster:
 
     def __init__(
         self, cfg: Config, *, batch: int = DEFAULT_MASTER_BATCH, wait_for_work: bool = False,
-        partition: int = 0, stopping: threading.Event | None = None,
+        partition: int = 0, stopping: threading.Event | None = None, wait_out: bool = True,
     ) -> None:  # fmt: skip
         self.cfg = cfg
         self.client = cfg.redis()
@@ -111,8 +117,9 @@ class CrawlMaster:
         )
         self.batch = batch
         self.stopping = stopping if stopping is not None else threading.Event()
-        # every Redis command waits out an outage (until the master is told to stop)
-        wait_out_outages(self.client, RedisOutage(log, stopping=self.stopping))
+        if wait_out:  # every Redis command waits out an outage (until told to stop); a
+            # partitioned master's process sets that once for the client its threads share
+            wait_out_outages(self.client, RedisOutage(log, stopping=self.stopping))
         self._no_slave_since: float | None = time.monotonic()
         self._said_no_slave = False
         self.host_pages: dict[str, int] = {}
@@ -233,10 +240,10 @@ class CrawlMaster:
             state = self.frontier.level_state(self.queues.nrq.key)
             if state.level_done and not self.queues.nrq.pending(MASTER_ID):
                 if self.partitions > 1:
-                    level = self._partition_level()
-                    if self._partition_level_done(keep_running):
+                    outcome = self._partition_step(keep_running)
+                    if outcome == COMPLETE:
                         return True
-                    if self._partition_level() > level:
+                    if outcome == ADVANCED:
                         next_ready = now_ms()  # the level released here is due now
                     continue
                 if state.next:
@@ -249,16 +256,14 @@ class CrawlMaster:
                     return True
         return False
 
-    def _partition_level_done(self, keep_running: bool) -> bool:
-        """This partition is done with the level: see whether every partition is, and
-        move the whole crawl on (LevelBarrier); True once the crawl is complete."""
-        outcome = self.barrier.step(keep_running)
-        if outcome == COMPLETE:
-            self._finish_partition()
-            return True
-        if outcome == ADVANCED or self.barrier.level() > self._partition_level():
-            self._catch_up()
-        return False
+    def _partition_step(self, keep_running: bool) -> str:
+        """This partition is done with the level: see whether every partition is, and move
+        the whole crawl on (LevelBarrier). COMPLETE once the crawl is; ADVANCED when this
+        partition released its next level; else WAITING."""
+        if self.barrier.step(keep_running) == COMPLETE:
+            self._finish()
+            return COMPLETE
+        return ADVANCED if self._catch_up() else WAITING
 
     def _next_messages(self, due_ms: int) -> list[bytes]:
         """nrq messages, waiting for them until ``due_ms`` (-1: no host is due before one comes).
@@ -334,27 +339,34 @@ class CrawlMaster:
             pass
 
     def _finish(self) -> None:
+        """The crawl is complete: the seen set's snapshot, the depths improved on the way,
+        the state and the store's job record. Of a partitioned crawl, this partition's
+        (the crawl's own state was completed by the level barrier)."""
         self.seen.snapshot(self.frontier.transaction)
         improved = self.frontier.improved_depths()
         self.lease.keep()  # the store is not fenced: a master that lost the crawl leaves first
         if improved:  # a page may have been stored from its deeper fetch last
             self.cfg.store().set_depths(improved)
-        stats = self.counters()
-        finished = {"state": "complete", "finished": time.time()}
-        self.frontier.transaction(lambda pipe: pipe.hset(self.keys.crawl_state, mapping=finished))
-        started = self.client.hget(self.keys.crawl_state, "started")
+        now = time.time()
+        done = {"state": "complete"} if self.partitions > 1 else {"state": "complete",
+                                                                  "finished": now}  # fmt: skip
+        self.frontier.transaction(lambda pipe: pipe.hset(self.keys.crawl_state, mapping=done))
+        started, finished = self.client.hmget(self.job_keys.crawl_state, ["started", "finished"])
         self.cfg.store().set_job(
-            self.cfg.job, "crawl", "complete", stats,
-            started_at=float(started) if started else None, finished_at=time.time(),
+            self.cfg.job, "crawl", "complete", self.counters(),
+            started_at=float(started) if started else None,
+            finished_at=float(finished) if finished else now,
         )  # fmt: skip
 
     def _partition_level(self) -> int:
         return int(self.client.hget(self.keys.crawl_state, "level") or 0)
 
-    def _catch_up(self) -> None:
-        """Release this partition's next-level tasks up to the crawl's level, then record
-        that it did (in that order: a master killed between releases the rest again)."""
-        target, level = self.barrier.level(), self._partition_level()
+    def _catch_up(self, target: int | None = None) -> bool:
+        """Release this partition's next-level tasks up to the crawl's level (``target``,
+        read when not given), then record that it did (in that order: a master killed
+        between releases the rest again). True if it released a level."""
+        target = self.barrier.level() if target is None else target
+        level = start = self._partition_level()
         while level < target:
             while self.frontier.advance() > 0:
                 pass
@@ -362,23 +374,7 @@ class CrawlMaster:
             self.frontier.transaction(
                 lambda pipe, lv=level: pipe.hset(self.keys.crawl_state, "level", lv)
             )
-
-    def _finish_partition(self) -> None:
-        """The partitioned crawl is complete: this partition's last writes (see _finish)."""
-        self.seen.snapshot(self.frontier.transaction)
-        improved = self.frontier.improved_depths()
-        self.lease.keep()
-        if improved:
-            self.cfg.store().set_depths(improved)
-        self.frontier.transaction(
-            lambda pipe: pipe.hset(self.keys.crawl_state, "state", "complete")
-        )
-        started, finished = self.client.hmget(self.job_keys.crawl_state, ["started", "finished"])
-        self.cfg.store().set_job(
-            self.cfg.job, "crawl", "complete", crawl_counters(self.client, self.job_keys),
-            started_at=float(started) if started else None,
-            finished_at=float(finished) if finished else time.time(),
-        )  # fmt: skip
+        return level > start
 
     def counters(self) -> dict[str, int]:
         """The crawl's counters (all its partitions')."""
@@ -389,9 +385,9 @@ class CrawlMaster:
         """Turn a batch of nrq messages into one atomic frontier commit."""
         value = int(DEFAULT_REVISIT_FETCH_VALUE * self.strategy.revisit * 1000)
         batch = Batch(acks=len(msgs), value=max(1, value))
-        if self.partitions > 1 and self.barrier.level() > self._partition_level():
-            self._catch_up()  # the crawl moved on while this partition waited for messages
         level, above = self.client.hmget(self.job_keys.crawl_state, ["level", "record_above"])
+        if self.partitions > 1 and int(level or 0) > self._partition_level():
+            self._catch_up(int(level or 0))  # the crawl moved on while this partition waited
         self._level = int(level or 0)
         self._record_above = int(above) if above is not None else None
         self._checks = {}

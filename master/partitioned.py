@@ -63,7 +63,8 @@ _FINISHED = ("pages", "refetched", "recrawled", "robots_disallowed", "robots_gav
 
 @dataclass
 class _Held:
-    master: CrawlMaster
+    """A partition this process runs: its thread, and the event that ends it."""
+
     thread: threading.Thread
     stop: threading.Event
 
@@ -188,14 +189,24 @@ class PartitionedMaster:
         self._imbalanced_since = None
         return give
 
+    def _free(self, p: int) -> bool:
+        """May this master take partition ``p``: nobody holds its lease, this master did
+        not just hand it over, and it still has work (or, once the crawl is complete, its
+        last writes still to be made)?"""
+        if p in self.held or self._given.get(p, 0) > time.monotonic():
+            return False
+        k = self.barrier.partitions[p]
+        if self.client.exists(k.master_lease("crawl")):
+            self._free_since.pop(p, None)
+            return False
+        return not (self.barrier.complete()
+                    and self.client.hget(k.crawl_state, "state") == b"complete")  # fmt: skip
+
     def _take_abandoned(self) -> None:
         """Take one partition that has had no master for ABANDONED_AFTER seconds."""
         now = time.monotonic()
-        for p, k in enumerate(self.barrier.partitions):
-            if p in self.held or self._given.get(p, 0) > now:
-                continue
-            if self.client.exists(k.master_lease("crawl")):
-                self._free_since.pop(p, None)
+        for p in range(self.partitions):
+            if not self._free(p):
                 continue
             since = self._free_since.setdefault(p, now)
             if now - since >= ABANDONED_AFTER and self._start(p):
@@ -203,27 +214,17 @@ class PartitionedMaster:
                 return
 
     def _take(self, n: int) -> None:
-        """Take up to ``n`` partitions whose lease nobody holds (or, once the crawl is
-        complete, any whose last writes are still to be made)."""
+        """Take up to ``n`` free partitions (see _free), from this master's own offset."""
         for i in range(self.partitions):
             if n <= 0:
                 return
             p = (self._offset + i) % self.partitions
-            k = self.barrier.partitions[p]
-            if p in self.held or self._given.get(p, 0) > time.monotonic():
-                continue
-            if self.client.exists(k.master_lease("crawl")):
-                self._free_since.pop(p, None)
-                continue
-            if self.barrier.complete() and self.client.hget(k.crawl_state, "state") == b"complete":
-                continue
-            if self._start(p):
+            if self._free(p) and self._start(p):
                 n -= 1
 
     def _start(self, p: int) -> bool:
         stop = threading.Event()
-        master = CrawlMaster(self.cfg, partition=p, stopping=stop)
-        wait_out_outages(self.client, RedisOutage(log, stopping=self.stopping))
+        master = CrawlMaster(self.cfg, partition=p, stopping=stop, wait_out=False)
         try:
             master.acquire(wait=False)
         except LeaseHeld:
@@ -231,8 +232,8 @@ class PartitionedMaster:
         thread = threading.Thread(
             target=self._run_partition, args=(master,), name=f"partition-{p}", daemon=True
         )
-        held = self.held[p] = _Held(master, thread, stop)
-        held.thread.start()
+        self.held[p] = _Held(thread, stop)
+        thread.start()
         record_assignment(self.client, self.keys, p, self.id)
         log.info("took partition %d of %d", p, self.partitions)
         return True
