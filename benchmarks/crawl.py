@@ -328,8 +328,12 @@ def _crawl_once(cfg: Config, db: Path, seeds: list[str], run: _Run, say: Progres
     )
 
 
-_TABLE_OF = {"pages_host": "pages", "pages_indexed": "pages", "links_to": "links"}
-"""The table each secondary index of the schema belongs to (its bytes count with it)."""
+_TABLE_OF = {
+    "pages_host": "pages", "pages_indexed": "pages", "links_to": "links",
+    "warc_files": "pages", "sqlite_autoindex_warc_files_1": "pages",
+}  # fmt: skip
+"""The table each secondary index of the schema belongs to (its bytes count with it); the
+WARC file names the pages rows point at count with pages, which held them before schema 7."""
 
 
 def _sizes(cfg: Config) -> dict[str, float]:

@@ -66,7 +66,7 @@ def prepare_corpus(bcfg: Config, pages: int, seed: int, say: Progress) -> Store:
         return store
     say(f"generating {pages:,} pages (seed {seed}) into {bcfg.db.path}")
     with store.transaction() as cur:
-        for table in ("pages", "links", "postings", "doclens", "ranks"):
+        for table in ("pages", "warc_files", "links", "postings", "doclens", "ranks"):
             cur.execute(f"DELETE FROM {table}")
     store.reset_index()
     corpus = Corpus(seed)

@@ -24,8 +24,8 @@ CREATE TABLE IF NOT EXISTS pages (
     error VARCHAR(32) NULL,
     -- complete, capped (at --max-page-bytes), incomplete (cut off), none (no response)
     body_state VARCHAR(16) NOT NULL DEFAULT 'complete',
-    -- the response record in a WARC file (see sqlite.sql)
-    warc_file VARCHAR(1024) NULL,
+    -- the response record in a WARC file (warc_files.id; see sqlite.sql)
+    warc_file_id BIGINT NULL,
     warc_offset BIGINT NULL,
     warc_length BIGINT NULL,
     payload_digest VARCHAR(64) NULL,
@@ -39,6 +39,17 @@ CREATE TABLE IF NOT EXISTS pages (
     checked_at DOUBLE NULL,
     KEY pages_host (host),
     KEY pages_indexed (indexed_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+-- The WARC files pages point into (schema 7; see sqlite.sql). A unique key on
+-- name itself would exceed InnoDB's 3072 bytes (1024 utf8mb4 characters are up
+-- to 4096; MySQL refuses it, MariaDB makes a hash key it never reads by), so
+-- the key is on the name's SHA-1, which lookups give with the name.
+CREATE TABLE IF NOT EXISTS warc_files (
+    id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    name VARCHAR(1024) NOT NULL,
+    name_sha1 BINARY(20) AS (UNHEX(SHA1(name))) STORED,
+    UNIQUE KEY warc_files_name (name_sha1)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 -- anchor: the text of the page's <a> elements pointing to dst (at most

@@ -19,7 +19,7 @@ _PAGE_UPDATE = ", ".join(
     for c in (
         "url", "host", "depth", "status", "content_type", "fetched_at", "fetch_ms",
         "title", "text", "body", "error", "body_state",
-        "warc_file", "warc_offset", "warc_length", "payload_digest", "text_length",
+        "warc_file_id", "warc_offset", "warc_length", "payload_digest", "text_length",
         "etag", "last_modified", "digest", "revisit", "next_fetch", "checked_at",
     )
 )  # fmt: skip
@@ -31,7 +31,7 @@ class MySQLStore(Store):
     # pymysql turns executemany of "INSERT … VALUES (…)" into multi-row inserts
     UPSERT_PAGE = (
         "INSERT INTO pages (fp, url, host, depth, status, content_type, fetched_at, fetch_ms, "
-        "title, text, body, error, body_state, warc_file, warc_offset, warc_length, "
+        "title, text, body, error, body_state, warc_file_id, warc_offset, warc_length, "
         "payload_digest, text_length, etag, last_modified, digest, revisit, next_fetch, "
         "checked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
         "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
@@ -42,7 +42,7 @@ class MySQLStore(Store):
         "ADD COLUMN body_state VARCHAR(16) NOT NULL DEFAULT 'complete'",
     )
     ADD_WARC = (
-        ("warc_file", "ALTER TABLE pages ADD COLUMN warc_file VARCHAR(1024) NULL"),
+        ("warc_file_id", "ALTER TABLE pages ADD COLUMN warc_file_id BIGINT NULL"),
         ("warc_offset", "ALTER TABLE pages ADD COLUMN warc_offset BIGINT NULL"),
         ("warc_length", "ALTER TABLE pages ADD COLUMN warc_length BIGINT NULL"),
         ("payload_digest", "ALTER TABLE pages ADD COLUMN payload_digest VARCHAR(64) NULL"),
@@ -53,6 +53,18 @@ class MySQLStore(Store):
         "ADD COLUMN last_modified VARCHAR(255) NULL, ADD COLUMN digest BIGINT NULL, "
         "ADD COLUMN revisit DOUBLE NULL, ADD COLUMN next_fetch DOUBLE NULL, "
         "ADD COLUMN checked_at DOUBLE NULL",
+    )
+    INSERT_WARC_FILE = "INSERT IGNORE INTO warc_files (name) VALUES (?)"
+    # a locking read sees the latest committed row, not the transaction's snapshot
+    WARC_FILE_ID = "SELECT id FROM warc_files WHERE name_sha1 = UNHEX(SHA1(?)) LOCK IN SHARE MODE"
+    MOVE_WARC_NAMES = (
+        "INSERT IGNORE INTO warc_files (name) "
+        "SELECT DISTINCT warc_file FROM pages WHERE warc_file IS NOT NULL",
+        # left to right: warc_file_id is set from the name before the name goes
+        "UPDATE pages SET warc_file_id = (SELECT id FROM warc_files "
+        "WHERE name_sha1 = UNHEX(SHA1(pages.warc_file))), warc_file = NULL "
+        "WHERE warc_file IS NOT NULL",
+        "ALTER TABLE pages DROP COLUMN warc_file",
     )
     INSERT_LINK = "INSERT IGNORE INTO links (src, dst, anchor) VALUES (?, ?, ?)"
     ADD_LINK_ANCHOR = (

@@ -23,9 +23,10 @@ CREATE TABLE IF NOT EXISTS pages (
     error TEXT NULL,
     -- complete, capped (at --max-page-bytes), incomplete (cut off), none (no response)
     body_state TEXT NOT NULL DEFAULT 'complete',
-    -- the response record in a WARC file (a name under the WARC directory, or the
-    -- absolute path of an imported archive): one seek and one read give the body
-    warc_file TEXT NULL,
+    -- the response record in a WARC file (warc_files.id: the file's name is kept
+    -- once there, not on each of the thousands of rows pointing into it): one seek
+    -- and one read give the body
+    warc_file_id INTEGER NULL,
     warc_offset INTEGER NULL,
     warc_length INTEGER NULL,
     -- sha1:BASE32 of the body (WARC-Payload-Digest): a refetch with the same one is a revisit
@@ -46,6 +47,13 @@ CREATE TABLE IF NOT EXISTS pages (
 );
 CREATE INDEX IF NOT EXISTS pages_host ON pages (host);
 CREATE INDEX IF NOT EXISTS pages_indexed ON pages (indexed_at);
+
+-- The WARC files pages point into (schema 7), numbered: name is a file under
+-- the WARC directory (job/….warc.gz), or the absolute path of an imported archive.
+CREATE TABLE IF NOT EXISTS warc_files (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE
+);
 
 -- anchor: the text of the page's <a> elements pointing to dst (at most
 -- 256 characters), NULL when they have none

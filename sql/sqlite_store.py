@@ -19,7 +19,7 @@ _PAGE_UPDATE = ", ".join(
     for c in (
         "url", "host", "depth", "status", "content_type", "fetched_at", "fetch_ms",
         "title", "text", "body", "error", "body_state",
-        "warc_file", "warc_offset", "warc_length", "payload_digest", "text_length",
+        "warc_file_id", "warc_offset", "warc_length", "payload_digest", "text_length",
         "etag", "last_modified", "digest", "revisit", "next_fetch", "checked_at",
     )
 )  # fmt: skip
@@ -41,7 +41,7 @@ class SQLiteStore(Store):
 
     UPSERT_PAGE = (
         "INSERT INTO pages (fp, url, host, depth, status, content_type, fetched_at, fetch_ms, "
-        "title, text, body, error, body_state, warc_file, warc_offset, warc_length, "
+        "title, text, body, error, body_state, warc_file_id, warc_offset, warc_length, "
         "payload_digest, text_length, etag, last_modified, digest, revisit, next_fetch, "
         "checked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
         "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
@@ -52,7 +52,7 @@ class SQLiteStore(Store):
         "ALTER TABLE pages ADD COLUMN body_state TEXT NOT NULL DEFAULT 'complete'",
     )
     ADD_WARC = (
-        ("warc_file", "ALTER TABLE pages ADD COLUMN warc_file TEXT NULL"),
+        ("warc_file_id", "ALTER TABLE pages ADD COLUMN warc_file_id INTEGER NULL"),
         ("warc_offset", "ALTER TABLE pages ADD COLUMN warc_offset INTEGER NULL"),
         ("warc_length", "ALTER TABLE pages ADD COLUMN warc_length INTEGER NULL"),
         ("payload_digest", "ALTER TABLE pages ADD COLUMN payload_digest TEXT NULL"),
@@ -66,6 +66,20 @@ class SQLiteStore(Store):
         "ALTER TABLE pages ADD COLUMN next_fetch REAL NULL",
         "ALTER TABLE pages ADD COLUMN checked_at REAL NULL",
     )
+    INSERT_WARC_FILE = "INSERT OR IGNORE INTO warc_files (name) VALUES (?)"
+    # read in the writer's BEGIN IMMEDIATE transaction: no other writer's row goes unseen
+    WARC_FILE_ID = "SELECT id FROM warc_files WHERE name = ?"
+    MOVE_WARC_NAMES = (
+        "INSERT OR IGNORE INTO warc_files (name) "
+        "SELECT DISTINCT warc_file FROM pages WHERE warc_file IS NOT NULL",
+        # both at once: a crash in between must not leave rows with neither
+        "UPDATE pages SET warc_file = NULL, "
+        "warc_file_id = (SELECT id FROM warc_files WHERE name = pages.warc_file) "
+        "WHERE warc_file IS NOT NULL",
+        # its bytes are free now either way; a SQLite before 3.35 keeps the empty column
+        *(("ALTER TABLE pages DROP COLUMN warc_file",) if sqlite3.sqlite_version_info >= (3, 35)
+          else ()),
+    )  # fmt: skip
     INSERT_LINK = "INSERT OR IGNORE INTO links (src, dst, anchor) VALUES (?, ?, ?)"
     ADD_LINK_ANCHOR = "ALTER TABLE links ADD COLUMN anchor TEXT NULL"
     UPSERT_JOB = (

@@ -29,19 +29,20 @@ from srcrawl.sql.warc_text import WarcTexts
 if TYPE_CHECKING:
     from srcrawl.sql.database_url import DatabaseURL
 
-SCHEMA_VERSION = "6"
-"""6: pages point into WARC files (warc_file, warc_offset, warc_length) and keep the body's
-payload digest, the body itself no longer in SQL by default, and keep their validators
-(ETag, Last-Modified), a digest of what the index sees, their revisit interval and next
-fetch time (recrawl); 5: links carry their anchor
-text (indexed by dst), the index holds title, body and anchor text as fields; 4: pages
-record a failed fetch's error and whether the body is complete; 3: terms known by their
-fingerprints, no terms table; 2: postings packed per (term, merge block), terms numbered
-in a terms table; 1: a row per (term, page)."""
+SCHEMA_VERSION = "7"
+"""7: pages name their WARC file by a number (warc_file_id), each name kept once in
+warc_files; 6: pages point into WARC files (warc_file, warc_offset, warc_length) and keep
+the body's payload digest, the body itself no longer in SQL by default, and keep their
+validators (ETag, Last-Modified), a digest of what the index sees, their revisit interval
+and next fetch time (recrawl); 5: links carry their anchor text (indexed by dst), the
+index holds title, body and anchor text as fields; 4: pages record a failed fetch's error
+and whether the body is complete; 3: terms known by their fingerprints, no terms table;
+2: postings packed per (term, merge block), terms numbered in a terms table; 1: a row per
+(term, page)."""
 RANK_MEAN = "rank_mean"
 """Meta key: the mean PageRank score of the ranked pages, written with the scores (absent
 while no page is ranked), so a search reads the two in one snapshot."""
-TABLES = ("meta", "pages", "links", "postings", "doclens", "ranks", "jobs")
+TABLES = ("meta", "pages", "warc_files", "links", "postings", "doclens", "ranks", "jobs")
 
 
 def compress_body(raw: bytes) -> bytes:
@@ -127,14 +128,16 @@ class Page:
     """When a fetch last found the page unchanged (None: not since ``fetched_at``);
     ``fetched_at`` stays the fetch time of the stored version (the index's version stamp)."""
 
-    def row(self) -> tuple:
+    def row(self, warc_file_id: int | None = None) -> tuple:
+        """The row UPSERT_PAGE writes; ``warc_file_id`` numbers ``warc_file`` (see
+        :meth:`Store._warc_file_ids`)."""
         # a hostile page's title or header is cut to what every backend's
         # column holds: refused, it would fail its whole batch on every retry
         return (
             self.fp, self.url, self.host, self.depth, self.status,
             self.content_type[:MAX_CONTENT_TYPE_CHARS], self.fetched_at, self.fetch_ms,
             self.title[:MAX_TITLE_CHARS], self.text, self.body, self.error, self.body_state,
-            self.warc_file, self.warc_offset, self.warc_length, self.payload_digest,
+            warc_file_id, self.warc_offset, self.warc_length, self.payload_digest,
             self.text_length,
             _cut(self.etag, MAX_VALIDATOR_CHARS), _cut(self.last_modified, MAX_VALIDATOR_CHARS),
             self.digest, self.revisit, self.next_fetch,
@@ -155,16 +158,19 @@ Touch = tuple[int, float, int, str | None, str | None, float, float]
 last_modified, revisit, next_fetch); its text, body, fetched_at and index entry stay."""
 
 
+WARC_NAME = "(SELECT name FROM warc_files WHERE id = pages.warc_file_id)"
+"""A pages row's WARC file by name (in a statement reading ``FROM pages``, not aliased):
+a primary key lookup per row, so readers see names as they did when rows held them."""
 PAGE_COLUMNS = (
     "fp, url, host, depth, status, content_type, fetched_at, fetch_ms, title, text, body, "
-    "error, body_state, warc_file, warc_offset, warc_length, payload_digest, text_length, "
+    f"error, body_state, {WARC_NAME}, warc_offset, warc_length, payload_digest, text_length, "
     "etag, last_modified, digest, revisit, next_fetch, checked_at"
 )
-WARC_COLUMNS = ("warc_file", "warc_offset", "warc_length", "payload_digest", "text_length")
-"""The columns schema 6 adds to pages for WARC storage (see ``Store.ADD_WARC``)."""
+WARC_COLUMNS = ("warc_file_id", "warc_offset", "warc_length", "payload_digest", "text_length")
+"""The columns schemas 6 and 7 add to pages for WARC storage (see ``Store.ADD_WARC``)."""
 REVISIT_COLUMNS = ("etag", "last_modified", "digest", "revisit", "next_fetch", "checked_at")
 """The columns schema 6 adds to pages for the recrawl (see ``Store.ADD_REVISIT``)."""
-_TEXT_COLUMNS = "text, warc_file, warc_offset, warc_length, text_length"
+_TEXT_COLUMNS = f"text, {WARC_NAME}, warc_offset, warc_length, text_length"
 """What :meth:`Store._text` reads a page's text from."""
 GONE = "(status IN (404, 410) OR (status >= 300 AND status < 400))"
 """Pages that are not there (any more): not found, gone, or now a redirect."""
@@ -236,10 +242,16 @@ class Store(ABC):
     ADD_FETCH_OUTCOME: tuple[str, ...]  # pages of schema 3 and before get error, body_state
     ADD_WARC: tuple[tuple[str, str], ...]  # (column of WARC_COLUMNS, the statement adding it)
     ADD_REVISIT: tuple[str, ...]  # pages of schema 5 and before get REVISIT_COLUMNS
+    INSERT_WARC_FILE: str  # (name): numbers a WARC file unless it has its number already
+    WARC_FILE_ID: str  # (name): the number of a WARC file, the latest committed one
+    MOVE_WARC_NAMES: tuple[str, ...]  # schema 6: warc_file names into warc_files and ids
 
     def __init__(self) -> None:
         # one connection per store; threads of one process take turns
         self._lock = threading.RLock()
+        self._warc_ids: dict[str, int] = {}
+        """WARC file name -> its warc_files.id, of numbers committed (ids never change, and
+        a slave writes thousands of rows into one file: one look-up per file, not per row)."""
 
     # -- connection plumbing, per backend --------------------------------
     @abstractmethod
@@ -318,26 +330,36 @@ class Store(ABC):
         with self.transaction() as cur:
             if self._old_index_layout(cur):
                 self._drop_old_index(cur)
-            pages = self._columns(cur, "pages")
-            if pages and "error" not in pages:  # schema 3 and before: no fetch outcome
-                for statement in self.ADD_FETCH_OUTCOME:
-                    self._execute(cur, statement)
-            # schema 5 and before: bodies in SQL only; early schema 6: text in SQL only
-            for column, statement in self.ADD_WARC if pages else ():
-                if column not in pages:
-                    self._execute(cur, statement)
-            if pages and "next_fetch" not in pages:  # schema 5 and before: no recrawl
-                for statement in self.ADD_REVISIT:
-                    self._execute(cur, statement)
-            links = self._columns(cur, "links")
-            if links and "anchor" not in links:  # schema 4 and before: no anchor text
-                self._execute(cur, self.ADD_LINK_ANCHOR)
+            pages = self._add_columns(cur)
             for statement in schema_statements(self.dialect):
                 cur.execute(statement)
             self._retire_indexes(cur)
+            if "warc_file" in pages:  # schema 6: each row named its WARC file
+                for statement in self.MOVE_WARC_NAMES:
+                    self._execute(cur, statement)
             if not self._execute(cur, "SELECT 1 FROM meta WHERE k = ?", (RANK_MEAN,)).fetchone():
                 self._write_rank_mean(cur)  # ranked before the mean was kept beside the scores
             self._execute(cur, self.UPSERT_META, ("schema_version", SCHEMA_VERSION))
+
+    def _add_columns(self, cur: Any) -> set[str]:
+        """Add the columns that pages and links of an older schema lack; returns the
+        columns pages had (none: no pages table yet)."""
+        pages = self._columns(cur, "pages")
+        if pages and "error" not in pages:  # schema 3 and before: no fetch outcome
+            for statement in self.ADD_FETCH_OUTCOME:
+                self._execute(cur, statement)
+        # schema 5 and before: bodies in SQL only; early schema 6: text in SQL only;
+        # schema 6: WARC files by name, not number
+        for column, statement in self.ADD_WARC if pages else ():
+            if column not in pages:
+                self._execute(cur, statement)
+        if pages and "next_fetch" not in pages:  # schema 5 and before: no recrawl
+            for statement in self.ADD_REVISIT:
+                self._execute(cur, statement)
+        links = self._columns(cur, "links")
+        if links and "anchor" not in links:  # schema 4 and before: no anchor text
+            self._execute(cur, self.ADD_LINK_ANCHOR)
+        return pages
 
     def _old_index_layout(self, cur: Any) -> bool:
         """Whether the store holds an index in a layout of schema 4 or before.
@@ -391,9 +413,34 @@ class Store(ABC):
         """
         srcs = [(p.fp,) for p in pages]
         with self.transaction() as cur:
-            self._executemany(cur, self.UPSERT_PAGE, [p.row() for p in pages])
+            new = self._write_pages(cur, pages)
             self._executemany(cur, "DELETE FROM links WHERE src = ?", srcs)
             self._executemany(cur, self.INSERT_LINK, _link_rows(links))
+        self._warc_ids.update(new)  # committed: the numbers are there for good
+
+    def _write_pages(self, cur: Any, pages: Sequence[Page]) -> dict[str, int]:
+        """Upsert ``pages`` in ``cur``'s transaction; returns the WARC files numbered for
+        them that :attr:`_warc_ids` lacks, which the caller adds once it has committed (SQLite
+        gives the number of a row rolled back to the next file numbered)."""
+        new = self._warc_file_ids(cur, {p.warc_file for p in pages} - self._warc_ids.keys())
+        ids = self._warc_ids | new if new else self._warc_ids
+        rows = [p.row(None if p.warc_file is None else ids[p.warc_file]) for p in pages]
+        self._executemany(cur, self.UPSERT_PAGE, rows)
+        return new
+
+    def _warc_file_ids(self, cur: Any, names: set[str | None]) -> dict[str, int]:
+        """name -> warc_files.id of ``names``, numbering the new ones in ``cur``'s transaction.
+
+        INSERT-or-ignore, then a read of the latest committed row: two writers
+        numbering one name at once both get the one number (MySQL's reader would
+        otherwise see its transaction's snapshot, which may predate the other's insert).
+        """
+        ids: dict[str, int] = {}
+        for name in names:
+            if name is not None:
+                self._execute(cur, self.INSERT_WARC_FILE, (name,))
+                ids[name] = int(self._execute(cur, self.WARC_FILE_ID, (name,)).fetchone()[0])
+        return ids
 
     def stored_payloads(self, fps: Sequence[int]) -> dict[int, StoredPayload]:
         """fp -> the stored WARC record and payload digest of the pages among ``fps`` that
@@ -401,9 +448,9 @@ class Store(ABC):
         with self.transaction(read_only=True) as cur:
             rows = self._select_in(
                 cur,
-                "SELECT fp, payload_digest, warc_file, warc_offset, warc_length, text_length "
-                "FROM pages WHERE fp IN ({}) AND payload_digest IS NOT NULL "
-                "AND warc_file IS NOT NULL",
+                f"SELECT fp, payload_digest, {WARC_NAME}, warc_offset, warc_length, "
+                "text_length FROM pages WHERE fp IN ({}) AND payload_digest IS NOT NULL "
+                "AND warc_file_id IS NOT NULL",
                 list(fps),
             )
         return {
@@ -415,9 +462,8 @@ class Store(ABC):
 
     def warc_files(self) -> list[str]:
         """The WARC files the stored pages point into, by name."""
-        rows = self._query(
-            "SELECT DISTINCT warc_file FROM pages WHERE warc_file IS NOT NULL ORDER BY warc_file"
-        )
+        sql = "SELECT name FROM warc_files WHERE id IN (SELECT warc_file_id FROM pages)"
+        rows = self._query(sql + " ORDER BY name")
         return [r[0] for r in rows]
 
     def touch_pages(self, touches: Sequence[Touch]) -> None:
@@ -458,7 +504,8 @@ class Store(ABC):
         n = 0
         for batch in _chunks(pages, self.batch_size):
             with self.transaction() as cur:
-                self._executemany(cur, self.UPSERT_PAGE, [p.row() for p in batch])
+                new = self._write_pages(cur, batch)
+            self._warc_ids.update(new)
             n += len(batch)
         return n
 

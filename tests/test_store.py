@@ -34,7 +34,7 @@ def page(fp: int, url: str | None = None, **kw) -> Page:
 def test_schema_is_idempotent(store: Store) -> None:
     store.init_schema()
     store.init_schema()
-    assert store.schema_version() == SCHEMA_VERSION == "6"
+    assert store.schema_version() == SCHEMA_VERSION == "7"
     assert store.count("pages") == 0
 
 
@@ -270,7 +270,7 @@ def test_an_index_of_an_older_schema_is_dropped_and_its_pages_marked_unindexed(
     assert store.unindexed_pages(None, 10) == [1, 2]
     assert store.index_stats() == (0, 0) and store.lookup_terms([1]) == {}
     assert store.count("postings") == 0 and _tables(store) == {"postings", "doclens"}
-    assert store.schema_version() == SCHEMA_VERSION == "6"
+    assert store.schema_version() == SCHEMA_VERSION == "7"
     # the index is built anew in the new layout
     merge_index(store, PostingsBatch.of([DocPostings(1, 1001.0, 2, ["new"], [2])]), 6.0)
     new = term_fingerprint("new")
@@ -308,7 +308,7 @@ def test_a_drop_of_the_old_index_cut_short_is_finished_by_the_next_start(
     assert store.index_stats() == (0, 0) and store.lookup_terms([1]) == {}
     assert store.count("postings") == 0 and store.count("doclens") == 0
     assert _tables(store) == {"postings", "doclens"}
-    assert store.schema_version() == SCHEMA_VERSION == "6"
+    assert store.schema_version() == SCHEMA_VERSION == "7"
 
 
 def test_rows_the_store_refuses_for_their_data_are_a_store_data_error(store: Store) -> None:
@@ -342,7 +342,7 @@ def test_pages_of_a_schema_3_store_gain_the_fetch_outcome_columns(store: Store) 
         cur.execute(store._sql(store.UPSERT_META), ("schema_version", "3"))
     store.init_schema()
     store.init_schema()  # once migrated, nothing more happens
-    assert store.schema_version() == "6"
+    assert store.schema_version() == "7"
     [old] = store.get_pages([7])
     assert (old.title, old.error, old.body_state) == ("old", None, "complete")
     failed = page(8, status=200, text="half a pa", error="timeout", body_state="incomplete")
@@ -374,7 +374,7 @@ def test_links_of_a_schema_4_store_gain_anchor_text_read_by_target(store: Store)
         cur.execute(store._sql(store.UPSERT_META), ("schema_version", "4"))
     store.init_schema()
     store.init_schema()  # once migrated, nothing more happens
-    assert store.schema_version() == "6"
+    assert store.schema_version() == "7"
     store.save_fetched([page(3), page(4)], [(3, 2, "二号 page"), (4, 2, "two"), (4, 4, "self"),
                                             (4, 1, None), (3, 5, "作者" * 128)])  # fmt: skip
     assert store.anchor_texts([2, 4, 5, 1]) == {2: ["二号 page", "two"], 4: [], 5: ["作者" * 128]}
@@ -399,7 +399,7 @@ def test_pages_of_a_schema_5_store_gain_the_recrawl_columns(store: Store) -> Non
         cur.execute(store._sql(store.UPSERT_META), ("schema_version", "5"))
     store.init_schema()
     store.init_schema()  # once migrated, nothing more happens
-    assert store.schema_version() == "6"
+    assert store.schema_version() == "7"
     [old] = store.get_pages([7])
     assert (old.title, old.etag, old.digest, old.next_fetch) == ("old", None, None, None)
     fresh = page(8, status=200, text="t", etag='"1-a"', last_modified="Mon, 01 Jan 2024 00:00:00 "
@@ -454,7 +454,7 @@ def test_an_early_schema_6_store_gains_text_length_and_reads_texts_from_warc(
         cur.execute("ALTER TABLE pages DROP COLUMN text_length")
     store.init_schema()
     store.init_schema()  # once migrated, nothing more happens
-    assert store.schema_version() == "6"
+    assert store.schema_version() == "7"
     fetch = prepare_fetch("http://127.0.0.1/p/5", status=200, headers={}, body=b"<p>x</p>",
                           ip="", fetched_at=1.7e9, request=b"GET / HTTP/1.1\r\n\r\n",
                           text="中文 and English 🎉")  # fmt: skip
@@ -474,3 +474,127 @@ def test_an_early_schema_6_store_gains_text_length_and_reads_texts_from_warc(
     store.warc_texts = WarcTexts(tmp_path / "elsewhere")
     with pytest.raises(StoreError, match="page text"):
         store.index_documents([5])
+
+
+def _warc_page(fp: int, name: str, offset: int, **kw) -> Page:
+    return page(fp, status=200, warc_file=name, warc_offset=offset, warc_length=10,
+                payload_digest=f"sha1:{fp}", **kw)  # fmt: skip
+
+
+def test_warc_files_are_named_once_and_read_back_by_name(store: Store) -> None:
+    a, b = "job/job-20240101-host-1-00000.warc.gz", "/archives/导入 ✓.warc.gz"
+    store.save_fetched([_warc_page(1, a, 0), _warc_page(2, a, 10), _warc_page(3, b, 0)], [])
+    store.put_pages([_warc_page(4, a, 20), page(5, status=200, text="in the row")])
+    assert store.count("warc_files") == 2  # one row per file, not per page
+    with store.transaction(read_only=True) as cur:
+        cur.execute("SELECT fp, warc_file_id FROM pages ORDER BY fp")
+        ids = dict(cur.fetchall())
+    assert ids[1] == ids[2] == ids[4] != ids[3] and ids[5] is None
+    got = {p.fp: p for p in store.get_pages([1, 2, 3, 4, 5])}
+    assert [got[fp].warc_file for fp in (1, 2, 3, 4, 5)] == [a, a, b, a, None]
+    assert [p.warc_file for p in store.iter_pages()] == [a, a, b, a, None]
+    payloads = store.stored_payloads([1, 3, 5])
+    assert (payloads[1].warc_file, payloads[1].warc_offset, payloads[3].warc_file) == (a, 0, b)
+    assert set(payloads) == {1, 3}
+    assert store.warc_files() == sorted([a, b])
+    c = "job/job-20240101-host-1-00001.warc.gz"
+    store.save_fetched([_warc_page(3, c, 0)], [])  # b's only page is written again
+    assert store.warc_files() == sorted([a, c]) and store.count("warc_files") == 3
+
+
+def test_a_number_given_in_a_transaction_rolled_back_is_not_kept(
+    store: Store, db_url: DatabaseURL
+) -> None:
+    # SQLite gives a rolled back row's id to the next insert: a number kept from a write
+    # that failed would point this store's later pages at another file
+    bad = Page(fp=9, url=None, host="h")  # type: ignore[arg-type]
+    with pytest.raises(StoreDataError):
+        store.save_fetched([_warc_page(1, "job/x.warc.gz", 0), bad], [])
+    assert store.count("warc_files") == 0
+    other = open_store(db_url)
+    try:
+        other.save_fetched([_warc_page(2, "job/y.warc.gz", 0)], [])
+    finally:
+        other.close()
+    store.save_fetched([_warc_page(1, "job/x.warc.gz", 0)], [])
+    got = {p.fp: p.warc_file for p in store.get_pages([1, 2])}
+    assert got == {1: "job/x.warc.gz", 2: "job/y.warc.gz"}
+
+
+def test_a_file_another_writer_numbered_after_a_snapshot_is_found(
+    store: Store, db_url: DatabaseURL
+) -> None:
+    if store.dialect != "mysql":
+        pytest.skip("SQLite writers take turns (BEGIN IMMEDIATE): no snapshot predates a row")
+    other = open_store(db_url)
+    try:
+        with store.transaction() as cur:
+            cur.execute("SELECT COUNT(*) FROM warc_files")  # this transaction's snapshot
+            other.save_fetched([_warc_page(1, "job/z.warc.gz", 0)], [])
+            ids = store._warc_file_ids(cur, {"job/z.warc.gz"})
+    finally:
+        other.close()
+    assert store.count("warc_files") == 1
+    [got] = store.get_pages([1])
+    assert got.warc_file == "job/z.warc.gz" and ids["job/z.warc.gz"] > 0
+
+
+def _schema_6_pages(store: Store) -> None:
+    """Pages as schema 6 made them: the WARC file's name on every row, no warc_files."""
+    name = "TEXT NULL" if store.dialect == "sqlite" else "VARCHAR(1024) NULL"
+    with store.transaction() as cur:
+        cur.execute("DROP TABLE warc_files")
+        cur.execute("ALTER TABLE pages DROP COLUMN warc_file_id")
+        cur.execute(f"ALTER TABLE pages ADD COLUMN warc_file {name}")
+        cur.execute(store._sql(store.UPSERT_META), ("schema_version", "6"))
+
+
+def test_a_schema_6_store_moves_its_warc_file_names_into_warc_files(
+    store: Store, tmp_path: Path
+) -> None:
+    from srcrawl.slave.warc import (
+        LocalWarcStorage,
+        Pointer,
+        WarcOutput,
+        prepare_fetch,
+        read_payload,
+    )
+    from srcrawl.sql.warc_text import WarcTexts
+
+    storage = LocalWarcStorage(tmp_path)
+    out = WarcOutput(storage, "job", 10**6)
+    fetches = [prepare_fetch(f"http://127.0.0.1/p/{fp}", status=200, headers={},
+                             body=f"<p>{fp}</p>".encode(), ip="", fetched_at=1.7e9,
+                             request=b"GET / HTTP/1.1\r\n\r\n", text=f"中文 {fp}")
+               for fp in (1, 2)]  # fmt: skip
+    [[_q1, r1, c1], [_q2, r2, c2]] = out.append([f.records() for f in fetches])
+    out.close()
+    imported = str(tmp_path / "job" / r1.file.split("/")[-1])  # an archive by absolute path
+    _schema_6_pages(store)
+    rows = [(1, r1.file, r1.offset, r1.length, c1.length), (2, r2.file, r2.offset, r2.length,
+            c2.length), (3, imported, r1.offset, r1.length, None)]  # fmt: skip
+    with store.transaction() as cur:
+        for fp, wfile, off, length, tlen in rows:
+            cur.execute(store._sql(
+                "INSERT INTO pages (fp, url, host, status, fetched_at, title, text, warc_file, "
+                "warc_offset, warc_length, payload_digest, text_length) "
+                "VALUES (?, ?, '127.0.0.1', 200, 1.0, 't', ?, ?, ?, ?, ?, ?)"),
+                (fp, f"http://127.0.0.1/p/{fp}", "" if tlen else "row text", wfile, off, length,
+                 f"sha1:{fp}", tlen))  # fmt: skip
+    store.init_schema()
+    store.init_schema()  # once migrated, nothing more happens
+    assert store.schema_version() == SCHEMA_VERSION == "7"
+    with store.transaction(read_only=True) as cur:
+        assert "warc_file" not in store._columns(cur, "pages")  # its bytes are freed
+    assert store.count("warc_files") == 2 and store.warc_files() == sorted([r1.file, imported])
+    got = {p.fp: p for p in store.get_pages([1, 2, 3], with_body=True)}
+    assert [got[fp].warc_file for fp in (1, 2, 3)] == [r1.file, r2.file, imported]
+    for fp in (1, 2):
+        pointer = Pointer(got[fp].warc_file, got[fp].warc_offset, got[fp].warc_length)
+        assert read_payload(storage, pointer) == f"<p>{fp}</p>".encode()
+    assert store.stored_payloads([3])[3].warc_file == imported
+    store.warc_texts = WarcTexts(tmp_path)
+    docs = {fp: text for fp, _at, _url, _title, text in store.index_documents([1, 2, 3])}
+    assert docs == {1: "中文 1", 2: "中文 2", 3: "row text"}
+    store.save_fetched([_warc_page(4, r1.file, 0)], [])  # a file named before: its number
+    assert store.count("warc_files") == 2 and store.get_pages([4])[0].warc_file == r1.file
