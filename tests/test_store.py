@@ -25,6 +25,8 @@ from srcrawl.sql.store import (
     open_store,
 )
 
+from .conftest import _empty
+
 
 def page(fp: int, url: str | None = None, **kw) -> Page:
     url = url or f"http://127.0.0.1/p/{fp}"
@@ -521,22 +523,23 @@ def test_a_number_given_in_a_transaction_rolled_back_is_not_kept(
     assert got == {1: "job/x.warc.gz", 2: "job/y.warc.gz"}
 
 
-def test_a_file_another_writer_numbered_after_a_snapshot_is_found(
-    store: Store, db_url: DatabaseURL
-) -> None:
-    if store.dialect != "mysql":
-        pytest.skip("SQLite writers take turns (BEGIN IMMEDIATE): no snapshot predates a row")
+@pytest.mark.mysql
+def test_a_file_another_writer_numbered_after_a_snapshot_is_found(mysql_db: DatabaseURL) -> None:
+    """MySQL only: SQLite writers take turns (BEGIN IMMEDIATE), so no snapshot predates
+    a row another writer added."""
+    store, db_url = _empty(open_store(mysql_db)), mysql_db
     other = open_store(db_url)
     try:
         with store.transaction() as cur:
             cur.execute("SELECT COUNT(*) FROM warc_files")  # this transaction's snapshot
             other.save_fetched([_warc_page(1, "job/z.warc.gz", 0)], [])
             ids = store._warc_file_ids(cur, {"job/z.warc.gz"})
+        assert store.count("warc_files") == 1
+        [got] = store.get_pages([1])
+        assert got.warc_file == "job/z.warc.gz" and ids["job/z.warc.gz"] > 0
     finally:
         other.close()
-    assert store.count("warc_files") == 1
-    [got] = store.get_pages([1])
-    assert got.warc_file == "job/z.warc.gz" and ids["job/z.warc.gz"] > 0
+        store.close()
 
 
 def _schema_6_pages(store: Store) -> None:
