@@ -205,3 +205,17 @@ def test_seeds_go_to_the_nrq_of_their_hosts_partitions(redis_url, keys, tmp_path
         assert all(partition_of_url(u, 3) == p for u in urls)
     assert client.llen(keys.nrq("crawl")) == 0  # the job's own nrq is not a partition's
     cfg.close()
+
+
+def test_the_master_benchmark_times_masters_sharing_queued_urls(redis_url, keys, tmp_path):
+    """`bench master --partitions --masters`, small: every URL is scheduled by masters
+    that were stopped while the URLs were queued, and the crawl is reset after."""
+    from srcrawl.benchmarks.master_partitions import render, run_partition_benchmark
+
+    cfg = Config.load(env=env_for(redis_url, keys.job, tmp_path))
+    runs = run_partition_benchmark(cfg, [2], [1, 2], urls=3000, hosts=40)
+    assert [(r.partitions, r.masters, r.urls) for r in runs] == [(2, 1, 3000), (2, 2, 3000)]
+    assert all(r.rate > 0 and r.cpu_s > 0 and r.redis_cpu_s >= 0 for r in runs)
+    assert "× 1 master" in render(runs)
+    assert not cfg.redis().keys("srcrawl:{bench-partitions-*")  # each run's crawl is reset
+    cfg.close()
