@@ -6,8 +6,8 @@ a ``conversion`` record holding the extracted text, each its own gzip member, so
 that a page's body is one seek and one read of ``warc_length`` bytes at
 ``warc_offset``, and its text one read of ``text_length`` bytes after that (what
 the index and the snippets read, :mod:`srcrawl.sql.warc_text`). This module
-writes them as plain bytes gzipped by zlib, FastWARC reads them, and warcio
-checks them in the tests.
+writes them as plain bytes gzipped by ISA-L (python-isal), FastWARC reads them,
+and warcio checks them in the tests.
 
 The parse threads build each page's records (:func:`prepare_fetch`); the
 page writer appends a batch to the open file and makes it durable (flush and
@@ -43,16 +43,17 @@ from pathlib import Path
 from typing import BinaryIO
 
 from fastwarc.warc import ArchiveIterator
+from isal import isal_zlib
 
 from srcrawl.errors import StoreError
 from srcrawl.sql.store import Page, decompress_body
 
 WARC_SUFFIX = ".warc.gz"
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
-_COMPRESSION_LEVEL = 3
-"""gzip level of each record: levels 1-3 take zlib's fast path (no lazy matching); on the
-test web's records level 3 gave members within 1% of level 6's size, 10% faster
-(docs/BENCHMARKS.md, "WARC storage, again")."""
+_COMPRESSION_LEVEL = 1
+"""ISA-L's gzip level of each record: on the test web's pages ISA-L at level 1 compresses
+a record in about a third of zlib's time at its fastest levels, the members 2 % larger
+(docs/BENCHMARKS.md, "WARC records by ISA-L")."""
 _DROPPED_HEADERS = frozenset({"content-encoding", "transfer-encoding", "content-length"})
 
 
@@ -132,17 +133,13 @@ def warc_date(ts: float) -> str:
 
 
 def _gzip(data: bytes) -> bytes:
-    """``data`` as one gzip member.
+    """``data`` as one gzip member, by ISA-L (standard gzip: zlib and every WARC reader
+    take it).
 
-    zlib's window is sized to the record (a window as long as the record loses no
-    match): with the default 32 KB window each member set up about 256 KB of fresh
-    memory, some 20 page faults and 40 µs for a record of a few KB, more than
-    compressing it (docs/BENCHMARKS.md, "WARC output at the cost of SQL bodies").
-    One call a record: CPython's zlib lets go of the GIL while it compresses, and
-    each call is one more hand-over of the GIL with the slave's fetch loop.
+    One call a record: the call lets go of the GIL while it compresses, and each
+    call is one more hand-over of the GIL with the slave's fetch loop.
     """
-    wbits = min(15, max(9, len(data).bit_length()))
-    return zlib.compress(data, _COMPRESSION_LEVEL, 16 + wbits)  # 16 +: a gzip member
+    return isal_zlib.compress(data, _COMPRESSION_LEVEL, 31)  # 31: a gzip member
 
 
 _BASE32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
