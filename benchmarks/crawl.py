@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import resource
 import sqlite3
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -233,8 +234,13 @@ def _add_crawl_rows(
             f"  {rounds} rounds, the order of slave counts reversed every other round; each "
             "count's row (and its peer's) is its run of median pages/s"
         )
+    if len(runs.per_host) > 1:
+        first = runs.per_host[0]
+        result.columns.append(Column("vs_first", f"× {_series_name(first)}, per round (median)"))
     for i, p in enumerate(runs.per_host):
         mine = {row.slaves: row for row in median_of_rounds(runs.ours[p])}
+        if i > 0:
+            _ratios_to_first(mine, runs.ours[p], runs.ours[runs.per_host[0]])
         theirs = runs.theirs[p] if all(runs.theirs[p]) else []
         peers = {row.slaves: row for row in median_of_rounds(theirs)} if theirs else {}
         for row in peers.values():  # the peer's own scaling is not what the column shows
@@ -243,7 +249,7 @@ def _add_crawl_rows(
         for n in slave_counts:
             row = mine[n]
             if i > 0:
-                name = f"--per-host {p[0]} --body-store {p[1]}"
+                name = _series_name(p)
                 row.series, row.label = f"srcrawl {name}", f"{n} ({name})"
             result.rows.append(row)
             peer_row = peers.get(n)
@@ -251,6 +257,27 @@ def _add_crawl_rows(
                 result.rows.append(peer_row)
                 if peer_row.throughput:
                     row.extra["vs_peer"] = row.throughput / peer_row.throughput
+
+
+def _series_name(p: tuple[int, str]) -> str:
+    return f"--per-host {p[0]} --body-store {p[1]}"
+
+
+def _ratios_to_first(
+    rows: dict[int, Row], mine: list[dict[int, Row]], first: list[dict[int, Row]]
+) -> None:
+    """Each row's pages/s over the first series' in the same round and slave count, and
+    their median: runs a minute apart, where the medians of two series over all the
+    rounds compare runs further apart (the machine's speed drifts meanwhile)."""
+    for n, row in rows.items():
+        ratios = [
+            r[n].throughput / f[n].throughput
+            for r, f in zip(mine, first, strict=True)
+            if f[n].throughput
+        ]
+        if ratios:
+            med = statistics.median(ratios)
+            row.extra["vs_first"] = " ".join(f"{x:.2f}" for x in ratios) + f" ({med:.2f})"
 
 
 @dataclass(frozen=True)

@@ -161,3 +161,20 @@ def test_bench_serve_with_wrk_takes_a_fraction_of_a_second(tmp_path, env) -> Non
         requests, req_s, errors = int(row[3]), float(row[6]), int(row[8])
         assert requests > 0 and errors == 0, row
         assert req_s == pytest.approx(requests, rel=0.2), row  # about one second a cell
+
+
+def test_bench_crawl_gives_each_later_series_over_the_first_per_round(tmp_path, env) -> None:
+    out_json = tmp_path / "crawl.json"
+    r = run(["bench", "crawl", "--slaves", "1", "--hosts", "4", "--pages", "6",
+             "--latency-ms", "0", "--threads", "2", "--depth", "2",
+             "--body-store", "sql,warc", "--rounds", "2", "--json", str(out_json)],
+            tmp_path, env)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(out_json.read_text())["rows"]
+    sql, warc = rows  # the first series, then the later one
+    assert "vs_first" not in sql
+    ratios, median = warc["vs_first"].rsplit(" (", 1)
+    per_round = [float(x) for x in ratios.split()]
+    assert len(per_round) == 2 and all(x > 0 for x in per_round)
+    assert float(median.rstrip(")")) == pytest.approx(sum(per_round) / 2, abs=0.01)
+    assert "× --per-host 1 --body-store sql, per round (median)" in r.stdout
