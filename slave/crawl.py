@@ -66,7 +66,13 @@ from srcrawl.slave.parse import MAX_ANCHOR_CHARS, parse_html
 from srcrawl.slave.revisit import conditional_headers, is_gone, page_digest, validators
 from srcrawl.slave.robots import RobotsCache, RobotsRules, robots_url
 from srcrawl.slave.sitemaps import SitemapLimits, SitemapReport, read_host_sitemaps
-from srcrawl.slave.warc import LocalWarcStorage, PreparedFetch, WarcOutput, prepare_fetch
+from srcrawl.slave.warc import (
+    LocalWarcStorage,
+    PreparedFetch,
+    WarcOutput,
+    prepare_fetch,
+    prepare_not_modified,
+)
 from srcrawl.sql.store import Page, Touch, compress_body
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
 
@@ -471,7 +477,7 @@ class CrawlHandler:
             anchors = parsed.anchors
             digest = page_digest(title, text)
         if task.recrawl and digest is not None and digest == task.digest and result.ok:
-            return self._unchanged(task, rules, result, digest)
+            return self._unchanged(task, rules, result, digest, text)
         changed = None if is_gone(result) else True
         nxt = self._next(task, result, digest, changed)
         canonical, invalid = canonical_links(links)
@@ -482,7 +488,7 @@ class CrawlHandler:
             error=result.error, body_state=state, etag=nxt.etag, last_modified=nxt.modified,
             digest=digest, revisit=nxt.revisit, next_fetch=time.time() + nxt.revisit,
         )  # fmt: skip
-        record = self._body(page, result)
+        record = self._body(page, result, conditional_headers(task))
         # stored by flush(), before the runtime acknowledges this task
         texts = canonical_anchors(canonical, anchors) if anchors and canonical else {}
         self.writer.add([page], [(fp, dst, texts.get(dst)) for dst in canonical.values()],
@@ -536,38 +542,62 @@ class CrawlHandler:
                          history=history)  # fmt: skip
 
     def _unchanged(
-        self, task: FetchTask, rules: RobotsRules, result: FetchResult, digest: int | None
-    ) -> bytes:
-        """A recrawl found the stored version current (a 304, or the same digest): only its
-        fetch time, validators and schedule are written; no parse of it is stored, no
-        body, no new index entry."""
+        self, task: FetchTask, rules: RobotsRules, result: FetchResult, digest: int | None,
+        text: str = "",
+    ) -> bytes:  # fmt: skip
+        """A recrawl found the stored version current (a 304, or the same digest of its
+        ``text``): only its fetch time, validators and schedule are written, and its WARC
+        records (a revisit, see slave/page_writer.py); no parse of it is stored, no new
+        index entry."""
         nxt = self._next(task, result, digest, False)
         now = time.time()
         touch: Touch = (task.fp, now, int(result.elapsed_ms), nxt.etag, nxt.modified,
                         nxt.revisit, now + nxt.revisit)  # fmt: skip
-        self.writer.touch([touch])
+        record = self._recheck(task, result, now, text)
+        self.writer.touch([touch], [(task.fp, record)] if record is not None else ())
         with self._lock:
             self.pages += 1
             self.unchanged += 1
         return Fetched(task, result.status, result.elapsed_ms, rules.crawl_delay, next=nxt,
                        changed=False).encode()  # fmt: skip
 
-    def _body(self, page: Page, result: FetchResult) -> PreparedFetch | None:
+    def _recheck(
+        self, task: FetchTask, result: FetchResult, fetched_at: float, text: str
+    ) -> PreparedFetch | None:
+        """An unchanged recrawl's WARC records: a 304's request and head (the writer adds
+        the revisit naming the stored record), or a 200's records (written as a revisit too,
+        unless its body is not the stored one); None as for :meth:`_records`."""
+        sent = conditional_headers(task)
+        if self.writer.warc is None or result.status != NOT_MODIFIED:
+            return self._records(task.url, result, fetched_at, text, sent)
+        return prepare_not_modified(
+            task.url, headers=result.headers, ip=result.ip, fetched_at=fetched_at,
+            request=request_head(task.url, self._user_agent, sent),
+        )  # fmt: skip
+
+    def _body(self, page: Page, result: FetchResult, sent: list[str]) -> PreparedFetch | None:
         """Keep the body: the page's WARC records (the writer appends them, with the text
         as a conversion record), or in the row."""
         if self.writer.warc is None:
             page.body = compress_body(result.body) if result.body else None
             return None
-        if not result.status:
-            return None  # no response, nothing to record
-        record = prepare_fetch(
-            page.url, status=result.status, headers=result.headers, body=result.body,
-            ip=result.ip, fetched_at=page.fetched_at,
-            request=request_head(page.url, self._user_agent), truncated=result.truncated,
-            text=page.text,
-        )  # fmt: skip
-        page.payload_digest = record.digest
+        record = self._records(page.url, result, page.fetched_at, page.text, sent)
+        if record is not None:
+            page.payload_digest = record.digest
         return record
+
+    def _records(
+        self, url: str, result: FetchResult, fetched_at: float, text: str, sent: list[str]
+    ) -> PreparedFetch | None:
+        """The fetch's WARC records (the request with the conditional headers ``sent``);
+        None without WARC output or without a response."""
+        if self.writer.warc is None or not result.status:
+            return None
+        return prepare_fetch(
+            url, status=result.status, headers=result.headers, body=result.body, ip=result.ip,
+            fetched_at=fetched_at, request=request_head(url, self._user_agent, sent),
+            truncated=result.truncated, text=text,
+        )  # fmt: skip
 
     def forget(self) -> None:
         """Forget the links sent so far: results that carried some were refused (see runtime)."""

@@ -94,14 +94,17 @@ ACCEPT_ENCODINGS = "gzip, deflate"
 """What every request accepts (libcurl decodes the body before anyone sees it)."""
 
 
-def request_head(url: str, user_agent: str) -> bytes:
-    """The head of the GET a fetch of ``url`` sends (for the WARC request record)."""
+def request_head(url: str, user_agent: str, headers: Sequence[str] = ()) -> bytes:
+    """The head of the GET a fetch of ``url`` sends, with ``headers`` (a conditional GET's)
+    after the usual ones (for the WARC request record)."""
     parts = urlsplit(url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    extra = "".join(f"{line}\r\n" for line in headers)
     return (
         f"GET {target} HTTP/1.1\r\nHost: {parts.netloc}\r\nUser-Agent: {user_agent}\r\n"
-        f"Accept: {_ACCEPT}\r\nAccept-Encoding: {ACCEPT_ENCODINGS}\r\n\r\n"
+        f"Accept: {_ACCEPT}\r\nAccept-Encoding: {ACCEPT_ENCODINGS}\r\n{extra}\r\n"
     ).encode("latin-1", "replace")
+
 
 # libcurl's error codes, by what they say about the server
 _TIMEOUT_CODES = frozenset({pycurl.E_OPERATION_TIMEDOUT})

@@ -25,6 +25,15 @@ the page is fetched again and its row rewritten. The fsync's wait overlaps
 the store's (docs/BENCHMARKS.md, "WARC storage, again"). A page whose
 body the store already holds under the same payload digest gets a revisit
 record, and its row keeps pointing at the first one.
+
+A recrawl that found a page unchanged (:meth:`PageWriter.touch`) is written in the
+same flush, beside its touch: its request record and a revisit naming the stored
+page's response record, of the ``server-not-modified`` profile for a 304 and the
+``identical-payload-digest`` one for a 200 with the stored body. A 200 whose
+text is the stored one but whose body is not (only the markup changed) is
+written whole (request, response, conversion), and the touch points the row at
+the new records (:data:`~srcrawl.sql.store.Moved`); its ``fetched_at`` and index
+entry stay, as for any touch: the text the index holds has not changed.
 """
 
 from __future__ import annotations
@@ -43,10 +52,11 @@ from srcrawl.slave.warc import (
     PreparedFetch,
     WarcError,
     WarcOutput,
+    not_modified_record,
     original_record,
     revisit_record,
 )
-from srcrawl.sql.store import Link, Page, Store, StoredPayload, Touch
+from srcrawl.sql.store import Link, Moved, Page, Store, StoredPayload, Touch
 
 log = logging.getLogger("srcrawl.slave")
 
@@ -64,8 +74,12 @@ class PageWriter:
         self._links: list[Link] = []
         self._records: list[tuple[Page, PreparedFetch]] = []
         self.revisits = 0
-        """Pages written as WARC revisit records (their body was stored already)."""
+        """Fetches written as WARC revisit records (their body was stored already, or a
+        304 said it was current)."""
         self._touches: list[Touch] = []
+        self._rechecks: list[tuple[int, PreparedFetch]] = []
+        """(fp, records) of unchanged recrawls, for the WARC files (see :meth:`touch`)."""
+        self._moves: list[Moved] = []
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._syncer = ThreadPoolExecutor(1, thread_name_prefix="warc-sync")
@@ -85,26 +99,33 @@ class PageWriter:
             self._links.extend(links)
             self._records.extend(records)
 
-    def touch(self, touches: Sequence[Touch]) -> None:
-        """Queue pages found unchanged by a recrawl for the next :meth:`flush`."""
+    def touch(
+        self, touches: Sequence[Touch], records: Sequence[tuple[int, PreparedFetch]] = ()
+    ) -> None:
+        """Queue pages found unchanged by a recrawl for the next :meth:`flush`, and the
+        WARC ``records`` (fp, fetch) of some of those fetches (see the module docstring)."""
         with self._lock:
             self._touches.extend(touches)
+            self._rechecks.extend(records)
 
     def _flush_touches(self) -> None:
-        """Write the queued touches (retried like pages); StoreError leaves them queued."""
+        """Write the queued touches and moves (retried like pages); StoreError leaves them
+        queued."""
         with self._lock:
             touches, self._touches = self._touches, []
-        if not touches:
+            moves, self._moves = self._moves, []
+        if not touches and not moves:
             return
         for attempt in range(_RETRIES):
             try:
-                self.store.touch_pages(touches)
+                self.store.touch_pages(touches, moves)
                 return
             except StoreError as e:
                 log.warning("store write failed (attempt %d): %s", attempt + 1, e)
                 if attempt == _RETRIES - 1:
                     with self._lock:
                         self._touches[:0] = touches
+                        self._moves[:0] = moves
                     raise
                 time.sleep(min(2**attempt * _BACKOFF, 5.0))
 
@@ -118,39 +139,52 @@ class PageWriter:
         until one succeeds).
         """
         with self._flush_lock:
-            self._flush_touches()
             with self._lock:
                 pages, self._pages = self._pages, []
                 links, self._links = self._links, []
                 records, self._records = self._records, []
-            if not pages and not links:
-                return 0
-            if not records:
-                return self._store(pages, links)
+                rechecks, self._rechecks = self._rechecks, []
+            if not records and not rechecks:
+                return self._store_all(pages, links)
             try:
-                self._write_warc(records)
-                # the fsync runs beside the store's transaction; the flush (and so the
+                self._write_warc(records, rechecks)
+                # the fsync runs beside the store's transactions; the flush (and so the
                 # ack) waits for both, so an acknowledged page's record is durable, and
                 # a crash before leaves its task unacknowledged: it is fetched again and
                 # its row rewritten
                 syncing = self._syncer.submit(self.warc.sync)  # type: ignore[union-attr]
                 try:
-                    n = self._store(pages, links)
+                    n = self._store_all(pages, links)
                 finally:
                     syncing.result()
             except WarcError:
-                self._requeue(pages, links, records)
+                self._requeue(pages, links, records, rechecks)
                 raise
             return n
 
+    def _store_all(self, pages: list[Page], links: list[Link]) -> int:
+        """The touches' transaction, then the pages' (:meth:`_store`). A store down for the
+        touches leaves the pages queued too (with their WARC pointers, if any: their
+        records are written)."""
+        try:
+            self._flush_touches()
+        except StoreError:
+            self._requeue(pages, links, [], [])
+            raise
+        if not pages and not links:
+            return 0
+        return self._store(pages, links)
+
     def _requeue(
-        self, pages: list[Page], links: list[Link], records: list[tuple[Page, PreparedFetch]]
-    ) -> None:
+        self, pages: list[Page], links: list[Link], records: list[tuple[Page, PreparedFetch]],
+        rechecks: list[tuple[int, PreparedFetch]],
+    ) -> None:  # fmt: skip
         """Give a batch whose records were not made durable to the next flush, whole."""
         with self._lock:
             self._pages[:0] = pages
             self._links[:0] = links
             self._records[:0] = records
+            self._rechecks[:0] = rechecks
 
     def _store(self, pages: list[Page], links: list[Link]) -> int:
         """The store's transaction, retried, then page by page (see :meth:`flush`)."""
@@ -170,29 +204,77 @@ class PageWriter:
                 break
         return self._one_by_one(pages, links)
 
-    def _write_warc(self, records: list[tuple[Page, PreparedFetch]]) -> None:
-        """Append the pages' records, durable, and point the pages at them."""
+    def _write_warc(
+        self, records: list[tuple[Page, PreparedFetch]], rechecks: list[tuple[int, PreparedFetch]]
+    ) -> None:
+        """Append the records of the pages and of the unchanged recrawls (handed to the OS:
+        :meth:`flush` makes them durable), and point the pages at them."""
         assert self.warc is not None
         try:
-            stored = self.store.stored_payloads([page.fp for page, _f in records])
+            stored = self.store.stored_payloads(
+                [page.fp for page, _f in records] + [fp for fp, _f in rechecks]
+            )
         except StoreError:
             stored = {}  # unknown: the body is written again, never lost
         groups: list[tuple[bytes, ...]] = []
         kept: list[StoredPayload | None] = []
         for page, fetch in records:
-            old = stored.get(page.fp)
-            if (
-                old is not None
-                and old.digest == fetch.digest
-                and old.warc_file not in self.warc.abandoned  # its record may be lost
-            ):
-                revisit = revisit_record(fetch, self._original(old))
-                groups.append((fetch.request, revisit))
+            old = self._usable(stored.get(page.fp))
+            if old is not None and old.digest == fetch.digest:
+                groups.append((fetch.request, revisit_record(fetch, self._original(old))))
                 kept.append(old)
             else:
                 groups.append(fetch.records())
                 kept.append(None)
+        revisits = [self._recheck_records(stored.get(fp), f) for fp, f in rechecks]
+        groups.extend(group for group, _revisit in revisits)
         placed = self.warc.append(groups, durable=False)  # flush() waits for its sync
+        self._point(records, placed[: len(records)], kept)
+        self._moved(rechecks, placed[len(records) :], [r for _g, r in revisits])
+
+    def _usable(self, old: StoredPayload | None) -> StoredPayload | None:
+        """``old``, unless its file was abandoned after a failed write (its record may be
+        lost: nothing refers to it)."""
+        assert self.warc is not None
+        return None if old is None or old.warc_file in self.warc.abandoned else old
+
+    def _recheck_records(
+        self, old: StoredPayload | None, fetch: PreparedFetch
+    ) -> tuple[tuple[bytes, ...], bool]:
+        """What an unchanged recrawl writes, and whether it is a revisit: its request and a
+        revisit of the stored record (a 304, or the same payload), or its records whole
+        (another payload)."""
+        old = self._usable(old)
+        original = None if old is None else self._original(old)
+        if fetch.not_modified:  # nothing else to write: a 304 has no body
+            return (fetch.request, not_modified_record(fetch, original)), True
+        if old is not None and old.digest == fetch.digest:
+            return (fetch.request, revisit_record(fetch, original)), True
+        return fetch.records(), False
+
+    def _moved(
+        self, rechecks: list[tuple[int, PreparedFetch]], placed: list[list[Pointer]],
+        revisits: list[bool],
+    ) -> None:  # fmt: skip
+        """Count the rechecks' revisits; queue a move of each page written whole to its new
+        records, for the touches' transaction."""
+        moves: list[Moved] = []
+        for (fp, fetch), where, revisit in zip(rechecks, placed, revisits, strict=True):
+            if revisit:
+                self.revisits += 1
+                continue
+            response = where[1]
+            tlen = where[2].length if fetch.conversion else None
+            moves.append((fp, response.file, response.offset, response.length, fetch.digest,
+                          tlen))  # fmt: skip
+        with self._lock:
+            self._moves.extend(moves)
+
+    def _point(
+        self, records: list[tuple[Page, PreparedFetch]], placed: list[list[Pointer]],
+        kept: list[StoredPayload | None],
+    ) -> None:  # fmt: skip
+        """Point each page at its new response record, or (a revisit) at the stored one."""
         for (page, fetch), where, old in zip(records, placed, kept, strict=True):
             if old is None:
                 response = where[1]

@@ -5,7 +5,16 @@ store already holds the same body, a ``revisit``) and, right after the response,
 a ``conversion`` record holding the extracted text, each its own gzip member, so
 that a page's body is one seek and one read of ``warc_length`` bytes at
 ``warc_offset``, and its text one read of ``text_length`` bytes after that (what
-the index and the snippets read, :mod:`srcrawl.sql.warc_text`). This module
+the index and the snippets read, :mod:`srcrawl.sql.warc_text`).
+
+A recrawl that finds a page unchanged is kept too, as its ``request`` and a
+``revisit`` in place of the response, naming the stored page's response record
+(WARC-Refers-To, -Target-URI and -Date): a 304 Not Modified gets the
+``server-not-modified`` profile (WARC/1.1 section 6.7.3; its block is the 304's
+head, and it has no payload digest), a 200 with the stored body the
+``identical-payload-digest`` one (:func:`revisit_record`). A 200 whose text is the
+stored one but whose body is not (markup only changed) is written whole, and
+the page's row points at it (see :mod:`srcrawl.slave.page_writer`). This module
 writes them as plain bytes gzipped by ISA-L (python-isal), FastWARC reads them,
 and warcio checks them in the tests.
 
@@ -50,6 +59,7 @@ from srcrawl.sql.store import Page, decompress_body
 
 WARC_SUFFIX = ".warc.gz"
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 _COMPRESSION_LEVEL = 1
 """ISA-L's gzip level of each record: on the test web's pages ISA-L at level 1 compresses
 a record in about a third of zlib's time at its fastest levels, the members 2 % larger
@@ -190,15 +200,17 @@ def _record(
     return _gzip(b"".join((head.encode("utf-8"), block, b"\r\n\r\n")))
 
 
-def response_head(status: int, headers: dict[str, str], body_length: int) -> bytes:
-    """The HTTP head of a decoded response as recorded (see the module docstring)."""
+def response_head(status: int, headers: dict[str, str], body_length: int | None) -> bytes:
+    """The HTTP head of a decoded response as recorded (see the module docstring); no
+    Content-Length with ``body_length`` None (a 304, which has no body)."""
     lines = [f"HTTP/1.1 {status} {responses.get(status, 'Unknown')}"]
     for name, value in headers.items():
         if name not in _DROPPED_HEADERS:
             lines.append(f"{name.title()}: {value}")
     if "content-encoding" in headers:
         lines.append(f"X-Srcrawl-Content-Encoding: {headers['content-encoding']}")
-    lines.append(f"Content-Length: {body_length}")
+    if body_length is not None:
+        lines.append(f"Content-Length: {body_length}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
 
 
@@ -216,6 +228,12 @@ class PreparedFetch:
     conversion: bytes
     """The extracted text as a ``conversion`` record; b"" when the page has none."""
     response_id: str
+    """The response's WARC-Record-ID, which the request names (WARC-Concurrent-To); a
+    revisit written in the response's place takes it."""
+    not_modified: bool = False
+    """A 304 to a conditional GET: ``head`` is the 304's, there is no response record
+    (``response`` is b"") and no payload (``digest`` is "")."""
+    ip: str = ""
 
     def records(self) -> tuple[bytes, ...]:
         """The records as written: request, response, and the text's right after it."""
@@ -253,7 +271,21 @@ def prepare_fetch(
         block = text.encode("utf-8", "replace")
         conversion = _record("conversion", url, date, "text/plain; charset=utf-8", block,
                              f"WARC-Refers-To: {rid}\r\n")  # fmt: skip
-    return PreparedFetch(url, date, digest, head, req, response, conversion, rid)
+    return PreparedFetch(url, date, digest, head, req, response, conversion, rid, ip=ip)
+
+
+def prepare_not_modified(
+    url: str, *, headers: dict[str, str], ip: str, fetched_at: float, request: bytes
+) -> PreparedFetch:
+    """The request record of a conditional GET answered 304 Not Modified, and the 304's head
+    for the ``server-not-modified`` revisit the page writer puts in the response's place
+    (:func:`not_modified_record`, once it knows the stored record it names)."""
+    rid = new_record_id()
+    date = warc_date(fetched_at)
+    req = _record("request", url, date, "application/http; msgtype=request", request,
+                  f"WARC-Concurrent-To: {rid}\r\n")  # fmt: skip
+    head = response_head(304, headers, None)
+    return PreparedFetch(url, date, "", head, req, b"", b"", rid, not_modified=True, ip=ip)
 
 
 @dataclass(frozen=True)
@@ -265,20 +297,37 @@ class Original:
     date: str
 
 
+def _refers(fetch: PreparedFetch, original: Original | None) -> tuple[tuple[str, str], ...]:
+    """The fields naming the record a revisit repeats (only the URI when it is unknown)."""
+    if original is None:
+        return (("WARC-Refers-To-Target-URI", fetch.url),)
+    return (("WARC-Refers-To", original.record_id),
+            ("WARC-Refers-To-Target-URI", original.url),
+            ("WARC-Refers-To-Date", original.date))  # fmt: skip
+
+
 def revisit_record(fetch: PreparedFetch, original: Original | None = None) -> bytes:
     """A revisit record (identical-payload-digest profile) in place of ``fetch``'s response,
-    naming the ``original`` record (WARC-Refers-To, -Target-URI and -Date) when known."""
-    if original is not None:
-        refers = (("WARC-Refers-To", original.record_id),
-                  ("WARC-Refers-To-Target-URI", original.url),
-                  ("WARC-Refers-To-Date", original.date))  # fmt: skip
-    else:
-        refers = (("WARC-Refers-To-Target-URI", fetch.url),)
-    fields = _fields(("WARC-Profile", REVISIT_PROFILE), *refers,
+    naming the ``original`` record (WARC-Refers-To, -Target-URI and -Date) when known.
+
+    It takes the response's record id, which the request names as concurrent."""
+    fields = _fields(("WARC-Profile", REVISIT_PROFILE), *_refers(fetch, original),
+                     *((("WARC-IP-Address", fetch.ip),) if fetch.ip else ()),
                      ("WARC-Truncated", "length"),  # the payload is left out, by the profile
                      ("WARC-Payload-Digest", fetch.digest))  # fmt: skip
     return _record("revisit", fetch.url, fetch.date, "application/http; msgtype=response",
-                   fetch.head, fields)  # fmt: skip
+                   fetch.head, fields, fetch.response_id)  # fmt: skip
+
+
+def not_modified_record(fetch: PreparedFetch, original: Original | None = None) -> bytes:
+    """A revisit record (server-not-modified profile, WARC/1.1 section 6.7.3) of a 304:
+    its block is the 304's HTTP head, whole (a 304 has no body, so nothing is truncated),
+    without WARC-Payload-Digest (the payload is the original's, from which the validators
+    came); it names the ``original`` record as :func:`revisit_record` does."""
+    fields = _fields(("WARC-Profile", NOT_MODIFIED_PROFILE), *_refers(fetch, original),
+                     *((("WARC-IP-Address", fetch.ip),) if fetch.ip else ()))  # fmt: skip
+    return _record("revisit", fetch.url, fetch.date, "application/http; msgtype=response",
+                   fetch.head, fields, fetch.response_id)  # fmt: skip
 
 
 @dataclass(frozen=True)

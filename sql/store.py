@@ -157,6 +157,12 @@ Touch = tuple[int, float, int, str | None, str | None, float, float]
 """A page fetched again and found unchanged: (fp, checked_at, fetch_ms, etag,
 last_modified, revisit, next_fetch); its text, body, fetched_at and index entry stay."""
 
+Moved = tuple[int, str, int, int, str, int | None]
+"""A page a recrawl found unchanged in its text but not in its body (only its markup
+changed), whose fetch was written to the WARC files whole: (fp, warc_file, warc_offset,
+warc_length, payload_digest, text_length) of the new response record (and the
+conversion record after it); :meth:`Store.touch_pages` points the row at them."""
+
 
 WARC_NAME = "(SELECT name FROM warc_files WHERE id = pages.warc_file_id)"
 """A pages row's WARC file by name (in a statement reading ``FROM pages``, not aliased):
@@ -466,11 +472,16 @@ class Store(ABC):
         rows = self._query(sql + " ORDER BY name")
         return [r[0] for r in rows]
 
-    def touch_pages(self, touches: Sequence[Touch]) -> None:
+    def touch_pages(self, touches: Sequence[Touch], moved: Sequence[Moved] = ()) -> None:
         """Record fetches that found pages unchanged (a 304, or the same digest): the time
         of the check, validators and schedule move; text, body, ``fetched_at`` and index
         entry stay, and the page is not marked for indexing again (a merge of its text
-        under way is not made stale either: it checks ``fetched_at``)."""
+        under way is not made stale either: it checks ``fetched_at``).
+
+        The ``moved`` pages (:data:`Moved`) point at their new WARC records in the same
+        transaction: the same text, read from the new conversion record, so still no
+        new index entry."""
+        new: dict[str, int] = {}
         with self.transaction() as cur:
             self._executemany(
                 cur,
@@ -479,6 +490,20 @@ class Store(ABC):
                 "WHERE fp = ?",
                 [(*t[1:], t[0]) for t in touches],
             )
+            if moved:
+                new = self._warc_file_ids(cur, {m[1] for m in moved} - self._warc_ids.keys())
+                ids = self._warc_ids | new
+                # the text moves to the new conversion record (when there is one); a body
+                # kept in the row before (--body-store sql) is the old one: dropped
+                self._executemany(
+                    cur,
+                    "UPDATE pages SET warc_file_id = ?, warc_offset = ?, warc_length = ?, "
+                    "payload_digest = ?, text_length = ?, text = COALESCE(?, text), "
+                    "body = NULL WHERE fp = ?",
+                    [(ids[f], off, length, digest, tlen, None if tlen is None else "", fp)
+                     for fp, f, off, length, digest, tlen in moved],
+                )  # fmt: skip
+        self._warc_ids.update(new)  # committed: the numbers are there for good
 
     @contextlib.contextmanager
     def bulk_load(self) -> Iterator[Store]:

@@ -24,12 +24,22 @@ from srcrawl.indexer.search import Searcher
 from srcrawl.keys import Keys, processing_pattern
 from srcrawl.queues.crawl_protocol import FetchTask, sitemap_task
 from srcrawl.queues.envelope import decode
+from srcrawl.slave.warc import (
+    NOT_MODIFIED_PROFILE,
+    REVISIT_PROFILE,
+    LocalWarcStorage,
+    Pointer,
+    payload_digest,
+    read_payload,
+    warc_date,
+)
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.changes import CHANGING, GONE, STATIC, ChangeSchedule, live_version
 from srcrawl.testweb.changes import version_of_etag as etag_version
 
 from .conftest import cli_env, run_cli
 from .test_lifecycle import CLI
+from .test_warc import _all_records, _warcio_check
 
 POLITE = ["--delay", "0.05", "--delay-factor", "0", "--max-delay", "1", "--fetch-timeout", "2",
           "--robots-defer", "0.3", "--depth", "5"]  # fmt: skip
@@ -150,6 +160,101 @@ def test_a_running_crawl_keeps_the_store_fresh_with_304s_and_drops_gone_pages(
     assert not [u for u in found if _finds(searcher, tw, u)]
     changed = [u for u, k in urls.items() if k == CHANGING]
     assert all(_finds(searcher, tw, u) for u in changed)  # new versions keep their terms
+    cfg.close()
+
+
+def _revisits(paths: list[Path]) -> list[tuple]:
+    """(WARC headers, HTTP headers) of each revisit record of ``paths``, each checked: right
+    after its request, naming an existing response record of its URI, by the profile of
+    its status (304: server-not-modified; else identical-payload-digest)."""
+    responses, revisits = {}, []
+    for path in paths:
+        records = _all_records(path)
+        for i, (kind, head, http) in enumerate(records):
+            if kind == "response":
+                responses[head.get_header("WARC-Record-ID")] = head
+            elif kind == "revisit":  # written in place of the response: after its request
+                before, request, _h = records[i - 1]
+                assert before == "request" and request.get_header("WARC-Target-URI") == (
+                    head.get_header("WARC-Target-URI"))  # fmt: skip
+                assert request.get_header("WARC-Concurrent-To") == head.get_header(
+                    "WARC-Record-ID")  # fmt: skip
+                revisits.append((head, http))
+    for head, http in revisits:
+        original = responses[head.get_header("WARC-Refers-To")]  # an existing response
+        assert original.get_header("WARC-Target-URI") == head.get_header("WARC-Target-URI")
+        assert head.get_header("WARC-Refers-To-Date") == original.get_header("WARC-Date")
+        if http.get_statuscode() == "304":
+            assert head.get_header("WARC-Profile") == NOT_MODIFIED_PROFILE
+            assert head.get_header("WARC-Payload-Digest") is None
+        else:
+            assert head.get_header("WARC-Profile") == REVISIT_PROFILE
+            assert head.get_header("WARC-Payload-Digest") == original.get_header(
+                "WARC-Payload-Digest")  # fmt: skip
+    return revisits
+
+
+@pytest.fixture
+def still():
+    """The changing web's twin that never changes and sends no validators: a recrawl of
+    one of its pages is a 200 with the stored body."""
+    with TestWeb.generate(hosts=2, pages=12, seed=9, crawl_delay=0.05) as tw:
+        yield tw
+
+
+def test_unchanged_recrawls_leave_request_and_revisit_records(
+    changing, still, redis_url, keys, tmp_path
+) -> None:
+    env = cli_env(redis_url, keys.job, tmp_path)
+    log = tmp_path / "crawl.log"
+    seeds = [changing.seed_urls[1], still.seed_urls[1]]
+    master = start(["master", "start", *seeds, *POLITE, *REVISIT, "--keep-running"], env, log)
+    slave = start(["slave", "start", "--threads", "4"], env, log)
+    cfg = Config.load(env=env)
+    static = [u for u, k in regular(changing).items() if k == STATIC]  # answered 304
+    plain = [u for u, p in still.web.pages.items()  # answered 200, the same body
+             if p.template == "regular" and u.startswith(still.base_url(1) + "/")]  # fmt: skip
+
+    def rechecked() -> bool:
+        pages = stored(cfg)
+        return all(u in pages and pages[u].checked_at for u in static + plain)
+
+    try:
+        wait_until(rechecked, 40, "an unchanged page was not fetched again")
+    finally:
+        stop(slave)
+        stop(master)
+    assert master.returncode == 0, log.read_text()[-3000:]
+    storage = LocalWarcStorage(cfg.warc_root)
+    paths = [storage.path(n) for n in storage.names(keys.job)]
+    _warcio_check(paths)
+    revisits = _revisits(paths)
+    dates: dict[str, set[str]] = {}
+    for head, _http in revisits:
+        dates.setdefault(head.get_header("WARC-Target-URI"), set()).add(
+            head.get_header("WARC-Date"))  # fmt: skip
+    # each unchanged page's last check left its revisit; its row still reads body and text
+    store = cfg.store()
+    pages = stored(cfg)
+    for url in static + plain:
+        page = pages[url]
+        assert warc_date(page.checked_at) in dates[url], url
+    for page in pages.values():
+        if page.warc_file:
+            pointer = Pointer(page.warc_file, page.warc_offset, page.warc_length)
+            assert payload_digest(read_payload(storage, pointer)) == page.payload_digest
+        if page.text_length:
+            assert store.page_text(page)
+    # as many server-not-modified revisits as 304s the server sent (but for fetches the
+    # slave dropped when it stopped), and a 200 with the same body is one too
+    time.sleep(0.5)  # the access log is written every 0.2 s
+    sent = Counter(e["url"] for e in changing.log_entries() if e["status"] == 304)
+    kept = Counter(h.get_header("WARC-Target-URI") for h, http in revisits
+                   if h.get_header("WARC-Profile") == NOT_MODIFIED_PROFILE)  # fmt: skip
+    assert all(0 < kept[u] <= sent[u] for u in static), (kept, sent)
+    assert sum(sent.values()) - 4 <= sum(kept.values()) <= sum(sent.values())
+    assert all(h.get_header("WARC-Profile") == REVISIT_PROFILE
+               for h, _http in revisits if h.get_header("WARC-Target-URI") in plain)  # fmt: skip
     cfg.close()
 
 

@@ -430,6 +430,30 @@ def test_an_unchanged_page_is_touched_not_marked_for_indexing(store: Store) -> N
     assert store.unindexed_pages(None, 10) == []
 
 
+def test_a_touch_can_point_an_unchanged_page_at_new_warc_records(store: Store) -> None:
+    # the text the same, the body not (its markup changed): the row points at the new
+    # response and conversion records; fetched_at and the index entry stay
+    store.save_fetched([page(1, status=200, text="", warc_file="j/a.warc.gz", warc_offset=0,
+                             warc_length=90, payload_digest="sha1:A", text_length=30),
+                        page(2, status=200, text="in the row", body=b"old")], [])  # fmt: skip
+    with store.index_tables() as tables:
+        tables.mark_indexed([1, 2], 5.0)
+    store.touch_pages(
+        [(1, 2000.0, 7, None, None, 2.8, 2002.8), (2, 2000.0, 7, None, None, 2.8, 2002.8)],
+        [(1, "j/b.warc.gz", 500, 95, "sha1:B", 31), (2, "j/b.warc.gz", 700, 80, "sha1:C", 12)],
+    )
+    got = {p.fp: p for p in store.get_pages([1, 2], with_body=True)}
+    one, two = got[1], got[2]
+    assert (one.warc_file, one.warc_offset, one.warc_length, one.payload_digest,
+            one.text_length, one.checked_at) == ("j/b.warc.gz", 500, 95, "sha1:B", 31,
+                                                 2000.0)  # fmt: skip
+    assert (two.warc_file, two.warc_offset, two.text, two.body, two.text_length) == (
+        "j/b.warc.gz", 700, "", None, 12)  # the text is in the record now  # fmt: skip
+    assert (one.fetched_at, two.fetched_at) == (1001.0, 1002.0)
+    assert store.unindexed_pages(None, 10) == []
+    assert store.warc_files() == ["j/b.warc.gz"]
+
+
 def test_a_page_that_went_away_leaves_the_index(store: Store) -> None:
     from srcrawl.indexer.merge import remove_pages
     from srcrawl.indexer.postings import DocPostings, PostingsBatch, term_fingerprint

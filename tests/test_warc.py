@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator as WarcioIterator
@@ -20,6 +21,8 @@ from srcrawl.config import Config
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.slave.warc import (
+    NOT_MODIFIED_PROFILE,
+    REVISIT_PROFILE,
     LocalWarcStorage,
     Pointer,
     WarcError,
@@ -27,8 +30,10 @@ from srcrawl.slave.warc import (
     check_file,
     payload_digest,
     prepare_fetch,
+    prepare_not_modified,
     read_payload,
     revisit_record,
+    warc_date,
 )
 from srcrawl.slave.warc_import import import_warc
 from srcrawl.sql.sqlite_store import SQLiteStore
@@ -335,5 +340,114 @@ def test_a_failed_fsync_keeps_the_batch_for_the_next_flush_in_a_new_file(tmp_pat
     assert read_payload(storage, Pointer(row.warc_file, row.warc_offset, row.warc_length)) == body
     store.warc_texts = WarcTexts(storage.root)
     assert store.page_text(row) == "body" and writer.revisits == 0
+    writer.warc.close()
+    store.close()
+
+
+def _all_records(path: Path) -> list[tuple[str, object, object]]:
+    """(type, WARC headers, HTTP headers or None) of each record of ``path``, in order."""
+    with open(path, "rb") as fh:
+        return [(r.rec_type, r.rec_headers, r.http_headers) for r in WarcioIterator(fh)]
+
+
+def _first_fetches(tmp_path: Path, bodies: dict[int, bytes], at: float) -> tuple:
+    """A page writer on a real store and WARC directory that stored ``bodies`` (fp ->
+    body, with the text ``words FP``) as fetched at ``at``."""
+    from srcrawl.slave.page_writer import PageWriter
+    from srcrawl.sql.store import Page
+
+    store = SQLiteStore(str(tmp_path / "s.db"))
+    store.init_schema()
+    storage = LocalWarcStorage(tmp_path / "warc")
+    store.warc_texts = WarcTexts(storage.root)
+    writer = PageWriter(store, WarcOutput(storage, "job", max_bytes=10**6))
+    for fp, body in bodies.items():
+        page = Page(fp=fp, url=f"http://127.0.0.1:1/{fp}", host="127.0.0.1:1", status=200,
+                    fetched_at=at, text=f"words {fp}")  # fmt: skip
+        fetch = prepare_fetch(page.url, status=200, headers={"etag": '"0"'}, body=body,
+                              ip="127.0.0.1", fetched_at=at, request=b"GET / HTTP/1.1\r\n\r\n",
+                              text=page.text)  # fmt: skip
+        page.payload_digest = fetch.digest
+        writer.add([page], [], [(page, fetch)])
+    assert writer.flush() == len(bodies)
+    return store, storage, writer
+
+
+def _names_its_original(request: Any, revisit: Any, responses: dict, at: float) -> None:
+    """``revisit`` follows its ``request`` and names an existing response of its URI."""
+    original = responses[revisit.get_header("WARC-Refers-To")]
+    url = revisit.get_header("WARC-Target-URI")
+    assert original.get_header("WARC-Target-URI") == url == request.get_header(
+        "WARC-Target-URI") == revisit.get_header("WARC-Refers-To-Target-URI")  # fmt: skip
+    assert revisit.get_header("WARC-Refers-To-Date") == original.get_header("WARC-Date")
+    assert revisit.get_header("WARC-Date") == warc_date(at)
+    assert request.get_header("WARC-Concurrent-To") == revisit.get_header("WARC-Record-ID")
+
+
+def test_unchanged_recrawls_are_revisits_and_a_new_body_moves_the_row(tmp_path) -> None:
+    then, now, req = 1.7e9, 1.7e9 + 60, b"GET / HTTP/1.1\r\n\r\n"
+    bodies = {fp: f"<html><title>t</title>words {fp}</html>".encode() for fp in (1, 2, 3)}
+    store, storage, writer = _first_fetches(tmp_path, bodies, then)
+    urls = {fp: f"http://127.0.0.1:1/{fp}" for fp in bodies}
+    with store.index_tables() as tables:
+        tables.mark_indexed(list(urls), 5.0)
+    first = {p.fp: p for p in store.get_pages(list(urls))}
+    # a 304; a 200 with the stored body; a 200 with the stored text in other markup
+    not_modified = prepare_not_modified(urls[1], headers={"etag": '"0"'}, ip="127.0.0.1",
+                                        fetched_at=now, request=req)  # fmt: skip
+    same = prepare_fetch(urls[2], status=200, headers={}, body=bodies[2], ip="", fetched_at=now,
+                         request=req, text="words 2")  # fmt: skip
+    markup = bodies[3].replace(b"<html>", b'<html lang="en">')
+    moved = prepare_fetch(urls[3], status=200, headers={}, body=markup, ip="", fetched_at=now,
+                          request=req, text="words 3")  # fmt: skip
+    touches = [(fp, now, 3, None, None, 60.0, now + 60) for fp in urls]
+    writer.touch(touches, [(1, not_modified), (2, same), (3, moved)])
+    assert writer.flush() == 0 and writer.revisits == 2
+    [path] = storage.names("job")
+    _warcio_check([storage.path(path)])
+    records = _all_records(storage.path(path))
+    kinds = ["request", "revisit", "request", "revisit", "request", "response", "conversion"]
+    assert [t for t, _w, _h in records[9:]] == kinds
+    responses = {w.get_header("WARC-Record-ID"): w for t, w, _h in records if t == "response"}
+    _names_its_original(records[9][1], records[10][1], responses, now)
+    _names_its_original(records[11][1], records[12][1], responses, now)
+    nm, ident = records[10], records[12]
+    assert nm[1].get_header("WARC-Profile") == NOT_MODIFIED_PROFILE
+    assert nm[2].get_statuscode() == "304" and nm[2].get_header("ETag") == '"0"'
+    assert nm[1].get_header("WARC-Payload-Digest") is None  # the profile has no payload
+    assert nm[1].get_header("WARC-Truncated") is None  # the 304 is there whole
+    assert ident[1].get_header("WARC-Profile") == REVISIT_PROFILE
+    assert ident[1].get_header("WARC-Payload-Digest") == payload_digest(bodies[2])
+    assert ident[2].get_statuscode() == "200"
+    rows = {p.fp: p for p in store.get_pages(list(urls))}
+    for fp in (1, 2):  # the stored records still hold body and text
+        assert (rows[fp].warc_file, rows[fp].warc_offset) == (first[fp].warc_file,
+                                                              first[fp].warc_offset)  # fmt: skip
+    three = rows[3]
+    assert three.warc_offset > first[3].warc_offset and three.payload_digest == moved.digest
+    pointer = Pointer(three.warc_file, three.warc_offset, three.warc_length)
+    assert read_payload(storage, pointer) == markup and store.page_text(three) == "words 3"
+    assert all(rows[fp].checked_at == now and rows[fp].fetched_at == then for fp in urls)
+    assert store.unindexed_pages(None, 10) == []  # the text did not change: no new index entry
+    writer.warc.close()
+    store.close()
+
+
+def test_a_304_with_no_stored_record_names_only_its_uri(tmp_path) -> None:
+    from srcrawl.slave.page_writer import PageWriter
+
+    store = SQLiteStore(str(tmp_path / "s.db"))
+    store.init_schema()
+    storage = LocalWarcStorage(tmp_path / "warc")
+    writer = PageWriter(store, WarcOutput(storage, "job", max_bytes=10**6))
+    fetch = prepare_not_modified("http://127.0.0.1:1/", headers={}, ip="", fetched_at=1.7e9,
+                                 request=b"GET / HTTP/1.1\r\n\r\n")  # fmt: skip
+    writer.touch([(1, 1.7e9, 3, None, None, 60.0, 1.7e9 + 60)], [(1, fetch)])
+    writer.flush()
+    [name] = storage.names("job")
+    _warcio_check([storage.path(name)])
+    [(_t, _w, _h), (kind, revisit, _http)] = _all_records(storage.path(name))
+    assert kind == "revisit" and revisit.get_header("WARC-Refers-To") is None
+    assert revisit.get_header("WARC-Refers-To-Target-URI") == "http://127.0.0.1:1/"
     writer.warc.close()
     store.close()
