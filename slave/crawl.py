@@ -202,12 +202,9 @@ class CrawlHandler:
 
     def _use_warc(self, on: bool, max_bytes: int) -> None:
         """Keep bodies in WARC files (``on``) or in the store, as the strategy says."""
-        if not on:
-            self.writer.warc = None  # an open file was made durable at its last flush
-        elif self.writer.warc is None:
-            storage = LocalWarcStorage(self.cfg.warc_root)
-            self.writer.warc = WarcOutput(storage, self.cfg.job, max_bytes)
-        else:
+        storage = LocalWarcStorage(self.cfg.warc_root)
+        self.writer.use_warc(on, lambda: WarcOutput(storage, self.cfg.job, max_bytes))
+        if self.writer.warc is not None:
             self.writer.warc.max_bytes = max_bytes
 
     # -- one task at a time (tests) -------------------------------------------
@@ -389,8 +386,7 @@ class CrawlHandler:
         if self._multi is not None:
             self._multi.close()
             self._multi = None
-        if self.writer.warc is not None:
-            self.writer.warc.close()
+        self.writer.close()
 
     # -- the parts of a task ---------------------------------------------------
     def _begin(

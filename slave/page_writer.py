@@ -42,7 +42,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from srcrawl.errors import StoreDataError, StoreError
@@ -69,7 +69,10 @@ class PageWriter:
 
     def __init__(self, store: Store, warc: WarcOutput | None = None) -> None:
         self.store = store
-        self.warc = warc
+        self._output = warc
+        """Where the records go: it outlives a switch to bodies in the store, for the
+        records prepared before it (see :meth:`use_warc`)."""
+        self._accepting = warc is not None
         self._pages: list[Page] = []
         self._links: list[Link] = []
         self._records: list[tuple[Page, PreparedFetch]] = []
@@ -87,6 +90,27 @@ class PageWriter:
         """Pages the store refused whole, stored without title, text and body."""
         self.dropped = 0
         """Pages not stored in any form (an error that is not the store's)."""
+
+    @property
+    def warc(self) -> WarcOutput | None:
+        """The WARC output of the pages added now; None: their bodies go to the store."""
+        return self._output if self._accepting else None
+
+    def use_warc(self, on: bool, make: Callable[[], WarcOutput]) -> None:
+        """Keep the bodies of pages added from now on in WARC files (``on``; ``make`` gives
+        the output the first time) or in the store. Records prepared before a switch to the
+        store still go to the output they were made for (parse threads may be preparing
+        some as it happens), which stays open until :meth:`close` and is used again when
+        WARC output comes back."""
+        with self._lock:
+            if on and self._output is None:
+                self._output = make()
+            self._accepting = on
+
+    def close(self) -> None:
+        """Close the WARC output (its last records were made durable by their flush)."""
+        if self._output is not None:
+            self._output.close()
 
     def add(
         self, pages: Sequence[Page], links: Sequence[Link],
@@ -152,7 +176,7 @@ class PageWriter:
                 # ack) waits for both, so an acknowledged page's record is durable, and
                 # a crash before leaves its task unacknowledged: it is fetched again and
                 # its row rewritten
-                syncing = self._syncer.submit(self.warc.sync)  # type: ignore[union-attr]
+                syncing = self._syncer.submit(self._output.sync)  # type: ignore[union-attr]
                 try:
                     n = self._store_all(pages, links)
                 finally:
@@ -209,7 +233,7 @@ class PageWriter:
     ) -> None:
         """Append the records of the pages and of the unchanged recrawls (handed to the OS:
         :meth:`flush` makes them durable), and point the pages at them."""
-        assert self.warc is not None
+        assert self._output is not None  # records are made only once there is one
         try:
             stored = self.store.stored_payloads(
                 [page.fp for page, _f in records] + [fp for fp, _f in rechecks]
@@ -228,15 +252,15 @@ class PageWriter:
                 kept.append(None)
         revisits = [self._recheck_records(stored.get(fp), f) for fp, f in rechecks]
         groups.extend(group for group, _revisit in revisits)
-        placed = self.warc.append(groups, durable=False)  # flush() waits for its sync
+        placed = self._output.append(groups, durable=False)  # flush() waits for its sync
         self._point(records, placed[: len(records)], kept)
         self._moved(rechecks, placed[len(records) :], [r for _g, r in revisits])
 
     def _usable(self, old: StoredPayload | None) -> StoredPayload | None:
         """``old``, unless its file was abandoned after a failed write (its record may be
         lost: nothing refers to it)."""
-        assert self.warc is not None
-        return None if old is None or old.warc_file in self.warc.abandoned else old
+        assert self._output is not None
+        return None if old is None or old.warc_file in self._output.abandoned else old
 
     def _recheck_records(
         self, old: StoredPayload | None, fetch: PreparedFetch
@@ -291,10 +315,10 @@ class PageWriter:
 
     def _original(self, old: StoredPayload) -> Original | None:
         """The record a revisit refers to, read from its file (None when it cannot be)."""
-        assert self.warc is not None
+        assert self._output is not None
         pointer = Pointer(old.warc_file, old.warc_offset, old.warc_length)
         try:
-            return original_record(self.warc.storage, pointer)
+            return original_record(self._output.storage, pointer)
         except StoreError as e:
             log.warning("revisit of %s: %s", pointer.file, e)
             return None

@@ -344,6 +344,42 @@ def test_a_failed_fsync_keeps_the_batch_for_the_next_flush_in_a_new_file(tmp_pat
     store.close()
 
 
+def test_records_made_before_a_switch_to_sql_bodies_still_go_to_their_file(tmp_path):
+    """A resumed crawl may turn WARC output off (--body-store sql) while a parse thread
+    has a page's records made: they are written to the file they were made for, the
+    next page keeps its body in the store, and WARC output coming back reuses the file."""
+    from srcrawl.slave.page_writer import PageWriter
+    from srcrawl.sql.store import Page, compress_body
+
+    store = SQLiteStore(str(tmp_path / "s.db"))
+    store.init_schema()
+    storage = LocalWarcStorage(tmp_path / "warc")
+    writer = PageWriter(store)
+    made = []
+    writer.use_warc(True, lambda: made.append(1) or WarcOutput(storage, "job", 10**6))
+    body = b"<html><title>t</title>body</html>"
+    page = Page(fp=1, url="http://127.0.0.1:1/", host="127.0.0.1", status=200, text="body")
+    fetch = prepare_fetch(page.url, status=200, headers={}, body=body, ip="", fetched_at=1.7e9,
+                          request=b"GET / HTTP/1.1\r\n\r\n", text="body")  # fmt: skip
+    writer.add([page], [], [(page, fetch)])
+    writer.use_warc(False, lambda: pytest.fail("no output is made to turn WARC off"))
+    assert writer.warc is None
+    plain = Page(fp=2, url="http://127.0.0.1:1/2", host="127.0.0.1", status=200, text="two",
+                 body=compress_body(b"two"))  # fmt: skip
+    writer.add([plain], [])
+    assert writer.flush() == 2
+    rows = {p.fp: p for p in store.get_pages([1, 2], with_body=True)}
+    [name] = storage.names("job")
+    assert rows[1].warc_file == name
+    assert read_payload(storage, Pointer(name, rows[1].warc_offset, rows[1].warc_length)) == body
+    assert rows[2].warc_file is None and rows[2].body == compress_body(b"two")
+    writer.use_warc(True, lambda: pytest.fail("the open output is used again"))
+    assert writer.warc is not None and made == [1]
+    writer.close()
+    _warcio_check([storage.path(name)])
+    store.close()
+
+
 def _all_records(path: Path) -> list[tuple[str, object, object]]:
     """(type, WARC headers, HTTP headers or None) of each record of ``path``, in order."""
     with open(path, "rb") as fh:
