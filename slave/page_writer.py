@@ -19,10 +19,12 @@ pages wait for the next flush, and their tasks for their ack.
 With a :class:`~srcrawl.slave.warc.WarcOutput`, each flush first appends the
 batch's WARC records (handed to the OS: every reader sees them), then writes the
 rows that point into them while another thread makes the records durable (one
-fsync), and returns once both are done: a page is acknowledged only when its
-record is durable, and a crash before that leaves its task unacknowledged, so
-the page is fetched again and its row rewritten. The fsync's wait overlaps
-the store's (docs/BENCHMARKS.md, "WARC storage, again"). A page whose
+fsync), and commits them only once the fsync is done: no row ever points at a
+record that a crash of the machine could lose, a page is acknowledged only
+after its row, and a crash before leaves its task unacknowledged, so the page
+is fetched again. The fsync's wait overlaps the store's writing (docs/BENCHMARKS.md,
+"WARC storage, again"); a failed fsync rolls the rows back and the whole batch
+waits for the next flush, written again to a new file. A page whose
 body the store already holds under the same payload digest gets a revisit
 record, and its row keeps pointing at the first one.
 
@@ -60,6 +62,9 @@ from srcrawl.sql.store import Link, Moved, Page, Store, StoredPayload, Touch
 
 log = logging.getLogger("srcrawl.slave")
 
+Durable = Callable[[], object] | None
+"""Returns once the batch's WARC records are durable, or raises WarcError; the store's
+transactions call it before they commit (None: no records to wait for)."""
 _RETRIES = 5
 _BACKOFF = 0.2  # seconds before the second attempt; doubled each time, at most 5 s
 
@@ -132,26 +137,33 @@ class PageWriter:
             self._touches.extend(touches)
             self._rechecks.extend(records)
 
-    def _flush_touches(self) -> None:
-        """Write the queued touches and moves (retried like pages); StoreError leaves them
-        queued."""
+    def _flush_touches(self, new: list[Moved], durable: Durable) -> None:
+        """Write the queued touches and moves, and the ``new`` moves of this flush (retried
+        like pages); StoreError leaves them queued, WarcError (the new records were not
+        made durable) all but the new moves: their rechecks are written again."""
         with self._lock:
             touches, self._touches = self._touches, []
             moves, self._moves = self._moves, []
-        if not touches and not moves:
+        if not touches and not moves and not new:
             return
         for attempt in range(_RETRIES):
             try:
-                self.store.touch_pages(touches, moves)
+                self.store.touch_pages(touches, [*moves, *new], durable=durable)
                 return
+            except WarcError:
+                self._keep_touches(touches, moves)
+                raise
             except StoreError as e:
                 log.warning("store write failed (attempt %d): %s", attempt + 1, e)
                 if attempt == _RETRIES - 1:
-                    with self._lock:
-                        self._touches[:0] = touches
-                        self._moves[:0] = moves
+                    self._keep_touches(touches, [*moves, *new])
                     raise
                 time.sleep(min(2**attempt * _BACKOFF, 5.0))
+
+    def _keep_touches(self, touches: list[Touch], moves: list[Moved]) -> None:
+        with self._lock:
+            self._touches[:0] = touches
+            self._moves[:0] = moves
 
     def flush(self) -> int:
         """Store everything added so far; return the page count.
@@ -171,14 +183,13 @@ class PageWriter:
             if not records and not rechecks:
                 return self._store_all(pages, links)
             try:
-                self._write_warc(records, rechecks)
-                # the fsync runs beside the store's transactions; the flush (and so the
-                # ack) waits for both, so an acknowledged page's record is durable, and
-                # a crash before leaves its task unacknowledged: it is fetched again and
-                # its row rewritten
+                moves = self._write_warc(records, rechecks)
+                # the fsync runs beside the store's transactions, which commit only once
+                # it is done: no row points at a record that is not durable, and a crash
+                # before leaves the tasks unacknowledged (fetched again, rows rewritten)
                 syncing = self._syncer.submit(self._output.sync)  # type: ignore[union-attr]
                 try:
-                    n = self._store_all(pages, links)
+                    n = self._store_all(pages, links, moves, syncing.result)
                 finally:
                     syncing.result()
             except WarcError:
@@ -186,18 +197,23 @@ class PageWriter:
                 raise
             return n
 
-    def _store_all(self, pages: list[Page], links: list[Link]) -> int:
-        """The touches' transaction, then the pages' (:meth:`_store`). A store down for the
-        touches leaves the pages queued too (with their WARC pointers, if any: their
-        records are written)."""
+    def _store_all(
+        self, pages: list[Page], links: list[Link], moves: list[Moved] | None = None,
+        durable: Durable = None,
+    ) -> int:  # fmt: skip
+        """The touches' transaction, then the pages' (:meth:`_store`), each committed once
+        ``durable`` returns. A store down for the touches leaves the pages queued too (with
+        their WARC pointers, if any: their records are written)."""
         try:
-            self._flush_touches()
+            self._flush_touches(moves or [], durable)
+        except WarcError:
+            raise  # flush() gives the whole batch to the next one
         except StoreError:
             self._requeue(pages, links, [], [])
             raise
         if not pages and not links:
             return 0
-        return self._store(pages, links)
+        return self._store(pages, links, durable)
 
     def _requeue(
         self, pages: list[Page], links: list[Link], records: list[tuple[Page, PreparedFetch]],
@@ -210,12 +226,14 @@ class PageWriter:
             self._records[:0] = records
             self._rechecks[:0] = rechecks
 
-    def _store(self, pages: list[Page], links: list[Link]) -> int:
+    def _store(self, pages: list[Page], links: list[Link], durable: Durable = None) -> int:
         """The store's transaction, retried, then page by page (see :meth:`flush`)."""
         for attempt in range(_RETRIES):
             try:
-                self.store.save_fetched(pages, links)
+                self.store.save_fetched(pages, links, durable=durable)
                 return len(pages)
+            except WarcError:
+                raise  # not durable: nothing was committed, flush() keeps the batch
             except StoreDataError as e:  # refused again however often it is sent
                 log.warning("store write refused: %s", e)
                 break
@@ -226,13 +244,14 @@ class PageWriter:
             except Exception as e:  # not the store: something in the pages
                 log.warning("store write failed: %r", e)
                 break
-        return self._one_by_one(pages, links)
+        return self._one_by_one(pages, links, durable)
 
     def _write_warc(
         self, records: list[tuple[Page, PreparedFetch]], rechecks: list[tuple[int, PreparedFetch]]
-    ) -> None:
+    ) -> list[Moved]:
         """Append the records of the pages and of the unchanged recrawls (handed to the OS:
-        :meth:`flush` makes them durable), and point the pages at them."""
+        :meth:`flush` makes them durable), and point the pages at them; returns the moves
+        of the pages written whole again (see :meth:`_moved`)."""
         assert self._output is not None  # records are made only once there is one
         try:
             stored = self.store.stored_payloads(
@@ -254,7 +273,7 @@ class PageWriter:
         groups.extend(group for group, _revisit in revisits)
         placed = self._output.append(groups, durable=False)  # flush() waits for its sync
         self._point(records, placed[: len(records)], kept)
-        self._moved(rechecks, placed[len(records) :], [r for _g, r in revisits])
+        return self._moved(rechecks, placed[len(records) :], [r for _g, r in revisits])
 
     def _usable(self, old: StoredPayload | None) -> StoredPayload | None:
         """``old``, unless its file was abandoned after a failed write (its record may be
@@ -279,8 +298,8 @@ class PageWriter:
     def _moved(
         self, rechecks: list[tuple[int, PreparedFetch]], placed: list[list[Pointer]],
         revisits: list[bool],
-    ) -> None:  # fmt: skip
-        """Count the rechecks' revisits; queue a move of each page written whole to its new
+    ) -> list[Moved]:  # fmt: skip
+        """Count the rechecks' revisits; the move of each page written whole to its new
         records, for the touches' transaction."""
         moves: list[Moved] = []
         for (fp, fetch), where, revisit in zip(rechecks, placed, revisits, strict=True):
@@ -291,8 +310,7 @@ class PageWriter:
             tlen = where[2].length if fetch.conversion else None
             moves.append((fp, response.file, response.offset, response.length, fetch.digest,
                           tlen))  # fmt: skip
-        with self._lock:
-            self._moves.extend(moves)
+        return moves
 
     def _point(
         self, records: list[tuple[Page, PreparedFetch]], placed: list[list[Pointer]],
@@ -323,20 +341,22 @@ class PageWriter:
             log.warning("revisit of %s: %s", pointer.file, e)
             return None
 
-    def _one_by_one(self, pages: list[Page], links: list[Link]) -> int:
+    def _one_by_one(self, pages: list[Page], links: list[Link], durable: Durable) -> int:
         by_src: dict[int, list[Link]] = {}
         for link in links:
             by_src.setdefault(link[0], []).append(link)
         for i, page in enumerate(pages):
             mine = by_src.get(page.fp, [])
             try:
-                self.store.save_fetched([page], mine)
+                self.store.save_fetched([page], mine, durable=durable)
                 continue
+            except WarcError:
+                raise  # not durable: as in _store
             except Exception as e:
                 refused = e
             bare = dataclasses.replace(page, title="", text="", body=None)
             try:
-                self.store.save_fetched([bare], mine)
+                self.store.save_fetched([bare], mine, durable=durable)
             except StoreDataError as e:
                 self.dropped += 1
                 log.error("page %s not stored: %s (then %s)", page.url, refused, e)

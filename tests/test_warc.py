@@ -333,6 +333,7 @@ def test_a_failed_fsync_keeps_the_batch_for_the_next_flush_in_a_new_file(tmp_pat
     writer.add([page], [(1, 2, "a")], [(page, fetch)])
     with pytest.raises(WarcError):
         writer.flush()  # no ack: the page waits for the next flush
+    assert store.get_pages([1]) == []  # its row waited for the fsync, and was rolled back
     [lost] = storage.names("job")
     assert writer.flush() == 1
     [row] = store.get_pages([1])
@@ -466,6 +467,38 @@ def test_unchanged_recrawls_are_revisits_and_a_new_body_moves_the_row(tmp_path) 
     assert all(rows[fp].checked_at == now and rows[fp].fetched_at == then for fp in urls)
     assert store.unindexed_pages(None, 10) == []  # the text did not change: no new index entry
     writer.warc.close()
+    store.close()
+
+
+def test_a_failed_fsync_commits_no_touch_and_writes_a_moved_body_again(tmp_path) -> None:
+    """An unchanged recrawl's new body whose fsync failed: neither the touch nor the move
+    is committed (the row would point at a record that may be lost); the next flush
+    writes the records to a new file and commits both."""
+    then, now, req = 1.7e9, 1.7e9 + 60, b"GET / HTTP/1.1\r\n\r\n"
+    bodies = {1: b"<html><title>t</title>words 1</html>"}
+    store, storage, writer = _first_fetches(tmp_path, bodies, then)
+    [first] = store.get_pages([1])
+    markup = bodies[1].replace(b"<html>", b'<html lang="en">')
+    fetch = prepare_fetch(first.url, status=200, headers={}, body=markup, ip="",
+                          fetched_at=now, request=req, text="words 1")  # fmt: skip
+    writer.touch([(1, now, 3, None, None, 60.0, now + 60)], [(1, fetch)])
+
+    def broken_disk(fh) -> None:
+        raise OSError(5, "Input/output error")
+
+    storage.make_durable = broken_disk
+    with pytest.raises(WarcError):
+        writer.flush()
+    [row] = store.get_pages([1])
+    assert row.checked_at is None and (row.warc_file, row.warc_offset, row.payload_digest) == (
+        first.warc_file, first.warc_offset, first.payload_digest)  # fmt: skip
+    del storage.make_durable
+    assert writer.flush() == 0
+    [row] = store.get_pages([1])
+    assert row.checked_at == now and row.warc_file != first.warc_file  # the new file
+    pointer = Pointer(row.warc_file, row.warc_offset, row.warc_length)
+    assert read_payload(storage, pointer) == markup and store.page_text(row) == "words 1"
+    writer.close()
     store.close()
 
 
