@@ -17,14 +17,15 @@ a bare page fails for another reason is the store taken to be down: the
 pages wait for the next flush, and their tasks for their ack.
 
 With a :class:`~srcrawl.slave.warc.WarcOutput`, each flush first appends the
-batch's WARC records (handed to the OS: every reader sees them), then writes the
-rows that point into them while another thread makes the records durable (one
-fsync), and commits them only once the fsync is done: no row ever points at a
-record that a crash of the machine could lose, a page is acknowledged only
-after its row, and a crash before leaves its task unacknowledged, so the page
-is fetched again. The fsync's wait overlaps the store's writing (docs/BENCHMARKS.md,
-"WARC storage, again"); a failed fsync rolls the rows back and the whole batch
-waits for the next flush, written again to a new file. A page whose
+batch's WARC records (handed to the OS: every reader sees them), makes them
+durable (one fsync), and only then writes the rows that point into them: no row
+ever points at a record that a crash of the machine could lose, a page is
+acknowledged only after its row, and a crash before leaves its task
+unacknowledged, so the page is fetched again. A failed fsync writes no row: the
+whole batch waits for the next flush and is written again to a new file. The
+fsync runs before the store's transaction rather than beside it (waiting for
+it inside the transaction held SQLite's write lock from the other slaves;
+docs/BENCHMARKS.md, "Rows only after their records are durable"). A page whose
 body the store already holds under the same payload digest gets a revisit
 record, and its row keeps pointing at the first one.
 
@@ -45,7 +46,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 from srcrawl.errors import StoreDataError, StoreError
 from srcrawl.slave.warc import (
@@ -62,9 +62,6 @@ from srcrawl.sql.store import Link, Moved, Page, Store, StoredPayload, Touch
 
 log = logging.getLogger("srcrawl.slave")
 
-Durable = Callable[[], object] | None
-"""Returns once the batch's WARC records are durable, or raises WarcError; the store's
-transactions call it before they commit (None: no records to wait for)."""
 _RETRIES = 5
 _BACKOFF = 0.2  # seconds before the second attempt; doubled each time, at most 5 s
 
@@ -90,7 +87,6 @@ class PageWriter:
         self._moves: list[Moved] = []
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
-        self._syncer = ThreadPoolExecutor(1, thread_name_prefix="warc-sync")
         self.stored_bare = 0
         """Pages the store refused whole, stored without title, text and body."""
         self.dropped = 0
@@ -137,10 +133,9 @@ class PageWriter:
             self._touches.extend(touches)
             self._rechecks.extend(records)
 
-    def _flush_touches(self, new: list[Moved], durable: Durable) -> None:
+    def _flush_touches(self, new: list[Moved]) -> None:
         """Write the queued touches and moves, and the ``new`` moves of this flush (retried
-        like pages); StoreError leaves them queued, WarcError (the new records were not
-        made durable) all but the new moves: their rechecks are written again."""
+        like pages); StoreError leaves them queued."""
         with self._lock:
             touches, self._touches = self._touches, []
             moves, self._moves = self._moves, []
@@ -148,11 +143,8 @@ class PageWriter:
             return
         for attempt in range(_RETRIES):
             try:
-                self.store.touch_pages(touches, [*moves, *new], durable=durable)
+                self.store.touch_pages(touches, [*moves, *new])
                 return
-            except WarcError:
-                self._keep_touches(touches, moves)
-                raise
             except StoreError as e:
                 log.warning("store write failed (attempt %d): %s", attempt + 1, e)
                 if attempt == _RETRIES - 1:
@@ -184,36 +176,29 @@ class PageWriter:
                 return self._store_all(pages, links)
             try:
                 moves = self._write_warc(records, rechecks)
-                # the fsync runs beside the store's transactions, which commit only once
-                # it is done: no row points at a record that is not durable, and a crash
-                # before leaves the tasks unacknowledged (fetched again, rows rewritten)
-                syncing = self._syncer.submit(self._output.sync)  # type: ignore[union-attr]
-                try:
-                    n = self._store_all(pages, links, moves, syncing.result)
-                finally:
-                    syncing.result()
+                # durable (one fsync) before any row points at the records: a crash of the
+                # machine never leaves a row pointing at a lost record, and a crash before
+                # the rows leaves the tasks unacknowledged (fetched again)
+                self._output.sync()  # type: ignore[union-attr]
             except WarcError:
                 self._requeue(pages, links, records, rechecks)
                 raise
-            return n
+            return self._store_all(pages, links, moves)
 
     def _store_all(
-        self, pages: list[Page], links: list[Link], moves: list[Moved] | None = None,
-        durable: Durable = None,
-    ) -> int:  # fmt: skip
-        """The touches' transaction, then the pages' (:meth:`_store`), each committed once
-        ``durable`` returns. A store down for the touches leaves the pages queued too (with
-        their WARC pointers, if any: their records are written)."""
+        self, pages: list[Page], links: list[Link], moves: list[Moved] | None = None
+    ) -> int:
+        """The touches' transaction, then the pages' (:meth:`_store`). A store down for the
+        touches leaves the pages queued too (with their WARC pointers, if any: their
+        records are durable)."""
         try:
-            self._flush_touches(moves or [], durable)
-        except WarcError:
-            raise  # flush() gives the whole batch to the next one
+            self._flush_touches(moves or [])
         except StoreError:
             self._requeue(pages, links, [], [])
             raise
         if not pages and not links:
             return 0
-        return self._store(pages, links, durable)
+        return self._store(pages, links)
 
     def _requeue(
         self, pages: list[Page], links: list[Link], records: list[tuple[Page, PreparedFetch]],
@@ -226,14 +211,12 @@ class PageWriter:
             self._records[:0] = records
             self._rechecks[:0] = rechecks
 
-    def _store(self, pages: list[Page], links: list[Link], durable: Durable = None) -> int:
+    def _store(self, pages: list[Page], links: list[Link]) -> int:
         """The store's transaction, retried, then page by page (see :meth:`flush`)."""
         for attempt in range(_RETRIES):
             try:
-                self.store.save_fetched(pages, links, durable=durable)
+                self.store.save_fetched(pages, links)
                 return len(pages)
-            except WarcError:
-                raise  # not durable: nothing was committed, flush() keeps the batch
             except StoreDataError as e:  # refused again however often it is sent
                 log.warning("store write refused: %s", e)
                 break
@@ -244,7 +227,7 @@ class PageWriter:
             except Exception as e:  # not the store: something in the pages
                 log.warning("store write failed: %r", e)
                 break
-        return self._one_by_one(pages, links, durable)
+        return self._one_by_one(pages, links)
 
     def _write_warc(
         self, records: list[tuple[Page, PreparedFetch]], rechecks: list[tuple[int, PreparedFetch]]
@@ -271,7 +254,7 @@ class PageWriter:
                 kept.append(None)
         revisits = [self._recheck_records(stored.get(fp), f) for fp, f in rechecks]
         groups.extend(group for group, _revisit in revisits)
-        placed = self._output.append(groups, durable=False)  # flush() waits for its sync
+        placed = self._output.append(groups, durable=False)  # flush() syncs them
         self._point(records, placed[: len(records)], kept)
         return self._moved(rechecks, placed[len(records) :], [r for _g, r in revisits])
 
@@ -341,22 +324,20 @@ class PageWriter:
             log.warning("revisit of %s: %s", pointer.file, e)
             return None
 
-    def _one_by_one(self, pages: list[Page], links: list[Link], durable: Durable) -> int:
+    def _one_by_one(self, pages: list[Page], links: list[Link]) -> int:
         by_src: dict[int, list[Link]] = {}
         for link in links:
             by_src.setdefault(link[0], []).append(link)
         for i, page in enumerate(pages):
             mine = by_src.get(page.fp, [])
             try:
-                self.store.save_fetched([page], mine, durable=durable)
+                self.store.save_fetched([page], mine)
                 continue
-            except WarcError:
-                raise  # not durable: as in _store
             except Exception as e:
                 refused = e
             bare = dataclasses.replace(page, title="", text="", body=None)
             try:
-                self.store.save_fetched([bare], mine, durable=durable)
+                self.store.save_fetched([bare], mine)
             except StoreDataError as e:
                 self.dropped += 1
                 log.error("page %s not stored: %s (then %s)", page.url, refused, e)

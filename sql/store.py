@@ -15,7 +15,7 @@ import logging
 import threading
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -290,14 +290,11 @@ class Store(ABC):
         """A StoreError for a driver error, or None if ``e`` is not one."""
 
     @contextlib.contextmanager
-    def transaction(
-        self, *, read_only: bool = False, before_commit: Callable[[], object] | None = None
-    ) -> Iterator[Any]:
+    def transaction(self, *, read_only: bool = False) -> Iterator[Any]:
         """A cursor inside one transaction: committed on success, rolled back on error.
 
         ``read_only`` transactions take no write lock where the backend allows
-        it (SQLite), so readers never wait for a writer. ``before_commit`` is called
-        once the block is done, before the commit; what it raises rolls back.
+        it (SQLite), so readers never wait for a writer.
         """
         with self._lock:
             try:
@@ -309,8 +306,6 @@ class Store(ABC):
                 raise err from e
             try:
                 yield cur
-                if before_commit is not None:
-                    before_commit()
                 self._commit()
             except BaseException as e:
                 with contextlib.suppress(Exception):
@@ -415,20 +410,15 @@ class Store(ABC):
         return rows[0][0] if rows else None
 
     # -- pages and links -----------------------------------------------------
-    def save_fetched(
-        self, pages: Sequence[Page], links: Sequence[Link], *,
-        durable: Callable[[], object] | None = None,
-    ) -> None:  # fmt: skip
+    def save_fetched(self, pages: Sequence[Page], links: Sequence[Link]) -> None:
         """Store fetched pages and their out-links in one transaction per batch.
 
         A link is (src, dst) or (src, dst, anchor text or None). A page
         fetched again replaces its row and its out-links, and is marked for
-        indexing again; nothing is ever doubled. ``durable`` returns once the WARC
-        records the pages point at are durable (or raises): the rows are committed
-        only then, so no reader ever finds a pointer to a record a crash could lose.
+        indexing again; nothing is ever doubled.
         """
         srcs = [(p.fp,) for p in pages]
-        with self.transaction(before_commit=durable) as cur:
+        with self.transaction() as cur:
             new = self._write_pages(cur, pages)
             self._executemany(cur, "DELETE FROM links WHERE src = ?", srcs)
             self._executemany(cur, self.INSERT_LINK, _link_rows(links))
@@ -482,10 +472,7 @@ class Store(ABC):
         rows = self._query(sql + " ORDER BY name")
         return [r[0] for r in rows]
 
-    def touch_pages(
-        self, touches: Sequence[Touch], moved: Sequence[Moved] = (), *,
-        durable: Callable[[], object] | None = None,
-    ) -> None:  # fmt: skip
+    def touch_pages(self, touches: Sequence[Touch], moved: Sequence[Moved] = ()) -> None:
         """Record fetches that found pages unchanged (a 304, or the same digest): the time
         of the check, validators and schedule move; text, body, ``fetched_at`` and index
         entry stay, and the page is not marked for indexing again (a merge of its text
@@ -493,9 +480,9 @@ class Store(ABC):
 
         The ``moved`` pages (:data:`Moved`) point at their new WARC records in the same
         transaction: the same text, read from the new conversion record, so still no
-        new index entry. ``durable``: as for :meth:`save_fetched`."""
+        new index entry."""
         new: dict[str, int] = {}
-        with self.transaction(before_commit=durable) as cur:
+        with self.transaction() as cur:
             self._executemany(
                 cur,
                 "UPDATE pages SET checked_at = ?, fetch_ms = ?, etag = COALESCE(?, etag), "
