@@ -59,7 +59,9 @@ def test_the_schedule_is_seeded_and_says_which_version_is_live() -> None:
 def test_a_changing_web_answers_conditional_gets_and_takes_pages_away() -> None:
     sched = ChangeSchedule(start=time.time(), seed=3, changing=0.5, gone=0.3, periods=(1.0,),
                            gone_after=2.0)  # fmt: skip
-    with TestWeb.generate(hosts=1, pages=10, seed=5, changes=sched, in_process=True) as tw:
+    # a page's kind is drawn from its URL, port included: with 60 pages every kind is
+    # there whatever the port (10 pages had none static about one port in ten)
+    with TestWeb.generate(hosts=1, pages=60, seed=5, changes=sched, in_process=True) as tw:
         pages = {u: sched.kind(u)[0] for u, p in tw.web.pages.items() if p.template == "regular"}
         static = next(u for u, k in pages.items() if k == STATIC)
         changing = next(u for u, k in pages.items() if k == CHANGING)
