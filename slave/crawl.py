@@ -202,8 +202,8 @@ class CrawlHandler:
 
     def _use_warc(self, on: bool, max_bytes: int) -> None:
         """Keep bodies in WARC files (``on``) or in the store, as the strategy says."""
-        storage = LocalWarcStorage(self.cfg.warc_root)
-        self.writer.use_warc(on, lambda: WarcOutput(storage, self.cfg.job, max_bytes))
+        self.writer.use_warc(on, lambda: WarcOutput(LocalWarcStorage(self.cfg.warc_root),
+                                                    self.cfg.job, max_bytes))  # fmt: skip
         if self.writer.warc is not None:
             self.writer.warc.max_bytes = max_bytes
 

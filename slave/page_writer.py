@@ -246,12 +246,9 @@ class PageWriter:
         kept: list[StoredPayload | None] = []
         for page, fetch in records:
             old = self._usable(stored.get(page.fp))
-            if old is not None and old.digest == fetch.digest:
-                groups.append((fetch.request, revisit_record(fetch, self._original(old))))
-                kept.append(old)
-            else:
-                groups.append(fetch.records())
-                kept.append(None)
+            revisit = self._revisit(old, fetch)
+            groups.append(fetch.records() if revisit is None else (fetch.request, revisit))
+            kept.append(None if revisit is None else old)
         revisits = [self._recheck_records(stored.get(fp), f) for fp, f in rechecks]
         groups.extend(group for group, _revisit in revisits)
         placed = self._output.append(groups, durable=False)  # flush() syncs them
@@ -271,12 +268,21 @@ class PageWriter:
         revisit of the stored record (a 304, or the same payload), or its records whole
         (another payload)."""
         old = self._usable(old)
-        original = None if old is None else self._original(old)
         if fetch.not_modified:  # nothing else to write: a 304 has no body
+            original = None if old is None else self._original(old)
             return (fetch.request, not_modified_record(fetch, original)), True
-        if old is not None and old.digest == fetch.digest:
-            return (fetch.request, revisit_record(fetch, original)), True
+        revisit = self._revisit(old, fetch)
+        if revisit is not None:
+            return (fetch.request, revisit), True
         return fetch.records(), False
+
+    def _revisit(self, old: StoredPayload | None, fetch: PreparedFetch) -> bytes | None:
+        """A revisit record naming ``old`` in place of ``fetch``'s response when the store
+        holds the same payload there; None: the fetch is written whole. The original's
+        head is read only then."""
+        if old is None or old.digest != fetch.digest:
+            return None
+        return revisit_record(fetch, self._original(old))
 
     def _moved(
         self, rechecks: list[tuple[int, PreparedFetch]], placed: list[list[Pointer]],

@@ -62,7 +62,7 @@ REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-dig
 NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 _COMPRESSION_LEVEL = 1
 """ISA-L's gzip level of each record: on the test web's pages ISA-L at level 1 compresses
-a record in about a third of zlib's time at its fastest levels, the members 2 % larger
+a record in about a third of zlib's time at its fastest levels, the files 1.4 % larger
 (docs/BENCHMARKS.md, "WARC records by ISA-L")."""
 _DROPPED_HEADERS = frozenset({"content-encoding", "transfer-encoding", "content-length"})
 

@@ -428,11 +428,18 @@ class Store(ABC):
         """Upsert ``pages`` in ``cur``'s transaction; returns the WARC files numbered for
         them that :attr:`_warc_ids` lacks, which the caller adds once it has committed (SQLite
         gives the number of a row rolled back to the next file numbered)."""
-        new = self._warc_file_ids(cur, {p.warc_file for p in pages} - self._warc_ids.keys())
-        ids = self._warc_ids | new if new else self._warc_ids
+        ids, new = self._numbered(cur, {p.warc_file for p in pages})
         rows = [p.row(None if p.warc_file is None else ids[p.warc_file]) for p in pages]
         self._executemany(cur, self.UPSERT_PAGE, rows)
         return new
+
+    def _numbered(
+        self, cur: Any, names: set[str | None]
+    ) -> tuple[dict[str, int], dict[str, int]]:
+        """(name -> number of every known WARC file and of ``names``, the numbers of those
+        new to :attr:`_warc_ids`, given in ``cur``'s transaction): one look-up per new file."""
+        new = self._warc_file_ids(cur, names - self._warc_ids.keys())
+        return (self._warc_ids | new if new else self._warc_ids), new
 
     def _warc_file_ids(self, cur: Any, names: set[str | None]) -> dict[str, int]:
         """name -> warc_files.id of ``names``, numbering the new ones in ``cur``'s transaction.
@@ -491,8 +498,7 @@ class Store(ABC):
                 [(*t[1:], t[0]) for t in touches],
             )
             if moved:
-                new = self._warc_file_ids(cur, {m[1] for m in moved} - self._warc_ids.keys())
-                ids = self._warc_ids | new
+                ids, new = self._numbered(cur, {m[1] for m in moved})
                 # the text moves to the new conversion record (when there is one); a body
                 # kept in the row before (--body-store sql) is the old one: dropped
                 self._executemany(
