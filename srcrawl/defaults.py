@@ -48,6 +48,21 @@ stopped slave may take to leave; an idle slave costs Redis one call per this).""
 DEFAULT_STORE_BATCH = 500
 """Rows written per transaction by batched store writers."""
 
+DEFAULT_STORE_TRIES = 10
+"""Times a store transaction is run before a passing server error (a deadlock, a snapshot
+conflict, a lock wait timeout, a lost connection) is given up on (``sql/retry.py``)."""
+
+DEFAULT_STORE_RETRY_DELAY = 0.05
+"""Seconds before a transaction's second run; doubled for each run after, with jitter."""
+
+DEFAULT_MAX_STORE_RETRY_DELAY = 5.0
+"""The wait before a transaction is run again never exceeds this: ten runs give up within
+about 25 s, long enough for a MariaDB restart or a burst of deadlocks at start-up."""
+
+DEFAULT_SCHEMA_LOCK_TIMEOUT = 600.0
+"""Seconds a process waits for another one that creates or migrates the schema (MySQL's
+``GET_LOCK``): a migration of a large store rewrites tables."""
+
 REDIS_SOCKET_TIMEOUT = 30.0
 """Seconds a Redis command may take before the client gives up."""
 
