@@ -456,6 +456,23 @@ class CrawlMaster:
             batch.count(REJECTED_LINKS, seed.rejected)
         for url, fp in seed.urls:
             self._candidate(url, fp, 0, batch)
+        for url, fp in seed.again:
+            self._reseed(url, fp, batch)
+
+    def _reseed(self, url: str, fp: int, batch: Batch) -> None:
+        """A seed given again for a URL whose fetch the address policy refused, now that the
+        crawl may reach it: fetched once more although the seen test knows it."""
+        reason = self.scope.reject(url, 0)
+        if reason is not None:
+            batch.count(reason)
+            return
+        host = host_of(url)
+        self.seen.add(fp)
+        self.recent.seen_or_add(fp)
+        batch.count("reseeded")
+        queue = self.strategy.queue_for(host, fp)
+        task = FetchTask(url, fp, 0, queue, again=True, strategy=self.strategy.version)
+        self._schedule(task, host, batch)
 
     def _on_links(self, links: Links, batch: Batch) -> None:
         """Links another partition's slave or master found for this partition's hosts."""
