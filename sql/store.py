@@ -730,6 +730,12 @@ class Store(ABC):
             raise StoreError(f"page text in WARC file {wfile}, but no WARC directory is known")
         return self.warc_texts.read(wfile, int(woffset) + int(wlength), int(tlength))
 
+    def has_rows(self, table: str) -> bool:
+        """Whether one of the schema's tables holds a row (one index look-up, not a count)."""
+        if table not in TABLES:
+            raise ValueError(f"unknown table {table!r}")
+        return bool(self._query(f"SELECT 1 FROM {table} LIMIT 1"))
+
     def count(self, table: str) -> int:
         """Row count of one of the schema's tables."""
         if table not in TABLES:

@@ -293,6 +293,11 @@ DEFAULT_PAGERANK_DAMPING = 0.85
 DEFAULT_PAGERANK_TOL = 0.0
 """Stop once the L1 change of an iteration falls below this; 0 runs every iteration."""
 
+DEFAULT_PAGERANK_POLL = 15.0
+"""Seconds between looks at a store that has no pages or no links yet, by `srcrawl pagerank
+--every` (``--poll``): the first ranks come this soon after a crawl stores its first
+pages, not a whole ``--every`` later."""
+
 DEFAULT_PAGERANK_SLAVES = 2
 """Local slave processes `srcrawl pagerank` starts (0: rely on slaves started elsewhere)."""
 
