@@ -71,7 +71,7 @@ from srcrawl.queues.crawl_protocol import (
 )
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.crawl_strategy import load as load_strategy
-from srcrawl.queues.lease import MasterLease, holder_id
+from srcrawl.queues.lease import MasterLease, holder_id, mark_waiting
 from srcrawl.queues.link_cache import ClockCache
 from srcrawl.queues.partitions import partition_keys, partition_of_host
 from srcrawl.queues.protocol import PhaseQueues
@@ -147,12 +147,15 @@ class CrawlMaster:
 
     def _wait_for_strategy(self, wait_for_work: bool) -> CrawlStrategy:
         strategy = load_strategy(self.client, self.job_keys)
+        holder = holder_id("crawl-master")
         while strategy is None:
             if not wait_for_work:
                 raise SrcrawlError(
                     f"job {self.cfg.job!r} has no crawl: start it with `srcrawl crawl SEED…`, "
                     "`srcrawl master start SEED…` or `srcrawl seed URL…`"
                 )
+            # waiting for seeds is this master's job for now: healthy (srcrawl/health.py)
+            mark_waiting(self.client, self.job_keys.master_lease("crawl"), holder)
             time.sleep(1.0)
             strategy = load_strategy(self.client, self.job_keys)
         return strategy

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING
 
 import click
@@ -15,6 +16,7 @@ import click
 from srcrawl.cli_options import DURATION
 from srcrawl.config import Config
 from srcrawl.defaults import (
+    DEFAULT_LEASE_WAITING_RENEW,
     DEFAULT_PAGERANK_DAMPING,
     DEFAULT_PAGERANK_ITERATIONS,
     DEFAULT_PAGERANK_POLL,
@@ -127,8 +129,21 @@ def pagerank_command(
                 else:
                     runs += 1
                     click.echo(f"{_closing_line(result)}; run {runs}, next in {every:g} s")
-                stopping.wait(every)
+                _wait_for_turn(cfg, every, stopping)
         click.echo(f"pagerank --every stopped after {runs} run(s)")
+
+
+def _wait_for_turn(cfg: Config, seconds: float, stopping: threading.Event) -> None:
+    """Wait ``seconds`` (or until stopped), saying meanwhile that this process waits for
+    the PageRank lease: a ranker between runs is doing its job (srcrawl/health.py)."""
+    from srcrawl.pagerank.master import PHASE
+    from srcrawl.queues.lease import holder_id, mark_waiting
+
+    holder = holder_id("pagerank-master")
+    deadline = time.monotonic() + seconds
+    while not stopping.is_set() and time.monotonic() < deadline:
+        mark_waiting(cfg.redis(), cfg.keys.master_lease(PHASE), holder)
+        stopping.wait(min(DEFAULT_LEASE_WAITING_RENEW, max(0.0, deadline - time.monotonic())))
 
 
 def _first_pages(cfg: Config, poll: float, stopping: threading.Event) -> bool:
@@ -144,7 +159,7 @@ def _first_pages(cfg: Config, poll: float, stopping: threading.Event) -> bool:
             click.echo(f"srcrawl: the store has no pages and links yet; looking again every "
                        f"{poll:g} s", err=True)  # fmt: skip
             said = True
-        stopping.wait(poll)
+        _wait_for_turn(cfg, poll, stopping)
     return False
 
 

@@ -41,6 +41,14 @@ DEFAULT_MASTER_LEASE_TTL = 15.0
 """Seconds a phase master's lease lives unrenewed; a master silent this long loses the phase to
 a successor, and every commit it tries after that is refused (``queues/lease.py``)."""
 
+DEFAULT_LEASE_WAITING_TTL = 30.0
+"""Seconds a process's word that it waits for a phase's lease lives unrenewed (renewed
+every few seconds while it waits): `srcrawl health` of a master, indexer or ranker that
+holds no lease is healthy only while it is there."""
+
+DEFAULT_LEASE_WAITING_RENEW = 5.0
+"""Seconds between renewals of that word by a process that waits (well below its TTL)."""
+
 DEFAULT_BLOCK_TIMEOUT = 0.25
 """Seconds a consumer blocks on an empty queue before it looks at its stop flag (how long a
 stopped slave may take to leave; an idle slave costs Redis one call per this)."""
