@@ -41,7 +41,7 @@ from srcrawl.defaults import (
     REDIS_TIMER_TICK,
 )
 from srcrawl.errors import CrawlRestarted, EnvelopeError, LeaseLost, SrcrawlError
-from srcrawl.keys import Keys, processing_pattern
+from srcrawl.keys import Keys, lease_waiting_key, processing_pattern
 from srcrawl.master.frontier import Batch, Frontier, Requeue, now_ms
 from srcrawl.master.level_barrier import (
     ADVANCED,
@@ -71,7 +71,7 @@ from srcrawl.queues.crawl_protocol import (
 )
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.crawl_strategy import load as load_strategy
-from srcrawl.queues.lease import MasterLease, holder_id, mark_waiting
+from srcrawl.queues.lease import MasterLease, clear_waiting, holder_id, mark_waiting
 from srcrawl.queues.link_cache import ClockCache
 from srcrawl.queues.partitions import partition_keys, partition_of_host
 from srcrawl.queues.protocol import PhaseQueues
@@ -158,6 +158,8 @@ class CrawlMaster:
             mark_waiting(self.client, self.job_keys.master_lease("crawl"), holder)
             time.sleep(1.0)
             strategy = load_strategy(self.client, self.job_keys)
+            if strategy is not None:
+                clear_waiting(self.client, self.job_keys.master_lease("crawl"))
         return strategy
 
     def reload_strategy(self) -> None:
@@ -752,6 +754,12 @@ def reset_crawl(cfg: Config) -> None:
             doomed += [key for key in client.scan_iter(match=f"{prefix}*", count=1000)]
         for queue in (q.srq, q.nrq):
             doomed += list(client.scan_iter(match=processing_pattern(queue.key), count=1000))
+    for lease in {
+        job.master_lease("crawl"),
+        *(k.master_lease("crawl") for k in partition_keys(client, job)),
+    }:
+        # masters' word that they wait for the crawl: a live one says it again at once
+        doomed += list(client.scan_iter(match=lease_waiting_key(lease, "*"), count=1000))
     doomed = list(dict.fromkeys(doomed))
     for i in range(0, len(doomed), 1000):
         client.delete(*doomed[i : i + 1000])
