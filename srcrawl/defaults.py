@@ -64,8 +64,8 @@ DEFAULT_STORE_RETRY_DELAY = 0.05
 """Seconds before a transaction's second run; doubled for each run after, with jitter."""
 
 DEFAULT_MAX_STORE_RETRY_DELAY = 5.0
-"""The wait before a transaction is run again never exceeds this: ten runs give up within
-about 25 s, long enough for a MariaDB restart or a burst of deadlocks at start-up."""
+"""The wait before a transaction is run again never exceeds this: ten runs wait at most
+16 s in all (8 s at least), enough for a burst of deadlocks at start-up or a failover."""
 
 DEFAULT_SCHEMA_LOCK_TIMEOUT = 600.0
 """Seconds a process waits for another one that creates or migrates the schema (MySQL's
