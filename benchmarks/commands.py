@@ -373,7 +373,8 @@ def bench_index(
     type=click.IntRange(1, 64),
     default=2,
     show_default=True,
-    help="Slaves that build the index when it is not there yet.",
+    help="Slaves that build the index when it is not there yet (with --corpus: that crawl, "
+    "index and rank it).",
 )
 @click.option("--seed", default=1, show_default=True, help="Corpus and query seed.")
 @click.option(

@@ -168,12 +168,13 @@ def crawl_index_rank(jcfg: Config, seed: str, slaves: int, say: Progress) -> dic
 
 
 # -- searching -------------------------------------------------------------------
-def srcrawl_search(store: Store) -> Callable[[str, int], list[str]]:
-    """srcrawl's in-process search of ``store``'s index: query, top → the hits' URLs (none
-    for a query it refuses). The one place the benchmark calls the search engine."""
+def srcrawl_search(jcfg: Config) -> Callable[[str, int], list[str]]:
+    """srcrawl's in-process search of the job's index: query, top → the hits' URLs (none
+    for a query it refuses), as `srcrawl search` answers. The one place the benchmark
+    calls the search engine."""
     from srcrawl.indexer.search import QueryError, Searcher
 
-    searcher = Searcher(store)
+    searcher = Searcher(jcfg.store())
 
     def search(query: str, top: int) -> list[str]:
         try:
@@ -291,15 +292,15 @@ class CorpusResult:
         }
 
 
-def evaluate(result: CorpusResult, store: Store, qf: QueryFile, progress: Progress) -> None:
+def evaluate(result: CorpusResult, jcfg: Config, qf: QueryFile, progress: Progress) -> None:
     """Every query of ``qf`` through srcrawl's search and through BM25 over the same pages."""
     from srcrawl.benchmarks.known_queries import corpus_path
     from srcrawl.indexer.tokenizer import get_tokenizer, user_dict_from_env
 
-    search = srcrawl_search(store)
+    search = srcrawl_search(jcfg)
     tok = get_tokenizer(user_dict_from_env())
     t0 = time.monotonic()
-    docs = stored_documents(store, progress)
+    docs = stored_documents(jcfg.store(), progress)
     token_lists = []
     for i, (_url, text) in enumerate(docs, 1):
         token_lists.append(tok.tokens(text))
@@ -342,9 +343,8 @@ def run_corpus(
         with served(tree) as base:
             say(f"corpus {qf.name}: {tree} served at {base}")
             seconds = crawl_index_rank(jcfg, base + qf.seed, slaves, say)
-        store = jcfg.store()
-        result = CorpusResult(qf.name, source, store.count("pages"), 0, seconds)
-        evaluate(result, store, qf, progress or say)
+        result = CorpusResult(qf.name, source, jcfg.store().count("pages"), 0, seconds)
+        evaluate(result, jcfg, qf, progress or say)
     finally:
         _drop_job_keys(jcfg)
         jcfg.close()
