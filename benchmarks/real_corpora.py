@@ -258,7 +258,8 @@ class CorpusResult:
             f"{self.pages:,} pages stored, {self.documents:,} indexed",
             f"  crawl {s['crawl_s']:.1f} s, index {s['index_s']:.1f} s, pagerank "
             f"{s['rank_s']:.1f} s, BM25 built in {s['bm25_build_s']:.1f} s; srcrawl search "
-            f"p50 {statistics.median(self.search_ms):.1f} ms over the queries",
+            f"p50 {statistics.median(self.search_ms):.1f} ms, all queries "
+            f"{sum(self.search_ms) / 1000:.2f} s",
             f"  {'':<9}{'success@1':>10}{'success@3':>11}{'MRR@10':>8}",
         ]
         for system in ("srcrawl", "bm25"):
@@ -286,6 +287,7 @@ class CorpusResult:
             "seconds": self.seconds,
             "queries": len(self.outcomes),
             "search_p50_ms": statistics.median(self.search_ms),
+            "search_total_s": sum(self.search_ms) / 1000,
             "unindexed_answers": self.unindexed,
             **{s: self.figures(s) for s in ("srcrawl", "bm25")},
             "outcomes": [o.as_json() for o in self.outcomes],
