@@ -126,6 +126,28 @@ def bench_failover(
         Path(json_path).write_text(json.dumps(as_json(runs), indent=2) + "\n")
 
 
+@bench.command("exactness")
+@click.option("--runs", default=50, show_default=True, type=click.IntRange(1),
+              help="Crawls in a row, each of a new test web with late robots.txt hosts.")
+@click.option("--first", default=0, show_default=True, type=click.IntRange(0),
+              help="Number of the first run (its web's seed, --depth and sitemaps).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write every run as JSON.")  # fmt: skip
+def bench_exactness(runs: int, first: int, json_path: str | None) -> None:
+    """Crawls beside late hosts against a BFS of the test web: every URL, every depth."""
+    from srcrawl.benchmarks.exactness import as_json, render, run_exactness_benchmark
+
+    check_outputs(json_path=json_path, plot_path=None)
+    line = ProgressLine()
+    result = run_exactness_benchmark(runs, say=line.update, first=first)
+    line.done()
+    click.echo(render(result))
+    if json_path:
+        Path(json_path).write_text(json.dumps(as_json(result), indent=2) + "\n")
+    if not all(r.exact for r in result):
+        raise SystemExit(1)
+
+
 @bench.command("memory")
 @click.option("--urls", default=1_000_000, show_default=True, type=click.IntRange(1000),
               help="Distinct URLs run through the crawl master.")  # fmt: skip

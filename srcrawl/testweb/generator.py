@@ -32,7 +32,8 @@ from __future__ import annotations
 import itertools
 import posixpath
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 from srcrawl.defaults import (
@@ -102,6 +103,29 @@ def robots_for(index: int, crawl_delay: float, failures: int) -> dict:
         return {"robots_mode": "missing"}
     text = "User-agent: *\nDisallow: /private/\n"
     return {"robots_mode": "flaky", "robots_text": text, "robots_failures": failures}
+
+
+def _link_sitemap_pages(hosts: list[Host], pages: dict[str, Page], found: dict) -> None:
+    """Link every page of a host's sitemaps from the root of the next host."""
+    for i, h in enumerate(hosts):
+        named = [url for url in found.get(h.origin, {}) if url.startswith(h.origin + "/")]
+        root = pages.get(hosts[(i + 1) % len(hosts)].root)
+        if named and root is not None:
+            extra = tuple(Link(target=url, href=url) for url in named)
+            pages[root.url] = replace(root, links=root.links + extra)
+
+
+def _late_robots(mode: str, failures: int) -> dict:
+    """The robots.txt fields of a host whose robots.txt fails ``failures`` times first."""
+    text = "User-agent: *\nDisallow: /private/\n"
+    return {"robots_mode": mode, "robots_text": text, "robots_failures": failures}
+
+
+def _check_late(late: dict[int, tuple[str, int]], hosts: int) -> None:
+    for i, (mode, failures) in late.items():
+        if not 0 <= i < hosts or mode not in ("flaky", "hang") or failures < 0:
+            raise TestWebError(f"late robots.txt of host {i}: {mode!r} × {failures} is not "
+                               f"(flaky or hang) × n ≥ 0 of a host 0–{hosts - 1}")  # fmt: skip
 
 
 def regular_path(n: int) -> str:
@@ -181,6 +205,8 @@ def generate(
     known_items: bool = False,
     sitemaps: bool = False,
     changes: ChangeSchedule | None = None,
+    late_robots: Mapping[int, tuple[str, int]] | None = None,
+    sitemap_links: bool = False,
 ) -> Web:
     """The web of ``hosts`` × ``pages`` regular pages for ``seed`` (same inputs, same web).
 
@@ -190,16 +216,23 @@ def generate(
     :mod:`srcrawl.testweb.known`. ``sitemaps``: hosts serve sitemaps (see
     :mod:`srcrawl.testweb.sitemaps`); without it a sitemap request gets a 404.
     ``changes``: how its pages change over time (see :mod:`srcrawl.testweb.changes`;
-    None: never).
+    None: never). ``late_robots``: host index → (``flaky`` or ``hang``, failures): that
+    host's robots.txt fails so many times first, whatever its role (hosts whose robots.txt
+    is late, for the crawl's lagging hosts). ``sitemap_links``: the root of the next host
+    links to every page a host's sitemaps name (a page a crawl meets at depth 1 before
+    its own host's sitemaps say it is a seed).
     """
     if host_name is not None and addresses:
         raise TestWebError("a host name needs one port per host, not one address per host")
     _check_sizes(pages, crawl_delay, robots_failures, slow_seconds, large_bytes)
     endpoints = loopback_endpoints(hosts, port_base, ports=ports, addresses=addresses,
                                    address=address)  # fmt: skip
+    late = dict(late_robots or {})
+    _check_late(late, len(endpoints))
     host_list = [
         Host(index=i, address=addr, port=port, name=host_name,
-             **robots_for(i, crawl_delay, robots_failures))
+             **(_late_robots(*late[i]) if i in late else robots_for(i, crawl_delay,
+                                                                     robots_failures)))
         for i, (addr, port) in enumerate(endpoints)
     ]  # fmt: skip
     rng = random.Random(seed)
@@ -220,6 +253,8 @@ def generate(
     files, found = {}, {}
     if sitemaps:  # last: the rest of the web is the same with or without them
         host_list, files, found = add_sitemaps(host_list, out, terms)
+        if sitemap_links:
+            _link_sitemap_pages(host_list, out, found)
     return Web(hosts=host_list, pages=out, special=names, slow_seconds=slow_seconds,
                large_bytes=large_bytes, seed=seed, queries=queries, files=files,
                sitemap_pages=found, changes=changes)  # fmt: skip
