@@ -152,7 +152,6 @@ class IndexMaster:
         merge_wait = self._set_follow(follow, merge_wait)
         self.cfg = cfg
         self.client = cfg.redis()
-        master_waits_out(self.client, log, self.stopping)  # as the crawl master does
         self.store = cfg.store()
         self.keys = cfg.keys
         self.q = PhaseQueues(self.client, self.keys, "index")
@@ -222,6 +221,7 @@ class IndexMaster:
         seconds and at the end (default: the log).
         """
         self._say = say if say is not None else log.info
+        master_waits_out(self.client, log, self.stopping)  # as the crawl master does
         self.lease.acquire(what="index master")
         t0 = time.perf_counter()
         started = time.time()
