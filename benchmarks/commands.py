@@ -152,15 +152,19 @@ def bench_exactness(runs: int, first: int, json_path: str | None) -> None:
 @click.option("--urls", default=1_000_000, show_default=True, type=click.IntRange(1000),
               help="Distinct URLs run through the crawl master.")  # fmt: skip
 @click.option("--hosts", default=10_000, show_default=True, type=click.IntRange(1))
+@click.option("--depth-record", is_flag=True,
+              help="Instead: bytes per URL of the crawl's depth record, packed and as a hash "
+                   "field a URL.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               help="Also write the figures as JSON.")  # fmt: skip
-def bench_memory(urls: int, hosts: int, json_path: str | None) -> None:
+def bench_memory(urls: int, hosts: int, depth_record: bool, json_path: str | None) -> None:
     """Bytes per queued URL in Redis and per seen URL in the Bloom filter (docs/SCALING.md)."""
-    from srcrawl.benchmarks.memory import run_memory_benchmark
+    from srcrawl.benchmarks.memory import run_depth_record_benchmark, run_memory_benchmark
 
     check_outputs(json_path=json_path, plot_path=None)
     line = ProgressLine()
-    figures = run_memory_benchmark(urls, hosts, say=line.update)
+    figures = (run_depth_record_benchmark(urls, say=line.update) if depth_record
+               else run_memory_benchmark(urls, hosts, say=line.update))  # fmt: skip
     line.done()
     click.echo(figures.render())
     if json_path:
