@@ -398,5 +398,5 @@ def test_late_robots_hosts_and_linked_sitemap_pages() -> None:
     root1 = {ln.target for ln in web.page(web.hosts[1].root).links}
     assert set(web.sitemap_pages[web.hosts[0].origin]) <= root1  # the next host links them
     for late in ({7: ("flaky", 1)}, {0: ("slow", 1)}, {0: ("flaky", -1)}):
-        with pytest.raises(TestWebError, match="late robots.txt"):
+        with pytest.raises(TestWebError, match=r"late robots\.txt"):
             generate(4, 10, 3, ports=[9300, 9301, 9302, 9303], late_robots=late)
