@@ -1,4 +1,8 @@
-"""Snippets: a window of page text around the query terms, the terms marked."""
+"""Snippets: a window of page text around the query terms, the terms marked.
+
+The text is shown as the page has it (full-width punctuation, case); terms are
+found in a folded copy of the same length (:func:`fold_aligned`), so a match
+there is the same characters in the original."""
 
 from __future__ import annotations
 
@@ -88,6 +92,19 @@ def nfkc(text: str) -> str:
     return unicodedata.normalize("NFKC", text)
 
 
+@functools.cache
+def _aligned_table() -> dict[int, str]:
+    """The NFKC mappings of :func:`_fold_table` that keep one character one."""
+    return {ord(c): f for c, f in _fold_table()[2].items() if len(f) == 1}
+
+
+def fold_aligned(text: str) -> str:
+    """``text`` with each character that NFKC maps to one other character so mapped
+    (full-width letters, digits and punctuation to ASCII): what terms are matched in,
+    position for position with ``text``."""
+    return text if text.isascii() else text.translate(_aligned_table())
+
+
 _OTHER_CASES = {"i": "İı", "k": "\u212a", "s": "ſ"}
 """What re.IGNORECASE takes for an ASCII letter besides its two cases (checked over all
 of Unicode by tests/test_search_cache.py)."""
@@ -155,19 +172,19 @@ def find_terms(text: str, terms: Sequence[str], limit: int = _MAX_MATCHES) -> li
 def make_snippet(text: str, terms: Sequence[str], width: int = DEFAULT_SNIPPET_CHARS) -> str:
     """About ``width`` characters of ``text`` holding as many distinct terms as it can.
 
-    Whitespace is collapsed and the text NFKC-folded; each occurrence of a
-    term inside the window is wrapped in « ». Without any occurrence, the
-    start of the text.
+    Whitespace is collapsed, the text otherwise as the page has it; each
+    occurrence of a term inside the window is wrapped in « ». Without any
+    occurrence, the start of the text.
     """
-    body = " ".join(nfkc(text[:_SCAN_CHARS]).split())
-    matches = find_terms(body, terms)
+    body = " ".join(text[:_SCAN_CHARS].split())
+    matches = find_terms(fold_aligned(body), terms)
     if not matches:
         return body[:width] + ("…" if len(body) > width else "")
     # the window starting a quarter width before each match: the distinct terms wholly in
     # it are a run of the matches (in order, never overlapping), found by bisection
     starts = [m.start() for m in matches]
     ends = [m.end() for m in matches]
-    words = [m.group(0).lower() for m in matches]
+    words = [m.group(0).lower() for m in matches]  # folded: one word however it is written
     best_start, best_count = 0, -1
     for i, first in enumerate(starts):
         start = max(0, first - width // 4)
@@ -180,7 +197,7 @@ def make_snippet(text: str, terms: Sequence[str], width: int = DEFAULT_SNIPPET_C
     pos = start
     for m in matches:
         if m.start() >= start and m.end() <= end:
-            parts += [body[pos : m.start()], MARK_OPEN, m.group(0), MARK_CLOSE]
+            parts += [body[pos : m.start()], MARK_OPEN, body[m.start() : m.end()], MARK_CLOSE]
             pos = m.end()
     parts.append(body[pos:end])
     if end < len(body):
