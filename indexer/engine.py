@@ -99,7 +99,7 @@ def open_index(path: Path, *, create: bool = False) -> tantivy.Index:
             path.mkdir(parents=True, exist_ok=True)
             index = tantivy.Index(schema(), path=str(path), reuse=True)
         else:
-            if not tantivy.Index.exists(str(path)):
+            if not path.is_dir() or not tantivy.Index.exists(str(path)):
                 raise IndexUnavailable(f"no index at {path}: run `srcrawl index` first")
             index = tantivy.Index.open(str(path))
     except (ValueError, OSError) as e:

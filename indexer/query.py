@@ -179,6 +179,7 @@ def every_word(units: Units) -> Query:
 
 
 def some_words(units: Units) -> Query:
-    """Pages with at least one word unit (and the filters): the fill after every_word."""
+    """Pages with at least one word unit, or with the phrases if there are any (and the
+    filters): the fill after every_word."""
     clauses = [(Occur.Should, q) for q in units.required] + _filters(units)
-    return Query.boolean_query(clauses, minimum_number_should_match=1)
+    return Query.boolean_query(clauses, minimum_number_should_match=0 if units.phrases else 1)

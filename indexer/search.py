@@ -29,6 +29,7 @@ and footers, taken out as the index did) with its original punctuation.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,17 +38,19 @@ import tantivy
 
 from srcrawl.defaults import (
     DEFAULT_MAX_QUERY_CHARS,
+    DEFAULT_MAX_QUERY_TERMS,
     DEFAULT_RANK_WEIGHT,
     DEFAULT_RERANK_POOL,
     DEFAULT_SEARCH_TOP,
     DEFAULT_SNIPPET_CHARS,
+    MAX_TERM_CHARS,
     SIMHASH_NEAR_BITS,
 )
 from srcrawl.errors import SrcrawlError
 from srcrawl.indexer import query as q
 from srcrawl.indexer.boilerplate import HostBoilerplate
-from srcrawl.indexer.engine import IndexReader, IndexUnavailable
-from srcrawl.indexer.snippets import make_snippet
+from srcrawl.indexer.engine import IndexReader, IndexUnavailable, stem
+from srcrawl.indexer.snippets import SNIPPET_SCAN_CHARS, fold_aligned, make_snippet
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
 from srcrawl.sql.store import Store
 from srcrawl.urls import host_of
@@ -134,11 +137,24 @@ class Searcher:
         if len(query) > DEFAULT_MAX_QUERY_CHARS:
             query = query[:DEFAULT_MAX_QUERY_CHARS]
             notes.append(f"only the first {DEFAULT_MAX_QUERY_CHARS:,} characters were used")
-        units = q.units_of(self.tokenizer, q.parse(query))
+        parsed = q.parse(query)
+        units = q.units_of(self.tokenizer, parsed)
+        overlong = self.tokenizer.overlong(" ".join(parsed.words + parsed.phrases))
+        if overlong:
+            # no page holds such a word as a term: say so rather than search without it
+            shown = ", ".join(repr(w[:20] + "…") for w in dict.fromkeys(overlong))
+            dropped = f"words over {MAX_TERM_CHARS} characters are not indexed: {shown}"
+            if not units.positive and not units.sites:
+                raise QueryError(f"the query has no searchable words ({dropped})")
+            notes.append(f"left out, {dropped}")
         if not units.positive and not units.sites:
             raise QueryError(
                 "the query has no searchable words (only stop words, punctuation or symbols)"
             )
+        if len(units.required) > DEFAULT_MAX_QUERY_TERMS:
+            notes.append(f"only the first {DEFAULT_MAX_QUERY_TERMS} distinct words were used")
+            del units.required[DEFAULT_MAX_QUERY_TERMS:]
+            del units.terms[DEFAULT_MAX_QUERY_TERMS:]
         return units, notes
 
     def search(self, query: str, top: int = DEFAULT_SEARCH_TOP, offset: int = 0) -> SearchResult:
@@ -210,9 +226,25 @@ class Searcher:
             if s.fp in pages:
                 _fp, _at, url, title, text = pages[s.fp]
                 own, _boiler = self.boilerplate.split(host_of(url), text)
-                snippet = make_snippet(own or text, terms, self.snippet_chars)
+                shown = own or text
+                snippet = make_snippet(shown, snippet_terms(shown, terms), self.snippet_chars)
                 hits.append(Hit(url, title, s.score, snippet, s.fp, s.similar))
         return hits
+
+
+_LATIN_WORD = re.compile(r"[a-z][a-z0-9]*")
+
+
+def snippet_terms(text: str, terms: list[str]) -> list[str]:
+    """``terms`` and the words of ``text`` that the index stems as one of them
+    (``splitting`` for ``split``), so a snippet marks what matched."""
+    stems = {stem(t) for t in terms if t.isascii()}
+    if not stems:
+        return terms
+    prefixes = tuple(stems)
+    words = set(_LATIN_WORD.findall(fold_aligned(text[:SNIPPET_SCAN_CHARS]).lower()))
+    extra = [w for w in words if w.startswith(prefixes) and w not in terms and stem(w) in stems]
+    return [*terms, *sorted(extra)]
 
 
 class _Prior:

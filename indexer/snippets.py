@@ -17,7 +17,8 @@ from srcrawl.defaults import DEFAULT_SNIPPET_CHARS
 MARK_OPEN, MARK_CLOSE = "«", "»"
 """How a query term is marked in a snippet."""
 
-_SCAN_CHARS = 200_000  # text searched for the terms; a term found later is not shown
+SNIPPET_SCAN_CHARS = 200_000
+"""Text searched for the terms; a term found later is not shown."""
 _MAX_MATCHES = 64
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff"
 _HAN_ONLY = re.compile(f"^[{_HAN}]+$")
@@ -176,7 +177,7 @@ def make_snippet(text: str, terms: Sequence[str], width: int = DEFAULT_SNIPPET_C
     occurrence of a term inside the window is wrapped in « ». Without any
     occurrence, the start of the text.
     """
-    body = " ".join(text[:_SCAN_CHARS].split())
+    body = " ".join(text[:SNIPPET_SCAN_CHARS].split())
     matches = find_terms(fold_aligned(body), terms)
     if not matches:
         return body[:width] + ("…" if len(body) > width else "")
