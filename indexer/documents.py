@@ -14,7 +14,6 @@ payload that is not well formed raises :class:`DocumentsFormatError`.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -38,22 +37,33 @@ def text_digest(tokens: Sequence[str]) -> int:
     return signed64(xxhash.xxh64_intdigest("\x1f".join(tokens).encode()))
 
 
-def simhash(tokens: Sequence[str]) -> int:
-    """The 64-bit simhash (signed) of the tokens, each distinct token weighed by its count.
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: multiplying by it is a bijection of 64 bits
 
-    Features are word bigrams (and the word itself for a one-word text): a page
-    that differs from another in a few words differs in a few bits.
+
+def simhash(tokens: Sequence[str]) -> int:
+    """The 64-bit simhash (signed) of the tokens' bigrams, each distinct bigram weighed by
+    its count: a page that differs from another in a few words differs in a few bits.
+
+    A bigram's hash mixes its two words' xxh64 (each word hashed once), so the cost is a
+    hash a distinct word and a few array operations, not a string a bigram.
     """
     if not tokens:
         return 0
-    features = [f"{a} {b}" for a, b in itertools.pairwise(tokens)] or list(tokens)
-    uniq, counts = np.unique(np.asarray(features, dtype=object), return_counts=True)
+    ids: dict[str, int] = {}
+    at = np.fromiter((ids.setdefault(t, len(ids)) for t in tokens), np.intp, len(tokens))
     digest = xxhash.xxh64_intdigest
-    hashes = np.fromiter((digest(f.encode()) for f in uniq), np.uint64, len(uniq))
-    bits = ((hashes[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).astype(np.int64)
-    votes = (counts[:, None] * (2 * bits - 1)).sum(axis=0)
-    value = int(sum(1 << i for i in np.flatnonzero(votes > 0).tolist()))
-    return signed64(value)
+    hashes = np.fromiter((digest(w.encode()) for w in ids), np.uint64, len(ids))[at]
+    if len(hashes) > 1:
+        with np.errstate(over="ignore"):
+            mixed = hashes[:-1] * _MIX + (hashes[1:] ^ (hashes[1:] >> np.uint64(29)))
+            hashes = mixed * _MIX
+            hashes ^= hashes >> np.uint64(32)
+    features, counts = np.unique(hashes, return_counts=True)
+    # bit i of each feature (little-endian bytes, bits in order): its vote for bit i
+    bits = np.unpackbits(features.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1,
+                         bitorder="little")  # fmt: skip
+    ones = counts @ bits  # the weight of the features with bit i set
+    return signed64(int(np.packbits(2 * ones > counts.sum(), bitorder="little").view("<u8")[0]))
 
 
 def hamming(a: int, b: int) -> int:

@@ -159,9 +159,12 @@ class IndexDoc:
 class IndexWriter:
     """The one writer of a job's index (the index master's, under its lease).
 
-    Tantivy takes a lock file in the directory for its writer, so a second
-    writer on the same directory waits here (up to ``wait`` seconds: a master
-    that lost its lease may still be in its last commit) and then gives up.
+    Changes are queued in memory and applied at :meth:`commit`, which takes
+    Tantivy's writer (a lock file in the directory) for that commit only and
+    lets the segment merges it starts finish before giving the lock back. A
+    master that stalls while it gathers results thus holds no lock its
+    successor would wait for; one that stalls inside a commit is waited for
+    (up to ``wait`` seconds), then the successor gives up.
     """
 
     def __init__(
@@ -172,46 +175,67 @@ class IndexWriter:
         wait: float = DEFAULT_INDEX_WRITER_WAIT,
     ) -> None:
         self.path = path
+        self.heap, self.wait = heap, wait
         self.index = open_index(path, create=True)
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                # one thread: the slaves tokenize; the writer only builds segments
-                self.writer = self.index.writer(heap, 1)
-                break
-            except ValueError as e:
-                if time.monotonic() >= deadline:
-                    raise IndexUnavailable(f"the index at {path} has another writer: {e}") from e
-                time.sleep(0.2)
+        self._replace: dict[int, IndexDoc] = {}
+        self._delete: set[int] = set()
 
     def replace(self, docs: Sequence[IndexDoc]) -> None:
-        """Queue ``docs``, each replacing its page's earlier document (until the commit)."""
+        """Queue ``docs``, each replacing its page's document (of a page queued twice, the
+        last)."""
         for doc in docs:
-            self.writer.delete_documents_by_term("fp", doc.fp)
-            self.writer.add_document(doc.document())
+            self._delete.discard(doc.fp)
+            self._replace[doc.fp] = doc
 
     def delete(self, fps: Sequence[int]) -> None:
         """Queue the deletion of the pages ``fps`` (none of them indexed is fine)."""
         for fp in fps:
-            self.writer.delete_documents_by_term("fp", fp)
+            self._replace.pop(fp, None)
+            self._delete.add(fp)
+
+    def _writer(self, renew: Callable[[], None] | None) -> tantivy.IndexWriter:
+        """Tantivy's writer, waiting for its lock (renewing the lease meanwhile)."""
+        deadline = time.monotonic() + self.wait
+        while True:
+            try:
+                # one thread: the slaves tokenize; the writer only builds segments
+                return self.index.writer(self.heap, 1)
+            except ValueError as e:
+                if time.monotonic() >= deadline:
+                    raise IndexUnavailable(
+                        f"the index at {self.path} has another writer: {e}"
+                    ) from e
+                if renew is not None:
+                    renew()
+                time.sleep(0.2)
 
     def commit(self, before: Callable[[], None] | None = None) -> None:
-        """Make what was queued durable and searchable; ``before`` runs first (the lease
-        check), and if it raises nothing queued is committed."""
-        if before is not None:
-            try:
+        """Apply what was queued in one commit, durable and searchable when this returns.
+        ``before`` runs right before the commit (the lease check; it also renews the lease
+        while the writer lock is awaited); if it raises, nothing queued is committed."""
+        replace, delete = list(self._replace.values()), sorted(self._delete)
+        self._replace, self._delete = {}, set()
+        if not replace and not delete:
+            return
+        writer = self._writer(before)
+        try:
+            for fp in delete:
+                writer.delete_documents_by_term("fp", fp)
+            for doc in replace:
+                writer.delete_documents_by_term("fp", doc.fp)
+                writer.add_document(doc.document())
+            if before is not None:
                 before()
-            except BaseException:
-                self.writer.rollback()
-                raise
-        self.writer.commit()
+            writer.commit()
+        except BaseException:
+            writer.rollback()
+            raise
+        finally:
+            writer.wait_merging_threads()  # the merges end, the lock is released
 
     def close(self) -> None:
-        """Let Tantivy finish its merges and release the writer lock."""
-        writer = getattr(self, "writer", None)
-        if writer is not None:
-            writer.wait_merging_threads()
-            self.writer = None
+        """Drop what is queued and not committed."""
+        self._replace, self._delete = {}, set()
 
 
 class IndexReader:

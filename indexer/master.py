@@ -178,7 +178,7 @@ class IndexMaster:
         self._scanned_all = False
         self._held: list[bytes] = []  # results popped, not yet merged nor acknowledged
         self._batches: list[list[IndexDoc]] = []  # their documents
-        self.writer: IndexWriter | None = None  # opened under the lease
+        self.writer = IndexWriter(cfg.index_path)  # it commits only under the lease
         self._held_docs = 0
         self._held_since = 0.0
         self._handlers: dict[str, Callable[[Message], None]] = {
@@ -220,11 +220,6 @@ class IndexMaster:
         """
         self._say = say if say is not None else log.info
         self.lease.acquire(what="index master")
-        try:
-            self.writer = IndexWriter(self.cfg.index_path)
-        except BaseException:
-            self.lease.release()
-            raise
         t0 = time.perf_counter()
         started = time.time()
         self.freshness = Freshness(since=started)

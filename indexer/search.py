@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import tantivy
 
 from srcrawl.defaults import (
@@ -50,7 +51,7 @@ from srcrawl.errors import SrcrawlError
 from srcrawl.indexer import query as q
 from srcrawl.indexer.boilerplate import HostBoilerplate
 from srcrawl.indexer.engine import IndexReader, IndexUnavailable, stem
-from srcrawl.indexer.snippets import SNIPPET_SCAN_CHARS, fold_aligned, make_snippet
+from srcrawl.indexer.snippets import SNIPPET_SCAN_CHARS, make_snippet
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
 from srcrawl.sql.store import Store
 from srcrawl.urls import host_of
@@ -242,7 +243,7 @@ def snippet_terms(text: str, terms: list[str]) -> list[str]:
     if not stems:
         return terms
     prefixes = tuple(stems)
-    words = set(_LATIN_WORD.findall(fold_aligned(text[:SNIPPET_SCAN_CHARS]).lower()))
+    words = set(_LATIN_WORD.findall(text[:SNIPPET_SCAN_CHARS].lower()))
     extra = [w for w in words if w.startswith(prefixes) and w not in terms and stem(w) in stems]
     return [*terms, *sorted(extra)]
 
@@ -286,20 +287,44 @@ def _collapse(scored: list[_Scored], top: int) -> list[_Scored]:
     (pages past the ``top`` only counted)."""
     kept: list[_Scored] = []
     by_digest: dict[int, _Scored] = {}
-    for s in scored:
-        same = by_digest.get(s.digest) if s.digest else None
-        if same is None and s.simhash:
-            for k in kept:
-                if k.simhash and ((k.simhash ^ s.simhash) & _U64).bit_count() <= NEAR:
-                    same = k
-                    break
+    i = 0
+    while i < len(scored) and len(kept) < top:
+        s = scored[i]
+        same = _same(s, kept, by_digest)
         if same is not None:
             same.similar += 1
-        elif len(kept) < top:
+        else:
             kept.append(s)
             if s.digest:
                 by_digest[s.digest] = s
+        i += 1
+    if i < len(scored) and kept:
+        _count_rest(scored[i:], kept)
     return kept
+
+
+def _same(s: _Scored, kept: list[_Scored], by_digest: dict[int, _Scored]) -> _Scored | None:
+    """The kept page ``s`` duplicates, if any."""
+    same = by_digest.get(s.digest) if s.digest else None
+    if same is None and s.simhash:
+        for k in kept:
+            if k.simhash and ((k.simhash ^ s.simhash) & _U64).bit_count() <= NEAR:
+                return k
+    return same
+
+
+def _count_rest(rest: list[_Scored], kept: list[_Scored]) -> None:
+    """Count each page of ``rest`` in the first kept page it duplicates (all at once)."""
+    sims = np.fromiter((s.simhash for s in rest), np.int64, len(rest)).view(np.uint64)
+    digests = np.fromiter((s.digest for s in rest), np.int64, len(rest))
+    ksims = np.fromiter((k.simhash for k in kept), np.int64, len(kept)).view(np.uint64)
+    kdigests = np.fromiter((k.digest for k in kept), np.int64, len(kept))
+    near = np.bitwise_count(sims[:, None] ^ ksims[None, :]) <= NEAR
+    near &= (sims[:, None] != 0) & (ksims[None, :] != 0)
+    near |= (digests[:, None] == kdigests[None, :]) & (digests[:, None] != 0)
+    hit = near.any(axis=1)
+    for j in near.argmax(axis=1)[hit].tolist():
+        kept[j].similar += 1
 
 
 _U64 = (1 << 64) - 1

@@ -94,16 +94,24 @@ def nfkc(text: str) -> str:
 
 
 @functools.cache
-def _aligned_table() -> dict[int, str]:
-    """The NFKC mappings of :func:`_fold_table` that keep one character one."""
-    return {ord(c): f for c, f in _fold_table()[2].items() if len(f) == 1}
+def _aligned_table() -> tuple[re.Pattern[str], dict[str, str]]:
+    """A pattern finding the characters NFKC maps to one other character (of
+    :func:`_fold_table`'s), and their map."""
+    table = {c: f for c, f in _fold_table()[2].items() if len(f) == 1}
+    return re.compile("[" + "".join(re.escape(c) for c in table) + "]"), table
 
 
 def fold_aligned(text: str) -> str:
     """``text`` with each character that NFKC maps to one other character so mapped
     (full-width letters, digits and punctuation to ASCII): what terms are matched in,
     position for position with ``text``."""
-    return text if text.isascii() else text.translate(_aligned_table())
+    if text.isascii():
+        return text
+    mapped, table = _aligned_table()
+    # str.translate would look every character up in a dict; only a few need it
+    for c in set(mapped.findall(text)):
+        text = text.replace(c, table[c])
+    return text
 
 
 _OTHER_CASES = {"i": "İı", "k": "\u212a", "s": "ſ"}

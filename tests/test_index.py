@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from tantivy_index import all_pages, index_terms, num_docs
 
 from srcrawl.config import Config
 from srcrawl.errors import LeaseHeld
@@ -24,7 +25,6 @@ from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.slave.runtime import Slave
 from srcrawl.sql.store import Page
 from srcrawl.urls import fingerprint
-from tests.helpers.tantivy_index import all_pages, index_terms, num_docs
 
 URLS = {k: f"http://127.0.0.1:9/{k}" for k in "ABCDEF"}
 FP = {k: fingerprint(u) for k, u in URLS.items()}
@@ -161,7 +161,6 @@ def test_a_document_of_text_fetched_since_is_not_written(
     master_cfg, _ = configs(redis_url, db_url, keys.job, tmp_path)
     master = IndexMaster(master_cfg)
     master.lease.acquire(what="index master")
-    master.writer = IndexWriter(master_cfg.index_path)
     old = _docs("A", fetched_at=1000.0)  # the text of an earlier fetch
     gone = tokenize_document(get_tokenizer(), FP["F"], 1000.0, "127.0.0.1:9", "", "旧")
     master._batches, master._held_docs = [[*old, gone]], 2
@@ -190,16 +189,22 @@ def test_a_commit_refused_by_the_lease_check_leaves_nothing_behind(store, tmp_pa
     assert all_pages(index) == [FP["B"]]  # A was rolled back, not left for the next commit
 
 
-def test_a_second_writer_on_one_index_waits_then_gives_up(tmp_path) -> None:
+def test_a_commit_waits_for_another_writer_then_gives_up(tmp_path) -> None:
     from srcrawl.indexer.engine import IndexUnavailable
 
-    first = IndexWriter(tmp_path / "index")
+    index = tmp_path / "index"
+    writer = IndexWriter(index, wait=0.5)
+    other = writer.index.writer(15_000_000, 1)  # a stalled master inside its commit
+    writer.replace(_docs("A"))
+    renewed = []
     t0 = time.monotonic()
     with pytest.raises(IndexUnavailable, match="another writer"):
-        IndexWriter(tmp_path / "index", wait=0.5)
-    assert time.monotonic() - t0 >= 0.5
-    first.close()
-    IndexWriter(tmp_path / "index", wait=0.5).close()  # released: the next one writes
+        writer.commit(before=lambda: renewed.append(1))
+    assert time.monotonic() - t0 >= 0.5 and renewed  # the lease was renewed meanwhile
+    other.wait_merging_threads()  # released: the next commit writes
+    writer.replace(_docs("B"))
+    writer.commit()
+    assert all_pages(index) == [FP["B"]]
 
 
 def test_a_slave_with_another_user_dictionary_refuses_and_nothing_is_lost(

@@ -5,12 +5,12 @@ bounded prior, duplicates collapsed, snippets, bad queries."""
 from __future__ import annotations
 
 import pytest
+from tantivy_index import index_in_process
 
 from srcrawl.indexer.search import QueryError, Searcher
 from srcrawl.indexer.snippets import make_snippet
 from srcrawl.sql.store import RANK_MEAN, Page
 from srcrawl.urls import fingerprint
-from tests.helpers.tantivy_index import index_in_process
 
 FILLER = [
     "北京的天气很好，我们去公园散步。Weather report for the city.",
@@ -166,7 +166,7 @@ def test_pagerank_cannot_lift_a_page_without_the_words(store, index) -> None:
 def test_the_prior_keeps_the_ranking_exact_past_its_pool(store, index) -> None:
     # many pages of almost the same score; the best-ranked one is far down by BM25
     pages = [make_page(f"p{i}", "排序 " * (3 + (i % 2)) + "词 " * i) for i in range(60)]
-    searcher = index_pages(store, index, pages)
+    index_pages(store, index, pages)
     store.replace_ranks([(pages[59].fp, 1.0), *((p.fp, 1e-6) for p in pages[:59])])
     small = Searcher(store, index, pool=5).search("排序", top=3)
     big = Searcher(store, index, pool=1000).search("排序", top=3)
@@ -174,11 +174,11 @@ def test_the_prior_keeps_the_ranking_exact_past_its_pool(store, index) -> None:
 
 
 def test_duplicates_and_near_duplicates_collapse_into_one_hit(store, index) -> None:
-    body = " ".join(f"word{i}" for i in range(200))
+    body = " ".join(f"word{i}" for i in range(1000))
     pages = [
         make_page("orig", f"tesseract {body}"),
         make_page("copy", f"tesseract {body}"),  # the same text
-        make_page("near", f"tesseract {body} extra"),  # one word more
+        make_page("near", f"tesseract {body} extra"),  # one word more: 2 bits of 64 differ
         make_page("other", f"tesseract {' '.join(f'other{i}' for i in range(200))}"),
         *corpus(),
     ]
