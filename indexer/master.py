@@ -152,13 +152,9 @@ class IndexMaster:
         self.store = cfg.store()
         self.keys = cfg.keys
         self.q = PhaseQueues(self.client, self.keys, "index")
-        self.batch_pages = batch_pages
-        self.window = window
-        self.merge_docs = merge_docs
-        self.merge_wait = merge_wait
-        if user_dict is None:
-            user_dict = user_dict_from_env()
-        self.dictionary = dictionary_id(user_dict)
+        self.batch_pages, self.window = batch_pages, window
+        self.merge_docs, self.merge_wait = merge_docs, merge_wait
+        self.dictionary = dictionary_id(user_dict if user_dict is not None else user_dict_from_env())
         self.reap_interval = reap_interval
         self.heartbeat_ttl = heartbeat_ttl
         self.block_timeout = block_timeout
