@@ -154,7 +154,7 @@ class IndexMaster:
         self.q = PhaseQueues(self.client, self.keys, "index")
         self.batch_pages, self.window = batch_pages, window
         self.merge_docs, self.merge_wait = merge_docs, merge_wait
-        self.dictionary = dictionary_id(user_dict if user_dict is not None else user_dict_from_env())
+        self.dictionary = dictionary_id(user_dict_from_env() if user_dict is None else user_dict)
         self.reap_interval = reap_interval
         self.heartbeat_ttl = heartbeat_ttl
         self.block_timeout = block_timeout
