@@ -84,7 +84,7 @@ class SearchResult:
     query: str
     terms: list[str]  # the tokens searched for
     mode: str  # "and" (every word), "or" (no page had every word: some), "none"
-    matches: int  # pages with every word (or, in mode "or", with some)
+    matches: int  # pages with every word (mode "or": with some), counted up to the pool
     approximate: bool  # always False: every tier is ranked exactly
     ranked: bool  # PageRank was blended in
     hits: list[Hit]
@@ -174,10 +174,10 @@ class Searcher:
             raise QueryError("the index is empty: run `srcrawl index` first")
         with self.store.rank_snapshot() as ranks:
             prior = _Prior(ranks, self.rank_weight)
-            found, matches = self._tier(searcher, q.every_word(units), top, prior, count=True)
+            found, matches = self._tier(searcher, q.every_word(units), top, prior)
             mode = "and" if found else "none"
             if len(found) < top and units.positive > 1:
-                more, some = self._tier(searcher, q.some_words(units), top, prior, count=True)
+                more, some = self._tier(searcher, q.some_words(units), top, prior)
                 seen = {s.fp for s in found}
                 found += [s for s in more if s.fp not in seen][: top - len(found)]
                 if mode == "none" and more:
@@ -198,18 +198,17 @@ class Searcher:
         )
 
     def _tier(
-        self, searcher: tantivy.Searcher, query: tantivy.Query, top: int, prior: _Prior,
-        *, count: bool,
-    ) -> tuple[list[_Scored], int]:  # fmt: skip
+        self, searcher: tantivy.Searcher, query: tantivy.Query, top: int, prior: _Prior
+    ) -> tuple[list[_Scored], int]:
         """The ``top`` best pages of one tier, the prior blended in and duplicates collapsed
         (exactly: the pool widens until nothing below it can rise into them), and how
-        many pages match."""
-        limit, matches = max(self.pool, 4 * top), 0
+        many pages match, counted up to the pool (counting every match would take
+        Tantivy's top-k pruning away: each match would be scored)."""
+        limit = max(self.pool, 4 * top)
         while True:
-            result = searcher.search(query, limit, count=count)
-            if count:
-                matches = result.count or 0
-            hits = result.hits
+            # count=False: Tantivy skips the blocks that cannot reach the top (block-max WAND)
+            hits = searcher.search(query, limit, count=False).hits
+            matches = len(hits)
             if not hits:
                 return [], matches
             kept = _collapse(_scored(searcher, hits, prior), top)
@@ -218,7 +217,7 @@ class Searcher:
             floor = hits[-1][0] * (1 + prior.weight if prior.active else 1)
             if len(kept) == top and kept[-1].score > floor:
                 return kept, matches
-            limit, count = limit * 4, False  # counted once
+            limit *= 4
 
     def _hits(self, found: list[_Scored], terms: list[str]) -> list[Hit]:
         pages = {row[0]: row for row in self.store.index_documents([s.fp for s in found])}

@@ -23,7 +23,10 @@ class SearchOut(BaseModel):
     mode: str = Field(
         description="and: pages with every word first; or: no page held every word; none"
     )
-    matches: int = Field(description="Pages that matched")
+    matches: int = Field(
+        description="Pages that matched, counted up to the ranking pool (200, or 4 × the "
+        "results asked for): more may match"
+    )
     approximate: bool = Field(description="Always false: the ranking is exact")
     ranked: bool = Field(description="PageRank was blended into the scores")
     page: int

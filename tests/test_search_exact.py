@@ -75,7 +75,8 @@ def test_a_small_pool_ranks_as_the_whole_match_set(store, pages, tmp_path) -> No
                 got = small.search(q, top=top, offset=offset)
                 assert want.hits or offset, q
                 assert ranked(got) == ranked(want), (q, top, offset)
-                assert (got.mode, got.matches, got.ranked) == (want.mode, want.matches, bool(ranks))
+                assert (got.mode, got.ranked) == (want.mode, bool(ranks))
+                assert got.matches <= want.matches  # counted up to the pool
     # the twins (exact copies) were folded into one hit each
     assert any(h.similar >= 3 for q in queries(pages)[:2] for h in whole.search(q).hits)
 
