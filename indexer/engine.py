@@ -103,7 +103,11 @@ def open_index(path: Path, *, create: bool = False) -> tantivy.Index:
                 raise IndexUnavailable(f"no index at {path}: run `srcrawl index` first")
             index = tantivy.Index.open(str(path))
     except (ValueError, OSError) as e:
-        raise IndexUnavailable(f"cannot open the index at {path}: {e}") from e
+        hint = ""
+        if "lock" in str(e).lower():
+            # tantivy's reader takes .tantivy-meta.lock while it opens segments
+            hint = " (a reader too takes a lock file in it: mount it writable)"
+        raise IndexUnavailable(f"cannot open the index at {path}: {e}{hint}") from e
     index.register_tokenizer(STEMMED, stemmer())
     return index
 
