@@ -261,3 +261,31 @@ def test_the_merges_that_end_a_run_halve_so_the_last_one_is_small(
     master._held_since -= 61.0
     assert due(1, False)  # held for longer than merge_wait
     cfg.close()
+
+
+def test_a_master_dying_between_its_commit_and_the_marks_reindexes_and_doubles_nothing(
+    store, db_url, redis_url, keys, tmp_path, monkeypatch
+) -> None:
+    store.put_pages(page(k, *tv) for k, tv in CORPUS.items())
+    master_cfg, slave_cfg = configs(redis_url, db_url, keys.job, tmp_path)
+    real = type(store).mark_indexed
+
+    def died(self, versions, at):  # type: ignore[no-untyped-def]
+        raise SystemExit("killed after the Tantivy commit, before the store's marks")
+
+    monkeypatch.setattr(type(store), "mark_indexed", died)
+    with pytest.raises(SystemExit, match="killed"):
+        run_index(master_cfg, slave_cfg)
+    assert all_pages(master_cfg.index_path) == sorted(FP[k] for k in CORPUS)  # committed
+    assert unindexed(store) == {FP[k] for k in CORPUS}  # not marked
+    monkeypatch.setattr(type(store), "mark_indexed", real)
+    master_cfg.close()
+    master_cfg, _ = configs(redis_url, db_url, keys.job, tmp_path)
+    report = run_index(master_cfg, slave_cfg)
+    # the dead master's results went back to nrq, and the pages were scheduled again:
+    # written twice over, each write replacing the page's document
+    assert report.indexed == 8 and unindexed(store) == set()
+    assert all_pages(master_cfg.index_path) == sorted(FP[k] for k in CORPUS)  # none twice
+    assert index_terms(master_cfg.index_path, VOCAB) == expected_terms(EXPECTED)
+    master_cfg.close()
+    slave_cfg.close()
