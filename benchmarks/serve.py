@@ -202,7 +202,7 @@ class ServeBenchmark:
     client: str = "python"
     servers: dict[str, str] = field(default_factory=dict)  # code: its serve options
     cells: list[Cell] = field(default_factory=list)
-    rss_mb: dict[str, float] = field(default_factory=dict)  # code: its largest process's RSS
+    rss_mb: dict[str, dict[str, float]] = field(default_factory=dict)  # code: largest RSS
 
     def render(self) -> str:
         built = "" if self.build.get("reused") else f", index built in {self.build['wall_s']:.0f} s"
@@ -231,7 +231,10 @@ class ServeBenchmark:
         )
         lines.append("  cpu ms: CPU time of the server's processes per request (user + system)")
         for code, mb in self.rss_mb.items():
-            lines.append(f"  {code}: largest portal process RSS after the load {mb:.0f} MB")
+            lines.append(
+                f"  {code}: largest portal process after the load: RSS {mb['rss']:.0f} MB "
+                f"(anonymous {mb['anon']:.0f} MB, mapped files {mb['file']:.0f} MB)"
+            )
         return "\n".join(lines)
 
 
@@ -254,16 +257,21 @@ def _tree(pid: int) -> set[int]:
     return tree
 
 
-def largest_rss_mb(pid: int) -> float | None:
-    """The largest resident set (MB) among process ``pid`` and its descendants (uvicorn's
-    workers); None where there is no /proc."""
-    sizes = []
+def largest_rss_mb(pid: int) -> dict[str, float] | None:
+    """The resident set (MB) of the largest process among ``pid`` and its descendants
+    (uvicorn's workers): ``rss``, of which ``anon`` is its own memory and ``file`` mapped
+    files (the index's, shared with the other workers and the page cache); None where
+    there is no /proc."""
+    found = []
     for n in _tree(pid):
         with contextlib.suppress(OSError, ValueError):
-            for line in Path(f"/proc/{n}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    sizes.append(int(line.split()[1]) / 1024)
-    return max(sizes) if sizes else None
+            fields = dict(
+                line.split(":", 1) for line in Path(f"/proc/{n}/status").read_text().splitlines()
+            )
+            kb = {k: int(fields[v].split()[0]) for k, v in
+                  (("rss", "VmRSS"), ("anon", "RssAnon"), ("file", "RssFile"))}  # fmt: skip
+            found.append({k: v / 1024 for k, v in kb.items()})
+    return max(found, key=lambda f: f["rss"]) if found else None
 
 
 def tree_cpu_seconds(pid: int) -> float | None:
