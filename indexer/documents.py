@@ -5,8 +5,7 @@ indexer/engine.py for why the text goes pre-tokenized), with the page's
 fingerprint, the ``fetched_at`` of the text that was tokenized (the master
 skips a document whose page was fetched again since), its host (``site:``),
 and two digests of its body tokens: xxh64 for exact duplicates and a 64-bit
-simhash of the tokens weighed by their counts [Charikar 2002; Manku et al.
-2007] for near-duplicates.
+simhash [Charikar 2002; Manku et al. 2007] for near-duplicates.
 
 The payload is an orjson array of documents, each an array in
 :data:`COLUMNS` order. The master trusts the format, not the sender: a
@@ -15,7 +14,6 @@ payload that is not well formed raises :class:`DocumentsFormatError`.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -39,16 +37,28 @@ def text_digest(tokens: Sequence[str]) -> int:
     return signed64(xxhash.xxh64_intdigest("\x1f".join(tokens).encode()))
 
 
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: multiplying by it is a bijection of 64 bits
+
+
 def simhash(tokens: Sequence[str]) -> int:
-    """The 64-bit simhash (signed) of the tokens, each distinct token weighed by its count
-    [Charikar 2002; Manku et al. 2007]: a page that differs from another in a few words
-    differs in a few bits."""
+    """The 64-bit simhash (signed) of the tokens' bigrams, each distinct bigram weighed by
+    its count: a page that differs from another in a few words differs in a few bits.
+
+    A bigram's hash mixes its two words' xxh64 (each word hashed once), so the cost is a
+    hash a distinct word and a few array operations, not a string a bigram.
+    """
     if not tokens:
         return 0
-    counted = Counter(tokens)
+    ids: dict[str, int] = {}
+    at = np.fromiter((ids.setdefault(t, len(ids)) for t in tokens), np.intp, len(tokens))
     digest = xxhash.xxh64_intdigest
-    features = np.fromiter((digest(t.encode()) for t in counted), np.uint64, len(counted))
-    counts = np.fromiter(counted.values(), np.int64, len(counted))
+    hashes = np.fromiter((digest(w.encode()) for w in ids), np.uint64, len(ids))[at]
+    if len(hashes) > 1:
+        with np.errstate(over="ignore"):
+            mixed = hashes[:-1] * _MIX + (hashes[1:] ^ (hashes[1:] >> np.uint64(29)))
+            hashes = mixed * _MIX
+            hashes ^= hashes >> np.uint64(32)
+    features, counts = np.unique(hashes, return_counts=True)
     # bit i of each feature (little-endian bytes, bits in order): its vote for bit i
     bits = np.unpackbits(features.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1,
                          bitorder="little")  # fmt: skip
