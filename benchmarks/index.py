@@ -232,7 +232,7 @@ class _OneProcess:
     def tokenize(self) -> None:
         tok = self.tok
         for fp, at, title, text in self.docs:
-            tokenize_document(tok, fp, at, title, text)
+            tokenize_document(tok, fp, at, "", title, text)
 
     def raw_rate(self, pages: int) -> float:
         """Raw jieba's pages/s, the mean of the runs before and after the index phase."""
@@ -247,6 +247,9 @@ def _index_round(
     runs: dict[int, IndexRun] = {}
     for n in order:
         store.reset_index()
+        # from an empty index directory (bench search's figures of it go with it)
+        shutil.rmtree(bcfg.index_path, ignore_errors=True)
+        Path(str(bcfg.index_path) + ".json").unlink(missing_ok=True)
         step = f"round {r + 1}/{rounds}: " if rounds > 1 else ""
         say(f"{step}index phase with {n} slave(s) …")
 

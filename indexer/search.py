@@ -225,9 +225,8 @@ class Searcher:
         for s in found:
             if s.fp in pages:
                 _fp, _at, url, title, text = pages[s.fp]
-                own, _boiler = self.boilerplate.split(host_of(url), text)
-                shown = own or text
-                snippet = make_snippet(shown, snippet_terms(shown, terms), self.snippet_chars)
+                own = self.boilerplate.own_text(host_of(url))  # menus are no snippet
+                snippet = make_snippet(text, snippet_terms(text, terms), self.snippet_chars, own)
                 hits.append(Hit(url, title, s.score, snippet, s.fp, s.similar))
         return hits
 

@@ -11,14 +11,16 @@ import functools
 import re
 import unicodedata
 from collections.abc import Sequence
+from typing import Protocol
 
 from srcrawl.defaults import DEFAULT_SNIPPET_CHARS
 
 MARK_OPEN, MARK_CLOSE = "«", "»"
 """How a query term is marked in a snippet."""
 
-SNIPPET_SCAN_CHARS = 200_000
-"""Text searched for the terms; a term found later is not shown."""
+SNIPPET_SCAN_CHARS = 60_000
+"""Text searched for the terms; a term found later is not shown (the text of most pages is
+shorter; the scan of a longer one costs more than the search)."""
 _MAX_MATCHES = 64
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff"
 _HAN_ONLY = re.compile(f"^[{_HAN}]+$")
@@ -178,29 +180,54 @@ def find_terms(text: str, terms: Sequence[str], limit: int = _MAX_MATCHES) -> li
     return found
 
 
-def make_snippet(text: str, terms: Sequence[str], width: int = DEFAULT_SNIPPET_CHARS) -> str:
+class OwnText(Protocol):
+    """Which positions of a page's whitespace-collapsed text are its own (not its host's
+    menus and footers); see indexer/boilerplate.py."""
+
+    def covered(self, body: str, pos: int) -> bool: ...
+
+    def run_start(self, body: str, pos: int) -> int | None: ...
+
+
+def make_snippet(
+    text: str, terms: Sequence[str], width: int = DEFAULT_SNIPPET_CHARS,
+    own: OwnText | None = None,
+) -> str:  # fmt: skip
     """About ``width`` characters of ``text`` holding as many distinct terms as it can.
 
     Whitespace is collapsed, the text otherwise as the page has it; each
     occurrence of a term inside the window is wrapped in « ». Without any
-    occurrence, the start of the text.
+    occurrence, the start of the text. With ``own`` (indexer/boilerplate.py),
+    occurrences in the host's repeated text (menus) are passed over, and the window
+    starts no earlier than the run of the page's own text it is built on.
     """
     body = " ".join(text[:SNIPPET_SCAN_CHARS].split())
     matches = find_terms(fold_aligned(body), terms)
+    if own is not None:
+        matches = [m for m in matches if not own.covered(body, m.start())]
     if not matches:
-        return body[:width] + ("…" if len(body) > width else "")
+        start = (own.run_start(body, 0) or 0) if own is not None else 0
+        return ("…" if start else "") + body[start : start + width] + (
+            "…" if len(body) > start + width else "")  # fmt: skip
+    return _window(body, matches, width, own)
+
+
+def _window(body: str, matches: list[re.Match[str]], width: int, own: OwnText | None) -> str:
+    """The window of ``width`` characters with the most distinct terms, them marked."""
     # the window starting a quarter width before each match: the distinct terms wholly in
     # it are a run of the matches (in order, never overlapping), found by bisection
     starts = [m.start() for m in matches]
     ends = [m.end() for m in matches]
     words = [m.group(0).lower() for m in matches]  # folded: one word however it is written
-    best_start, best_count = 0, -1
+    best_start, best_count, best_i = 0, -1, 0
     for i, first in enumerate(starts):
         start = max(0, first - width // 4)
         lo, hi = bisect.bisect_left(starts, start, 0, i), bisect.bisect_right(ends, start + width)
         count = len(set(words[lo : max(i, hi)]))
         if count > best_count:
-            best_start, best_count = start, count
+            best_start, best_count, best_i = start, count, i
+    if own is not None:  # not from the menu before the page's own text
+        best_start = max(best_start, own.run_start(body, starts[best_i]) or 0)
     start, end = best_start, min(len(body), best_start + width)
     parts = ["…"] if start > 0 else []
     pos = start
