@@ -180,6 +180,7 @@ class IndexWriter:
     ) -> None:
         self.path = path
         self.heap, self.wait = heap, wait
+        self.renew_every = 1.0  # seconds between lease renewals while Tantivy works
         self.index = open_index(path, create=True)
         self._replace: dict[int, IndexDoc] = {}
         self._delete: set[int] = set()
@@ -215,8 +216,12 @@ class IndexWriter:
 
     def commit(self, before: Callable[[], None] | None = None) -> None:
         """Apply what was queued in one commit, durable and searchable when this returns.
-        ``before`` runs right before the commit (the lease check; it also renews the lease
-        while the writer lock is awaited); if it raises, nothing queued is committed."""
+
+        ``before`` (the lease check) runs right before the commit: if it raises, nothing
+        queued is committed. It also renews the lease while the writer lock is awaited and
+        while Tantivy commits and merges (both in a thread of their own, which releases
+        the GIL: a merge of large segments takes longer than a lease lives).
+        """
         replace, delete = list(self._replace.values()), sorted(self._delete)
         self._replace, self._delete = {}, set()
         if not replace and not delete:
@@ -230,12 +235,41 @@ class IndexWriter:
                 writer.add_document(doc.document())
             if before is not None:
                 before()
-            writer.commit()
         except BaseException:
             writer.rollback()
+            writer.wait_merging_threads()
             raise
-        finally:
-            writer.wait_merging_threads()  # the merges end, the lock is released
+        self._finish(writer, before)
+
+    def _finish(self, writer: tantivy.IndexWriter, renew: Callable[[], None] | None) -> None:
+        """Commit, let the merges end and release the lock, renewing the lease meanwhile; a
+        lease lost meanwhile is raised once the commit is done (it stays committed: a
+        successor writes the same pages again)."""
+        failed: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                writer.commit()
+            except BaseException as e:
+                failed.append(e)
+                writer.rollback()
+            finally:
+                writer.wait_merging_threads()  # the merges end, the lock is released
+
+        thread = threading.Thread(target=work, name="index-commit", daemon=True)
+        thread.start()
+        lost: BaseException | None = None
+        while thread.is_alive():
+            thread.join(timeout=self.renew_every)
+            if thread.is_alive() and renew is not None and lost is None:
+                try:
+                    renew()
+                except BaseException as e:
+                    lost = e
+        if failed:
+            raise failed[0]
+        if lost is not None:
+            raise lost
 
     def close(self) -> None:
         """Drop what is queued and not committed."""
