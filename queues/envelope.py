@@ -2,7 +2,7 @@
 
 A message is ``JSON header`` or ``JSON header + b"\\n" + packed payload``.
 The header is ``{"v": 1, "kind": ..., ...fields}``; JSON never contains a raw
-newline, so the first newline always ends it. Bulk data (postings, rank
+newline, so the first newline always ends it. Bulk data (documents, rank
 vectors, edge lists) travels as the packed binary payload, many records a
 message, never as JSON numbers. Headers are written and read with orjson:
 the same bytes as the standard library's compact ``json.dumps`` (UTF-8,

@@ -390,7 +390,7 @@ DEFAULT_INDEX_SLAVES = 2
 """Local slave processes `srcrawl index` starts (0: rely on slaves started elsewhere)."""
 
 DEFAULT_INDEX_BATCH_PAGES = 50
-"""Page ids per index task in srq (one task: one store read, one postings message)."""
+"""Page ids per index task in srq (one task: one store read, one documents message)."""
 
 DEFAULT_INDEX_WINDOW = 64
 """Index tasks the master keeps queued or in flight; it tops srq up as results come."""
