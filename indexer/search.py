@@ -29,6 +29,7 @@ and footers, taken out as the index did) with its original punctuation.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from dataclasses import dataclass, field
@@ -231,19 +232,22 @@ class Searcher:
         return hits
 
 
-_LATIN_WORD = re.compile(r"[a-z][a-z0-9]*")
-
-
 def snippet_terms(text: str, terms: list[str]) -> list[str]:
     """``terms`` and the words of ``text`` that the index stems as one of them
     (``splitting`` for ``split``), so a snippet marks what matched."""
-    stems = {stem(t) for t in terms if t.isascii()}
+    stems = tuple(sorted({stem(t) for t in terms if t.isascii()}))
     if not stems:
         return terms
-    prefixes = tuple(stems)
-    words = set(_LATIN_WORD.findall(text[:SNIPPET_SCAN_CHARS].lower()))
-    extra = [w for w in words if w.startswith(prefixes) and w not in terms and stem(w) in stems]
+    words = {w.lower() for w in _stem_words(stems).findall(text, 0, SNIPPET_SCAN_CHARS)}
+    extra = [w for w in words if w not in terms and stem(w) in stems]
     return [*terms, *sorted(extra)]
+
+
+@functools.lru_cache(maxsize=256)
+def _stem_words(stems: tuple[str, ...]) -> re.Pattern[str]:
+    """The words that begin with one of ``stems`` (a stem begins the words it stems)."""
+    alternatives = "|".join(re.escape(s) for s in sorted(stems, key=len, reverse=True))
+    return re.compile(f"(?<![a-z0-9])(?:{alternatives})[a-z0-9]*", re.IGNORECASE)
 
 
 class _Prior:

@@ -103,11 +103,17 @@ def _aligned_table() -> tuple[re.Pattern[str], dict[str, str]]:
     return re.compile("[" + "".join(re.escape(c) for c in table) + "]"), table
 
 
+_NEEDS_FOLD = re.compile("[\uff10-\uff19\uff21-\uff3a\uff41-\uff5a\uff66-\uff9f\u3000]")
+"""Characters a term can be written in that fold to others (full-width letters and digits,
+half-width katakana, the ideographic space): text without them is matched as it is (a
+term holds no punctuation, so full-width punctuation needs no folding to be passed)."""
+
+
 def fold_aligned(text: str) -> str:
     """``text`` with each character that NFKC maps to one other character so mapped
     (full-width letters, digits and punctuation to ASCII): what terms are matched in,
     position for position with ``text``."""
-    if text.isascii():
+    if text.isascii() or not _NEEDS_FOLD.search(text):
         return text
     mapped, table = _aligned_table()
     # str.translate would look every character up in a dict; only a few need it
