@@ -22,6 +22,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +34,7 @@ from srcrawl.config import Config, DatabaseURL
 from srcrawl.defaults import DEFAULT_HEARTBEAT_INTERVAL
 from srcrawl.errors import SrcrawlError
 from srcrawl.indexer.corpus import Corpus
+from srcrawl.indexer.engine import IndexReader
 from srcrawl.indexer.master import IndexMaster, IndexReport
 from srcrawl.indexer.search import Searcher
 from srcrawl.indexer.slave import document_text, tokenize_document
@@ -55,7 +57,10 @@ def bench_config(cfg: Config, pages: int, seed: int) -> Config:
     directory.mkdir(parents=True, exist_ok=True)
     db = DatabaseURL(kind="sqlite", path=str(directory / f"index-{pages}-{seed}.db"))
     job = f"bench-index-{os.getpid()}-{time.time_ns() % 10**6}"
-    return Config(redis_url=cfg.resolved_redis_url(), db=db, job=job, home=cfg.home)
+    return Config(
+        redis_url=cfg.resolved_redis_url(), db=db, job=job, home=cfg.home,
+        index_dir=directory / f"index-{pages}-{seed}.tantivy",
+    )  # fmt: skip
 
 
 def prepare_corpus(bcfg: Config, pages: int, seed: int, say: Progress) -> Store:
@@ -66,9 +71,10 @@ def prepare_corpus(bcfg: Config, pages: int, seed: int, say: Progress) -> Store:
         return store
     say(f"generating {pages:,} pages (seed {seed}) into {bcfg.db.path}")
     with store.transaction() as cur:
-        for table in ("pages", "warc_files", "links", "postings", "doclens", "ranks"):
+        for table in ("pages", "warc_files", "links", "ranks"):
             cur.execute(f"DELETE FROM {table}")
     store.reset_index()
+    shutil.rmtree(bcfg.index_path, ignore_errors=True)
     corpus = Corpus(seed)
     t0 = time.perf_counter()
     store.put_pages(corpus.pages(pages))
@@ -104,6 +110,18 @@ class IndexRun:
     report: IndexReport
     master_cpu_s: float
     slave_cpu_s: float  # CPU time of the slaves' consumer threads inside the handler
+    index_bytes: int = 0  # the index directory's files once Tantivy's merges ended
+
+    def as_json(self) -> dict:
+        pages = max(self.report.indexed, 1)
+        return {
+            "pages": self.report.indexed,
+            "wall_s": round(self.report.wall_s, 2),
+            "master_cpu_ms_per_page": round(1000 * self.master_cpu_s / pages, 3),
+            "slave_cpu_ms_per_page": round(1000 * self.slave_cpu_s / pages, 3),
+            "cpu_ms_per_page": round(1000 * (self.master_cpu_s + self.slave_cpu_s) / pages, 3),
+            "index_bytes_per_page": round(self.index_bytes / pages, 1),
+        }
 
 
 def run_index(
@@ -138,7 +156,7 @@ def run_index(
                 slave_cpu = sum(st.get("index_cpu_s", 0.0) for st in stats)
                 break
             time.sleep(0.2)
-        return IndexRun(report, master_cpu, slave_cpu)
+        return IndexRun(report, master_cpu, slave_cpu, IndexReader(bcfg.index_path).size_bytes())
 
 
 def _timed(work: Callable[[], None]) -> tuple[float, float]:
@@ -214,7 +232,7 @@ class _OneProcess:
     def tokenize(self) -> None:
         tok = self.tok
         for fp, at, title, text in self.docs:
-            tokenize_document(tok, fp, at, title, text)
+            tokenize_document(tok, fp, at, "", title, text)
 
     def raw_rate(self, pages: int) -> float:
         """Raw jieba's pages/s, the mean of the runs before and after the index phase."""
@@ -229,6 +247,9 @@ def _index_round(
     runs: dict[int, IndexRun] = {}
     for n in order:
         store.reset_index()
+        # from an empty index directory (bench search's figures of it go with it)
+        shutil.rmtree(bcfg.index_path, ignore_errors=True)
+        Path(str(bcfg.index_path) + ".json").unlink(missing_ok=True)
         step = f"round {r + 1}/{rounds}: " if rounds > 1 else ""
         say(f"{step}index phase with {n} slave(s) …")
 
@@ -272,8 +293,8 @@ def _index_table(
             Column("pct_raw", "% raw", ".0f"),
             Column("master_cpu_ms", "master CPU ms/page", ".2f"),
             Column("master_core", "master % of a core", ".0%"),
-            Column("merges", "merges", "d"),
-            Column("rows_per_page", "postings rows/page", ".1f"),
+            Column("merges", "commits", "d"),
+            Column("index_bytes_per_page", "index bytes/page", ".0f"),
         ],
     )
 
@@ -318,42 +339,55 @@ def _index_row(slaves: int, run: IndexRun, pages: int) -> Row:
             "master_core": run.master_cpu_s / r.wall_s if r.wall_s else None,
             "merges": r.merges,
             "merge_share": r.merge_s / r.wall_s if r.wall_s else None,
-            "rows_per_page": r.rows / r.indexed if r.indexed else None,
+            "index_bytes_per_page": run.index_bytes / r.indexed if r.indexed else None,
         },
     )
 
 
 # -- bench search --------------------------------------------------------------
-def build_index_once(
-    bcfg: Config, pages: int, seed: int, slaves: int, say: Progress
-) -> float | None:
-    """The corpus indexed in the scratch store (kept for later runs); seconds it took, or
-    None when the index was already there."""
+def build_index_once(bcfg: Config, pages: int, seed: int, slaves: int, say: Progress) -> dict:
+    """The corpus indexed in the scratch store and index directory (both kept for later
+    runs); the figures of the run that built it (kept beside it)."""
     store = prepare_corpus(bcfg, pages, seed, say)
-    if store.index_stats()[0] == pages and not store.unindexed_pages(None, 1):
-        return None
+    figures = Path(str(bcfg.index_path) + ".json")
+    built = (
+        figures.exists()
+        and store.indexed_pages() == pages
+        and not store.unindexed_pages(None, 1)
+        and IndexReader(bcfg.index_path).num_docs() == pages
+    )
+    if built:
+        return {**json.loads(figures.read_text()), "reused": True}
     say(f"indexing {pages:,} pages with {slaves} slave(s) …")
     store.reset_index()
-    return run_index(bcfg, slaves).report.wall_s
+    shutil.rmtree(bcfg.index_path, ignore_errors=True)
+    run = run_index(bcfg, slaves)
+    figures.write_text(json.dumps(run.as_json()))
+    return {**run.as_json(), "reused": False}
+
 
 @dataclass
 class LatencySet:
     label: str
     ms: list[float]
+    cpu_ms: list[float]  # this thread's CPU time a query: what other load changes less
     modes: dict[str, int]
     approximate: int
     found_at_1: int
     found_in_top: int
 
+    def quantile(self, q: int, cpu: bool = False) -> float:
+        values = self.cpu_ms if cpu else self.ms
+        return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
     def line(self) -> str:
-        q = statistics.quantiles(self.ms, n=100, method="inclusive")
         n = len(self.ms)
         modes = ", ".join(f"{k} {v}" for k, v in sorted(self.modes.items()))
         return (
-            f"  {self.label:16} p50 {q[49]:5.1f} ms  p95 {q[94]:5.1f} ms  "
-            f"max {max(self.ms):6.1f} ms"
-            f"  | {modes}; capped {self.approximate}; source page 1st {self.found_at_1}/{n}, "
-            f"top 10 {self.found_in_top}/{n}"
+            f"  {self.label:16} p50 {self.quantile(50):6.2f} ms  p95 {self.quantile(95):6.2f} ms  "
+            f"max {max(self.ms):6.1f} ms  (CPU p50 {self.quantile(50, True):5.2f} ms "
+            f"p95 {self.quantile(95, True):5.2f} ms)  | {modes}; capped {self.approximate}; "
+            f"source page 1st {self.found_at_1}/{n}, top 10 {self.found_in_top}/{n}"
         )
 
 
@@ -361,13 +395,20 @@ class LatencySet:
 class SearchBenchmark:
     pages: int
     queries: int
-    build_s: float | None
+    build: dict
     sets: list[LatencySet] = field(default_factory=list)
 
     def render(self) -> str:
-        built = f", index built in {self.build_s:.0f} s" if self.build_s is not None else ""
-        head = f"search benchmark: {self.queries} queries on {self.pages:,} indexed pages{built}"
-        return "\n".join([head, *(s.line() for s in self.sets)])
+        b = self.build
+        when = "an earlier run" if b.get("reused") else "this run"
+        head = [
+            f"search benchmark: {self.queries} queries on {self.pages:,} indexed pages",
+            f"  index (built by {when} in {b['wall_s']:.0f} s): "
+            f"{b['index_bytes_per_page']:,.0f} bytes/page with positions; build CPU "
+            f"{b['cpu_ms_per_page']:.2f} ms/page (slaves {b['slave_cpu_ms_per_page']:.2f}, "
+            f"master {b['master_cpu_ms_per_page']:.2f})",
+        ]
+        return "\n".join([*head, *(s.line() for s in self.sets)])
 
 
 def make_queries(store: Store, tok: Tokenizer, n: int, seed: int) -> list[tuple[str, int]]:
@@ -388,17 +429,18 @@ def make_queries(store: Store, tok: Tokenizer, n: int, seed: int) -> list[tuple[
 
 
 def _time_queries(label: str, searcher: Searcher, queries: list[tuple[str, int]]) -> LatencySet:
-    ms, modes, capped, first, top = [], {}, 0, 0, 0
+    ms, cpu, modes, capped, first, top = [], [], {}, 0, 0, 0
     for query, fp in queries:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         result = searcher.search(query, top=10)
         ms.append((time.perf_counter() - t0) * 1000)
+        cpu.append((time.thread_time() - c0) * 1000)
         modes[result.mode] = modes.get(result.mode, 0) + 1
         capped += result.approximate
         fps = [h.fp for h in result.hits]
         first += bool(fps) and fps[0] == fp
         top += fp in fps
-    return LatencySet(label, ms, modes, capped, first, top)
+    return LatencySet(label, ms, cpu, modes, capped, first, top)
 
 
 def run_search_benchmark(
@@ -412,20 +454,22 @@ def run_search_benchmark(
 ) -> SearchBenchmark:
     bcfg = bench_config(cfg, pages, seed)
     try:
-        build_s = build_index_once(bcfg, pages, seed, slaves, say)
+        build = build_index_once(bcfg, pages, seed, slaves, say)
         store = bcfg.store()
         tok = Tokenizer()
         tok.warm_up()
         qs = make_queries(store, tok, queries, seed)
-        result = SearchBenchmark(pages, queries, build_s)
+        result = SearchBenchmark(pages, queries, build)
         store.replace_ranks([])
-        result.sets.append(_time_queries("BM25", Searcher(store, tokenizer=tok), qs))
+        searcher = Searcher(store, bcfg.index_path, tokenizer=tok)
+        _time_queries("warm-up", searcher, qs)  # the index's files into the page cache
+        result.sets.append(_time_queries("BM25", searcher, qs))
         rng = random.Random(f"ranks-{seed}")
         fps = [p.fp for p in store.iter_pages(batch=5000)]
         raw = [rng.paretovariate(1.2) for _ in fps]
         total = sum(raw)
         store.replace_ranks(zip(fps, (r / total for r in raw), strict=True))
-        result.sets.append(_time_queries("BM25 + PageRank", Searcher(store, tokenizer=tok), qs))
+        result.sets.append(_time_queries("BM25 + PageRank", searcher, qs))
         store.replace_ranks([])
         return result
     finally:

@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from srcrawl.benchmarks.index import BenchmarkError
-from srcrawl.benchmarks.startup import CHILD_TIMEOUT_S, Code, _child_env, _index_copy
+from srcrawl.benchmarks.startup import (
+    CHILD_TIMEOUT_S,
+    Code,
+    _child_env,
+    _index_copy,
+    index_dir_of,
+)
 from srcrawl.config import Config
 from srcrawl.queues.crawl_protocol import canonical_links
 from srcrawl.slave.crawl import canonical_anchors
@@ -43,14 +49,16 @@ Progress = Callable[[str], None]
 CUTOFFS = (1, 3, 10)
 
 CHILD = r"""
-import json, sys, time
+import inspect, json, os, sys, time
 from srcrawl.indexer.search import Searcher
 from srcrawl.sql.database_url import DatabaseURL
 from srcrawl.sql.store import open_store
 db, queries_file, passes = sys.argv[1], sys.argv[2], int(sys.argv[3])
 queries = json.load(open(queries_file, encoding="utf-8"))
 store = open_store(DatabaseURL(kind="sqlite", path=db))
-searcher = Searcher(store)
+# a code with its index in a directory of its own takes it as the second argument
+takes_index = "index" in inspect.signature(Searcher).parameters
+searcher = Searcher(store, os.environ["SRCRAWL_INDEX_DIR"]) if takes_index else Searcher(store)
 urls = [[h.url for h in searcher.search(q, top=10).hits] for q in queries]
 ms = [[] for _ in queries]
 for _ in range(passes):
@@ -60,7 +68,8 @@ for _ in range(passes):
         ms[i].append((time.perf_counter() - t0) * 1000)
 json.dump({"urls": urls, "ms": ms}, sys.stdout)
 """
-"""Run with a code's ``PYTHONPATH``: only APIs every compared code has (Searcher, open_store)."""
+"""Run with a code's ``PYTHONPATH``: only APIs every compared code has (Searcher, open_store;
+the index directory where a code's Searcher takes one)."""
 
 
 def rank_of(answer: str, urls: Sequence[str]) -> int | None:
@@ -180,7 +189,8 @@ def known_item_store(path: Path, hosts: int, pages: int, seed: int) -> list[Know
 
 
 def _answers(code: Code, db: Path, queries_file: Path, passes: int) -> dict[str, Any]:
-    env = _child_env(code, {"SRCRAWL_DB_URL": f"sqlite:///{db}"})
+    env = _child_env(code, {"SRCRAWL_DB_URL": f"sqlite:///{db}",
+                            "SRCRAWL_INDEX_DIR": str(index_dir_of(db))})  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(db), str(queries_file), str(passes)],
         cwd=db.parent, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,

@@ -174,7 +174,7 @@ def srcrawl_search(jcfg: Config) -> Callable[[str, int], list[str]]:
     calls the search engine."""
     from srcrawl.indexer.search import QueryError, Searcher
 
-    searcher = Searcher(jcfg.store())
+    searcher = Searcher(jcfg.store(), jcfg.index_path)
 
     def search(query: str, top: int) -> list[str]:
         try:

@@ -197,14 +197,15 @@ def _free_port() -> int:
 @dataclass
 class ServeBenchmark:
     pages: int
-    build_s: float | None
+    build: dict
     seconds: float
     client: str = "python"
     servers: dict[str, str] = field(default_factory=dict)  # code: its serve options
     cells: list[Cell] = field(default_factory=list)
+    rss_mb: dict[str, dict[str, float]] = field(default_factory=dict)  # code: largest RSS
 
     def render(self) -> str:
-        built = f", index built in {self.build_s:.0f} s" if self.build_s is not None else ""
+        built = "" if self.build.get("reused") else f", index built in {self.build['wall_s']:.0f} s"
         lines = [
             f"serve benchmark: {self.pages:,} indexed pages{built}, "
             f"{self.seconds:g} s a cell, two-word queries, load client {self.client}",
@@ -229,11 +230,48 @@ class ServeBenchmark:
             "time; its latency is the whole process"
         )
         lines.append("  cpu ms: CPU time of the server's processes per request (user + system)")
+        for code, mb in self.rss_mb.items():
+            lines.append(
+                f"  {code}: largest portal process after the load: RSS {mb['rss']:.0f} MB "
+                f"(anonymous {mb['anon']:.0f} MB, mapped files {mb['file']:.0f} MB)"
+            )
         return "\n".join(lines)
 
 
 def serve_options(threads: int, workers: int | None) -> list[str]:
     return ["--threads", str(threads)] + ([] if workers is None else ["--workers", str(workers)])
+
+
+def _tree(pid: int) -> set[int]:
+    """``pid`` and its descendants, from /proc (empty where there is none)."""
+    parent: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            raw = stat.read_text()
+            parent[int(stat.parent.name)] = int(raw[raw.rindex(")") + 2 :].split()[1])
+    tree, grew = {pid} if pid in parent else set(), pid in parent
+    while grew:
+        more = {n for n, p in parent.items() if p in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return tree
+
+
+def largest_rss_mb(pid: int) -> dict[str, float] | None:
+    """The resident set (MB) of the largest process among ``pid`` and its descendants
+    (uvicorn's workers): ``rss``, of which ``anon`` is its own memory and ``file`` mapped
+    files (the index's, shared with the other workers and the page cache); None where
+    there is no /proc."""
+    found = []
+    for n in _tree(pid):
+        with contextlib.suppress(OSError, ValueError):
+            fields = dict(
+                line.split(":", 1) for line in Path(f"/proc/{n}/status").read_text().splitlines()
+            )
+            kb = {k: int(fields[v].split()[0]) for k, v in
+                  (("rss", "VmRSS"), ("anon", "RssAnon"), ("file", "RssFile"))}  # fmt: skip
+            found.append({k: v / 1024 for k, v in kb.items()})
+    return max(found, key=lambda f: f["rss"]) if found else None
 
 
 def tree_cpu_seconds(pid: int) -> float | None:
@@ -375,7 +413,7 @@ def run_serve_benchmark(
         raise BenchmarkError("wrk is not installed (Debian: apt-get install wrk)")
     bcfg = bench_config(cfg, pages, seed)
     try:
-        build_s = build_index_once(bcfg, pages, seed, slaves, say)
+        build = build_index_once(bcfg, pages, seed, slaves, say)
         tok = Tokenizer()
         tok.warm_up()
         store = bcfg.store()
@@ -385,7 +423,7 @@ def run_serve_benchmark(
         base_options = serve_options(threads or 4, None)
         if base is not None:
             servers["base"] = " ".join(base_options)
-        result = ServeBenchmark(pages, build_s, seconds, client, servers)
+        result = ServeBenchmark(pages, build, seconds, client, servers)
         load = _Load(client, seconds, clients)
         with contextlib.ExitStack() as stack:
             running = {
@@ -399,6 +437,10 @@ def run_serve_benchmark(
                 for lang, qs in queries.items():
                     say(f"round {r + 1}: {lang}, spawning srcrawl search {spawns}× …")
                     result.cells.append(_spawned(bcfg, lang, qs[:spawns]))
+            for code, server in running.items():
+                rss = largest_rss_mb(server.pid)
+                if rss is not None:
+                    result.rss_mb[code] = rss
         return result
     finally:
         _drop_job_keys(bcfg)

@@ -171,15 +171,23 @@ def _pages_db(directory: Path, pages: int, seed: int, say: Progress) -> Path:
     return path
 
 
+def index_dir_of(db: Path) -> Path:
+    """The index directory beside a benchmark's scratch store (a code that keeps its
+    index in the store ignores it)."""
+    return db.with_suffix(".tantivy")
+
+
 def _index_copy(cfg: Config, code: Code, pages_db: Path, say: Progress) -> Path:
     """A copy of the pages indexed by ``code``'s own ``srcrawl index``."""
     db = pages_db.with_name(f"index-{code.label}.db")
     db.unlink(missing_ok=True)
+    shutil.rmtree(index_dir_of(db), ignore_errors=True)
     shutil.copyfile(pages_db, db)
     job = f"bench-startup-{code.label}-{os.getpid()}"
     say(f"indexing {db.name} with the {code.label} code ({code.root})")
     env = _child_env(code, {"SRCRAWL_REDIS_URL": cfg.resolved_redis_url(),
-                            "SRCRAWL_DB_URL": f"sqlite:///{db}", "SRCRAWL_JOB": job})  # fmt: skip
+                            "SRCRAWL_DB_URL": f"sqlite:///{db}", "SRCRAWL_JOB": job,
+                            "SRCRAWL_INDEX_DIR": str(index_dir_of(db))})  # fmt: skip
     try:
         _run(code, ["index", "--slaves", "1"], db.parent, env)
     finally:
@@ -207,7 +215,8 @@ def run_startup_benchmark(
         db = _index_copy(cfg, c, pages_db, say)
         home = directory / f"home-{c.label}"
         envs[c.label] = _child_env(
-            c, {"SRCRAWL_DB_URL": f"sqlite:///{db}", "SRCRAWL_HOME": str(home)}
+            c, {"SRCRAWL_DB_URL": f"sqlite:///{db}", "SRCRAWL_HOME": str(home),
+                "SRCRAWL_INDEX_DIR": str(index_dir_of(db))}
         )
     commands = {
         "version": ["--version"],

@@ -62,6 +62,50 @@ def split_boilerplate(text: str, frequent: frozenset[int]) -> tuple[str, str]:
     return " ".join(own), " ".join(boiler)
 
 
+class OwnText:
+    """Which positions of a page's whitespace-collapsed text are its own text, read near
+    the positions asked about only (a snippet needs a few; splitting a whole page of
+    megabytes would cost more than the search)."""
+
+    def __init__(self, frequent: frozenset[int]) -> None:
+        self.frequent = frequent
+        self._chunks: list[str] | None = None
+        self._body = ""
+
+    def _covered(self, chunks: list[str], i: int) -> bool:
+        """Whether chunk ``i`` is in a frequent shingle."""
+        return any(
+            hash(tuple(chunks[j : j + SHINGLE])) in self.frequent
+            for j in range(max(0, i - SHINGLE + 1), min(i, len(chunks) - SHINGLE) + 1)
+        )
+
+    def _index(self, body: str, pos: int) -> tuple[list[str], int]:
+        """The chunks of ``body`` and the index of the one holding ``pos``."""
+        if self._chunks is None or body is not self._body:
+            self._body, self._chunks = body, body.split(" ")
+        return self._chunks, body.count(" ", 0, pos)
+
+    def covered(self, body: str, pos: int) -> bool:
+        """Whether ``pos`` of ``body`` (whitespace-collapsed) is in repeated text."""
+        chunks, i = self._index(body, pos)
+        return self._covered(chunks, i)
+
+    def run_start(self, body: str, pos: int) -> int | None:
+        """Where the run of own text holding ``pos`` starts (looking back a few hundred
+        characters at most); at 0, where the page's first own text starts (None: none
+        in its first 2,000 chunks)."""
+        chunks, i = self._index(body, pos)
+        if pos == 0:
+            while i < min(len(chunks), 2000) and self._covered(chunks, i):
+                i += 1
+            return len(" ".join(chunks[:i])) + (1 if i else 0) if i < len(chunks) else None
+        start = body.rfind(" ", 0, pos) + 1  # back over own chunks, up to a covered one
+        while i > 0 and not self._covered(chunks, i - 1) and pos - start < 400:
+            i -= 1
+            start = body.rfind(" ", 0, start - 1) + 1
+        return start
+
+
 class HostBoilerplate:
     """The frequent shingles of each host, read from the store once per process."""
 
@@ -81,3 +125,8 @@ class HostBoilerplate:
     def split(self, host: str, text: str) -> tuple[str, str]:
         """(own text, boilerplate) of a page of ``host``."""
         return split_boilerplate(text, self.of(host))
+
+    def own_text(self, host: str) -> OwnText | None:
+        """A reader of a page of ``host``'s own text, None when the host repeats nothing."""
+        frequent = self.of(host)
+        return OwnText(frequent) if frequent else None

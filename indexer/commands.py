@@ -128,10 +128,9 @@ def _print_index_report(cfg: Config, report: IndexReport, *, as_json: bool) -> N
         click.echo(json.dumps({"job": cfg.job, **report.as_dict()}, sort_keys=True))
     else:
         click.echo(
-            f"indexed {report.indexed} pages ({report.reindexed} again, {report.stale} changed "
-            f"meanwhile, {report.failed} failed) in {report.wall_s:.1f} s, "
-            f"{report.pages_per_s:.1f} pages/s; {report.postings} postings in "
-            f"{report.rows} rows"
+            f"indexed {report.indexed} pages ({report.stale} changed meanwhile, "
+            f"{report.failed} failed, {report.removed} gone removed) in {report.wall_s:.1f} s, "
+            f"{report.pages_per_s:.1f} pages/s, {report.merges} commits into {cfg.index_path}"
         )
         fresh = report.freshness
         if fresh.get("delay_p50_s") is not None:
@@ -161,18 +160,19 @@ def _print_index_report(cfg: Config, report: IndexReport, *, as_json: bool) -> N
 def search_command(
     ctx: click.Context, query: str, top: int, as_json: bool, user_dict: str | None
 ) -> None:  # fmt: skip
-    """Search the index: BM25 blended with PageRank, every word required if possible."""
+    """Search the index: pages with every word first, then with most of them; "a phrase",
+    -word, site:host; PageRank a bounded prior."""
     from srcrawl.indexer.search import Searcher
     from srcrawl.indexer.tokenizer import get_tokenizer
 
     cfg = _config(ctx)
-    searcher = Searcher(cfg.store(), tokenizer=get_tokenizer(user_dict))
+    searcher = Searcher(cfg.store(), cfg.index_path, tokenizer=get_tokenizer(user_dict))
     # jieba's load is start-up, not query time; a query without Chinese never loads it
     searcher.tokenizer.warm_up(query)
     result = searcher.search(query, top=top)
     found = (
-        f"{len(result.hits)} of {'about ' if result.approximate else ''}{result.matches} "
-        f"pages ({'every word' if result.mode == 'and' else 'any word'}"
+        f"{len(result.hits)} of {result.matches} "
+        f"pages ({'every word' if result.mode == 'and' else 'some words'}"
         f"{', PageRank blended' if result.ranked else ''}) in {result.elapsed_ms:.1f} ms"
     )
     if as_json:
@@ -186,7 +186,8 @@ def search_command(
         click.echo(f"    {hit.url}")
         if hit.snippet:
             click.echo(f"    {hit.snippet}")
-        click.echo(f"    score {hit.score:.4f}")
+        similar = f"  ({hit.similar} similar pages)" if hit.similar else ""
+        click.echo(f"    score {hit.score:.4f}{similar}")
     for note in result.notes:
         click.echo(f"note: {note}")
     click.echo(found if result.hits else f"no results ({result.elapsed_ms:.1f} ms)")

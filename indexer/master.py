@@ -1,17 +1,19 @@
-"""The index master: schedules unindexed pages and merges postings [Redis engine §3.2].
+"""The index master: schedules unindexed pages and writes the index [Redis engine §3.2].
 
 It pages through the store's unindexed pages (``indexed_at IS NULL``: never
 indexed, or fetched again since) and keeps a window of tasks, each a batch
 of page ids with a serial from ``trq``, queued in ``srq``. Slaves answer in
-``nrq`` with packed postings. The master is the only writer of the index: it
-moves results into its processing list, lets them gather (up to
+``nrq`` with the pages' tokens (indexer/documents.py). The master is the only
+writer of the index, a Tantivy directory (indexer/engine.py): it moves
+results into its processing list, lets them gather (up to
 ``DEFAULT_INDEX_MERGE_DOCS`` documents or ``DEFAULT_INDEX_MERGE_WAIT``
 seconds, and at the end of a run no more than the pages still out with
-slaves), merges them in one store transaction, and acknowledges them only
-once that transaction committed. A master
-killed between the two leaves the results to be merged again, which changes
-nothing (a merge replaces a page's postings). While it waits it reaps dead
-workers, whose unacknowledged tasks go back to ``srq``.
+slaves), writes them in one Tantivy commit, then marks the pages indexed in
+the store, and acknowledges the results last. A master killed between any two
+of these steps leaves the results to be written again, which changes nothing:
+a page's document replaces the one it had (deleted by its fingerprint), so
+nothing doubles, and a page is never marked indexed before its commit. While
+it waits it reaps dead workers, whose unacknowledged tasks go back to ``srq``.
 
 With ``follow`` (``srcrawl index --follow``) the run does not end when every
 page is merged: it looks again for unindexed pages (stored since, or stored
@@ -53,15 +55,15 @@ from srcrawl.defaults import (
     DEFAULT_INDEX_WINDOW,
 )
 from srcrawl.errors import EnvelopeError, LeaseLost, SrcrawlError
+from srcrawl.indexer.documents import unpack
+from srcrawl.indexer.engine import IndexDoc, IndexWriter
 from srcrawl.indexer.freshness import Freshness
-from srcrawl.indexer.merge import merge_index, remove_pages
-from srcrawl.indexer.postings import PostingsBatch, unpack_batch
 from srcrawl.indexer.protocol import (
+    DOCUMENTS,
     ERROR,
-    POSTINGS,
     REFUSED,
+    DocumentsResult,
     IndexTask,
-    PostingsResult,
     Refusal,
     failed_tasks,
 )
@@ -100,15 +102,12 @@ class IndexReport:
     """What one run of the index master did."""
 
     scheduled: int = 0  # pages sent to slaves
-    indexed: int = 0  # documents merged into the index
-    reindexed: int = 0  # of those, pages whose older postings were replaced
+    indexed: int = 0  # documents written into the index (each replacing the page's last)
     stale: int = 0  # documents skipped: page fetched again (or deleted) meanwhile
     missing: int = 0  # page ids a slave found no page for
     failed: int = 0  # pages of tasks a slave refused or failed on (left unindexed)
-    postings: int = 0
-    rows: int = 0  # postings rows written (a row per distinct term of a merge)
-    merges: int = 0
-    merge_s: float = 0.0  # time inside merge transactions
+    merges: int = 0  # Tantivy commits of documents
+    merge_s: float = 0.0  # time writing and committing them, marking the pages
     wall_s: float = 0.0
     requeued: int = 0  # tasks of dead workers returned to srq
     scans: int = 0  # passes over the unindexed pages (more than one only with follow)
@@ -155,13 +154,9 @@ class IndexMaster:
         self.store = cfg.store()
         self.keys = cfg.keys
         self.q = PhaseQueues(self.client, self.keys, "index")
-        self.batch_pages = batch_pages
-        self.window = window
-        self.merge_docs = merge_docs
-        self.merge_wait = merge_wait
-        if user_dict is None:
-            user_dict = user_dict_from_env()
-        self.dictionary = dictionary_id(user_dict)
+        self.batch_pages, self.window = batch_pages, window
+        self.merge_docs, self.merge_wait = merge_docs, merge_wait
+        self.dictionary = dictionary_id(user_dict_from_env() if user_dict is None else user_dict)
         self.reap_interval = reap_interval
         self.heartbeat_ttl = heartbeat_ttl
         self.block_timeout = block_timeout
@@ -180,11 +175,12 @@ class IndexMaster:
         self._cursor: int | None = None
         self._scanned_all = False
         self._held: list[bytes] = []  # results popped, not yet merged nor acknowledged
-        self._batches: list[PostingsBatch] = []  # their documents
+        self._batches: list[list[IndexDoc]] = []  # their documents
+        self.writer = IndexWriter(cfg.index_path)  # it commits only under the lease
         self._held_docs = 0
         self._held_since = 0.0
         self._handlers: dict[str, Callable[[Message], None]] = {
-            POSTINGS: self._on_postings,
+            DOCUMENTS: self._on_documents,
             REFUSED: self._on_refused,
             ERROR: self._on_error,
         }
@@ -248,9 +244,11 @@ class IndexMaster:
         finally:
             self.report.wall_s = time.perf_counter() - t0
             self.report.freshness = self.freshness.summary()
+            # results popped but not merged go back to nrq for the next run
             with contextlib.suppress(*REDIS_DOWN):  # told to stop while Redis is away
-                # results popped but not merged go back to nrq for the next run
                 self.worker.retire()
+            self.writer.close()
+            with contextlib.suppress(*REDIS_DOWN):
                 self.lease.release()
             if state is not None:
                 self.store.set_job(
@@ -344,17 +342,16 @@ class IndexMaster:
 
     def _remove_gone(self) -> None:
         """Take the pages that went away since the last pass out of the index first:
-        a page fetched again as 404, 410 or a redirect must not be found any more. Then
-        mark the pages that never were indexable done, so no pass reads them again."""
+        a page fetched again as 404, 410 or a redirect must not be found any more. Its
+        document is deleted (if the index has it) and committed before the page is
+        marked, so a crash in between deletes it again."""
         while True:
-            fps = self.store.unindexable_indexed(DEFAULT_INDEX_REMOVE_BATCH)
+            fps = self.store.unindexable_unmarked(DEFAULT_INDEX_REMOVE_BATCH)
             if not fps:
-                break
-            self.report.removed += remove_pages(
-                self.store, fps, time.time(), before_commit=self.lease.keep
-            )
-        while self.store.settle_unindexable(time.time(), DEFAULT_INDEX_REMOVE_BATCH) > 0:
-            self.lease.keep()
+                return
+            self.writer.delete(fps)
+            self.writer.commit(before=self.lease.keep)
+            self.report.removed += self.store.settle_unindexable(fps, time.time())
 
     def _reap(self) -> None:
         """Return the tasks of dead workers to their queues."""
@@ -433,15 +430,15 @@ class IndexMaster:
             else:
                 handler(msg)
 
-    def _on_postings(self, msg: Message) -> None:
+    def _on_documents(self, msg: Message) -> None:
         try:
-            result = PostingsResult.from_message(msg)
-            batch = unpack_batch(result.payload)
+            result = DocumentsResult.from_message(msg)
+            docs = unpack(result.payload)
         except EnvelopeError as e:
-            self._fail_batch(msg.get("batch"), f"dropped malformed postings: {e}")
+            self._fail_batch(msg.get("batch"), f"dropped malformed documents: {e}")
             return
-        self._batches.append(batch)
-        self._held_docs += len(batch)
+        self._batches.append(docs)
+        self._held_docs += len(docs)
         self.report.missing += result.missing
         self._outstanding.pop(result.batch, None)
 
@@ -456,35 +453,36 @@ class IndexMaster:
         for task in failed_tasks(msg):
             self._fail_batch(task.batch, f"a slave failed on a task: {reason}")
 
-    # -- the merge: the store first, then Redis, both fenced ---------------------
+    # -- the merge: Tantivy, then the store, then Redis, all fenced ----------------
     def _merge(self) -> None:
-        """Merge the held documents in one transaction, then acknowledge their results.
+        """Write the held documents in one Tantivy commit, mark their pages indexed, then
+        acknowledge their results.
 
-        Both steps are fenced by the lease. The store transaction checks the
-        lease last before it commits, and the acknowledgement runs only while
-        the lease is ours, so a master that lost its lease raises LeaseLost,
-        leaves its results for its successor and writes nothing after the
-        loss is detectable. A master paused between that check and its
-        commit may still commit that one transaction late; this cannot
-        corrupt the index: merges take the block counter's lock first and so
-        run one after another, each reading what the one before committed,
-        and a merge is idempotent per page version (a page's postings
-        replace the ones it had, and a page fetched again since is skipped),
-        so the late merge is one more merge of the same pages' same text,
-        before or after its successor's, with the same index as the result.
+        The lease is checked right before the commit (a master that lost it rolls
+        back and raises LeaseLost) and again by the acknowledgement. A master paused
+        between that check and its commit may commit once late; that cannot corrupt
+        the index: Tantivy's writer lock lets one master write at a time, and a
+        document replaces its page's last (by fingerprint), so the late commit is
+        one more write of the same pages' same text. A page is marked indexed only
+        if it was not fetched again since (``Store.mark_indexed``).
         """
         if self._held_docs:
             t0 = time.perf_counter()
-            batch = PostingsBatch.concat(self._batches)
-            merged = merge_index(self.store, batch, time.time(), before_commit=self.lease.keep)
-            self.freshness.add(merged.fetched, time.time())  # committed: searchable now
+            latest: dict[int, IndexDoc] = {}
+            for docs in self._batches:
+                latest.update((d.fp, d) for d in docs)  # of a page listed twice, the last
+            current = self.store.fetched_at(list(latest))
+            kept = [d for d in latest.values() if current.get(d.fp) == d.fetched_at]
+            self.report.stale += len(latest) - len(kept)
+            if kept:
+                self.writer.replace(kept)
+                self.writer.commit(before=self.lease.keep)
+                now = time.time()
+                self.store.mark_indexed([(d.fp, d.fetched_at) for d in kept], now)
+                self.freshness.add([d.fetched_at for d in kept], now)  # searchable now
+                self.report.merges += 1
+                self.report.indexed += len(kept)
             self.report.merge_s += time.perf_counter() - t0
-            self.report.merges += 1
-            self.report.indexed += merged.applied
-            self.report.reindexed += merged.reindexed
-            self.report.stale += merged.stale
-            self.report.postings += merged.postings
-            self.report.rows += merged.rows
         # after the commit: a crash before this line replays the results
         self._ack_merged(keys=[self.q.nrq.processing_key(self.id)], args=[len(self._held)])
         self._held, self._batches, self._held_docs = [], [], 0

@@ -3,9 +3,9 @@
 - task ``index-batch`` (:class:`IndexTask`): ``{"batch": serial, "fps": [page
   ids], "dict": id}``, header only (so the runtime's ``error`` report, which
   joins the raw tasks with newlines, can be split back into tasks).
-- result ``postings`` (:class:`PostingsResult`): ``{"batch", "docs",
-  "missing"}`` and the packed postings of the batch's pages
-  (:mod:`srcrawl.indexer.postings`).
+- result ``documents`` (:class:`DocumentsResult`): ``{"batch", "docs",
+  "missing"}`` and the batch's pages as tokens
+  (:mod:`srcrawl.indexer.documents`).
 - result ``index-refused`` (:class:`Refusal`): ``{"batch", "reason"}``, a task
   the slave will not do (another user dictionary, a malformed task).
 - result ``error``: the runtime's report of a handler that failed on tasks.
@@ -22,7 +22,7 @@ from srcrawl.errors import EnvelopeError
 from srcrawl.queues.envelope import Message, decode, encode
 
 TASK = "index-batch"
-POSTINGS = "postings"
+DOCUMENTS = "documents"
 REFUSED = "index-refused"
 ERROR = "error"
 
@@ -64,8 +64,8 @@ class IndexTask:
 
 
 @dataclass(frozen=True)
-class PostingsResult:
-    """The packed postings of a task's pages; ``missing`` of its pages were not stored."""
+class DocumentsResult:
+    """The packed documents of a task's pages; ``missing`` of its pages were not stored."""
 
     batch: int
     docs: int
@@ -74,13 +74,13 @@ class PostingsResult:
 
     def encode(self) -> bytes:
         fields = {"batch": self.batch, "docs": self.docs, "missing": self.missing}
-        return encode(POSTINGS, fields, self.payload)
+        return encode(DOCUMENTS, fields, self.payload)
 
     @classmethod
-    def from_message(cls, msg: Message) -> PostingsResult:
+    def from_message(cls, msg: Message) -> DocumentsResult:
         missing = msg.get("missing", 0)
         if not isinstance(missing, int) or missing < 0:
-            raise EnvelopeError("postings message has no count 'missing'")
+            raise EnvelopeError("documents message has no count 'missing'")
         return cls(_batch(msg), int(msg.get("docs", 0) or 0), missing, msg.payload)
 
 

@@ -1,23 +1,23 @@
-"""The index slave: page ids in, packed postings out [Redis engine §3.2].
+"""The index slave: page ids in, the pages' tokens out [Redis engine §3.2].
 
-Per task (a batch of page ids): read the pages' text from the store,
-tokenize, count, and answer with one packed postings message for the whole
-batch. The slave writes nothing to the store; the master is
-the single writer.
+Per task (a batch of page ids): read the pages' text from the store, take
+out the host's boilerplate, tokenize with jieba, and answer with one
+documents message for the whole batch (indexer/documents.py). The slave
+writes nothing: the index master is the index's single writer.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 
 from srcrawl.config import Config
 from srcrawl.defaults import DEFAULT_INDEX_MAX_CHARS
 from srcrawl.errors import EnvelopeError
 from srcrawl.indexer.boilerplate import HostBoilerplate
-from srcrawl.indexer.postings import DocPostings, pack
-from srcrawl.indexer.protocol import IndexTask, PostingsResult, Refusal
+from srcrawl.indexer.documents import pack, simhash, text_digest
+from srcrawl.indexer.engine import IndexDoc
+from srcrawl.indexer.protocol import DocumentsResult, IndexTask, Refusal
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
 from srcrawl.urls import host_of
 
@@ -34,28 +34,32 @@ def tokenize_document(
     tokenizer: Tokenizer,
     fp: int,
     fetched_at: float,
+    host: str,
     title: str,
     text: str,
     *,
     boilerplate: str = "",
     anchor_text: str = "",
-) -> DocPostings:
-    """The postings of one page: its body (``text``, its own, and ``boilerplate``, the
-    text its host repeats), title and anchor text as fields."""
+) -> IndexDoc:
+    """One page as the index holds it: its own text (``text``), the text its host repeats
+    (``boilerplate``), title and anchor text as fields, each its tokens joined by spaces."""
     tokens = tokenizer.tokens
-    own = Counter(tokens(text[:DEFAULT_INDEX_MAX_CHARS]))
-    boiler = Counter(tokens(boilerplate[: max(0, DEFAULT_INDEX_MAX_CHARS - len(text))]))
-    titled = Counter(tokens(title))
-    anchored = Counter(tokens(anchor_text[:MAX_ANCHOR_FIELD_CHARS]))
-    terms = list(dict.fromkeys([*own, *boiler, *titled, *anchored]))
-    return DocPostings(
-        fp,
-        fetched_at,
-        own.total() + boiler.total(),
-        terms,
-        [own[t] for t in terms],
-        (titled.total(), anchored.total()),
-        [(boiler[t], titled[t], anchored[t]) for t in terms],
+    text = text[:DEFAULT_INDEX_MAX_CHARS]
+    own = tokens(text)
+    boiler = tokens(boilerplate[: max(0, DEFAULT_INDEX_MAX_CHARS - len(text))])
+    body = own + boiler
+    idents = tokenizer.identifiers(f"{title}\n{text}")
+    return IndexDoc(
+        fp=fp,
+        fetched_at=fetched_at,
+        host=host,
+        title=" ".join(tokens(title)),
+        body=" ".join(own),
+        boiler=" ".join(boiler),
+        anchor=" ".join(tokens(anchor_text[:MAX_ANCHOR_FIELD_CHARS])),
+        ident=" ".join(idents),
+        digest=text_digest(body),
+        simhash=simhash(body),
     )
 
 
@@ -85,7 +89,7 @@ class IndexHandler:
         self._lock = threading.Lock()
 
     def handle(self, tasks: list[bytes]) -> list[bytes]:
-        """One result per task: packed postings, or a refusal naming the reason."""
+        """One result per task: the documents, or a refusal naming the reason."""
         t0, c0 = time.perf_counter(), time.thread_time()
         results = [self._one(raw) for raw in tasks]
         with self._lock:
@@ -107,19 +111,20 @@ class IndexHandler:
         docs = self.tokenize(task.fps)
         with self._lock:
             self.pages += len(docs)
-            self.terms += sum(len(d.terms) for d in docs)
+            self.terms += sum(d.body.count(" ") + 1 for d in docs if d.body)
         missing = len(set(task.fps)) - len(docs)
-        return PostingsResult(task.batch, len(docs), missing, pack(docs)).encode()
+        return DocumentsResult(task.batch, len(docs), missing, pack(docs)).encode()
 
-    def tokenize(self, fps: list[int]) -> list[DocPostings]:
-        """The postings of the stored pages among ``fps``, fields and boilerplate found."""
+    def tokenize(self, fps: list[int]) -> list[IndexDoc]:
+        """The documents of the stored pages among ``fps``, fields and boilerplate found."""
         anchors = self.store.anchor_texts(fps)
         docs = []
         for fp, fetched_at, url, title, text in self.store.index_documents(fps):
-            own, boiler = self.boilerplate.split(host_of(url), text)
+            host = host_of(url)
+            own, boiler = self.boilerplate.split(host, text)
             anchor_text = "\n".join(anchors.get(fp, ()))
             doc = tokenize_document(
-                self.tokenizer, fp, fetched_at, title, own, boilerplate=boiler,
+                self.tokenizer, fp, fetched_at, host, title, own, boilerplate=boiler,
                 anchor_text=anchor_text,
             )  # fmt: skip
             docs.append(doc)

@@ -1,4 +1,8 @@
-"""Snippets: a window of page text around the query terms, the terms marked."""
+"""Snippets: a window of page text around the query terms, the terms marked.
+
+The text is shown as the page has it (full-width punctuation, case); terms are
+found in a folded copy of the same length (:func:`fold_aligned`), so a match
+there is the same characters in the original."""
 
 from __future__ import annotations
 
@@ -7,13 +11,16 @@ import functools
 import re
 import unicodedata
 from collections.abc import Sequence
+from typing import Protocol
 
 from srcrawl.defaults import DEFAULT_SNIPPET_CHARS
 
 MARK_OPEN, MARK_CLOSE = "«", "»"
 """How a query term is marked in a snippet."""
 
-_SCAN_CHARS = 200_000  # text searched for the terms; a term found later is not shown
+SNIPPET_SCAN_CHARS = 60_000
+"""Text searched for the terms; a term found later is not shown (the text of most pages is
+shorter; the scan of a longer one costs more than the search)."""
 _MAX_MATCHES = 64
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff"
 _HAN_ONLY = re.compile(f"^[{_HAN}]+$")
@@ -88,6 +95,33 @@ def nfkc(text: str) -> str:
     return unicodedata.normalize("NFKC", text)
 
 
+@functools.cache
+def _aligned_table() -> tuple[re.Pattern[str], dict[str, str]]:
+    """A pattern finding the characters NFKC maps to one other character (of
+    :func:`_fold_table`'s), and their map."""
+    table = {c: f for c, f in _fold_table()[2].items() if len(f) == 1}
+    return re.compile("[" + "".join(re.escape(c) for c in table) + "]"), table
+
+
+_NEEDS_FOLD = re.compile("[\uff10-\uff19\uff21-\uff3a\uff41-\uff5a\uff66-\uff9f\u3000]")
+"""Characters a term can be written in that fold to others (full-width letters and digits,
+half-width katakana, the ideographic space): text without them is matched as it is (a
+term holds no punctuation, so full-width punctuation needs no folding to be passed)."""
+
+
+def fold_aligned(text: str) -> str:
+    """``text`` with each character that NFKC maps to one other character so mapped
+    (full-width letters, digits and punctuation to ASCII): what terms are matched in,
+    position for position with ``text``."""
+    if text.isascii() or not _NEEDS_FOLD.search(text):
+        return text
+    mapped, table = _aligned_table()
+    # str.translate would look every character up in a dict; only a few need it
+    for c in set(mapped.findall(text)):
+        text = text.replace(c, table[c])
+    return text
+
+
 _OTHER_CASES = {"i": "İı", "k": "\u212a", "s": "ſ"}
 """What re.IGNORECASE takes for an ASCII letter besides its two cases (checked over all
 of Unicode by tests/test_search_cache.py)."""
@@ -152,35 +186,60 @@ def find_terms(text: str, terms: Sequence[str], limit: int = _MAX_MATCHES) -> li
     return found
 
 
-def make_snippet(text: str, terms: Sequence[str], width: int = DEFAULT_SNIPPET_CHARS) -> str:
+class OwnText(Protocol):
+    """Which positions of a page's whitespace-collapsed text are its own (not its host's
+    menus and footers); see indexer/boilerplate.py."""
+
+    def covered(self, body: str, pos: int) -> bool: ...
+
+    def run_start(self, body: str, pos: int) -> int | None: ...
+
+
+def make_snippet(
+    text: str, terms: Sequence[str], width: int = DEFAULT_SNIPPET_CHARS,
+    own: OwnText | None = None,
+) -> str:  # fmt: skip
     """About ``width`` characters of ``text`` holding as many distinct terms as it can.
 
-    Whitespace is collapsed and the text NFKC-folded; each occurrence of a
-    term inside the window is wrapped in « ». Without any occurrence, the
-    start of the text.
+    Whitespace is collapsed, the text otherwise as the page has it; each
+    occurrence of a term inside the window is wrapped in « ». Without any
+    occurrence, the start of the text. With ``own`` (indexer/boilerplate.py),
+    occurrences in the host's repeated text (menus) are passed over, and the window
+    starts no earlier than the run of the page's own text it is built on.
     """
-    body = " ".join(nfkc(text[:_SCAN_CHARS]).split())
-    matches = find_terms(body, terms)
+    body = " ".join(text[:SNIPPET_SCAN_CHARS].split())
+    matches = find_terms(fold_aligned(body), terms)
+    if own is not None:
+        matches = [m for m in matches if not own.covered(body, m.start())]
     if not matches:
-        return body[:width] + ("…" if len(body) > width else "")
+        start = (own.run_start(body, 0) or 0) if own is not None else 0
+        return ("…" if start else "") + body[start : start + width] + (
+            "…" if len(body) > start + width else "")  # fmt: skip
+    return _window(body, matches, width, own)
+
+
+def _window(body: str, matches: list[re.Match[str]], width: int, own: OwnText | None) -> str:
+    """The window of ``width`` characters with the most distinct terms, them marked."""
     # the window starting a quarter width before each match: the distinct terms wholly in
     # it are a run of the matches (in order, never overlapping), found by bisection
     starts = [m.start() for m in matches]
     ends = [m.end() for m in matches]
-    words = [m.group(0).lower() for m in matches]
-    best_start, best_count = 0, -1
+    words = [m.group(0).lower() for m in matches]  # folded: one word however it is written
+    best_start, best_count, best_i = 0, -1, 0
     for i, first in enumerate(starts):
         start = max(0, first - width // 4)
         lo, hi = bisect.bisect_left(starts, start, 0, i), bisect.bisect_right(ends, start + width)
         count = len(set(words[lo : max(i, hi)]))
         if count > best_count:
-            best_start, best_count = start, count
+            best_start, best_count, best_i = start, count, i
+    if own is not None:  # not from the menu before the page's own text
+        best_start = max(best_start, own.run_start(body, starts[best_i]) or 0)
     start, end = best_start, min(len(body), best_start + width)
     parts = ["…"] if start > 0 else []
     pos = start
     for m in matches:
         if m.start() >= start and m.end() <= end:
-            parts += [body[pos : m.start()], MARK_OPEN, m.group(0), MARK_CLOSE]
+            parts += [body[pos : m.start()], MARK_OPEN, body[m.start() : m.end()], MARK_CLOSE]
             pos = m.end()
     parts.append(body[pos:end])
     if end < len(body):

@@ -49,6 +49,7 @@ ENV_CACHE_DIR = "SRCRAWL_CACHE_DIR"
 STOPWORD_FILES = ("stopwords_zh.txt", "stopwords_en.txt")
 
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff"
+_HAN_ONLY_RE = re.compile(f"^[{_HAN}]+$")
 
 
 @functools.cache
@@ -58,6 +59,11 @@ def _runs() -> re.Pattern[str]:
     Compiled on first use (tens of milliseconds: the classes are large).
     """
     return re.compile(f"([{_HAN}]+)|([^\\W_{_HAN}]+)")
+
+
+_IDENTIFIER = re.compile(r"(?<![\w.])[a-z0-9]+(?:[._][a-z0-9]+)+(?![\w]|\.\w)")
+"""``pg_dump``, ``pg_hba.conf``, ``os.path.join``: letters and digits joined by ``_`` or
+``.`` (in folded text). Indexed whole besides their parts."""
 
 
 class DictionaryError(ConfigError):
@@ -248,6 +254,25 @@ class Tokenizer:
                 if word not in stop and len(word) <= MAX_TERM_CHARS:
                     append(word)
         return out
+
+    def identifiers(self, text: str) -> list[str]:
+        """The identifiers of ``text`` (see _IDENTIFIER) with a letter in them, whole, in
+        order: :meth:`tokens` gives only their parts. (ASCII identifiers: the text is
+        lower-cased, not NFKC-folded, which would cost as much as the rest of a page's
+        tokenizing but Chinese.)"""
+        return [
+            m.group(0)
+            for m in _IDENTIFIER.finditer(text.lower())
+            if len(m.group(0)) <= MAX_TERM_CHARS and not m.group(0).replace(".", "").isdigit()
+        ]
+
+    def search_parts(self, word: str) -> list[str]:
+        """The shorter words jieba's search mode finds inside a Chinese ``word``
+        (``中华人民共和国``: ``中华``, ``人民``, ``共和国``, …), stop words left out."""
+        if not _HAN_ONLY_RE.match(word) or len(word) < 3:
+            return []
+        parts = self._segmenter().cut_for_search(word, HMM=True)
+        return [p for p in dict.fromkeys(parts) if p != word and p not in self.stopwords]
 
     def overlong(self, text: str) -> list[str]:
         """The words of ``text`` that :meth:`tokens` drops for being longer than

@@ -25,7 +25,7 @@ RATE_SAMPLES = 60  # (time, pages) samples kept for the crawl's recent pages/s
 def store_summary(cfg: Config) -> dict[str, Any]:
     """The store's part of ``srcrawl status --json``, plus the index and rank progress."""
     store = cfg.store()
-    indexed, _length = store.index_stats()
+    indexed = store.indexed_pages()
     return {
         "db": cfg.db.redacted(),
         "pages": store.count("pages"),

@@ -14,14 +14,20 @@ class HitOut(BaseModel):
     title: str
     score: float
     snippet: str = Field(description="Text around the query terms, each marked «like this»")
+    similar: int = Field(0, description="Duplicate and near-duplicate pages folded into this one")
 
 
 class SearchOut(BaseModel):
     query: str
     terms: list[str] = Field(description="The terms searched for")
-    mode: str = Field(description="and: every term; or: no page held every term; none")
-    matches: int = Field(description="Pages that matched")
-    approximate: bool = Field(description="Some term's postings were cut at the cap")
+    mode: str = Field(
+        description="and: pages with every word first; or: no page held every word; none"
+    )
+    matches: int = Field(
+        description="Pages that matched, counted up to the ranking pool (200, or 4 × the "
+        "results asked for): more may match"
+    )
+    approximate: bool = Field(description="Always false: the ranking is exact")
     ranked: bool = Field(description="PageRank was blended into the scores")
     page: int
     size: int

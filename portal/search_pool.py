@@ -1,10 +1,12 @@
 """Searches run in a pool of threads, each with its own store connection.
 
 The tokenizer (jieba's dictionary, the user dictionary) is loaded once, at
-start-up, and shared; so is the terms' postings cache (one per process, see
-indexer/term_cache.py). What the store holds is read through one connection
-per thread, so one slow search never holds the others' connection. SQLite
-reads in WAL mode never wait for one another or for a writer.
+start-up, and shared; so is the index reader (Tantivy's searchers are shared
+between threads and follow the index master's commits) and the hosts'
+boilerplate (snippets). What the store holds (the hits' pages, ranks) is read
+through one connection per thread, so one slow search never holds the
+others' connection. SQLite reads in WAL mode never wait for one another or for
+a writer.
 """
 
 from __future__ import annotations
@@ -17,9 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from srcrawl.defaults import DEFAULT_SEARCH_CACHE_MB
+from srcrawl.indexer.engine import IndexReader
 from srcrawl.indexer.search import Searcher, SearchResult
-from srcrawl.indexer.term_cache import TermCache
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer
 from srcrawl.sql.database_url import DatabaseURL
 from srcrawl.sql.store import Store, open_store
@@ -79,15 +80,15 @@ class SearchPool:
     def __init__(
         self,
         db: DatabaseURL,
+        index: Path,
         *,
         threads: int = 4,
         user_dict: str | None = None,
         on_search: Callable[[float], None] | None = None,
-        cache_mb: int = DEFAULT_SEARCH_CACHE_MB,
         warc_root: Path | None = None,
     ) -> None:
         self.db = db
-        self.cache = TermCache(cache_mb << 20)
+        self.reader = IndexReader(index)
         self.warc_root = warc_root
         """Where the page texts of a crawl with ``--body-store warc`` are (the snippets')."""
         self.tokenizer: Tokenizer = get_tokenizer(user_dict)
@@ -106,9 +107,7 @@ class SearchPool:
             store = open_store(self.db, self.warc_root)
             with self._lock:
                 self._stores.append(store)
-            searcher = self._local.searcher = Searcher(
-                store, tokenizer=self.tokenizer, cache=self.cache
-            )
+            searcher = self._local.searcher = Searcher(store, self.reader, tokenizer=self.tokenizer)
         return searcher
 
     def search(self, query: str, page: int = 1, size: int = 10) -> ResultPage:

@@ -49,7 +49,9 @@ def build_portal(
     """The portal of ``cfg``'s job and store: the store's schema applied, the tokenizer loaded."""
     cfg.store()  # the schema is there before any search thread opens its own connection
     token = admin_token if admin_token is not None else os.environ.get(ENV_ADMIN_TOKEN) or None
-    pool = SearchPool(cfg.db, threads=threads, user_dict=user_dict, warc_root=cfg.warc_root)
+    pool = SearchPool(
+        cfg.db, cfg.index_path, threads=threads, user_dict=user_dict, warc_root=cfg.warc_root
+    )
     return Portal(cfg=cfg, pool=pool, admin_token=token)
 
 

@@ -2,9 +2,10 @@
 
 A message is ``JSON header`` or ``JSON header + b"\\n" + packed payload``.
 The header is ``{"v": 1, "kind": ..., ...fields}``; JSON never contains a raw
-newline, so the first newline always ends it. Bulk data (postings, rank
-vectors, edge lists) travels as the packed binary payload, many records a
-message, never as JSON numbers. Headers are written and read with orjson:
+newline, so the first newline always ends it. Bulk data travels as the
+payload, many records a message, never in the header: rank vectors and edge
+lists packed binary, an index batch's documents (mostly tokens) as one orjson
+array. Headers are written and read with orjson:
 the same bytes as the standard library's compact ``json.dumps`` (UTF-8,
 no spaces), at a twentieth of its CPU; every task and outcome of a crawl
 passes through here twice. orjson reads an integer past 64 bits as a float

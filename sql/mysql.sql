@@ -64,35 +64,8 @@ CREATE TABLE IF NOT EXISTS links (
 -- links_to: the index reads the anchor text pointing to the pages of each
 -- batch (see sqlite.sql); the old links_dst is retired in Store.init_schema.
 
--- A term's postings, one row per merge ("block") that gave the term any.
--- term_id is the term's fingerprint (signed 64-bit xxh64 of its UTF-8), so
--- no table numbers terms; its document frequency is the sum of n over its rows.
--- data packs n postings sorted by page, 28 bytes each, little-endian: the
--- page and its term frequency and length per field (indexer/blocks.py's
--- posting_dtype; BM25F never joins doclens). One row per distinct term of a merge instead of one per
--- (term, page). A page's postings all sit in the block doclens names.
-CREATE TABLE IF NOT EXISTS postings (
-    term_id BIGINT NOT NULL,
-    block INT NOT NULL,
-    n INT NOT NULL,
-    data MEDIUMBLOB NOT NULL,
-    PRIMARY KEY (term_id, block)
-) ENGINE=InnoDB;
-
--- length, title_length, anchor_length: the page's body, title and anchor text
--- lengths (BM25F's field lengths; their sums are index counters in meta)
--- terms: the ids of the page's distinct terms, packed little-endian int64;
--- block: the postings block holding them (the forward index, to take the
--- page out of those rows when it is indexed again)
-CREATE TABLE IF NOT EXISTS doclens (
-    fp BIGINT NOT NULL PRIMARY KEY,
-    length INT NOT NULL,
-    title_length INT NOT NULL DEFAULT 0,
-    anchor_length INT NOT NULL DEFAULT 0,
-    block INT NOT NULL,
-    terms MEDIUMBLOB NULL,
-    KEY doclens_length (length)
-) ENGINE=InnoDB;
+-- The search index is not in SQL: it is a Tantivy directory (indexer/engine.py);
+-- pages.indexed_at says which pages it holds as of their last fetch.
 
 CREATE TABLE IF NOT EXISTS ranks (
     fp BIGINT NOT NULL PRIMARY KEY,

@@ -88,14 +88,7 @@ class MySQLStore(Store):
         "state = VALUES(state), started_at = COALESCE(VALUES(started_at), started_at), "
         "finished_at = VALUES(finished_at), stats = VALUES(stats)"
     )
-    LOCK_META = "SELECT v FROM meta WHERE k = ? FOR UPDATE"
     UPSERT_META = "REPLACE INTO meta (k, v) VALUES (?, ?)"
-    UPSERT_DOCLEN = (
-        "INSERT INTO doclens (fp, length, title_length, anchor_length, block, terms) "
-        "VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE length = VALUES(length), "
-        "title_length = VALUES(title_length), anchor_length = VALUES(anchor_length), "
-        "block = VALUES(block), terms = VALUES(terms)"
-    )
 
     def __init__(self, db: DatabaseURL) -> None:
         super().__init__()

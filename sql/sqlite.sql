@@ -70,38 +70,8 @@ CREATE TABLE IF NOT EXISTS links (
 -- retired in Store.init_schema, so this one has its own.
 CREATE INDEX IF NOT EXISTS links_to ON links (dst);
 
--- A term's postings, one row per merge ("block") that gave the term any.
--- term_id is the term's fingerprint (signed 64-bit xxh64 of its UTF-8), so
--- no table numbers terms; its document frequency is the sum of n over its rows.
--- data packs n postings sorted by page, 28 bytes each, little-endian: the
--- page and its term frequency and length per field (indexer/blocks.py's
--- posting_dtype; BM25F never joins doclens). One row per distinct term of a merge instead of one per
--- (term, page): a merge writes ~8x fewer rows, and a term's list is read as
--- a few blobs. A page's postings all sit in the block doclens names. A rowid
--- table: a merge's rows are appended, only the small index is written all over.
-CREATE TABLE IF NOT EXISTS postings (
-    term_id INTEGER NOT NULL,
-    block INTEGER NOT NULL,
-    n INTEGER NOT NULL,
-    data BLOB NOT NULL
-);
-CREATE UNIQUE INDEX IF NOT EXISTS postings_term ON postings (term_id, block);
-
--- length, title_length, anchor_length: the page's body, title and anchor text
--- lengths (BM25F's field lengths; their sums are index counters in meta)
--- terms: the ids of the page's distinct terms, packed little-endian int64;
--- block: the postings block holding them (the forward index, to take the
--- page out of those rows when it is indexed again)
-CREATE TABLE IF NOT EXISTS doclens (
-    fp INTEGER NOT NULL PRIMARY KEY,
-    length INTEGER NOT NULL,
-    title_length INTEGER NOT NULL DEFAULT 0,
-    anchor_length INTEGER NOT NULL DEFAULT 0,
-    block INTEGER NOT NULL,
-    terms BLOB NULL
-);
--- covers COUNT(*) and SUM(length) without reading the term lists
-CREATE INDEX IF NOT EXISTS doclens_length ON doclens (length);
+-- The search index is not in SQL: it is a Tantivy directory (indexer/engine.py);
+-- pages.indexed_at says which pages it holds as of their last fetch.
 
 CREATE TABLE IF NOT EXISTS ranks (
     fp INTEGER NOT NULL PRIMARY KEY,

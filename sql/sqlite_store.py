@@ -89,12 +89,7 @@ class SQLiteStore(Store):
         "started_at = COALESCE(excluded.started_at, jobs.started_at), "
         "finished_at = excluded.finished_at, stats = excluded.stats"
     )
-    LOCK_META = "SELECT v FROM meta WHERE k = ?"  # BEGIN IMMEDIATE holds the lock
     UPSERT_META = "INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)"
-    UPSERT_DOCLEN = (
-        "INSERT OR REPLACE INTO doclens (fp, length, title_length, anchor_length, block, terms) "
-        "VALUES (?, ?, ?, ?, ?, ?)"
-    )
 
     def __init__(self, path: str, *, create_dirs: bool = False) -> None:
         """Open (or create) the file ``path``; with ``create_dirs``, its missing

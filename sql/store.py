@@ -24,28 +24,32 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from srcrawl.defaults import DEFAULT_STORE_BATCH, DEFAULT_STORE_BULK_BATCH
 from srcrawl.errors import StoreError, StoreTransientError
-from srcrawl.sql.index_tables import INDEX_BLOCK, INDEX_COUNTERS, Counters, IndexTables
 from srcrawl.sql.retry import Backoff
 from srcrawl.sql.warc_text import WarcTexts
 
 if TYPE_CHECKING:
     from srcrawl.sql.database_url import DatabaseURL
 
-SCHEMA_VERSION = "7"
-"""7: pages name their WARC file by a number (warc_file_id), each name kept once in
-warc_files; 6: pages point into WARC files (warc_file, warc_offset, warc_length) and keep
-the body's payload digest, the body itself no longer in SQL by default, and keep their
-validators (ETag, Last-Modified), a digest of what the index sees, their revisit interval
-and next fetch time (recrawl); 5: links carry their anchor text (indexed by dst), the
-index holds title, body and anchor text as fields; 4: pages record a failed fetch's error
-and whether the body is complete; 3: terms known by their fingerprints, no terms table;
-2: postings packed per (term, merge block), terms numbered in a terms table; 1: a row per
-(term, page)."""
+SCHEMA_VERSION = "8"
+"""8: the index is a Tantivy directory, no postings or doclens tables (a store that has
+them is indexed anew once); 7: pages name their WARC file by a number (warc_file_id),
+each name kept once in warc_files; 6: pages point into WARC files (warc_file,
+warc_offset, warc_length) and keep the body's payload digest, the body itself no longer
+in SQL by default, and keep their validators (ETag, Last-Modified), a digest of what the
+index sees, their revisit interval and next fetch time (recrawl); 5: links carry their
+anchor text (indexed by dst), the index holds title, body and anchor text as fields; 4:
+pages record a failed fetch's error and whether the body is complete; 3: terms known by
+their fingerprints, no terms table; 2: postings packed per (term, merge block), terms
+numbered in a terms table; 1: a row per (term, page)."""
 RANK_MEAN = "rank_mean"
 """Meta key: the mean PageRank score of the ranked pages, written with the scores (absent
 while no page is ranked), so a search reads the two in one snapshot."""
 T = TypeVar("T")
-TABLES = ("meta", "pages", "warc_files", "links", "postings", "doclens", "ranks", "jobs")
+TABLES = ("meta", "pages", "warc_files", "links", "ranks", "jobs")
+OLD_INDEX_TABLES = ("doclens", "postings", "terms")
+"""The tables of the index schemas 1 to 7 kept in SQL."""
+OLD_INDEX_META = ("index_docs", "index_length", "index_title_length", "index_anchor_length",
+                  "index_block")  # fmt: skip
 
 
 def compress_body(raw: bytes) -> bytes:
@@ -248,8 +252,6 @@ class Store(ABC):
     ADD_LINK_ANCHOR: str  # links of schema 4 and before get anchor (and MySQL links_to)
     UPSERT_JOB: str
     UPSERT_META: str
-    UPSERT_DOCLEN: str  # (fp, length, block, packed term fingerprints)
-    LOCK_META: str  # reads one meta value (k) and holds it until the transaction ends
     ADD_FETCH_OUTCOME: tuple[str, ...]  # pages of schema 3 and before get error, body_state
     ADD_WARC: tuple[tuple[str, str], ...]  # (column of WARC_COLUMNS, the statement adding it)
     ADD_REVISIT: tuple[str, ...]  # pages of schema 5 and before get REVISIT_COLUMNS
@@ -409,37 +411,31 @@ class Store(ABC):
         return pages
 
     def _old_index_layout(self, cur: Any) -> bool:
-        """Whether the store holds an index in a layout of schema 4 or before.
+        """Whether the store still holds an index in SQL (schema 7 and before).
 
-        Schema 1 had postings by page, schema 2 a terms table, 3 and 4 one
-        field per posting. The version is written last, after every DROP
-        (each of which MySQL commits), so a drop cut short is done again.
+        The tables are dropped last, each DROP committed by MySQL on its own,
+        so a migration cut short is done again at the next start.
         """
-        postings = self._columns(cur, "postings")
-        if "fp" in postings or self._columns(cur, "terms"):
-            return True
-        if not postings or not self._columns(cur, "meta"):
-            return False
-        row = self._execute(cur, "SELECT v FROM meta WHERE k = ?", ("schema_version",)).fetchone()
-        return row is not None and row[0].isdigit() and int(row[0]) < 5
+        return any(self._columns(cur, table) for table in OLD_INDEX_TABLES)
 
     @abstractmethod
     def _retire_indexes(self, cur: Any) -> None:
         """Drop the indexes of RETIRED_INDEXES that a store made by an older version has."""
 
     def _drop_old_index(self, cur: Any) -> None:
-        """Drop an index of schema 1 or 2 (numbered terms): the pages are marked
-        unindexed, and the next ``srcrawl index`` builds the index anew."""
+        """Drop the index tables of schema 7 and before: the pages are marked unindexed,
+        and the next ``srcrawl index`` builds the Tantivy index anew."""
         log.warning(
-            "the store holds an index of an older format: it was dropped and every page "
-            "marked unindexed; run `srcrawl index` to build it again"
+            "the store holds an index in SQL tables, from before the index moved to Tantivy: "
+            "the tables were dropped and every page marked unindexed; run `srcrawl index` "
+            "to index them anew"
         )
-        # Pages first, then the tables, terms last: MySQL commits before each
-        # DROP, so a crash in between must leave pages marked unindexed and the
-        # old terms table, which makes the next start finish this.
+        # Pages first, then the tables: MySQL commits before each DROP, so a crash in
+        # between leaves pages marked unindexed and a table, which makes the next start
+        # finish this.
         self._execute(cur, "UPDATE pages SET indexed_at = NULL")
-        self._select_in(cur, "DELETE FROM meta WHERE k IN ({})", [*INDEX_COUNTERS, INDEX_BLOCK])
-        for table in ("doclens", "postings", "terms"):
+        self._select_in(cur, "DELETE FROM meta WHERE k IN ({})", OLD_INDEX_META)
+        for table in OLD_INDEX_TABLES:
             self._execute(cur, f"DROP TABLE IF EXISTS {table}")
 
     @abstractmethod
@@ -811,47 +807,77 @@ class Store(ABC):
         rows = self.run(lambda cur: self._execute(cur, sql, params).fetchall(), read_only=True)
         return [int(r[0]) for r in rows]
 
-    def unindexable_indexed(self, limit: int) -> list[int]:
-        """Up to ``limit`` fingerprints of pages still in the index that were fetched again
-        and are no longer indexable (gone, a redirect, an error): the index drops them."""
+    def unindexable_unmarked(self, limit: int) -> list[int]:
+        """Up to ``limit`` fingerprints of pages fetched since their last index pass that
+        are not indexable (gone, a redirect, an error): the index deletes their documents
+        (if it has them) and then marks them with :meth:`settle_unindexable`."""
         rows = self.run(
             lambda cur: self._execute(
                 cur,
-                "SELECT d.fp FROM doclens d JOIN pages p ON p.fp = d.fp "
-                f"WHERE p.indexed_at IS NULL AND NOT ({INDEXABLE}) ORDER BY d.fp LIMIT ?",
+                f"SELECT fp FROM pages WHERE indexed_at IS NULL AND NOT ({INDEXABLE}) "
+                "ORDER BY fp LIMIT ?",
                 (limit,),
             ).fetchall(),
             read_only=True,
         )
         return [int(r[0]) for r in rows]
 
-    def settle_unindexable(self, done_at: float, limit: int) -> int:
-        """Mark up to ``limit`` pages that are not indexable and not in the index (a 404,
-        a redirect, an error on their fetch) as done at ``done_at``, so no later pass
-        reads them again; they are unmarked when fetched again (the page upsert). No
-        index block is taken: the postings do not change. Returns how many."""
+    def settle_unindexable(self, fps: Sequence[int], done_at: float) -> int:
+        """Mark the pages ``fps`` done at ``done_at`` if they are still unmarked and not
+        indexable (a page stored anew meanwhile is left to the index); they are unmarked
+        when fetched again (the page upsert). Returns how many were marked."""
 
         def settle(cur: Any) -> int:
-            rows = self._execute(
-                cur,
-                f"SELECT p.fp FROM pages p WHERE p.indexed_at IS NULL AND NOT ({INDEXABLE}) "
-                "AND NOT EXISTS (SELECT 1 FROM doclens d WHERE d.fp = p.fp) "
-                "ORDER BY p.fp LIMIT ?",
-                (limit,),
-            ).fetchall()
-            fps = [int(r[0]) for r in rows]
+            marked = 0
             for i in range(0, len(fps), 500):
-                part = fps[i : i + 500]
-                # the conditions again: a page stored anew meanwhile is left to the index
-                self._execute(
+                part = list(fps[i : i + 500])
+                done = self._execute(
                     cur,
                     f"UPDATE pages SET indexed_at = ? WHERE fp IN ({', '.join('?' * len(part))}) "
                     f"AND indexed_at IS NULL AND NOT ({INDEXABLE})",
                     [done_at, *part],
                 )
-            return len(fps)
+                marked += max(done.rowcount, 0)
+            return marked
 
         return self.run(settle)
+
+    def mark_indexed(self, versions: Sequence[tuple[int, float]], indexed_at: float) -> int:
+        """Mark pages indexed, each only if its ``fetched_at`` is still the one that was
+        indexed: a page fetched again meanwhile stays unmarked, for the next pass.
+        ``versions``: (fp, fetched_at). Returns how many were asked for."""
+
+        def mark(cur: Any) -> int:
+            marked = 0
+            for i in range(0, len(versions), DEFAULT_STORE_BATCH):
+                rows = [(indexed_at, fp, at) for fp, at in versions[i : i + DEFAULT_STORE_BATCH]]
+                self._executemany(
+                    cur, "UPDATE pages SET indexed_at = ? WHERE fp = ? AND fetched_at = ?", rows
+                )
+                marked += len(rows)
+            return marked
+
+        return self.run(mark)
+
+    def fetched_at(self, fps: Sequence[int]) -> dict[int, float]:
+        """fp -> fetched_at of the stored pages among ``fps``."""
+        rows = self.run(
+            lambda cur: self._select_in(
+                cur, "SELECT fp, fetched_at FROM pages WHERE fp IN ({})", fps
+            ),
+            read_only=True,
+        )
+        return {int(fp): float(at) for fp, at in rows}
+
+    def indexed_pages(self) -> int:
+        """Pages the index holds as of their last fetch (indexable and marked)."""
+        row = self.run(
+            lambda cur: self._execute(
+                cur, f"SELECT COUNT(*) FROM pages WHERE indexed_at IS NOT NULL AND {INDEXABLE}"
+            ).fetchone(),
+            read_only=True,
+        )
+        return int(row[0])
 
     def index_documents(self, fps: Sequence[int]) -> list[tuple[int, float, str, str, str]]:
         """(fp, fetched_at, url, title, text) of the stored pages among ``fps``, any order."""
@@ -865,94 +891,6 @@ class Store(ABC):
         )
         # texts in WARC files are read after the transaction: no lock held meanwhile
         return [(int(r[0]), float(r[1]), r[2], r[3], self._text(r[4:])) for r in rows]
-
-    @contextlib.contextmanager
-    def index_tables(self) -> Iterator[IndexTables]:
-        """The index's tables inside one write transaction (see :class:`IndexTables`), run
-        once: a writer uses :meth:`in_index_tables`, which runs again after a passing error."""
-        with self.transaction() as cur:
-            yield IndexTables(self, cur)
-
-    def in_index_tables(self, work: Callable[[IndexTables], T]) -> T:
-        """``work`` on the index's tables in one write transaction, run again whole after a
-        passing error (see :meth:`run`)."""
-        return self.run(lambda cur: work(IndexTables(self, cur)))
-
-    def _index_counters(self, cur: Any) -> Counters | None:
-        """:data:`Counters` from ``meta``; None when they are not there."""
-        rows = dict(self._select_in(cur, "SELECT k, v FROM meta WHERE k IN ({})", INDEX_COUNTERS))
-        if len(rows) < len(INDEX_COUNTERS):
-            return None
-        docs, body, title, anchor = (int(rows[k]) for k in INDEX_COUNTERS)
-        return docs, body, title, anchor
-
-    def index_stats(self) -> tuple[int, int]:
-        """(indexed documents, sum of their body lengths)."""
-        return self.index_lengths()[:2]
-
-    def index_lengths(self) -> Counters:
-        """(indexed documents, sums of their body, title and anchor lengths)."""
-        return self.run(self._index_counters, read_only=True) or (0, 0, 0, 0)
-
-    def index_state(self) -> tuple[Counters, int, bool]:
-        """(:data:`Counters`, the last block number, whether pages are ranked): one read
-        of ``meta``.
-
-        Every merge numbers a new block, so the pair changes whenever the index's
-        postings do; what a searcher keeps in memory is valid while it stays.
-        """
-        keys = [*INDEX_COUNTERS, INDEX_BLOCK, RANK_MEAN]
-        rows = dict(
-            self.run(
-                lambda cur: self._select_in(cur, "SELECT k, v FROM meta WHERE k IN ({})", keys),
-                read_only=True,
-            )
-        )
-        block = int(rows.pop(INDEX_BLOCK, 0))
-        ranked = rows.pop(RANK_MEAN, None) is not None
-        if len(rows) < len(INDEX_COUNTERS):
-            return (0, 0, 0, 0), block, ranked
-        docs, body, title, anchor = (int(rows[k]) for k in INDEX_COUNTERS)
-        return (docs, body, title, anchor), block, ranked
-
-    def lookup_terms(self, term_ids: Sequence[int]) -> dict[int, int]:
-        """term id -> document frequency of the indexed terms among ``term_ids``.
-
-        A term no page holds any more is not indexed.
-        """
-        with self.transaction(read_only=True) as cur:
-            rows = self._select_in(
-                cur,
-                # df: a term's postings are in its block rows, n in each
-                "SELECT term_id, SUM(n) FROM postings WHERE term_id IN ({}) GROUP BY term_id",
-                list(term_ids),
-            )
-        return {int(i): int(df) for i, df in rows}
-
-    def term_blocks(self, term_id: int) -> list[bytes]:
-        """The packed postings of a term, one blob per block, in no particular order."""
-        with self.transaction(read_only=True) as cur:
-            rows = self._execute(
-                cur, "SELECT data FROM postings WHERE term_id = ?", (term_id,)
-            ).fetchall()
-        return [r[0] for r in rows]
-
-    def term_blocks_of_pages(self, term_id: int, fps: Sequence[int]) -> list[bytes]:
-        """The packed postings of a term in the blocks that hold the pages ``fps``."""
-        with self.transaction(read_only=True) as cur:
-            blocks = sorted(
-                {
-                    int(b)
-                    for (b,) in self._select_in(
-                        cur, "SELECT DISTINCT block FROM doclens WHERE fp IN ({})", fps
-                    )
-                }
-            )
-            rows = self._select_in(
-                cur, "SELECT data FROM postings WHERE term_id = ? AND block IN ({})", blocks,
-                (term_id,),
-            )  # fmt: skip
-        return [r[0] for r in rows]
 
     def page_ranks(self, fps: Sequence[int]) -> dict[int, float]:
         """fp -> PageRank score of the ranked pages among ``fps``."""
@@ -978,15 +916,10 @@ class Store(ABC):
             yield RankSnapshot(self, cur, self._rank_mean(cur))
 
     def reset_index(self) -> None:
-        """Empty the index and mark every page unindexed (benchmarks rebuild from scratch)."""
+        """Mark every page unindexed (benchmarks rebuild the index from scratch)."""
 
         def reset(cur: Any) -> None:
-            for table in ("postings", "doclens"):
-                self._execute(cur, f"DELETE FROM {table}")
             self._execute(cur, "UPDATE pages SET indexed_at = NULL")
-            # the block number is kept: counting on from it, an index built again never
-            # repeats an (index counters, block) state a searcher may have kept in memory
-            self._select_in(cur, "DELETE FROM meta WHERE k IN ({})", list(INDEX_COUNTERS))
 
         self.run(reset)
 

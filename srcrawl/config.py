@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl, urlsplit
 from srcrawl.credentials import FILE_SUFFIX, read_setting, redact_url
 from srcrawl.defaults import (
     DEFAULT_HOME,
+    DEFAULT_INDEX_DIR_NAME,
     DEFAULT_JOB,
     DEFAULT_MASTER_LEASE_TTL,
     DEFAULT_SQLITE_NAME,
@@ -39,6 +40,7 @@ ENV_JOB = "SRCRAWL_JOB"
 ENV_HOME = "SRCRAWL_HOME"
 ENV_LEASE_TTL = "SRCRAWL_MASTER_LEASE_TTL"
 ENV_WARC_DIR = "SRCRAWL_WARC_DIR"
+ENV_INDEX_DIR = "SRCRAWL_INDEX_DIR"
 ENV_REDIS_URL_FILE = ENV_REDIS_URL + FILE_SUFFIX
 ENV_DB_URL_FILE = ENV_DB_URL + FILE_SUFFIX
 ENV_VARS = (
@@ -50,6 +52,7 @@ ENV_VARS = (
     ENV_DB_URL_FILE,
     ENV_LEASE_TTL,
     ENV_WARC_DIR,
+    ENV_INDEX_DIR,
 )
 """Every environment variable the configuration reads."""
 
@@ -139,6 +142,9 @@ class Config:
     warc_dir: Path | None = None
     """Where crawl slaves write WARC files (``SRCRAWL_WARC_DIR``); None: ``home/warc``.
     In a cluster, a directory every slave and reader mounts."""
+    index_dir: Path | None = None
+    """The job's search index, a Tantivy directory (``SRCRAWL_INDEX_DIR``); None:
+    ``home/index/<job>``. The index master writes it; the CLI and the portal read it."""
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -181,6 +187,7 @@ class Config:
             redis_url_file=redis_url_file,
             lease_ttl=_lease_ttl(env),
             warc_dir=Path(env[ENV_WARC_DIR]) if env.get(ENV_WARC_DIR) else None,
+            index_dir=Path(env[ENV_INDEX_DIR]) if env.get(ENV_INDEX_DIR) else None,
         )
 
     @property
@@ -191,6 +198,13 @@ class Config:
     def warc_root(self) -> Path:
         """The directory of the WARC files (``SRCRAWL_WARC_DIR``, else ``home/warc``)."""
         return self.warc_dir if self.warc_dir is not None else self.home / DEFAULT_WARC_DIR_NAME
+
+    @property
+    def index_path(self) -> Path:
+        """The job's index directory (``SRCRAWL_INDEX_DIR``, else ``home/index/<job>``)."""
+        if self.index_dir is not None:
+            return self.index_dir
+        return self.home / DEFAULT_INDEX_DIR_NAME / self.job
 
     @property
     def embedded(self) -> bool:
@@ -279,6 +293,9 @@ class Config:
         env.pop(ENV_WARC_DIR, None)
         if self.warc_dir is not None:
             env[ENV_WARC_DIR] = str(self.warc_dir.resolve())
+        env.pop(ENV_INDEX_DIR, None)
+        if self.index_dir is not None:
+            env[ENV_INDEX_DIR] = str(self.index_dir.resolve())
         return env
 
     def with_job(self, job: str) -> Config:

@@ -35,7 +35,7 @@ def test_known_items_come_first_after_crawl_index_and_rank(redis_url, keys, tmp_
     assert hits and hits[0]["url"] == url, (query, url, hits[:2])
     # the rest in this process: one jieba start-up instead of one per query
     cfg = Config.load(env=env)
-    searcher = Searcher(cfg.store())
+    searcher = Searcher(cfg.store(), cfg.index_path)
     for query, url in random.Random(3).sample(items, 40):
         result = searcher.search(query, top=3)
         assert result.ranked  # PageRank is blended in

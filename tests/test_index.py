@@ -1,6 +1,7 @@
-"""The index phase end to end: master + slave over real Redis, on SQLite and MariaDB.
+"""The index phase end to end: master + slave over real Redis, on SQLite and MariaDB,
+into a real Tantivy index.
 
-The expected postings are written out by hand (jieba's segmentation of these
+The expected terms are written out by hand (jieba's segmentation of these
 sentences is its documented one), not computed by the tokenizer under test.
 """
 
@@ -8,19 +9,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 
-import numpy as np
 import pytest
+from tantivy_index import all_pages, index_terms, num_docs
 
 from srcrawl.config import Config
 from srcrawl.errors import LeaseHeld
-from srcrawl.indexer.blocks import term_postings
+from srcrawl.indexer.engine import IndexWriter
 from srcrawl.indexer.master import IndexMaster, IndexReport
-from srcrawl.indexer.merge import merge_index
-from srcrawl.indexer.postings import DocPostings, PostingsBatch, term_fingerprint
 from srcrawl.indexer.protocol import REFUSED, IndexTask
-from srcrawl.indexer.slave import IndexHandler
+from srcrawl.indexer.slave import IndexHandler, tokenize_document
+from srcrawl.indexer.tokenizer import get_tokenizer
 from srcrawl.queues.envelope import decode
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.slave.runtime import Slave
@@ -44,6 +43,7 @@ EXPECTED = {
     "C": {"小明": 1, "硕士": 1, "毕业": 1, "中国科学院": 1, "计算所": 1, "привет": 1, "мир": 1},
     "D": {},
 }  # fmt: skip
+STOPPED = ("我", "了", "他", "于", "again", "the", "of", "and", "清华")
 
 
 def page(key: str, title: str, text: str, fetched_at: float = 1000.0) -> Page:
@@ -69,59 +69,35 @@ def run_index(master_cfg: Config, slave_cfg: Config, **kw) -> IndexReport:
         thread.join(timeout=10)
 
 
-# every term these tests index: the index knows terms only by their fingerprints
-VOCAB = {t for terms in EXPECTED.values() for t in terms} | {"北京大学", "news", "旧", "新"}
-
-
-def index_contents(store) -> tuple[dict, dict, dict]:
-    """postings {(term, fp): tf}, df {term: df} (terms with df > 0), doclens {fp: length}.
-
-    A term outside VOCAB shows as ``#<its id>``, so it fails any comparison.
-    """
-    names = {term_fingerprint(t): t for t in VOCAB}
-    with store.transaction() as cur:
-        cur.execute("SELECT DISTINCT term_id FROM postings")
-        ids = [int(r[0]) for r in cur.fetchall()]
-        cur.execute("SELECT fp, length + title_length + anchor_length FROM doclens")
-        lens = {int(fp): int(n) for fp, n in cur.fetchall()}
-    # a term's frequency over all fields, and the body's length
-    rows = [
-        (names.get(i, f"#{i}"), fp, tf + boiler + ttf + atf, dl + tdl + adl)
-        for i in ids
-        for fp, tf, dl, boiler, ttf, tdl, atf, adl in term_postings(store, i).tolist()
-    ]
-    postings = {(t, fp): tf for t, fp, tf, _dl in rows}
-    assert len(postings) == len(rows)  # no page holds a term twice
-    df = {names.get(i, f"#{i}"): df for i, df in store.lookup_terms(ids).items()}
-    assert df == dict(Counter(t for t, *_ in rows))
-    # every posting carries its document's length
-    assert all(dl == lens[fp] for _t, fp, _tf, dl in rows)
-    return postings, df, lens
-
-
-def expected_index(docs: dict[str, dict[str, int]]) -> tuple[dict, dict, dict]:
-    postings = {(t, FP[k]): tf for k, terms in docs.items() for t, tf in terms.items()}
-    df = Counter(t for terms in docs.values() for t in terms)
-    lens = {FP[k]: sum(terms.values()) for k, terms in docs.items()}
-    return postings, dict(df), lens
-
-
 def unindexed(store) -> set[int]:
     with store.transaction() as cur:
         cur.execute("SELECT fp FROM pages WHERE indexed_at IS NULL")
         return {int(r[0]) for r in cur.fetchall()}
 
 
-def test_postings_are_exactly_the_expected_tokenization(
+VOCAB = {t for terms in EXPECTED.values() for t in terms} | {"北京大学", "news", "旧", "新"}
+
+
+def expected_terms(docs: dict[str, dict[str, int]]) -> dict[str, set[int]]:
+    """term -> the pages holding it."""
+    out: dict[str, set[int]] = {}
+    for k, terms in docs.items():
+        for t in terms:
+            out.setdefault(t, set()).add(FP[k])
+    return out
+
+
+def test_the_index_holds_exactly_the_expected_tokenization(
     store, db_url, redis_url, redis_client, keys, tmp_path
 ) -> None:
     store.put_pages(page(k, *tv) for k, tv in CORPUS.items())
     master_cfg, slave_cfg = configs(redis_url, db_url, keys.job, tmp_path)
     report = run_index(master_cfg, slave_cfg, batch_pages=3)
     assert report.indexed == 4 and report.scheduled == 4 and report.failed == 0
-    assert index_contents(store) == expected_index(EXPECTED)
-    docs, *fields = store.index_lengths()  # body, title and anchor lengths
-    assert (docs, sum(fields)) == (4, 9 + 10 + 7)
+    index = master_cfg.index_path
+    assert index == tmp_path / "index" / keys.job
+    assert index_terms(index, VOCAB | set(STOPPED)) == expected_terms(EXPECTED)
+    assert all_pages(index) == sorted(FP[k] for k in CORPUS)  # D too: an empty document
     assert unindexed(store) == set()
     assert store.get_job(keys.job, "index")["state"] == "complete"
     # queues are drained and no worker is left registered
@@ -131,7 +107,7 @@ def test_postings_are_exactly_the_expected_tokenization(
     slave_cfg.close()
 
 
-def test_reindexing_touches_only_new_and_refetched_pages(
+def test_reindexing_replaces_only_new_and_refetched_pages(
     store, db_url, redis_url, redis_client, keys, tmp_path
 ) -> None:
     store.put_pages(page(k, *tv) for k, tv in CORPUS.items())
@@ -144,125 +120,91 @@ def test_reindexing_touches_only_new_and_refetched_pages(
     store.put_pages([page("E", "", "网易 news 网易", fetched_at=2000.0)])
     assert unindexed(store) == {FP["A"], FP["E"]}
     report = run_index(master_cfg, slave_cfg)
-    assert (report.scheduled, report.indexed, report.reindexed) == (2, 2, 1)
+    assert (report.scheduled, report.indexed) == (2, 2)
 
     docs = dict(EXPECTED)
     docs["A"] = {"北京": 1, "来到": 1, "北京大学": 1, "hello": 1}
     docs["E"] = {"网易": 2, "news": 1}
-    postings, df, lens = index_contents(store)
-    assert (postings, df, lens) == expected_index(docs)
-    # A's old terms left with it, its df too; nothing was doubled
-    assert ("清华大学", FP["A"]) not in postings and "清华大学" not in df
-    assert df["来到"] == 2 and df["网易"] == 2 and df["hello"] == 1
-    docs, *fields = store.index_lengths()
-    assert (docs, sum(fields)) == (5, 4 + 10 + 7 + 0 + 3)
+    found = index_terms(master_cfg.index_path, VOCAB)
+    assert found == expected_terms(docs)
+    # A's old terms left with its old document; nothing was doubled
+    assert "清华大学" not in found
+    assert all_pages(master_cfg.index_path) == sorted(FP[k] for k in "ABCDE")
     master_cfg.close()
     slave_cfg.close()
 
 
-def test_the_index_counters_follow_every_merge_without_a_recount(store) -> None:
-    # The counters move by each merge's added and replaced pages; after any
-    # mix of new, replaced, repeated and stale pages they equal a fresh count.
-    import random
-
-    rng = random.Random(5)
-    fps = [fingerprint(f"http://127.0.0.1:9/p{i}") for i in range(40)]
-    store.put_pages(
-        Page(fp=fp, url=f"http://127.0.0.1:9/p{i}", host="127.0.0.1:9", status=200,
-             fetched_at=1000.0, title="", text="x")
-        for i, fp in enumerate(fps)
-    )  # fmt: skip
-
-    def recount() -> tuple[int, int]:
-        with store.transaction(read_only=True) as cur:
-            cur.execute("SELECT COUNT(*), COALESCE(SUM(length), 0) FROM doclens")
-            n, total = cur.fetchone()
-        return int(n), int(total)
-
-    statements: list[str] = []
-    if store.dialect == "sqlite":
-        store._conn.set_trace_callback(statements.append)
-    for round_ in range(12):
-        docs = []
-        for fp in rng.sample(fps, 15) + rng.sample(fps, 3):  # some pages twice
-            terms = rng.sample(["a", "b", "c", "d", "e", "f"], rng.randint(0, 4))
-            at = 1000.0 if rng.random() < 0.9 else 999.0  # stale: another fetch's text
-            docs.append(DocPostings(fp, at, rng.randint(0, 50), terms, [1] * len(terms)))
-        merge_index(store, PostingsBatch.of(docs), float(round_))
-        assert store.index_stats() == recount() != (0, 0)
-    if store.dialect == "sqlite":  # after the first merge, no merge reads all of doclens
-        store._conn.set_trace_callback(None)
-        assert sum("COUNT(*)" in st for st in statements) == 12 + 1  # recount()s + first merge
-    # a store that lost its counters counts once, then goes on moving them
-    with store.transaction() as cur:
-        cur.execute("DELETE FROM meta WHERE k IN ('index_docs', 'index_length')")
-    assert store.index_stats() == (0, 0)
-    docs = [DocPostings(fps[0], 1000.0, 7, ["a"], [1])]
-    merge_index(store, PostingsBatch.of(docs), 99.0)
-    assert store.index_stats() == recount()
-
-
-def test_merging_the_same_results_twice_changes_nothing(store) -> None:
-    store.put_pages(page(k, *tv) for k, tv in CORPUS.items())
-    docs = [
-        DocPostings(FP[k], 1000.0, sum(t.values()), list(t), list(t.values()))
-        for k, t in EXPECTED.items()
+def _docs(keys: str = "ABCD", fetched_at: float = 1000.0) -> list:
+    tok = get_tokenizer()
+    return [
+        tokenize_document(tok, FP[k], fetched_at, "127.0.0.1:9", *CORPUS[k]) for k in keys
     ]
-    first = merge_index(store, PostingsBatch.of(docs), 1.0)
-    before = index_contents(store), store.index_stats()
-    again = merge_index(store, PostingsBatch.of(docs + docs[:2]), 2.0)  # replayed
-    assert (first.applied, first.reindexed) == (4, 0)
-    assert (again.applied, again.reindexed) == (4, 4)
-    assert (index_contents(store), store.index_stats()) == before
-    assert index_contents(store) == expected_index(EXPECTED)
-    # another master (nothing of the first in memory) merges the same way
-    merge_index(store, PostingsBatch.of(docs), 3.0)
-    assert index_contents(store) == expected_index(EXPECTED)
 
 
-def test_a_term_shared_by_two_messages_of_one_merge_is_one_term(store) -> None:
-    store.put_pages(page(k, *tv) for k, tv in CORPUS.items())
-    docs = {
-        k: DocPostings(FP[k], 1000.0, sum(t.values()), list(t), list(t.values()))
-        for k, t in EXPECTED.items()
-    }
-    # 来到 is in the term tables of both messages of the second merge
-    merge_index(store, PostingsBatch.concat([PostingsBatch.of([docs["A"]])]), 1.0)
-    both = [PostingsBatch.of([docs["B"], docs["D"]]), PostingsBatch.of([docs["C"], docs["A"]])]
-    merged = merge_index(store, PostingsBatch.concat(both), 2.0)
-    assert (merged.applied, merged.reindexed) == (4, 1)
-    assert index_contents(store) == expected_index(EXPECTED)
-    # one row per distinct term, all in the second block (A left the first)
-    assert store.count("postings") == len({t for terms in EXPECTED.values() for t in terms})
+def test_writing_the_same_documents_twice_changes_nothing(store, tmp_path) -> None:
+    # a master killed after its commit and before its acknowledgement: the next one
+    # writes the same documents again
+    index = tmp_path / "index"
+    for _ in range(2):
+        writer = IndexWriter(index)
+        writer.replace(_docs() + _docs("AB"))  # a page listed twice in one commit, too
+        writer.commit()
+        writer.close()
+        assert all_pages(index) == sorted(FP[k] for k in "ABCD")
+        assert index_terms(index, VOCAB) == expected_terms(EXPECTED)
 
 
-def test_a_document_of_text_fetched_since_is_not_merged(store) -> None:
+def test_a_document_of_text_fetched_since_is_not_written(
+    store, db_url, redis_url, keys, tmp_path
+) -> None:
     store.put_pages([page("A", *CORPUS["A"], fetched_at=5000.0)])
-    old = DocPostings(FP["A"], 1000.0, 1, ["旧"], [1])
-    gone = DocPostings(FP["F"], 1000.0, 1, ["旧"], [1])  # no such page
-    merged = merge_index(store, PostingsBatch.of([old, gone]), 1.0)
-    assert (merged.applied, merged.stale) == (0, 2)
-    assert index_contents(store) == ({}, {}, {})
+    master_cfg, _ = configs(redis_url, db_url, keys.job, tmp_path)
+    master = IndexMaster(master_cfg)
+    master.lease.acquire(what="index master")
+    old = _docs("A", fetched_at=1000.0)  # the text of an earlier fetch
+    gone = tokenize_document(get_tokenizer(), FP["F"], 1000.0, "127.0.0.1:9", "", "旧")
+    master._batches, master._held_docs = [[*old, gone]], 2
+    master._merge()
+    master.writer.close()
+    master.lease.release()
+    assert (master.report.indexed, master.report.stale) == (0, 2)
+    assert num_docs(master_cfg.index_path) == 0
     assert unindexed(store) == {FP["A"]}
+    master_cfg.close()
 
 
-def test_a_failed_merge_leaves_nothing_behind(store) -> None:
-    store.put_pages([page("A", *CORPUS["A"])])
-    new = term_fingerprint("新")
-    # a term listed twice (unpacking refuses that; here it is built by hand) makes
-    # the block's insert fail after the page's old postings were dropped
-    bad = PostingsBatch(
-        fps=np.array([FP["A"]]), fetched=np.array([1000.0]), lengths=np.array([[2, 0, 0]]),
-        counts=np.array([2]), terms=np.array([new, new]),
-        tfs=np.array([[1, 0, 0, 0], [1, 0, 0, 0]]),
-    )  # fmt: skip
-    with pytest.raises(ValueError, match="twice"):
-        merge_index(store, bad, 1.0)
-    assert store.lookup_terms([new]) == {} and store.index_stats() == (0, 0)
-    assert unindexed(store) == {FP["A"]}
-    merge_index(store, PostingsBatch.of([DocPostings(FP["A"], 1000.0, 2, ["新"], [2])]), 2.0)
-    assert index_contents(store)[0] == {("新", FP["A"]): 2}
-    assert store.lookup_terms([new]) == {new: 1}
+def test_a_commit_refused_by_the_lease_check_leaves_nothing_behind(store, tmp_path) -> None:
+    index = tmp_path / "index"
+    writer = IndexWriter(index)
+    writer.replace(_docs("A"))
+
+    def lost() -> None:
+        raise RuntimeError("the lease is gone")
+
+    with pytest.raises(RuntimeError, match="lease"):
+        writer.commit(before=lost)
+    writer.replace(_docs("B"))
+    writer.commit()
+    writer.close()
+    assert all_pages(index) == [FP["B"]]  # A was rolled back, not left for the next commit
+
+
+def test_a_commit_waits_for_another_writer_then_gives_up(tmp_path) -> None:
+    from srcrawl.indexer.engine import IndexUnavailable
+
+    index = tmp_path / "index"
+    writer = IndexWriter(index, wait=0.5)
+    other = writer.index.writer(15_000_000, 1)  # a stalled master inside its commit
+    writer.replace(_docs("A"))
+    renewed = []
+    t0 = time.monotonic()
+    with pytest.raises(IndexUnavailable, match="another writer"):
+        writer.commit(before=lambda: renewed.append(1))
+    assert time.monotonic() - t0 >= 0.5 and renewed  # the lease was renewed meanwhile
+    other.wait_merging_threads()  # released: the next commit writes
+    writer.replace(_docs("B"))
+    writer.commit()
+    assert all_pages(index) == [FP["B"]]
 
 
 def test_a_slave_with_another_user_dictionary_refuses_and_nothing_is_lost(
@@ -319,3 +261,31 @@ def test_the_merges_that_end_a_run_halve_so_the_last_one_is_small(
     master._held_since -= 61.0
     assert due(1, False)  # held for longer than merge_wait
     cfg.close()
+
+
+def test_a_master_dying_between_its_commit_and_the_marks_reindexes_and_doubles_nothing(
+    store, db_url, redis_url, keys, tmp_path, monkeypatch
+) -> None:
+    store.put_pages(page(k, *tv) for k, tv in CORPUS.items())
+    master_cfg, slave_cfg = configs(redis_url, db_url, keys.job, tmp_path)
+    real = type(store).mark_indexed
+
+    def died(self, versions, at):  # type: ignore[no-untyped-def]
+        raise SystemExit("killed after the Tantivy commit, before the store's marks")
+
+    monkeypatch.setattr(type(store), "mark_indexed", died)
+    with pytest.raises(SystemExit, match="killed"):
+        run_index(master_cfg, slave_cfg)
+    assert all_pages(master_cfg.index_path) == sorted(FP[k] for k in CORPUS)  # committed
+    assert unindexed(store) == {FP[k] for k in CORPUS}  # not marked
+    monkeypatch.setattr(type(store), "mark_indexed", real)
+    master_cfg.close()
+    master_cfg, _ = configs(redis_url, db_url, keys.job, tmp_path)
+    report = run_index(master_cfg, slave_cfg)
+    # the dead master's results went back to nrq, and the pages were scheduled again:
+    # written twice over, each write replacing the page's document
+    assert report.indexed == 8 and unindexed(store) == set()
+    assert all_pages(master_cfg.index_path) == sorted(FP[k] for k in CORPUS)  # none twice
+    assert index_terms(master_cfg.index_path, VOCAB) == expected_terms(EXPECTED)
+    master_cfg.close()
+    slave_cfg.close()

@@ -5,10 +5,11 @@ from __future__ import annotations
 import random
 import threading
 
+from tantivy_index import all_pages, index_terms, pages_with
+
 from srcrawl.config import Config
 from srcrawl.defaults import MAX_TERM_CHARS
 from srcrawl.indexer.master import IndexMaster
-from srcrawl.indexer.postings import term_fingerprint
 from srcrawl.indexer.search import Searcher
 from srcrawl.indexer.slave import IndexHandler, document_text
 from srcrawl.indexer.tokenizer import Tokenizer
@@ -58,26 +59,25 @@ def test_hostile_documents_are_indexed_without_loss(
         thread.join(timeout=30)
     assert report.indexed == len(pages) and report.failed == 0 and slave.failed_batches == 0
 
-    # the index holds exactly the terms the tokenizer makes of these pages
-    # (known by their fingerprints), and every one of them is clean
-    tok = Tokenizer()
-    terms = {t for p in pages.values() for t in tok.tokens(document_text(p.title, p.text))}
+    # every page is a document of the index (an empty one too), none twice, and the
+    # terms the tokenizer makes of these pages are found in the pages they come from
+    index = master_cfg.index_path
+    assert all_pages(index) == sorted(p.fp for p in pages.values())
     with store.transaction() as cur:
-        cur.execute("SELECT DISTINCT term_id FROM postings")
-        assert {int(i) for (i,) in cur.fetchall()} == {term_fingerprint(t) for t in terms}
-        cur.execute("SELECT fp, length FROM doclens")
-        lengths = {int(fp): int(n) for fp, n in cur.fetchall()}
         cur.execute("SELECT COUNT(*) FROM pages WHERE indexed_at IS NULL")
         assert cur.fetchone()[0] == 0
+    tok = Tokenizer()
+    terms = {t for p in pages.values() for t in tok.tokens(document_text(p.title, p.text))}
     assert all(0 < len(t) <= MAX_TERM_CHARS and t.isalnum() for t in terms)
-    for empty in ("empty", "blank", "stop"):
-        assert lengths[pages[empty].fp] == 0
-    assert lengths[pages["megabyte"].fp] > 50_000
-    assert lengths[pages["long-token"].fp] == 1  # "fine"; the 100,000-x token is dropped
     assert {"привет", "世界", "مرحبا", "שלום", "こんにちは", "안녕하세요", "café", "naïve",
             "full"} <= terms  # fmt: skip
+    found = index_terms(index, terms)
+    assert set(found) == terms
+    assert found["fine"] == {pages["long-token"].fp}  # the 100,000-x token is dropped
+    assert pages_with(index, "x" * 64) == set()
+    assert found["zebraword"] == {pages["megabyte"].fp}  # the end of a 1 MB page
 
-    searcher = Searcher(store)
+    searcher = Searcher(store, index)
     assert searcher.search("zebraword 结尾词语").hits[0].url.endswith("/megabyte")
     [hit] = searcher.search("Naïve привет").hits
     assert hit.url.endswith("/scripts") and "«NAÏVE»" in hit.snippet

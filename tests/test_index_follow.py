@@ -13,7 +13,7 @@ import time
 import pytest
 import redis
 
-from srcrawl.config import DatabaseURL
+from srcrawl.config import Config, DatabaseURL
 from srcrawl.indexer.freshness import Freshness
 from srcrawl.indexer.search import QueryError, Searcher
 from srcrawl.indexer.tokenizer import get_tokenizer
@@ -57,7 +57,7 @@ def test_follow_indexes_new_and_refetched_pages_then_stops_on_sigterm(
     cmd = [sys.executable, "-m", "srcrawl.cli", "index", "--follow", "--slaves", "1",
            "--max-delay", f"{MAX_DELAY:g}s"]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    searcher = Searcher(store, tokenizer=get_tokenizer(None))
+    searcher = Searcher(store, Config.load(env=env).index_path, tokenizer=get_tokenizer(None))
     try:
         _wait_searchable(searcher, "lighthouses", "http://127.0.0.1:9/old", time.monotonic() + 60)
         delays = []

@@ -58,9 +58,9 @@ def test_killing_a_slave_mid_batch_loses_and_doubles_nothing(
     assert report.requeued >= 1  # the reaper returned the victim's task
     assert report.indexed == PAGES and report.failed == 0
     assert q.srq.pending("victim-1") == []
-    assert_every_page_indexed_once(store, urls)
+    assert_every_page_indexed_once(store, cfg.index_path, urls)
     cfg.close()
 
 
-def assert_every_page_indexed_once(store, urls: list[str]) -> None:
-    assert_indexed_once(store, urls, REPEAT)
+def assert_every_page_indexed_once(store, index, urls: list[str]) -> None:
+    assert_indexed_once(store, index, urls, REPEAT)

@@ -6,18 +6,21 @@ merge's own fence, a master whose lease is taken while it holds results.
 
 from __future__ import annotations
 
+import fcntl
 import signal
 import subprocess
 import time
 
 import pytest
 from index_pages import SLAVE, assert_indexed_once, store_pages
+from tantivy_index import all_pages
 
 from srcrawl.config import Config
 from srcrawl.errors import LeaseLost
+from srcrawl.indexer.documents import pack
+from srcrawl.indexer.engine import IndexDoc
 from srcrawl.indexer.master import IndexMaster
-from srcrawl.indexer.postings import DocPostings, pack
-from srcrawl.indexer.protocol import PostingsResult
+from srcrawl.indexer.protocol import DocumentsResult
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.sql.store import Page
 from srcrawl.urls import fingerprint
@@ -27,6 +30,7 @@ from srcrawl.urls import fingerprint
 MASTER = """
 import sys
 from srcrawl.config import Config
+from srcrawl.indexer.engine import IndexWriter
 from srcrawl.indexer.master import IndexMaster
 cfg = Config.load()
 master = IndexMaster(cfg, batch_pages=1, window=4, merge_docs=10_000,
@@ -41,24 +45,32 @@ PAGES = 24
 REPEAT = 60
 
 
-def index_rows(store) -> tuple:
-    """Everything an index is: postings rows, doclens rows, counters, indexed pages."""
+def index_rows(store, index) -> tuple:
+    """Everything an index is: its documents' pages, its last commit (Tantivy's
+    meta.json), the pages marked indexed."""
+    meta = (index / "meta.json").read_text() if (index / "meta.json").exists() else ""
     with store.transaction() as cur:
-        out = []
-        for sql in (
-            "SELECT term_id, block, n, data FROM postings ORDER BY term_id, block",
-            "SELECT fp, length, block, terms FROM doclens ORDER BY fp",
-            "SELECT k, v FROM meta ORDER BY k",
-            "SELECT fp, indexed_at FROM pages ORDER BY fp",
-        ):
-            cur.execute(sql)
-            out.append([tuple(bytes(v) if isinstance(v, bytearray) else v for v in r)
-                        for r in cur.fetchall()])  # fmt: skip
-    return tuple(out)
+        cur.execute("SELECT fp, indexed_at FROM pages ORDER BY fp")
+        marked = [tuple(r) for r in cur.fetchall()]
+    return all_pages(index) if meta else [], meta, marked
 
 
-def assert_exact(store, urls: list[str]) -> None:
-    assert_indexed_once(store, urls, REPEAT)
+def assert_exact(store, index, urls: list[str]) -> None:
+    assert_indexed_once(store, index, urls, REPEAT)
+
+
+def _writer_free(index) -> bool:
+    """Whether no process holds Tantivy's writer lock on ``index`` (flock, as Tantivy)."""
+    path = index / ".tantivy-writer.lock"
+    if not path.exists():
+        return True
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return True
 
 
 def _stop(*procs: subprocess.Popen | None) -> None:
@@ -87,12 +99,19 @@ def test_a_master_paused_past_its_lease_commits_nothing_and_the_index_is_exact(
         assert first_id, first.stderr.read().decode()
         slave = subprocess.Popen([python, "-c", SLAVE, "slave-1"], env=env)
         deadline = time.monotonic() + 60
-        while not q.nrq.pending(first_id):
-            assert first.poll() is None and time.monotonic() < deadline, "A never got a result"
-            time.sleep(0.01)
-        first.send_signal(signal.SIGSTOP)
+        while True:
+            while not q.nrq.pending(first_id):
+                assert first.poll() is None and time.monotonic() < deadline, "A got no result"
+                time.sleep(0.01)
+            first.send_signal(signal.SIGSTOP)
+            if _writer_free(cfg.index_path) and q.nrq.pending(first_id):
+                break
+            # caught inside a commit (it holds Tantivy's writer lock for that long): a
+            # master stalled there blocks its successor's commits until it runs or dies
+            first.send_signal(signal.SIGCONT)
+            time.sleep(0.02)
         held = q.nrq.pending(first_id)
-        assert held and store.index_stats() == (0, 0)  # results held, nothing merged yet
+        assert held  # results held, not written
         time.sleep(TTL + 0.5)
         assert redis_client.get(lease) is None  # lapsed: A could not renew it
 
@@ -101,8 +120,8 @@ def test_a_master_paused_past_its_lease_commits_nothing_and_the_index_is_exact(
         )
         _, err = second.communicate(timeout=180)
         assert second.returncode == 0, err.decode()
-        assert_exact(store, urls)
-        after_b = index_rows(store)
+        assert_exact(store, cfg.index_path, urls)
+        after_b = index_rows(store, cfg.index_path)
         assert store.get_job(keys.job, "index")["state"] == "complete"
 
         first.send_signal(signal.SIGCONT)
@@ -110,12 +129,12 @@ def test_a_master_paused_past_its_lease_commits_nothing_and_the_index_is_exact(
         assert first.returncode != 0
         assert "LeaseLost" in err.decode() and "lost its lease" in err.decode(), err.decode()
         # A woke up holding results and committed none of them, nor its job record
-        assert index_rows(store) == after_b
+        assert index_rows(store, cfg.index_path) == after_b
         assert store.get_job(keys.job, "index")["state"] == "complete"
         assert redis_client.get(lease) is None  # B released it; A did not touch it
     finally:
         _stop(first, second, slave)
-    assert_exact(store, urls)
+    assert_exact(store, cfg.index_path, urls)
     cfg.close()
 
 
@@ -127,18 +146,19 @@ def test_a_merge_after_the_lease_was_taken_writes_nothing_and_acknowledges_nothi
     cfg = Config(redis_url=redis_url, db=db_url, job=keys.job, home=tmp_path)
     master = IndexMaster(cfg)
     master.lease.acquire()
-    raw = PostingsResult(1, 1, 0, pack([DocPostings(fp, 1.0, 2, ["词"], [2])])).encode()
+    raw = DocumentsResult(1, 1, 0, pack([IndexDoc(fp, 1.0, "h", "", "词 词")])).encode()
     q = PhaseQueues(redis_client, keys, "index")
     q.nrq.push([raw])
     master._take(q.nrq.pop(master.id, 10))
-    before = index_rows(store)
+    before = index_rows(store, cfg.index_path)
     redis_client.set(master.lease.key, "successor", px=60_000)  # it stalled; B took over
     with pytest.raises(LeaseLost, match="successor holds it now"):
         master._merge()
-    assert index_rows(store) == before  # the store transaction rolled back
+    assert index_rows(store, cfg.index_path) == before  # nothing committed, nothing marked
     assert q.nrq.pending(master.id) == [raw]  # left for the successor
     # held again by this master, the same results merge and acknowledge
     redis_client.set(master.lease.key, master.lease.holder, px=60_000)
     master._merge()
-    assert store.index_stats() == (1, 2) and q.nrq.pending(master.id) == []
+    assert all_pages(cfg.index_path) == [fp] and q.nrq.pending(master.id) == []
+    assert index_rows(store, cfg.index_path)[2][0][1] is not None  # marked after the commit
     cfg.close()

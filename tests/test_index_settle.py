@@ -1,5 +1,5 @@
 """Pages never indexable (a 404, a redirect, an error on their first fetch) are marked done
-once, without an index block, so no later `index` pass reads them again."""
+once, so no later `index` pass reads them again, nor commits anything for them."""
 
 from __future__ import annotations
 
@@ -30,18 +30,22 @@ def _unmarked(store: Store) -> set[str]:
     return {u for (u,) in store._query("SELECT url FROM pages WHERE indexed_at IS NULL")}
 
 
-def test_unindexable_pages_are_settled_once_without_a_block(store: Store) -> None:
+def _last_commit(cfg: Config) -> str:
+    return (cfg.index_path / "meta.json").read_text()
+
+
+def test_unindexable_pages_are_settled_once(store: Store) -> None:
     store.put_pages(PAGES)
-    block = store.index_state()[1]
-    assert store.settle_unindexable(time.time(), 2) == 2  # in batches
-    assert store.settle_unindexable(time.time(), 2) == 1
-    assert store.settle_unindexable(time.time(), 2) == 0  # nothing is read again
+    unmarked = store.unindexable_unmarked(2)  # in batches
+    assert len(unmarked) == 2 and store.settle_unindexable(unmarked, time.time()) == 2
+    rest = store.unindexable_unmarked(10)
+    assert len(rest) == 1 and store.settle_unindexable(rest, time.time()) == 1
+    assert store.unindexable_unmarked(10) == []  # nothing is read again
     assert _unmarked(store) == {PAGES[0].url}  # the indexable one is left to the index
-    assert store.index_state()[1] == block  # no block taken: a portal's cache stays valid
-    # fetched again, now indexable: back in the index's work
+    # fetched again, now indexable: back in the index's work, and not settled
     store.put_pages([_page("missing", status=200)])
     assert PAGES[1].fp in store.unindexed_pages(None, 10)
-    assert store.settle_unindexable(time.time(), 10) == 0
+    assert store.settle_unindexable([PAGES[1].fp], time.time()) == 0
 
 
 def test_an_index_pass_leaves_no_page_to_read_again(redis_url, keys, tmp_path) -> None:
@@ -53,8 +57,8 @@ def test_an_index_pass_leaves_no_page_to_read_again(redis_url, keys, tmp_path) -
     r = run_cli(["index", "--slaves", "1", "--json"], env)
     assert r.returncode == 0, r.stderr[-2000:]
     assert _unmarked(store) == set()
-    block = store.index_state()[1]
-    r = run_cli(["index", "--slaves", "1", "--json"], env)  # nothing new: nothing is taken
+    commit = _last_commit(cfg)
+    r = run_cli(["index", "--slaves", "1", "--json"], env)  # nothing new: nothing is committed
     assert r.returncode == 0, r.stderr[-2000:]
-    assert store.index_state()[1] == block and _unmarked(store) == set()
+    assert _last_commit(cfg) == commit and _unmarked(store) == set()
     cfg.close()

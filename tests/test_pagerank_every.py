@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from srcrawl.config import DatabaseURL
+from srcrawl.config import Config, DatabaseURL
 from srcrawl.indexer.search import Searcher
 from srcrawl.indexer.tokenizer import get_tokenizer
 from srcrawl.sql.store import Page, open_store
@@ -36,9 +36,10 @@ def _store_web(store) -> list[int]:
     return fps
 
 
-def _ranked_search(store) -> None:
+def _ranked_search(store, index) -> None:
     """One search as the portal runs it: every hit found, PageRank blended."""
-    result = Searcher(store, tokenizer=get_tokenizer(None)).search("orchards apples", top=5)
+    searcher = Searcher(store, index, tokenizer=get_tokenizer(None))
+    result = searcher.search("orchards apples", top=5)
     assert result.ranked and len(result.hits) == 5
 
 
@@ -81,7 +82,7 @@ def test_pagerank_every_recomputes_while_searches_stay_ranked(redis_url, keys, t
         finished, searches = set(), 0
         while len(finished) < 3:  # searches through two recomputes after the first
             assert time.monotonic() < deadline and proc.poll() is None, "no recompute"
-            _ranked_search(store)
+            _ranked_search(store, Config.load(env=env).index_path)
             searches += 1
             job = store.get_job(keys.job, "pagerank")
             if job["state"] == "complete":

@@ -101,7 +101,7 @@ def test_the_index_master_waits_out_a_killed_redis(aof_redis, keys, tmp_path, ca
     assert not t.is_alive() and "error" not in outcome, outcome
     report = outcome["result"]
     assert 0 < report.indexed == pages and report.failed == 0
-    assert_indexed_once(cfg.store(), urls, repeat)
+    assert_indexed_once(cfg.store(), cfg.index_path, urls, repeat)
     assert said(caplog, "srcrawl.indexer", GONE) == said(caplog, "srcrawl.indexer", BACK) == 1
     cfg.close()
 

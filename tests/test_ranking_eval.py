@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from srcrawl.benchmarks.ranking import Scores, known_item_store, percentile, rank_of
+from srcrawl.config import Config
 from srcrawl.indexer.search import Searcher
 from srcrawl.slave.parse import parse_html
 from srcrawl.sql.database_url import DatabaseURL
@@ -72,7 +73,7 @@ def test_known_item_web_finds_the_page_meant(redis_url: str, tmp_path: Path) -> 
     assert run.returncode == 0, run.stderr
     store = open_store(DatabaseURL(kind="sqlite", path=str(db)))
     try:
-        searcher = Searcher(store)
+        searcher = Searcher(store, Config.load(env=env).index_path)
         ranks = [rank_of(q.url, [h.url for h in searcher.search(q.query, top=10).hits])
                  for q in queries]  # fmt: skip
     finally:

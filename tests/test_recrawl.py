@@ -128,7 +128,7 @@ def test_a_running_crawl_keeps_the_store_fresh_with_304s_and_drops_gone_pages(
         wait_until(lambda: set(urls) <= set(stored(cfg)), 30, "the first crawl did not end")
         r = run_cli(["index", "--slaves", "1", "--json"], env)
         assert r.returncode == 0, r.stderr[-2000:]
-        searcher = Searcher(cfg.store())
+        searcher = Searcher(cfg.store(), cfg.index_path)
         found = {u for u, k in urls.items() if k == GONE and _finds(searcher, tw, u)}
         assert found, "no page that goes away was indexed before it went"
         first = _indexed(cfg)
@@ -156,7 +156,7 @@ def test_a_running_crawl_keeps_the_store_fresh_with_304s_and_drops_gone_pages(
     r = run_cli(["index", "--slaves", "1", "--json"], env)
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout)["removed"] >= len(found)
-    searcher = Searcher(cfg.store())
+    searcher = Searcher(cfg.store(), cfg.index_path)
     assert not [u for u in found if _finds(searcher, tw, u)]
     changed = [u for u, k in urls.items() if k == CHANGING]
     assert all(_finds(searcher, tw, u) for u in changed)  # new versions keep their terms

@@ -12,11 +12,10 @@ import pytest
 
 from srcrawl.config import DatabaseURL
 from srcrawl.errors import StoreDataError, StoreError
-from srcrawl.indexer.blocks import term_postings
-from srcrawl.indexer.merge import merge_index
 from srcrawl.sql.store import (
     MAX_CONTENT_TYPE_CHARS,
     MAX_TITLE_CHARS,
+    OLD_INDEX_META,
     SCHEMA_VERSION,
     Page,
     Store,
@@ -36,7 +35,7 @@ def page(fp: int, url: str | None = None, **kw) -> Page:
 def test_schema_is_idempotent(store: Store) -> None:
     store.init_schema()
     store.init_schema()
-    assert store.schema_version() == SCHEMA_VERSION == "7"
+    assert store.schema_version() == SCHEMA_VERSION == "8"
     assert store.count("pages") == 0
 
 
@@ -211,17 +210,19 @@ def test_many_connections_opening_a_new_sqlite_file_at_once_all_open_it(tmp_path
 
 
 def _old_index(store: Store, schema: int) -> None:
-    """Pages 1 and 2, page 1 indexed in the index tables of an older schema: 1 had a
-    postings row per (term, page), 2 blocks of postings and a terms table numbering terms."""
+    """Pages 1 and 2, page 1 indexed in the SQL index tables of an older schema: 1 had a
+    postings row per (term, page), 2 blocks of postings and a terms table numbering terms,
+    7 blocks of postings by term fingerprint."""
     store.put_pages([page(1), page(2)])
     with store.transaction() as cur:
         for table in ("postings", "doclens", "terms"):
             cur.execute(f"DROP TABLE IF EXISTS {table}")
-        cur.execute(
-            "CREATE TABLE terms (id INTEGER NOT NULL PRIMARY KEY, "
-            "term VARCHAR(100) NOT NULL UNIQUE, df INTEGER NOT NULL DEFAULT 0)"
-        )
-        cur.execute("INSERT INTO terms (id, term, df) VALUES (1, 'old', 1)")
+        if schema < 7:
+            cur.execute(
+                "CREATE TABLE terms (id INTEGER NOT NULL PRIMARY KEY, "
+                "term VARCHAR(100) NOT NULL UNIQUE, df INTEGER NOT NULL DEFAULT 0)"
+            )
+            cur.execute("INSERT INTO terms (id, term, df) VALUES (1, 'old', 1)")
         if schema == 1:
             cur.execute(
                 "CREATE TABLE postings (term_id INTEGER NOT NULL, fp BIGINT NOT NULL, "
@@ -259,31 +260,27 @@ def _tables(store: Store) -> set[str]:
         return {t for t in ("postings", "doclens", "terms") if store._columns(cur, t)}
 
 
-@pytest.mark.parametrize("schema", [1, 2])
-def test_an_index_of_an_older_schema_is_dropped_and_its_pages_marked_unindexed(
+@pytest.mark.parametrize("schema", [1, 2, 7])
+def test_an_index_in_sql_is_dropped_and_its_pages_marked_unindexed(
     store: Store, caplog: pytest.LogCaptureFixture, schema: int
 ) -> None:
-    from srcrawl.indexer.postings import DocPostings, PostingsBatch, term_fingerprint
-
     _old_index(store, schema)
     with caplog.at_level("WARNING", logger="srcrawl.store"):
         store.init_schema()
     assert "run `srcrawl index`" in caplog.text
-    assert store.unindexed_pages(None, 10) == [1, 2]
-    assert store.index_stats() == (0, 0) and store.lookup_terms([1]) == {}
-    assert store.count("postings") == 0 and _tables(store) == {"postings", "doclens"}
-    assert store.schema_version() == SCHEMA_VERSION == "7"
-    # the index is built anew in the new layout
-    merge_index(store, PostingsBatch.of([DocPostings(1, 1001.0, 2, ["new"], [2])]), 6.0)
-    new = term_fingerprint("new")
-    assert store.lookup_terms([new]) == {new: 1}
-    assert term_postings(store, new).tolist() == [(1, 2, 2, 0, 0, 0, 0, 0)]
+    assert "Tantivy" in caplog.text
+    assert store.unindexed_pages(None, 10) == [1, 2]  # indexed anew once
+    assert _tables(store) == set()
+    assert store.schema_version() == SCHEMA_VERSION == "8"
+    with store.transaction() as cur:
+        assert store._select_in(cur, "SELECT k FROM meta WHERE k IN ({})", OLD_INDEX_META) == []
+    store.mark_indexed([(1, 1001.0)], 6.0)
     caplog.clear()
     store.init_schema()  # once migrated, nothing more happens
-    assert caplog.text == "" and store.index_stats() == (1, 2)
+    assert caplog.text == "" and store.unindexed_pages(None, 10) == [2]
 
 
-@pytest.mark.parametrize("schema", [1, 2])
+@pytest.mark.parametrize("schema", [1, 2, 7])
 def test_a_drop_of_the_old_index_cut_short_is_finished_by_the_next_start(
     store: Store, monkeypatch: pytest.MonkeyPatch, schema: int
 ) -> None:
@@ -307,10 +304,8 @@ def test_a_drop_of_the_old_index_cut_short_is_finished_by_the_next_start(
     monkeypatch.undo()
     store.init_schema()
     assert store.unindexed_pages(None, 10) == [1, 2]
-    assert store.index_stats() == (0, 0) and store.lookup_terms([1]) == {}
-    assert store.count("postings") == 0 and store.count("doclens") == 0
-    assert _tables(store) == {"postings", "doclens"}
-    assert store.schema_version() == SCHEMA_VERSION == "7"
+    assert _tables(store) == set()
+    assert store.schema_version() == SCHEMA_VERSION == "8"
 
 
 def test_rows_the_store_refuses_for_their_data_are_a_store_data_error(store: Store) -> None:
@@ -344,7 +339,7 @@ def test_pages_of_a_schema_3_store_gain_the_fetch_outcome_columns(store: Store) 
         cur.execute(store._sql(store.UPSERT_META), ("schema_version", "3"))
     store.init_schema()
     store.init_schema()  # once migrated, nothing more happens
-    assert store.schema_version() == "7"
+    assert store.schema_version() == "8"
     [old] = store.get_pages([7])
     assert (old.title, old.error, old.body_state) == ("old", None, "complete")
     failed = page(8, status=200, text="half a pa", error="timeout", body_state="incomplete")
@@ -376,7 +371,7 @@ def test_links_of_a_schema_4_store_gain_anchor_text_read_by_target(store: Store)
         cur.execute(store._sql(store.UPSERT_META), ("schema_version", "4"))
     store.init_schema()
     store.init_schema()  # once migrated, nothing more happens
-    assert store.schema_version() == "7"
+    assert store.schema_version() == "8"
     store.save_fetched([page(3), page(4)], [(3, 2, "二号 page"), (4, 2, "two"), (4, 4, "self"),
                                             (4, 1, None), (3, 5, "作者" * 128)])  # fmt: skip
     assert store.anchor_texts([2, 4, 5, 1]) == {2: ["二号 page", "two"], 4: [], 5: ["作者" * 128]}
@@ -401,7 +396,7 @@ def test_pages_of_a_schema_5_store_gain_the_recrawl_columns(store: Store) -> Non
         cur.execute(store._sql(store.UPSERT_META), ("schema_version", "5"))
     store.init_schema()
     store.init_schema()  # once migrated, nothing more happens
-    assert store.schema_version() == "7"
+    assert store.schema_version() == "8"
     [old] = store.get_pages([7])
     assert (old.title, old.etag, old.digest, old.next_fetch) == ("old", None, None, None)
     fresh = page(8, status=200, text="t", etag='"1-a"', last_modified="Mon, 01 Jan 2024 00:00:00 "
@@ -419,8 +414,7 @@ def test_pages_of_a_schema_5_store_gain_the_recrawl_columns(store: Store) -> Non
 
 def test_an_unchanged_page_is_touched_not_marked_for_indexing(store: Store) -> None:
     store.save_fetched([page(1, status=200, text="a", etag='"0-x"', revisit=2.0)], [])
-    with store.index_tables() as tables:
-        tables.mark_indexed([1], 5.0)
+    store.mark_indexed([(1, 1001.0)], 5.0)
     store.touch_pages([(1, 2000.0, 7, None, "Tue, 02 Jan 2024 00:00:00 GMT", 2.8, 2002.8)])
     [got] = store.get_pages([1])
     assert (got.checked_at, got.fetch_ms, got.etag, got.last_modified, got.revisit,
@@ -436,8 +430,7 @@ def test_a_touch_can_point_an_unchanged_page_at_new_warc_records(store: Store) -
     store.save_fetched([page(1, status=200, text="", warc_file="j/a.warc.gz", warc_offset=0,
                              warc_length=90, payload_digest="sha1:A", text_length=30),
                         page(2, status=200, text="in the row", body=b"old")], [])  # fmt: skip
-    with store.index_tables() as tables:
-        tables.mark_indexed([1, 2], 5.0)
+    store.mark_indexed([(1, 1001.0), (2, 1002.0)], 5.0)
     store.touch_pages(
         [(1, 2000.0, 7, None, None, 2.8, 2002.8), (2, 2000.0, 7, None, None, 2.8, 2002.8)],
         [(1, "j/b.warc.gz", 500, 95, "sha1:B", 31), (2, "j/b.warc.gz", 700, 80, "sha1:C", 12)],
@@ -454,20 +447,26 @@ def test_a_touch_can_point_an_unchanged_page_at_new_warc_records(store: Store) -
     assert store.warc_files() == ["j/b.warc.gz"]
 
 
-def test_a_page_that_went_away_leaves_the_index(store: Store) -> None:
-    from srcrawl.indexer.merge import remove_pages
-    from srcrawl.indexer.postings import DocPostings, PostingsBatch, term_fingerprint
-
+def test_a_page_that_went_away_is_listed_for_the_index_once(store: Store) -> None:
     store.save_fetched([page(1, status=200, text="w"), page(2, status=200, text="w")], [])
-    batch = [DocPostings(fp, 1000.0 + fp, 2, ["word"], [2]) for fp in (1, 2)]
-    merge_index(store, PostingsBatch.of(batch), 6.0)
-    word = term_fingerprint("word")
-    assert store.lookup_terms([word]) == {word: 2} and store.unindexable_indexed(10) == []
+    store.mark_indexed([(1, 1001.0), (2, 1002.0)], 6.0)
+    assert store.unindexable_unmarked(10) == [] and store.indexed_pages() == 2
     store.save_fetched([page(1, status=410, text="gone")], [])
-    assert store.unindexed_pages(None, 10) == [] and store.unindexable_indexed(10) == [1]
-    assert remove_pages(store, [1], 7.0) == 1
-    assert store.lookup_terms([word]) == {word: 1} and store.index_stats() == (1, 2)
-    assert store.unindexable_indexed(10) == [] and store.count("doclens") == 1
+    assert store.unindexed_pages(None, 10) == [] and store.unindexable_unmarked(10) == [1]
+    assert store.settle_unindexable([1], 7.0) == 1  # after its document's deletion committed
+    assert store.unindexable_unmarked(10) == [] and store.indexed_pages() == 1
+
+
+def test_a_page_fetched_again_meanwhile_is_not_marked_indexed(store: Store) -> None:
+    # the index wrote the text of fetched_at 1001; the page was stored again since
+    store.save_fetched([page(1, status=200, text="old")], [])
+    again = Page(fp=1, url="http://127.0.0.1/p/1", host="127.0.0.1", fetched_at=3000.0,
+                 status=200, text="new")  # fmt: skip
+    store.save_fetched([again], [])
+    store.mark_indexed([(1, 1001.0)], 6.0)
+    assert store.unindexed_pages(None, 10) == [1]  # the new text is still to be indexed
+    store.mark_indexed([(1, 3000.0)], 7.0)
+    assert store.unindexed_pages(None, 10) == []
 
 
 def test_an_early_schema_6_store_gains_text_length_and_reads_texts_from_warc(
@@ -480,7 +479,7 @@ def test_an_early_schema_6_store_gains_text_length_and_reads_texts_from_warc(
         cur.execute("ALTER TABLE pages DROP COLUMN text_length")
     store.init_schema()
     store.init_schema()  # once migrated, nothing more happens
-    assert store.schema_version() == "7"
+    assert store.schema_version() == "8"
     fetch = prepare_fetch("http://127.0.0.1/p/5", status=200, headers={}, body=b"<p>x</p>",
                           ip="", fetched_at=1.7e9, request=b"GET / HTTP/1.1\r\n\r\n",
                           text="中文 and English 🎉")  # fmt: skip
@@ -610,7 +609,7 @@ def test_a_schema_6_store_moves_its_warc_file_names_into_warc_files(
                  f"sha1:{fp}", tlen))  # fmt: skip
     store.init_schema()
     store.init_schema()  # once migrated, nothing more happens
-    assert store.schema_version() == SCHEMA_VERSION == "7"
+    assert store.schema_version() == SCHEMA_VERSION == "8"
     with store.transaction(read_only=True) as cur:
         assert "warc_file" not in store._columns(cur, "pages")  # its bytes are freed
     assert store.count("warc_files") == 2 and store.warc_files() == sorted([r1.file, imported])

@@ -3,7 +3,7 @@
 Run as ``python store_stress.py DB_URL WORKER START SNAPSHOT``: waits until the epoch
 second START (so every process of a round begins at once), runs ``init_schema`` and
 then writes, several times over, rows every worker writes too (the same pages in a
-different order, the same links, ranks, job row and index merge) and rows of its own.
+different order, the same links, ranks, job row and index marks) and rows of its own.
 With SNAPSHOT = 1, every connection runs with ``innodb_snapshot_isolation`` on, as
 MariaDB 11.8 does by default. Prints one JSON line: the transactions run again.
 """
@@ -18,8 +18,6 @@ import time
 
 import pymysql
 
-from srcrawl.indexer.merge import merge_index
-from srcrawl.indexer.postings import DocPostings, PostingsBatch
 from srcrawl.sql.database_url import DatabaseURL
 from srcrawl.sql.mysql_store import MySQLStore
 from srcrawl.sql.store import Page
@@ -78,7 +76,7 @@ def work(store: MySQLStore, worker: int) -> None:
     rng = random.Random(worker)
     shared = [page(shared_url(i)) for i in range(SHARED)]
     own = [page(own_url(worker, i)) for i in range(OWN)]
-    docs = [DocPostings(p.fp, 1.0, 3, ["words", "of", p.url], [1, 1, 1]) for p in shared]
+    marks = [(p.fp, 1.0) for p in shared]
     for n in range(PASSES):
         order = shared[:]
         rng.shuffle(order)  # rows locked in another order than the other workers'
@@ -87,8 +85,8 @@ def work(store: MySQLStore, worker: int) -> None:
         store.put_links(rng.sample(links_of(shared), 40))
         store.set_job("stress", "crawl", "running", {"worker": worker})
         store.set_job(f"stress-{worker}", "crawl", "running", {"pass": n})
-        rng.shuffle(docs)
-        merge_index(store, PostingsBatch.of(docs), 2.0 + n)
+        rng.shuffle(marks)
+        store.mark_indexed(marks, 2.0 + n)  # the index master's bookkeeping
         store.replace_ranks([(p.fp, 1.0 / SHARED) for p in shared])
 
 

@@ -1,0 +1,321 @@
+"""The search index: one Tantivy directory per job [Redis engine §3.2].
+
+Tantivy (the Rust engine, through its ``tantivy`` bindings) keeps the
+postings with positions, skip lists and block-max WAND, merges segments in
+the background and answers a query without reading whole postings lists. The
+index master is its one writer; the CLI and every portal worker open the
+same directory and see each commit after :meth:`IndexReader.refresh`.
+
+Fields (a document per page):
+
+============  ==========================================================
+``fp``        the URL fingerprint: indexed (a page's document is replaced or
+              deleted by it) and a fast field (a hit's page)
+``title``     title tokens, positions (phrases)
+``body``      the page's own text, positions
+``boiler``    text its host repeats on most pages (indexer/boilerplate.py),
+              frequencies only, weighed low at query time
+``anchor``    the anchor text of links to the page, positions
+``ident``     identifiers whole (``pg_hba.conf``, ``pg_dump``); their parts
+              are in the text fields
+``site``      the host, its parent domains and the host without its port,
+              untokenized (``site:``)
+``digest``    a fast field: xxh64 of the body tokens (exact duplicates)
+``simhash``   a fast field: 64-bit simhash of the body tokens (near-duplicates)
+============  ==========================================================
+
+Why pre-tokenized text: the slaves segment with jieba (Chinese has no spaces,
+and the tokenizer, stop words and user dictionary are srcrawl's, shared with
+queries), so the text fields get their tokens joined by spaces and Tantivy
+splits on whitespace only. Its English stemmer (Snowball) runs after that, as
+an analyzer registered under :data:`STEMMED`: ``splitting`` and ``split`` are
+one term; a Chinese token goes through unchanged. A custom analyzer is not
+stored in the index, so every process that opens it registers it
+(:func:`open_index`), and queries stem their words with the same analyzer.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import tantivy
+
+from srcrawl.defaults import DEFAULT_INDEX_WRITER_HEAP, DEFAULT_INDEX_WRITER_WAIT
+from srcrawl.errors import SrcrawlError
+
+STEMMED = "srcrawl_stem"
+"""The analyzer of the text fields: whitespace, then the English stemmer."""
+TEXT_FIELDS = ("title", "body", "boiler", "anchor")
+WITH_POSITIONS = ("title", "body", "anchor")
+
+
+class IndexUnavailable(SrcrawlError):
+    """The index directory cannot be opened (none yet, another format, no writer lock)."""
+
+
+@functools.cache
+def stemmer() -> tantivy.TextAnalyzer:
+    """The text fields' analyzer, for documents (registered) and query words alike."""
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+def stem(word: str) -> str:
+    """The term a (tokenized, lower-cased) word is indexed as in the text fields."""
+    out = stemmer().analyze(word)
+    return out[0] if out else word
+
+
+@functools.cache
+def schema() -> tantivy.Schema:
+    b = tantivy.SchemaBuilder()
+    b.add_integer_field("fp", stored=False, indexed=True, fast=True)
+    for name in TEXT_FIELDS:
+        option = "position" if name in WITH_POSITIONS else "freq"
+        b.add_text_field(name, stored=False, tokenizer_name=STEMMED, index_option=option)
+    b.add_text_field("ident", stored=False, tokenizer_name="whitespace", index_option="freq")
+    b.add_text_field("site", stored=False, tokenizer_name="raw", index_option="basic")
+    b.add_integer_field("digest", stored=False, indexed=False, fast=True)
+    b.add_integer_field("simhash", stored=False, indexed=False, fast=True)
+    return b.build()
+
+
+def open_index(path: Path, *, create: bool = False) -> tantivy.Index:
+    """The index at ``path``, its analyzer registered; with ``create``, made if absent.
+
+    Raises IndexUnavailable when there is none (and ``create`` is False) or it
+    cannot be read.
+    """
+    try:
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+            index = tantivy.Index(schema(), path=str(path), reuse=True)
+        else:
+            if not path.is_dir() or not tantivy.Index.exists(str(path)):
+                raise IndexUnavailable(f"no index at {path}: run `srcrawl index` first")
+            index = tantivy.Index.open(str(path))
+    except (ValueError, OSError) as e:
+        hint = ""
+        if "lock" in str(e).lower():
+            # tantivy's reader takes .tantivy-meta.lock while it opens segments
+            hint = " (a reader too takes a lock file in it: mount it writable)"
+        raise IndexUnavailable(f"cannot open the index at {path}: {e}{hint}") from e
+    index.register_tokenizer(STEMMED, stemmer())
+    return index
+
+
+def site_values(host: str) -> list[str]:
+    """What ``site:`` matches a page of ``host`` by: the host, without its port, and each
+    parent domain of two labels or more (``docs.example.com``: also ``example.com``)."""
+    host = host.lower()
+    values = [host]
+    bare = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    if bare != host:
+        values.append(bare)
+    labels = bare.split(".")
+    if not bare.replace(".", "").isdigit():  # not an IPv4 address
+        values += [".".join(labels[i:]) for i in range(1, len(labels) - 1)]
+    return list(dict.fromkeys(values))
+
+
+def signed64(value: int) -> int:
+    """An unsigned 64-bit value as the signed one Tantivy's i64 fields hold."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+@dataclass
+class IndexDoc:
+    """One page as the index holds it: tokens space-joined per field."""
+
+    fp: int
+    fetched_at: float
+    host: str
+    title: str
+    body: str
+    boiler: str = ""
+    anchor: str = ""
+    ident: str = ""
+    digest: int = 0  # signed 64-bit
+    simhash: int = 0  # signed 64-bit
+
+    def document(self) -> tantivy.Document:
+        return tantivy.Document(
+            fp=self.fp,
+            title=self.title,
+            body=self.body,
+            boiler=self.boiler,
+            anchor=self.anchor,
+            ident=self.ident,
+            site=site_values(self.host),
+            digest=self.digest,
+            simhash=self.simhash,
+        )
+
+
+class IndexWriter:
+    """The one writer of a job's index (the index master's, under its lease).
+
+    Changes are queued in memory and applied at :meth:`commit`, which takes
+    Tantivy's writer (a lock file in the directory) for that commit only and
+    lets the segment merges it starts finish before giving the lock back. A
+    master that stalls while it gathers results thus holds no lock its
+    successor would wait for; one that stalls inside a commit is waited for
+    (up to ``wait`` seconds), then the successor gives up.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        heap: int = DEFAULT_INDEX_WRITER_HEAP,
+        wait: float = DEFAULT_INDEX_WRITER_WAIT,
+    ) -> None:
+        self.path = path
+        self.heap, self.wait = heap, wait
+        self.renew_every = 1.0  # seconds between lease renewals while Tantivy works
+        self.index = open_index(path, create=True)
+        self._replace: dict[int, IndexDoc] = {}
+        self._delete: set[int] = set()
+
+    def replace(self, docs: Sequence[IndexDoc]) -> None:
+        """Queue ``docs``, each replacing its page's document (of a page queued twice, the
+        last)."""
+        for doc in docs:
+            self._delete.discard(doc.fp)
+            self._replace[doc.fp] = doc
+
+    def delete(self, fps: Sequence[int]) -> None:
+        """Queue the deletion of the pages ``fps`` (none of them indexed is fine)."""
+        for fp in fps:
+            self._replace.pop(fp, None)
+            self._delete.add(fp)
+
+    def _writer(self, renew: Callable[[], None] | None) -> tantivy.IndexWriter:
+        """Tantivy's writer, waiting for its lock (renewing the lease meanwhile)."""
+        deadline = time.monotonic() + self.wait
+        while True:
+            try:
+                # one thread: the slaves tokenize; the writer only builds segments
+                return self.index.writer(self.heap, 1)
+            except ValueError as e:
+                if time.monotonic() >= deadline:
+                    raise IndexUnavailable(
+                        f"the index at {self.path} has another writer: {e}"
+                    ) from e
+                if renew is not None:
+                    renew()
+                time.sleep(0.2)
+
+    def commit(self, before: Callable[[], None] | None = None) -> None:
+        """Apply what was queued in one commit, durable and searchable when this returns.
+
+        ``before`` (the lease check) runs right before the commit: if it raises, nothing
+        queued is committed. It also renews the lease while the writer lock is awaited and
+        while Tantivy commits and merges (both in a thread of their own, which releases
+        the GIL: a merge of large segments takes longer than a lease lives).
+        """
+        replace, delete = list(self._replace.values()), sorted(self._delete)
+        self._replace, self._delete = {}, set()
+        if not replace and not delete:
+            return
+        writer = self._writer(before)
+        try:
+            for fp in delete:
+                writer.delete_documents_by_term("fp", fp)
+            for doc in replace:
+                writer.delete_documents_by_term("fp", doc.fp)
+                writer.add_document(doc.document())
+            if before is not None:
+                before()
+        except BaseException:
+            writer.rollback()
+            writer.wait_merging_threads()
+            raise
+        self._finish(writer, before)
+
+    def _finish(self, writer: tantivy.IndexWriter, renew: Callable[[], None] | None) -> None:
+        """Commit, let the merges end and release the lock, renewing the lease meanwhile; a
+        lease lost meanwhile is raised once the commit is done (it stays committed: a
+        successor writes the same pages again)."""
+        failed: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                writer.commit()
+            except BaseException as e:
+                failed.append(e)
+                writer.rollback()
+            finally:
+                writer.wait_merging_threads()  # the merges end, the lock is released
+
+        thread = threading.Thread(target=work, name="index-commit", daemon=True)
+        thread.start()
+        lost: BaseException | None = None
+        while thread.is_alive():
+            thread.join(timeout=self.renew_every)
+            if thread.is_alive() and renew is not None and lost is None:
+                try:
+                    renew()
+                except BaseException as e:
+                    lost = e
+        if failed:
+            raise failed[0]
+        if lost is not None:
+            raise lost
+
+    def close(self) -> None:
+        """Drop what is queued and not committed."""
+        self._replace, self._delete = {}, set()
+
+
+class IndexReader:
+    """A job's index opened for searching; cheap to share between threads.
+
+    Tantivy's reader follows the directory's commits on its own (its reload
+    policy watches ``meta.json``); :meth:`searcher` also reloads at most every
+    ``refresh`` seconds, so a commit is seen even where file watching is not
+    available (a network volume).
+    """
+
+    def __init__(self, path: Path, *, refresh: float = 1.0) -> None:
+        self.path = path
+        self.refresh = refresh
+        self._index: tantivy.Index | None = None
+        self._lock = threading.Lock()
+        self._loaded = 0.0
+
+    @property
+    def index(self) -> tantivy.Index:
+        if self._index is None:
+            with self._lock:
+                if self._index is None:
+                    self._index = open_index(self.path)
+                    self._loaded = time.monotonic()
+        return self._index
+
+    def searcher(self) -> tantivy.Searcher:
+        index = self.index
+        if time.monotonic() - self._loaded >= self.refresh:
+            index.reload()
+            self._loaded = time.monotonic()
+        return index.searcher()
+
+    def reload(self) -> None:
+        """See the latest commit now."""
+        self.index.reload()
+        self._loaded = time.monotonic()
+
+    def num_docs(self) -> int:
+        return self.searcher().num_docs
+
+    def size_bytes(self) -> int:
+        """Bytes of the index's files on disk."""
+        return sum(f.stat().st_size for f in self.path.iterdir() if f.is_file())

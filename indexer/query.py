@@ -1,0 +1,185 @@
+"""What users type, as Tantivy queries.
+
+Syntax: words (every word wanted, see below), ``"a phrase"`` (those words
+next to each other, in that order), ``-word`` and ``-"a phrase"`` (pages
+without them), ``site:host`` (pages of that host or its subdomains; several
+``site:`` mean any of them; ``-site:host`` leaves a host out).
+
+A query's words are tokenized as pages are (indexer/tokenizer.py) and each
+becomes a *unit*: one word matched in the title, body, anchor text or the
+host's repeated text, each field weighed (:data:`FIELD_BOOSTS`), stemmed as
+the index is; an identifier (``pg_hba.conf``) is matched whole in the
+``ident`` field or as the phrase of its parts; a long Chinese word also by
+the shorter words jieba's search mode finds in it, weighed less. A phrase is a
+unit too. The required query holds every unit; the fill query (pages with
+some of the words) any of them, but still every phrase, ``site:`` and
+exclusion.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import tantivy
+
+from srcrawl.indexer.engine import schema, site_values, stem
+from srcrawl.indexer.tokenizer import Tokenizer, normalize
+
+Occur = tantivy.Occur
+Query = tantivy.Query
+
+FIELD_BOOSTS = {"title": 3.0, "body": 1.0, "anchor": 2.0, "boiler": 0.2}
+"""How much a match in each field counts against one in the page's own text (each field
+scores BM25 on its own; a unit's score is their sum)."""
+IDENT_BOOST = 4.0
+"""An identifier found whole: the page names ``pg_hba.conf`` itself, not ``pg`` near ``hba``."""
+SEARCH_PART_BOOST = 0.3
+"""A shorter word inside a long Chinese query word, found where the long word is not."""
+PHRASE_FIELDS = ("title", "body", "anchor")
+
+_PIECE = re.compile(r'(-?)"([^"]*)"?|(-?)site:(\S+)|(\S+)')
+
+
+@dataclass
+class ParsedQuery:
+    """A query's parts as typed."""
+
+    words: list[str] = field(default_factory=list)
+    phrases: list[str] = field(default_factory=list)
+    excluded: list[str] = field(default_factory=list)  # words and phrases
+    sites: list[str] = field(default_factory=list)
+    excluded_sites: list[str] = field(default_factory=list)
+
+
+def parse(text: str) -> ParsedQuery:
+    """Split what was typed into words, phrases, exclusions and sites."""
+    parsed = ParsedQuery()
+    for m in _PIECE.finditer(text):
+        neg_phrase, phrase, neg_site, site, word = m.groups()
+        if phrase is not None:
+            (parsed.excluded if neg_phrase else parsed.phrases).append(phrase)
+        elif site is not None:
+            host = site.strip().lower().rstrip("/")
+            (parsed.excluded_sites if neg_site else parsed.sites).append(host)
+        elif word.startswith("-") and len(word) > 1:
+            parsed.excluded.append(word[1:])
+        else:
+            parsed.words.append(word)
+    return parsed
+
+
+def _fields_query(term: str, boost: float = 1.0) -> Query:
+    """``term`` (a token) in any text field, each field weighed."""
+    s, stemmed = schema(), stem(term)
+    subs = [
+        (Occur.Should, Query.boost_query(Query.term_query(s, f, stemmed), w * boost))
+        for f, w in FIELD_BOOSTS.items()
+    ]
+    return Query.boolean_query(subs)
+
+
+def _phrase_query(tokens: list[str]) -> Query:
+    """The tokens next to each other in the title, body or anchor text."""
+    s, stems = schema(), [stem(t) for t in tokens]
+    subs = [
+        (Occur.Should, Query.boost_query(Query.phrase_query(s, f, stems), FIELD_BOOSTS[f]))
+        for f in PHRASE_FIELDS
+    ]
+    return Query.boolean_query(subs)
+
+
+@dataclass
+class Units:
+    """A query's units (see the module doc), what they search for, and the rest."""
+
+    required: list[Query] = field(default_factory=list)  # words and identifiers
+    phrases: list[Query] = field(default_factory=list)
+    excluded: list[Query] = field(default_factory=list)
+    sites: list[Query] = field(default_factory=list)
+    excluded_sites: list[Query] = field(default_factory=list)
+    terms: list[str] = field(default_factory=list)  # every token searched for (snippets)
+
+    @property
+    def positive(self) -> int:
+        return len(self.required) + len(self.phrases)
+
+
+def _word_units(tokenizer: Tokenizer, word: str, units: Units) -> None:
+    idents = tokenizer.identifiers(word)
+    if idents and idents[0] == normalize(word).strip(".,;:!?()[]{}'"):
+        parts = tokenizer.tokens(word)
+        ident = Query.boost_query(Query.term_query(schema(), "ident", idents[0]), IDENT_BOOST)
+        alternatives = [(Occur.Should, ident)]
+        if parts:
+            alternatives.append((Occur.Should, _phrase_query(parts)))
+        units.required.append(Query.boolean_query(alternatives))
+        units.terms.append(idents[0])  # (its parts alone are not marked in snippets)
+        return
+    for token in tokenizer.tokens(word):
+        if token in units.terms:
+            continue
+        units.terms.append(token)
+        parts = tokenizer.search_parts(token)
+        if not parts:
+            units.required.append(_fields_query(token))
+            continue
+        alternatives = [(Occur.Should, _fields_query(token))]
+        alternatives += [(Occur.Should, _fields_query(p, SEARCH_PART_BOOST)) for p in parts]
+        units.required.append(Query.boolean_query(alternatives))
+
+
+def _phrase_unit(tokenizer: Tokenizer, text: str) -> tuple[Query | None, list[str]]:
+    tokens = tokenizer.tokens(text)
+    if not tokens:
+        return None, []
+    if len(tokens) == 1:
+        return _fields_query(tokens[0]), tokens
+    return _phrase_query(tokens), tokens
+
+
+def units_of(tokenizer: Tokenizer, parsed: ParsedQuery) -> Units:
+    """The units of a parsed query."""
+    units = Units()
+    for word in parsed.words:
+        _word_units(tokenizer, word, units)
+    for phrase in parsed.phrases:
+        q, tokens = _phrase_unit(tokenizer, phrase)
+        if q is not None:
+            units.phrases.append(q)
+            units.terms += [t for t in tokens if t not in units.terms]
+    for text in parsed.excluded:
+        q, _tokens = _phrase_unit(tokenizer, text)
+        if q is not None:
+            units.excluded.append(q)
+    s = schema()
+    for host in parsed.sites:
+        units.sites.append(Query.term_query(s, "site", site_values(host)[0]))
+    for host in parsed.excluded_sites:
+        units.excluded_sites.append(Query.term_query(s, "site", site_values(host)[0]))
+    return units
+
+
+def _filters(units: Units) -> list[tuple[Occur, Query]]:
+    """Every phrase, one of the sites, none of the exclusions."""
+    clauses = [(Occur.Must, q) for q in units.phrases]
+    if units.sites:
+        any_site = Query.boolean_query([(Occur.Should, q) for q in units.sites])
+        clauses.append((Occur.Must, Query.const_score_query(any_site, 0.0)))
+    clauses += [(Occur.MustNot, q) for q in units.excluded + units.excluded_sites]
+    return clauses
+
+
+def every_word(units: Units) -> Query:
+    """Pages with every unit (and the filters)."""
+    clauses = [(Occur.Must, q) for q in units.required] + _filters(units)
+    if not units.positive:  # only site: (and exclusions): every page of the site
+        clauses.append((Occur.Must, Query.const_score_query(Query.all_query(), 1.0)))
+    return Query.boolean_query(clauses)
+
+
+def some_words(units: Units) -> Query:
+    """Pages with at least one word unit, or with the phrases if there are any (and the
+    filters): the fill after every_word."""
+    clauses = [(Occur.Should, q) for q in units.required] + _filters(units)
+    return Query.boolean_query(clauses, minimum_number_should_match=0 if units.phrases else 1)

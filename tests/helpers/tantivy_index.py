@@ -1,0 +1,75 @@
+"""Reading a real Tantivy index in tests: which pages hold which terms, and indexing
+stored pages in this process (the slave's tokenizing, the master's writer)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import tantivy
+
+from srcrawl.indexer.boilerplate import HostBoilerplate
+from srcrawl.indexer.engine import TEXT_FIELDS, IndexReader, IndexWriter, schema, stem
+from srcrawl.indexer.slave import tokenize_document
+from srcrawl.indexer.tokenizer import get_tokenizer
+from srcrawl.urls import host_of
+
+
+def pages_with(index_dir: Path, term: str, fields: Iterable[str] = TEXT_FIELDS) -> set[int]:
+    """The pages (fingerprints) whose live document holds ``term`` in any of ``fields``."""
+    reader = IndexReader(index_dir)
+    reader.reload()
+    searcher = reader.searcher()
+    s = schema()
+    clauses = [
+        (tantivy.Occur.Should, tantivy.Query.term_query(s, f, term if f == "ident" else stem(term)))
+        for f in fields
+    ]
+    hits = searcher.search(tantivy.Query.boolean_query(clauses), 10_000).hits
+    return set(searcher.fast_field_values("fp", [a for _s, a in hits]))
+
+
+def index_terms(index_dir: Path, vocab: Iterable[str]) -> dict[str, set[int]]:
+    """term -> the pages holding it, for the terms of ``vocab`` some page holds."""
+    found = {t: pages_with(index_dir, t) for t in vocab}
+    return {t: fps for t, fps in found.items() if fps}
+
+
+def num_docs(index_dir: Path) -> int:
+    reader = IndexReader(index_dir)
+    reader.reload()
+    return reader.num_docs()
+
+
+def all_pages(index_dir: Path) -> list[int]:
+    """Every live document's page, sorted (a page twice shows twice)."""
+    reader = IndexReader(index_dir)
+    reader.reload()
+    searcher = reader.searcher()
+    hits = searcher.search(tantivy.Query.all_query(), 100_000).hits
+    return sorted(searcher.fast_field_values("fp", [a for _s, a in hits]))
+
+
+def index_in_process(store, index_dir: Path, fps: list[int] | None = None) -> int:
+    """Tokenize the stored pages ``fps`` (default: every unindexed one) as a slave does and
+    write them as the master does; returns how many."""
+    if fps is None:
+        fps = store.unindexed_pages(None, 1_000_000)
+    tok = get_tokenizer()
+    boiler = HostBoilerplate(store)
+    anchors = store.anchor_texts(fps)
+    docs = []
+    for fp, at, url, title, text in store.index_documents(fps):
+        host = host_of(url)
+        own, rest = boiler.split(host, text)
+        docs.append(tokenize_document(tok, fp, at, host, title, own, boilerplate=rest,
+                                      anchor_text="\n".join(anchors.get(fp, ()))))  # fmt: skip
+    writer = IndexWriter(index_dir)
+    try:
+        writer.replace(docs)
+        writer.commit()
+    finally:
+        writer.close()
+    store.mark_indexed([(d.fp, d.fetched_at) for d in docs], time.time())
+    return len(docs)
