@@ -43,6 +43,7 @@ from srcrawl.defaults import (
 from srcrawl.errors import CrawlRestarted, EnvelopeError, LeaseLost, SrcrawlError
 from srcrawl.keys import Keys, processing_pattern
 from srcrawl.master.frontier import Batch, Frontier, Requeue, now_ms
+from srcrawl.master.guards import CrawlGuards
 from srcrawl.master.level_barrier import (
     ADVANCED,
     COMPLETE,
@@ -136,6 +137,9 @@ class CrawlMaster:
         self._forward: dict[int, list[tuple[str, int, int]]] = {}
         """Links this batch found for hosts of other partitions: partition -> (url, fp, depth)."""
         self.barrier = LevelBarrier(self.client, self.job_keys, self.partitions)
+        self.guards = CrawlGuards(cfg, self.client, self.job_keys)
+        self._held: dict[int, list[tuple[str, int]]] = {}
+        """Links this batch did not admit (a guard holds admission): depth -> (url, fp)."""
         self._fetched_before: dict[int, tuple[float, float, bool]] = {}
         """fp → (its fetch before this one, this one, whether this one found it changed),
         for pages of this batch going back on the schedule with a visit record."""
@@ -232,13 +236,17 @@ class CrawlMaster:
             due, next_due = (
                 self.frontier.release_due(DEFAULT_RECRAWL_BATCH) if keep_running else (0, -1)
             )
-            released, next_ready = self.frontier.schedule(backlog=self.backlog)
+            if self.guards.state.disk_paused:  # no fetch handed out; look again in a while
+                released, next_ready = 0, now_ms() + int(DEFAULT_MASTER_IDLE_WAIT * 1000)
+                due, next_due = 0, -1
+            else:
+                released, next_ready = self.frontier.schedule(backlog=self.backlog)
             next_ready = _earliest(next_ready, next_due)
             if msgs or released or due:
                 next_ready = now_ms()
                 continue
             state = self.frontier.level_state(self.queues.nrq.key)
-            if state.level_done and not self.queues.nrq.pending(MASTER_ID):
+            if state.level_done and not self.queues.nrq.pending(MASTER_ID) and not self._holding():
                 if self.partitions > 1:
                     outcome = self._partition_step(keep_running)
                     if outcome == COMPLETE:
@@ -293,6 +301,7 @@ class CrawlMaster:
             return
         self._last_reap = now
         self.reload_strategy()
+        self._guard()
         returned = reap(self.client, self.keys)
         for sentence in reaped_sentences(returned):
             log.warning("%s", sentence)
@@ -306,6 +315,24 @@ class CrawlMaster:
         self._watch_slaves(len(slaves), now)
         if self.seen.snapshot_due():
             self.seen.snapshot(self.frontier.transaction)
+
+    def _guard(self) -> None:
+        """Look at disk and Redis memory; once admission is free again, the links held
+        meanwhile go back to nrq (each move is atomic: none is lost or doubled)."""
+        state = self.guards.check(self.strategy.min_free_disk, self.strategy.max_redis_memory)
+        if state.admission_held:
+            return
+        held = self.client.llen(self.keys.crawl_held)
+        if held:
+            pipe = self.client.pipeline(transaction=False)
+            for _ in range(held):
+                pipe.lmove(self.keys.crawl_held, self.queues.nrq.key, "LEFT", "RIGHT")
+            pipe.execute()
+            log.info("%d held link messages back in nrq", held)
+
+    def _holding(self) -> bool:
+        """Links wait to be admitted: the depth level may not end before they are judged."""
+        return self.guards.state.admission_held or bool(self.client.llen(self.keys.crawl_held))
 
     def _watch_slaves(self, alive: int, now: float) -> None:
         """Say once when no crawl slave has been alive for a while, and once when one is back."""
@@ -394,6 +421,7 @@ class CrawlMaster:
         self._lastmods = []
         self._forward = {}
         self._fetched_before = {}
+        self._held = {}
         for raw in msgs:
             try:
                 outcome = read_outcome(raw)
@@ -403,6 +431,9 @@ class CrawlMaster:
             self._handlers[type(outcome)](outcome, batch)
         self._improve(batch)
         self._judge_lastmods(batch)
+        for depth, links in self._held.items():
+            batch.held.append(Links(links, depth).encode().decode())
+            batch.count("held_links", len(links))
         if self._lastmods:
             # before the commit: a batch replayed after a failure records them again, alike
             dropped = record_lastmod(self.client, self.keys, self._lastmods)
@@ -656,6 +687,9 @@ class CrawlMaster:
 
     def _candidate(self, url: str, fp: int, depth: int, batch: Batch) -> None:
         """Judge one link (canonical, fingerprinted by its sender): schedule it or count why not."""
+        if self.guards.state.admission_held:  # judged once the guard lets go
+            self._held.setdefault(depth, []).append((url, fp))
+            return
         # A link found behind the current level (on a page of a lagging queue)
         # may be a shorter path to a URL scheduled deeper: see Frontier.
         behind = self._record_above is not None and depth <= self._level

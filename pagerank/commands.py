@@ -85,12 +85,14 @@ def pagerank_command(
 ) -> None:
     """Rank every stored page with PageRank over the job's slaves; store the ranks."""
     import threading
+    import time
 
     from srcrawl.pagerank.errors import PageRankError
     from srcrawl.pagerank.job import RankOptions, rank_job
     from srcrawl.pagerank.master import PHASE, RankParams
     from srcrawl.runner import PhaseRun
     from srcrawl.signals import stop_gently
+    from srcrawl.telemetry import record_rank_run
 
     cfg = _config(ctx)
     cfg.check()
@@ -107,11 +109,14 @@ def pagerank_command(
         with stop_gently(stopping):
             runs = 0
             while not stopping.is_set():
+                began = time.monotonic()
                 try:
                     result = rank_job(cfg, params, options, slaves=run.local, echo=click.echo)
                 except PageRankError as e:  # nothing stored yet: the crawl may be starting
+                    record_rank_run(cfg.redis(), cfg.keys, time.monotonic() - began, ok=False)
                     click.echo(f"srcrawl: {e}; trying again in {every:g} s", err=True)
                 else:
+                    record_rank_run(cfg.redis(), cfg.keys, time.monotonic() - began, ok=True)
                     runs += 1
                     click.echo(f"{_closing_line(result)}; run {runs}, next in {every:g} s")
                 stopping.wait(every)
