@@ -19,6 +19,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from srcrawl.defaults import FETCH_SECONDS_BUCKETS
+from srcrawl.telemetry import FETCH_ERROR_KINDS, ROBOTS_LOOKUPS, STATUS_CLASSES
 
 # search latency buckets: the goal is 25 ms at the 95th percentile
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -164,23 +165,31 @@ def operation_metrics(ops: dict[str, Any]) -> Iterator[Metric]:
     yield from _redis_and_guards(ops)
 
 
-def _family(counted: dict[str, float], prefix: str, name: str, text: str, label: str):
+def _family(
+    counted: dict[str, float], prefix: str, name: str, text: str, label: str,
+    known: tuple[str, ...],
+) -> CounterMetricFamily:  # fmt: skip
+    """A counter by ``label`` from the fields ``prefix<value>``; the ``known`` values are
+    there at 0 before they are first counted (Prometheus's advice for labelled counters)."""
     fam = CounterMetricFamily(name, text, labels=[label])
-    for k, v in sorted(counted.items()):
+    values = dict.fromkeys(known, 0.0)
+    for k, v in counted.items():
         if k.startswith(prefix):
-            fam.add_metric([k[len(prefix) :]], v)
+            values[k[len(prefix) :]] = v
+    for value, n in sorted(values.items()):
+        fam.add_metric([value], n)
     return fam
 
 
 def _published(counted: dict[str, float]) -> Iterator[Metric]:
     yield _family(counted, "fetches:", "srcrawl_fetches", "HTTP fetches (each try), by status "
-                  "class ('none': no response)", "status_class")  # fmt: skip
+                  "class ('none': no response)", "status_class", STATUS_CLASSES)  # fmt: skip
     yield _family(counted, "fetch_bytes:", "srcrawl_fetch_bytes", "Body bytes fetched",
-                  "status_class")  # fmt: skip
+                  "status_class", STATUS_CLASSES)  # fmt: skip
     yield _family(counted, "fetch_errors:", "srcrawl_fetch_errors", "Failed tries, by kind",
-                  "kind")  # fmt: skip
+                  "kind", FETCH_ERROR_KINDS)  # fmt: skip
     yield _family(counted, "robots_cache:", "srcrawl_robots_cache_lookups",
-                  "robots.txt cache lookups by the slaves", "result")  # fmt: skip
+                  "robots.txt cache lookups by the slaves", "result", ROBOTS_LOOKUPS)  # fmt: skip
     buckets, total = [], 0.0
     for le in (*(f"{b:g}" for b in FETCH_SECONDS_BUCKETS), "+Inf"):
         total += counted.get(f"fetch_seconds_bucket:{le}", 0)

@@ -23,6 +23,24 @@ import redis
 from srcrawl.defaults import FETCH_SECONDS_BUCKETS
 from srcrawl.keys import Keys
 
+STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx", "1xx", "none")
+FETCH_ERROR_KINDS = (
+    "timeout",
+    "connect",
+    "address_refused",
+    "bad_response",
+    "truncated",
+    "decoding",
+    "tls",
+    "bad_redirect",
+    "out_of_scope",
+    "scheme",
+    "bad_url",
+)
+"""The kinds a fetch fails by (slave/fetch.py's ``ERROR_*``): ``/metrics`` shows each, 0
+until one happens, so a query of any of them has a series from the start."""
+ROBOTS_LOOKUPS = ("hit", "miss")
+
 
 def status_class(status: int) -> str:
     """``2xx`` … ``5xx``; ``none`` when no response came."""

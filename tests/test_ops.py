@@ -84,6 +84,15 @@ def test_counts_reach_redis_and_a_failed_flush_keeps_them(redis_client, keys) ->
     assert redis_client.hget(keys.metrics, "fetch_bytes:2xx") == b"1005"
 
 
+def test_every_kind_of_failed_fetch_is_shown_from_the_start() -> None:
+    from srcrawl.queues import crawl_protocol
+    from srcrawl.slave import fetch
+    from srcrawl.telemetry import FETCH_ERROR_KINDS
+
+    kinds = {v for k, v in vars(fetch).items() if k.startswith("ERROR_")}
+    assert kinds | {crawl_protocol.ERROR_ADDRESS_REFUSED} == set(FETCH_ERROR_KINDS)
+
+
 @pytest.mark.slow
 def test_metrics_of_a_real_crawl_add_up(web, redis_url, keys, tmp_path) -> None:
     env = cli_env(redis_url, keys.job, tmp_path)
