@@ -186,3 +186,32 @@ def test_a_real_prometheus_scraping_the_engine_finds_what_the_dashboard_uses(pro
         assert _query(prometheus, expr)["resultType"] == "vector", expr
     fetched = _query(prometheus, 'sum(srcrawl_fetches_total{status_class="2xx"})')["result"]
     assert float(fetched[0]["value"][1]) >= 20
+
+
+def test_the_compose_metrics_profile_scrapes_the_portal_and_provisions_the_dashboard() -> None:
+    import yaml
+
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    prom, grafana = compose["prometheus"], compose["grafana"]
+    assert prom["profiles"] == ["metrics"] and grafana["profiles"] == ["metrics"]
+    assert grafana["image"].startswith("grafana/grafana")
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in prom["volumes"] if ":" in v}
+    config = ROOT / mounts["/etc/prometheus/prometheus.yml"].removeprefix("./")
+    scrape = yaml.safe_load(config.read_text())["scrape_configs"]
+    portal_port = compose["portal"]["command"][compose["portal"]["command"].index("--port") + 1]
+    assert [t for s in scrape for c in s["static_configs"] for t in c["targets"]] == [
+        f"portal:{portal_port}"
+    ]
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is missing: apt-get install prometheus"
+    check = subprocess.run([promtool, "check", "config", str(config)], capture_output=True,
+                           text=True)  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr
+    mounted = {v.split(":")[1]: v.split(":")[0] for v in grafana["volumes"]}
+    dashboards = ROOT / mounted["/var/lib/grafana/dashboards"].removeprefix("./")
+    assert (dashboards / DASHBOARD.name).is_file()
+    provisioning = ROOT / mounted["/etc/grafana/provisioning"].removeprefix("./")
+    provider = yaml.safe_load((provisioning / "dashboards" / "srcrawl.yml").read_text())
+    assert provider["providers"][0]["options"]["path"] == "/var/lib/grafana/dashboards"
+    source = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())
+    assert source["datasources"][0]["url"] == "http://prometheus:9090"
