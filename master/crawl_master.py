@@ -756,7 +756,9 @@ def reset_crawl(cfg: Config) -> None:
     store is kept."""
     client = cfg.redis()
     job = cfg.keys
-    doomed = [job.crawl_strategy, job.crawl_state, job.crawl_masters, job.crawl_assignment]
+    # the counters published for /metrics and the guards' state go with the crawl's counters
+    doomed = [job.crawl_strategy, job.crawl_state, job.crawl_masters, job.crawl_assignment,
+              job.metrics, job.guards]  # fmt: skip
     for k in partition_keys(client, job):
         q = PhaseQueues(client, k, "crawl")
         # the sitemaps' <lastmod> goes too: it is read again with each host's robots.txt

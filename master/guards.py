@@ -31,6 +31,7 @@ import redis
 
 from srcrawl.config import Config
 from srcrawl.keys import Keys
+from srcrawl.telemetry import redis_memory
 
 log = logging.getLogger("srcrawl.master.guards")
 
@@ -97,9 +98,8 @@ class CrawlGuards:
         """Look now; log and record a change of state. Returns the new state."""
         was = self.state
         free = {name: free_bytes(p) for name, p in volumes(self.cfg).items()}
-        info = self.client.info("memory")
-        used = int(info.get("used_memory", 0))
-        limit = memory_limit(max_redis_memory, int(info.get("maxmemory", 0)))
+        used, maxmemory = redis_memory(self.client)
+        limit = memory_limit(max_redis_memory, maxmemory)
         low = {name: n for name, n in free.items() if n < min_free_disk}
         now = GuardState(
             disk_paused=bool(low),

@@ -18,6 +18,7 @@ from srcrawl import status as job_status
 from srcrawl.config import Config
 from srcrawl.defaults import DEFAULT_MAX_DELAY
 from srcrawl.queues.partitions import partition_keys
+from srcrawl.telemetry import redis_memory
 
 LONGEST_QUEUES = 10
 QUEUES_LOOKED_AT = 5000  # frontier queues whose length is read for the longest-queues table
@@ -126,14 +127,11 @@ def operations(cfg: Config) -> dict[str, Any]:
     frontier by state, Redis's memory and the guards' state."""
     client = cfg.redis()
     counted = client.hgetall(cfg.keys.metrics)
-    info = client.info("memory")
+    used, maxmemory = redis_memory(client)
     guards = {k.decode(): json.loads(v) for k, v in client.hgetall(cfg.keys.guards).items()}
     return {
         "metrics": {k.decode(): float(v) for k, v in counted.items()},
         "frontier": _frontier(client, cfg),
-        "redis": {
-            "used_memory": int(info.get("used_memory", 0)),
-            "maxmemory": int(info.get("maxmemory", 0)),
-        },
+        "redis": {"used_memory": used, "maxmemory": maxmemory},
         "guards": guards,
     }

@@ -459,5 +459,3 @@ it the crawl master hands out no fetch until space is back."""
 DEFAULT_MAX_REDIS_MEMORY = 0
 """Redis ``used_memory`` above which the crawl admits no new URL (``--max-redis-memory``;
 0: Redis's own ``maxmemory`` less a tenth when it has one, else no limit)."""
-GUARD_CHECK_INTERVAL = 5.0
-"""Seconds between two looks at free disk space and Redis memory by the crawl master."""

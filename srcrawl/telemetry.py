@@ -135,6 +135,18 @@ class Cumulative:
         return total - last if total >= last else total
 
 
+def redis_memory(client: redis.Redis) -> tuple[int, int]:
+    """(``used_memory``, ``maxmemory``) of Redis; of a Redis Cluster, those of its fullest
+    node (whose INFO comes back per node), since that node fills first."""
+    primaries = getattr(client, "PRIMARIES", None)  # a RedisCluster client: ask every primary
+    info = client.info("memory", target_nodes=primaries) if primaries else client.info("memory")
+    if "used_memory" not in info and info and all(isinstance(v, dict) for v in info.values()):
+        nodes = list(info.values())
+        fullest = max(nodes, key=lambda n: int(n.get("used_memory", 0)))
+        return int(fullest.get("used_memory", 0)), int(fullest.get("maxmemory", 0))
+    return int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+
+
 def open_files() -> int:
     """File descriptors this process holds (Linux; 0 where /proc is not there)."""
     try:

@@ -232,3 +232,20 @@ def test_a_size_option_reads_units_and_refuses_nonsense(redis_url, keys, tmp_pat
     r = run_cli(["crawl", "http://127.0.0.1:9/"], env)
     assert r.returncode == 2 and "is negative" in r.stderr
     assert os.environ.get("SRCRAWL_MIN_FREE_DISK") is None
+
+
+@pytest.mark.slow
+def test_redis_memory_of_a_cluster_is_its_fullest_node(redis_cluster, redis_url) -> None:
+    from srcrawl.redis_connect import connect
+    from srcrawl.telemetry import redis_memory
+
+    single = redis.Redis.from_url(redis_url)
+    used, _max = redis_memory(single)
+    assert used == pytest.approx(int(single.info("memory")["used_memory"]), rel=0.2)
+    client = connect(redis_cluster.url)
+    before = max(redis_memory(connect(f"redis://127.0.0.1:{p}"))[0]
+                 for p in redis_cluster.primary_ports())  # fmt: skip
+    client.set("{big}x", b"x" * 2_000_000)
+    used, _max = redis_memory(client)  # the node holding it, whichever it is
+    assert used > before + 1_500_000
+    client.delete("{big}x")
