@@ -174,7 +174,8 @@ def test_low_disk_pauses_the_crawl_and_space_back_resumes_it_with_nothing_lost(
                                             admin_token="")) as url:  # fmt: skip
             m = scrape(url)
         assert m['srcrawl_crawl_paused{guard="disk"}'] == 1
-        assert m['srcrawl_disk_free_bytes{volume="warc"}'] == free["warc"]
+        # the master looks again every few seconds: what it saw then, near enough
+        assert m['srcrawl_disk_free_bytes{volume="warc"}'] == pytest.approx(free["warc"], rel=0.01)
         current = crawl_strategy.load(client, keys)
         crawl_strategy.publish(client, keys, replace(current, min_free_disk=2**20))
         _out, err = proc.communicate(timeout=240)
