@@ -84,6 +84,9 @@ from srcrawl.urls import host_of, origin
 
 log = logging.getLogger("srcrawl.master")
 
+HELD_MOVED_PER_ROUND = 10_000
+"""Held link messages moved back to nrq per housekeeping round once a guard let go."""
+
 REJECTED = "rejected"
 """Crawl counter of nrq messages that are not well formed."""
 REJECTED_LINKS = "rejected_links"
@@ -233,12 +236,13 @@ class CrawlMaster:
             if msgs:
                 self.process(msgs)
             # an always-on master fetches stored pages again when their time comes
+            paused = self.guards.state.disk_paused  # no fetch handed out meanwhile
             due, next_due = (
-                self.frontier.release_due(DEFAULT_RECRAWL_BATCH) if keep_running else (0, -1)
-            )
-            if self.guards.state.disk_paused:  # no fetch handed out; look again in a while
+                self.frontier.release_due(DEFAULT_RECRAWL_BATCH)
+                if keep_running and not paused else (0, -1)
+            )  # fmt: skip
+            if paused:  # look again in a while
                 released, next_ready = 0, now_ms() + int(DEFAULT_MASTER_IDLE_WAIT * 1000)
-                due, next_due = 0, -1
             else:
                 released, next_ready = self.frontier.schedule(backlog=self.backlog)
             next_ready = _earliest(next_ready, next_due)
@@ -322,7 +326,8 @@ class CrawlMaster:
         state = self.guards.check(self.strategy.min_free_disk, self.strategy.max_redis_memory)
         if state.admission_held:
             return
-        held = self.client.llen(self.keys.crawl_held)
+        # a bounded share per round: the next rounds move the rest
+        held = min(self.client.llen(self.keys.crawl_held), HELD_MOVED_PER_ROUND)
         if held:
             pipe = self.client.pipeline(transaction=False)
             for _ in range(held):
