@@ -348,7 +348,6 @@ def plot(run: SoakRun, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 2, figsize=(13, 8), sharex=True)
-    t = [s["t"] / 60 for s in run.samples]
     panels = [
         (axes[0][0], "rss_mb:", "resident memory (MB)"),
         (axes[0][1], "open_files:", "open files"),
@@ -357,9 +356,11 @@ def plot(run: SoakRun, path: str) -> None:
     ]
     for ax, key, title in panels:
         for name in run.names():
-            if key in name and (key != "redis_bytes_per_scheduled" or name == key):
-                values = [s.get(name) for s in run.samples]
-                ax.plot(t, values, label=name.split(":")[-1])
+            if key not in name or (key == "_bytes_per_" and name.startswith("redis_")):
+                continue
+            # the first sample comes before the crawl has scheduled or stored much
+            points = [(s["t"] / 60, s.get(name)) for s in run.samples[1:]]
+            ax.plot([p[0] for p in points], [p[1] for p in points], label=name.split(":")[-1])
         ax.set_title(title)
         ax.axvline(run.setup.duration / 120, color="grey", linestyle=":", linewidth=1)
         ax.legend(fontsize=7)
