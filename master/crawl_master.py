@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import socket
 import threading
 import time
 from dataclasses import replace
@@ -78,8 +80,9 @@ from srcrawl.queues.partitions import partition_keys, partition_of_host
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.scope import Scope
 from srcrawl.queues.sitemap_lastmod import lastmod_of, record_lastmod
-from srcrawl.queues.workers import reap, reaped_sentences, workers
+from srcrawl.queues.workers import process_stats, reap, reaped_sentences, workers
 from srcrawl.signals import install_stop_handlers
+from srcrawl.telemetry import publish_process
 from srcrawl.urls import host_of, origin
 
 log = logging.getLogger("srcrawl.master")
@@ -141,6 +144,7 @@ class CrawlMaster:
         """Links this batch found for hosts of other partitions: partition -> (url, fp, depth)."""
         self.barrier = LevelBarrier(self.client, self.job_keys, self.partitions)
         self.guards = CrawlGuards(cfg, self.client, self.job_keys)
+        self._process = f"crawl-master-{partition}@{socket.gethostname()}:{os.getpid()}"
         self._held: dict[int, list[tuple[str, int]]] = {}
         """Links this batch did not admit (a guard holds admission): depth -> (url, fp)."""
         self._fetched_before: dict[int, tuple[float, float, bool]] = {}
@@ -306,6 +310,8 @@ class CrawlMaster:
         self._last_reap = now
         self.reload_strategy()
         self._guard()
+        # no worker heartbeat of its own: its memory and open files reach /metrics so
+        publish_process(self.client, self.job_keys, self._process, process_stats())
         returned = reap(self.client, self.keys)
         for sentence in reaped_sentences(returned):
             log.warning("%s", sentence)
@@ -763,7 +769,7 @@ def reset_crawl(cfg: Config) -> None:
     job = cfg.keys
     # the counters published for /metrics and the guards' state go with the crawl's counters
     doomed = [job.crawl_strategy, job.crawl_state, job.crawl_masters, job.crawl_assignment,
-              job.metrics, job.guards]  # fmt: skip
+              job.metrics, job.guards, job.processes]  # fmt: skip
     for k in partition_keys(client, job):
         q = PhaseQueues(client, k, "crawl")
         # the sitemaps' <lastmod> goes too: it is read again with each host's robots.txt

@@ -7,6 +7,8 @@ crawl's recent page counts, kept to show its pages/s over the last minutes.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import threading
 import time
 from collections import deque
@@ -18,7 +20,8 @@ from srcrawl import status as job_status
 from srcrawl.config import Config
 from srcrawl.defaults import DEFAULT_MAX_DELAY
 from srcrawl.queues.partitions import partition_keys
-from srcrawl.telemetry import redis_memory
+from srcrawl.queues.workers import process_stats
+from srcrawl.telemetry import live_processes, redis_memory
 
 LONGEST_QUEUES = 10
 QUEUES_LOOKED_AT = 5000  # frontier queues whose length is read for the longest-queues table
@@ -122,6 +125,11 @@ def _frontier(client: redis.Redis, cfg: Config) -> dict[str, int]:
     return out
 
 
+def portal_id() -> str:
+    """This portal process, as /metrics names it."""
+    return f"portal@{socket.gethostname()}:{os.getpid()}"
+
+
 def operations(cfg: Config) -> dict[str, Any]:
     """What ``/metrics`` adds to the snapshot: the counters the processes publish, the
     frontier by state, Redis's memory and the guards' state."""
@@ -134,4 +142,5 @@ def operations(cfg: Config) -> dict[str, Any]:
         "frontier": _frontier(client, cfg),
         "redis": {"used_memory": used, "maxmemory": maxmemory},
         "guards": guards,
+        "processes": {**live_processes(client, cfg.keys), portal_id(): process_stats()},
     }

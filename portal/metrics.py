@@ -48,8 +48,9 @@ class ClusterCollector(Collector):
         yield alive
         yield from _store_metrics(snap["store"])
         yield from _index_metrics(snap["phases"].get("index", {}).get("counters", {}))
-        yield from _process_metrics(snap["workers"])
         ops = snap.get("operations")
+        others = ops.get("processes", {}) if ops is not None else {}
+        yield from _process_metrics(snap["workers"], others)
         if ops is not None:
             yield from operation_metrics(ops)
 
@@ -123,9 +124,12 @@ def _index_metrics(counters: dict[str, Any]) -> Iterator[Metric]:
     yield from (docs, delay)
 
 
-def _process_metrics(workers: list[dict[str, Any]]) -> Iterator[Metric]:
-    """Memory, open files and CPU of every live process with a heartbeat (one series per
-    process: bounded by the processes running, gone when one stops)."""
+def _process_metrics(
+    workers: list[dict[str, Any]], others: dict[str, dict[str, Any]]
+) -> Iterator[Metric]:
+    """Memory, open files and CPU of every live process: those with a worker heartbeat, the
+    crawl master and this portal (one series per process: bounded by the processes
+    running, gone when one stops)."""
     rss = GaugeMetricFamily("srcrawl_process_resident_memory_bytes", "Resident memory",
                             labels=["process"])  # fmt: skip
     files = GaugeMetricFamily("srcrawl_process_open_files", "Open file descriptors",
@@ -134,13 +138,11 @@ def _process_metrics(workers: list[dict[str, Any]]) -> Iterator[Metric]:
                               labels=["process"])  # fmt: skip
     in_flight = GaugeMetricFamily("srcrawl_pages_in_flight", "Fetches a slave has under way")
     pages = 0
-    for w in workers:
-        if not w["alive"]:
-            continue
-        s = w["stats"]
-        rss.add_metric([w["id"]], float(s.get("rss_mb", 0)) * 2**20)
-        files.add_metric([w["id"]], s.get("open_files", 0))
-        cpu.add_metric([w["id"]], s.get("cpu_s", 0))
+    live = [(w["id"], w["stats"]) for w in workers if w["alive"]] + list(others.items())
+    for name, s in live:
+        rss.add_metric([name], float(s.get("rss_mb", 0)) * 2**20)
+        files.add_metric([name], s.get("open_files", 0))
+        cpu.add_metric([name], s.get("cpu_s", 0))
         pages += s.get("crawl_in_flight", 0)
     in_flight.add_metric([], pages)
     yield from (rss, files, cpu, in_flight)

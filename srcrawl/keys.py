@@ -113,6 +113,13 @@ class Keys:
         return f"{self.job_prefix}:metrics"
 
     @property
+    def processes(self) -> str:
+        """Hash: process id -> JSON of its memory, open files and CPU (and ``at``), for
+        processes with no worker heartbeat (the crawl master); entries older than the
+        heartbeat TTL are stale (srcrawl/telemetry.py)."""
+        return f"{self.job_prefix}:processes"
+
+    @property
     def guards(self) -> str:
         """Hash: guard (``disk``, ``redis_memory``) -> JSON of why the crawl is paused, set
         by the crawl master while it holds (master/guards.py)."""

@@ -14,13 +14,15 @@ Field names of the hash: ``fetches:<class>``, ``fetch_bytes:<class>``,
 
 from __future__ import annotations
 
+import json
 import os
 import threading
+import time
 from bisect import bisect_left
 
 import redis
 
-from srcrawl.defaults import FETCH_SECONDS_BUCKETS
+from srcrawl.defaults import DEFAULT_HEARTBEAT_TTL, FETCH_SECONDS_BUCKETS
 from srcrawl.keys import Keys
 
 STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx", "1xx", "none")
@@ -145,6 +147,32 @@ def redis_memory(client: redis.Redis) -> tuple[int, int]:
         fullest = max(nodes, key=lambda n: int(n.get("used_memory", 0)))
         return int(fullest.get("used_memory", 0)), int(fullest.get("maxmemory", 0))
     return int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+
+
+def publish_process(client: redis.Redis, keys: Keys, process: str, stats: dict) -> None:
+    """Record this process's ``stats`` (memory, open files, CPU) under ``process`` in the
+    job's processes hash, and drop the entries of processes gone for a heartbeat TTL."""
+    now = time.time()
+    entries = client.hgetall(keys.processes)
+    stale = [
+        k for k, v in entries.items() if now - json.loads(v).get("at", 0) > DEFAULT_HEARTBEAT_TTL
+    ]
+    pipe = client.pipeline(transaction=False)
+    pipe.hset(keys.processes, process, json.dumps({**stats, "at": now}))
+    if stale:
+        pipe.hdel(keys.processes, *stale)
+    pipe.execute()
+
+
+def live_processes(client: redis.Redis, keys: Keys) -> dict[str, dict]:
+    """The entries of the processes hash refreshed within a heartbeat TTL."""
+    now = time.time()
+    out = {}
+    for k, v in client.hgetall(keys.processes).items():
+        stats = json.loads(v)
+        if now - stats.get("at", 0) <= DEFAULT_HEARTBEAT_TTL:
+            out[k.decode()] = stats
+    return out
 
 
 def open_files() -> int:

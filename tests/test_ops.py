@@ -119,6 +119,11 @@ def test_metrics_of_a_real_crawl_add_up(web, redis_url, keys, tmp_path) -> None:
     assert m["srcrawl_redis_used_memory_bytes"] > 100_000
     assert m["srcrawl_store_size_bytes"] > 0 and m["srcrawl_store_pages"] == counters["pages"]
     assert m['srcrawl_crawl_paused{guard="disk"}'] == 0
+    # the portal itself, and the crawl master until a heartbeat TTL after it stopped
+    processes = [k for k in m if k.startswith("srcrawl_process_resident_memory_bytes")]
+    assert any('process="portal@' in k for k in processes)
+    assert any('process="crawl-master-0@' in k for k in processes)
+    assert all(m[k] > 10 * 2**20 for k in processes)
     assert m['srcrawl_frontier_queues{state="ready"}'] == 0  # the crawl is over
     assert m["srcrawl_hosts_active"] == 0
 
