@@ -127,7 +127,8 @@ def _guard_options() -> list[Callable]:
     """What pauses the crawl before a volume or Redis runs full (master/guards.py)."""
     return [
         click.option("--min-free-disk", type=BYTE_SIZE, envvar=ENV_MIN_FREE_DISK,
-                     default=DEFAULT_MIN_FREE_DISK, show_default=True,
+                     default=DEFAULT_MIN_FREE_DISK,
+                     show_default=f"{DEFAULT_MIN_FREE_DISK / 2**30:g}G",
                      help="Pause fetching and URL admission while the WARC or store volume "
                           f"has less free (512M, 2G) [env {ENV_MIN_FREE_DISK}]."),
         click.option("--max-redis-memory", type=BYTE_SIZE, envvar=ENV_MAX_REDIS_MEMORY,
