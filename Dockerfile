@@ -12,6 +12,9 @@ COPY sql ./sql
 COPY benchmarks ./benchmarks
 COPY portal ./portal
 RUN pip install --no-cache-dir . && useradd --create-home srcrawl
+# The WARC volume's mount point, owned by the service user: Docker gives a new named
+# volume the owner and mode of the directory it is mounted on.
+RUN install -d -o srcrawl -g srcrawl /warc
 USER srcrawl
 WORKDIR /home/srcrawl
 ENTRYPOINT ["srcrawl"]

@@ -1,5 +1,5 @@
 """Command line of the benchmarks: ``srcrawl bench queue|parse|master|crawl|index|search|serve|
-pagerank|startup|freshness``.
+pagerank|startup|freshness|soak``.
 
 Each benchmark module is imported inside its command, so the CLI starts fast
 and a benchmark's extras (scipy, Scrapy, matplotlib) are needed only by it.
@@ -739,3 +739,42 @@ def bench_freshness(
     finally:
         line.done()
     click.echo(render(setup, runs))
+
+
+@bench.command("soak")
+@click.option("--duration", default="30m", show_default=True, type=DURATION,
+              help="How long the engine runs (30m, 2h).")  # fmt: skip
+@click.option("--every", default="30s", show_default=True, type=DURATION,
+              help="Time between two samples.")  # fmt: skip
+@click.option("--hosts", default=6, show_default=True, type=click.IntRange(2),
+              help="Hosts of the changing test web (host 0, the special pages, is not "
+                   "crawled).")  # fmt: skip
+@click.option("--pages", default=40, show_default=True, type=click.IntRange(1),
+              help="Regular pages per host.")  # fmt: skip
+@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+              help="Write every sample and the growth figures to this file.")  # fmt: skip
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
+              help="Draw the samples into this PNG (matplotlib).")  # fmt: skip
+@click.option("--keep", type=click.Path(file_okay=False), default=None,
+              help="Run in this directory and keep it (logs, store, WARC files).")  # fmt: skip
+@click.pass_context
+def bench_soak(
+    ctx: click.Context, duration: float, every: float, hosts: int, pages: int,
+    json_path: str | None, plot_path: str | None, keep: str | None,
+) -> None:  # fmt: skip
+    """The always-on engine under search load: does memory, open files or disk per page grow?"""
+    from srcrawl.benchmarks.soak import SoakSetup, render, run_soak, save
+
+    cfg = _config(ctx)
+    cfg.check()
+    if every > duration / 4:
+        raise click.BadParameter("take at least 4 samples: --every at most --duration / 4",
+                                 param_hint="--every")  # fmt: skip
+    setup = SoakSetup(duration=duration, every=every, hosts=hosts, pages=pages)
+    line = ProgressLine()
+    try:
+        run = run_soak(cfg, setup, line.update, keep=Path(keep) if keep else None)
+    finally:
+        line.done()
+    save(run, json_path, plot_path)
+    click.echo(render(run))

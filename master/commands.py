@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from srcrawl.cli_options import DURATION, fetches_option
+from srcrawl.cli_options import BYTE_SIZE, DURATION, fetches_option
 from srcrawl.config import Config
 from srcrawl.defaults import (
     BODY_STORES,
@@ -25,7 +25,9 @@ from srcrawl.defaults import (
     DEFAULT_MAX_DELAY,
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_PAGE_BYTES,
+    DEFAULT_MAX_REDIS_MEMORY,
     DEFAULT_MAX_REVISIT,
+    DEFAULT_MIN_FREE_DISK,
     DEFAULT_MIN_REVISIT,
     DEFAULT_READ_TIMEOUT,
     DEFAULT_RETRY_BACKOFF,
@@ -40,6 +42,7 @@ from srcrawl.defaults import (
 )
 from srcrawl.durations import format_duration
 from srcrawl.errors import ConfigError
+from srcrawl.master.guards import ENV_MAX_REDIS_MEMORY, ENV_MIN_FREE_DISK
 from srcrawl.progress import ProgressLine
 from srcrawl.queues.crawl_strategy import QUEUE_POLICIES, CrawlStrategy
 from srcrawl.useragent import ENV_USER_AGENT, contact_warning
@@ -121,6 +124,22 @@ def _frontier_options() -> list[Callable]:
     ]  # fmt: skip
 
 
+def _guard_options() -> list[Callable]:
+    """What pauses the crawl before a volume or Redis runs full (master/guards.py)."""
+    return [
+        click.option("--min-free-disk", type=BYTE_SIZE, envvar=ENV_MIN_FREE_DISK,
+                     default=DEFAULT_MIN_FREE_DISK,
+                     show_default=f"{DEFAULT_MIN_FREE_DISK / 2**30:g}G",
+                     help="Pause fetching and URL admission while the WARC or store volume "
+                          f"has less free (512M, 2G) [env {ENV_MIN_FREE_DISK}]."),
+        click.option("--max-redis-memory", type=BYTE_SIZE, envvar=ENV_MAX_REDIS_MEMORY,
+                     default=DEFAULT_MAX_REDIS_MEMORY, show_default=True,
+                     help="Admit no new URL while Redis uses more (queued URLs are fetched "
+                          "on); 0: 90% of Redis's maxmemory, if set "
+                          f"[env {ENV_MAX_REDIS_MEMORY}]."),
+    ]  # fmt: skip
+
+
 def crawl_options(f: Callable) -> Callable:
     """Scope, politeness and policy options shared by `crawl` and `master start`."""
     options = [
@@ -168,7 +187,7 @@ def crawl_options(f: Callable) -> Callable:
                           "cut-off response, 5xx, 429) before it is stored as failed."),
         click.option("--retry-backoff", default=DEFAULT_RETRY_BACKOFF, show_default=True,
                      help="Seconds before a failed URL's second try, doubled for each next."),
-        *_sitemap_and_storage_options(), *_revisit_options(),
+        *_sitemap_and_storage_options(), *_revisit_options(), *_guard_options(),
     ]  # fmt: skip
     for option in reversed(options):
         f = option(f)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import socket
 import threading
 import time
 from dataclasses import replace
@@ -42,6 +44,7 @@ from srcrawl.defaults import (
 from srcrawl.errors import CrawlRestarted, EnvelopeError, LeaseLost, SrcrawlError
 from srcrawl.keys import Keys, lease_waiting_key, processing_pattern
 from srcrawl.master.frontier import Batch, Frontier, Improvement, Requeue, now_ms
+from srcrawl.master.guards import CrawlGuards
 from srcrawl.master.level_barrier import (
     ADVANCED,
     COMPLETE,
@@ -76,11 +79,15 @@ from srcrawl.queues.partitions import partition_keys, partition_of_host
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.scope import Scope
 from srcrawl.queues.sitemap_lastmod import lastmod_of, record_lastmod
-from srcrawl.queues.workers import reap, reaped_sentences, workers
+from srcrawl.queues.workers import process_stats, reap, reaped_sentences, workers
 from srcrawl.signals import install_stop_handlers
+from srcrawl.telemetry import publish_process
 from srcrawl.urls import host_of, origin
 
 log = logging.getLogger("srcrawl.master")
+
+HELD_MOVED_PER_ROUND = 10_000
+"""Held link messages moved back to nrq per housekeeping round once a guard let go."""
 
 REJECTED = "rejected"
 """Crawl counter of nrq messages that are not well formed."""
@@ -130,24 +137,32 @@ class CrawlMaster:
         self._said_rejected = False
         self._level = 0
         self._recorded = True
-        self._checks: dict[int, FetchTask] = {}
-        self._scheduled: dict[int, FetchTask] = {}
-        """The tasks of this batch's new URLs, by fingerprint."""
+        self._clear_batch()
         self.improved: dict[int, int] = {}
         """fp → depth of the URLs found nearer than first scheduled (Redis ``improved``): the
         links of a deeper fetch still in flight when it was found take the nearer depth."""
-        self._lastmods: list[tuple[int, float]] = []
-        self._forward: dict[int, list[tuple[str, int, int]]] = {}
-        """Links this batch found for hosts of other partitions: partition -> (url, fp, depth)."""
         self.barrier = LevelBarrier(self.client, self.job_keys, self.partitions)
-        self._fetched_before: dict[int, tuple[float, float, bool]] = {}
-        """fp → (its fetch before this one, this one, whether this one found it changed),
-        for pages of this batch going back on the schedule with a visit record."""
+        self.guards = CrawlGuards(cfg, self.client, self.job_keys)
+        self._process = f"crawl-master-{partition}@{socket.gethostname()}:{os.getpid()}"
         self._handlers = {
             Seed: self._on_seed, Fetched: self._on_fetched, RobotsFetched: self._on_robots,
             Retry: self._on_retry, Disallowed: self._on_disallowed, Deferred: self._on_deferred,
             TaskError: self._on_error, Links: self._on_links,
         }  # fmt: skip
+
+    def _clear_batch(self) -> None:
+        """Forget what the last nrq batch gathered: each batch starts from nothing."""
+        self._checks: dict[int, FetchTask] = {}
+        self._scheduled: dict[int, FetchTask] = {}
+        """The tasks of this batch's new URLs, by fingerprint."""
+        self._lastmods: list[tuple[int, float]] = []
+        self._forward: dict[int, list[tuple[str, int, int]]] = {}
+        """Links this batch found for hosts of other partitions: partition -> (url, fp, depth)."""
+        self._held: dict[int, list[tuple[str, int]]] = {}
+        """Links this batch did not admit (a guard holds admission): depth -> (url, fp)."""
+        self._fetched_before: dict[int, tuple[float, float, bool]] = {}
+        """fp → (its fetch before this one, this one, whether this one found it changed),
+        for pages of this batch going back on the schedule with a visit record."""
 
     def _wait_for_strategy(self, wait_for_work: bool) -> CrawlStrategy:
         strategy = load_strategy(self.client, self.job_keys)
@@ -239,16 +254,21 @@ class CrawlMaster:
             if msgs:
                 self.process(msgs)
             # an always-on master fetches stored pages again when their time comes
+            paused = self.guards.state.disk_paused  # no fetch handed out meanwhile
             due, next_due = (
-                self.frontier.release_due(DEFAULT_RECRAWL_BATCH) if keep_running else (0, -1)
-            )
-            released, next_ready = self.frontier.schedule(backlog=self.backlog)
+                self.frontier.release_due(DEFAULT_RECRAWL_BATCH)
+                if keep_running and not paused else (0, -1)
+            )  # fmt: skip
+            if paused:  # look again in a while
+                released, next_ready = 0, now_ms() + int(DEFAULT_MASTER_IDLE_WAIT * 1000)
+            else:
+                released, next_ready = self.frontier.schedule(backlog=self.backlog)
             next_ready = _earliest(next_ready, next_due)
             if msgs or released or due:
                 next_ready = now_ms()
                 continue
             state = self.frontier.level_state(self.queues.nrq.key)
-            if state.level_done and not self.queues.nrq.pending(MASTER_ID):
+            if state.level_done and not self.queues.nrq.pending(MASTER_ID) and not self._holding():
                 if self.partitions > 1:
                     outcome = self._partition_step(keep_running)
                     if outcome == COMPLETE:
@@ -303,6 +323,9 @@ class CrawlMaster:
             return
         self._last_reap = now
         self.reload_strategy()
+        self._guard()
+        # no worker heartbeat of its own: its memory and open files reach /metrics so
+        publish_process(self.client, self.job_keys, self._process, process_stats())
         returned = reap(self.client, self.keys)
         for sentence in reaped_sentences(returned):
             log.warning("%s", sentence)
@@ -316,6 +339,25 @@ class CrawlMaster:
         self._watch_slaves(len(slaves), now)
         if self.seen.snapshot_due():
             self.seen.snapshot(self.frontier.transaction)
+
+    def _guard(self) -> None:
+        """Look at disk and Redis memory; once admission is free again, the links held
+        meanwhile go back to nrq (each move is atomic: none is lost or doubled)."""
+        state = self.guards.check(self.strategy.min_free_disk, self.strategy.max_redis_memory)
+        if state.admission_held:
+            return
+        # a bounded share per round: the next rounds move the rest
+        held = min(self.client.llen(self.keys.crawl_held), HELD_MOVED_PER_ROUND)
+        if held:
+            pipe = self.client.pipeline(transaction=False)
+            for _ in range(held):
+                pipe.lmove(self.keys.crawl_held, self.queues.nrq.key, "LEFT", "RIGHT")
+            pipe.execute()
+            log.info("%d held link messages back in nrq", held)
+
+    def _holding(self) -> bool:
+        """Links wait to be admitted: the depth level may not end before they are judged."""
+        return self.guards.state.admission_held or bool(self.client.llen(self.keys.crawl_held))
 
     def _watch_slaves(self, alive: int, now: float) -> None:
         """Say once when no crawl slave has been alive for a while, and once when one is back."""
@@ -411,11 +453,7 @@ class CrawlMaster:
         batch.recording = strict is None or int(strict) != self._level
         # without a depth record no path can be found shorter: links are judged as usual
         self._recorded = batch.recording or record is not None
-        self._checks = {}
-        self._scheduled = {}
-        self._lastmods = []
-        self._forward = {}
-        self._fetched_before = {}
+        self._clear_batch()
         for raw in msgs:
             try:
                 outcome = read_outcome(raw)
@@ -425,6 +463,9 @@ class CrawlMaster:
             self._handlers[type(outcome)](outcome, batch)
         self._improve(batch)
         self._judge_lastmods(batch)
+        for depth, links in self._held.items():
+            batch.held.append(Links(links, depth).encode().decode())
+            batch.count("held_links", len(links))
         if self._lastmods:
             # before the commit: a batch replayed after a failure records them again, alike
             dropped = record_lastmod(self.client, self.keys, self._lastmods)
@@ -710,6 +751,9 @@ class CrawlMaster:
 
     def _candidate(self, url: str, fp: int, depth: int, batch: Batch) -> None:
         """Judge one link (canonical, fingerprinted by its sender): schedule it or count why not."""
+        if self.guards.state.admission_held:  # judged once the guard lets go
+            self._held.setdefault(depth, []).append((url, fp))
+            return
         # A link found behind the current level (on a page of a lagging queue, or a late
         # host's sitemap seed) may be a shorter path to a URL scheduled deeper: see Frontier.
         behind = self._recorded and depth <= self._level
@@ -777,7 +821,9 @@ def reset_crawl(cfg: Config) -> None:
     store is kept."""
     client = cfg.redis()
     job = cfg.keys
-    doomed = [job.crawl_strategy, job.crawl_state, job.crawl_masters, job.crawl_assignment]
+    # the counters published for /metrics and the guards' state go with the crawl's counters
+    doomed = [job.crawl_strategy, job.crawl_state, job.crawl_masters, job.crawl_assignment,
+              job.metrics, job.guards, job.processes]  # fmt: skip
     for k in partition_keys(client, job):
         q = PhaseQueues(client, k, "crawl")
         # the sitemaps' <lastmod> goes too: it is read again with each host's robots.txt

@@ -194,7 +194,7 @@ return {{n, earliest()}}
 # KEYS[11] the depth record (packed), KEYS[12] improved depths, KEYS[13] host in flight,
 # KEYS[14] host limit, KEYS[15] host next, KEYS[16] due, KEYS[17] due tasks, KEYS[18]
 # origins with a sitemap task, KEYS[19] crawl state (its commit count: see
-# master/level_barrier.py).
+# master/level_barrier.py), KEYS[20] held links (a guard held admission: master/guards.py).
 # ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] JSON:
 #   done:  [[queue, next ms]]   outcome of its in-flight task: ready again at that time
 #   free:  [queue]              the same, keeping the time its politeness set before
@@ -202,6 +202,7 @@ return {{n, earliest()}}
 #                                              slot is free at slot ms (limit above 1)
 #   now:   [[queue, task]]                           new tasks of the current level
 #   hosts: [[host, n]], stats: [[counter, n]], acks: messages to drop from KEYS[7]
+#   held: [Links message]   links not admitted (a guard holds admission), kept in KEYS[20]
 #   errors: [[host, JSON or "" to forget the host's error]]
 #   lag: [[queue, 1 lagging or 0 not]]
 #   improved: [[fp as a string, depth, task fetched again, queue, [encodings of the deeper
@@ -310,6 +311,7 @@ for i = 10, #ARGV, {LUA_UNPACK_CHUNK} do
 end
 for _, h in ipairs(doc.hosts) do redis.call('HINCRBY', KEYS[8], h[1], h[2]) end
 for _, s in ipairs(doc.stats) do redis.call('HINCRBY', KEYS[6], s[1], s[2]) end
+for _, m in ipairs(doc.held) do redis.call('RPUSH', KEYS[20], m) end
 for _, e in ipairs(doc.errors) do
   if e[2] == '' then redis.call('HDEL', KEYS[9], e[1])
   else redis.call('HSET', KEYS[9], e[1], e[2]) end
@@ -566,6 +568,8 @@ class Batch:
     value: int = 1
     """What a fetch is worth in ms of one page's freshness (the revisit policy's price)."""
     acks: int = 0
+    held: list[str] = field(default_factory=list)
+    """Links messages of URLs a guard did not let in: kept for later (master/guards.py)."""
 
     def count(self, name: str, n: int = 1) -> None:
         self.stats[name] = self.stats.get(name, 0) + n
@@ -594,6 +598,7 @@ class Batch:
             "sooner": [[str(fp), ms] for fp, ms in self.sooner.items()],
             "value": self.value,
             "acks": self.acks,
+            "held": self.held,
         }
         # cjson turns empty Lua tables into {}: send empty lists as such
         return orjson.dumps(doc)
@@ -679,7 +684,7 @@ class Frontier:
                 k.seen_journal, k.stats("crawl"), self.nrq_processing, k.crawl_host_pages,
                 k.crawl_host_errors, k.crawl_lagging, k.crawl_depths, k.crawl_improved,
                 k.crawl_host_inflight, k.crawl_host_limit, k.crawl_host_next, k.crawl_due,
-                k.crawl_due_tasks, k.crawl_sitemap_hosts, k.crawl_state,
+                k.crawl_due_tasks, k.crawl_sitemap_hosts, k.crawl_state, k.crawl_held,
             ],
             # the next level's tasks as arguments of their own, not strings in the JSON:
             # most new URLs are, and Lua's JSON decoder would read each one character by

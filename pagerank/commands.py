@@ -102,6 +102,7 @@ def pagerank_command(
     from srcrawl.pagerank.master import PHASE, RankParams
     from srcrawl.runner import PhaseRun
     from srcrawl.signals import stop_gently
+    from srcrawl.telemetry import record_rank_run
 
     cfg = _config(ctx)
     cfg.check()
@@ -122,11 +123,14 @@ def pagerank_command(
             while not stopping.is_set():
                 if runs == 0 and not _first_pages(cfg, poll, stopping):
                     break
+                began = time.monotonic()
                 try:
                     result = rank_job(cfg, params, options, slaves=run.local, echo=click.echo)
                 except PageRankError as e:  # the store was emptied meanwhile
+                    record_rank_run(cfg.redis(), cfg.keys, time.monotonic() - began, ok=False)
                     click.echo(f"srcrawl: {e}; trying again in {every:g} s", err=True)
                 else:
+                    record_rank_run(cfg.redis(), cfg.keys, time.monotonic() - began, ok=True)
                     runs += 1
                     click.echo(f"{_closing_line(result)}; run {runs}, next in {every:g} s")
                 _wait_for_turn(cfg, every, stopping)

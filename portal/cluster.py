@@ -6,6 +6,9 @@ crawl's recent page counts, kept to show its pages/s over the last minutes.
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 import threading
 import time
 from collections import deque
@@ -15,7 +18,10 @@ import redis
 
 from srcrawl import status as job_status
 from srcrawl.config import Config
+from srcrawl.defaults import DEFAULT_MAX_DELAY
 from srcrawl.queues.partitions import partition_keys
+from srcrawl.queues.workers import process_stats
+from srcrawl.telemetry import live_processes, redis_memory
 
 LONGEST_QUEUES = 10
 QUEUES_LOOKED_AT = 5000  # frontier queues whose length is read for the longest-queues table
@@ -84,5 +90,57 @@ def snapshot(cfg: Config, rate: CrawlRate | None = None) -> dict[str, Any]:
     crawl = snap["phases"].get("crawl", {}).get("counters", {})
     fetched = int(crawl.get("pages", 0)) + int(crawl.get("refetched", 0))
     snap["crawl_rate"] = rate.add(fetched) if rate is not None else []
+    snap["operations"] = operations(cfg)
     snap["at"] = time.time()
     return snap
+
+
+def _frontier(client: redis.Redis, cfg: Config) -> dict[str, int]:
+    """Frontier queues (hosts, or buckets of one) by state, summed over the partitions.
+
+    A queue waiting longer than the crawl's longest politeness delay can make it
+    wait is backing off (a failed fetch's back-off, or a server's Retry-After).
+    """
+    strategy = client.get(cfg.keys.crawl_strategy)
+    max_delay = float(json.loads(strategy).get("max_delay", DEFAULT_MAX_DELAY)) if strategy \
+        else DEFAULT_MAX_DELAY  # fmt: skip
+    now = int(time.time() * 1000)
+    polite_until = now + int(max_delay * 1000)
+    parts = partition_keys(client, cfg.keys)
+    pipe = client.pipeline(transaction=False)
+    for k in parts:
+        pipe.zcount(k.crawl_ready, "-inf", now)
+        pipe.zcount(k.crawl_ready, f"({now}", polite_until)
+        pipe.zcount(k.crawl_ready, f"({polite_until}", "+inf")
+        pipe.scard(k.crawl_lagging)
+        pipe.hlen(k.crawl_inflight)
+        pipe.zcard(k.crawl_due)
+        pipe.llen(k.crawl_next_level)
+    replies = pipe.execute()
+    names = ("ready", "politeness", "backing_off", "robots_deferred", "in_flight",
+             "recrawl_scheduled", "next_level")  # fmt: skip
+    out = dict.fromkeys(names, 0)
+    for i, n in enumerate(replies):
+        out[names[i % len(names)]] += int(n)
+    return out
+
+
+def portal_id() -> str:
+    """This portal process, as /metrics names it."""
+    return f"portal@{socket.gethostname()}:{os.getpid()}"
+
+
+def operations(cfg: Config) -> dict[str, Any]:
+    """What ``/metrics`` adds to the snapshot: the counters the processes publish, the
+    frontier by state, Redis's memory and the guards' state."""
+    client = cfg.redis()
+    counted = client.hgetall(cfg.keys.metrics)
+    used, maxmemory = redis_memory(client)
+    guards = {k.decode(): json.loads(v) for k, v in client.hgetall(cfg.keys.guards).items()}
+    return {
+        "metrics": {k.decode(): float(v) for k, v in counted.items()},
+        "frontier": _frontier(client, cfg),
+        "redis": {"used_memory": used, "maxmemory": maxmemory},
+        "guards": guards,
+        "processes": {**live_processes(client, cfg.keys), portal_id(): process_stats()},
+    }

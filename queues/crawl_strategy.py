@@ -26,10 +26,12 @@ from srcrawl.defaults import (
     DEFAULT_MAX_DELAY,
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_PAGE_BYTES,
+    DEFAULT_MAX_REDIS_MEMORY,
     DEFAULT_MAX_REPEATED_SEGMENTS,
     DEFAULT_MAX_RETRY_BACKOFF,
     DEFAULT_MAX_REVISIT,
     DEFAULT_MAX_URL_LENGTH,
+    DEFAULT_MIN_FREE_DISK,
     DEFAULT_MIN_REVISIT,
     DEFAULT_READ_TIMEOUT,
     DEFAULT_RETRY_BACKOFF,
@@ -128,6 +130,11 @@ class CrawlStrategy:
     revisit_policy: str = "adaptive"
     """``adaptive`` (each page's estimated change rate, see queues/change_rate.py), ``nutch``
     (Nutch's AdaptiveFetchSchedule) or ``uniform`` (every page at --revisit)."""
+    min_free_disk: int = DEFAULT_MIN_FREE_DISK
+    """Bytes that must stay free on the WARC and store volumes, or the crawl pauses
+    (``--min-free-disk``, master/guards.py)."""
+    max_redis_memory: int = DEFAULT_MAX_REDIS_MEMORY
+    """Redis ``used_memory`` above which no URL is admitted (0: 90 % of ``maxmemory``)."""
     version: int = 0
 
     def __post_init__(self) -> None:
@@ -171,6 +178,8 @@ class CrawlStrategy:
             raise ConfigError(
                 f"--body-store must be one of {', '.join(BODY_STORES)}, --warc-max-bytes positive"
             )
+        if self.min_free_disk < 0 or self.max_redis_memory < 0:
+            raise ConfigError("--min-free-disk and --max-redis-memory must not be negative")
         if self.fetch_tries < 1 or self.retry_backoff < 0:
             raise ConfigError("--fetch-tries must be at least 1, --retry-backoff not negative")
 

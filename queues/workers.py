@@ -21,17 +21,19 @@ import redis
 from srcrawl.defaults import DEFAULT_HEARTBEAT_TTL
 from srcrawl.keys import Keys
 from srcrawl.queues.work_queue import WorkQueue
+from srcrawl.telemetry import open_files
 
 
 def process_stats() -> dict[str, float]:
-    """CPU seconds and resident memory of this process, for heartbeats."""
+    """CPU seconds, resident memory and open files of this process, for heartbeats."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     try:
         with open("/proc/self/statm") as fh:
             rss = int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except OSError:  # not Linux: peak RSS is the best we have
         rss = usage.ru_maxrss * 1024
-    return {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "rss_mb": round(rss / 2**20, 1)}
+    return {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "rss_mb": round(rss / 2**20, 1),
+            "open_files": open_files()}
 
 
 @dataclass

@@ -74,6 +74,7 @@ from srcrawl.slave.warc import (
     prepare_not_modified,
 )
 from srcrawl.sql.store import Page, Touch, compress_body
+from srcrawl.telemetry import Cumulative, Telemetry
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
 
 _STRATEGY_REFRESH = 5.0
@@ -161,6 +162,21 @@ class CrawlHandler:
         self._parsed_r, self._parsed_w = socket.socketpair()
         self._parsed_r.setblocking(False)
         self._parsed_w.setblocking(False)
+        self._telemetry = Telemetry()
+        self._warc_totals = Cumulative()
+
+    def metrics(self) -> Telemetry:
+        """What this handler counted for ``/metrics`` (the runtime flushes it at each
+        heartbeat), its WARC writer's bytes and files included."""
+        warc = self.writer.warc
+        if warc is not None:
+            self._telemetry.add("warc_bytes", self._warc_totals.delta("bytes", warc.bytes))
+            self._telemetry.add("warc_files", self._warc_totals.delta("files", warc.files))
+        return self._telemetry
+
+    def _count(self, result: FetchResult) -> None:
+        self._telemetry.fetched(result.status, len(result.body), result.elapsed_ms / 1000,
+                                result.error)  # fmt: skip
 
     def handle(self, tasks: list[bytes]) -> list[bytes]:
         return [self._one(raw) for raw in tasks]
@@ -222,6 +238,7 @@ class CrawlHandler:
             return self._sitemaps_only(step)
         task, rules = step
         result = fetcher.fetch(task.url, conditional_headers(task))
+        self._count(result)
         return self._retry(task, rules, result) or self._finish(task, rules, result)
 
     # -- many at once, driven by the runtime's one crawl thread ----------------
@@ -268,6 +285,7 @@ class CrawlHandler:
                 else:
                     out.append((raw, self._after_robots(what.task, rules, result)))
                 continue
+            self._count(result)
             retry = self._retry(what, extra, result)
             if retry is not None:
                 out.append((raw, retry))
@@ -402,6 +420,7 @@ class CrawlHandler:
         _fetcher, robots = self.tools(task.strategy)
         site = origin(task.url)
         rules = robots.lookup(site)
+        self._telemetry.add("robots_cache:miss" if rules is None else "robots_cache:hit")
         if rules is None:
             return _RobotsMiss(site, task)
         if task.sitemaps and rules.deferred_until is None:
@@ -613,6 +632,7 @@ class CrawlHandler:
     def stats(self) -> dict[str, float]:
         return {
             "threads": self.threads,
+            "in_flight": self.in_flight(),
             "pages": self.pages,
             "errors": self.errors,
             "retries": self.retries,

@@ -110,6 +110,7 @@ class Slave:
             for p in phases:
                 p.join()
             try:
+                self.publish_metrics()
                 self.worker.retire()
             except REDIS_DOWN:
                 # the master requeues them once this slave's heartbeat lapses
@@ -204,10 +205,18 @@ class Slave:
         while not self.stopping.wait(self.heartbeat_interval):
             try:
                 self.worker.beat(self.stats())
+                self.publish_metrics()
             except REDIS_DOWN:  # stopping: nothing more to say
                 return
             except Exception:
                 log.exception("heartbeat failed")
+
+    def publish_metrics(self) -> None:
+        """Add what the handlers counted since the last heartbeat to the job's metrics."""
+        for h in self.handlers:
+            counted = getattr(h, "metrics", None)
+            if counted is not None:
+                counted().flush(self.client, self.cfg.keys)
 
     def stats(self) -> dict[str, float | str]:
         out: dict[str, float | str] = {"batches": self.batches,

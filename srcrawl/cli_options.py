@@ -69,3 +69,32 @@ class DurationType(click.ParamType):
 
 
 DURATION = DurationType()
+
+
+_SIZE_UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "M": 2**20, "MB": 2**20,
+               "G": 2**30, "GB": 2**30, "T": 2**40, "TB": 2**40}  # fmt: skip
+
+
+class ByteSizeType(click.ParamType):
+    """A click type for sizes in bytes: ``1048576``, ``512M``, ``2G`` (powers of 1024)."""
+
+    name = "size"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().upper()
+        number = text.rstrip("KMGTB")
+        unit = text[len(number) :]
+        try:
+            size = float(number) * _SIZE_UNITS[unit]
+        except (KeyError, ValueError):
+            self.fail(f"{value!r} is no size (a number of bytes, or with K, M, G or T)", param, ctx)
+        if size < 0:
+            self.fail(f"{value!r} is negative", param, ctx)
+        return int(size)
+
+
+BYTE_SIZE = ByteSizeType()

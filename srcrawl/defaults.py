@@ -496,3 +496,13 @@ DEFAULT_MAX_QUERY_CHARS = 10_000
 
 DEFAULT_SNIPPET_CHARS = 160
 """Characters of page text around the query terms shown per hit."""
+
+# -- metrics and guards (srcrawl/telemetry.py, master/guards.py, portal/metrics.py) --
+FETCH_SECONDS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+"""Upper bounds (s) of the fetch time histogram the slaves publish."""
+DEFAULT_MIN_FREE_DISK = 2 * 2**30
+"""Bytes that must stay free on the WARC and store volumes (``--min-free-disk``); below
+it the crawl master hands out no fetch until space is back."""
+DEFAULT_MAX_REDIS_MEMORY = 0
+"""Redis ``used_memory`` above which the crawl admits no new URL (``--max-redis-memory``;
+0: Redis's own ``maxmemory`` less a tenth when it has one, else no limit)."""

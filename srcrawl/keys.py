@@ -111,6 +111,27 @@ class Keys:
         """Job-wide tag counters (worker ids are unique across phases)."""
         return f"{self.job_prefix}:tags"
 
+    @property
+    def metrics(self) -> str:
+        """Hash of the job's counters published by its processes for ``/metrics``
+        (fetches and bytes by status class, fetch time buckets, WARC bytes and files,
+        PageRank runs): each process adds what it counted since its last heartbeat, so
+        the totals outlive the process (srcrawl/telemetry.py)."""
+        return f"{self.job_prefix}:metrics"
+
+    @property
+    def processes(self) -> str:
+        """Hash: process id -> JSON of its memory, open files and CPU (and ``at``), for
+        processes with no worker heartbeat (the crawl master); entries older than the
+        heartbeat TTL are stale (srcrawl/telemetry.py)."""
+        return f"{self.job_prefix}:processes"
+
+    @property
+    def guards(self) -> str:
+        """Hash: guard (``disk``, ``redis_memory``) -> JSON of why the crawl is paused, set
+        by the crawl master while it holds (master/guards.py)."""
+        return f"{self.job_prefix}:guards"
+
     # -- crawl frontier and seen set (written by the crawl master only) ---
     @property
     def crawl_strategy(self) -> str:
@@ -207,6 +228,12 @@ class Keys:
         return f"{self.prefix}:crawl:lagging"
 
     @property
+    def crawl_held(self) -> str:
+        """List of Links messages not admitted while a guard held admission (low disk, Redis
+        memory): they go back to nrq when it lets go (master/guards.py)."""
+        return f"{self.prefix}:crawl:held"
+
+    @property
     def crawl_depths(self) -> str:
         """Hash of packed buckets: the depth record, each URL's scheduled depth while a shorter
         path to it may still come (master/depth_record.py)."""
@@ -275,7 +302,7 @@ class Keys:
             self.seen_snapshot, self.seen_journal, self.stats("crawl"),
             self.crawl_host_errors, self.crawl_lagging, self.crawl_depths, self.crawl_improved,
             self.crawl_host_inflight, self.crawl_host_limit, self.crawl_host_next,
-            self.crawl_due, self.crawl_due_tasks, self.crawl_sitemap_hosts,
+            self.crawl_due, self.crawl_due_tasks, self.crawl_sitemap_hosts, self.crawl_held,
         ]  # fmt: skip
 
     # -- pagerank (the master writes these; slaves write the next rank pieces) --

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import redis
 
 from srcrawl.defaults import PHASES
 from srcrawl.keys import Keys, processing_key
+from srcrawl.master.guards import guard_sentences
 from srcrawl.queues import workers as worker_registry
 from srcrawl.queues.partitions import partition_keys
 
@@ -52,8 +54,10 @@ def collect(client: redis.Redis, keys: Keys) -> dict[str, Any]:
         for entry in per_partition:
             taken = raw.get(str(entry["partition"]).encode())
             entry["assigned_to"] = taken.decode() if taken is not None else None
+    guards = {k.decode(): json.loads(v) for k, v in client.hgetall(keys.guards).items()}
     return {
         "job": keys.job,
+        "guards": guards,
         "phases": phases,
         "partitions": per_partition,
         "assignment_version": version,
@@ -89,6 +93,7 @@ def _number(raw: bytes) -> int | float | str:
 def render(snapshot: dict[str, Any]) -> str:
     """The snapshot as a few aligned lines for a terminal."""
     lines = [f"job {snapshot['job']}"]
+    lines += [f"  {s}" for s in guard_sentences(snapshot.get("guards", {}))]
     lines.append(f"  {'phase':<9} {'srq':>9} {'nrq':>9} {'in flight':>10}  counters")
     for phase, p in snapshot["phases"].items():
         counters = " ".join(f"{k}={v}" for k, v in p["counters"].items()) or "-"

@@ -29,6 +29,7 @@ CORE = {
     "progress",
     "redis_connect",
     "signals",
+    "telemetry",
     "urls",
     "useragent",
 }

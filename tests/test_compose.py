@@ -3,7 +3,10 @@ runs a real srcrawl command, and every variable it sets is one the config reads.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import click
@@ -138,3 +141,106 @@ def test_the_cluster_profile_runs_three_primaries_with_replicas() -> None:
     assert "--cluster-replicas 1" in init["command"][0]
     # every srcrawl service takes SRCRAWL_REDIS_URL from the shell, so a cluster URL reaches it
     assert "${SRCRAWL_REDIS_URL:-" in COMPOSE.read_text()
+
+
+def test_the_warc_volume_is_created_owned_by_the_service_user() -> None:
+    """A new named volume takes the owner of the directory it is mounted on: the image
+    makes /warc the service user's before it switches to that user."""
+    lines = (COMPOSE.parent / "Dockerfile").read_text().splitlines()
+    made = next(i for i, ln in enumerate(lines) if "install -d -o srcrawl -g srcrawl /warc" in ln)
+    user = lines.index("USER srcrawl")
+    assert made < user
+    mounts = {svc: v for svc, d in services().items() for v in d.get("volumes", [])}
+    assert {v.split(":")[1] for v in mounts.values() if v.startswith("warc-data:")} == {"/warc"}
+
+
+def test_every_service_that_reads_page_texts_has_the_warc_volume() -> None:
+    """`docker compose exec master srcrawl search` reads the snippets' texts from WARC."""
+    s = services()
+    for name in ("master", "slave", "indexer", "portal"):
+        assert s[name]["environment"]["SRCRAWL_WARC_DIR"] == "/warc", name
+        assert any(v.startswith("warc-data:/warc") for v in s[name]["volumes"]), name
+    assert "warc-data:/warc" in s["slave"]["volumes"]  # the only writer
+    assert all(v.endswith(":ro") for n in ("master", "indexer", "portal") for v in s[n]["volumes"])
+
+
+def test_mariadb_takes_its_character_set_as_server_options() -> None:
+    """The official image has no MARIADB_CHARACTER_SET_SERVER; arguments starting with
+    '-' go to mariadbd."""
+    mysql = services()["mysql"]
+    assert "--character-set-server=utf8mb4" in mysql["command"]
+    assert all(a.startswith("--") for a in mysql["command"])
+    assert not any("CHARACTER" in k for k in mysql["environment"])
+
+
+def test_the_build_context_leaves_out_what_the_image_does_not_install() -> None:
+    ignored = set((COMPOSE.parent / ".dockerignore").read_text().split())
+    assert {".git", "tests", ".srcrawl", ".venv", "**/__pycache__", ".pytest_cache"} <= ignored
+    dockerfile = (COMPOSE.parent / "Dockerfile").read_text()
+    copied = set(re.findall(r"^COPY (\S+)", dockerfile, re.M)) | {"pyproject.toml", "README.md"}
+    assert not copied & ignored
+
+
+def test_no_named_volume_is_made_for_a_profile_alone() -> None:
+    """Compose v1 creates every named volume at `up`, profile or not: each one is used
+    by a service that always runs."""
+    spec = yaml.safe_load(COMPOSE.read_text())
+    always = {v.split(":")[0] for d in spec["services"].values() if "profiles" not in d
+              for v in d.get("volumes", [])}  # fmt: skip
+    assert set(spec["volumes"]) <= always
+    for name, svc in spec["services"].items():
+        if name.startswith("redis-node-"):
+            assert svc["volumes"] == ["/data"], name  # the container's own, gone with down -v
+
+
+CI = COMPOSE.parent / "scripts" / "compose.ci.yml"
+
+
+def test_the_ci_override_runs_one_prebuilt_image_and_publishes_on_loopback() -> None:
+    override = yaml.safe_load(CI.read_text())
+    built = {n for n, s in services().items() if s.get("build") == "."}
+    assert {n for n, s in override["services"].items() if s.get("image") == "srcrawl:ci"} >= built
+    opts = override["networks"]["default"]["driver_opts"]
+    assert opts["com.docker.network.bridge.host_binding_ipv4"] == "127.0.0.1"
+    web = override["services"]["web"]
+    ctx = resolve(web["command"]).make_context("serve", list(web["command"][2:]))
+    assert ctx.params["public_host"] == "web" and web["profiles"] == ["ci-web"]
+    assert f":{ctx.params['port_base']}/" in " ".join(web["healthcheck"]["test"])
+    assert services()["portal"]["ports"] == ["${PORTAL_PORT:-8080}:8080"]
+
+
+def test_ci_runs_the_readmes_two_commands_and_the_stack() -> None:
+    readme = (COMPOSE.parent / "README.md").read_text()
+    section = readme.split("## The two commands", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)\n```", section, re.S)
+    assert blocks == ["pip install . && srcrawl demo", "pip install '.[test]' && scripts/test"]
+    ci = (COMPOSE.parent / ".ci" / "run").read_text()
+    assert "scripts/fresh_machine_check.sh" in ci and "scripts/compose_check.sh" in ci
+    # the test run is the README's command, in the container
+    assert "pytest" not in ci.replace("PYTEST", "")
+
+
+def test_scripts_test_names_the_command_that_installs_what_is_missing(tmp_path) -> None:
+    """Without root or sudo, a missing program stops scripts/test with exit 2 and one
+    line naming the apt-get command, before any test runs."""
+    needs = "chromium:/nonexistent/chromium wget:/nonexistent/wget redis-server:/bin/sh"
+    env = {"PATH": os.environ["PATH"], "SRCRAWL_TEST_NEEDS": needs}
+    if os.geteuid() == 0:  # as nobody, whom sudo does not serve without a password
+        run_as = [shutil.which("setpriv") or "setpriv", "--reuid=nobody", "--regid=nogroup",
+                  "--clear-groups"]  # fmt: skip
+    else:  # as this user, with the commands it uses but no sudo
+        run_as, bin_dir = [], tmp_path / "bin"
+        bin_dir.mkdir()
+        for tool in ("dirname", "id", "apt-get"):
+            if shutil.which(tool):
+                (bin_dir / tool).symlink_to(shutil.which(tool))
+        env["PATH"] = str(bin_dir)
+    script = COMPOSE.parent / "scripts" / "test"
+    r = subprocess.run([*run_as, "/bin/sh", str(script)], env=env, capture_output=True,
+                       text=True, timeout=30)  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and r.stdout == "", r.stderr
+    assert "missing chromium wget" in lines[0] and "redis-server" not in lines[0]
+    if shutil.which("apt-get"):
+        assert lines[0].endswith("apt-get install -y --no-install-recommends chromium wget")

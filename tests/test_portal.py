@@ -336,7 +336,7 @@ def test_compose_publishes_the_portal_with_a_health_check() -> None:
     command, ctx = parse_command(portal["command"])
     assert command.name == "serve" and ctx.params["bind"] == "0.0.0.0"
     assert ctx.params["port"] == 8080
-    assert portal["ports"] == ["8080:8080"]
+    assert portal["ports"] == ["${PORTAL_PORT:-8080}:8080"]  # 8080 unless PORTAL_PORT is set
     assert "/healthz" in " ".join(portal["healthcheck"]["test"])
 
 
