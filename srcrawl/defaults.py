@@ -434,6 +434,10 @@ DEFAULT_RANK_WEIGHT = 0.5
 DEFAULT_SEARCH_TOP = 10
 """Hits `srcrawl search` prints."""
 
+BENCH_CORPUS_DEPTH = 50
+"""Link hops `srcrawl bench search --corpus` crawls a documentation tree to: deeper than
+any real documentation's table of contents, so the whole tree is crawled."""
+
 DEFAULT_SEARCH_POSTINGS_CAP = 4000
 """Postings read per query term at most (the best ones by BM25 term weight)."""
 
