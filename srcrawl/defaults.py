@@ -245,6 +245,11 @@ DEFAULT_PARSE_THREADS = 2
 """Threads of a crawl slave that decode and parse fetched pages beside the thread driving the
 fetches, so that a page slow to parse never holds up the network."""
 
+DEFAULT_PARSE_INLINE_BYTES = 64 * 1024
+"""Bodies up to this size are parsed by the thread driving the fetches (a few ms at most: the
+hand-off to a parse thread would cost more CPU than most such pages' parse); larger ones go to
+the parse threads."""
+
 DEFAULT_FALLBACK_PARSE_CHARS = 256 * 1024
 """Characters of a page libxml2 gave up on (nesting past its limit) that the BeautifulSoup fallback
 parses: pure Python at ~50 µs a tag, a hostile page of unclosed tags would take it minutes.
