@@ -50,7 +50,7 @@ from srcrawl.master.level_barrier import (
     forward_links,
 )
 from srcrawl.master.seen import SeenSet
-from srcrawl.outage import REDIS_DOWN, RedisOutage, wait_out_outages
+from srcrawl.outage import REDIS_DOWN, master_waits_out
 from srcrawl.queues.crawl_protocol import (
     ERROR_ADDRESS_REFUSED,
     MASTER_ID,
@@ -118,7 +118,7 @@ class CrawlMaster:
         self.stopping = stopping if stopping is not None else threading.Event()
         if wait_out:  # every Redis command waits out an outage (until told to stop); a
             # partitioned master's process sets that once for the client its threads share
-            wait_out_outages(self.client, RedisOutage(log, stopping=self.stopping))
+            master_waits_out(self.client, log, self.stopping)
         self._no_slave_since: float | None = time.monotonic()
         self._said_no_slave = False
         self.host_pages: dict[str, int] = {}
@@ -668,6 +668,7 @@ class CrawlMaster:
                 continue
             batch.count("depth_improved")
             if first is not None:  # scheduled by this very batch: schedule it nearer instead
+                batch.count("depth_improved_queued")
                 self._reschedule(first, replace(task, again=False), batch)
                 continue
             batch.improved[fp] = Improvement(task, was)

@@ -326,7 +326,7 @@ if ARGV[9] == '1' or redis.call('HGET', KEYS[19], 'record') then
   depth_append(KEYS[11], ARGV[7])
   depth_set(KEYS[11], ARGV[8])
 end
-local replaced, flying = 0, 0
+local replaced, flying, again = 0, 0, 0
 for _, m in ipairs(doc.improved) do
   redis.call('HSET', KEYS[12], m[1], m[2])
   local state = 'fetched'
@@ -346,12 +346,14 @@ for _, m in ipairs(doc.improved) do
     replaced = replaced + 1
   elseif state == 'fetched' then
     push_now(m[4], m[3])
+    again = again + 1
   else
     flying = flying + 1
   end
 end
 if replaced > 0 then redis.call('HINCRBY', KEYS[6], 'depth_improved_queued', replaced) end
 if flying > 0 then redis.call('HINCRBY', KEYS[6], 'depth_improved_in_flight', flying) end
+if again > 0 then redis.call('HINCRBY', KEYS[6], 'depth_refetch', again) end
 for _, d in ipairs(doc.due) do
   redis.call('ZADD', KEYS[16], d[3], d[1])
   redis.call('HSET', KEYS[17], d[1], d[2])

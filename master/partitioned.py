@@ -56,7 +56,7 @@ _TICK = 0.5
 ABANDONED_AFTER = 2.0
 """Seconds a partition may go without a master before any master takes it, least loaded
 or not (the least loaded one may be the master that just handed it over)."""
-_ADDED = ("scheduled", "depth_improved", "recrawl_due")
+_ADDED = ("scheduled", "depth_refetch", "recrawl_due")
 _FINISHED = ("pages", "refetched", "recrawled", "robots_disallowed", "robots_gave_up",
              "slave_errors")  # fmt: skip
 

@@ -305,6 +305,10 @@ slaves that claim them in the first iteration."""
 DEFAULT_PAGERANK_KEY_TTL = 86_400
 """Seconds the header, shards and rank pieces of a graph live in Redis if their master dies."""
 
+DEFAULT_PAGERANK_RESTARTS = 3
+"""Times a PageRank run starts again after its graph or rank pieces were lost (a Redis
+restarted mid-run keeps nothing written out of its AOF) before it fails."""
+
 DEFAULT_PAGERANK_STEAL_AFTER = 0.1
 """Seconds a pagerank slave hands back the tasks of an iteration in which only shards other
 slaves hold are left, before it takes one of those (and reads it from Redis)."""

@@ -105,8 +105,24 @@ def robots_for(index: int, crawl_delay: float, failures: int) -> dict:
     return {"robots_mode": "flaky", "robots_text": text, "robots_failures": failures}
 
 
+def _hosts(
+    endpoints: list[tuple[str, int]], name: str | None, crawl_delay: float, failures: int,
+    late_robots: Mapping[int, tuple[str, int]] | None,
+) -> list[Host]:  # fmt: skip
+    """The hosts of the web, each with the robots.txt of its role (or its late one)."""
+    late = dict(late_robots or {})
+    _check_late(late, len(endpoints))
+    return [
+        Host(index=i, address=addr, port=port, name=name,
+             **(_late_robots(*late[i]) if i in late else robots_for(i, crawl_delay, failures)))
+        for i, (addr, port) in enumerate(endpoints)
+    ]  # fmt: skip
+
+
 def _link_sitemap_pages(hosts: list[Host], pages: dict[str, Page], found: dict) -> None:
-    """Link every page of a host's sitemaps from the root of the next host."""
+    """Link every page of a host's sitemaps from the root of the next host: a crawl meets
+    it at depth 1 before its own host's sitemaps (read late if its robots.txt is) say it
+    is a seed."""
     for i, h in enumerate(hosts):
         named = [url for url in found.get(h.origin, {}) if url.startswith(h.origin + "/")]
         root = pages.get(hosts[(i + 1) % len(hosts)].root)
@@ -216,35 +232,22 @@ def generate(
     :mod:`srcrawl.testweb.known`. ``sitemaps``: hosts serve sitemaps (see
     :mod:`srcrawl.testweb.sitemaps`); without it a sitemap request gets a 404.
     ``changes``: how its pages change over time (see :mod:`srcrawl.testweb.changes`;
-    None: never). ``late_robots``: host index → (``flaky`` or ``hang``, failures): that
-    host's robots.txt fails so many times first, whatever its role (hosts whose robots.txt
-    is late, for the crawl's lagging hosts). ``sitemap_links``: the root of the next host
-    links to every page a host's sitemaps name (a page a crawl meets at depth 1 before
-    its own host's sitemaps say it is a seed).
+    None: never). ``late_robots``: host → (``flaky`` or ``hang``, failures) of a late
+    robots.txt, whatever its role. ``sitemap_links``: see :func:`_link_sitemap_pages`.
     """
     if host_name is not None and addresses:
         raise TestWebError("a host name needs one port per host, not one address per host")
     _check_sizes(pages, crawl_delay, robots_failures, slow_seconds, large_bytes)
     endpoints = loopback_endpoints(hosts, port_base, ports=ports, addresses=addresses,
                                    address=address)  # fmt: skip
-    late = dict(late_robots or {})
-    _check_late(late, len(endpoints))
-    host_list = [
-        Host(index=i, address=addr, port=port, name=host_name,
-             **(_late_robots(*late[i]) if i in late else robots_for(i, crawl_delay,
-                                                                     robots_failures)))
-        for i, (addr, port) in enumerate(endpoints)
-    ]  # fmt: skip
+    host_list = _hosts(endpoints, host_name, crawl_delay, robots_failures, late_robots)
     rng = random.Random(seed)
     terms = words.TermPool(rng)
     regular = [[h.origin + regular_path(n) for n in range(pages)] for h in host_list]
     links = _regular_links(regular, pages, rng)
     out: dict[str, Page] = {}
-    for urls in regular:
-        for url in urls:
-            out[url] = Page(
-                url=url, template="regular", links=tuple(links[url]), terms=terms.pair()
-            )
+    for url in (url for urls in regular for url in urls):
+        out[url] = Page(url=url, template="regular", links=tuple(links[url]), terms=terms.pair())
     for i, h in enumerate(host_list):
         _add_host_pages(out, h, host_list, regular[i], terms, rng)
     special_pages, names = specials.build(host_list, regular[0], terms)
