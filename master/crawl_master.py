@@ -359,6 +359,8 @@ class CrawlMaster:
                 if not overlap:  # nor any to come: the crawl is strict (see Frontier)
                     pipe.hset(state, "strict", int(level) + 1)
                 self.frontier.drop_record(pipe)
+            if overlap:
+                pipe.hincrby(self.keys.stats("crawl"), "levels_overlapped", 1)
             pipe.hincrby(state, "level", 1)
 
         self.frontier.transaction(next_level)
