@@ -64,7 +64,6 @@ from srcrawl.queues.crawl_protocol import (
     Retry,
     RobotsFetched,
     Seed,
-    SlotFree,
     TaskError,
     queue_of,
     read_outcome,
@@ -148,7 +147,7 @@ class CrawlMaster:
         self._handlers = {
             Seed: self._on_seed, Fetched: self._on_fetched, RobotsFetched: self._on_robots,
             Retry: self._on_retry, Disallowed: self._on_disallowed, Deferred: self._on_deferred,
-            TaskError: self._on_error, Links: self._on_links, SlotFree: self._on_slot,
+            TaskError: self._on_error, Links: self._on_links,
         }  # fmt: skip
 
     def _wait_for_strategy(self, wait_for_work: bool) -> CrawlStrategy:
@@ -633,12 +632,6 @@ class CrawlMaster:
             if lastmod is not None and self.scope.reject(url, 0) is None:
                 self._lastmods.append((fp, lastmod))
                 batch.sooner[fp] = int(lastmod * 1000)
-
-    def _on_slot(self, slot: SlotFree, batch: Batch) -> None:
-        """A response is in: its host slot is free (after its politeness) before its page
-        is parsed and stored; the task's outcome ends it as ever (see SlotFree)."""
-        batch.slots[slot.task.queue] = (slot.task.fp, self._polite(slot.fetch_ms,
-                                                                   slot.crawl_delay))  # fmt: skip
 
     def _on_disallowed(self, disallowed: Disallowed, batch: Batch) -> None:
         batch.count("robots_disallowed")

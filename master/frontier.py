@@ -210,8 +210,7 @@ return {{n, earliest()}}
 # KEYS[11] the depth record (packed), KEYS[12] improved depths, KEYS[13] host in flight,
 # KEYS[14] host limit, KEYS[15] host next, KEYS[16] due, KEYS[17] due tasks, KEYS[18]
 # origins with a sitemap task, KEYS[19] crawl state (its commit count: see
-# master/level_barrier.py), KEYS[20] tasks backing off, KEYS[21] queues backing off,
-# KEYS[22] queues in flight whose host slot was freed ahead of their outcome.
+# master/level_barrier.py), KEYS[20] tasks backing off, KEYS[21] queues backing off.
 # ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] JSON:
 #   done:  [[queue, next ms]]   outcome of its in-flight task: ready again at that time
 #   free:  [queue]              the same, keeping the time its politeness set before
@@ -228,8 +227,6 @@ return {{n, earliest()}}
 #     task], task fetched first]]   a URL found nearer: its deeper task still queued is
 #     replaced by the first-fetch task, one in flight is left, else it is fetched again
 #   limits: [[host, most requests in flight]]      (applied first)
-#   slots: [[queue, fp as a string, free from (ms)]]   the response of the queue's task in
-#     flight is in: its host slot is free (once; only while that task is in flight)
 #   due: [[fp as a string, task, when (ms)]]        stored pages to fetch again then
 #   sitemaps: [[origin, fp as a string, task, when (ms)]]   a host's first sitemap task:
 #     scheduled like due unless the origin has one already
@@ -303,17 +300,9 @@ local function release(q, t, slot)
   local was = redis.call('HDEL', KEYS[2], q)
   redis.call('HSET', KEYS[3], q, t)
   if redis.call('LLEN', prefix .. q) > 0 then redis.call('ZADD', KEYS[1], t, q) end
-  if was == 1 and redis.call('SREM', KEYS[22], q) == 0 then
+  if was == 1 then
     local h = host_of(q)
     if h then free_host(h, q, slot or t) end
-  end
-end
-for _, s in ipairs(doc.slots) do
-  local h = host_of(s[1])
-  local task = redis.call('HGET', KEYS[2], s[1])
-  if h and task and string.match(task, '"fp":(%d+)') == s[2]
-      and redis.call('SADD', KEYS[22], s[1]) == 1 then
-    free_host(h, s[1], tonumber(s[3]))
   end
 end
 for _, d in ipairs(doc.done) do release(d[1], d[2]) end
@@ -597,8 +586,6 @@ class Batch:
     """Queues whose in-flight task is over → when they are ready again (None: when
     their politeness said before)."""
     retry: list[Requeue] = field(default_factory=list)
-    slots: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """Queue → (fp, ms) of the task in flight whose host slot is free from ms (SlotFree)."""
     backoff: list[Requeue] = field(default_factory=list)
     """Tasks whose own URL failed: each waits until ``at`` apart from its queue, which is
     ready again at ``slot`` (its politeness)."""
@@ -653,7 +640,6 @@ class Batch:
             # fingerprints as strings: cjson reads numbers as doubles
             "improved": [m.fields() for m in self.improved.values()],
             "limits": [[h, n] for h, n in self.limits.items()],
-            "slots": [[q, str(fp), ms] for q, (fp, ms) in self.slots.items()],
             "due": [[str(r.task.fp), r.task.encode().decode(), r.at] for r in self.due],
             "sitemaps": [
                 [o, str(r.task.fp), r.task.encode().decode(), r.at]
@@ -749,7 +735,7 @@ class Frontier:
                 k.crawl_host_errors, k.crawl_lagging, k.crawl_depths, k.crawl_improved,
                 k.crawl_host_inflight, k.crawl_host_limit, k.crawl_host_next, k.crawl_due,
                 k.crawl_due_tasks, k.crawl_sitemap_hosts, k.crawl_state, k.crawl_backoff,
-                k.crawl_backoff_queues, k.crawl_slot_freed,
+                k.crawl_backoff_queues,
             ],
             # the next level's tasks as arguments of their own, not strings in the JSON:
             # most new URLs are, and Lua's JSON decoder would read each one character by

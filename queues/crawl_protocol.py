@@ -48,7 +48,6 @@ DEFERRED = "deferred"
 RETRY = "retry"
 ERROR = "error"
 LINKS = "links"
-SLOT = "slot"
 
 QUEUE_FIELD = "q"
 """The field of a fetch task naming its frontier queue (the frontier's Lua reads it)."""
@@ -526,39 +525,12 @@ class Links:
         return cls(links, _int(msg, "depth"), rejected)
 
 
-@dataclass(frozen=True, slots=True)
-class SlotFree:
-    """The response to ``task`` is in, its page not yet parsed nor stored: the request
-    slot it took of a host allowed several (``--per-host``) is free from now, plus the
-    politeness the fetch earned. Sent ahead of the outcome, which still ends the task
-    (its queue stays in flight until then); an optimisation only: a slot whose message
-    is lost is freed by the outcome, as it always was."""
-
-    task: FetchTask
-    fetch_ms: float
-    crawl_delay: float | None = None
-
-    def encode(self) -> bytes:
-        fields = {QUEUE_FIELD: self.task.queue, "fp": self.task.fp, "fetch_ms": self.fetch_ms,
-                  "crawl_delay": self.crawl_delay}  # fmt: skip
-        return encode(SLOT, fields)
-
-    @classmethod
-    def from_message(cls, msg: Message) -> SlotFree:
-        queue = msg.get(QUEUE_FIELD)
-        if type(queue) is not str or not queue:
-            raise EnvelopeError("a slot message names no queue")
-        task = FetchTask("", _int(msg, "fp"), 0, queue)
-        return cls(task, _number(msg, "fetch_ms", 0), _optional_number(msg, "crawl_delay"))
-
-
-Outcome = (Fetched | RobotsFetched | Disallowed | Deferred | Retry | TaskError | Seed | Links
-           | SlotFree)  # fmt: skip
+Outcome = Fetched | RobotsFetched | Disallowed | Deferred | Retry | TaskError | Seed | Links
 """What the master reads from nrq."""
 
 _OUTCOMES: dict[str, Any] = {
     FETCHED: Fetched, ROBOTS: RobotsFetched, DISALLOWED: Disallowed, DEFERRED: Deferred,
-    RETRY: Retry, ERROR: TaskError, SEED: Seed, LINKS: Links, SLOT: SlotFree,
+    RETRY: Retry, ERROR: TaskError, SEED: Seed, LINKS: Links,
 }  # fmt: skip
 
 
@@ -574,12 +546,9 @@ def read_outcome(raw: bytes) -> Outcome:
 def queue_of(raw: bytes) -> str | None:
     """The queue a message names, if it names one, however malformed it is otherwise."""
     try:
-        msg = decode(raw)
+        queue = decode(raw).get(QUEUE_FIELD)
     except EnvelopeError:
         return None
-    if msg.kind == SLOT:  # it ends no task: its queue is released by the task's outcome
-        return None
-    queue = msg.get(QUEUE_FIELD)
     return queue if type(queue) is str and queue else None
 
 

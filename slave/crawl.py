@@ -23,8 +23,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import redis
-
 from srcrawl.config import Config
 from srcrawl.defaults import (
     DEFAULT_FETCH_THREADS,
@@ -45,7 +43,6 @@ from srcrawl.queues.crawl_protocol import (
     Links,
     Retry,
     RobotsFetched,
-    SlotFree,
     canonical_links,
     task_error,
     work_left,
@@ -276,7 +273,6 @@ class CrawlHandler:
                 out.append((raw, retry))
             else:
                 pages.append((raw, what, extra, result))
-        self._free_slots(pages)
         self._parse(pages, out)
         with contextlib.suppress(OSError):  # BlockingIOError once drained
             while self._parsed_r.recv(4096):
@@ -294,19 +290,6 @@ class CrawlHandler:
         except Exception:  # a bug: report the task to the master rather than lose it
             log.exception("crawl handler failed on %s", task.url)
             return task_error(raw, traceback.format_exc(limit=3))
-
-    def _free_slots(self, pages: list[tuple[bytes, FetchTask, RobotsRules, FetchResult]]) -> None:
-        """Tell the master at once that these responses are in, for the hosts allowed
-        several requests at once: their slots take the next requests while the pages are
-        parsed and stored (see SlotFree). Partitioned crawls and single-slot hosts wait
-        for the outcome, as does everything when Redis does not answer."""
-        if self.strategy.partitions > 1:
-            return
-        msgs = [SlotFree(task, result.elapsed_ms, rules.crawl_delay).encode()
-                for _raw, task, rules, result in pages if "#" in task.queue]  # fmt: skip
-        if msgs:
-            with contextlib.suppress(redis.RedisError):
-                self.cfg.redis().rpush(self.cfg.keys.nrq("crawl"), *msgs)
 
     def _parse(
         self, pages: list[tuple[bytes, FetchTask, RobotsRules, FetchResult]], out: list

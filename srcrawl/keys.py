@@ -212,12 +212,6 @@ class Keys:
         return f"{self.prefix}:crawl:backoff:queues"
 
     @property
-    def crawl_slot_freed(self) -> str:
-        """Set of frontier queues in flight whose request's host slot was freed ahead of
-        the task's outcome (SlotFree): the outcome frees no slot again."""
-        return f"{self.prefix}:crawl:slot:freed"
-
-    @property
     def crawl_depths(self) -> str:
         """Hash of packed buckets: the depth record, each URL's scheduled depth while a shorter
         path to it may still come (master/depth_record.py)."""
@@ -287,7 +281,7 @@ class Keys:
             self.crawl_host_errors, self.crawl_lagging, self.crawl_depths, self.crawl_improved,
             self.crawl_host_inflight, self.crawl_host_limit, self.crawl_host_next,
             self.crawl_due, self.crawl_due_tasks, self.crawl_sitemap_hosts, self.crawl_backoff,
-            self.crawl_backoff_queues, self.crawl_slot_freed,
+            self.crawl_backoff_queues,
         ]  # fmt: skip
 
     # -- pagerank (the master writes these; slaves write the next rank pieces) --

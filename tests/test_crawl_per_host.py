@@ -258,32 +258,3 @@ def test_access_log_shows_at_most_per_host_requests_in_flight(
     assert max(n for host, n in most.items() if host not in delayed) > 1
     for host in delayed:  # and a Crawl-delay host kept its delay between any two requests
         assert min(gaps(entries)[host]) >= slow_web.web.hosts[host].crawl_delay - 0.005
-
-
-def test_frontier_frees_a_slot_when_its_response_is_in_once(redis_client, keys) -> None:
-    # 2 slots over 4 queues of 2 tasks: both slots busy, two queues parked
-    frontier, srq = _frontier(redis_client, keys)
-    queues = [f"{HOST}#{k}" for k in range(4)]
-    _queued(frontier, dict.fromkeys(queues, 2), limit=2)
-    assert frontier.schedule()[0] == 2
-    tasks = {decode(t).get("q"): decode(t).get("fp") for t in redis_client.lrange(srq, 0, -1)}
-    redis_client.delete(srq)
-    first, second = sorted(tasks)
-    assert frontier.schedule()[0] == 0
-    # a response is in, its page not stored yet: the slot takes a parked queue's task, the
-    # queue of the response stays in flight; a repeat or a stale fingerprint frees nothing
-    frontier.commit(Batch(slots={first: (tasks[first], now_ms())}), b"")
-    frontier.commit(Batch(slots={first: (tasks[first], now_ms())}), b"")
-    frontier.commit(Batch(slots={second: (tasks[second] + 1, now_ms())}), b"")
-    assert frontier.schedule()[0] == 1
-    [third] = _out(redis_client, srq)
-    assert third not in (first, second)
-    assert frontier.schedule()[0] == 0
-    assert redis_client.hget(keys.crawl_host_inflight, HOST) == b"2"
-    # its outcome frees no second slot; the other's outcome does
-    frontier.commit(Batch(done={first: now_ms()}), b"")
-    assert frontier.schedule()[0] == 0
-    frontier.commit(Batch(done={second: now_ms()}), b"")
-    assert frontier.schedule()[0] == 1
-    assert redis_client.hget(keys.crawl_host_inflight, HOST) == b"2"
-    assert redis_client.scard(keys.crawl_slot_freed) == 0
