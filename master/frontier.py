@@ -26,6 +26,13 @@ between any two of its requests, whichever queues they came from. A
 Crawl-delay learnt while several requests are out lets no new one go until
 all of them are back.
 
+A fetch that failed for a passing reason is tried again after a back-off.
+A failure of the host (no connection; 429, or 503 with Retry-After) holds its
+queue for the back-off; a failure of one URL (a 500, a timeout, a cut-off
+body) holds only the URL: its task waits in ``backoff`` (a sorted set) and
+goes back to the head of its queue when its time comes, while the queue goes
+on at its politeness turn. Tasks backing off count as ready work for the level.
+
 Depth levels are released one at a time: links found at depth d+1 wait in
 ``nextlevel`` until nothing of depth d is queued or in flight. That is what
 makes a crawl with ``--depth`` fetch exactly the URLs within that many hops
@@ -70,7 +77,24 @@ construction:
 - When the crawl completes, the store's depth of every improved page is set
   (its deeper fetch may have been stored).
 
-The crawl completes when no level is left and no lagging queue has work.
+The next level need not wait for the last of a level's tasks to come back:
+once every task of level d is out (none queued, none ready, none backing off,
+no outcome unread) and nothing from before d is in flight, an unpartitioned
+one-shot crawl releases level d+1 beside that tail, so the slots the tail
+leaves idle take the new level's tasks. The tail's links, at depth d+1, are
+then behind the level, and are judged as a lagging queue's are: a URL first
+found at d+2 by a page of the new level and then at d+1 by the tail is still
+queued for level d+2 (which cannot start while anything of d is in flight),
+so its task is replaced by the nearer one and it is fetched once. At such an
+advance the record is dropped (no URL scheduled so far can be shortened by a
+tail link) and recording goes on (``strict`` is not set), so it holds about
+two levels' URLs at most; an advance with nothing in flight is strict as before.
+
+The crawl completes when no level is left and no lagging queue has work. A
+one-shot ``srcrawl crawl`` also ends when the lagging queues, none in flight,
+are all that is left: the crawl state names their hosts (``deferred``) and
+the next master to take the crawl over (``--resume``) makes them due at once
+and forgets their hosts' robots.txt deferrals.
 Memory: the record holds ~10 bytes a URL scheduled while the crawl was not
 strict (nothing once it is strict again); ``improved`` only the URLs found
 again nearer a seed.
