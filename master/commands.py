@@ -430,7 +430,13 @@ class _CrawlWatch:
             return None
         from srcrawl.master.crawl_run import describe_host_error, host_errors
 
-        reasons = [describe_host_error(h, r) for h, r in host_errors(self.cfg).items()]
+        deferred = set(self.deferred_hosts())
+        reasons = [
+            f"{h}: {r.get('what', 'robots.txt')}: {r.get('reason', 'failed')}; left for "
+            f"`srcrawl --job {self.cfg.job} crawl --resume`" if h in deferred
+            else describe_host_error(h, r)
+            for h, r in host_errors(self.cfg).items()
+        ]  # fmt: skip
         if final.get("robots_disallowed"):
             reasons.append(f"{final['robots_disallowed']} URLs disallowed by robots.txt")
         if final.get("fetch_errors"):
