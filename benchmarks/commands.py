@@ -131,15 +131,17 @@ def bench_failover(
               help="Crawls in a row, each of a new test web with late robots.txt hosts.")
 @click.option("--first", default=0, show_default=True, type=click.IntRange(0),
               help="Number of the first run (its web's seed, --depth and sitemaps).")
+@click.option("--partitions", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Frontier partitions of each crawl.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               help="Also write every run as JSON.")  # fmt: skip
-def bench_exactness(runs: int, first: int, json_path: str | None) -> None:
+def bench_exactness(runs: int, first: int, partitions: int, json_path: str | None) -> None:
     """Crawls beside late hosts against a BFS of the test web: every URL, every depth."""
     from srcrawl.benchmarks.exactness import as_json, render, run_exactness_benchmark
 
     check_outputs(json_path=json_path, plot_path=None)
     line = ProgressLine()
-    result = run_exactness_benchmark(runs, say=line.update, first=first)
+    result = run_exactness_benchmark(runs, say=line.update, first=first, partitions=partitions)
     line.done()
     click.echo(render(result))
     if json_path:
@@ -152,15 +154,19 @@ def bench_exactness(runs: int, first: int, json_path: str | None) -> None:
 @click.option("--urls", default=1_000_000, show_default=True, type=click.IntRange(1000),
               help="Distinct URLs run through the crawl master.")  # fmt: skip
 @click.option("--hosts", default=10_000, show_default=True, type=click.IntRange(1))
+@click.option("--depth-record", is_flag=True,
+              help="Instead: bytes per URL of the crawl's depth record, packed and as a hash "
+                   "field a URL.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               help="Also write the figures as JSON.")  # fmt: skip
-def bench_memory(urls: int, hosts: int, json_path: str | None) -> None:
+def bench_memory(urls: int, hosts: int, depth_record: bool, json_path: str | None) -> None:
     """Bytes per queued URL in Redis and per seen URL in the Bloom filter (docs/SCALING.md)."""
-    from srcrawl.benchmarks.memory import run_memory_benchmark
+    from srcrawl.benchmarks.memory import run_depth_record_benchmark, run_memory_benchmark
 
     check_outputs(json_path=json_path, plot_path=None)
     line = ProgressLine()
-    figures = run_memory_benchmark(urls, hosts, say=line.update)
+    figures = (run_depth_record_benchmark(urls, say=line.update) if depth_record
+               else run_memory_benchmark(urls, hosts, say=line.update))  # fmt: skip
     line.done()
     click.echo(figures.render())
     if json_path:

@@ -99,8 +99,9 @@ def _stored(env: dict[str, str]) -> dict[str, int]:
     return {p["url"]: p["depth"] for p in map(json.loads, out.stdout.splitlines())}
 
 
-def one_run(run: int, redis_url: str) -> ExactnessRun:
-    """Crawl run ``run``'s web and compare the store with its BFS."""
+def one_run(run: int, redis_url: str, partitions: int = 1) -> ExactnessRun:
+    """Crawl run ``run``'s web (over ``partitions`` frontier partitions) and compare the
+    store with its BFS."""
     depth, sitemaps = 1 + run % 3, run % 2 == 0
     with tempfile.TemporaryDirectory(prefix="srcrawl-exact-") as tmp:
         directory = Path(tmp)
@@ -112,7 +113,8 @@ def one_run(run: int, redis_url: str) -> ExactnessRun:
             started = time.monotonic()
             crawl = subprocess.run(
                 [sys.executable, "-m", "srcrawl.cli", "crawl", *tw.seed_urls, "--depth",
-                 str(depth), *FLAGS, *([] if sitemaps else ["--no-sitemaps"])],
+                 str(depth), *FLAGS, "--partitions", str(partitions),
+                 *([] if sitemaps else ["--no-sitemaps"])],
                 env=env, capture_output=True, text=True, timeout=600,
             )  # fmt: skip
             seconds = time.monotonic() - started
@@ -131,8 +133,9 @@ def one_run(run: int, redis_url: str) -> ExactnessRun:
 
 
 def run_exactness_benchmark(
-    runs: int, say: Callable[[str], None], *, first: int = 0, redis_url: str | None = None
-) -> list[ExactnessRun]:
+    runs: int, say: Callable[[str], None], *, first: int = 0, partitions: int = 1,
+    redis_url: str | None = None,
+) -> list[ExactnessRun]:  # fmt: skip
     """``runs`` crawls in a row (runs ``first`` … ``first + runs - 1``), on a Redis server
     of their own unless ``redis_url`` names one."""
     with tempfile.TemporaryDirectory(prefix="srcrawl-exact-redis-") as tmp:
@@ -145,7 +148,7 @@ def run_exactness_benchmark(
             for n in range(first, first + runs):
                 exact = sum(r.exact for r in out)
                 say(f"run {n - first + 1}/{runs} ({exact} exact so far)")
-                out.append(one_run(n, redis_url))
+                out.append(one_run(n, redis_url, partitions))
             return out
         finally:
             if proc is not None:

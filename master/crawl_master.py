@@ -130,7 +130,7 @@ class CrawlMaster:
         """Most tasks waiting in srq (0: no bound until slaves report their fetch threads)."""
         self._said_rejected = False
         self._level = 0
-        self._recording = True
+        self._recorded = True
         self._checks: dict[int, FetchTask] = {}
         self._scheduled: dict[int, FetchTask] = {}
         """The tasks of this batch's new URLs, by fingerprint."""
@@ -422,11 +422,16 @@ class CrawlMaster:
         """Turn a batch of nrq messages into one atomic frontier commit."""
         value = int(DEFAULT_REVISIT_FETCH_VALUE * self.strategy.revisit * 1000)
         batch = Batch(acks=len(msgs), value=max(1, value))
-        level, strict = self.client.hmget(self.job_keys.crawl_state, ["level", "strict"])
+        level, strict, record = self.client.hmget(self.job_keys.crawl_state,
+                                                  ["level", "strict", "record"])  # fmt: skip
         if self.partitions > 1 and int(level or 0) > self._partition_level():
             self._catch_up(int(level or 0))  # the crawl moved on while this partition waited
+        if self.partitions > 1:
+            record = self.client.hget(self.keys.crawl_state, "record")
         self._level = int(level or 0)
         batch.recording = strict is None or int(strict) != self._level
+        # without a depth record no path can be found shorter: links are judged as usual
+        self._recorded = batch.recording or record is not None
         self._checks = {}
         self._scheduled = {}
         self._lastmods = []
@@ -722,7 +727,7 @@ class CrawlMaster:
         """Judge one link (canonical, fingerprinted by its sender): schedule it or count why not."""
         # A link found behind the current level (on a page of a lagging queue, or a late
         # host's sitemap seed) may be a shorter path to a URL scheduled deeper: see Frontier.
-        behind = depth <= self._level
+        behind = self._recorded and depth <= self._level
         # most links are repeats: one already judged seen is a duplicate whatever its depth
         if fp in self.recent and not behind:
             self.recent.seen_or_add(fp)
