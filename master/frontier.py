@@ -91,8 +91,8 @@ tail link) and recording goes on (``strict`` is not set), so it holds about
 two levels' URLs at most; an advance with nothing in flight is strict as before.
 
 The crawl completes when no level is left and no lagging queue has work. A
-one-shot ``srcrawl crawl`` also ends when the lagging queues, none in flight,
-are all that is left: the crawl state names their hosts (``deferred``) and
+one-shot ``srcrawl crawl`` also ends when the lagging queues, none in flight
+and none due within DEFAULT_DEFERRED_END_WAIT, are all that is left: the crawl state names their hosts (``deferred``) and
 the next master to take the crawl over (``--resume``) makes them due at once
 and forgets their hosts' robots.txt deferrals.
 Memory: the record holds ~10 bytes a URL scheduled while the crawl was not
@@ -113,7 +113,7 @@ from dataclasses import dataclass, field, replace
 import orjson
 import redis
 
-from srcrawl.defaults import LUA_UNPACK_CHUNK
+from srcrawl.defaults import DEFAULT_DEFERRED_END_WAIT, LUA_UNPACK_CHUNK
 from srcrawl.keys import Keys
 from srcrawl.master.depth_record import (
     DEPTHS_OF,
@@ -818,13 +818,18 @@ class Frontier:
 
     def deferred_hosts(self) -> list[str] | None:
         """The hosts (host:port) of the lagging queues' head tasks, sorted; None while a
-        task of a lagging queue is in flight (its outcome may be the host's answer)."""
+        task of a lagging queue is in flight (its outcome may be the host's answer) or
+        due within DEFAULT_DEFERRED_END_WAIT (a short deferral is worth waiting out)."""
         lagging = sorted(self.lagging())
         pipe = self.client.pipeline(transaction=False)
         for q in lagging:
             pipe.hexists(self.keys.crawl_inflight, q)
-        if any(pipe.execute()):
-            return None
+            pipe.zscore(self.keys.crawl_ready, q)
+        answers = pipe.execute()
+        soon = now_ms() + int(DEFAULT_DEFERRED_END_WAIT * 1000)
+        for flying, due in zip(answers[::2], answers[1::2], strict=True):
+            if flying or (due is not None and due < soon):
+                return None
         return sorted({host_of(t.url) for t in self._lagging_heads()})
 
     def retry_lagging(self) -> None:

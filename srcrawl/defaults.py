@@ -147,6 +147,10 @@ DEFAULT_FETCH_THREADS = 32
 DEFAULT_NO_SLAVE_WARNING = 30.0
 """Seconds without a live crawl slave after which the master says that nothing fetches."""
 
+DEFAULT_DEFERRED_END_WAIT = 5.0
+"""Seconds away the next try of every host deferred by robots.txt must be for a one-shot
+`srcrawl crawl` with nothing else left to end rather than wait (--resume tries them again)."""
+
 DEFAULT_LAG_AFTER = 1.0
 """Seconds a host's robots.txt deferral must last for the depth levels to stop waiting for it
 (shorter waits keep the level barrier: they cost little, and the depths need no bookkeeping)."""
