@@ -92,9 +92,10 @@ two levels' URLs at most; an advance with nothing in flight is strict as before.
 
 The crawl completes when no level is left and no lagging queue has work. A
 one-shot ``srcrawl crawl`` also ends when the lagging queues, none in flight
-and none due within DEFAULT_DEFERRED_END_WAIT, are all that is left: the crawl state names their hosts (``deferred``) and
-the next master to take the crawl over (``--resume``) makes them due at once
-and forgets their hosts' robots.txt deferrals.
+and none due within DEFAULT_DEFERRED_END_WAIT, are all that is left: the
+crawl state names their hosts (``deferred``) and the next master to take the
+crawl over (``--resume``) makes them due at once and forgets their hosts'
+robots.txt deferrals.
 Memory: the record holds ~10 bytes a URL scheduled while the crawl was not
 strict (nothing once it is strict again); ``improved`` only the URLs found
 again nearer a seed.
