@@ -47,6 +47,9 @@ from srcrawl.progress import ProgressLine
 from srcrawl.queues.crawl_strategy import QUEUE_POLICIES, CrawlStrategy
 from srcrawl.useragent import ENV_USER_AGENT, contact_warning
 
+EXIT_DEFERRED = 3
+"""`srcrawl crawl`'s exit status when the crawl ended with hosts whose robots.txt could not
+be had (their URLs wait in the frontier for `--resume`)."""
 HOST_ERRORS_SHOWN = 10
 """Hosts whose robots.txt failures `srcrawl crawl` tells of (then `srcrawl status`)."""
 POLITENESS_WINDOW = 6
@@ -351,7 +354,9 @@ def crawl_command(
         sys.exit(exit_code_of(e))
     finally:
         line.done()
-    click.echo(json.dumps({"job": cfg.job, **final}, sort_keys=True))
+    deferred = watch.deferred_hosts()
+    click.echo(json.dumps({"job": cfg.job, **final, **({"deferred_hosts": deferred}
+                                                       if deferred else {})}, sort_keys=True))
     failed = watch.nothing_fetched(final)
     if failed:
         line.say(f"srcrawl: {failed}")
@@ -360,6 +365,9 @@ def crawl_command(
         f"crawl complete: {final.get('pages', 0)} pages, {final.get('scheduled', 0)} URLs "
         f"scheduled, {final.get('fetch_errors', 0)} fetch errors"
     )
+    if deferred:
+        line.say(watch.deferred_note(deferred))
+        sys.exit(EXIT_DEFERRED)
 
 
 class _CrawlWatch:
@@ -370,23 +378,33 @@ class _CrawlWatch:
         self.cfg = cfg
         self.line = line
         self.shown: dict[str, dict] = {}
-        self.bound: collections.deque[bool] = collections.deque(maxlen=POLITENESS_WINDOW)
+        self.bound: collections.deque[str | None] = collections.deque(maxlen=POLITENESS_WINDOW)
         self.told_politeness = False
 
     def report(self, p: dict[str, int], elapsed: float) -> None:
-        from srcrawl.master.crawl_run import describe_host_error, host_errors, politeness_bound
+        from srcrawl.master.crawl_run import (
+            BACKING_OFF,
+            describe_host_error,
+            host_errors,
+            waiting_on,
+        )
 
         for host, record in host_errors(self.cfg).items():
             if self.shown.get(host) != record and len(self.shown) < HOST_ERRORS_SHOWN:
                 self.shown[host] = record
                 self.line.say(describe_host_error(host, record))
-        self.bound.append(politeness_bound(self.cfg))
+        self.bound.append(waiting_on(self.cfg))
         rate = p.get("pages", 0) / elapsed if elapsed > 0 else 0.0
         text = (
             f"pages {p.get('pages', 0)}  queued {p['queued']}  in flight {p['in_flight']}  "
             f"{rate:.1f} pages/s  errors {p.get('fetch_errors', 0)}  {elapsed:.0f}s"
         )
-        if len(self.bound) == self.bound.maxlen and sum(self.bound) > len(self.bound) * 3 // 4:
+        waits = [b for b in self.bound if b]
+        if len(self.bound) == self.bound.maxlen and len(waits) > len(self.bound) * 3 // 4:
+            if waits.count(BACKING_OFF) * 2 >= len(waits):  # retries wait, not politeness
+                text += "  (backing off: failed fetches wait --retry-backoff to try again)"
+                self.line.update(text, force=p["queued"] + p["in_flight"] == 0)
+                return
             text += "  (waiting on politeness: see --delay, --delay-factor)"
             if not self.told_politeness:
                 self.told_politeness = True
@@ -405,13 +423,39 @@ class _CrawlWatch:
             "--delay 0 --delay-factor 0 lifts it and --per-host N fetches N of its pages at once"
         )
 
+    def deferred_hosts(self) -> list[str]:
+        """The hosts whose robots.txt could not be had when the crawl ended (their URLs
+        are left in the frontier)."""
+        from srcrawl.master.crawl_master import crawl_state
+
+        return crawl_state(self.cfg).get("deferred", "").split()
+
+    def deferred_note(self, hosts: list[str]) -> str:
+        from srcrawl.master.crawl_run import host_errors
+
+        errors = host_errors(self.cfg)
+        said = [f"{h} (robots.txt: {errors.get(h, {}).get('reason', 'deferred')})" for h in hosts]
+        return (
+            f"srcrawl: {len(hosts)} host{'s' if len(hosts) > 1 else ''} left uncrawled, "
+            f"{'their' if len(hosts) > 1 else 'its'} robots.txt not to be had: "
+            + "; ".join(said)
+            + f". `srcrawl --job {self.cfg.job} crawl --resume` tries again "
+            "(an always-on master, `srcrawl master start --keep-running`, keeps retrying)"
+        )
+
     def nothing_fetched(self, final: dict[str, int]) -> str | None:
         """Why no page at all could be fetched, or None when some were."""
         if final.get("pages", 0) > final.get("fetch_errors", 0):
             return None
         from srcrawl.master.crawl_run import describe_host_error, host_errors
 
-        reasons = [describe_host_error(h, r) for h, r in host_errors(self.cfg).items()]
+        deferred = set(self.deferred_hosts())
+        reasons = [
+            f"{h}: {r.get('what', 'robots.txt')}: {r.get('reason', 'failed')}; left for "
+            f"`srcrawl --job {self.cfg.job} crawl --resume`" if h in deferred
+            else describe_host_error(h, r)
+            for h, r in host_errors(self.cfg).items()
+        ]  # fmt: skip
         if final.get("robots_disallowed"):
             reasons.append(f"{final['robots_disallowed']} URLs disallowed by robots.txt")
         if final.get("fetch_errors"):

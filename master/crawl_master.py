@@ -56,6 +56,7 @@ from srcrawl.master.seen import SeenSet
 from srcrawl.outage import REDIS_DOWN, master_waits_out
 from srcrawl.queues.crawl_protocol import (
     ERROR_ADDRESS_REFUSED,
+    ERROR_CONNECT,
     MASTER_ID,
     UNREACHABLE,
     Deferred,
@@ -206,6 +207,9 @@ class CrawlMaster:
             stopping=self.stopping.is_set,
         )
         self._last_renew = time.monotonic()
+        # a crawl that ended with hosts deferred by robots.txt tries them again now
+        if self.client.hexists(self.keys.crawl_state, "deferred"):
+            self.frontier.retry_lagging()
         # a previous master's half-processed batch goes back to the head of nrq
         self.frontier.take_over()
         replayed = self.seen.load()
@@ -224,15 +228,20 @@ class CrawlMaster:
         """First signal: finish the batch in hand. Second: leave at once."""
         install_stop_handlers(self.stopping)
 
-    def run(self, *, keep_running: bool = False, acquired: bool = False) -> bool:
+    def run(
+        self, *, keep_running: bool = False, acquired: bool = False, end_deferred: bool = False
+    ) -> bool:
         """Crawl until complete (True) or stopped (False); LeaseLost if another took over.
 
         ``acquired``: the lease was taken already (:meth:`acquire`, by a partitioned master).
+        ``end_deferred``: a one-shot crawl ends once only queues deferred by their host's
+        robots.txt (lagging) are left; the crawl state names their hosts (``deferred``),
+        and the next master to take the crawl over tries them again at once.
         """
         if not acquired:
             self.acquire()
         try:
-            return self._loop(keep_running)
+            return self._loop(keep_running, end_deferred and self.partitions == 1)
         except LeaseLost as e:
             log.error("%s: it stops, having changed nothing since", e)
             raise
@@ -246,25 +255,15 @@ class CrawlMaster:
                 self.release()
 
     # -- the loop ----------------------------------------------------------------
-    def _loop(self, keep_running: bool) -> bool:
+    def _loop(self, keep_running: bool, end_deferred: bool = False) -> bool:
         next_ready = now_ms()
         while not self.stopping.is_set():
             self._housekeeping()
             msgs = self._next_messages(next_ready)
             if msgs:
                 self.process(msgs)
-            # an always-on master fetches stored pages again when their time comes
-            paused = self.guards.state.disk_paused  # no fetch handed out meanwhile
-            due, next_due = (
-                self.frontier.release_due(DEFAULT_RECRAWL_BATCH)
-                if keep_running and not paused else (0, -1)
-            )  # fmt: skip
-            if paused:  # look again in a while
-                released, next_ready = 0, now_ms() + int(DEFAULT_MASTER_IDLE_WAIT * 1000)
-            else:
-                released, next_ready = self.frontier.schedule(backlog=self.backlog)
-            next_ready = _earliest(next_ready, next_due)
-            if msgs or released or due:
+            handed_out, next_ready = self._hand_out(keep_running)
+            if msgs or handed_out:
                 next_ready = now_ms()
                 continue
             state = self.frontier.level_state(self.queues.nrq.key)
@@ -284,7 +283,29 @@ class CrawlMaster:
                 if not keep_running and not state.lagging:
                     self._finish()
                     return True
+                deferred = self.frontier.deferred_hosts() if end_deferred else None
+                if not keep_running and deferred:  # only hosts deferred by robots.txt left
+                    self._finish(deferred=deferred)
+                    return True
+            elif (self.partitions == 1 and not keep_running and state.tail_only
+                  and not self._holding()):  # fmt: skip
+                # the level's last tasks are all in flight: the next one fills the slots
+                # they leave idle (the depth record keeps depths exact, see Frontier)
+                self._advance_level(lagging=state.lagging > 0, overlap=True)
+                next_ready = now_ms()
         return False
+
+    def _hand_out(self, keep_running: bool) -> tuple[bool, int]:
+        """Release due recrawls (an always-on master fetches stored pages again when their
+        time comes) and schedule ready queues: (whether any task went out, when the next
+        one is due in ms, -1 for none). Nothing goes out while the disk guard pauses."""
+        if self.guards.state.disk_paused:  # look again in a while
+            return False, now_ms() + int(DEFAULT_MASTER_IDLE_WAIT * 1000)
+        due, next_due = (
+            self.frontier.release_due(DEFAULT_RECRAWL_BATCH) if keep_running else (0, -1)
+        )
+        released, next_ready = self.frontier.schedule(backlog=self.backlog)
+        return bool(released or due), _earliest(next_ready, next_due)
 
     def _partition_step(self, keep_running: bool) -> str:
         """This partition is done with the level: see whether every partition is, and move
@@ -375,26 +396,32 @@ class CrawlMaster:
                 "`srcrawl slave start`", now - self._no_slave_since,
             )  # fmt: skip
 
-    def _advance_level(self, *, lagging: bool) -> None:
+    def _advance_level(self, *, lagging: bool, overlap: bool = False) -> None:
+        """Release the next level. ``overlap``: the current level's tail is still in flight
+        (nothing of it queued, nothing of an earlier level out)."""
         # scheduling pauses while a level is released, so no task of the new
         # level runs before all of it is queued (see Frontier)
         state = self.keys.crawl_state
         level = self.client.hget(state, "level") or b"0"
 
         def next_level(pipe: redis.client.Pipeline) -> None:
-            if not lagging:  # nothing is behind: no path can be shortened (see Frontier)
-                pipe.hset(state, "strict", int(level) + 1)
+            if not lagging:  # nothing is behind: no path scheduled so far can be shortened
+                if not overlap:  # nor any to come: the crawl is strict (see Frontier)
+                    pipe.hset(state, "strict", int(level) + 1)
                 self.frontier.drop_record(pipe)
+            if overlap:
+                pipe.hincrby(self.keys.stats("crawl"), "levels_overlapped", 1)
             pipe.hincrby(state, "level", 1)
 
         self.frontier.transaction(next_level)
         while self.frontier.advance() > 0:
             pass
 
-    def _finish(self) -> None:
+    def _finish(self, deferred: list[str] | None = None) -> None:
         """The crawl is complete: the seen set's snapshot, the depths improved on the way,
         the state and the store's job record. Of a partitioned crawl, this partition's
-        (the crawl's own state was completed by the level barrier)."""
+        (the crawl's own state was completed by the level barrier). ``deferred``: the hosts
+        whose robots.txt could not be had, their URLs left in their queues."""
         self.seen.snapshot(self.frontier.transaction)
         improved = self.frontier.improved_depths()
         self.lease.keep()  # the store is not fenced: a master that lost the crawl leaves first
@@ -403,6 +430,8 @@ class CrawlMaster:
         now = time.time()
         done = {"state": "complete"} if self.partitions > 1 else {"state": "complete",
                                                                   "finished": now}  # fmt: skip
+        if deferred:
+            done["deferred"] = " ".join(deferred)
         self.frontier.transaction(lambda pipe: pipe.hset(self.keys.crawl_state, mapping=done))
         started, finished = self.client.hmget(self.job_keys.crawl_state, ["started", "finished"])
         self.cfg.store().set_job(
@@ -681,7 +710,14 @@ class CrawlMaster:
         batch.lag[disallowed.task.queue] = 0
 
     def _on_retry(self, retry: Retry, batch: Batch) -> None:
-        """Queue a failed fetch again after a back-off, its host still polite meanwhile."""
+        """Queue a failed fetch again after a back-off, its host still polite meanwhile.
+
+        A failure of the host (no connection; 429, or 503 with Retry-After: the server
+        asks every client to wait) holds its queue for the back-off, the host's other
+        queues keeping their politeness. A failure of one URL (a 500, a timeout, a cut-off
+        body, while the host may well answer others) holds only that URL: its queue goes
+        on at its politeness turn.
+        """
         task = replace(retry.task, failed=retry.task.failed + 1)
         self._learn_limit(task, retry.crawl_delay, batch)
         batch.count("fetch_retries")
@@ -689,7 +725,11 @@ class CrawlMaster:
         polite = self.strategy.politeness_ms(retry.fetch_ms, retry.crawl_delay)
         wait = max(self.strategy.retry_ms(task.failed, retry.retry_after), polite)
         now = now_ms()
-        batch.retry.append(Requeue(task, now + wait, slot=now + polite))
+        if _host_failed(retry):
+            batch.retry.append(Requeue(task, now + wait, slot=now + polite, held=True))
+        else:
+            batch.count("url_backoffs")
+            batch.backoff.append(Requeue(task, now + wait, slot=now + polite))
         batch.lag[task.queue] = 0
 
     def _on_deferred(self, deferred: Deferred, batch: Batch) -> None:
@@ -807,6 +847,13 @@ def crawl_counters(client: redis.Redis, job_keys: Keys) -> dict[str, int]:
         for name, n in client.hgetall(k.stats("crawl")).items():
             total[name.decode()] = total.get(name.decode(), 0) + int(n)
     return total
+
+
+def _host_failed(retry: Retry) -> bool:
+    """Does the failure say the whole host should be left alone for a while, not one URL?"""
+    if retry.error == ERROR_CONNECT:
+        return True
+    return retry.status == 429 or (retry.status == 503 and retry.retry_after is not None)
 
 
 def _earliest(a: int, b: int) -> int:

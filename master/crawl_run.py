@@ -199,24 +199,33 @@ def describe_host_error(host: str, record: dict) -> str:
     return f"{head}; retrying in {wait:.0f} s (try {record.get('try')} of {record.get('tries')})"
 
 
-def politeness_bound(cfg: Config) -> bool:
-    """Is the crawl waiting on politeness right now?
+POLITENESS = "politeness"
+BACKING_OFF = "backing off"
 
-    True when no host queue is due, some wait for their politeness timer, and
-    the live slaves' fetch slots are mostly idle.
+
+def waiting_on(cfg: Config) -> str | None:
+    """What the crawl waits on right now, if it waits: BACKING_OFF or POLITENESS.
+
+    It waits when no host queue is due and the live slaves' fetch slots are mostly idle;
+    on BACKING_OFF when URLs or queues back off after failures (a retry's wait), else on
+    POLITENESS when queues wait for their politeness timer.
     """
     client = cfg.redis()
     now = now_ms()
-    due = waiting = inflight = 0
+    due = waiting = inflight = backoff = 0
     for k in partition_keys(client, cfg.keys):
         pipe = client.pipeline(transaction=False)
         pipe.zcount(k.crawl_ready, "-inf", now)
         pipe.zcount(k.crawl_ready, f"({now}", "+inf")
         pipe.hlen(k.crawl_inflight)
-        d, w, f = pipe.execute()
-        due, waiting, inflight = due + d, waiting + w, inflight + f
-    if due or not waiting:
-        return False
+        pipe.zcard(k.crawl_backoff)
+        pipe.zcount(k.crawl_backoff_queues, f"({now}", "+inf")
+        d, w, f, b, q = pipe.execute()
+        due, waiting, inflight, backoff = due + d, waiting + w, inflight + f, backoff + b + q
+    if due or not (waiting or backoff):
+        return None
     live = [w for w in workers(client, cfg.keys) if w.alive]
     threads = sum(int(w.stats.get("crawl_threads", 0)) for w in live)
-    return inflight < threads / 2
+    if inflight >= threads / 2:
+        return None
+    return BACKING_OFF if backoff else POLITENESS

@@ -26,6 +26,13 @@ between any two of its requests, whichever queues they came from. A
 Crawl-delay learnt while several requests are out lets no new one go until
 all of them are back.
 
+A fetch that failed for a passing reason is tried again after a back-off.
+A failure of the host (no connection; 429, or 503 with Retry-After) holds its
+queue for the back-off; a failure of one URL (a 500, a timeout, a cut-off
+body) holds only the URL: its task waits in ``backoff`` (a sorted set) and
+goes back to the head of its queue when its time comes, while the queue goes
+on at its politeness turn. Tasks backing off count as ready work for the level.
+
 Depth levels are released one at a time: links found at depth d+1 wait in
 ``nextlevel`` until nothing of depth d is queued or in flight. That is what
 makes a crawl with ``--depth`` fetch exactly the URLs within that many hops
@@ -70,7 +77,25 @@ construction:
 - When the crawl completes, the store's depth of every improved page is set
   (its deeper fetch may have been stored).
 
-The crawl completes when no level is left and no lagging queue has work.
+The next level need not wait for the last of a level's tasks to come back:
+once every task of level d is out (none queued, none ready, none backing off,
+no outcome unread) and nothing from before d is in flight, an unpartitioned
+one-shot crawl releases level d+1 beside that tail, so the slots the tail
+leaves idle take the new level's tasks. The tail's links, at depth d+1, are
+then behind the level, and are judged as a lagging queue's are: a URL first
+found at d+2 by a page of the new level and then at d+1 by the tail is still
+queued for level d+2 (which cannot start while anything of d is in flight),
+so its task is replaced by the nearer one and it is fetched once. At such an
+advance the record is dropped (no URL scheduled so far can be shortened by a
+tail link) and recording goes on (``strict`` is not set), so it holds about
+two levels' URLs at most; an advance with nothing in flight is strict as before.
+
+The crawl completes when no level is left and no lagging queue has work. A
+one-shot ``srcrawl crawl`` also ends when the lagging queues, none in flight
+and none due within DEFAULT_DEFERRED_END_WAIT, are all that is left: the
+crawl state names their hosts (``deferred``) and the next master to take the
+crawl over (``--resume``) makes them due at once and forgets their hosts'
+robots.txt deferrals.
 Memory: the record holds ~10 bytes a URL scheduled while the crawl was not
 strict (nothing once it is strict again); ``improved`` only the URLs found
 again nearer a seed.
@@ -89,7 +114,7 @@ from dataclasses import dataclass, field, replace
 import orjson
 import redis
 
-from srcrawl.defaults import LUA_UNPACK_CHUNK
+from srcrawl.defaults import DEFAULT_DEFERRED_END_WAIT, LUA_UNPACK_CHUNK
 from srcrawl.keys import Keys
 from srcrawl.master.depth_record import (
     DEPTHS_OF,
@@ -100,6 +125,7 @@ from srcrawl.master.depth_record import (
 from srcrawl.master.depth_record import LUA_FUNCTIONS as _DEPTH_RECORD
 from srcrawl.queues.crawl_protocol import QUEUE_FIELD, FetchTask
 from srcrawl.queues.lease import MasterLease
+from srcrawl.urls import host_of, origin
 
 PARKED = 10**15
 """The ready score of a queue parked while its host is at its limit (no time ever reaches it)."""
@@ -108,14 +134,16 @@ PARKED = 10**15
 _HOST_OF = "local function host_of(q) return string.match(q, '^(.+)#%d+$') end"
 
 # KEYS[1] ready, KEYS[2] inflight, KEYS[3] srq, KEYS[4] host in flight, KEYS[5] host
-# limit, KEYS[6] host next; ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] most
+# limit, KEYS[6] host next, KEYS[7] tasks backing off, KEYS[8] qnext, KEYS[9] queues
+# backing off; ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] most
 # due queues looked at, ARGV[4] most tasks left waiting in srq (0: no bound), ARGV[5]
 # parked set prefix, ARGV[6] cooling set prefix.
-# Moves the head task of due queues into srq, the queues with the most tasks
-# first, and marks them in flight. A queue of a host with all its requests out
-# is parked instead (scored PARKED, named in the host's parked set) until one
-# of them comes back; a queue of a host whose free slots all wait out their
-# politeness (cooling), or of a host held to 1 whose next request may not start
+# First puts the tasks whose back-off is over back at the head of their queues (ready
+# no earlier than the queue's own next time). Then moves the head task of due queues
+# into srq, the queues with the most tasks first, and marks them in flight. A queue of
+# a host with all its requests out is parked instead (scored PARKED, named in the
+# host's parked set) until one of them comes back; a queue of a host whose free slots
+# all wait out their politeness (cooling), or of a host held to 1 whose next request may not start
 # yet, is scored at that time. Returns {tasks released, earliest next ready
 # time or -1}; -1 too when due queues wait for room in srq or for their host
 # (an outcome coming back is what makes room).
@@ -124,9 +152,22 @@ local now = tonumber(ARGV[1])
 local function earliest()
   local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   local t = tonumber(first[2] or '-1')
-  if t >= {PARKED} then return -1 end
+  if t >= {PARKED} then t = -1 end
+  local back = tonumber(redis.call('ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')[2] or '-1')
+  if back >= 0 and (t < 0 or back < t) then t = back end
   return t
 end
+for _, task in ipairs(redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now, 'LIMIT', 0, 1000)) do
+  redis.call('ZREM', KEYS[7], task)
+  local q = cjson.decode(task).{QUEUE_FIELD}
+  redis.call('LPUSH', ARGV[2] .. q, task)
+  if redis.call('HEXISTS', KEYS[2], q) == 0 then
+    local t = tonumber(redis.call('HGET', KEYS[8], q) or '0')
+    if t < now then t = now end
+    redis.call('ZADD', KEYS[1], 'NX', t, q)
+  end
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', now)
 local qs = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
 if #qs == 0 then return {{0, earliest()}} end
 local room = #qs
@@ -194,15 +235,19 @@ return {{n, earliest()}}
 # KEYS[11] the depth record (packed), KEYS[12] improved depths, KEYS[13] host in flight,
 # KEYS[14] host limit, KEYS[15] host next, KEYS[16] due, KEYS[17] due tasks, KEYS[18]
 # origins with a sitemap task, KEYS[19] crawl state (its commit count: see
-# master/level_barrier.py), KEYS[20] held links (a guard held admission: master/guards.py).
+# master/level_barrier.py), KEYS[20] tasks backing off, KEYS[21] queues backing off,
+# KEYS[22] held links (a guard held admission: master/guards.py).
 # ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] JSON:
 #   done:  [[queue, next ms]]   outcome of its in-flight task: ready again at that time
 #   free:  [queue]              the same, keeping the time its politeness set before
-#   retry: [[queue, task, next ms, slot ms]]   put the task back at the head; the host's
-#                                              slot is free at slot ms (limit above 1)
+#   retry: [[queue, task, next ms, slot ms, held]]   put the task back at the head; the
+#     host's slot is free at slot ms (limit above 1); held 1: the queue backs off (its
+#     host failed), noted in KEYS[21] until next ms
+#   backoff: [[queue, task, when (ms), next ms]]   a URL that failed alone: the task waits
+#     in KEYS[20] until when, its queue is ready again at next ms
 #   now:   [[queue, task]]                           new tasks of the current level
 #   hosts: [[host, n]], stats: [[counter, n]], acks: messages to drop from KEYS[7]
-#   held: [Links message]   links not admitted (a guard holds admission), kept in KEYS[20]
+#   held: [Links message]   links not admitted (a guard holds admission), kept in KEYS[22]
 #   errors: [[host, JSON or "" to forget the host's error]]
 #   lag: [[queue, 1 lagging or 0 not]]
 #   improved: [[fp as a string, depth, task fetched again, queue, [encodings of the deeper
@@ -296,6 +341,11 @@ end
 for _, r in ipairs(doc.retry) do
   redis.call('LPUSH', prefix .. r[1], r[2])
   release(r[1], r[3], r[4])
+  if r[5] == 1 then redis.call('ZADD', KEYS[21], r[3], r[1]) end
+end
+for _, b in ipairs(doc.backoff) do
+  redis.call('ZADD', KEYS[20], b[3], b[2])
+  release(b[1], b[4])
 end
 local function push_now(q, task)
   redis.call('RPUSH', prefix .. q, task)
@@ -311,7 +361,7 @@ for i = 10, #ARGV, {LUA_UNPACK_CHUNK} do
 end
 for _, h in ipairs(doc.hosts) do redis.call('HINCRBY', KEYS[8], h[1], h[2]) end
 for _, s in ipairs(doc.stats) do redis.call('HINCRBY', KEYS[6], s[1], s[2]) end
-for _, m in ipairs(doc.held) do redis.call('RPUSH', KEYS[20], m) end
+for _, m in ipairs(doc.held) do redis.call('RPUSH', KEYS[22], m) end
 for _, e in ipairs(doc.errors) do
   if e[2] == '' then redis.call('HDEL', KEYS[9], e[1])
   else redis.call('HSET', KEYS[9], e[1], e[2]) end
@@ -473,12 +523,33 @@ local function work_beside_lagging(ready_key, inflight_key, lagging_key, forget)
 end
 """
 
-# KEYS[1] ready, KEYS[2] inflight, KEYS[3] lagging, KEYS[4] nextlevel, KEYS[5] nrq.
-# Returns {ready queues, queues in flight (both without the lagging ones), lagging
-# queues with work, next-level tasks, nrq messages}; forgets lagging queues with no work.
+# KEYS[1] ready, KEYS[2] inflight, KEYS[3] lagging, KEYS[4] nextlevel, KEYS[5] nrq,
+# KEYS[6] tasks backing off, KEYS[7] crawl state; ARGV[1] queue key prefix.
+# Returns {ready queues and tasks backing off, queues in flight (both without the lagging
+# ones), lagging queues with work, next-level tasks, nrq messages, tasks still queued
+# behind the ones in flight, tasks in flight from before the level}; forgets lagging
+# queues with no work. The last two are counted (over the queues in flight, lagging ones
+# apart) only when the level could be left with its tail in flight: nothing ready, no
+# outcome unread and a next level waiting; else they are -1.
 _LEVEL = WORK_BESIDE_LAGGING + """
 local ready, inflight, lagging = work_beside_lagging(KEYS[1], KEYS[2], KEYS[3], true)
-return {ready, inflight, lagging, redis.call('LLEN', KEYS[4]), redis.call('LLEN', KEYS[5])}
+ready = ready + redis.call('ZCARD', KEYS[6])
+local nextlevel, nrq = redis.call('LLEN', KEYS[4]), redis.call('LLEN', KEYS[5])
+local queued, behind = -1, -1
+if ready == 0 and nrq == 0 and nextlevel > 0 and inflight > 0 then
+  queued, behind = 0, 0
+  local level = tonumber(redis.call('HGET', KEYS[7], 'level') or '0')
+  local flying = redis.call('HGETALL', KEYS[2])
+  for i = 1, #flying, 2 do
+    local q = flying[i]
+    if redis.call('SISMEMBER', KEYS[3], q) == 0 then
+      queued = queued + redis.call('LLEN', ARGV[1] .. q)
+      local d = tonumber(string.match(flying[i + 1], '"depth":(%d+)') or '0')
+      if d < level then behind = behind + 1 end
+    end
+  end
+end
+return {ready, inflight, lagging, nextlevel, nrq, queued, behind}
 """
 
 
@@ -515,8 +586,9 @@ class Requeue:
     task: FetchTask
     at: int
     slot: int | None = None
-    """When the request's slot of a host allowed several is free (ms; None: at ``at``): a
-    failed URL's back-off holds its queue, only its politeness holds the host."""
+    """When the request's slot of a host allowed several is free (ms; None: at ``at``)."""
+    held: bool = False
+    """The queue waits until ``at`` because its host failed (the progress line says so)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -542,6 +614,9 @@ class Batch:
     """Queues whose in-flight task is over → when they are ready again (None: when
     their politeness said before)."""
     retry: list[Requeue] = field(default_factory=list)
+    backoff: list[Requeue] = field(default_factory=list)
+    """Tasks whose own URL failed: each waits until ``at`` apart from its queue, which is
+    ready again at ``slot`` (its politeness)."""
     now: list[FetchTask] = field(default_factory=list)
     """New tasks of the current level."""
     next: list[FetchTask] = field(default_factory=list)
@@ -580,7 +655,12 @@ class Batch:
             "done": [[q, t] for q, t in self.done.items() if t is not None],
             "free": [q for q, t in self.done.items() if t is None],
             "retry": [
-                [r.task.queue, r.task.encode().decode(), r.at, r.slot or r.at] for r in self.retry
+                [r.task.queue, r.task.encode().decode(), r.at, r.slot or r.at, int(r.held)]
+                for r in self.retry
+            ],
+            "backoff": [
+                [r.task.queue, r.task.encode().decode(), r.at, r.slot or r.at]
+                for r in self.backoff
             ],
             "now": [[t.queue, t.encode().decode()] for t in self.now],
             "hosts": [[h, n] for h, n in self.hosts.items()],
@@ -669,7 +749,8 @@ class Frontier:
         k = self.keys
         released, nxt = self._schedule(
             keys=[k.crawl_ready, k.crawl_inflight, self.srq_key, k.crawl_host_inflight,
-                  k.crawl_host_limit, k.crawl_host_next],
+                  k.crawl_host_limit, k.crawl_host_next, k.crawl_backoff, k.crawl_queue_next,
+                  k.crawl_backoff_queues],
             args=[now_ms(), k.crawl_queue_prefix, limit, backlog, k.crawl_parked_prefix,
                   k.crawl_cooling_prefix],
         )  # fmt: skip
@@ -684,7 +765,8 @@ class Frontier:
                 k.seen_journal, k.stats("crawl"), self.nrq_processing, k.crawl_host_pages,
                 k.crawl_host_errors, k.crawl_lagging, k.crawl_depths, k.crawl_improved,
                 k.crawl_host_inflight, k.crawl_host_limit, k.crawl_host_next, k.crawl_due,
-                k.crawl_due_tasks, k.crawl_sitemap_hosts, k.crawl_state, k.crawl_held,
+                k.crawl_due_tasks, k.crawl_sitemap_hosts, k.crawl_state, k.crawl_backoff,
+                k.crawl_backoff_queues, k.crawl_held,
             ],
             # the next level's tasks as arguments of their own, not strings in the JSON:
             # most new URLs are, and Lua's JSON decoder would read each one character by
@@ -723,8 +805,9 @@ class Frontier:
     def level_state(self, nrq_key: str) -> LevelState:
         """What the current depth level still waits for, in one round trip."""
         k = self.keys
-        keys = [k.crawl_ready, k.crawl_inflight, k.crawl_lagging, k.crawl_next_level, nrq_key]
-        return LevelState(*(int(n) for n in self._level(keys=keys)))
+        keys = [k.crawl_ready, k.crawl_inflight, k.crawl_lagging, k.crawl_next_level, nrq_key,
+                k.crawl_backoff, k.crawl_state]  # fmt: skip
+        return LevelState(*(int(n) for n in self._level(keys=keys, args=[k.crawl_queue_prefix])))
 
     def host_limits(self) -> dict[str, int]:
         """Hosts spread over several queues whose limit is known → that limit."""
@@ -733,6 +816,44 @@ class Frontier:
 
     def lagging(self) -> set[str]:
         return {q.decode() for q in self.client.smembers(self.keys.crawl_lagging)}
+
+    def _lagging_heads(self) -> list[FetchTask]:
+        pipe = self.client.pipeline(transaction=False)
+        for q in sorted(self.lagging()):
+            pipe.lindex(self.keys.crawl_queue_prefix + q, 0)
+        return [FetchTask.decode(raw) for raw in pipe.execute() if raw]
+
+    def deferred_hosts(self) -> list[str] | None:
+        """The hosts (host:port) of the lagging queues' head tasks, sorted; None while a
+        task of a lagging queue is in flight (its outcome may be the host's answer) or
+        due within DEFAULT_DEFERRED_END_WAIT (a short deferral is worth waiting out)."""
+        lagging = sorted(self.lagging())
+        pipe = self.client.pipeline(transaction=False)
+        for q in lagging:
+            pipe.hexists(self.keys.crawl_inflight, q)
+            pipe.zscore(self.keys.crawl_ready, q)
+        answers = pipe.execute()
+        soon = now_ms() + int(DEFAULT_DEFERRED_END_WAIT * 1000)
+        for flying, due in zip(answers[::2], answers[1::2], strict=True):
+            if flying or (due is not None and due < soon):
+                return None
+        return sorted({host_of(t.url) for t in self._lagging_heads()})
+
+    def retry_lagging(self) -> None:
+        """Make every lagging queue due now, forget its host's robots.txt deferral (so the
+        next task asks again) and the deferred hosts of the crawl state: a crawl that
+        ended with them is taken up again."""
+        now = now_ms()
+        origins = {origin(t.url) for t in self._lagging_heads()}
+
+        def due_now(pipe: redis.client.Pipeline) -> None:
+            for q in self.lagging():
+                pipe.zadd(self.keys.crawl_ready, {q: now}, xx=True)
+            for o in origins:
+                pipe.delete(self.keys.robots(o))
+            pipe.hdel(self.keys.crawl_state, "deferred")
+
+        self.transaction(due_now)
 
     def recorded_depths(self, fps: list[int]) -> list[int | None]:
         """The depths recorded for ``fps`` (None: not recorded)."""
@@ -755,14 +876,25 @@ class Frontier:
 @dataclass(frozen=True)
 class LevelState:
     """Queues ready and tasks in flight (lagging queues apart), lagging queues with work,
-    next-level tasks, nrq messages."""
+    next-level tasks, nrq messages; when the level may be left with its tail in flight,
+    the tasks queued behind the ones in flight and those in flight from before the
+    level (else -1)."""
 
     ready: int
     inflight: int
     lagging: int
     next: int
     nrq: int
+    queued: int = -1
+    behind: int = -1
 
     @property
     def level_done(self) -> bool:
         return self.ready == 0 and self.inflight == 0 and self.nrq == 0
+
+    @property
+    def tail_only(self) -> bool:
+        """Every task of the level is out (in flight, none queued, no outcome unread), none
+        from an earlier level is, and a next level waits: the next level may start
+        beside this one's tail (see the module doc)."""
+        return self.queued == 0 and self.behind == 0

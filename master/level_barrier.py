@@ -39,12 +39,14 @@ COMPLETE = "complete"
 WAITING = "waiting"
 
 # KEYS[1] ready, KEYS[2] inflight, KEYS[3] lagging, KEYS[4] nextlevel, KEYS[5] nrq,
-# KEYS[6] the master's batch in hand, KEYS[7] the partition's crawl state.
+# KEYS[6] the master's batch in hand, KEYS[7] the partition's crawl state, KEYS[8] its
+# tasks backing off (counted as ready).
 # Reads (writes nothing): {ready queues, queues in flight (both without the lagging
 # ones), lagging queues with work, next-level tasks, nrq messages, batch in hand,
 # the partition's level, its commits}.
 _PROBE = WORK_BESIDE_LAGGING + """
 local ready, inflight, lagging = work_beside_lagging(KEYS[1], KEYS[2], KEYS[3], false)
+ready = ready + redis.call('ZCARD', KEYS[8])
 local st = redis.call('HMGET', KEYS[7], 'level', 'commits')
 return {ready, inflight, lagging, redis.call('LLEN', KEYS[4]), redis.call('LLEN', KEYS[5]),
         redis.call('LLEN', KEYS[6]), tonumber(st[1] or '0'), tonumber(st[2] or '0')}
@@ -109,7 +111,7 @@ class LevelBarrier:
     def probe(self, k: Keys) -> PartitionProbe:
         nrq = k.nrq("crawl")
         keys = [k.crawl_ready, k.crawl_inflight, k.crawl_lagging, k.crawl_next_level, nrq,
-                processing_key(nrq, MASTER_ID), k.crawl_state]  # fmt: skip
+                processing_key(nrq, MASTER_ID), k.crawl_state, k.crawl_backoff]  # fmt: skip
         return PartitionProbe(*(int(n) for n in self._probe(keys=keys)))
 
     def probe_all(self) -> list[PartitionProbe]:

@@ -55,6 +55,10 @@ QUEUE_FIELD = "q"
 ERROR_ADDRESS_REFUSED = "address_refused"
 """A fetch's error when the address it resolved to is not one the crawl may reach."""
 
+ERROR_CONNECT = "connect"
+"""A fetch's error when no connection was made (refused, unknown host, reset) or it closed
+before any response: the master backs off the whole host, not the URL."""
+
 UNKNOWN_HOST = "unknown host"
 COULD_NOT_CONNECT = "could not connect"
 UNREACHABLE = frozenset({UNKNOWN_HOST, COULD_NOT_CONNECT})

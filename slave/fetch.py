@@ -42,7 +42,7 @@ from srcrawl.defaults import (
     DEFAULT_READ_TIMEOUT,
     DEFAULT_USER_AGENT,
 )
-from srcrawl.queues.crawl_protocol import ERROR_ADDRESS_REFUSED
+from srcrawl.queues.crawl_protocol import ERROR_ADDRESS_REFUSED, ERROR_CONNECT
 from srcrawl.slave.fetch_policy import FetchPolicy
 
 ERROR_SCHEME = "scheme"
@@ -51,8 +51,8 @@ ERROR_BAD_URL = "bad_url"
 """The URL cannot be requested (no host, bad port, bad IPv6 literal, …)."""
 ERROR_TIMEOUT = "timeout"
 """Connecting, waiting for bytes, or the whole fetch took too long."""
-ERROR_CONNECT = "connect"
-"""No connection (refused, unknown host, reset) or it closed before any response."""
+# ERROR_CONNECT: no connection (refused, unknown host, reset) or it closed before any
+# response; part of the crawl protocol (the master backs off the host for it).
 ERROR_BAD_RESPONSE = "bad_response"
 """What came back is not HTTP (garbage status line, malformed headers)."""
 ERROR_TRUNCATED = "truncated"

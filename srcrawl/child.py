@@ -66,7 +66,7 @@ def run_crawl_master(
         crew.install_signal_handlers()
         return crew.run(), crew
     master.install_signal_handlers()
-    return master.run(keep_running=role.keep_running), master
+    return master.run(keep_running=role.keep_running, end_deferred=role.end_deferred), master
 
 
 def run_role(cfg: Config, role: Role) -> None:

@@ -172,6 +172,10 @@ DEFAULT_FETCH_THREADS = 32
 DEFAULT_NO_SLAVE_WARNING = 30.0
 """Seconds without a live crawl slave after which the master says that nothing fetches."""
 
+DEFAULT_DEFERRED_END_WAIT = 5.0
+"""Seconds away the next try of every host deferred by robots.txt must be for a one-shot
+`srcrawl crawl` with nothing else left to end rather than wait (--resume tries them again)."""
+
 DEFAULT_LAG_AFTER = 1.0
 """Seconds a host's robots.txt deferral must last for the depth levels to stop waiting for it
 (shorter waits keep the level barrier: they cost little, and the depths need no bookkeeping)."""
@@ -269,6 +273,11 @@ DEFAULT_LINK_CACHE = 50_000
 DEFAULT_PARSE_THREADS = 2
 """Threads of a crawl slave that decode and parse fetched pages beside the thread driving the
 fetches, so that a page slow to parse never holds up the network."""
+
+DEFAULT_PARSE_INLINE_BYTES = 64 * 1024
+"""Bodies up to this size are parsed by the thread driving the fetches (a few ms at most: the
+hand-off to a parse thread would cost more CPU than most such pages' parse); larger ones go to
+the parse threads."""
 
 DEFAULT_FALLBACK_PARSE_CHARS = 256 * 1024
 """Characters of a page libxml2 gave up on (nesting past its limit) that the BeautifulSoup fallback

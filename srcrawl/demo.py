@@ -10,15 +10,17 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from srcrawl.config import Config
-from srcrawl.defaults import DEFAULT_SQLITE_NAME
+from srcrawl.defaults import DEFAULT_SQLITE_NAME, DEFAULT_TESTWEB_LOG_FLUSH
 from srcrawl.errors import SrcrawlError
 from srcrawl.local import popen_child, stop_children
 from srcrawl.testweb import TestWeb
+from srcrawl.testweb.accesslog import idle_stretches
 
 DEMO_JOB = "demo"
 
@@ -59,14 +61,17 @@ def run_demo(cfg: Config, *, slaves: int = 4, hosts: int = 4, pages: int = 60,
         echo(f"  ({title}: {time.monotonic() - t0:.1f} s)")
 
     t_start = time.monotonic()
-    with TestWeb.generate(hosts=hosts, pages=pages, seed=1, slow_seconds=2,
-                          large_bytes=1_000_000, robots_failures=1) as web:  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="srcrawl-demo-") as tmp, TestWeb.generate(
+        hosts=hosts, pages=pages, seed=1, slow_seconds=2, access_log=Path(tmp) / "access.jsonl",
+        large_bytes=1_000_000, robots_failures=1,
+    ) as web:  # fmt: skip
         echo(f"synthetic web: {hosts} hosts × {pages} pages on loopback: "
              + ", ".join(web.seed_urls))  # fmt: skip
         # our own site: a short delay instead of the polite default
         step("crawl", ["crawl", *web.seed_urls, "--depth", "3", "--slaves", str(slaves),
                        "--delay", "0.02", "--delay-factor", "0", "--max-delay", "1",
                        "--fetch-timeout", "1", "--robots-defer", "0.2"])  # fmt: skip
+        echo(idle_note(web))
         crawled = {p.url for p in cfg.store().iter_pages()}
         step("index", ["index", "--slaves", str(min(slaves, 2))])
         step("pagerank", ["pagerank", "--iterations", "30", "--slaves", str(min(slaves, 2))])
@@ -84,6 +89,14 @@ def run_demo(cfg: Config, *, slaves: int = 4, hosts: int = 4, pages: int = 60,
         echo("The embedded Redis keeps running for them; `srcrawl down` stops it.")
     if serve:
         serve_demo_portal(cfg, echo, f"srcrawl --job {cfg.job}{store} serve")
+
+
+def idle_note(web: TestWeb) -> str:
+    """How long the web had no request in flight during the crawl (its access log)."""
+    time.sleep(DEFAULT_TESTWEB_LOG_FLUSH + 0.2)  # the log's last lines are written
+    idle = idle_stretches(web.log_entries())
+    longest = f", the longest {idle[0]:.1f} s" if idle else ""
+    return f"  (the web had nothing in flight for {sum(idle):.1f} s of it{longest})"
 
 
 def serve_demo_portal(cfg: Config, echo: Callable[[str], None], command: str,

@@ -234,6 +234,18 @@ class Keys:
         return f"{self.prefix}:crawl:held"
 
     @property
+    def crawl_backoff(self) -> str:
+        """Sorted set of fetch tasks backing off after a failure of their own URL (the task →
+        when it goes back to the head of its queue): its queue goes on meanwhile."""
+        return f"{self.prefix}:crawl:backoff"
+
+    @property
+    def crawl_backoff_queues(self) -> str:
+        """Sorted set of frontier queues held back by a failure of their host (a connection
+        failure, 429 or 503 with Retry-After) → until when (the progress line says so)."""
+        return f"{self.prefix}:crawl:backoff:queues"
+
+    @property
     def crawl_depths(self) -> str:
         """Hash of packed buckets: the depth record, each URL's scheduled depth while a shorter
         path to it may still come (master/depth_record.py)."""
@@ -303,6 +315,7 @@ class Keys:
             self.crawl_host_errors, self.crawl_lagging, self.crawl_depths, self.crawl_improved,
             self.crawl_host_inflight, self.crawl_host_limit, self.crawl_host_next,
             self.crawl_due, self.crawl_due_tasks, self.crawl_sitemap_hosts, self.crawl_held,
+            self.crawl_backoff, self.crawl_backoff_queues,
         ]  # fmt: skip
 
     # -- pagerank (the master writes these; slaves write the next rank pieces) --

@@ -51,6 +51,9 @@ class CrawlMasterRole:
     kind: ClassVar[str] = "crawl-master"
     keep_running: bool = False
     """Wait for new seeds once the crawl is complete."""
+    end_deferred: bool = False
+    """End a one-shot crawl once all that is left waits on hosts whose robots.txt could not
+    be had (``srcrawl crawl``: ``--resume`` tries them again), rather than retry them."""
 
 
 Role = SlaveRole | CrawlMasterRole

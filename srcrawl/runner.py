@@ -126,7 +126,7 @@ class _CrawlMasterChild:
         self.proc = self._start()
 
     def _start(self) -> ForkedChild:
-        return ForkedChild(CrawlMasterRole(), self.env, preload=self.preload)
+        return ForkedChild(CrawlMasterRole(end_deferred=True), self.env, preload=self.preload)
 
     def finished(self) -> bool:
         """Has the master ended the crawl? Starts it again if it died before that."""

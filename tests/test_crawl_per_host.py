@@ -178,7 +178,12 @@ def test_crawl_with_per_host_is_exact_and_holds_the_limit(
     handler.threads = 16
     crawl_with(cfg, handler)
     fetched = dict(handler.fetched)
+    # each URL fetched once, at its BFS depth, though the levels overlapped: a level's
+    # tail still in flight when the next one started (links it finds at the new level
+    # replace the deeper tasks they shorten, still queued for the level after)
     assert len(handler.fetched) == len(fetched) and fetched == want
+    stats = cfg.redis().hgetall(cfg.keys.stats("crawl"))
+    assert int(stats.get(b"levels_overlapped", 0)) >= 1
     assert handler.max_active == 1  # per queue, as always
     assert max(handler.host_max.values()) == per_host  # per host: up to N, and reached
     assert redis_client_left(cfg) == {}

@@ -120,6 +120,7 @@ def test_a_dead_seed_is_reported_at_once_and_fails_the_crawl(redis_url, keys, tm
     assert crawl.returncode == 1, err
     assert json.loads(out).get("pages", 0) == 0
     last = err.strip().splitlines()[-1]
+    # its next try was 3 s away: worth waiting for, not ending on
     assert last == (
         f"srcrawl: no seed could be fetched: 127.0.0.1:{port}: robots.txt: could not connect; "
         "gave up after 2 tries"

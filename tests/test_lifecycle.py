@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -222,6 +223,11 @@ def test_the_demo_shows_progress_and_how_to_look_at_the_result(tmp_path) -> None
     assert r.returncode == 0, out[-3000:]
     assert "pages " in r.stderr and "pages/s" in r.stderr  # the crawl's progress line
     assert "iteration" in r.stdout  # what the pagerank step printed
+    # failed URLs back off side by side, not holding their host: no wait of the web as long
+    # as their second back-off (4 s; each first one is 2 s)
+    idle = re.search(r"the web had nothing in flight for [\d.]+ s of it, the longest ([\d.]+) s",
+                     r.stdout)  # fmt: skip
+    assert idle and float(idle[1]) < 3.5, r.stdout[-3000:]
     db = f"sqlite:///{(tmp_path / 'home' / 'demo.db')}"
     assert f"srcrawl --job demo --db-url {db} status" in r.stdout
     assert f"srcrawl --job demo --db-url {db} search " in r.stdout

@@ -127,3 +127,17 @@ def most_in_flight(entries: list[dict[str, Any]]) -> dict[int, int]:
             most = max(most, now)
         out[host] = most
     return out
+
+
+def idle_stretches(entries: list[dict[str, Any]]) -> list[float]:
+    """Seconds of each stretch with no request in flight at all, from the first request's
+    start to the last one's end, longest first: what a crawl spent waiting on nothing the
+    web did (back-offs, politeness, its own pauses)."""
+    spans = sorted((e["start_mono"], e["end_mono"]) for e in entries)
+    out = []
+    reach = None
+    for start, end in spans:
+        if reach is not None and start > reach:
+            out.append(start - reach)
+        reach = end if reach is None else max(reach, end)
+    return sorted(out, reverse=True)
