@@ -119,39 +119,49 @@ def merge_index(
     """Merge tokenized pages into the index in one transaction (see the module doc).
 
     ``before_commit`` runs last inside the transaction: if it raises, nothing
-    of the merge is written.
+    of the merge is written. A transaction the store fails for a passing reason
+    runs again whole (``Store.run``): merging the same pages twice changes nothing.
     """
-    result = IndexMerge()
     if len(batch.fps) == 0:
-        return result
+        return IndexMerge()
+    return store.in_index_tables(lambda tables: _merge(tables, batch, indexed_at, before_commit))
+
+
+def _merge(
+    tables: IndexTables,
+    batch: PostingsBatch,
+    indexed_at: float,
+    before_commit: Callable[[], None] | None,
+) -> IndexMerge:
+    """One run of :func:`merge_index`'s transaction, from the batch as it came."""
+    result = IndexMerge()
     fps = np.asarray(batch.fps, np.int64)
     keep = _last_copies(fps)
-    with store.index_tables() as tables:
-        # first: it serializes merges (see IndexTables.next_block)
-        block = tables.next_block()
-        current = tables.fetched_at(fps[keep].tolist())
-        fetched = np.asarray(batch.fetched, np.float64)
-        listed = int(keep.sum())
-        for i in np.flatnonzero(keep).tolist():
-            keep[i] = current.get(int(fps[i])) == float(fetched[i])
-        result.stale = listed - int(keep.sum())
-        if not keep.any():
-            # the block number stays unused: nothing else of the merge is written
-            return result
-        kept = _kept(batch, keep)
-        live = kept.fps.tolist()
-        old = tables.doclens(live)
-        _drop_postings(tables, old)
-        rows = block_rows(kept.tids, kept.doc_fp, kept.tfs, kept.doc_len)
-        tables.insert_block(block, rows)
-        tables.put_doclens(_doclens_rows(kept, block))
-        tables.mark_indexed(live, indexed_at)
-        _count(tables, kept, old)
-        if before_commit is not None:
-            before_commit()
-        result.rows, result.postings = len(rows), len(kept.tids)
-        result.applied, result.reindexed = len(live), len(old)
-        result.fetched = fetched[keep].tolist()
+    # first: it serializes merges (see IndexTables.next_block)
+    block = tables.next_block()
+    current = tables.fetched_at(fps[keep].tolist())
+    fetched = np.asarray(batch.fetched, np.float64)
+    listed = int(keep.sum())
+    for i in np.flatnonzero(keep).tolist():
+        keep[i] = current.get(int(fps[i])) == float(fetched[i])
+    result.stale = listed - int(keep.sum())
+    if not keep.any():
+        # the block number stays unused: nothing else of the merge is written
+        return result
+    kept = _kept(batch, keep)
+    live = kept.fps.tolist()
+    old = tables.doclens(live)
+    _drop_postings(tables, old)
+    rows = block_rows(kept.tids, kept.doc_fp, kept.tfs, kept.doc_len)
+    tables.insert_block(block, rows)
+    tables.put_doclens(_doclens_rows(kept, block))
+    tables.mark_indexed(live, indexed_at)
+    _count(tables, kept, old)
+    if before_commit is not None:
+        before_commit()
+    result.rows, result.postings = len(rows), len(kept.tids)
+    result.applied, result.reindexed = len(live), len(old)
+    result.fetched = fetched[keep].tolist()
     return result
 
 
@@ -163,7 +173,8 @@ def remove_pages(
     transaction: their postings, their doclens rows, their share of the counters; they
     are marked indexed as they are (nothing). Returns the pages removed. Idempotent: a
     page no longer in doclens is only marked."""
-    with store.index_tables() as tables:
+
+    def remove(tables: IndexTables) -> int:
         tables.next_block()  # serializes with merges (see IndexTables.next_block)
         old = tables.doclens(fps)
         _drop_postings(tables, old)
@@ -177,6 +188,8 @@ def remove_pages(
         if before_commit is not None:
             before_commit()
         return len(old)
+
+    return store.in_index_tables(remove)
 
 
 def _count(tables: IndexTables, kept: _Kept, old: list[OldDoc]) -> None:

@@ -395,6 +395,10 @@ class _CrawlWatch:
         return "no seed could be fetched: " + ("; ".join(reasons) or "nothing was scheduled")
 
 
+EXIT_SEEDS_REFUSED = 1
+"""`srcrawl seed`'s exit status when the address policy refused a seed (2: bad usage)."""
+
+
 @click.command("seed")
 @click.argument("urls", nargs=-1, required=True)
 @click.option(
@@ -412,12 +416,26 @@ class _CrawlWatch:
 def seed_command(
     ctx: click.Context, urls: tuple[str, ...], allow_private: bool, allow_network: tuple[str, ...]
 ) -> None:  # fmt: skip
-    """Add seed URLs (and their hosts to the scope) to the job's crawl."""
+    """Add seed URLs (and their hosts to the scope) to the job's crawl.
+
+    A seed whose address the crawl may not reach (loopback, private, link-local, unless
+    allowed) is named on stderr with the reason and not queued; the exit status is then
+    1. A seed fetched before and refused then is fetched again once allowed.
+    """
     from srcrawl.master.crawl_run import add_seeds
+    from srcrawl.slave.fetch_policy import FetchPolicy
 
     cfg = _config(ctx)
-    add_seeds(cfg, urls, allow_private=allow_private, allow_networks=allow_network)
-    click.echo(f"{len(urls)} seed(s) queued for job {cfg.job}")
+    added = add_seeds(
+        cfg, urls, allow_private=allow_private, allow_networks=allow_network,
+        refuse=lambda strategy, url: FetchPolicy.of(strategy).refuse_seed(url),
+    )  # fmt: skip
+    for url, reason in added.refused.items():
+        click.echo(f"srcrawl: seed {url} refused: {reason}", err=True)
+    again = f" ({len(added.again)} fetched again)" if added.again else ""
+    click.echo(f"{len(added.queued)} seed(s) queued for job {cfg.job}{again}")
+    if added.refused:
+        sys.exit(EXIT_SEEDS_REFUSED)
 
 
 @click.command("pages")

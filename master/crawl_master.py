@@ -71,7 +71,7 @@ from srcrawl.queues.crawl_protocol import (
 )
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.crawl_strategy import load as load_strategy
-from srcrawl.queues.lease import MasterLease, holder_id
+from srcrawl.queues.lease import MasterLease, holder_id, mark_waiting
 from srcrawl.queues.link_cache import ClockCache
 from srcrawl.queues.partitions import partition_keys, partition_of_host
 from srcrawl.queues.protocol import PhaseQueues
@@ -147,12 +147,15 @@ class CrawlMaster:
 
     def _wait_for_strategy(self, wait_for_work: bool) -> CrawlStrategy:
         strategy = load_strategy(self.client, self.job_keys)
+        holder = holder_id("crawl-master")
         while strategy is None:
             if not wait_for_work:
                 raise SrcrawlError(
                     f"job {self.cfg.job!r} has no crawl: start it with `srcrawl crawl SEED…`, "
                     "`srcrawl master start SEED…` or `srcrawl seed URL…`"
                 )
+            # waiting for seeds is this master's job for now: healthy (srcrawl/health.py)
+            mark_waiting(self.client, self.job_keys.master_lease("crawl"), holder)
             time.sleep(1.0)
             strategy = load_strategy(self.client, self.job_keys)
         return strategy
@@ -456,6 +459,23 @@ class CrawlMaster:
             batch.count(REJECTED_LINKS, seed.rejected)
         for url, fp in seed.urls:
             self._candidate(url, fp, 0, batch)
+        for url, fp in seed.again:
+            self._reseed(url, fp, batch)
+
+    def _reseed(self, url: str, fp: int, batch: Batch) -> None:
+        """A seed given again for a URL whose fetch the address policy refused, now that the
+        crawl may reach it: fetched once more although the seen test knows it."""
+        reason = self.scope.reject(url, 0)
+        if reason is not None:
+            batch.count(reason)
+            return
+        host = host_of(url)
+        self.seen.add(fp)
+        self.recent.seen_or_add(fp)
+        batch.count("reseeded")
+        queue = self.strategy.queue_for(host, fp)
+        task = FetchTask(url, fp, 0, queue, again=True, strategy=self.strategy.version)
+        self._schedule(task, host, batch)
 
     def _on_links(self, links: Links, batch: Batch) -> None:
         """Links another partition's slave or master found for this partition's hosts."""

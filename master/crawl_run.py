@@ -6,21 +6,24 @@ Running it on one machine is :func:`srcrawl.runner.run_local_crawl`.
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 from srcrawl.config import Config
-from srcrawl.errors import ConfigError
+from srcrawl.errors import ConfigError, StoreError
 from srcrawl.master.crawl_master import reset_crawl
 from srcrawl.master.frontier import now_ms
 from srcrawl.queues import crawl_strategy as strategies
-from srcrawl.queues.crawl_protocol import seed_message
+from srcrawl.queues.crawl_protocol import ERROR_ADDRESS_REFUSED, seed_message
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.partitions import partition_keys, partition_of_url
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import workers
-from srcrawl.urls import InvalidURL, canonicalize, host_of, origin
+from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
+
+log = logging.getLogger("srcrawl.seed")
 
 
 def check_seeds(seeds: Sequence[str]) -> list[str]:
@@ -67,26 +70,52 @@ def start_crawl(cfg: Config, seeds: Sequence[str], strategy: CrawlStrategy) -> C
     return published
 
 
-def _push_seeds(cfg: Config, canonical: Sequence[str], strategy: CrawlStrategy) -> None:
-    """Queue the seeds, each for the partition that owns its host."""
+def _push_seeds(
+    cfg: Config, canonical: Sequence[str], strategy: CrawlStrategy, again: Sequence[str] = ()
+) -> None:
+    """Queue the seeds, each for the partition that owns its host (``again``: seeds fetched
+    even if seen, see :class:`~srcrawl.queues.crawl_protocol.Seed`)."""
     client = cfg.redis()
-    by_partition: dict[int, list[str]] = {}
+    by_partition: dict[int, tuple[list[str], list[str]]] = {}
     for url in canonical:
-        by_partition.setdefault(partition_of_url(url, strategy.partitions), []).append(url)
-    for p, urls in by_partition.items():
+        new, old = by_partition.setdefault(partition_of_url(url, strategy.partitions), ([], []))
+        (old if url in again else new).append(url)
+    for p, (new, old) in by_partition.items():
         keys = cfg.keys.partition(p, strategy.partitions)
-        PhaseQueues(client, keys, "crawl").nrq.push([seed_message(urls, strategy.version)])
+        message = seed_message(new, strategy.version, old)
+        PhaseQueues(client, keys, "crawl").nrq.push([message])
+
+
+@dataclass
+class SeedsAdded:
+    """What :func:`add_seeds` did with the seeds it was given."""
+
+    queued: list[str] = field(default_factory=list)
+    """Canonical seeds queued for the crawl."""
+    again: list[str] = field(default_factory=list)
+    """Of those, URLs whose stored fetch the address policy refused: fetched again."""
+    refused: dict[str, str] = field(default_factory=dict)
+    """Canonical seed -> why the address policy refuses it (not queued)."""
+    strategy: CrawlStrategy | None = None
+    """The strategy published with the seeds (None: none was queued)."""
+
+
+SeedJudge = Callable[[CrawlStrategy, str], str | None]
+"""Why a crawl of a strategy may not fetch a seed (its address is refused), else None."""
 
 
 def add_seeds(
     cfg: Config, seeds: Sequence[str], *, allow_private: bool = False,
-    allow_networks: Sequence[str] = (),
-) -> CrawlStrategy:  # fmt: skip
+    allow_networks: Sequence[str] = (), refuse: SeedJudge | None = None,
+) -> SeedsAdded:  # fmt: skip
     """Add seeds (and their hosts to the scope) to the job's crawl, running or not.
 
     A job with no crawl yet gets one with the default strategy: that is how a
     master started with ``--keep-running`` (docker compose) is given work.
     ``allow_private`` and ``allow_networks`` widen the addresses the crawl may reach.
+    A seed ``refuse`` refuses (the command line passes the fetch's own address check,
+    ``FetchPolicy.refuse_seed``) is not queued, and named in the result; a seed whose
+    stored fetch was refused before is fetched again although seen.
     """
     canonical = check_seeds(seeds)
     client = cfg.redis()
@@ -94,13 +123,35 @@ def add_seeds(
     networks = tuple(dict.fromkeys([*current.allow_networks, *allow_networks]))
     current = replace(current, allow_private=current.allow_private or allow_private,
                       allow_networks=networks)  # fmt: skip
-    published = strategies.publish(client, cfg.keys, _with_seeds(current, canonical))
+    widened = _with_seeds(current, canonical)
+    out = SeedsAdded()
+    for url in canonical:
+        reason = None if refuse is None else refuse(widened, url)
+        if reason is None:
+            out.queued.append(url)
+        else:
+            out.refused[url] = reason
+    if not out.queued:
+        return out
+    out.strategy = strategies.publish(client, cfg.keys, _with_seeds(current, out.queued))
     client.hset(cfg.keys.crawl_state, "state", "running")
-    if published.partitions > 1:  # every partition takes up the crawl again
-        for k in cfg.keys.partitions(published.partitions):
+    if out.strategy.partitions > 1:  # every partition takes up the crawl again
+        for k in cfg.keys.partitions(out.strategy.partitions):
             client.hdel(k.crawl_state, "state")
-    _push_seeds(cfg, canonical, published)
-    return published
+    out.again = _refused_before(cfg, out.queued)
+    _push_seeds(cfg, out.queued, out.strategy, out.again)
+    return out
+
+
+def _refused_before(cfg: Config, canonical: Sequence[str]) -> list[str]:
+    """The URLs among ``canonical`` stored with a fetch the address policy refused."""
+    by_fp = {fingerprint(u): u for u in canonical}
+    try:
+        pages = cfg.store().get_pages(list(by_fp))
+    except StoreError as e:  # the seeds still go; only a refused one stays unfetched
+        log.warning("cannot tell whether a seed was refused before (%s)", e)
+        return []
+    return [by_fp[p.fp] for p in pages if p.error == ERROR_ADDRESS_REFUSED]
 
 
 def progress(cfg: Config) -> dict[str, int]:

@@ -7,6 +7,8 @@ starts fast for every other command.
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from typing import TYPE_CHECKING
 
 import click
@@ -14,8 +16,10 @@ import click
 from srcrawl.cli_options import DURATION
 from srcrawl.config import Config
 from srcrawl.defaults import (
+    DEFAULT_LEASE_WAITING_RENEW,
     DEFAULT_PAGERANK_DAMPING,
     DEFAULT_PAGERANK_ITERATIONS,
+    DEFAULT_PAGERANK_POLL,
     DEFAULT_PAGERANK_SLAVES,
     DEFAULT_PAGERANK_TOL,
 )
@@ -70,7 +74,15 @@ def _config(ctx: click.Context) -> Config:
     type=DURATION,
     default=None,
     help="Rank again this long after each run ends (30m, 6h, …) until SIGINT/SIGTERM "
-    "(then exit 0); searches use the previous ranks until new ones replace them at once.",
+    "(then exit 0); searches use the previous ranks until new ones replace them at once. "
+    "The first run starts as soon as the store has pages and links.",
+)
+@click.option(
+    "--poll",
+    type=DURATION,
+    default=DEFAULT_PAGERANK_POLL,
+    show_default=True,
+    help="With --every: how often a store without pages or links yet is looked at.",
 )
 @click.pass_context
 def pagerank_command(
@@ -82,10 +94,9 @@ def pagerank_command(
     skip_internal: bool,
     shards: int | None,
     every: float | None,
+    poll: float,
 ) -> None:
     """Rank every stored page with PageRank over the job's slaves; store the ranks."""
-    import threading
-
     from srcrawl.pagerank.errors import PageRankError
     from srcrawl.pagerank.job import RankOptions, rank_job
     from srcrawl.pagerank.master import PHASE, RankParams
@@ -96,6 +107,8 @@ def pagerank_command(
     cfg.check()
     if every is not None and every <= 0:
         raise click.BadParameter("must be more than 0", param_hint="--every")
+    if poll <= 0:
+        raise click.BadParameter("must be more than 0", param_hint="--poll")
     params = RankParams(iterations=iterations, damping=damping, tol=tol)
     options = RankOptions(skip_internal=skip_internal, shards=shards)
     with PhaseRun(cfg, PHASE, slaves) as run:
@@ -107,15 +120,47 @@ def pagerank_command(
         with stop_gently(stopping):
             runs = 0
             while not stopping.is_set():
+                if runs == 0 and not _first_pages(cfg, poll, stopping):
+                    break
                 try:
                     result = rank_job(cfg, params, options, slaves=run.local, echo=click.echo)
-                except PageRankError as e:  # nothing stored yet: the crawl may be starting
+                except PageRankError as e:  # the store was emptied meanwhile
                     click.echo(f"srcrawl: {e}; trying again in {every:g} s", err=True)
                 else:
                     runs += 1
                     click.echo(f"{_closing_line(result)}; run {runs}, next in {every:g} s")
-                stopping.wait(every)
+                _wait_for_turn(cfg, every, stopping)
         click.echo(f"pagerank --every stopped after {runs} run(s)")
+
+
+def _wait_for_turn(cfg: Config, seconds: float, stopping: threading.Event) -> None:
+    """Wait ``seconds`` (or until stopped), saying meanwhile that this process waits for
+    the PageRank lease: a ranker between runs is doing its job (srcrawl/health.py)."""
+    from srcrawl.pagerank.master import PHASE
+    from srcrawl.queues.lease import holder_id, mark_waiting
+
+    holder = holder_id("pagerank-master")
+    deadline = time.monotonic() + seconds
+    while not stopping.is_set() and time.monotonic() < deadline:
+        mark_waiting(cfg.redis(), cfg.keys.master_lease(PHASE), holder)
+        stopping.wait(min(DEFAULT_LEASE_WAITING_RENEW, max(0.0, deadline - time.monotonic())))
+
+
+def _first_pages(cfg: Config, poll: float, stopping: threading.Event) -> bool:
+    """Wait until the store holds pages and links (looking every ``poll`` seconds): a ranker
+    started with the crawl ranks its first pages then, not ``--every`` later. False: it
+    was stopped meanwhile."""
+    store = cfg.store()
+    said = False
+    while not stopping.is_set():
+        if store.has_rows("pages") and store.has_rows("links"):
+            return True
+        if not said:
+            click.echo(f"srcrawl: the store has no pages and links yet; looking again every "
+                       f"{poll:g} s", err=True)  # fmt: skip
+            said = True
+        _wait_for_turn(cfg, poll, stopping)
+    return False
 
 
 def _closing_line(result: RankResult) -> str:

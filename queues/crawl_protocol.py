@@ -165,6 +165,9 @@ class FetchTask:
     lastmod_wrong: bool = False
     """On the schedule: the page's last fetch found its sitemap ``<lastmod>`` wrong, so a
     newer one does not make it due sooner (the frontier's commit reads it)."""
+    strategy: int = 0
+    """The strategy version the fetch needs at least: a slave with an older one reads the
+    document again first (a seed given again once the crawl may reach its address)."""
 
     @property
     def recrawl(self) -> bool:
@@ -181,6 +184,8 @@ class FetchTask:
             out["sitemaps"] = 1
         if self.lastmod_wrong:
             out["lastmod_wrong"] = 1
+        if self.strategy:
+            out["strategy"] = self.strategy
         if self.revisit:
             out.update(revisit=self.revisit, etag=self.etag, modified=self.modified,
                        digest=self.digest)  # fmt: skip
@@ -207,7 +212,7 @@ class FetchTask:
                    _int(msg, "failed", 0), bool(again), _number(msg, "revisit", 0),
                    _validator(msg, "etag"), _validator(msg, "modified"), digest,
                    _history(msg), bool(msg.get("sitemaps")),
-                   bool(msg.get("lastmod_wrong")))  # fmt: skip
+                   bool(msg.get("lastmod_wrong")), _int(msg, "strategy", 0))  # fmt: skip
 
     @classmethod
     def decode(cls, raw: bytes | str) -> FetchTask:
@@ -485,22 +490,34 @@ class Seed:
     urls: tuple[Link, ...] | list[Link]
     strategy: int
     rejected: int = 0
+    again: tuple[Link, ...] | list[Link] = ()
+    """Seeds fetched again although seen: URLs whose stored fetch the address policy
+    refused, seeded anew once the crawl may reach them."""
 
     def encode(self) -> bytes:
-        return encode(SEED, {"urls": self.urls, "strategy": self.strategy})
+        fields: dict[str, Any] = {"urls": self.urls, "strategy": self.strategy}
+        if self.again:
+            fields["again"] = self.again
+        return encode(SEED, fields)
 
     @classmethod
     def from_message(cls, msg: Message) -> Seed:
-        renamed = Message(msg.kind, {"links": msg.get("urls", [])})
-        urls, rejected = _links(renamed)
-        return cls(urls, _int(msg, "strategy", 0), rejected)
+        urls, rejected = _links(Message(msg.kind, {"links": msg.get("urls", [])}))
+        again, bad = _links(Message(msg.kind, {"links": msg.get("again", [])}))
+        return cls(urls, _int(msg, "strategy", 0), rejected + bad, again)
 
 
-def seed_message(canonical_urls: Iterable[str], strategy_version: int) -> bytes:
+def seed_message(
+    canonical_urls: Iterable[str], strategy_version: int, again: Iterable[str] = ()
+) -> bytes:
     """An nrq message adding depth-0 seeds (canonical URLs): how `srcrawl seed` reaches
     the master. It names the strategy version that put the seeds' hosts in scope, so
-    the master reloads the strategy before it judges them."""
-    return Seed([(u, fingerprint(u)) for u in canonical_urls], strategy_version).encode()
+    the master reloads the strategy before it judges them. The ``again`` URLs are
+    fetched even if seen (see :attr:`Seed.again`)."""
+    return Seed(
+        [(u, fingerprint(u)) for u in canonical_urls], strategy_version, 0,
+        [(u, fingerprint(u)) for u in again],
+    ).encode()  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,9 @@ from typing import Any
 
 import redis
 
+from srcrawl.defaults import DEFAULT_LEASE_WAITING_RENEW, DEFAULT_LEASE_WAITING_TTL
 from srcrawl.errors import LeaseHeld, LeaseLost
+from srcrawl.keys import lease_waiting_key
 
 # The error a fenced script returns; LeaseLost is raised from it.
 _LOST = "SRCRAWL_LEASE_LOST"
@@ -73,6 +75,29 @@ def holder_id(role: str) -> str:
     holder that died (``MasterLease.acquire``) from one that is merely slow.
     """
     return f"{socket.gethostname()}:{os.getpid()}:{role}:{time.time_ns()}"
+
+
+def holder_lives_here(holder: str) -> bool:
+    """True if ``holder`` names a process of this host that is running."""
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def mark_waiting(client: redis.Redis, lease_key: str, holder: str) -> None:
+    """Say for DEFAULT_LEASE_WAITING_TTL seconds that ``holder`` (a process of this host)
+    waits for the lease ``lease_key``: renewed while it waits, it makes the process
+    healthy (srcrawl/health.py) though it holds nothing yet."""
+    key = lease_waiting_key(lease_key, socket.gethostname())
+    client.set(key, holder, px=int(DEFAULT_LEASE_WAITING_TTL * 1000))
 
 
 def _local_holder_is_dead(holder: str) -> bool:
@@ -158,11 +183,15 @@ class MasterLease:
         Raises ``LeaseHeld`` naming the holder if the lease is still taken.
         """
         deadline = time.monotonic() + wait
+        said = 0.0
         while not self.try_acquire():
             if time.monotonic() >= deadline or (stopping is not None and stopping()):
                 raise LeaseHeld(
                     f"another {what} ({self.current_holder() or '?'}) holds {self.key}"
                 )
+            if time.monotonic() - said >= DEFAULT_LEASE_WAITING_RENEW:
+                mark_waiting(self.client, self.key, self.holder)  # a standby, healthy
+                said = time.monotonic()
             time.sleep(0.2)
 
     def renew(self) -> bool:

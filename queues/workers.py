@@ -77,7 +77,9 @@ class Worker:
 
     def beat(self, stats: dict | None = None) -> None:
         """Refresh the heartbeat (and the registration, in case a reaper removed it)."""
-        payload = {"at": time.time(), **process_stats(), **(stats or {})}
+        # host and pid: `srcrawl health slave` finds the slaves of its host (container)
+        payload = {"at": time.time(), "host": socket.gethostname(), "pid": os.getpid(),
+                   **process_stats(), **(stats or {})}  # fmt: skip
         pipe = self.client.pipeline(transaction=True)
         pipe.hset(self.keys.workers, self.id, self._record)
         pipe.set(self.keys.heartbeat(self.id), json.dumps(payload), px=int(self.ttl * 1000))

@@ -165,18 +165,20 @@ class CrawlHandler:
     def handle(self, tasks: list[bytes]) -> list[bytes]:
         return [self._one(raw) for raw in tasks]
 
-    def tools(self) -> tuple[Fetcher, RobotsCache]:
+    def tools(self, version: int = 0) -> tuple[Fetcher, RobotsCache]:
         """Fetcher and robots cache set up by the crawl's strategy document.
 
         The document is read again every few seconds and the tools rebuilt
         when its version changed, so `srcrawl crawl --fetch-timeout …` reaches
-        slaves that were started long before.
+        slaves that were started long before; at once for a task that needs at
+        least ``version`` (a seed given again once the crawl may reach it).
         """
         now = time.monotonic()
-        if self._tools is not None and now - self._checked < _STRATEGY_REFRESH:
+        stale = version > self._version
+        if self._tools is not None and not stale and now - self._checked < _STRATEGY_REFRESH:
             return self._tools
         with self._lock:
-            if self._tools is None or now - self._checked >= _STRATEGY_REFRESH:
+            if self._tools is None or stale or now - self._checked >= _STRATEGY_REFRESH:
                 self._checked = now
                 strategy = load_strategy(self.cfg.redis(), self.cfg.keys) or CrawlStrategy()
                 if self._tools is None or strategy.version != self._version:
@@ -397,7 +399,7 @@ class CrawlHandler:
             task = FetchTask.decode(raw)
         except EnvelopeError:
             return task_error(raw, "malformed fetch task")
-        _fetcher, robots = self.tools()
+        _fetcher, robots = self.tools(task.strategy)
         site = origin(task.url)
         rules = robots.lookup(site)
         if rules is None:

@@ -24,7 +24,9 @@ exactly), and that origin is allowed without the opt-in.
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Iterable, Sequence
+from urllib.parse import urlsplit
 
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.scope import Scope
@@ -148,6 +150,52 @@ class FetchPolicy:
             f"address {ip} is not public (loopback, private, link-local or reserved): "
             "allow it with --allow-private or --allow-network"
         )
+
+
+    def refuse_seed(self, url: str) -> str | None:
+        """Why every request for the seed ``url`` would be refused at its address, else None:
+        what `srcrawl seed` tells the user at once instead of a fetch failing later.
+
+        The host is resolved as the fetch resolves it (a name pinned in ``resolve``
+        first, else the system's resolver) and each address judged by
+        :meth:`refuse_address`, as the fetch's socket check judges it; refused only
+        when every address is (the fetch tries them in turn). A name that does not
+        resolve here is no refusal: its fetch fails and says why.
+        """
+        if self.allow_private:
+            return None
+        try:
+            parts = urlsplit(canonicalize(url))
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except (InvalidURL, ValueError) as e:
+            return str(e)
+        name = parts.hostname or ""
+        addresses = _addresses(name, port, self.resolve)
+        seed_host = self.seed_host(url)
+        reasons = [self.refuse_address(a, seed_host) for a in addresses]
+        if not reasons or not all(reasons):
+            return None
+        shown = ", ".join(addresses)
+        return f"{name} resolves to {shown}: {reasons[0]}"
+
+
+def _addresses(name: str, port: int, resolve: Sequence[str]) -> list[str]:
+    """The addresses a fetch of ``name:port`` connects to: pinned ones, else the resolver's."""
+    literal = _literal(name)
+    if literal is not None:
+        return [str(literal)]
+    pinned = [
+        entry.split(":", 2)[2].strip("[]")
+        for entry in resolve
+        if entry.count(":") >= 2 and entry.split(":", 2)[:2] == [name, str(port)]
+    ]
+    if pinned:
+        return pinned
+    try:
+        infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return []
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
 def _name(host: str) -> str:

@@ -78,6 +78,11 @@ class Slave:
         self.block_timeout = block_timeout
         self.batches = 0
         self.failed_batches = 0
+        self.stored_at = 0.0
+        """When a flush last made results durable (epoch seconds; 0: never)."""
+        self.store_error: tuple[float, str] | None = None
+        """When and why a flush last failed, until one succeeds: in the heartbeat, where
+        `srcrawl health slave` reads it (a slave that cannot store is not healthy)."""
         self._lock = threading.Lock()
 
     def _srqs(self) -> list:
@@ -140,12 +145,15 @@ class Slave:
             return groups
         try:
             flush()
-        except StoreError:
+        except StoreError as e:
+            self.store_error = (time.time(), f"{handler.phase}: {e}")
             log.exception("%s: store down, %d batches wait", handler.phase, len(groups))
             return None
-        except Exception:
+        except Exception as e:
+            self.store_error = (time.time(), f"{handler.phase}: {type(e).__name__}: {e}")
             log.exception("%s handler could not store %d batches", handler.phase, len(groups))
             return [(tasks, self._failed(handler, tasks)) for tasks, _ in groups]
+        self.stored_at, self.store_error = time.time(), None
         return groups
 
     def _ack(
@@ -201,8 +209,12 @@ class Slave:
             except Exception:
                 log.exception("heartbeat failed")
 
-    def stats(self) -> dict[str, float]:
-        out: dict[str, float] = {"batches": self.batches, "failed_batches": self.failed_batches}
+    def stats(self) -> dict[str, float | str]:
+        out: dict[str, float | str] = {"batches": self.batches,
+                                       "failed_batches": self.failed_batches,
+                                       "stored_at": self.stored_at}  # fmt: skip
+        if self.store_error is not None:
+            out["store_error_at"], out["store_error"] = self.store_error
         for h in self.handlers:
             for k, v in h.stats().items():
                 out[f"{h.phase}_{k}"] = v

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import ssl
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pymysql
 
-from srcrawl.errors import StoreDataError, StoreError
+from srcrawl.defaults import DEFAULT_SCHEMA_LOCK_TIMEOUT
+from srcrawl.errors import StoreDataError, StoreError, StoreTransientError
+from srcrawl.sql.retry import LOST_CONNECTION_ERRORS, TRANSIENT_MYSQL_ERRORS
 from srcrawl.sql.store import RETIRED_INDEXES, TABLES, Store
 
 if TYPE_CHECKING:
@@ -25,8 +29,15 @@ _PAGE_UPDATE = ", ".join(
 )  # fmt: skip
 
 
+CONNECT_ERRORS = frozenset({2002, 2003, 2006, 2013})
+"""Errors of a connect that may pass: no server listening (yet), the connection cut."""
+
+log = logging.getLogger("srcrawl.store")
+
+
 class MySQLStore(Store):
     dialect = "mysql"
+    schema_lock_timeout: float = DEFAULT_SCHEMA_LOCK_TIMEOUT
 
     # pymysql turns executemany of "INSERT … VALUES (…)" into multi-row inserts
     UPSERT_PAGE = (
@@ -89,6 +100,9 @@ class MySQLStore(Store):
     def __init__(self, db: DatabaseURL) -> None:
         super().__init__()
         self.db = db
+        self._lost = False
+        """The connection broke (or the server killed it): the next transaction opens a
+        new one."""
         self._conn = self._connect()
 
     def _connect(self) -> pymysql.connections.Connection:
@@ -108,16 +122,28 @@ class MySQLStore(Store):
                 **tls_arguments(db),
             )
         except pymysql.MySQLError as e:
-            raise StoreError(f"cannot connect to MySQL at {db.redacted()}: {e.args[-1]}") from None
+            passing = bool(e.args) and e.args[0] in CONNECT_ERRORS
+            kind = StoreTransientError if passing else StoreError
+            raise kind(f"cannot connect to MySQL at {db.redacted()}: {e.args[-1]}") from None
+
+    def _reconnect(self) -> None:
+        with contextlib.suppress(Exception):
+            self._conn.close()
+        self._conn = self._connect()
+        self._lost = False
 
     def _begin(self) -> Any:
+        if self._lost:
+            self._reconnect()
         try:
             self._conn.begin()
         except (pymysql.OperationalError, pymysql.InterfaceError) as e:
             # 2006/2013 or a closed socket: the server dropped an idle
             # connection; nothing was in flight, so one fresh connection is safe
-            if isinstance(e, pymysql.InterfaceError) or (e.args and e.args[0] in (2006, 2013)):
-                self._conn = self._connect()
+            if isinstance(e, pymysql.InterfaceError) or (
+                e.args and e.args[0] in LOST_CONNECTION_ERRORS
+            ):
+                self._reconnect()
                 self._conn.begin()
             else:
                 raise
@@ -152,11 +178,45 @@ class MySQLStore(Store):
         return statement.replace("?", "%s")
 
     def _translate_error(self, e: Exception) -> Exception | None:
-        if isinstance(e, pymysql.MySQLError):
-            data = isinstance(e, pymysql.IntegrityError | pymysql.DataError)
-            kind = StoreDataError if data else StoreError
-            return kind(f"MySQL ({self.db.redacted()}): {e.args[-1] if e.args else e}")
-        return None
+        if not isinstance(e, pymysql.MySQLError):
+            return None
+        code = e.args[0] if e.args and isinstance(e.args[0], int) else None
+        # an InterfaceError: pymysql closed the socket after an error on it
+        lost = isinstance(e, pymysql.InterfaceError) or code in LOST_CONNECTION_ERRORS
+        if lost:
+            self._lost = True
+        kind: type[StoreError] = StoreError
+        if lost or code in TRANSIENT_MYSQL_ERRORS:
+            kind = StoreTransientError
+        elif isinstance(e, pymysql.IntegrityError | pymysql.DataError):
+            kind = StoreDataError
+        detail = e.args[-1] if e.args else e
+        return kind(f"MySQL ({self.db.redacted()}): {detail}" + (f" ({code})" if code else ""))
+
+    @contextlib.contextmanager
+    def _schema_lock(self) -> Iterator[None]:
+        """A server-wide named lock per database (``GET_LOCK``): the first process creates
+        or migrates the schema, the others wait for it (up to ``schema_lock_timeout``)
+        and then find every table there. The server frees the lock when its connection
+        ends, so a process that dies holding it blocks nobody."""
+        name = f"srcrawl:schema:{self.db.database}"[:64]  # MySQL's limit on lock names
+        got = self.run(
+            lambda cur: self._execute(
+                cur, "SELECT GET_LOCK(?, ?)", (name, self.schema_lock_timeout)
+            ).fetchone()[0]
+        )
+        if got != 1:
+            raise StoreError(
+                f"MySQL ({self.db.redacted()}): another process has been creating the schema "
+                f"for {self.schema_lock_timeout:.0f} s (lock {name!r} not free)"
+            )
+        try:
+            yield
+        finally:
+            try:
+                self.run(lambda cur: self._execute(cur, "SELECT RELEASE_LOCK(?)", (name,)))
+            except StoreError as e:  # a new connection holds no lock: nothing to free
+                log.warning("could not release the schema lock %r: %s", name, e)
 
     def size_bytes(self) -> int:
         """Data and index bytes of the store's tables, as the server's table

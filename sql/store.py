@@ -13,17 +13,19 @@ import contextlib
 import json
 import logging
 import threading
+import time
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from srcrawl.defaults import DEFAULT_STORE_BATCH, DEFAULT_STORE_BULK_BATCH
-from srcrawl.errors import StoreError
+from srcrawl.errors import StoreError, StoreTransientError
 from srcrawl.sql.index_tables import INDEX_BLOCK, INDEX_COUNTERS, Counters, IndexTables
+from srcrawl.sql.retry import Backoff
 from srcrawl.sql.warc_text import WarcTexts
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ and whether the body is complete; 3: terms known by their fingerprints, no terms
 RANK_MEAN = "rank_mean"
 """Meta key: the mean PageRank score of the ranked pages, written with the scores (absent
 while no page is ranked), so a search reads the two in one snapshot."""
+T = TypeVar("T")
 TABLES = ("meta", "pages", "warc_files", "links", "postings", "doclens", "ranks", "jobs")
 
 
@@ -234,6 +237,8 @@ class Store(ABC):
 
     dialect: str
     batch_size: int = DEFAULT_STORE_BATCH
+    backoff: Backoff = Backoff()
+    """How a transaction that failed for a passing reason is run again (``sql/retry.py``)."""
     warc_texts: WarcTexts | None = None
     """Where page texts kept in WARC files are read (see :func:`open_store`)."""
 
@@ -318,6 +323,32 @@ class Store(ABC):
                 with contextlib.suppress(Exception):
                     cur.close()
 
+    def run(self, work: Callable[[Any], T], *, read_only: bool = False) -> T:
+        """``work(cursor)`` in one transaction, committed; returns what it returns.
+
+        A transaction the server fails for a passing reason (StoreTransientError:
+        deadlock, snapshot conflict, lock wait timeout, lost connection) is rolled back
+        and ``work`` runs again whole, in a new transaction, after a jittered back-off
+        (``sql/retry.py``). So ``work`` must compute its writes from what it reads in
+        its transaction and from its arguments only, and change nothing outside the
+        store that a second run would change again.
+        """
+        failed = 0
+        while True:
+            try:
+                with self.transaction(read_only=read_only) as cur:
+                    return work(cur)
+            except StoreTransientError as e:
+                failed += 1
+                if failed >= self.backoff.tries:
+                    raise
+                wait = self.backoff.wait(failed)
+                log.warning(
+                    "%s; the transaction runs again in %.2f s (run %d of %d)",
+                    e, wait, failed + 1, self.backoff.tries,
+                )  # fmt: skip
+            time.sleep(wait)  # outside the transaction and the lock: other threads go on
+
     def _execute(self, cur: Any, statement: str, params: Sequence[Any] = ()) -> Any:
         cur.execute(self._sql(statement), tuple(params))
         return cur
@@ -327,25 +358,35 @@ class Store(ABC):
             cur.executemany(self._sql(statement), rows)
 
     def _query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple]:
-        with self.transaction() as cur:
-            return list(self._execute(cur, statement, params).fetchall())
+        return self.run(lambda cur: list(self._execute(cur, statement, params).fetchall()))
 
     # -- schema --------------------------------------------------------------
     def init_schema(self) -> None:
-        """Create every table that is missing; safe to run any number of times."""
-        with self.transaction() as cur:
-            if self._old_index_layout(cur):
-                self._drop_old_index(cur)
-            pages = self._add_columns(cur)
-            for statement in schema_statements(self.dialect):
-                cur.execute(statement)
-            self._retire_indexes(cur)
-            if "warc_file" in pages:  # schema 6: each row named its WARC file
-                for statement in self.MOVE_WARC_NAMES:
-                    self._execute(cur, statement)
-            if not self._execute(cur, "SELECT 1 FROM meta WHERE k = ?", (RANK_MEAN,)).fetchone():
-                self._write_rank_mean(cur)  # ranked before the mean was kept beside the scores
-            self._execute(cur, self.UPSERT_META, ("schema_version", SCHEMA_VERSION))
+        """Create every table that is missing and migrate an older schema; safe to run any
+        number of times, and by many processes at once (see :meth:`_schema_lock`)."""
+        with self._schema_lock():
+            self.run(self._create_schema)
+
+    def _schema_lock(self) -> contextlib.AbstractContextManager[None]:
+        """Held while the schema is created or migrated: one process does it while the
+        others wait, then find it done. SQLite's write transaction is lock enough."""
+        return contextlib.nullcontext()
+
+    def _create_schema(self, cur: Any) -> None:
+        # idempotent as a whole: MySQL commits each DDL statement on its own, so a run
+        # cut short (or run again after a passing error) finishes what is left
+        if self._old_index_layout(cur):
+            self._drop_old_index(cur)
+        pages = self._add_columns(cur)
+        for statement in schema_statements(self.dialect):
+            cur.execute(statement)
+        self._retire_indexes(cur)
+        if "warc_file" in pages:  # schema 6: each row named its WARC file
+            for statement in self.MOVE_WARC_NAMES:
+                self._execute(cur, statement)
+        if not self._execute(cur, "SELECT 1 FROM meta WHERE k = ?", (RANK_MEAN,)).fetchone():
+            self._write_rank_mean(cur)  # ranked before the mean was kept beside the scores
+        self._execute(cur, self.UPSERT_META, ("schema_version", SCHEMA_VERSION))
 
     def _add_columns(self, cur: Any) -> set[str]:
         """Add the columns that pages and links of an older schema lack; returns the
@@ -418,11 +459,15 @@ class Store(ABC):
         indexing again; nothing is ever doubled.
         """
         srcs = [(p.fp,) for p in pages]
-        with self.transaction() as cur:
+        rows = _link_rows(links)
+
+        def write(cur: Any) -> dict[str, int]:
             new = self._write_pages(cur, pages)
             self._executemany(cur, "DELETE FROM links WHERE src = ?", srcs)
-            self._executemany(cur, self.INSERT_LINK, _link_rows(links))
-        self._warc_ids.update(new)  # committed: the numbers are there for good
+            self._executemany(cur, self.INSERT_LINK, rows)
+            return new
+
+        self._warc_ids.update(self.run(write))  # committed: the numbers are there for good
 
     def _write_pages(self, cur: Any, pages: Sequence[Page]) -> dict[str, int]:
         """Upsert ``pages`` in ``cur``'s transaction; returns the WARC files numbered for
@@ -458,14 +503,16 @@ class Store(ABC):
     def stored_payloads(self, fps: Sequence[int]) -> dict[int, StoredPayload]:
         """fp -> the stored WARC record and payload digest of the pages among ``fps`` that
         have one (a page fetched again with the same digest gets a revisit record)."""
-        with self.transaction(read_only=True) as cur:
-            rows = self._select_in(
+        rows = self.run(
+            lambda cur: self._select_in(
                 cur,
                 f"SELECT fp, payload_digest, {WARC_NAME}, warc_offset, warc_length, "
                 "text_length FROM pages WHERE fp IN ({}) AND payload_digest IS NOT NULL "
                 "AND warc_file_id IS NOT NULL",
                 list(fps),
-            )
+            ),
+            read_only=True,
+        )
         return {
             int(fp): StoredPayload(
                 digest, wfile, int(off), int(length), None if tlen is None else int(tlen)
@@ -488,8 +535,8 @@ class Store(ABC):
         The ``moved`` pages (:data:`Moved`) point at their new WARC records in the same
         transaction: the same text, read from the new conversion record, so still no
         new index entry."""
-        new: dict[str, int] = {}
-        with self.transaction() as cur:
+
+        def write(cur: Any) -> dict[str, int]:
             self._executemany(
                 cur,
                 "UPDATE pages SET checked_at = ?, fetch_ms = ?, etag = COALESCE(?, etag), "
@@ -497,19 +544,22 @@ class Store(ABC):
                 "WHERE fp = ?",
                 [(*t[1:], t[0]) for t in touches],
             )
-            if moved:
-                ids, new = self._numbered(cur, {m[1] for m in moved})
+            if not moved:
+                return {}
+            ids, new = self._numbered(cur, {m[1] for m in moved})
                 # the text moves to the new conversion record (when there is one); a body
                 # kept in the row before (--body-store sql) is the old one: dropped
-                self._executemany(
-                    cur,
-                    "UPDATE pages SET warc_file_id = ?, warc_offset = ?, warc_length = ?, "
-                    "payload_digest = ?, text_length = ?, text = COALESCE(?, text), "
-                    "body = NULL WHERE fp = ?",
-                    [(ids[f], off, length, digest, tlen, None if tlen is None else "", fp)
-                     for fp, f, off, length, digest, tlen in moved],
-                )  # fmt: skip
-        self._warc_ids.update(new)  # committed: the numbers are there for good
+            self._executemany(
+                cur,
+                "UPDATE pages SET warc_file_id = ?, warc_offset = ?, warc_length = ?, "
+                "payload_digest = ?, text_length = ?, text = COALESCE(?, text), "
+                "body = NULL WHERE fp = ?",
+                [(ids[f], off, length, digest, tlen, None if tlen is None else "", fp)
+                 for fp, f, off, length, digest, tlen in moved],
+            )  # fmt: skip
+            return new
+
+        self._warc_ids.update(self.run(write))  # committed: the numbers are there for good
 
     @contextlib.contextmanager
     def bulk_load(self) -> Iterator[Store]:
@@ -534,9 +584,7 @@ class Store(ABC):
     def put_pages(self, pages: Iterable[Page]) -> int:
         n = 0
         for batch in _chunks(pages, self.batch_size):
-            with self.transaction() as cur:
-                new = self._write_pages(cur, batch)
-            self._warc_ids.update(new)
+            self._warc_ids.update(self.run(lambda cur, b=batch: self._write_pages(cur, b)))
             n += len(batch)
         return n
 
@@ -544,10 +592,12 @@ class Store(ABC):
         """Set the depth of stored pages: (fp, depth) pairs; pages not stored are skipped."""
         n = 0
         for batch in _chunks(depths, self.batch_size):
-            with self.transaction() as cur:
-                self._executemany(
-                    cur, "UPDATE pages SET depth = ? WHERE fp = ?", [(d, fp) for fp, d in batch]
+            rows = [(d, fp) for fp, d in batch]
+            self.run(
+                lambda cur, r=rows: self._executemany(
+                    cur, "UPDATE pages SET depth = ? WHERE fp = ?", r
                 )
+            )
             n += len(batch)
         return n
 
@@ -555,8 +605,8 @@ class Store(ABC):
         """Add links (source fp, target fp[, anchor]); links already present are ignored."""
         n = 0
         for batch in _chunks(links, self.batch_size * 10):
-            with self.transaction() as cur:
-                self._executemany(cur, self.INSERT_LINK, _link_rows(batch))
+            rows = _link_rows(batch)
+            self.run(lambda cur, r=rows: self._executemany(cur, self.INSERT_LINK, r))
             n += len(batch)
         return n
 
@@ -642,13 +692,15 @@ class Store(ABC):
         """dst -> the anchor texts of links from other pages to it, at most ``per_page`` each
         (in source order), for the pages ``dsts`` (read by the links_to index)."""
         out: dict[int, list[str]] = {}
-        with self.transaction(read_only=True) as cur:
-            rows = self._select_in(
+        rows = self.run(
+            lambda cur: self._select_in(
                 cur,
                 "SELECT dst, src, anchor FROM links WHERE dst IN ({}) AND anchor IS NOT NULL "
                 "ORDER BY dst, src",
                 list(dsts),
-            )
+            ),
+            read_only=True,
+        )
         for dst, src, anchor in rows:
             texts = out.setdefault(int(dst), [])
             if int(src) != int(dst) and len(texts) < per_page:
@@ -678,6 +730,12 @@ class Store(ABC):
             raise StoreError(f"page text in WARC file {wfile}, but no WARC directory is known")
         return self.warc_texts.read(wfile, int(woffset) + int(wlength), int(tlength))
 
+    def has_rows(self, table: str) -> bool:
+        """Whether one of the schema's tables holds a row (one index look-up, not a count)."""
+        if table not in TABLES:
+            raise ValueError(f"unknown table {table!r}")
+        return bool(self._query(f"SELECT 1 FROM {table} LIMIT 1"))
+
     def count(self, table: str) -> int:
         """Row count of one of the schema's tables."""
         if table not in TABLES:
@@ -686,15 +744,22 @@ class Store(ABC):
 
     # -- ranks ---------------------------------------------------------------
     def replace_ranks(self, ranks: Iterable[tuple[int, float]]) -> int:
-        """Replace the whole rank table in one transaction."""
-        n = 0
-        with self.transaction() as cur:
+        """Replace the whole rank table in one transaction; returns the rows written.
+
+        ``ranks`` is read once per run of the transaction: an iterator is read into a
+        list first, so a run after a passing error writes every score again."""
+        rows = list(ranks) if isinstance(ranks, Iterator) else ranks
+
+        def write(cur: Any) -> int:
+            n = 0
             self._execute(cur, "DELETE FROM ranks")
-            for batch in _chunks(ranks, self.batch_size * 20):
+            for batch in _chunks(rows, self.batch_size * 20):
                 self._executemany(cur, "INSERT INTO ranks (fp, score) VALUES (?, ?)", batch)
                 n += len(batch)
             self._write_rank_mean(cur)
-        return n
+            return n
+
+        return self.run(write)
 
     def _write_rank_mean(self, cur: Any) -> None:
         """:data:`RANK_MEAN` of the scores in the rank table, in ``cur``'s transaction."""
@@ -731,31 +796,33 @@ class Store(ABC):
 
         In fingerprint order, so a caller pages through them with the last one it got.
         """
-        with self.transaction(read_only=True) as cur:
-            if after is None:
-                sql, params = (
-                    f"SELECT fp FROM pages WHERE indexed_at IS NULL AND {INDEXABLE} "
-                    "ORDER BY fp LIMIT ?",
-                    (limit,),
-                )
-            else:
-                sql = (
-                    f"SELECT fp FROM pages WHERE indexed_at IS NULL AND {INDEXABLE} "
-                    "AND fp > ? ORDER BY fp LIMIT ?"
-                )
-                params = (after, limit)
-            return [int(r[0]) for r in self._execute(cur, sql, params).fetchall()]
+        if after is None:
+            sql, params = (
+                f"SELECT fp FROM pages WHERE indexed_at IS NULL AND {INDEXABLE} "
+                "ORDER BY fp LIMIT ?",
+                (limit,),
+            )
+        else:
+            sql = (
+                f"SELECT fp FROM pages WHERE indexed_at IS NULL AND {INDEXABLE} "
+                "AND fp > ? ORDER BY fp LIMIT ?"
+            )
+            params = (after, limit)
+        rows = self.run(lambda cur: self._execute(cur, sql, params).fetchall(), read_only=True)
+        return [int(r[0]) for r in rows]
 
     def unindexable_indexed(self, limit: int) -> list[int]:
         """Up to ``limit`` fingerprints of pages still in the index that were fetched again
         and are no longer indexable (gone, a redirect, an error): the index drops them."""
-        with self.transaction(read_only=True) as cur:
-            rows = self._execute(
+        rows = self.run(
+            lambda cur: self._execute(
                 cur,
                 "SELECT d.fp FROM doclens d JOIN pages p ON p.fp = d.fp "
                 f"WHERE p.indexed_at IS NULL AND NOT ({INDEXABLE}) ORDER BY d.fp LIMIT ?",
                 (limit,),
-            ).fetchall()
+            ).fetchall(),
+            read_only=True,
+        )
         return [int(r[0]) for r in rows]
 
     def settle_unindexable(self, done_at: float, limit: int) -> int:
@@ -763,7 +830,8 @@ class Store(ABC):
         a redirect, an error on their fetch) as done at ``done_at``, so no later pass
         reads them again; they are unmarked when fetched again (the page upsert). No
         index block is taken: the postings do not change. Returns how many."""
-        with self.transaction() as cur:
+
+        def settle(cur: Any) -> int:
             rows = self._execute(
                 cur,
                 f"SELECT p.fp FROM pages p WHERE p.indexed_at IS NULL AND NOT ({INDEXABLE}) "
@@ -781,24 +849,34 @@ class Store(ABC):
                     f"AND indexed_at IS NULL AND NOT ({INDEXABLE})",
                     [done_at, *part],
                 )
-        return len(fps)
+            return len(fps)
+
+        return self.run(settle)
 
     def index_documents(self, fps: Sequence[int]) -> list[tuple[int, float, str, str, str]]:
         """(fp, fetched_at, url, title, text) of the stored pages among ``fps``, any order."""
-        with self.transaction(read_only=True) as cur:
-            rows = self._select_in(
+        rows = self.run(
+            lambda cur: self._select_in(
                 cur,
                 f"SELECT fp, fetched_at, url, title, {_TEXT_COLUMNS} FROM pages WHERE fp IN ({{}})",
                 fps,
-            )
+            ),
+            read_only=True,
+        )
         # texts in WARC files are read after the transaction: no lock held meanwhile
         return [(int(r[0]), float(r[1]), r[2], r[3], self._text(r[4:])) for r in rows]
 
     @contextlib.contextmanager
     def index_tables(self) -> Iterator[IndexTables]:
-        """The index's tables inside one write transaction (see :class:`IndexTables`)."""
+        """The index's tables inside one write transaction (see :class:`IndexTables`), run
+        once: a writer uses :meth:`in_index_tables`, which runs again after a passing error."""
         with self.transaction() as cur:
             yield IndexTables(self, cur)
+
+    def in_index_tables(self, work: Callable[[IndexTables], T]) -> T:
+        """``work`` on the index's tables in one write transaction, run again whole after a
+        passing error (see :meth:`run`)."""
+        return self.run(lambda cur: work(IndexTables(self, cur)))
 
     def _index_counters(self, cur: Any) -> Counters | None:
         """:data:`Counters` from ``meta``; None when they are not there."""
@@ -814,8 +892,7 @@ class Store(ABC):
 
     def index_lengths(self) -> Counters:
         """(indexed documents, sums of their body, title and anchor lengths)."""
-        with self.transaction(read_only=True) as cur:
-            return self._index_counters(cur) or (0, 0, 0, 0)
+        return self.run(self._index_counters, read_only=True) or (0, 0, 0, 0)
 
     def index_state(self) -> tuple[Counters, int, bool]:
         """(:data:`Counters`, the last block number, whether pages are ranked): one read
@@ -825,8 +902,12 @@ class Store(ABC):
         postings do; what a searcher keeps in memory is valid while it stays.
         """
         keys = [*INDEX_COUNTERS, INDEX_BLOCK, RANK_MEAN]
-        with self.transaction(read_only=True) as cur:
-            rows = dict(self._select_in(cur, "SELECT k, v FROM meta WHERE k IN ({})", keys))
+        rows = dict(
+            self.run(
+                lambda cur: self._select_in(cur, "SELECT k, v FROM meta WHERE k IN ({})", keys),
+                read_only=True,
+            )
+        )
         block = int(rows.pop(INDEX_BLOCK, 0))
         ranked = rows.pop(RANK_MEAN, None) is not None
         if len(rows) < len(INDEX_COUNTERS):
@@ -875,14 +956,15 @@ class Store(ABC):
 
     def page_ranks(self, fps: Sequence[int]) -> dict[int, float]:
         """fp -> PageRank score of the ranked pages among ``fps``."""
-        with self.transaction(read_only=True) as cur:
-            rows = self._select_in(cur, "SELECT fp, score FROM ranks WHERE fp IN ({})", fps)
+        rows = self.run(
+            lambda cur: self._select_in(cur, "SELECT fp, score FROM ranks WHERE fp IN ({})", fps),
+            read_only=True,
+        )
         return {int(fp): float(score) for fp, score in rows}
 
     def rank_mean(self) -> float | None:
         """The mean PageRank score, or None when no page is ranked."""
-        with self.transaction(read_only=True) as cur:
-            return self._rank_mean(cur)
+        return self.run(self._rank_mean, read_only=True)
 
     def _rank_mean(self, cur: Any) -> float | None:
         row = self._execute(cur, "SELECT v FROM meta WHERE k = ?", (RANK_MEAN,)).fetchone()
@@ -897,13 +979,16 @@ class Store(ABC):
 
     def reset_index(self) -> None:
         """Empty the index and mark every page unindexed (benchmarks rebuild from scratch)."""
-        with self.transaction() as cur:
+
+        def reset(cur: Any) -> None:
             for table in ("postings", "doclens"):
                 self._execute(cur, f"DELETE FROM {table}")
             self._execute(cur, "UPDATE pages SET indexed_at = NULL")
             # the block number is kept: counting on from it, an index built again never
             # repeats an (index counters, block) state a searcher may have kept in memory
             self._select_in(cur, "DELETE FROM meta WHERE k IN ({})", list(INDEX_COUNTERS))
+
+        self.run(reset)
 
     # -- jobs ------------------------------------------------------------------
     def set_job(
@@ -918,8 +1003,7 @@ class Store(ABC):
     ) -> None:
         """Record the state of a job's phase (running, complete, …)."""
         row = (name, phase, state, started_at, finished_at, json.dumps(stats or {}))
-        with self.transaction() as cur:
-            self._execute(cur, self.UPSERT_JOB, row)
+        self.run(lambda cur: self._execute(cur, self.UPSERT_JOB, row))
 
     def get_job(self, name: str, phase: str) -> dict | None:
         rows = self._query(

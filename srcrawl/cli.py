@@ -122,6 +122,8 @@ def cli(
     try:
         ctx.obj = Config.load(redis_url=redis_url, db_url=db_url, job=job, home=home)
     except SrcrawlError as e:
+        if ctx.invoked_subcommand == "health":  # a healthcheck's answer is 0 or 1, never 2
+            _unhealthy(str(e))
         fail(str(e))
 
 
@@ -282,6 +284,28 @@ def serve(ctx: click.Context, bind: str, port: int, threads: int, workers: int |
         return
     portal = server.build_portal(cfg, threads=threads, user_dict=user_dict)
     server.serve(portal, bind, port, announce=click.echo)
+
+
+@cli.command()
+@click.argument("role", type=click.Choice(["slave", "master", "indexer", "ranker", "portal"]))
+@click.option("--url", default="http://127.0.0.1:8080/healthz", show_default=True,
+              help="The portal's /healthz (role portal).")  # fmt: skip
+@click.pass_context
+def health(ctx: click.Context, role: str, url: str) -> None:
+    """Exit 0 when the ROLE service of this host (container) is doing its job, else exit 1
+    with one line saying why not: a container's healthcheck."""
+    from srcrawl.health import Unhealthy, check
+
+    try:
+        line = check(config_of(ctx), role, url=url)
+    except Unhealthy as e:
+        _unhealthy(str(e))
+    click.echo(f"healthy: {line}")
+
+
+def _unhealthy(reason: str) -> NoReturn:
+    click.echo(f"unhealthy: {reason}", err=True)
+    sys.exit(1)
 
 
 def main() -> None:

@@ -41,12 +41,35 @@ DEFAULT_MASTER_LEASE_TTL = 15.0
 """Seconds a phase master's lease lives unrenewed; a master silent this long loses the phase to
 a successor, and every commit it tries after that is refused (``queues/lease.py``)."""
 
+DEFAULT_LEASE_WAITING_TTL = 30.0
+"""Seconds a process's word that it waits for a phase's lease lives unrenewed (renewed
+every few seconds while it waits): `srcrawl health` of a master, indexer or ranker that
+holds no lease is healthy only while it is there."""
+
+DEFAULT_LEASE_WAITING_RENEW = 5.0
+"""Seconds between renewals of that word by a process that waits (well below its TTL)."""
+
 DEFAULT_BLOCK_TIMEOUT = 0.25
 """Seconds a consumer blocks on an empty queue before it looks at its stop flag (how long a
 stopped slave may take to leave; an idle slave costs Redis one call per this)."""
 
 DEFAULT_STORE_BATCH = 500
 """Rows written per transaction by batched store writers."""
+
+DEFAULT_STORE_TRIES = 10
+"""Times a store transaction is run before a passing server error (a deadlock, a snapshot
+conflict, a lock wait timeout, a lost connection) is given up on (``sql/retry.py``)."""
+
+DEFAULT_STORE_RETRY_DELAY = 0.05
+"""Seconds before a transaction's second run; doubled for each run after, with jitter."""
+
+DEFAULT_MAX_STORE_RETRY_DELAY = 5.0
+"""The wait before a transaction is run again never exceeds this: ten runs give up within
+about 25 s, long enough for a MariaDB restart or a burst of deadlocks at start-up."""
+
+DEFAULT_SCHEMA_LOCK_TIMEOUT = 600.0
+"""Seconds a process waits for another one that creates or migrates the schema (MySQL's
+``GET_LOCK``): a migration of a large store rewrites tables."""
 
 REDIS_SOCKET_TIMEOUT = 30.0
 """Seconds a Redis command may take before the client gives up."""
@@ -277,6 +300,11 @@ DEFAULT_PAGERANK_DAMPING = 0.85
 
 DEFAULT_PAGERANK_TOL = 0.0
 """Stop once the L1 change of an iteration falls below this; 0 runs every iteration."""
+
+DEFAULT_PAGERANK_POLL = 15.0
+"""Seconds between looks at a store that has no pages or no links yet, by `srcrawl pagerank
+--every` (``--poll``): the first ranks come this soon after a crawl stores its first
+pages, not a whole ``--every`` later."""
 
 DEFAULT_PAGERANK_SLAVES = 2
 """Local slave processes `srcrawl pagerank` starts (0: rely on slaves started elsewhere)."""

@@ -13,6 +13,11 @@ class StoreError(SrcrawlError):
     """The SQL store refused an operation."""
 
 
+class StoreTransientError(StoreError):
+    """The store failed a transaction for a reason that passes (a deadlock, a snapshot
+    conflict, a lock wait timeout, a lost connection): run again whole, it may succeed."""
+
+
 class StoreDataError(StoreError):
     """The store refused the data itself (a constraint, a value too long): trying the
     same rows again fails again, unlike a store that is down or busy."""

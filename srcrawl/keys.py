@@ -30,6 +30,13 @@ def processing_key(queue_key: str, consumer: str) -> str:
     return f"{queue_key}:processing:{consumer}"
 
 
+def lease_waiting_key(lease_key: str, host: str) -> str:
+    """A process on ``host`` waiting for the lease ``lease_key`` (a standby master, a master
+    waiting for its first seeds, a ranker between runs): its holder id, with a short TTL
+    it renews while it waits. What `srcrawl health` reads (srcrawl/health.py)."""
+    return f"{lease_key}:waiting:{host}"
+
+
 def processing_pattern(queue_key: str) -> str:
     """SCAN pattern of every processing list of the queue ``queue_key``."""
     return processing_key(queue_key, "*")

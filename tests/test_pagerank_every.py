@@ -95,3 +95,33 @@ def test_pagerank_every_recomputes_while_searches_stay_ranked(redis_url, keys, t
     top = run_cli(["export", "ranks", "--limit", "1"], env)
     assert top.stdout.startswith("http://127.0.0.1:9/p0\t")  # every page links to p0
     store.close()
+
+
+@pytest.mark.slow
+def test_pagerank_every_ranks_the_first_pages_as_soon_as_they_are_stored(
+    redis_url, keys, tmp_path
+) -> None:
+    env = cli_env(redis_url, keys.job, tmp_path)
+    store = open_store(DatabaseURL.parse(env["SRCRAWL_DB_URL"]))
+    store.init_schema()
+    cmd = [sys.executable, "-m", "srcrawl.cli", "pagerank", "--every", "1h", "--poll", "0.5s",
+           "--slaves", "1"]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(3)  # started on an empty store: it waits, and ranks nothing
+        assert proc.poll() is None
+        assert store.get_job(keys.job, "pagerank") is None and store.count("ranks") == 0
+        stored_at = time.monotonic()
+        _store_web(store)
+        # ranked within seconds of the first pages, not an hour later
+        while store.count("ranks") < PAGES:
+            assert time.monotonic() - stored_at < 60 and proc.poll() is None, "no first ranks"
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "no pages and links yet; looking again every 0.5 s" in err
+    assert "run 1, next in 3600 s" in out and "stopped after 1 run(s)" in out
+    assert store.get_job(keys.job, "pagerank")["state"] == "complete"
+    store.close()

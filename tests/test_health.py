@@ -1,0 +1,189 @@
+"""`srcrawl health ROLE`: a container's healthcheck says whether the service of its host
+does its job. Real processes (slave, master, ranker, portal), a real Redis, SQLite.
+
+Tests run as root here, whom mode bits do not stop: an unwritable WARC directory is
+made in ways that hold for root too: a path under a regular file, and a directory of
+mode 555 that the check (as root) sees through a read-only bind mount, as a container
+sees a volume its user cannot write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from .conftest import cli_env, run_cli
+from .test_fetch_policy import page, serve
+from .test_lifecycle import CLI
+
+
+def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    out = open(log, "a")  # noqa: SIM115 - the child holds it
+    return subprocess.Popen([*CLI, *args], env=env, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)  # fmt: skip
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def health(role: str, env: dict[str, str], *more: str, read_only: Path | None = None):  # type: ignore[no-untyped-def]
+    """`srcrawl health ROLE`; with ``read_only`` (as root), in a mount namespace of its own
+    where that directory is a read-only bind mount, as a read-only volume is."""
+    if read_only is None or os.geteuid() != 0:
+        return run_cli(["health", role, *more], env, timeout=60)
+    mount = 'mount --bind "$0" "$0" && mount -o remount,ro,bind "$0" && exec "$@"'
+    return subprocess.run(["unshare", "-m", "sh", "-c", mount, str(read_only), *CLI, "health",
+                           role, *more], env=env, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+
+
+def until(role: str, env: dict[str, str], code: int, log: Path, timeout: float = 30.0):  # type: ignore[no-untyped-def]
+    """The first answer of `srcrawl health ROLE` with exit ``code``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = health(role, env)
+        if r.returncode == code:
+            return r
+        assert time.monotonic() < deadline, (r.returncode, r.stdout, r.stderr,
+                                             log.read_text()[-2000:])  # fmt: skip
+        time.sleep(0.3)
+
+
+def test_a_slave_is_healthy_while_it_beats_and_its_warc_directory_is_writable(
+    redis_url, keys, tmp_path
+) -> None:
+    env = cli_env(redis_url, keys.job, tmp_path)
+    (tmp_path / "warc").mkdir(mode=0o777)
+    env["SRCRAWL_WARC_DIR"] = str(tmp_path / "warc")
+    log = tmp_path / "slave.log"
+    slave = start(["slave", "start", "--threads", "2"], env, log)
+    try:
+        r = until("slave", env, 0, log)
+        assert r.stdout.startswith("healthy: 1 slave(s) on") and r.stderr == ""
+
+        (tmp_path / "a-file").write_text("not a directory")
+        broken = {**env, "SRCRAWL_WARC_DIR": str(tmp_path / "a-file" / "warc")}
+        r = health("slave", broken)
+        assert r.returncode == 1 and r.stdout == ""
+        assert r.stderr.startswith("unhealthy: cannot write WARC files in ")
+        assert "Not a directory" in r.stderr and len(r.stderr.splitlines()) == 1
+
+        # the container's case: a volume the slave's user may not write. As root, whom
+        # mode bits do not stop, the directory is mounted read-only for the check alone
+        (tmp_path / "volume").mkdir(mode=0o555)
+        ro = {**env, "SRCRAWL_WARC_DIR": str(tmp_path / "volume")}
+        r = health("slave", ro, read_only=tmp_path / "volume")
+        assert r.returncode == 1, r.stderr
+        assert ("Read-only file system" if os.geteuid() == 0 else "Permission denied") in r.stderr
+        if os.geteuid() == 0:
+            assert health("slave", ro).returncode == 0  # the same directory, writable
+    finally:
+        stop(slave)
+    r = health("slave", env)
+    assert r.returncode == 1 and "beats" in r.stderr
+
+
+def test_a_slave_that_cannot_store_what_it_fetched_is_unhealthy(redis_url, keys, tmp_path) -> None:
+    web = serve({"/": page(b"<a href='/a'>a</a>"), "/a": page(b"<p>a</p>")})
+    seed = f"http://127.0.0.1:{web.server_address[1]}/"
+    env = cli_env(redis_url, keys.job, tmp_path)
+    (tmp_path / "a-file").write_text("not a directory")
+    slave_env = {**env, "SRCRAWL_WARC_DIR": str(tmp_path / "a-file" / "warc")}
+    (tmp_path / "warc").mkdir()
+    env["SRCRAWL_WARC_DIR"] = str(tmp_path / "warc")  # the check's own probe passes
+    log = tmp_path / "crawl.log"
+    master = start(["master", "start", seed, "--delay", "0", "--keep-running"], env, log)
+    slave = start(["slave", "start", "--threads", "2"], slave_env, log)
+    try:
+        r = _store_error(env, log)  # what the slave itself found, in its heartbeat
+        assert "cannot store what it fetched" in r.stderr and "WARC" in r.stderr, r.stderr
+    finally:
+        stop(slave)
+        stop(master)
+        web.shutdown()
+        web.server_close()
+
+
+def _store_error(env: dict[str, str], log: Path):  # type: ignore[no-untyped-def]
+    """The first answer of `srcrawl health slave` that names a failed store write."""
+    deadline = time.monotonic() + 30
+    while True:
+        r = health("slave", env)
+        if "cannot store" in r.stderr:
+            return r
+        assert time.monotonic() < deadline, (r.stderr, log.read_text()[-2000:])
+        time.sleep(0.3)
+
+
+def test_a_master_and_a_ranker_are_healthy_while_they_hold_or_wait_for_their_lease(
+    redis_url, keys, tmp_path
+) -> None:
+    env = cli_env(redis_url, keys.job, tmp_path)
+    log = tmp_path / "roles.log"
+    assert health("master", env).returncode == 1  # none runs
+    master = start(["master", "start", "--keep-running"], env, log)
+    ranker = start(["pagerank", "--every", "1h", "--poll", "0.5s", "--slaves", "0"], env, log)
+    try:
+        r = until("master", env, 0, log)
+        assert "waits for" in r.stdout  # no crawl yet: it waits for its first seeds
+        web = serve({"/": page(b"<p>one page</p>")})
+        seeded = run_cli(["seed", f"http://127.0.0.1:{web.server_address[1]}/"], env)
+        assert seeded.returncode == 0, seeded.stderr
+        deadline = time.monotonic() + 30
+        while "holds" not in (r := health("master", env)).stdout:
+            assert time.monotonic() < deadline, (r.stdout, r.stderr, log.read_text()[-2000:])
+            time.sleep(0.3)
+        assert f"crawl master on {socket.gethostname()} holds" in r.stdout
+        r = until("ranker", env, 0, log)
+        assert "pagerank master" in r.stdout and "waits for" in r.stdout
+        web.shutdown()
+        web.server_close()
+    finally:
+        stop(master)
+        stop(ranker)
+    for role in ("master", "ranker"):
+        r = health(role, env)  # the word it left names a process that is gone
+        assert r.returncode == 1 and "holds or waits" in r.stderr, r.stderr
+
+
+def test_the_portal_is_healthy_while_healthz_answers(redis_url, keys, tmp_path) -> None:
+    env = cli_env(redis_url, keys.job, tmp_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/healthz"
+    r = health("portal", env, "--url", url)
+    assert r.returncode == 1 and "does not answer" in r.stderr
+    log = tmp_path / "portal.log"
+    portal = start(["serve", "--port", str(port), "--workers", "1"], env, log)
+    try:
+        r = until_portal(env, url, log)
+        assert r.stdout == f"healthy: {url} answers 200\n"
+    finally:
+        stop(portal)
+
+
+def until_portal(env: dict[str, str], url: str, log: Path):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + 60
+    while (r := health("portal", env, "--url", url)).returncode != 0:
+        assert time.monotonic() < deadline, (r.stderr, log.read_text()[-2000:])
+        time.sleep(0.3)
+    return r
+
+
+def test_a_check_that_cannot_reach_redis_or_is_misconfigured_answers_1(tmp_path) -> None:
+    env = cli_env("redis://127.0.0.1:1", "job", tmp_path)  # nothing listens there
+    r = health("slave", env)
+    assert r.returncode == 1 and r.stderr.startswith("unhealthy: cannot reach Redis")
+    r = health("master", {**env, "SRCRAWL_DB_URL": "sqlite:/x"})  # malformed: not exit 2
+    assert r.returncode == 1 and "SRCRAWL_DB_URL is malformed" in r.stderr
+    assert len(r.stderr.splitlines()) == 1
