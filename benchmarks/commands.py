@@ -126,19 +126,47 @@ def bench_failover(
         Path(json_path).write_text(json.dumps(as_json(runs), indent=2) + "\n")
 
 
+@bench.command("exactness")
+@click.option("--runs", default=50, show_default=True, type=click.IntRange(1),
+              help="Crawls in a row, each of a new test web with late robots.txt hosts.")
+@click.option("--first", default=0, show_default=True, type=click.IntRange(0),
+              help="Number of the first run (its web's seed, --depth and sitemaps).")
+@click.option("--partitions", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Frontier partitions of each crawl.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write every run as JSON.")  # fmt: skip
+def bench_exactness(runs: int, first: int, partitions: int, json_path: str | None) -> None:
+    """Crawls beside late hosts against a BFS of the test web: every URL, every depth."""
+    from srcrawl.benchmarks.exactness import as_json, render, run_exactness_benchmark
+
+    check_outputs(json_path=json_path, plot_path=None)
+    line = ProgressLine()
+    result = run_exactness_benchmark(runs, say=line.update, first=first, partitions=partitions)
+    line.done()
+    click.echo(render(result))
+    if json_path:
+        Path(json_path).write_text(json.dumps(as_json(result), indent=2) + "\n")
+    if not all(r.exact for r in result):
+        raise SystemExit(1)
+
+
 @bench.command("memory")
 @click.option("--urls", default=1_000_000, show_default=True, type=click.IntRange(1000),
               help="Distinct URLs run through the crawl master.")  # fmt: skip
 @click.option("--hosts", default=10_000, show_default=True, type=click.IntRange(1))
+@click.option("--depth-record", is_flag=True,
+              help="Instead: bytes per URL of the crawl's depth record, packed and as a hash "
+                   "field a URL.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               help="Also write the figures as JSON.")  # fmt: skip
-def bench_memory(urls: int, hosts: int, json_path: str | None) -> None:
+def bench_memory(urls: int, hosts: int, depth_record: bool, json_path: str | None) -> None:
     """Bytes per queued URL in Redis and per seen URL in the Bloom filter (docs/SCALING.md)."""
-    from srcrawl.benchmarks.memory import run_memory_benchmark
+    from srcrawl.benchmarks.memory import run_depth_record_benchmark, run_memory_benchmark
 
     check_outputs(json_path=json_path, plot_path=None)
     line = ProgressLine()
-    figures = run_memory_benchmark(urls, hosts, say=line.update)
+    figures = (run_depth_record_benchmark(urls, say=line.update) if depth_record
+               else run_memory_benchmark(urls, hosts, say=line.update))  # fmt: skip
     line.done()
     click.echo(figures.render())
     if json_path:
@@ -373,7 +401,8 @@ def bench_index(
     type=click.IntRange(1, 64),
     default=2,
     show_default=True,
-    help="Slaves that build the index when it is not there yet.",
+    help="Slaves that build the index when it is not there yet (with --corpus: that crawl, "
+    "index and rank it).",
 )
 @click.option("--seed", default=1, show_default=True, help="Corpus and query seed.")
 @click.option(
@@ -411,17 +440,27 @@ def bench_index(
     type=click.IntRange(1),
     help="Timed passes over the known-item queries per code, codes alternating.",
 )
+@click.option(
+    "--corpus",
+    "corpora",
+    multiple=True,
+    help="Instead: crawl, index and rank a real documentation corpus (django-en, "
+    "debian-handbook-zh, or a directory of HTML with --query-file) and score its known-item "
+    "queries, srcrawl beside plain BM25 (repeatable).",
+)
+@click.option("--query-file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Known-item queries of a --corpus DIR (default: DIR/queries.tsv).")  # fmt: skip
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               help="Also write the ranking figures as JSON.")  # fmt: skip
 @click.pass_context
 def bench_search(
     ctx: click.Context, pages: int, queries: int, slaves: int, seed: int, ranking: bool,
     base_root: str | None, known_hosts: int, known_pages: int, rounds: int,
-    json_path: str | None,
+    corpora: tuple[str, ...], query_file: str | None, json_path: str | None,
 ) -> None:  # fmt: skip
     """Search latency p50/p95 over known-item queries, BM25 alone and blended with PageRank;
     then MRR and success@1/3/10 of known-item queries on the test web (with `--base`, the
-    same for another checkout, side by side)."""
+    same for another checkout, side by side). With `--corpus`, only the real corpora."""
     from srcrawl.benchmarks.index import run_search_benchmark
     from srcrawl.benchmarks.ranking import run_ranking_benchmark
     from srcrawl.benchmarks.startup import code_at, this_code
@@ -429,6 +468,9 @@ def bench_search(
     check_outputs(json_path=json_path, plot_path=None)
     cfg = _config(ctx)
     say = lambda s: click.echo(s, err=True)  # noqa: E731
+    if corpora:
+        _bench_corpora(cfg, corpora, query_file, slaves, json_path)
+        return
     if pages >= 10:
         result = run_search_benchmark(
             cfg, pages=pages, queries=queries, slaves=slaves, seed=seed, say=say
@@ -441,6 +483,34 @@ def bench_search(
         if json_path:
             Path(json_path).write_text(json.dumps(scored.as_json(), indent=2))
         click.echo(scored.render())
+
+
+def _bench_corpora(
+    cfg: Config, corpora: tuple[str, ...], query_file: str | None, slaves: int,
+    json_path: str | None,
+) -> None:  # fmt: skip
+    """`bench search --corpus`: each corpus's table (and all of them as JSON)."""
+    from srcrawl.benchmarks.known_queries import BUILTIN, builtin_query_file, read_query_file
+    from srcrawl.benchmarks.real_corpora import run_corpus
+
+    line = ProgressLine()
+    runs = []
+    for corpus in corpora:
+        tree = None if corpus in BUILTIN else Path(corpus)
+        if tree is not None and not tree.is_dir():
+            raise click.BadParameter(f"{corpus!r} is neither {' nor '.join(BUILTIN)} nor a "
+                                     "directory", param_hint="--corpus")  # fmt: skip
+        qpath = builtin_query_file(corpus) if tree is None else (
+            Path(query_file) if query_file else tree / "queries.tsv")  # fmt: skip
+        try:
+            result = run_corpus(cfg, read_query_file(qpath), tree=tree, slaves=slaves,
+                                say=line.say, progress=line.update)  # fmt: skip
+        finally:
+            line.done()
+        click.echo(result.render())
+        runs.append(result.as_json())
+        if json_path:  # after each corpus: a later one failing keeps the earlier figures
+            Path(json_path).write_text(json.dumps({"corpora": runs}, indent=2, ensure_ascii=False))
 
 
 @bench.command("serve")

@@ -86,6 +86,8 @@ def _one(
     strategy = CrawlStrategy(seed_hosts=names, max_depth=100, partitions=partitions,
                              sitemaps=False)  # fmt: skip
     start_crawl(job, [f"http://{names[0]}/"], strategy)
+    # links of a level reached with no lagging host: the steady state, no depth record
+    job.redis().hset(job.keys.crawl_state, "strict", 0)
     env = {**job.child_env(), "SRCRAWL_LEASE_TTL": str(_LEASE_TTL)}
     procs = [
         subprocess.Popen([sys.executable, "-m", "srcrawl.cli", "master", "start"], env=env,

@@ -10,10 +10,17 @@ batches, the frontier's own scripts), on a Redis server of its own so
 - Redis ``used_memory`` before and after, over the URLs left queued;
 - the Bloom filter's bits in the master (pybloom-live's bit arrays) and the
   size of its snapshot in Redis (``MEMORY USAGE``), over the URLs seen.
+
+The URLs come as links of a level the crawl reached with no lagging host (its
+steady state: no depth record). ``--depth-record`` measures that record instead
+(master/depth_record.py): N URLs recorded through the frontier's commit script,
+beside the same N in the layout it replaced (a hash field a URL, the
+fingerprint in decimal), each ``MEMORY USAGE`` over N.
 """
 
 from __future__ import annotations
 
+import random
 import resource
 import tempfile
 import time
@@ -29,6 +36,7 @@ from srcrawl.config import Config
 from srcrawl.defaults import DEFAULT_BLOOM_ERROR_RATE
 from srcrawl.master.crawl_master import CrawlMaster
 from srcrawl.master.crawl_run import progress, start_crawl
+from srcrawl.master.frontier import Batch
 from srcrawl.queues.crawl_protocol import canonical_links
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.envelope import encode
@@ -122,6 +130,7 @@ def _measure(
         seed_hosts=tuple(_host(h) for h in range(hosts)), max_depth=100, bloom_error_rate=error_rate
     )
     start_crawl(cfg, [f"http://{_host(0)}/"], strategy)
+    client.hset(cfg.keys.crawl_state, "strict", 0)  # the steady state (see the module doc)
     before = int(client.info("memory")["used_memory"])
     master = CrawlMaster(cfg)
     master.acquire(wait=False)
@@ -147,3 +156,56 @@ def _measure(
     master.release()
     cfg.close()
     return figures
+
+
+@dataclass
+class DepthRecordFigures:
+    urls: int
+    packed_bytes: int
+    decimal_bytes: int
+    seconds: float
+
+    def render(self) -> str:
+        return "\n".join([
+            f"depth record: {self.urls:,} URLs recorded through the frontier's commit in "
+            f"{self.seconds:.1f} s",
+            f"  packed (4096 buckets of 9-byte entries): {self.packed_bytes / 2**20:,.2f} MiB, "
+            f"{self.packed_bytes / self.urls:.1f} bytes a URL",
+            f"  a hash field a URL (decimal fingerprint): {self.decimal_bytes / 2**20:,.2f} MiB, "
+            f"{self.decimal_bytes / self.urls:.1f} bytes a URL",
+        ])  # fmt: skip
+
+    def as_json(self) -> dict[str, Any]:
+        return {**asdict(self), "packed_bytes_per_url": self.packed_bytes / self.urls,
+                "decimal_bytes_per_url": self.decimal_bytes / self.urls}  # fmt: skip
+
+
+def run_depth_record_benchmark(urls: int, say: Callable[[str], None]) -> DepthRecordFigures:
+    """Record ``urls`` depths both ways on a fresh Redis server of this benchmark's own."""
+    with tempfile.TemporaryDirectory(prefix="srcrawl-memory-") as tmp:
+        url, server = embedded.start_server(Path(tmp), appendonly=False, daemonize=False)
+        try:
+            cfg = Config.load(redis_url=url, db_url=f"sqlite:///{tmp}/m.db", job="memory",
+                              env={})  # fmt: skip
+            start_crawl(cfg, [f"http://{_host(0)}/"], CrawlStrategy(seed_hosts=(_host(0),)))
+            master = CrawlMaster(cfg)
+            master.acquire(wait=False)
+            client, record = cfg.redis(), cfg.keys.crawl_depths
+            rng = random.Random(7)
+            t0 = time.perf_counter()
+            for start in range(0, urls, BATCH_PAGES * LINKS_PER_PAGE):
+                n = min(BATCH_PAGES * LINKS_PER_PAGE, urls - start)
+                depths = {rng.getrandbits(64) - 2**63: rng.randint(1, 12) for _ in range(n)}
+                master.lease.keep()
+                master.frontier.commit(Batch(depths=depths, recording=True), b"")
+                client.hset("decimal", mapping={str(fp): d for fp, d in depths.items()})
+                say(f"{start + n:,} of {urls:,} URLs")
+            seconds = time.perf_counter() - t0
+            packed = int(client.memory_usage(record, samples=0) or 0)
+            decimal = int(client.memory_usage("decimal", samples=0) or 0)
+            master.release()
+            cfg.close()
+            return DepthRecordFigures(urls, packed, decimal, seconds)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)

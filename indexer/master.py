@@ -29,6 +29,7 @@ the lease's TTL while a successor took over stops with LeaseLost.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -65,6 +66,7 @@ from srcrawl.indexer.protocol import (
     failed_tasks,
 )
 from srcrawl.indexer.tokenizer import dictionary_id, user_dict_from_env
+from srcrawl.outage import REDIS_DOWN, master_waits_out
 from srcrawl.queues.envelope import Message, decode
 from srcrawl.queues.lease import MasterLease, holder_id
 from srcrawl.queues.protocol import PhaseQueues, new_worker_id
@@ -219,6 +221,7 @@ class IndexMaster:
         seconds and at the end (default: the log).
         """
         self._say = say if say is not None else log.info
+        master_waits_out(self.client, log, self.stopping)  # as the crawl master does
         self.lease.acquire(what="index master")
         t0 = time.perf_counter()
         started = time.time()
@@ -237,12 +240,18 @@ class IndexMaster:
         except LeaseLost:
             state = None  # the job's record is its new master's to write
             raise
+        except REDIS_DOWN:
+            if not self.stopping.is_set():
+                raise
+            log.error("stopped while Redis is unreachable")
+            state = "stopped"
         finally:
             self.report.wall_s = time.perf_counter() - t0
             self.report.freshness = self.freshness.summary()
-            # results popped but not merged go back to nrq for the next run
-            self.worker.retire()
-            self.lease.release()
+            with contextlib.suppress(*REDIS_DOWN):  # told to stop while Redis is away
+                # results popped but not merged go back to nrq for the next run
+                self.worker.retire()
+                self.lease.release()
             if state is not None:
                 self.store.set_job(
                     self.cfg.job, "index", state, self.report.as_dict(),

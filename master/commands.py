@@ -21,6 +21,7 @@ from srcrawl.defaults import (
     DEFAULT_FETCH_THREADS,
     DEFAULT_FETCH_TRIES,
     DEFAULT_HASH_BUCKETS,
+    DEFAULT_LAG_AFTER,
     DEFAULT_MAX_DELAY,
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_PAGE_BYTES,
@@ -145,6 +146,10 @@ def crawl_options(f: Callable) -> Callable:
                      help="Bytes of a body to read; the rest is cut off."),
         click.option("--robots-defer", default=DEFAULT_ROBOTS_DEFER, show_default=True,
                      help="Seconds a host waits after its robots.txt failed (5xx, timeout)."),
+        # tests scale the deferrals down and this with them, so the lagging path still runs
+        click.option("--lag-after", default=DEFAULT_LAG_AFTER, show_default=True, hidden=True,
+                     help="A robots.txt deferral this long or longer no longer holds the depth "
+                          "levels."),
         click.option("--robots-ttl", type=DURATION, default=format_duration(DEFAULT_ROBOTS_TTL),
                      show_default=True,
                      help="How long a host's robots.txt is cached (30s, 1h)."),

@@ -28,7 +28,6 @@ from srcrawl.config import Config
 from srcrawl.defaults import (
     DEFAULT_CRAWL_BACKLOG_PER_THREAD,
     DEFAULT_HEARTBEAT_INTERVAL,
-    DEFAULT_LAG_AFTER,
     DEFAULT_MASTER_BATCH,
     DEFAULT_MASTER_IDLE_WAIT,
     DEFAULT_MASTER_POLL,
@@ -41,8 +40,8 @@ from srcrawl.defaults import (
     REDIS_TIMER_TICK,
 )
 from srcrawl.errors import CrawlRestarted, EnvelopeError, LeaseLost, SrcrawlError
-from srcrawl.keys import Keys, processing_pattern
-from srcrawl.master.frontier import Batch, Frontier, Requeue, now_ms
+from srcrawl.keys import Keys, lease_waiting_key, processing_pattern
+from srcrawl.master.frontier import Batch, Frontier, Improvement, Requeue, now_ms
 from srcrawl.master.level_barrier import (
     ADVANCED,
     COMPLETE,
@@ -51,7 +50,7 @@ from srcrawl.master.level_barrier import (
     forward_links,
 )
 from srcrawl.master.seen import SeenSet
-from srcrawl.outage import REDIS_DOWN, RedisOutage, wait_out_outages
+from srcrawl.outage import REDIS_DOWN, master_waits_out
 from srcrawl.queues.crawl_protocol import (
     ERROR_ADDRESS_REFUSED,
     MASTER_ID,
@@ -71,7 +70,7 @@ from srcrawl.queues.crawl_protocol import (
 )
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.crawl_strategy import load as load_strategy
-from srcrawl.queues.lease import MasterLease, holder_id, mark_waiting
+from srcrawl.queues.lease import MasterLease, clear_waiting, holder_id, mark_waiting
 from srcrawl.queues.link_cache import ClockCache
 from srcrawl.queues.partitions import partition_keys, partition_of_host
 from srcrawl.queues.protocol import PhaseQueues
@@ -119,7 +118,7 @@ class CrawlMaster:
         self.stopping = stopping if stopping is not None else threading.Event()
         if wait_out:  # every Redis command waits out an outage (until told to stop); a
             # partitioned master's process sets that once for the client its threads share
-            wait_out_outages(self.client, RedisOutage(log, stopping=self.stopping))
+            master_waits_out(self.client, log, self.stopping)
         self._no_slave_since: float | None = time.monotonic()
         self._said_no_slave = False
         self.host_pages: dict[str, int] = {}
@@ -130,8 +129,13 @@ class CrawlMaster:
         """Most tasks waiting in srq (0: no bound until slaves report their fetch threads)."""
         self._said_rejected = False
         self._level = 0
-        self._record_above: int | None = None
+        self._recorded = True
         self._checks: dict[int, FetchTask] = {}
+        self._scheduled: dict[int, FetchTask] = {}
+        """The tasks of this batch's new URLs, by fingerprint."""
+        self.improved: dict[int, int] = {}
+        """fp → depth of the URLs found nearer than first scheduled (Redis ``improved``): the
+        links of a deeper fetch still in flight when it was found take the nearer depth."""
         self._lastmods: list[tuple[int, float]] = []
         self._forward: dict[int, list[tuple[str, int, int]]] = {}
         """Links this batch found for hosts of other partitions: partition -> (url, fp, depth)."""
@@ -158,6 +162,8 @@ class CrawlMaster:
             mark_waiting(self.client, self.job_keys.master_lease("crawl"), holder)
             time.sleep(1.0)
             strategy = load_strategy(self.client, self.job_keys)
+            if strategy is not None:
+                clear_waiting(self.client, self.job_keys.master_lease("crawl"))
         return strategy
 
     def reload_strategy(self) -> None:
@@ -192,6 +198,7 @@ class CrawlMaster:
             k.decode(): int(v) for k, v in self.client.hgetall(self.keys.crawl_host_pages).items()
         }
         self.host_limits = self.frontier.host_limits()
+        self.improved = dict(self.frontier.improved_depths())
         log.info("master up%s: seen set %d (+%d replayed)", part, len(self.seen), replayed)
 
     def release(self) -> None:
@@ -333,8 +340,9 @@ class CrawlMaster:
         level = self.client.hget(state, "level") or b"0"
 
         def next_level(pipe: redis.client.Pipeline) -> None:
-            if lagging:  # from now on, depths are recorded (see Frontier)
-                pipe.hsetnx(state, "record_above", level)
+            if not lagging:  # nothing is behind: no path can be shortened (see Frontier)
+                pipe.hset(state, "strict", int(level) + 1)
+                self.frontier.drop_record(pipe)
             pipe.hincrby(state, "level", 1)
 
         self.frontier.transaction(next_level)
@@ -369,14 +377,19 @@ class CrawlMaster:
         read when not given), then record that it did (in that order: a master killed
         between releases the rest again). True if it released a level."""
         target = self.barrier.level() if target is None else target
+        strict = self.barrier.strict_level()
         level = start = self._partition_level()
         while level < target:
             while self.frontier.advance() > 0:
                 pass
             level += 1
-            self.frontier.transaction(
-                lambda pipe, lv=level: pipe.hset(self.keys.crawl_state, "level", lv)
-            )
+
+            def record_level(pipe: redis.client.Pipeline, lv: int = level) -> None:
+                pipe.hset(self.keys.crawl_state, "level", lv)
+                if lv == strict:  # reached with nothing lagging anywhere (LevelBarrier)
+                    self.frontier.drop_record(pipe)
+
+            self.frontier.transaction(record_level)
         return level > start
 
     def counters(self) -> dict[str, int]:
@@ -388,12 +401,18 @@ class CrawlMaster:
         """Turn a batch of nrq messages into one atomic frontier commit."""
         value = int(DEFAULT_REVISIT_FETCH_VALUE * self.strategy.revisit * 1000)
         batch = Batch(acks=len(msgs), value=max(1, value))
-        level, above = self.client.hmget(self.job_keys.crawl_state, ["level", "record_above"])
+        level, strict, record = self.client.hmget(self.job_keys.crawl_state,
+                                                  ["level", "strict", "record"])  # fmt: skip
         if self.partitions > 1 and int(level or 0) > self._partition_level():
             self._catch_up(int(level or 0))  # the crawl moved on while this partition waited
+        if self.partitions > 1:
+            record = self.client.hget(self.keys.crawl_state, "record")
         self._level = int(level or 0)
-        self._record_above = int(above) if above is not None else None
+        batch.recording = strict is None or int(strict) != self._level
+        # without a depth record no path can be found shorter: links are judged as usual
+        self._recorded = batch.recording or record is not None
         self._checks = {}
+        self._scheduled = {}
         self._lastmods = []
         self._forward = {}
         self._fetched_before = {}
@@ -425,6 +444,7 @@ class CrawlMaster:
             self.seen.load()
             self.host_limits = self.frontier.host_limits()
             raise
+        self.improved.update((fp, m.task.depth) for fp, m in batch.improved.items())
 
     def _reject(self, raw: bytes, error: EnvelopeError, batch: Batch) -> None:
         """Count a malformed message; a queue it names is released, so the crawl goes on."""
@@ -517,7 +537,8 @@ class CrawlMaster:
             if before and this and page.changed is not None and self.strategy.sitemaps:
                 self._fetched_before[page.task.fp] = (before.at, this.at, page.changed)
             self._due(page.next, batch)
-        depth = page.task.depth + 1
+        # a fetch found nearer while it was in flight: its links take the nearer depth
+        depth = min(page.task.depth, self.improved.get(page.task.fp, page.task.depth)) + 1
         for url, fp in page.links:
             self._candidate(url, fp, depth, batch)
 
@@ -653,7 +674,7 @@ class CrawlMaster:
             batch.retry.append(Requeue(task, retry_at))
             # a short wait costs the level little: keep the barrier (exact without
             # bookkeeping); only a host deferred for longer stops holding the others
-            batch.lag[task.queue] = int(retry_at - now_ms() >= DEFAULT_LAG_AFTER * 1000)
+            batch.lag[task.queue] = int(retry_at - now_ms() >= self.strategy.lag_after * 1000)
         if reason:
             record = {"what": "robots.txt", "reason": reason, "try": task.tries, "tries": limit,
                       "retry_at": retry_at / 1000 if retry_at else None}  # fmt: skip
@@ -661,24 +682,37 @@ class CrawlMaster:
 
     def _improve(self, batch: Batch) -> None:
         """URLs found again by a shorter path than the depth they were scheduled at: record
-        the new depth and fetch them again at it, so that their links get it too."""
+        the new depth and fetch them at it, so that their links get it too (the commit
+        replaces a deeper task still queued, see Frontier)."""
         if not self._checks:
             return
-        fps = [fp for fp in self._checks if fp not in batch.depths]
+        fps = [fp for fp in self._checks if fp not in self._scheduled]
         recorded = dict(zip(fps, self.frontier.recorded_depths(fps), strict=True))
         for fp, task in self._checks.items():
-            was = batch.depths.get(fp, recorded.get(fp))
+            first = self._scheduled.get(fp)
+            was = first.depth if first is not None else recorded.get(fp)
             if was is None or was <= task.depth:
                 continue
-            batch.depths[fp] = batch.improved[fp] = task.depth
-            batch.now.append(task)
             batch.count("depth_improved")
+            if first is not None:  # scheduled by this very batch: schedule it nearer instead
+                batch.count("depth_improved_queued")
+                self._reschedule(first, replace(task, again=False), batch)
+                continue
+            batch.improved[fp] = Improvement(task, was)
+
+    def _reschedule(self, first: FetchTask, task: FetchTask, batch: Batch) -> None:
+        """Put ``task`` in the place of ``first``, a task of this batch's new URLs."""
+        tasks = batch.now if first.depth <= self._level else batch.next
+        tasks.remove(first)
+        batch.now.append(task)
+        batch.depths[task.fp] = task.depth
+        self._scheduled[task.fp] = task
 
     def _candidate(self, url: str, fp: int, depth: int, batch: Batch) -> None:
         """Judge one link (canonical, fingerprinted by its sender): schedule it or count why not."""
-        # A link found behind the current level (on a page of a lagging queue)
-        # may be a shorter path to a URL scheduled deeper: see Frontier.
-        behind = self._record_above is not None and depth <= self._level
+        # A link found behind the current level (on a page of a lagging queue, or a late
+        # host's sitemap seed) may be a shorter path to a URL scheduled deeper: see Frontier.
+        behind = self._recorded and depth <= self._level
         # most links are repeats: one already judged seen is a duplicate whatever its depth
         if fp in self.recent and not behind:
             self.recent.seen_or_add(fp)
@@ -712,8 +746,9 @@ class CrawlMaster:
         if self.strategy.max_pages_per_host:
             self.host_pages[host] = self.host_pages.get(host, 0) + 1
             batch.hosts[host] = batch.hosts.get(host, 0) + 1
-        if self._record_above is not None and task.depth > self._record_above + 1:
+        if task.depth > 0:  # a seed is never found nearer
             batch.depths[task.fp] = task.depth
+            self._scheduled[task.fp] = task
         batch.count("scheduled")
         if task.depth <= self._level:
             batch.now.append(task)
@@ -752,6 +787,12 @@ def reset_crawl(cfg: Config) -> None:
             doomed += [key for key in client.scan_iter(match=f"{prefix}*", count=1000)]
         for queue in (q.srq, q.nrq):
             doomed += list(client.scan_iter(match=processing_pattern(queue.key), count=1000))
+    for lease in {
+        job.master_lease("crawl"),
+        *(k.master_lease("crawl") for k in partition_keys(client, job)),
+    }:
+        # masters' word that they wait for the crawl: a live one says it again at once
+        doomed += list(client.scan_iter(match=lease_waiting_key(lease, "*"), count=1000))
     doomed = list(dict.fromkeys(doomed))
     for i in range(0, len(doomed), 1000):
         client.delete(*doomed[i : i + 1000])

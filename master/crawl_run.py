@@ -173,7 +173,8 @@ def progress(cfg: Config) -> dict[str, int]:
         for k in ("pages", "refetched", "robots_disallowed", "robots_gave_up", "slave_errors")
     )
     c["in_flight"] = inflight
-    tasks = c.get("scheduled", 0) + c.get("depth_improved", 0)
+    # a URL found nearer is fetched again only when its deeper task was fetched already
+    tasks = c.get("scheduled", 0) + c.get("depth_refetch", 0)
     c["queued"] = max(0, tasks - finished - c["in_flight"])
     return c
 

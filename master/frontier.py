@@ -35,29 +35,45 @@ at a time, so of the queues that are due the longest go to ``srq`` first
 (see :meth:`Frontier.schedule`).
 
 A level does not wait for a *lagging* queue: one whose head task waits on a
-robots.txt deferral (the host answered 5xx or not at all, for minutes
-perhaps). The master marks it in ``lagging`` when the deferral comes back and
-unmarks it with the queue's next other outcome; the barrier counts only the
-other queues. What a lagging queue holds is fetched later, behind the level,
-and its pages may give a shorter path to a URL already scheduled deeper.
-The depths stay exact this way:
+robots.txt deferral of ``--lag-after`` or longer (the host answered 5xx or not
+at all, for minutes perhaps). The master marks it in ``lagging`` when the
+deferral comes back and unmarks it with the queue's next other outcome; the
+barrier counts only the other queues. What a lagging queue holds is fetched
+later, behind the level, and its pages — and the pages its host's sitemaps
+name, seeds at depth 0 read only once its robots.txt answers — may give a
+shorter path to a URL already scheduled deeper. The depths stay exact by
+construction:
 
-- From the first level released past a lagging queue (at level L0,
-  ``record_above`` in the crawl state), the depth of every URL scheduled
-  deeper than L0 + 1 is recorded in ``depths`` (fp → depth). Nothing at
-  L0 + 1 or less can be improved: a lagging page is at L0 or deeper.
+- While the crawl is not *strict*, the depth of every URL scheduled (depth 1
+  or more) is kept in the depth record (master/depth_record.py, packed). A
+  crawl is strict from a level reached with no lagging queue at all: then
+  nothing but that level's tasks is pending, every URL scheduled so far is at
+  most that deep and every link still to come at least one deeper, so no
+  path can be shortened and the record is dropped (``strict`` in the crawl
+  state: the level so reached). Recording starts at the crawl's start (level
+  0: the seeds' robots.txt is not read yet) and again in the very commit
+  that marks a queue lagging (``record`` in the partition's state): the
+  decision is taken inside the commit script, atomic with the deferral, so
+  no URL scheduled around that moment escapes it. A URL scheduled before it
+  is at most one level deeper than the level, and a lagging page is at least
+  at the level: no shorter path to it can come.
 - A link found behind the level (its depth ≤ the current level) that is a
-  duplicate is looked up there, one HMGET per nrq batch. When it is shorter
-  than recorded, the URL is recorded again, noted in ``improved``, and fetched
-  again at the new depth, so its own links get theirs (the slaves' link
-  caches are keyed by depth too, so those links are sent again).
+  duplicate is looked up there, one script call per nrq batch. When it is
+  shorter than recorded, the URL is recorded again, noted in ``improved``,
+  and its deeper task is dealt with in the same commit: still queued (its
+  host queue or the next level), it is replaced by the nearer task, so the URL
+  is fetched once; in flight, it is left to come back, and its links take the
+  nearer depth (the master keeps ``improved`` in memory); already fetched, the
+  URL is fetched again at the new depth, so that its own links get theirs
+  (the slaves' link caches keep each fingerprint's smallest depth, so those
+  links are sent again).
 - When the crawl completes, the store's depth of every improved page is set
-  (its deeper fetch may have been stored last).
+  (its deeper fetch may have been stored).
 
 The crawl completes when no level is left and no lagging queue has work.
-Memory: ``depths`` holds the URLs scheduled after a level was released past
-a lagging queue (nothing in a crawl without failing hosts); ``improved``
-only the URLs found again nearer a seed.
+Memory: the record holds ~10 bytes a URL scheduled while the crawl was not
+strict (nothing once it is strict again); ``improved`` only the URLs found
+again nearer a seed.
 
 Every state change is one Lua script, atomic with the master's ack of the
 ``nrq`` messages it came from, so a master killed at any point restarts into
@@ -68,13 +84,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import orjson
 import redis
 
 from srcrawl.defaults import LUA_UNPACK_CHUNK
 from srcrawl.keys import Keys
+from srcrawl.master.depth_record import (
+    DEPTHS_OF,
+    packed_entries,
+    packed_fp,
+    unpacked_depths,
+)
+from srcrawl.master.depth_record import LUA_FUNCTIONS as _DEPTH_RECORD
 from srcrawl.queues.crawl_protocol import QUEUE_FIELD, FetchTask
 from srcrawl.queues.lease import MasterLease
 
@@ -168,7 +191,7 @@ return {{n, earliest()}}
 # KEYS[1] ready, KEYS[2] inflight, KEYS[3] qnext, KEYS[4] nextlevel,
 # KEYS[5] seen journal, KEYS[6] stats, KEYS[7] the master's nrq processing
 # list, KEYS[8] host page counts, KEYS[9] host errors, KEYS[10] lagging queues,
-# KEYS[11] recorded depths, KEYS[12] improved depths, KEYS[13] host in flight,
+# KEYS[11] the depth record (packed), KEYS[12] improved depths, KEYS[13] host in flight,
 # KEYS[14] host limit, KEYS[15] host next, KEYS[16] due, KEYS[17] due tasks, KEYS[18]
 # origins with a sitemap task, KEYS[19] crawl state (its commit count: see
 # master/level_barrier.py).
@@ -180,7 +203,10 @@ return {{n, earliest()}}
 #   now:   [[queue, task]]                           new tasks of the current level
 #   hosts: [[host, n]], stats: [[counter, n]], acks: messages to drop from KEYS[7]
 #   errors: [[host, JSON or "" to forget the host's error]]
-#   lag: [[queue, 1 lagging or 0 not]], depths/improved: [[fp as a string, depth]]
+#   lag: [[queue, 1 lagging or 0 not]]
+#   improved: [[fp as a string, depth, task fetched again, queue, [encodings of the deeper
+#     task], task fetched first]]   a URL found nearer: its deeper task still queued is
+#     replaced by the first-fetch task, one in flight is left, else it is fetched again
 #   limits: [[host, most requests in flight]]      (applied first)
 #   due: [[fp as a string, task, when (ms)]]        stored pages to fetch again then
 #   sitemaps: [[origin, fp as a string, task, when (ms)]]   a host's first sitemap task:
@@ -190,10 +216,13 @@ return {{n, earliest()}}
 #     fetch found its sitemap wrong or it changed less than `value` ms after that fetch
 #   value: what a fetch is worth in ms of one page's freshness
 # ARGV[4] packed fingerprints for the seen journal (may be empty), ARGV[5] parked set
-# prefix, ARGV[6] cooling set prefix, ARGV[7..]
-# the new tasks of the next level.
+# prefix, ARGV[6] cooling set prefix, ARGV[7] the depth record's entries of the URLs
+# scheduled (new), ARGV[8] its entries of the URLs improved, ARGV[9] '1' when the crawl's
+# level was not reached strictly (recording), ARGV[10..] the new tasks of the next level.
+# The entries are recorded when ARGV[9] says so or the partition records since a queue
+# of it lagged (set here, by the same commit that marks the queue).
 # Applies one processed batch of nrq messages atomically. Returns acks.
-_COMMIT = f"""{_HOST_OF}
+_COMMIT = f"""{_HOST_OF}{_DEPTH_RECORD}
 local now = tonumber(ARGV[1])
 local prefix = ARGV[2]
 local doc = cjson.decode(ARGV[3])
@@ -267,15 +296,16 @@ for _, r in ipairs(doc.retry) do
   redis.call('LPUSH', prefix .. r[1], r[2])
   release(r[1], r[3], r[4])
 end
-for _, e in ipairs(doc.now) do
-  redis.call('RPUSH', prefix .. e[1], e[2])
-  if redis.call('HEXISTS', KEYS[2], e[1]) == 0 then
-    local t = tonumber(redis.call('HGET', KEYS[3], e[1]) or '0')
+local function push_now(q, task)
+  redis.call('RPUSH', prefix .. q, task)
+  if redis.call('HEXISTS', KEYS[2], q) == 0 then
+    local t = tonumber(redis.call('HGET', KEYS[3], q) or '0')
     if t < now then t = now end
-    redis.call('ZADD', KEYS[1], 'NX', t, e[1])
+    redis.call('ZADD', KEYS[1], 'NX', t, q)
   end
 end
-for i = 7, #ARGV, {LUA_UNPACK_CHUNK} do
+for _, e in ipairs(doc.now) do push_now(e[1], e[2]) end
+for i = 10, #ARGV, {LUA_UNPACK_CHUNK} do
   redis.call('RPUSH', KEYS[4], unpack(ARGV, i, math.min(i + {LUA_UNPACK_CHUNK - 1}, #ARGV)))
 end
 for _, h in ipairs(doc.hosts) do redis.call('HINCRBY', KEYS[8], h[1], h[2]) end
@@ -285,10 +315,45 @@ for _, e in ipairs(doc.errors) do
   else redis.call('HSET', KEYS[9], e[1], e[2]) end
 end
 for _, l in ipairs(doc.lag) do
-  if l[2] == 1 then redis.call('SADD', KEYS[10], l[1]) else redis.call('SREM', KEYS[10], l[1]) end
+  if l[2] == 1 then
+    redis.call('SADD', KEYS[10], l[1])
+    redis.call('HSET', KEYS[19], 'record', 1)
+  else
+    redis.call('SREM', KEYS[10], l[1])
+  end
 end
-for _, d in ipairs(doc.depths) do redis.call('HSET', KEYS[11], d[1], d[2]) end
-for _, d in ipairs(doc.improved) do redis.call('HSET', KEYS[12], d[1], d[2]) end
+if ARGV[9] == '1' or redis.call('HGET', KEYS[19], 'record') then
+  depth_append(KEYS[11], ARGV[7])
+  depth_set(KEYS[11], ARGV[8])
+end
+local replaced, flying, again = 0, 0, 0
+for _, m in ipairs(doc.improved) do
+  redis.call('HSET', KEYS[12], m[1], m[2])
+  local state = 'fetched'
+  for _, old in ipairs(m[5]) do
+    if redis.call('LREM', prefix .. m[4], 1, old) == 1
+        or redis.call('LREM', KEYS[4], 1, old) == 1 then
+      state = 'queued'
+      break
+    end
+    if redis.call('HGET', KEYS[2], m[4]) == old then
+      state = 'flying'
+      break
+    end
+  end
+  if state == 'queued' then
+    push_now(m[4], m[6])
+    replaced = replaced + 1
+  elseif state == 'fetched' then
+    push_now(m[4], m[3])
+    again = again + 1
+  else
+    flying = flying + 1
+  end
+end
+if replaced > 0 then redis.call('HINCRBY', KEYS[6], 'depth_improved_queued', replaced) end
+if flying > 0 then redis.call('HINCRBY', KEYS[6], 'depth_improved_in_flight', flying) end
+if again > 0 then redis.call('HINCRBY', KEYS[6], 'depth_refetch', again) end
 for _, d in ipairs(doc.due) do
   redis.call('ZADD', KEYS[16], d[3], d[1])
   redis.call('HSET', KEYS[17], d[1], d[2])
@@ -452,6 +517,21 @@ class Requeue:
     failed URL's back-off holds its queue, only its politeness holds the host."""
 
 
+@dataclass(frozen=True, slots=True)
+class Improvement:
+    """A URL found nearer than recorded: ``task`` at the new depth (flagged ``again``) and
+    the depth its deeper task was scheduled at."""
+
+    task: FetchTask
+    was: int
+
+    def fields(self) -> list:
+        t = self.task
+        deeper = [replace(t, depth=self.was, again=a).encode().decode() for a in (False, True)]
+        first = replace(t, again=False).encode().decode()
+        return [str(t.fp), t.depth, t.encode().decode(), t.queue, deeper, first]
+
+
 @dataclass
 class Batch:
     """What processing a batch of nrq messages decided, applied by Frontier.commit."""
@@ -469,7 +549,11 @@ class Batch:
     errors: dict[str, str] = field(default_factory=dict)
     lag: dict[str, int] = field(default_factory=dict)
     depths: dict[int, int] = field(default_factory=dict)
-    improved: dict[int, int] = field(default_factory=dict)
+    """fp → depth of the URLs scheduled (new to the seen test), for the depth record."""
+    improved: dict[int, Improvement] = field(default_factory=dict)
+    """fp → the nearer task of a URL recorded deeper."""
+    recording: bool = True
+    """The crawl's level was not reached strictly: depths are recorded (see the module doc)."""
     limits: dict[str, int] = field(default_factory=dict)
     """Hosts spread over several queues → most requests in flight to them from now on."""
     due: list[Requeue] = field(default_factory=list)
@@ -500,8 +584,7 @@ class Batch:
             "errors": [[h, e] for h, e in self.errors.items()],
             "lag": [[q, n] for q, n in self.lag.items()],
             # fingerprints as strings: cjson reads numbers as doubles
-            "depths": [[str(fp), d] for fp, d in self.depths.items()],
-            "improved": [[str(fp), d] for fp, d in self.improved.items()],
+            "improved": [m.fields() for m in self.improved.values()],
             "limits": [[h, n] for h, n in self.limits.items()],
             "due": [[str(r.task.fp), r.task.encode().decode(), r.at] for r in self.due],
             "sitemaps": [
@@ -536,6 +619,7 @@ class Frontier:
         self._level = lease.script(_LEVEL)
         self._take = lease.script(_TAKE)
         self._take_over = lease.script(_TAKE_OVER)
+        self._depths_of = self.client.register_script(DEPTHS_OF)  # reads only
 
     def take_over(self) -> None:
         """Take the crawl over: requeue a previous master's batch in hand, mark it running."""
@@ -601,7 +685,9 @@ class Frontier:
             # most new URLs are, and Lua's JSON decoder would read each one character by
             # character (escaped quotes and all) only to push it as it came
             args=[now_ms(), k.crawl_queue_prefix, raw, journal, k.crawl_parked_prefix,
-                  k.crawl_cooling_prefix, *(t.encode() for t in batch.next)],
+                  k.crawl_cooling_prefix, packed_entries(batch.depths),
+                  packed_entries({fp: m.task.depth for fp, m in batch.improved.items()}),
+                  int(batch.recording), *(t.encode() for t in batch.next)],
         )  # fmt: skip
 
     def release_due(self, limit: int) -> tuple[int, int]:
@@ -647,8 +733,14 @@ class Frontier:
         """The depths recorded for ``fps`` (None: not recorded)."""
         if not fps:
             return []
-        raw = self.client.hmget(self.keys.crawl_depths, [str(fp) for fp in fps])
-        return [int(v) if v is not None else None for v in raw]
+        packed = b"".join(packed_fp(fp) for fp in fps)
+        return unpacked_depths(self._depths_of(keys=[self.keys.crawl_depths], args=[packed]),
+                               len(fps))  # fmt: skip
+
+    def drop_record(self, pipe: redis.client.Pipeline) -> None:
+        """Queue the commands that forget the depth record: the crawl is strict again."""
+        pipe.delete(self.keys.crawl_depths)
+        pipe.hdel(self.keys.crawl_state, "record")
 
     def improved_depths(self) -> list[tuple[int, int]]:
         raw = self.client.hgetall(self.keys.crawl_improved)

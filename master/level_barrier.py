@@ -52,13 +52,14 @@ return {ready, inflight, lagging, redis.call('LLEN', KEYS[4]), redis.call('LLEN'
 
 # KEYS[1] the crawl's state; ARGV[1] the level it must be at, ARGV[2] "advance" or
 # "complete", ARGV[3] 1 if a partition has lagging work, ARGV[4] now (s).
-# Moves the crawl to the next level (recording, past lagging work, from which level
-# depths are recorded: see master/frontier.py) or completes it; 1 if this call did.
+# Moves the crawl to the next level (recording, when no partition has lagging work, that
+# the level was reached strictly: ``strict``, see master/frontier.py) or completes it;
+# 1 if this call did.
 _MOVE = """
 if redis.call('HGET', KEYS[1], 'state') == 'complete' then return 0 end
 if tonumber(redis.call('HGET', KEYS[1], 'level') or '0') ~= tonumber(ARGV[1]) then return 0 end
 if ARGV[2] == 'advance' then
-  if ARGV[3] == '1' then redis.call('HSETNX', KEYS[1], 'record_above', ARGV[1]) end
+  if ARGV[3] ~= '1' then redis.call('HSET', KEYS[1], 'strict', tonumber(ARGV[1]) + 1) end
   redis.call('HSET', KEYS[1], 'level', tonumber(ARGV[1]) + 1)
 else
   redis.call('HSET', KEYS[1], 'state', 'complete', 'finished', ARGV[4])
@@ -96,6 +97,11 @@ class LevelBarrier:
 
     def level(self) -> int:
         return int(self.client.hget(self.job_keys.crawl_state, "level") or 0)
+
+    def strict_level(self) -> int | None:
+        """The last level the crawl reached with no lagging work anywhere (None: none yet)."""
+        strict = self.client.hget(self.job_keys.crawl_state, "strict")
+        return int(strict) if strict is not None else None
 
     def complete(self) -> bool:
         return self.client.hget(self.job_keys.crawl_state, "state") == b"complete"

@@ -24,6 +24,7 @@ them; its partitions' state is all in Redis, so nothing is lost.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -47,7 +48,7 @@ from srcrawl.keys import Keys
 from srcrawl.master.crawl_master import CrawlMaster, crawl_counters
 from srcrawl.master.level_barrier import LevelBarrier
 from srcrawl.outage import REDIS_DOWN, RedisOutage, wait_out_outages
-from srcrawl.queues.lease import holder_id
+from srcrawl.queues.lease import clear_waiting, holder_id, mark_waiting
 
 log = logging.getLogger("srcrawl.master")
 
@@ -56,7 +57,7 @@ _TICK = 0.5
 ABANDONED_AFTER = 2.0
 """Seconds a partition may go without a master before any master takes it, least loaded
 or not (the least loaded one may be the master that just handed it over)."""
-_ADDED = ("scheduled", "depth_improved", "recrawl_due")
+_ADDED = ("scheduled", "depth_refetch", "recrawl_due")
 _FINISHED = ("pages", "refetched", "recrawled", "robots_disallowed", "robots_gave_up",
              "slave_errors")  # fmt: skip
 
@@ -101,6 +102,8 @@ class PartitionedMaster:
         try:
             while not self.stopping.is_set():
                 self._register()
+                # a co-worker holding no partition (yet) is doing its job (srcrawl/health.py)
+                mark_waiting(self.client, self.keys.master_lease("crawl"), self.id)
                 self._reap_threads()
                 if self._all_complete():
                     return True
@@ -114,6 +117,8 @@ class PartitionedMaster:
             return False
         finally:
             self._stop_all()
+            with contextlib.suppress(*REDIS_DOWN):
+                clear_waiting(self.client, self.keys.master_lease("crawl"))
 
     def _register(self) -> None:
         """Renew this process's registration, with its load for the others to see."""

@@ -137,13 +137,15 @@ def _wait_for_turn(cfg: Config, seconds: float, stopping: threading.Event) -> No
     """Wait ``seconds`` (or until stopped), saying meanwhile that this process waits for
     the PageRank lease: a ranker between runs is doing its job (srcrawl/health.py)."""
     from srcrawl.pagerank.master import PHASE
-    from srcrawl.queues.lease import holder_id, mark_waiting
+    from srcrawl.queues.lease import clear_waiting, holder_id, mark_waiting
 
     holder = holder_id("pagerank-master")
     deadline = time.monotonic() + seconds
     while not stopping.is_set() and time.monotonic() < deadline:
         mark_waiting(cfg.redis(), cfg.keys.master_lease(PHASE), holder)
         stopping.wait(min(DEFAULT_LEASE_WAITING_RENEW, max(0.0, deadline - time.monotonic())))
+    if stopping.is_set():
+        clear_waiting(cfg.redis(), cfg.keys.master_lease(PHASE))
 
 
 def _first_pages(cfg: Config, poll: float, stopping: threading.Event) -> bool:

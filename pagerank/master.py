@@ -18,7 +18,16 @@ back: its part of the L1 change. The master takes those from ``nrq``
 (reliably, like any consumer) until it has exactly one per shard; results
 of another graph version or iteration, and repeats, are dropped. When it
 reaps a dead slave it offers the missing shards again; one computed twice
-writes the same bytes. With one result per shard the next iteration's
+writes the same bytes.
+
+The master waits out a Redis outage as every master does (srcrawl/outage.py).
+The graph, the shards and the rank pieces are written out of the AOF
+(pagerank/transport.py), so a Redis that was restarted comes back without
+them: the master notices (the graph's key is gone when Redis is back, a
+slave reports a piece it needs missing, or the final ranks are) and starts
+the run again under a new graph version, from the first iteration, at most
+DEFAULT_PAGERANK_RESTARTS times. Nothing of the lost run is kept, so the
+ranks are those of one whole run. With one result per shard the next iteration's
 pieces are all written: the master closes the iteration (deletes its
 pieces, after which no late slave can write the next ones) and starts the
 next. It reads the ranks once, at the end.
@@ -27,6 +36,7 @@ next. It reads the ranks once, at the end.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -44,12 +54,14 @@ from srcrawl.defaults import (
     DEFAULT_PAGERANK_ITERATIONS,
     DEFAULT_PAGERANK_KEY_TTL,
     DEFAULT_PAGERANK_REAP_INTERVAL,
+    DEFAULT_PAGERANK_RESTARTS,
     DEFAULT_PAGERANK_STALL_TIMEOUT,
     DEFAULT_PAGERANK_TOL,
 )
 from srcrawl.errors import EnvelopeError, LeaseLost
 from srcrawl.keys import Keys
-from srcrawl.pagerank.errors import PageRankError
+from srcrawl.outage import master_waits_out, wait_out_outages
+from srcrawl.pagerank.errors import PageRankError, RunStateLost
 from srcrawl.pagerank.graph import Graph
 from srcrawl.pagerank.protocol import (
     LOAD_ROUND,
@@ -67,6 +79,8 @@ from srcrawl.queues.protocol import PhaseQueues, new_worker_id
 from srcrawl.queues.workers import Worker, reap, requeued, workers
 
 PHASE = "pagerank"
+
+log = logging.getLogger("srcrawl.pagerank")
 
 # The master's commits, each run fenced by its lease (queues/lease.py): a
 # master that lost its lease can neither offer, nor acknowledge, nor close an
@@ -216,6 +230,7 @@ class RankMaster:
         still exist; the master gives up when it returns False. ``lease_ttl``:
         the seconds this master's lease lives unrenewed (``Config.lease_ttl``)."""
         self.client = client
+        self.outage = master_waits_out(client, log)  # as the crawl master does
         self.keys = keys
         self.queues = PhaseQueues(client, keys, PHASE)
         self.reap_interval = reap_interval
@@ -235,6 +250,8 @@ class RankMaster:
         self._ack_script = self.lease.script(_ACK)
         self._delete_script = self.lease.script(_DELETE)
         self.bulk = TransientWriter(client)
+        wait_out_outages(self.bulk.client, self.outage)
+        self._comebacks = 0
         self._stop_beat = threading.Event()
         self._lost_lock = False
         self._iteration = 0
@@ -247,7 +264,6 @@ class RankMaster:
         self.lease.acquire(what="pagerank master")
         self._stop_beat.clear()
         self._lost_lock = False
-        self._iteration = 0
         worker = Worker(
             self.client,
             self.keys,
@@ -257,30 +273,44 @@ class RankMaster:
             ttl=self.heartbeat_ttl,
         )
         beat = threading.Thread(target=self._heartbeat, args=(worker,), daemon=True)
-        version: int | None = None
+        self._version: int | None = None
         try:
             # tasks and results of a dead run are worthless: drop them
             self._delete_script(keys=[self.queues.srq.key, self.queues.nrq.key])
             worker.beat()
             beat.start()
-            version = self.queues.trq.next("graph")
-            t0 = time.perf_counter()
-            self._publish(version, graph, shards, params)
-            result = RankResult(graph.fps, np.full(graph.n, 1.0 / graph.n))
-            result.load = self._load(version, shards, result, time.perf_counter() - t0)
-            self.on_load(result.load)
-            result = self._iterate(graph, shards, params, version, result)
-            # the ranks are this master's to hand on only while it leads
-            self.lease.keep()
-            return result
+            for restart in range(DEFAULT_PAGERANK_RESTARTS + 1):
+                try:
+                    return self._attempt(graph, shards, params)
+                except RunStateLost as e:
+                    if restart == DEFAULT_PAGERANK_RESTARTS:
+                        raise
+                    self.on_wait(f"{e}: the run starts again")
+                    self._drop_leftovers(self._version, shards)
+            raise AssertionError("unreachable")
         finally:
             self._stop_beat.set()
             if beat.is_alive():
                 beat.join()
-            self._drop_leftovers(version, shards)
+            self._drop_leftovers(self._version, shards)
             worker.retire()
             self.lease.release()
             self.bulk.close()
+
+    def _attempt(self, graph: Graph, shards: list[Shard], params: RankParams) -> RankResult:
+        """One whole run under a new graph version; RunStateLost if its graph went."""
+        self._version = version = self.queues.trq.next("graph")
+        self._comebacks = self.outage.comebacks
+        self._iteration = 0
+        t0 = time.perf_counter()
+        self._publish(version, graph, shards, params)
+        result = RankResult(graph.fps, np.full(graph.n, 1.0 / graph.n))
+        result.load = self._load(version, shards, result, time.perf_counter() - t0)
+        self.on_load(result.load)
+        result = self._iterate(graph, shards, params, version, result)
+        # the ranks are this master's to hand on only while it leads
+        self.lease.keep()
+        return result
 
     def _drop_leftovers(self, version: int | None, shards: list[Shard]) -> None:
         """Delete what this run left in Redis (after a failure, the queues still hold
@@ -370,7 +400,7 @@ class RankMaster:
         for shard, raw in zip(shards, raws, strict=True):
             piece = unpack_vector(raw or b"")
             if len(piece) != shard.hi - shard.lo:
-                raise PageRankError(
+                raise RunStateLost(
                     f"the ranks of shard {shard.index} after iteration {iteration - 1} are gone"
                 )
             ranks[shard.lo : shard.hi] = piece
@@ -390,6 +420,7 @@ class RankMaster:
         while tally.missing:
             if self._lost_lock:
                 self.lease.keep()  # raises LeaseLost, naming who holds the lease now
+            self._check_state(tally.version)
             wait = min(self.block_timeout, max(0.01, next_check - time.monotonic()))
             raw = self._pop(tally.missing, wait)
             for message in raw:
@@ -415,6 +446,15 @@ class RankMaster:
                         "`srcrawl slave start --phases pagerank`)"
                     )
         return True
+
+    def _check_state(self, version: int) -> None:
+        """RunStateLost if Redis came back from an outage without this run's graph (a
+        restarted server keeps nothing written out of its AOF)."""
+        if self.outage.comebacks == self._comebacks:
+            return
+        self._comebacks = self.outage.comebacks
+        if not self.client.exists(self.keys.rank_graph(version)):
+            raise RunStateLost("Redis came back without this run's graph (kept out of its AOF)")
 
     def _pop(self, count: int, timeout: float) -> list[bytes]:
         """Move up to ``count`` results into this master's processing list.
@@ -454,7 +494,7 @@ class RankMaster:
                 isinstance(shard, int) and tally.is_missing(tally.version, tally.iteration, shard)
             ):
                 # the header, a shard or the pieces of the running iteration vanished
-                raise PageRankError(
+                raise RunStateLost(
                     f"a slave found {_round(tally.iteration)} unavailable: {msg.get('reason')}"
                 )
         result.dropped += 1

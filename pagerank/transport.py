@@ -81,8 +81,8 @@ class TransientWriter:
     the append-only file they would add megabytes per iteration and keep
     Redis rewriting the file (a fork and a full dump each time). Scripts
     that turn replication off keep them out of the AOF and replicas. If
-    Redis restarts mid-run they are gone; the slaves then report them
-    missing and the run fails with a clear error, to be started again.
+    Redis restarts mid-run they are gone; the master notices (or the slaves
+    report them missing) and starts the run again (pagerank/master.py).
     """
 
     def __init__(self, client: redis.Redis) -> None:

@@ -21,6 +21,7 @@ from srcrawl.defaults import (
     DEFAULT_DELAY_FACTOR,
     DEFAULT_FETCH_TRIES,
     DEFAULT_HASH_BUCKETS,
+    DEFAULT_LAG_AFTER,
     DEFAULT_MAX_CRAWL_DELAY,
     DEFAULT_MAX_DELAY,
     DEFAULT_MAX_DEPTH,
@@ -89,6 +90,9 @@ class CrawlStrategy:
     """Bytes of a body a slave reads; the rest is cut off."""
     robots_defer: float = DEFAULT_ROBOTS_DEFER
     """Seconds a host waits after its robots.txt answered 5xx or not at all."""
+    lag_after: float = DEFAULT_LAG_AFTER
+    """A host whose robots.txt deferral is this many seconds or longer stops holding the
+    depth levels (a *lagging* queue, see master/frontier.py); a shorter one holds them."""
     robots_ttl: float = DEFAULT_ROBOTS_TTL
     """Seconds a fetched robots.txt stays cached (the host's sitemaps are read again too
     when it is fetched again)."""
@@ -157,12 +161,11 @@ class CrawlStrategy:
             raise ConfigError("delays must not be negative")
         if self.max_delay < self.delay:
             raise ConfigError("--max-delay must not be below --delay")
-        if min(self.fetch_timeout, self.robots_defer, self.robots_ttl, self.sitemap_every) <= 0 or (
-            self.max_page_bytes < 1
-        ):
+        if min(self.fetch_timeout, self.robots_defer, self.robots_ttl, self.sitemap_every,
+               self.lag_after) <= 0 or self.max_page_bytes < 1:  # fmt: skip
             raise ConfigError(
-                "--fetch-timeout, --robots-defer, --robots-ttl, --sitemap-every and "
-                "--max-page-bytes must be positive"
+                "--fetch-timeout, --robots-defer, --lag-after, --robots-ttl, --sitemap-every "
+                "and --max-page-bytes must be positive"
             )
         if self.body_store not in BODY_STORES or self.warc_max_bytes < 1:
             raise ConfigError(

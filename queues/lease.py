@@ -100,6 +100,11 @@ def mark_waiting(client: redis.Redis, lease_key: str, holder: str) -> None:
     client.set(key, holder, px=int(DEFAULT_LEASE_WAITING_TTL * 1000))
 
 
+def clear_waiting(client: redis.Redis, lease_key: str) -> None:
+    """Take back this host's word that it waits for ``lease_key`` (:func:`mark_waiting`)."""
+    client.delete(lease_waiting_key(lease_key, socket.gethostname()))
+
+
 def _local_holder_is_dead(holder: str) -> bool:
     """True if ``holder`` names a process on this host that no longer exists."""
     host, _, rest = holder.partition(":")
@@ -193,6 +198,8 @@ class MasterLease:
                 mark_waiting(self.client, self.key, self.holder)  # a standby, healthy
                 said = time.monotonic()
             time.sleep(0.2)
+        if said:
+            clear_waiting(self.client, self.key)
 
     def renew(self) -> bool:
         """Extend the TTL; False if the lease is no longer ours (it lapsed or was taken)."""

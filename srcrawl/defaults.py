@@ -64,8 +64,8 @@ DEFAULT_STORE_RETRY_DELAY = 0.05
 """Seconds before a transaction's second run; doubled for each run after, with jitter."""
 
 DEFAULT_MAX_STORE_RETRY_DELAY = 5.0
-"""The wait before a transaction is run again never exceeds this: ten runs give up within
-about 25 s, long enough for a MariaDB restart or a burst of deadlocks at start-up."""
+"""The wait before a transaction is run again never exceeds this: ten runs wait at most
+16 s in all (8 s at least), enough for a burst of deadlocks at start-up or a failover."""
 
 DEFAULT_SCHEMA_LOCK_TIMEOUT = 600.0
 """Seconds a process waits for another one that creates or migrates the schema (MySQL's
@@ -328,6 +328,10 @@ slaves that claim them in the first iteration."""
 DEFAULT_PAGERANK_KEY_TTL = 86_400
 """Seconds the header, shards and rank pieces of a graph live in Redis if their master dies."""
 
+DEFAULT_PAGERANK_RESTARTS = 3
+"""Times a PageRank run starts again after its graph or rank pieces were lost (a Redis
+restarted mid-run keeps nothing written out of its AOF) before it fails."""
+
 DEFAULT_PAGERANK_STEAL_AFTER = 0.1
 """Seconds a pagerank slave hands back the tasks of an iteration in which only shards other
 slaves hold are left, before it takes one of those (and reads it from Redis)."""
@@ -461,6 +465,10 @@ DEFAULT_RANK_WEIGHT = 0.5
 
 DEFAULT_SEARCH_TOP = 10
 """Hits `srcrawl search` prints."""
+
+BENCH_CORPUS_DEPTH = 50
+"""Link hops `srcrawl bench search --corpus` crawls a documentation tree to: deeper than
+any real documentation's table of contents, so the whole tree is crawled."""
 
 DEFAULT_SEARCH_POSTINGS_CAP = 4000
 """Postings read per query term at most (the best ones by BM25 term weight)."""

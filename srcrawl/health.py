@@ -113,13 +113,15 @@ def _phase_master(cfg: Config, phase: str) -> str:
     held = [k for k, h in zip(leases, holders, strict=True) if h and holder_lives_here(h)]
     if held:
         return f"{phase} master on {host} holds {', '.join(held)}"
-    waiting = client.get(lease_waiting_key(leases[0], host))
+    # a process waits for the phase as the job's lease key names it, partitioned or not
+    phase_lease = cfg.keys.master_lease(phase)
+    waiting = client.get(lease_waiting_key(phase_lease, host))
     if waiting is not None and holder_lives_here(waiting.decode()):
         now = ", ".join(sorted({h.rsplit(":", 2)[0] for h in holders if h})) or "nobody"
-        return f"{phase} master on {host} waits for {leases[0]} (held by {now})"
+        return f"{phase} master on {host} waits for {phase_lease} (held by {now})"
     others = ", ".join(sorted({h for h in holders if h})) or "nobody"
     raise Unhealthy(
-        f"no {phase} master on {host} holds or waits for {leases[0]} (held by {others})"
+        f"no {phase} master on {host} holds or waits for {phase_lease} (held by {others})"
     )
 
 

@@ -208,8 +208,8 @@ class Keys:
 
     @property
     def crawl_depths(self) -> str:
-        """Hash: fp -> depth of URLs scheduled after a level was released past a lagging
-        queue (the URLs a lagging page may still reach by a shorter path)."""
+        """Hash of packed buckets: the depth record, each URL's scheduled depth while a shorter
+        path to it may still come (master/depth_record.py)."""
         return f"{self.prefix}:crawl:depths"
 
     @property

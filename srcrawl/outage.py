@@ -66,6 +66,9 @@ class RedisOutage(Retry):
         self.on_failure = on_failure
         self._lock = threading.Lock()
         self._down_since: float | None = None
+        self.comebacks = 0
+        """Times Redis came back after an outage (a restarted server may have lost what it
+        kept out of its AOF: PageRank's shards and rank pieces)."""
 
     def __eq__(self, other: object) -> bool:
         return self is other
@@ -128,6 +131,7 @@ class RedisOutage(Retry):
             if self._down_since is not None:
                 self.log.warning("Redis is back after %.1f s", time.monotonic() - self._down_since)
                 self._down_since = None
+                self.comebacks += 1
 
 
 def wait_out_outages(client: redis.Redis, policy: RedisOutage) -> RedisOutage:
@@ -137,3 +141,24 @@ def wait_out_outages(client: redis.Redis, policy: RedisOutage) -> RedisOutage:
     else:
         client.set_retry(policy)
     return policy
+
+
+def master_waits_out(
+    client: redis.Redis,
+    log: logging.Logger,
+    stopping: threading.Event | None = None,
+    *,
+    on_failure: Callable[[], None] | None = None,
+) -> RedisOutage:
+    """Have a phase master's Redis client wait out outages (one line when Redis goes, one
+    when it is back; with ``stopping`` set, a command fails instead of waiting). The crawl,
+    index and PageRank masters and the local runner all call it on the client they share
+    in a process: a policy the client has already is kept, and learns what it lacks
+    (``stopping`` from a master, ``on_failure`` from the runner, which restarts the
+    embedded server there). Returns the policy in force."""
+    current = getattr(client, "outage", None) if is_cluster(client) else client.get_retry()
+    if isinstance(current, RedisOutage):
+        current.stopping = current.stopping or stopping
+        current.on_failure = current.on_failure or on_failure
+        return current
+    return wait_out_outages(client, RedisOutage(log, stopping=stopping, on_failure=on_failure))

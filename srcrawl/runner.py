@@ -34,7 +34,7 @@ from srcrawl.errors import SrcrawlError
 from srcrawl.local import ForkedChild, LocalSlaves, stop_children
 from srcrawl.master.crawl_master import crawl_state
 from srcrawl.master.crawl_run import progress
-from srcrawl.outage import RedisOutage, wait_out_outages
+from srcrawl.outage import master_waits_out
 from srcrawl.phases import PRELOAD
 from srcrawl.progress import ProgressLine
 from srcrawl.roles import CrawlMasterRole
@@ -80,6 +80,8 @@ class PhaseRun:
         )  # fmt: skip
         self.line = line if line is not None else ProgressLine()
         self.started = time.monotonic()
+        # the phase's master in this process waits out Redis outages, as its slaves do
+        _wait_for_redis(cfg)
 
     def __enter__(self) -> PhaseRun:
         self.started = time.monotonic()
@@ -151,7 +153,7 @@ class _CrawlMasterChild:
 def _wait_for_redis(cfg: Config) -> None:
     """Have this process's Redis client wait out outages, restarting the embedded server."""
     restart = (lambda: embedded.restart(cfg.home)) if cfg.embedded else None
-    wait_out_outages(cfg.redis(), RedisOutage(log, on_failure=restart))
+    master_waits_out(cfg.redis(), log, on_failure=restart)
 
 
 def run_local_crawl(

@@ -17,6 +17,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from .conftest import cli_env, run_cli
 from .test_fetch_policy import page, serve
 from .test_lifecycle import CLI
@@ -92,6 +94,7 @@ def test_a_slave_is_healthy_while_it_beats_and_its_warc_directory_is_writable(
     assert r.returncode == 1 and "beats" in r.stderr
 
 
+@pytest.mark.slow
 def test_a_slave_that_cannot_store_what_it_fetched_is_unhealthy(redis_url, keys, tmp_path) -> None:
     web = serve({"/": page(b"<a href='/a'>a</a>"), "/a": page(b"<p>a</p>")})
     seed = f"http://127.0.0.1:{web.server_address[1]}/"
@@ -124,7 +127,8 @@ def _store_error(env: dict[str, str], log: Path):  # type: ignore[no-untyped-def
         time.sleep(0.3)
 
 
-def test_a_master_and_a_ranker_are_healthy_while_they_hold_or_wait_for_their_lease(
+@pytest.mark.slow
+def test_a_master_ranker_and_indexer_are_healthy_while_they_hold_or_wait_for_their_lease(
     redis_url, keys, tmp_path
 ) -> None:
     env = cli_env(redis_url, keys.job, tmp_path)
@@ -132,6 +136,7 @@ def test_a_master_and_a_ranker_are_healthy_while_they_hold_or_wait_for_their_lea
     assert health("master", env).returncode == 1  # none runs
     master = start(["master", "start", "--keep-running"], env, log)
     ranker = start(["pagerank", "--every", "1h", "--poll", "0.5s", "--slaves", "0"], env, log)
+    indexer = start(["index", "--follow", "--slaves", "0"], env, log)
     try:
         r = until("master", env, 0, log)
         assert "waits for" in r.stdout  # no crawl yet: it waits for its first seeds
@@ -145,12 +150,15 @@ def test_a_master_and_a_ranker_are_healthy_while_they_hold_or_wait_for_their_lea
         assert f"crawl master on {socket.gethostname()} holds" in r.stdout
         r = until("ranker", env, 0, log)
         assert "pagerank master" in r.stdout and "waits for" in r.stdout
+        r = until("indexer", env, 0, log)
+        assert f"index master on {socket.gethostname()} holds" in r.stdout
         web.shutdown()
         web.server_close()
     finally:
         stop(master)
         stop(ranker)
-    for role in ("master", "ranker"):
+        stop(indexer)
+    for role in ("master", "ranker", "indexer"):
         r = health(role, env)  # the word it left names a process that is gone
         assert r.returncode == 1 and "holds or waits" in r.stderr, r.stderr
 

@@ -19,10 +19,11 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from srcrawl.errors import StoreTransientError
+from srcrawl.errors import StoreError, StoreTransientError
 from srcrawl.sql.database_url import DatabaseURL
+from srcrawl.sql.mysql_store import MySQLStore
 from srcrawl.sql.retry import Backoff
-from srcrawl.sql.store import Page, Store, open_store
+from srcrawl.sql.store import SCHEMA_VERSION, Page, Store, open_store
 from srcrawl.urls import fingerprint
 
 HELPERS = Path(__file__).parent / "helpers"
@@ -227,3 +228,38 @@ def test_a_passing_error_is_given_up_on_after_its_tries(mysql_db: DatabaseURL) -
         store.run(lambda cur: (runs.append(1), cur.execute("SELEC 1")))
     assert len(runs) == 1
     store.close()
+
+
+def test_the_schema_is_created_by_one_process_while_the_others_wait(mysql_db: DatabaseURL) -> None:
+    name = f"{mysql_db.database}_lock"
+    conn = _server(mysql_db)
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+        cur.execute("SELECT GET_LOCK(%s, 5)", (f"srcrawl:schema:{name}",))  # another creates it
+        assert cur.fetchone()[0] == 1
+    db = DatabaseURL(kind="mysql", host=mysql_db.host, port=mysql_db.port, user=mysql_db.user,
+                     password=mysql_db.password, database=name)  # fmt: skip
+    store = MySQLStore(db)
+    try:
+        store.schema_lock_timeout = 0.5
+        with pytest.raises(StoreError, match="another process has been creating the schema"):
+            store.init_schema()
+        store.schema_lock_timeout = 60
+        waiter = threading.Thread(target=store.init_schema, daemon=True)
+        waiter.start()
+        time.sleep(1.0)
+        assert waiter.is_alive()  # it waits for the lock, and has created nothing
+        with conn.cursor() as cur:
+            cur.execute(
+                f"SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = '{name}'"
+            )
+            assert cur.fetchone()[0] == 0
+            cur.execute("SELECT RELEASE_LOCK(%s)", (f"srcrawl:schema:{name}",))
+        waiter.join(30)
+        assert not waiter.is_alive() and store.schema_version() == SCHEMA_VERSION
+    finally:
+        store.close()
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        conn.close()

@@ -386,3 +386,17 @@ def test_planted_terms_single_out_their_page_after_segmentation() -> None:
     for query, url in items:
         q = tokens(query)
         assert q and [u for u, t in docs.items() if q <= t] == [url], query
+
+
+def test_late_robots_hosts_and_linked_sitemap_pages() -> None:
+    web = generate(4, 10, 3, ports=[9300, 9301, 9302, 9303], sitemaps=True, sitemap_links=True,
+                   late_robots={0: ("hang", 2), 2: ("flaky", 1)})  # fmt: skip
+    modes = [(h.robots_mode, h.robots_failures) for h in web.hosts]
+    assert modes[0] == ("hang", 2) and modes[2] == ("flaky", 1) and modes[1][0] == "ok"
+    # a late host's robots.txt is the same once it answers
+    assert not web.hosts[0].robots_allows(web.hosts[0].origin + "/private/0.html")
+    root1 = {ln.target for ln in web.page(web.hosts[1].root).links}
+    assert set(web.sitemap_pages[web.hosts[0].origin]) <= root1  # the next host links them
+    for late in ({7: ("flaky", 1)}, {0: ("slow", 1)}, {0: ("flaky", -1)}):
+        with pytest.raises(TestWebError, match=r"late robots\.txt"):
+            generate(4, 10, 3, ports=[9300, 9301, 9302, 9303], late_robots=late)

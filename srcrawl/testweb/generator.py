@@ -32,7 +32,8 @@ from __future__ import annotations
 import itertools
 import posixpath
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 from srcrawl.defaults import (
@@ -102,6 +103,45 @@ def robots_for(index: int, crawl_delay: float, failures: int) -> dict:
         return {"robots_mode": "missing"}
     text = "User-agent: *\nDisallow: /private/\n"
     return {"robots_mode": "flaky", "robots_text": text, "robots_failures": failures}
+
+
+def _hosts(
+    endpoints: list[tuple[str, int]], name: str | None, crawl_delay: float, failures: int,
+    late_robots: Mapping[int, tuple[str, int]] | None,
+) -> list[Host]:  # fmt: skip
+    """The hosts of the web, each with the robots.txt of its role (or its late one)."""
+    late = dict(late_robots or {})
+    _check_late(late, len(endpoints))
+    return [
+        Host(index=i, address=addr, port=port, name=name,
+             **(_late_robots(*late[i]) if i in late else robots_for(i, crawl_delay, failures)))
+        for i, (addr, port) in enumerate(endpoints)
+    ]  # fmt: skip
+
+
+def _link_sitemap_pages(hosts: list[Host], pages: dict[str, Page], found: dict) -> None:
+    """Link every page of a host's sitemaps from the root of the next host: a crawl meets
+    it at depth 1 before its own host's sitemaps (read late if its robots.txt is) say it
+    is a seed."""
+    for i, h in enumerate(hosts):
+        named = [url for url in found.get(h.origin, {}) if url.startswith(h.origin + "/")]
+        root = pages.get(hosts[(i + 1) % len(hosts)].root)
+        if named and root is not None:
+            extra = tuple(Link(target=url, href=url) for url in named)
+            pages[root.url] = replace(root, links=root.links + extra)
+
+
+def _late_robots(mode: str, failures: int) -> dict:
+    """The robots.txt fields of a host whose robots.txt fails ``failures`` times first."""
+    text = "User-agent: *\nDisallow: /private/\n"
+    return {"robots_mode": mode, "robots_text": text, "robots_failures": failures}
+
+
+def _check_late(late: dict[int, tuple[str, int]], hosts: int) -> None:
+    for i, (mode, failures) in late.items():
+        if not 0 <= i < hosts or mode not in ("flaky", "hang") or failures < 0:
+            raise TestWebError(f"late robots.txt of host {i}: {mode!r} × {failures} is not "
+                               f"(flaky or hang) × n ≥ 0 of a host 0–{hosts - 1}")  # fmt: skip
 
 
 def regular_path(n: int) -> str:
@@ -181,6 +221,8 @@ def generate(
     known_items: bool = False,
     sitemaps: bool = False,
     changes: ChangeSchedule | None = None,
+    late_robots: Mapping[int, tuple[str, int]] | None = None,
+    sitemap_links: bool = False,
 ) -> Web:
     """The web of ``hosts`` × ``pages`` regular pages for ``seed`` (same inputs, same web).
 
@@ -190,28 +232,22 @@ def generate(
     :mod:`srcrawl.testweb.known`. ``sitemaps``: hosts serve sitemaps (see
     :mod:`srcrawl.testweb.sitemaps`); without it a sitemap request gets a 404.
     ``changes``: how its pages change over time (see :mod:`srcrawl.testweb.changes`;
-    None: never).
+    None: never). ``late_robots``: host → (``flaky`` or ``hang``, failures) of a late
+    robots.txt, whatever its role. ``sitemap_links``: see :func:`_link_sitemap_pages`.
     """
     if host_name is not None and addresses:
         raise TestWebError("a host name needs one port per host, not one address per host")
     _check_sizes(pages, crawl_delay, robots_failures, slow_seconds, large_bytes)
     endpoints = loopback_endpoints(hosts, port_base, ports=ports, addresses=addresses,
                                    address=address)  # fmt: skip
-    host_list = [
-        Host(index=i, address=addr, port=port, name=host_name,
-             **robots_for(i, crawl_delay, robots_failures))
-        for i, (addr, port) in enumerate(endpoints)
-    ]  # fmt: skip
+    host_list = _hosts(endpoints, host_name, crawl_delay, robots_failures, late_robots)
     rng = random.Random(seed)
     terms = words.TermPool(rng)
     regular = [[h.origin + regular_path(n) for n in range(pages)] for h in host_list]
     links = _regular_links(regular, pages, rng)
     out: dict[str, Page] = {}
-    for urls in regular:
-        for url in urls:
-            out[url] = Page(
-                url=url, template="regular", links=tuple(links[url]), terms=terms.pair()
-            )
+    for url in (url for urls in regular for url in urls):
+        out[url] = Page(url=url, template="regular", links=tuple(links[url]), terms=terms.pair())
     for i, h in enumerate(host_list):
         _add_host_pages(out, h, host_list, regular[i], terms, rng)
     special_pages, names = specials.build(host_list, regular[0], terms)
@@ -220,6 +256,8 @@ def generate(
     files, found = {}, {}
     if sitemaps:  # last: the rest of the web is the same with or without them
         host_list, files, found = add_sitemaps(host_list, out, terms)
+        if sitemap_links:
+            _link_sitemap_pages(host_list, out, found)
     return Web(hosts=host_list, pages=out, special=names, slow_seconds=slow_seconds,
                large_bytes=large_bytes, seed=seed, queries=queries, files=files,
                sitemap_pages=found, changes=changes)  # fmt: skip

@@ -27,8 +27,9 @@ LINK_KINDS = ("a", "area", "frame", "iframe", "next", "redirect")
 """How a page refers to another: ``<a href>``, ``<area href>``, ``<frame src>``,
 ``<iframe src>``, ``<link rel=next href>``, or an HTTP redirect's ``Location``."""
 
-ROBOTS_MODES = ("ok", "missing", "flaky")
-"""``/robots.txt`` answers 200; answers 404; answers 500 ``robots_failures`` times, then 200."""
+ROBOTS_MODES = ("ok", "missing", "flaky", "hang")
+"""``/robots.txt`` answers 200; answers 404; answers 500 ``robots_failures`` times, then 200;
+answers nothing for ``slow_seconds`` (a crawler times out) ``robots_failures`` times, then 200."""
 
 _HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
 
@@ -121,7 +122,8 @@ class Host:
     robots_text: str | None = None
     crawl_delay: float | None = None
     robots_failures: int = 0
-    """How many times a ``flaky`` host answers 500 for /robots.txt before it works."""
+    """How many times a ``flaky`` host answers 500 (a ``hang`` host nothing) for /robots.txt
+    before it works."""
     name: str | None = None
     """The host name its URLs use instead of ``address`` (a compose service name that
     resolves to the container serving it); None: the address."""

@@ -186,8 +186,11 @@ class Site:
         self.robots_requests[host.index] += 1
         if host.robots_mode == "missing":
             return content.not_found()
-        if host.robots_mode == "flaky" and self.robots_requests[host.index] <= host.robots_failures:
+        failing = self.robots_requests[host.index] <= host.robots_failures
+        if host.robots_mode == "flaky" and failing:
             return content.server_error()
+        if host.robots_mode == "hang" and failing:  # the headers never come in time
+            return Response(200, "text/plain; charset=utf-8", b"", behavior="stall-headers")
         return Response(200, "text/plain; charset=utf-8", content.robots_body(host))
 
 

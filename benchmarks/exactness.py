@@ -1,0 +1,195 @@
+"""``srcrawl bench exactness``: does a crawl with late hosts store exactly the BFS set?
+
+Each run crawls a fresh loopback test web with `srcrawl crawl`, as a user
+would, beside several seeds whose robots.txt is late: some answer 500 one to
+three times, one answers nothing until the fetch times out, each host a
+different number of times, so their deferrals end at different moments while
+the other hosts' levels go on without them (every deferral is longer than
+``--lag-after``: the lagging path, scaled down, not skipped). Runs differ in
+the web's seed, in ``--depth`` (1 to 3) and in whether the hosts serve
+sitemaps (their pages are seeds, read only once a host's robots.txt answers).
+
+What the store holds is compared with an independent breadth-first crawl of
+the test web's model (srcrawl/testweb/expected.py): every URL and every
+depth. A run is exact when nothing is missing, nothing is extra and no page
+has another depth. The figure that matters is how many runs in a row are
+exact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from srcrawl import embedded
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.scope import Scope
+from srcrawl.testweb import TestWeb
+from srcrawl.urls import host_of
+
+LAGGING_COUNTERS = ("robots_deferred", "depth_improved", "refetched")
+HOSTS = 6
+PAGES = 18
+ROBOTS_DEFER = 0.4
+"""Seconds of each robots.txt deferral (60 by default): scaled down with LAG_AFTER."""
+LAG_AFTER = 0.1
+"""--lag-after of the runs: every deferral above makes its host lagging."""
+FETCH_TIMEOUT = 0.5
+FLAGS = ["--slaves", "2", "--threads", "4", "--delay", "0.02", "--delay-factor", "0",
+         "--max-delay", "1", "--fetch-timeout", str(FETCH_TIMEOUT), "--robots-defer",
+         str(ROBOTS_DEFER), "--lag-after", str(LAG_AFTER), "--retry-backoff", "0.1"]  # fmt: skip
+
+
+def late_hosts(run: int) -> dict[int, tuple[str, int]]:
+    """Host index → (robots.txt mode, failures) of run ``run``: five late seeds of six, their
+    failures varied from run to run so their deferrals end at other moments."""
+    return {0: ("flaky", 1 + run % 2), 1: ("flaky", 1 + run % 3), 2: ("hang", 1),
+            3: ("flaky", 2 + run % 2), 5: ("flaky", 3 - run % 3)}  # fmt: skip
+
+
+@dataclass
+class ExactnessRun:
+    run: int
+    depth: int
+    sitemaps: bool
+    exit_code: int
+    seconds: float
+    expected: int
+    stored: int
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    wrong_depth: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """URL → (stored depth, BFS depth)."""
+    counters: dict[str, int] = field(default_factory=dict)
+    """The crawl's counters of the lagging path: deferrals, depths improved, refetches."""
+
+    @property
+    def exact(self) -> bool:
+        return self.exit_code == 0 and not (self.missing or self.unexpected or self.wrong_depth)
+
+
+def expected_pages(tw: TestWeb, depth: int, sitemaps: bool) -> dict[str, int]:
+    """The BFS of the test web's model from its seeds: URL → depth."""
+    seeds = tw.seed_urls
+    scope = Scope(CrawlStrategy(seed_hosts=tuple({host_of(s) for s in seeds}), max_depth=depth))
+    return tw.web.expected_crawl(seeds, depth, lambda url: scope.reject(url, 0) is None,
+                                 sitemaps=sitemaps)  # fmt: skip
+
+
+def _env(redis_url: str, directory: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
+    env.update(SRCRAWL_REDIS_URL=redis_url, SRCRAWL_JOB=f"exact-{uuid.uuid4().hex[:8]}",
+               SRCRAWL_HOME=str(directory / "home"),
+               SRCRAWL_DB_URL=f"sqlite:///{directory}/crawl.db")  # fmt: skip
+    return env
+
+
+def _stored(env: dict[str, str]) -> dict[str, int]:
+    out = subprocess.run([sys.executable, "-m", "srcrawl.cli", "export", "pages"], env=env,
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    return {p["url"]: p["depth"] for p in map(json.loads, out.stdout.splitlines())}
+
+
+def one_run(run: int, redis_url: str, partitions: int = 1) -> ExactnessRun:
+    """Crawl run ``run``'s web (over ``partitions`` frontier partitions) and compare the
+    store with its BFS."""
+    depth, sitemaps = 1 + run % 3, run % 2 == 0
+    with tempfile.TemporaryDirectory(prefix="srcrawl-exact-") as tmp:
+        directory = Path(tmp)
+        web = TestWeb.generate(hosts=HOSTS, pages=PAGES, seed=300 + run, slow_seconds=1.0,
+                               sitemaps=sitemaps, sitemap_links=sitemaps,
+                               late_robots=late_hosts(run))  # fmt: skip
+        with web as tw:
+            env = _env(redis_url, directory)
+            started = time.monotonic()
+            crawl = subprocess.run(
+                [sys.executable, "-m", "srcrawl.cli", "crawl", *tw.seed_urls, "--depth",
+                 str(depth), *FLAGS, "--partitions", str(partitions),
+                 *([] if sitemaps else ["--no-sitemaps"])],
+                env=env, capture_output=True, text=True, timeout=600,
+            )  # fmt: skip
+            seconds = time.monotonic() - started
+            want = expected_pages(tw, depth, sitemaps)
+        got = _stored(env) if crawl.returncode == 0 else {}
+    summary = json.loads(crawl.stdout) if crawl.returncode == 0 else {}
+    counters = {k: int(summary.get(k, 0)) for k in LAGGING_COUNTERS}
+    return ExactnessRun(
+        run=run, depth=depth, sitemaps=sitemaps, exit_code=crawl.returncode,
+        seconds=round(seconds, 2), expected=len(want), stored=len(got),
+        missing=sorted(set(want) - set(got)), unexpected=sorted(set(got) - set(want)),
+        wrong_depth={u: (got[u], want[u]) for u in sorted(set(got) & set(want))
+                     if got[u] != want[u]},
+        counters=counters,
+    )  # fmt: skip
+
+
+def run_exactness_benchmark(
+    runs: int, say: Callable[[str], None], *, first: int = 0, partitions: int = 1,
+    redis_url: str | None = None,
+) -> list[ExactnessRun]:  # fmt: skip
+    """``runs`` crawls in a row (runs ``first`` … ``first + runs - 1``), on a Redis server
+    of their own unless ``redis_url`` names one."""
+    with tempfile.TemporaryDirectory(prefix="srcrawl-exact-redis-") as tmp:
+        proc = None
+        if redis_url is None:
+            redis_url, proc = embedded.start_server(Path(tmp), appendonly=False,
+                                                    daemonize=False)  # fmt: skip
+        try:
+            out = []
+            for n in range(first, first + runs):
+                exact = sum(r.exact for r in out)
+                say(f"run {n - first + 1}/{runs} ({exact} exact so far)")
+                out.append(one_run(n, redis_url, partitions))
+            return out
+        finally:
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=10)
+
+
+def in_a_row(runs: list[ExactnessRun]) -> int:
+    """Exact runs from the first one until the first that is not."""
+    n = 0
+    for r in runs:
+        if not r.exact:
+            break
+        n += 1
+    return n
+
+
+def render(runs: list[ExactnessRun]) -> str:
+    lines = ["  run  depth  sitemaps  exit  seconds  expected  stored  missing  extra  "
+             "wrong depth  deferred  improved  refetched"]  # fmt: skip
+    for r in runs:
+        lines.append(
+            f"{r.run:>5}  {r.depth:>5}  {'yes' if r.sitemaps else 'no':>8}  {r.exit_code:>4}  "
+            f"{r.seconds:>7.1f}  {r.expected:>8}  {r.stored:>6}  {len(r.missing):>7}  "
+            f"{len(r.unexpected):>5}  {len(r.wrong_depth):>11}  "
+            + "  ".join(
+                f"{r.counters.get(k, 0):>{len(h)}}"
+                for k, h in zip(
+                    LAGGING_COUNTERS, ("deferred", "improved", "refetched"), strict=True
+                )
+            )
+        )
+    exact = sum(r.exact for r in runs)
+    lines.append(f"exact runs: {exact} of {len(runs)}; in a row from the first: {in_a_row(runs)}")
+    for r in runs:
+        if not r.exact:
+            sample = dict(list(r.wrong_depth.items())[:3])
+            lines.append(f"run {r.run}: missing {r.missing[:3]} extra {r.unexpected[:3]} "
+                         f"stored/BFS depth {sample}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def as_json(runs: list[ExactnessRun]) -> dict[str, Any]:
+    return {"runs": [asdict(r) for r in runs], "in_a_row": in_a_row(runs)}

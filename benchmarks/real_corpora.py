@@ -1,0 +1,353 @@
+"""`srcrawl bench search --corpus`: srcrawl's ranking on real documentation, beside plain BM25.
+
+A corpus is a Debian package's HTML documentation (obtained once with
+``apt-get download`` and ``dpkg -x`` into ``$SRCRAWL_HOME/bench/corpora/``) or a
+directory of HTML, and a file of known-item queries (see :mod:`known_queries`).
+The tree is served on loopback by a plain static HTTP server, crawled by the
+real ``srcrawl crawl`` (master and slaves, no politeness wait: the site is ours),
+indexed by ``srcrawl index`` and ranked by ``srcrawl pagerank``, each run as the
+command a user runs, on a job and SQLite store of the benchmark's own. Then every
+query goes through srcrawl's search, and through a plain BM25 (:mod:`bm25`) the
+benchmark builds over the same stored pages' titles and texts with srcrawl's own
+tokenizer. Figures: success@1, success@3 and MRR@10 (1/rank of the answer in the
+top 10, else 0).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from srcrawl.benchmarks.bm25 import BM25
+from srcrawl.benchmarks.index import BenchmarkError, _drop_job_keys
+from srcrawl.benchmarks.known_queries import QueryFile, check_answers, rank_of_answer
+from srcrawl.benchmarks.ranking import Scores
+from srcrawl.config import Config
+from srcrawl.defaults import BENCH_CORPUS_DEPTH, DEFAULT_SEARCH_TOP
+from srcrawl.local import popen_child, stop_children
+from srcrawl.sql.database_url import DatabaseURL
+from srcrawl.sql.store import Store
+
+Progress = Callable[[str], None]
+TOP = DEFAULT_SEARCH_TOP  # MRR@10: the hits a search shows
+
+
+# -- the corpus ------------------------------------------------------------------
+def unpacked_package(cfg: Config, qf: QueryFile, say: Progress) -> tuple[Path, str]:
+    """The HTML tree of ``qf``'s Debian package and the package's version, unpacked under
+    ``$SRCRAWL_HOME/bench/corpora/`` on first use (``apt-get download`` + ``dpkg -x``)."""
+    assert qf.package is not None
+    name, version = qf.package
+    cache = (cfg.home / "bench" / "corpora" / name).resolve()  # the tools run inside it
+    marker = cache / "unpacked.json"
+    tree = cache / "root" / qf.header.get("root", "")
+    if marker.is_file() and tree.is_dir():
+        return tree, json.loads(marker.read_text())["version"]
+    for tool in ("apt-get", "dpkg", "dpkg-deb"):
+        if shutil.which(tool) is None:
+            raise BenchmarkError(
+                f"corpus {qf.name} is Debian's {name}: `{tool}` is not on PATH (on Debian: "
+                f"`apt-get download {name}={version} && dpkg -x {name}_*.deb DIR`, then "
+                f"`--corpus DIR/{qf.header.get('root', '')} --query-file {qf.path}`)"
+            )
+    cache.mkdir(parents=True, exist_ok=True)
+    for old in cache.glob("*.deb"):
+        old.unlink()
+    deb = _download(name, version, cache, say)
+    got = _run_tool(["dpkg-deb", "-f", str(deb), "Version"], cache).strip()
+    if got != version:
+        say(f"note: {name} {got} unpacked; the queries were written on {version}")
+    shutil.rmtree(cache / "root", ignore_errors=True)
+    _run_tool(["dpkg", "-x", str(deb), str(cache / "root")], cache)
+    if not tree.is_dir():
+        raise BenchmarkError(f"{deb.name} holds no {qf.header.get('root')}/")
+    marker.write_text(json.dumps({"package": name, "version": got}))
+    return tree, got
+
+
+def _download(name: str, version: str, cache: Path, say: Progress) -> Path:
+    """The .deb of ``name`` at ``version`` or, when the archive no longer has that one,
+    its current version (the answers are checked against the tree either way)."""
+    say(f"apt-get download {name}={version} (into {cache})")
+    try:
+        _run_tool(["apt-get", "download", f"{name}={version}"], cache)
+    except BenchmarkError as pinned:
+        say(f"{pinned}; trying the archive's current {name}")
+        try:
+            _run_tool(["apt-get", "download", name], cache)
+        except BenchmarkError as e:
+            raise BenchmarkError(
+                f"{e} (is Debian's archive reachable? `apt-get update` first)"
+            ) from e
+    debs = sorted(cache.glob(f"{name}_*.deb"))
+    if not debs:
+        raise BenchmarkError(f"`apt-get download {name}` left no {name}_*.deb in {cache}")
+    return debs[-1]
+
+
+def _run_tool(args: list[str], cwd: Path) -> str:
+    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise BenchmarkError(f"`{' '.join(args)}` failed (exit {done.returncode}): {last}")
+    return done.stdout
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # a request log line per page would bury the crawl's progress
+
+
+@contextmanager
+def served(tree: Path) -> Iterator[str]:
+    """``tree`` served by a plain static HTTP server on loopback; yields its base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(tree))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name="corpus-http", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+# -- crawl, index, rank ----------------------------------------------------------
+def corpus_config(cfg: Config, name: str) -> Config:
+    """A job and a fresh SQLite store (with its WARC files) of the benchmark's own."""
+    directory = cfg.home / "bench" / "corpora" / "runs" / name
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    return Config(
+        redis_url=cfg.resolved_redis_url(),
+        db=DatabaseURL(kind="sqlite", path=str(directory / "pages.db")),
+        job=f"bench-corpus-{time.time_ns()}",
+        home=cfg.home,
+        warc_dir=directory / "warc",
+    )
+
+
+def _step(jcfg: Config, args: list[str], say: Progress) -> tuple[float, str]:
+    """``srcrawl ARGS`` as its own process, its progress on this one's stderr; (seconds,
+    its stdout)."""
+    say(f"$ srcrawl {' '.join(args)}")
+    t0 = time.monotonic()
+    proc = popen_child([sys.executable, "-m", "srcrawl.cli", *args], jcfg.child_env(),
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        out, _ = proc.communicate()
+    finally:
+        stop_children([proc])  # interrupted: the step stops, and its own children
+    if proc.returncode != 0:
+        raise BenchmarkError(f"`srcrawl {args[0]}` failed (exit {proc.returncode}); see above")
+    return time.monotonic() - t0, out
+
+
+def crawl_index_rank(jcfg: Config, seed: str, slaves: int, say: Progress) -> dict[str, float]:
+    """Seconds of the crawl from ``seed``, the index and the PageRank of its pages."""
+    n = str(slaves)
+    crawl, _ = _step(jcfg, ["crawl", seed, "--depth", str(BENCH_CORPUS_DEPTH), "--slaves", n,
+                            "--delay", "0", "--delay-factor", "0"], say)  # fmt: skip
+    index, _ = _step(jcfg, ["index", "--slaves", n], say)
+    rank, _ = _step(jcfg, ["pagerank", "--slaves", n], say)
+    return {"crawl_s": crawl, "index_s": index, "rank_s": rank}
+
+
+# -- searching -------------------------------------------------------------------
+def srcrawl_search(jcfg: Config) -> Callable[[str, int], list[str]]:
+    """srcrawl's in-process search of the job's index: query, top → the hits' URLs (none
+    for a query it refuses), as `srcrawl search` answers. The one place the benchmark
+    calls the search engine."""
+    from srcrawl.indexer.search import QueryError, Searcher
+
+    searcher = Searcher(jcfg.store())
+
+    def search(query: str, top: int) -> list[str]:
+        try:
+            return [h.url for h in searcher.search(query, top=top).hits]
+        except QueryError:
+            return []
+
+    return search
+
+
+def stored_documents(store: Store, progress: Progress) -> list[tuple[str, str]]:
+    """(url, title + text) of every stored page srcrawl indexes (fetched without error,
+    body whole or capped, not gone), its text read as the index reads it."""
+    fps = [
+        p.fp
+        for p in store.iter_pages()
+        if p.error is None
+        and p.body_state in ("complete", "capped")
+        and p.status not in (404, 410)
+        and not 300 <= p.status < 400
+    ]
+    docs = []
+    for i in range(0, len(fps), 500):
+        for _fp, _at, url, title, text in store.index_documents(fps[i : i + 500]):
+            docs.append((url, f"{title}\n{text}"))
+        progress(f"reading the stored pages: {len(docs)}/{len(fps)}")
+    return sorted(docs)
+
+
+# -- the evaluation --------------------------------------------------------------
+@dataclass
+class Outcome:
+    """One query's top-10 corpus paths from srcrawl and from BM25, and the answer's rank."""
+
+    query: str
+    answers: tuple[str, ...]
+    srcrawl: list[str]
+    bm25: list[str]
+
+    @property
+    def srcrawl_rank(self) -> int | None:
+        return rank_of_answer(self.answers, self.srcrawl)
+
+    @property
+    def bm25_rank(self) -> int | None:
+        return rank_of_answer(self.answers, self.bm25)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "answers": list(self.answers),
+            "srcrawl_rank": self.srcrawl_rank,
+            "bm25_rank": self.bm25_rank,
+            "srcrawl": self.srcrawl,
+            "bm25": self.bm25,
+        }
+
+
+@dataclass
+class CorpusResult:
+    name: str
+    source: str  # "package version" or the directory served
+    pages: int  # stored by the crawl
+    documents: int  # indexable among them
+    seconds: dict[str, float]
+    outcomes: list[Outcome] = field(default_factory=list)
+    search_ms: list[float] = field(default_factory=list)  # srcrawl, per query
+    unindexed: list[str] = field(default_factory=list)  # answers the crawl did not index
+
+    def scores(self, system: str) -> Scores:
+        return Scores([getattr(o, f"{system}_rank") for o in self.outcomes])
+
+    def figures(self, system: str) -> dict[str, float]:
+        sc = self.scores(system)
+        return {"success@1": sc.success(1), "success@3": sc.success(3), "mrr@10": sc.mrr}
+
+    def render(self) -> str:
+        s = self.seconds
+        lines = [
+            f"corpus {self.name} ({self.source}): {len(self.outcomes)} queries, "
+            f"{self.pages:,} pages stored, {self.documents:,} indexed",
+            f"  crawl {s['crawl_s']:.1f} s, index {s['index_s']:.1f} s, pagerank "
+            f"{s['rank_s']:.1f} s, BM25 built in {s['bm25_build_s']:.1f} s; srcrawl search "
+            f"p50 {statistics.median(self.search_ms):.1f} ms, all queries "
+            f"{sum(self.search_ms) / 1000:.2f} s",
+            f"  {'':<9}{'success@1':>10}{'success@3':>11}{'MRR@10':>8}",
+        ]
+        for system in ("srcrawl", "bm25"):
+            sc = self.scores(system)
+            lines.append(f"  {system:<9}{sc.success(1):>10.3f}{sc.success(3):>11.3f}"
+                         f"{sc.mrr:>8.3f}")  # fmt: skip
+        if self.unindexed:
+            lines.append(f"  answers not indexed ({len(self.unindexed)}): "
+                         + ", ".join(self.unindexed))  # fmt: skip
+        misses = [o for o in self.outcomes if o.srcrawl_rank != 1]
+        lines.append(f"  srcrawl's answer not first ({len(misses)}): rank srcrawl/BM25, "
+                     "srcrawl's top 3")  # fmt: skip
+        for o in misses:
+            ranks = "/".join(str(r or "-") for r in (o.srcrawl_rank, o.bm25_rank))
+            lines.append(f"    {o.query!r} -> {' | '.join(o.answers)}  [{ranks}]")
+            lines.append(f"      {', '.join(o.srcrawl[:3]) or '(no hits)'}")
+        return "\n".join(lines)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "corpus": self.name,
+            "source": self.source,
+            "pages": self.pages,
+            "documents": self.documents,
+            "seconds": self.seconds,
+            "queries": len(self.outcomes),
+            "search_p50_ms": statistics.median(self.search_ms),
+            "search_total_s": sum(self.search_ms) / 1000,
+            "unindexed_answers": self.unindexed,
+            **{s: self.figures(s) for s in ("srcrawl", "bm25")},
+            "outcomes": [o.as_json() for o in self.outcomes],
+        }
+
+
+def evaluate(result: CorpusResult, jcfg: Config, qf: QueryFile, progress: Progress) -> None:
+    """Every query of ``qf`` through srcrawl's search and through BM25 over the same pages."""
+    from srcrawl.benchmarks.known_queries import corpus_path
+    from srcrawl.indexer.tokenizer import get_tokenizer, user_dict_from_env
+
+    search = srcrawl_search(jcfg)
+    tok = get_tokenizer(user_dict_from_env())
+    t0 = time.monotonic()
+    docs = stored_documents(jcfg.store(), progress)
+    token_lists = []
+    for i, (_url, text) in enumerate(docs, 1):
+        token_lists.append(tok.tokens(text))
+        if i % 100 == 0 or i == len(docs):
+            progress(f"BM25: tokenized {i}/{len(docs)} pages")
+    bm25 = BM25(token_lists)
+    result.documents = len(docs)
+    indexed = {corpus_path(url) for url, _text in docs}
+    result.unindexed = sorted({a for q in qf.queries for a in q.answers} - indexed)
+    result.seconds["bm25_build_s"] = time.monotonic() - t0
+    for q in qf.queries:
+        t1 = time.perf_counter()
+        urls = search(q.query, TOP)
+        result.search_ms.append((time.perf_counter() - t1) * 1000)
+        best = [docs[i][0] for i in bm25.top(tok.tokens(q.query), TOP)]
+        result.outcomes.append(Outcome(q.query, q.answers, [corpus_path(u) for u in urls],
+                                       [corpus_path(u) for u in best]))  # fmt: skip
+
+
+def run_corpus(
+    cfg: Config,
+    qf: QueryFile,
+    *,
+    tree: Path | None,
+    slaves: int,
+    say: Progress,
+    progress: Progress | None = None,
+) -> CorpusResult:
+    """Crawl, index and rank the corpus of ``qf`` (its package's tree, or ``tree``), then
+    score its queries with srcrawl and with BM25; ``say`` tells the steps, ``progress``
+    (default ``say``) counts within one."""
+    if tree is None:
+        tree, version = unpacked_package(cfg, qf, say)
+        source = f"{qf.package[0]} {version}" if qf.package else str(tree)
+    else:
+        source = str(tree)
+    check_answers(qf, tree)
+    jcfg = corpus_config(cfg, qf.name)
+    try:
+        with served(tree) as base:
+            say(f"corpus {qf.name}: {tree} served at {base}")
+            seconds = crawl_index_rank(jcfg, base + qf.seed, slaves, say)
+        result = CorpusResult(qf.name, source, jcfg.store().count("pages"), 0, seconds)
+        evaluate(result, jcfg, qf, progress or say)
+    finally:
+        _drop_job_keys(jcfg)
+        jcfg.close()
+    return result

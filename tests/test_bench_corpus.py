@@ -1,0 +1,178 @@
+"""`srcrawl bench search --corpus`: the plain BM25 baseline, the judging of answers, the
+query files, and the whole harness (a real crawl, index and PageRank with Redis and
+SQLite) on a small corpus written here."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from srcrawl.benchmarks.bm25 import BM25
+from srcrawl.benchmarks.index import BenchmarkError
+from srcrawl.benchmarks.known_queries import (
+    BUILTIN,
+    builtin_query_file,
+    check_answers,
+    corpus_path,
+    rank_of_answer,
+    read_query_file,
+)
+from srcrawl.benchmarks.real_corpora import CorpusResult, Outcome
+
+from .conftest import cli_env, run_cli
+
+
+def test_bm25_matches_a_hand_computed_case() -> None:
+    # N = 3, lengths 2, 3, 1: avgdl 2; "a" and "c" each in 2 pages: idf = ln(1 + 1.5/2.5)
+    bm25 = BM25([["a", "b"], ["a", "a", "c"], ["c"]])
+    idf = math.log(1.6)
+    assert bm25.idf("a") == pytest.approx(idf)
+    assert bm25.idf("zzz") == pytest.approx(math.log(1 + 3.5 / 0.5))
+    # page 0: tf 1, dl 2 → 1·2.2 / (1 + 1.2·(0.25 + 0.75·2/2)) = 2.2/2.2 = 1
+    # page 1: tf 2, dl 3 → 2·2.2 / (2 + 1.2·(0.25 + 0.75·3/2)) = 4.4/3.65
+    assert bm25.scores(["a"]).tolist() == pytest.approx([idf, idf * 4.4 / 3.65, 0.0])
+    assert bm25.top(["a"], 10) == [1, 0]  # the page without the term is not a hit
+    # "c": page 1 (tf 1, dl 3) 2.2/2.65; page 2 (tf 1, dl 1) 2.2/(1 + 1.2·0.625) = 2.2/1.75
+    assert bm25.scores(["c", "zzz", "c"]).tolist() == pytest.approx(
+        [0.0, idf * 2.2 / 2.65, idf * 2.2 / 1.75]
+    )
+    assert bm25.top(["c"], 1) == [2]
+    assert BM25([["x"], ["x"]]).top(["x"], 10) == [0, 1]  # a tie: the lower index first
+
+
+def test_answers_are_judged_by_their_path_and_scored() -> None:
+    assert corpus_path("http://127.0.0.1:8000/") == "index.html"
+    assert corpus_path("http://127.0.0.1:8000/ref/") == "ref/index.html"
+    assert corpus_path("http://127.0.0.1:8000/a%20b.html?x=1#top") == "a b.html"
+    urls = ["http://h/x.html", "http://h/ref/", "http://h/y.html"]
+    assert rank_of_answer(("ref/index.html",), urls) == 2
+    assert rank_of_answer(("y.html", "x.html"), urls) == 1  # either right answer counts
+    assert rank_of_answer(("z.html",), urls) is None
+    result = CorpusResult("c", "dir", pages=3, documents=3, seconds={})
+    result.outcomes = [
+        Outcome("q1", ("a",), srcrawl=["a", "b"], bm25=["b", "c", "a"]),
+        Outcome("q2", ("b",), srcrawl=["c", "d", "e", "b"], bm25=["b"]),
+        Outcome("q3", ("c",), srcrawl=[], bm25=["a", "b", "c"]),
+    ]
+    assert result.figures("srcrawl") == pytest.approx(
+        {"success@1": 1 / 3, "success@3": 1 / 3, "mrr@10": (1 + 1 / 4) / 3}
+    )
+    assert result.figures("bm25") == pytest.approx(
+        {"success@1": 1 / 3, "success@3": 1.0, "mrr@10": (1 / 3 + 1 + 1 / 3) / 3}
+    )
+
+
+def test_a_bad_query_file_is_refused_with_its_line(tmp_path: Path) -> None:
+    bad = tmp_path / "q.tsv"
+    bad.write_text("# corpus: x\nfine query\ta.html\nno tab here\n", encoding="utf-8")
+    with pytest.raises(BenchmarkError, match=r"q\.tsv:3: expected 'query<TAB>answer path'"):
+        read_query_file(bad)
+    bad.write_text("# only a comment\n", encoding="utf-8")
+    with pytest.raises(BenchmarkError, match="no queries"):
+        read_query_file(bad)
+    bad.write_text("cats\ta.html|sub/b.html\ndogs\tgone.html\n", encoding="utf-8")
+    qf = read_query_file(bad)
+    assert qf.queries[0].answers == ("a.html", "sub/b.html") and qf.package is None
+    (tmp_path / "a.html").write_text("<title>a</title>")
+    with pytest.raises(BenchmarkError, match=r"2 answer\(s\) not in the corpus.*line 1: sub/b"):
+        check_answers(qf, tmp_path)
+
+
+def test_the_shipped_query_files() -> None:
+    files = {name: read_query_file(builtin_query_file(name)) for name in BUILTIN}
+    en, zh = files["django-en"], files["debian-handbook-zh"]
+    assert en.package == ("python-django-doc", "3:3.2.25-0+deb12u7")
+    assert zh.package == ("debian-handbook", "11.20220922")
+    assert len(en.queries) >= 40 and len(zh.queries) >= 30
+    for qf in files.values():
+        assert qf.name == qf.path.stem and qf.seed == "index.html"
+        assert len({q.query for q in qf.queries}) == len(qf.queries)  # no query twice
+
+
+PAGES = {
+    "index.html": ("Garden handbook", '<a href="roses.html">Roses</a> <a href="pests/">Pests</a>'
+                   ' <a href="tools.html">Tools</a> <a href="zh.html">中文</a>'),
+    "roses.html": ("Roses", "Prune roses in early spring. Roses like sun."),
+    "pests/index.html": ("Pests", "Aphids and slugs eat young leaves; pick slugs at night."),
+    "tools.html": ("Tools", "A spade, a rake and pruning shears. Keep the shears sharp."),
+    "zh.html": ("浇水", "夏天早晨给花园浇水，避免中午浇水。"),
+}  # fmt: skip
+QUERIES = [
+    ("prune roses", "roses.html"),
+    ("slugs", "pests/index.html"),
+    ("sharp shears", "tools.html|roses.html"),
+    ("花园 浇水", "zh.html"),
+    ("submarine", "tools.html"),  # in no page: a miss for both
+]
+
+
+def _write_corpus(root: Path) -> None:
+    for path, (title, body) in PAGES.items():
+        f = root / path
+        f.parent.mkdir(parents=True, exist_ok=True)
+        links = "" if path == "index.html" else '<a href="/index.html">Home</a>'
+        f.write_text(f"<html><head><title>{title}</title></head><body><p>{body}</p>{links}"
+                     "</body></html>", encoding="utf-8")  # fmt: skip
+    lines = ["# corpus: garden", *(f"{q}\t{a}" for q, a in QUERIES)]
+    (root / "queries.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_a_small_corpus_is_crawled_indexed_and_scored(redis_url: str, tmp_path: Path) -> None:
+    corpus = tmp_path / "garden"
+    _write_corpus(corpus)
+    env = cli_env(redis_url, f"corpus-{uuid.uuid4().hex[:8]}", tmp_path)
+    out = tmp_path / "figures.json"
+    run = run_cli(["bench", "search", "--corpus", str(corpus), "--json", str(out)], env)
+    assert run.returncode == 0, run.stderr
+    assert "$ srcrawl crawl http://127.0.0.1:" in run.stderr  # the real commands ran
+    (got,) = json.loads(out.read_text())["corpora"]
+    assert got["corpus"] == "garden" and got["queries"] == len(QUERIES)
+    assert got["pages"] == got["documents"] == len(PAGES) and got["unindexed_answers"] == []
+    assert set(got["seconds"]) == {"crawl_s", "index_s", "rank_s", "bm25_build_s"}
+    ranks = {o["query"]: (o["srcrawl_rank"], o["bm25_rank"]) for o in got["outcomes"]}
+    assert ranks == {"prune roses": (1, 1), "slugs": (1, 1), "sharp shears": (1, 1),
+                     "花园 浇水": (1, 1), "submarine": (None, None)}  # fmt: skip
+    # BM25 over the stored text: only tools.html holds "sharp" and "shears"
+    shears = next(o for o in got["outcomes"] if o["query"] == "sharp shears")
+    assert shears["bm25"] == ["tools.html"]
+    for system in ("srcrawl", "bm25"):
+        assert got[system] == pytest.approx({"success@1": 0.8, "success@3": 0.8, "mrr@10": 0.8})
+    assert "corpus garden" in run.stdout and "'submarine' -> tools.html  [-/-]" in run.stdout
+
+
+def test_bad_corpus_arguments_say_what_is_wrong(redis_url: str, tmp_path: Path) -> None:
+    env = cli_env(redis_url, f"corpus-{uuid.uuid4().hex[:8]}", tmp_path)
+    run = run_cli(["bench", "search", "--corpus", str(tmp_path / "nowhere")], env)
+    assert run.returncode == 2 and "neither django-en nor debian-handbook-zh" in run.stderr
+    corpus = tmp_path / "c"
+    _write_corpus(corpus)
+    (corpus / "roses.html").unlink()
+    run = run_cli(["bench", "search", "--corpus", str(corpus)], env)
+    assert run.returncode == 2 and "not in the corpus" in run.stderr and "roses.html" in run.stderr
+    # no Debian tools: the error names the command that fetches the package
+    env["PATH"] = str(tmp_path / "empty")
+    run = run_cli(["bench", "search", "--corpus", "django-en"], env)
+    assert run.returncode == 2, run.stderr
+    assert "apt-get download python-django-doc=3:3.2.25-0+deb12u7" in run.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs Debian's apt-get")
+def test_the_debian_corpora_are_crawled_whole(redis_url: str, tmp_path: Path) -> None:
+    """Both shipped corpora through the harness: every answer page is crawled and indexed,
+    and the plain BM25 baseline finds most answers (the data and the judging are sound)."""
+    env = cli_env(redis_url, f"corpus-{uuid.uuid4().hex[:8]}", tmp_path)
+    out = tmp_path / "figures.json"
+    run = run_cli(["bench", "search", "--corpus", "django-en", "--corpus",
+                   "debian-handbook-zh", "--json", str(out)], env, timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    for got in json.loads(out.read_text())["corpora"]:
+        assert got["unindexed_answers"] == [], got["corpus"]
+        assert got["documents"] >= 120, got["corpus"]
+        assert got["bm25"]["success@3"] >= 0.85, got["corpus"]

@@ -1,0 +1,137 @@
+"""The index and PageRank masters wait out a Redis server killed mid-run.
+
+A redis-server of the test's own, with its AOF on, is SIGKILLed in the middle
+of an index pass and of a PageRank run, then started again on the same port
+with the same directory (it reloads its AOF). The masters and their slave
+processes wait for it; each master says once that Redis went and once that
+it is back. The index is exact (every page indexed exactly once). PageRank's
+shards and rank pieces are kept out of the AOF, so the restarted server comes
+back without them: the master notices and runs again, and the ranks still
+equal networkx's.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from index_pages import assert_indexed_once, store_pages
+
+from srcrawl import embedded
+from srcrawl.config import Config, DatabaseURL
+from srcrawl.indexer.master import IndexMaster
+from srcrawl.local import LocalSlaves
+from srcrawl.pagerank.job import RankOptions, rank_job
+from srcrawl.pagerank.master import RankParams
+
+from .test_pagerank import l1, networkx_ranks, put_web, random_web
+
+GONE = "Redis is unreachable"
+BACK = "Redis is back"
+
+
+class AofRedis:
+    """A redis-server with its AOF on, that a test kills and starts again on its port."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = embedded.free_port()
+        self.url, self.proc = embedded.start_server(directory, self.port, daemonize=False)
+
+    def kill_and_restart(self, down: float) -> None:
+        """SIGKILL the server, leave it down ``down`` seconds, start it again."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        time.sleep(down)
+        _, self.proc = embedded.start_server(self.directory, self.port, daemonize=False)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def aof_redis(tmp_path):
+    server = AofRedis(tmp_path / "redis")
+    yield server
+    server.stop()
+
+
+def config(server: AofRedis, tmp_path: Path, job: str) -> Config:
+    db = DatabaseURL(kind="sqlite", path=str(tmp_path / "store.db"))
+    return Config(redis_url=server.url, db=db, job=job, home=tmp_path)
+
+
+def said(caplog: pytest.LogCaptureFixture, logger: str, words: str) -> int:
+    return sum(1 for r in caplog.records if r.name == logger and words in r.getMessage())
+
+
+def in_thread(run, outcome: dict) -> threading.Thread:
+    def target() -> None:
+        try:
+            outcome["result"] = run()
+        except BaseException as e:  # surfaced by the test's assertions
+            outcome["error"] = e
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.slow
+def test_the_index_master_waits_out_a_killed_redis(aof_redis, keys, tmp_path, caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="srcrawl.indexer")
+    cfg = config(aof_redis, tmp_path, keys.job)
+    pages, repeat = 40, 1500  # ~90 KB of Chinese a page: jieba takes a while
+    urls = store_pages(cfg.store(), "big", pages, repeat)
+    master = IndexMaster(cfg, batch_pages=4, block_timeout=0.1, merge_wait=0.2)
+    outcome: dict = {}
+    with LocalSlaves(cfg, 2, ["index"]):
+        t = in_thread(master.run, outcome)
+        deadline = time.monotonic() + 120
+        while master.report.indexed == 0:  # mid-pass: some pages merged, most not
+            assert t.is_alive() and time.monotonic() < deadline, outcome
+            time.sleep(0.05)
+        aof_redis.kill_and_restart(down=1.0)
+        t.join(timeout=300)
+    assert not t.is_alive() and "error" not in outcome, outcome
+    report = outcome["result"]
+    assert 0 < report.indexed == pages and report.failed == 0
+    assert_indexed_once(cfg.store(), urls, repeat)
+    assert said(caplog, "srcrawl.indexer", GONE) == said(caplog, "srcrawl.indexer", BACK) == 1
+    cfg.close()
+
+
+@pytest.mark.slow
+def test_pagerank_runs_again_when_redis_comes_back_without_its_shards(
+    aof_redis, keys, tmp_path, caplog
+) -> None:
+    caplog.set_level(logging.WARNING, logger="srcrawl.pagerank")
+    cfg = config(aof_redis, tmp_path, keys.job)
+    pages, links = random_web(20_000, seed=9)
+    put_web(cfg.store(), pages, links)
+    lines: list[str] = []
+    params = RankParams(iterations=500, tol=1e-13)
+    outcome: dict = {}
+    with LocalSlaves(cfg, 2, ["pagerank"]):
+        run = lambda: rank_job(cfg, params, RankOptions(shards=8), echo=lines.append)  # noqa: E731
+        t = in_thread(run, outcome)
+        deadline = time.monotonic() + 120
+        while not any(line.startswith("iteration   3") for line in lines):
+            assert t.is_alive() and time.monotonic() < deadline, (outcome, lines)
+            time.sleep(0.01)
+        aof_redis.kill_and_restart(down=0.5)
+        t.join(timeout=300)
+    assert not t.is_alive() and "error" not in outcome, (outcome, lines)
+    result = outcome["result"]
+    assert any("the run starts again" in line for line in lines), lines
+    assert result.converged and result.reports[0].iteration == 1  # one whole run
+    assert l1(result, networkx_ranks(pages, links)) <= 1e-6
+    got = dict(zip(result.fps.tolist(), result.ranks.tolist(), strict=True))
+    assert cfg.store().page_ranks(list(got)) == pytest.approx(got, rel=1e-9)  # what was stored
+    assert said(caplog, "srcrawl.pagerank", GONE) == said(caplog, "srcrawl.pagerank", BACK) == 1
+    cfg.close()
