@@ -1,7 +1,17 @@
 # srcrawl: one image for the master, the slaves and the synthetic test web.
 FROM python:3.11-slim
 WORKDIR /app
-COPY pyproject.toml README.md ./
+RUN useradd --create-home srcrawl \
+    # The WARC volume's mount point, owned by the service user: Docker gives a new
+    # named volume the owner and mode of the directory it is mounted on.
+    && install -d -o srcrawl -g srcrawl /warc
+# The dependencies first, in a layer of their own: a change to srcrawl's code
+# rebuilds only the layers below.
+COPY pyproject.toml ./
+RUN python -c "import subprocess, sys, tomllib; \
+deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; \
+subprocess.check_call([sys.executable, '-m', 'pip', 'install', '--no-cache-dir', *deps])"
+COPY README.md ./
 COPY srcrawl ./srcrawl
 COPY master ./master
 COPY slave ./slave
@@ -11,10 +21,7 @@ COPY indexer ./indexer
 COPY sql ./sql
 COPY benchmarks ./benchmarks
 COPY portal ./portal
-RUN pip install --no-cache-dir . && useradd --create-home srcrawl
-# The WARC volume's mount point, owned by the service user: Docker gives a new named
-# volume the owner and mode of the directory it is mounted on.
-RUN install -d -o srcrawl -g srcrawl /warc
+RUN pip install --no-cache-dir --no-deps .
 USER srcrawl
 WORKDIR /home/srcrawl
 ENTRYPOINT ["srcrawl"]

@@ -181,7 +181,9 @@ def demo(stack: Stack, slaves: int, timings: dict[str, float]) -> None:
     step(t0, f"slave container {victim[:12]} SIGKILLed with {stored} of {len(want)} pages stored")
     wait("the exact demo crawl", lambda: exact(stack, want) is None, 900, 5)
     timings["all_stored_s"] = step(t0, f"every page stored once: {len(want)} pages, exact")
-    wait(f"{slaves} crawl slaves live again", lambda: live_crawl_slaves(stack) == slaves, 120)
+    # a container ended by `docker kill` stays down (Docker counts it as stopped by
+    # hand); its worker must be seen dead once its heartbeat lapses
+    wait("the killed slave seen dead", lambda: live_crawl_slaves(stack) == slaves - 1, 120)
     items = web.known_items(within=want)
     wait(f"{len(items)} known items searchable", searchable(stack, items), 600, 3)
     timings["all_searchable_s"] = step(t0, f"{len(items)} known items found through /api/search")
@@ -209,14 +211,15 @@ def plain(stack: Stack, slaves: int, timings: dict[str, float]) -> None:
     """The stack without the demo profile, seeded by hand with a web of its network."""
     args = stack.services["web"]["command"]
     opts = parse_command(args)[1].params
-    seeds = [f"http://{opts['public_host']}:{opts['port_base'] + i}/" for i in range(opts["hosts"])]
+    # host 1's root: host 0 holds the timeout cases, which the demo's crawl already meets
+    seeds = [f"http://{opts['public_host']}:{opts['port_base'] + 1}/"]
     _, want = expected(stack, "web", seeds)
     t0 = time.monotonic()
     stack.run("up", "-d", "--scale", f"slave={slaves}")
     stack.run("--profile", "ci-web", "up", "-d", "web")
     timings["plain_up_s"] = step(t0, "plain stack up, and a web on its network")
     refused = stack.srcrawl("seed", *seeds, check=False)
-    if refused.returncode == 0 or not all(s in refused.stderr + refused.stdout for s in seeds):
+    if refused.returncode == 0 or not all(u in refused.stderr + refused.stdout for u in seeds):
         raise CheckFailed(f"seed of private addresses: rc {refused.returncode}, "
                           f"{refused.stdout!r} {refused.stderr!r}")  # fmt: skip
     step(t0, f"seed without --allow-private refused, rc {refused.returncode}, URLs named")
@@ -231,6 +234,7 @@ def main() -> int:
     ap.add_argument("--project", default="srcrawlci")
     ap.add_argument("--portal-port", type=int, default=8080)
     ap.add_argument("--slaves", type=int, default=4)
+    ap.add_argument("--only", choices=("demo", "plain"), help="run one of the two stacks")
     ap.add_argument("--image-build-s", type=float, help="the image's build time, for the report")
     ap.add_argument("--report", type=Path, help="write the timings (JSON) here")
     args = ap.parse_args()
@@ -239,9 +243,11 @@ def main() -> int:
     if args.image_build_s is not None:
         timings["image_build_s"] = args.image_build_s
     try:
-        demo(stack, args.slaves, timings)
-        stack.run("--profile", "demo", "--profile", "ci-web", "down", "-v")
-        plain(stack, args.slaves, timings)
+        if args.only != "plain":
+            demo(stack, args.slaves, timings)
+            stack.run("--profile", "demo", "--profile", "ci-web", "down", "-v")
+        if args.only != "demo":
+            plain(stack, args.slaves, timings)
     except (CheckFailed, subprocess.TimeoutExpired) as e:
         print(f"compose check FAILED: {e}", file=sys.stderr)
         return 1

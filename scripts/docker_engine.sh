@@ -34,7 +34,10 @@ engine_start() {
   ENGINE_BIN=$(mktemp -d)
   ln -s /usr/bin/docker "$ENGINE_BIN/docker"
   export PATH="$ENGINE_BIN:$PATH"
-  "$KIT/start_dockerd.sh" || die "this machine cannot run dockerd (see $TRIAL_DIR/dockerd.log)"
+  if ! "$KIT/start_dockerd.sh" >"$TRIAL_DIR/start_dockerd.out" 2>&1; then
+    die "this machine cannot run dockerd: $(grep -v '^ *$' "$TRIAL_DIR/start_dockerd.out" | tail -1) (all of it: $TRIAL_DIR/dockerd.log)"
+  fi
+  say "$(head -1 "$TRIAL_DIR/start_dockerd.out")"
   local image t0
   for image in python:3.11-slim redis:7 mariadb:11; do
     docker image inspect "$image" >/dev/null 2>&1 && continue

@@ -34,7 +34,9 @@ cleanup() {
 trap cleanup EXIT
 engine_start
 
-docker run -d --name "$NAME" --network host -w /src \
+# --init: a process 1 that reaps orphans, as a machine's init does (the tests kill
+# daemonized servers and wait for them to be gone)
+docker run -d --init --name "$NAME" --network host -w /src \
   -e SRCRAWL_TEST_MYSQL_URL="$MYSQL_URL" -e PYTEST_ADDOPTS="--junitxml=/tmp/junit.xml" \
   python:3.11-slim sleep infinity >/dev/null
 # the clone as git has it (what a user clones), without this machine's caches

@@ -244,3 +244,18 @@ def test_scripts_test_names_the_command_that_installs_what_is_missing(tmp_path) 
     assert "missing chromium wget" in lines[0] and "redis-server" not in lines[0]
     if shutil.which("apt-get"):
         assert lines[0].endswith("apt-get install -y --no-install-recommends chromium wget")
+
+
+def test_each_srcrawl_service_is_healthy_only_while_it_does_its_job() -> None:
+    s = services()
+    for name, role in (("master", "master"), ("slave", "slave"), ("indexer", "indexer"),
+                       ("ranker", "ranker"), ("portal", "portal")):  # fmt: skip
+        test = s[name]["healthcheck"]["test"]
+        assert test == ["CMD", "srcrawl", "health", role], name
+        ctx = resolve(test[2:]).make_context("health", test[3:])
+        assert ctx.params["role"] == role
+    # the portal's check asks the port it serves in its container
+    port = s["portal"]["command"][s["portal"]["command"].index("--port") + 1]
+    assert resolve(["health", "portal"]).make_context("health", ["portal"]).params["url"] == (
+        f"http://127.0.0.1:{port}/healthz"
+    )

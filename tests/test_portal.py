@@ -337,7 +337,7 @@ def test_compose_publishes_the_portal_with_a_health_check() -> None:
     assert command.name == "serve" and ctx.params["bind"] == "0.0.0.0"
     assert ctx.params["port"] == 8080
     assert portal["ports"] == ["${PORTAL_PORT:-8080}:8080"]  # 8080 unless PORTAL_PORT is set
-    assert "/healthz" in " ".join(portal["healthcheck"]["test"])
+    assert portal["healthcheck"]["test"] == ["CMD", "srcrawl", "health", "portal"]  # /healthz
 
 
 def test_keep_alive_answers_without_a_delayed_ack_wait(portal_url) -> None:
