@@ -161,7 +161,18 @@ def test_every_service_that_reads_page_texts_has_the_warc_volume() -> None:
         assert s[name]["environment"]["SRCRAWL_WARC_DIR"] == "/warc", name
         assert any(v.startswith("warc-data:/warc") for v in s[name]["volumes"]), name
     assert "warc-data:/warc" in s["slave"]["volumes"]  # the only writer
-    assert all(v.endswith(":ro") for n in ("master", "indexer", "portal") for v in s[n]["volumes"])
+    assert all(v.endswith(":ro") for n in ("master", "indexer", "portal")
+               for v in s[n]["volumes"] if v.startswith("warc-data:"))  # fmt: skip
+
+
+def test_the_index_volume_is_shared_by_its_writer_and_its_readers() -> None:
+    """The indexer writes the Tantivy index; the portal and `exec master srcrawl search`
+    read it from the same volume (read-write: a Tantivy reader takes the meta lock)."""
+    s = services()
+    for name in ("master", "indexer", "portal"):
+        assert s[name]["environment"]["SRCRAWL_INDEX_DIR"] == "/index", name
+        assert "index-data:/index" in s[name]["volumes"], name
+    assert not any(v.startswith("index-data") for v in s["slave"]["volumes"])
 
 
 def test_mariadb_takes_its_character_set_as_server_options() -> None:
