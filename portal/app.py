@@ -169,7 +169,10 @@ def _control_routes(app: FastAPI, portal: Portal) -> None:
         from srcrawl.master.crawl_run import add_seeds as add
 
         try:
-            published = await asyncio.to_thread(add, portal.cfg, body.urls)
+            added = await asyncio.to_thread(add, portal.cfg, body.urls)
         except SrcrawlError as e:  # a malformed URL, a scheme not crawled
             raise HTTPException(status_code=400, detail=str(e)) from e
-        return {"added": len(body.urls), "strategy_version": published.version}
+        # every seed given is queued (no address judge here: the fetch still refuses
+        # what the crawl's policy does), so a strategy was published with them
+        assert added.strategy is not None
+        return {"added": len(added.queued), "strategy_version": added.strategy.version}
