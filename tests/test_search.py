@@ -138,6 +138,21 @@ def test_chinese_queries_are_segmented_for_search(store, index) -> None:
     assert result.hits and result.hits[0].url.endswith("/prc")
 
 
+def test_a_lone_chinese_character_in_a_query_is_wanted_not_required(store, index) -> None:
+    # jieba leaves 用 alone in the query; the answer says 使用 (one word, no 用 token) and
+    # only a list of titles holds 用 standing alone
+    answer = make_page("backup", "使用 rsync 进行备份，每天备份一次。", title="备份")
+    toc = make_page("toc", "目录 备份 用 rsync 用 于 安装")
+    searcher = index_pages(store, index, [answer, toc, *corpus()])
+    result = searcher.search("用 rsync 备份")
+    assert result.mode == "and" and result.hits[0].url.endswith("/backup")
+    assert {h.url.rsplit("/", 1)[1] for h in result.hits} == {"backup", "toc"}
+    assert "用" in result.terms
+    # a query of nothing but lone characters still requires them
+    only = searcher.search("用")
+    assert [h.url.rsplit("/", 1)[1] for h in only.hits] == ["toc"]
+
+
 def test_pagerank_is_a_bounded_prior(store, index) -> None:
     twins = [make_page(f"twin-{i}", f"分布式爬虫 crawler 分布式爬虫 {i}") for i in range(2)]
     searcher = index_pages(store, index, [*twins, *corpus()])
