@@ -21,7 +21,7 @@ most that times 1 + w after the prior), so the ranking stays exact.
 Duplicates collapse into their best-ranked page: the same body tokens (the
 ``digest`` fast field), or a body simhash within SIMHASH_NEAR_BITS bits
 (near-duplicates). A hit says how many similar pages it stands for (among
-the pool).
+the pool) and the URLs of the first SIMILAR_URLS of them.
 
 Snippets come from the page's own text (the host's repeated text, menus
 and footers, taken out as the index did) with its original punctuation.
@@ -47,6 +47,7 @@ from srcrawl.defaults import (
     DEFAULT_SNIPPET_CHARS,
     MAX_TERM_CHARS,
     SIMHASH_NEAR_BITS,
+    SIMILAR_URLS,
 )
 from srcrawl.errors import SrcrawlError
 from srcrawl.indexer import query as q
@@ -74,10 +75,12 @@ class Hit:
     snippet: str
     fp: int
     similar: int = 0  # duplicates and near-duplicates collapsed into this hit
+    similar_urls: list[str] = field(default_factory=list)  # theirs (at most SIMILAR_URLS)
 
     def as_json(self) -> dict:
         return {"url": self.url, "title": self.title, "score": round(self.score, 6),
-                "snippet": self.snippet, "similar": self.similar}  # fmt: skip
+                "snippet": self.snippet, "similar": self.similar,
+                "similar_urls": self.similar_urls}  # fmt: skip
 
 
 @dataclass
@@ -103,6 +106,7 @@ class _Scored:
     digest: int
     simhash: int
     similar: int = 0
+    members: list[int] = field(default_factory=list)  # the pages folded into it
 
 
 class Searcher:
@@ -222,14 +226,21 @@ class Searcher:
 
     def _hits(self, found: list[_Scored], terms: list[str]) -> list[Hit]:
         pages = {row[0]: row for row in self.store.index_documents([s.fp for s in found])}
+        similar = self._similar_urls(found)
         hits = []
         for s in found:
             if s.fp in pages:
                 _fp, _at, url, title, text = pages[s.fp]
                 own = self.boilerplate.own_text(host_of(url))  # menus are no snippet
                 snippet = make_snippet(text, snippet_terms(text, terms), self.snippet_chars, own)
-                hits.append(Hit(url, title, s.score, snippet, s.fp, s.similar))
+                hits.append(Hit(url, title, s.score, snippet, s.fp, s.similar,
+                                [similar[m] for m in s.members[:SIMILAR_URLS] if m in similar]))
         return hits
+
+    def _similar_urls(self, found: list[_Scored]) -> dict[int, str]:
+        """The URLs of the pages folded into the hits (the first SIMILAR_URLS of each)."""
+        fps = [m for s in found for m in s.members[:SIMILAR_URLS]]
+        return {p.fp: p.url for p in self.store.get_pages(fps)} if fps else {}
 
 
 def snippet_terms(text: str, terms: list[str]) -> list[str]:
@@ -295,6 +306,7 @@ def _collapse(scored: list[_Scored], top: int) -> list[_Scored]:
         same = _same(s, kept, by_digest)
         if same is not None:
             same.similar += 1
+            same.members.append(s.fp)
         else:
             kept.append(s)
             if s.digest:
@@ -324,9 +336,10 @@ def _count_rest(rest: list[_Scored], kept: list[_Scored]) -> None:
     near = np.bitwise_count(sims[:, None] ^ ksims[None, :]) <= NEAR
     near &= (sims[:, None] != 0) & (ksims[None, :] != 0)
     near |= (digests[:, None] == kdigests[None, :]) & (digests[:, None] != 0)
-    hit = near.any(axis=1)
-    for j in near.argmax(axis=1)[hit].tolist():
+    hit = np.flatnonzero(near.any(axis=1))
+    for i, j in zip(hit.tolist(), near.argmax(axis=1)[hit].tolist(), strict=True):
         kept[j].similar += 1
+        kept[j].members.append(rest[i].fp)
 
 
 _U64 = (1 << 64) - 1

@@ -481,6 +481,10 @@ SIMHASH_NEAR_BITS = 3
 """Pages whose 64-bit body simhashes differ in at most this many bits are near-duplicates
 (Manku, Jain and Das Sarma, WWW 2007)."""
 
+SIMILAR_URLS = 20
+"""URLs a search hit lists of the duplicates and near-duplicates collapsed into it (it
+counts them all): enough to show them, and a bounded store read a hit."""
+
 DEFAULT_SEARCH_TOP = 10
 """Hits `srcrawl search` prints."""
 

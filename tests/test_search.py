@@ -203,6 +203,14 @@ def test_duplicates_and_near_duplicates_collapse_into_one_hit(store, index) -> N
     kept = [n for n in ("orig", "copy", "near") if n in by_name]
     assert len(kept) == 1 and by_name[kept[0]].similar == 2
     assert by_name[kept[0]].as_json()["similar"] == 2
+    # the hit names the pages it stands for
+    folded = {u.rsplit("/", 1)[1] for u in by_name[kept[0]].similar_urls}
+    assert folded == {"orig", "copy", "near"} - {kept[0]}
+    assert by_name["other"].similar_urls == []
+    # past the hits asked for, the pages folded in are only counted at once: named too
+    (first,) = Searcher(store, index).search("tesseract word5", top=1).hits
+    assert first.url.rsplit("/", 1)[1] == kept[0] and first.similar == 2
+    assert {u.rsplit("/", 1)[1] for u in first.similar_urls} == folded
 
 
 def test_snippets_come_from_the_pages_own_text_with_its_punctuation(store, index) -> None:
