@@ -10,10 +10,11 @@ becomes a *unit*: one word matched in the title, body, anchor text or the
 host's repeated text, each field weighed (:data:`FIELD_BOOSTS`), stemmed as
 the index is; an identifier (``pg_hba.conf``) is matched whole in the
 ``ident`` field or as the phrase of its parts; a long Chinese word also by
-the shorter words jieba's search mode finds in it, weighed less. A phrase is a
-unit too. The required query holds every unit; the fill query (pages with
-some of the words) any of them, but still every phrase, ``site:`` and
-exclusion.
+the shorter words jieba's search mode finds in it, weighed less. A Chinese
+character standing alone in the query (用, 到) is wanted, not required
+(:func:`_lone_han`). A phrase is a unit too. The required query holds every
+unit; the fill query (pages with some of the words) any of them, but still
+every phrase, ``site:`` and exclusion.
 """
 
 from __future__ import annotations
@@ -111,11 +112,13 @@ class Units:
 
 def _lone_han(token: str) -> bool:
     """A query token of one Chinese character. jieba keeps content words whole (备份,
-    稳定版), so a character it leaves alone is nearly always a function word or a verb
-    particle (用 rsync 备份, 迁移到, 升级到下一个) that pages hold inside longer words
-    and hardly ever alone. Required, it passes over the answer for the few pages (a
-    table of contents of many titles) where it stands alone; so it only adds to a score.
-    A query of nothing but such characters still requires them."""
+    稳定版), so a character it leaves alone in a query is mostly a function word or a
+    verb particle (用 rsync 备份, 迁移到, 升级到下一个): a page answers such a query
+    whether or not it says 用 or 到 as a word of its own (it may write 使用, 通过), and
+    required, the character filtered the answer out and left the pages that list many
+    titles (a table of contents). So it only adds to a score. A query of nothing but
+    such characters still requires them.
+    """
     return len(token) == 1 and "\u4e00" <= token <= "\u9fff"
 
 

@@ -139,8 +139,8 @@ def test_chinese_queries_are_segmented_for_search(store, index) -> None:
 
 
 def test_a_lone_chinese_character_in_a_query_is_wanted_not_required(store, index) -> None:
-    # jieba leaves 用 alone in the query; the answer says 使用 (one word, no 用 token) and
-    # only a list of titles holds 用 standing alone
+    # jieba leaves 用 alone in the query; the answer says 使用 (one word, no 用 token)
+    # and a list of titles holds 用 standing alone
     answer = make_page("backup", "使用 rsync 进行备份，每天备份一次。", title="备份")
     toc = make_page("toc", "目录 备份 用 rsync 用 于 安装")
     searcher = index_pages(store, index, [answer, toc, *corpus()])
