@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from tantivy_index import index_in_process
 
+import srcrawl.indexer.search as search_module
 from srcrawl.indexer.search import QueryError, Searcher
 from srcrawl.indexer.snippets import make_snippet
 from srcrawl.sql.store import RANK_MEAN, Page
@@ -72,6 +73,24 @@ def test_pages_with_every_word_come_first_then_pages_with_most(store, index) -> 
     assert result.mode == "and" and result.matches == 1
     # "two" scores more by BM25 alone (its words five times over), but lacks a word
     assert [h.url.rsplit("/", 1)[1] for h in result.hits] == ["all", "two", "one"]
+
+
+def test_a_page_short_of_a_word_passes_only_when_it_scores_far_more(store, index) -> None:
+    # a table of contents holds every word once among many titles; the section that
+    # answers names its topic throughout but says "move" where the query says "migrate"
+    titles = " ".join(f"chapter{i} section{i}" for i in range(150))
+    toc = make_page("toc", f"contents {titles} migrate iptables nftables", title="Contents")
+    answer = make_page("answer", "nftables replaces iptables: move the iptables rules to "
+                       "nftables with iptables-translate. " * 3, title="nftables")  # fmt: skip
+    searcher = index_pages(store, index, [toc, answer, *corpus()])
+    result = searcher.search("migrate iptables nftables")
+    assert result.mode == "and" and result.matches == 1  # only the toc has every word
+    assert [h.url.rsplit("/", 1)[1] for h in result.hits] == ["answer", "toc"]
+    # the share is what lets it pass: counted at a tenth, it stays below
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(search_module, "SOME_WORDS_SHARE", 0.1)
+        low = searcher.search("migrate iptables nftables")
+    assert [h.url.rsplit("/", 1)[1] for h in low.hits] == ["toc", "answer"]
 
 
 def test_and_falls_back_to_pages_with_some_words(store, index) -> None:
@@ -208,7 +227,7 @@ def test_duplicates_and_near_duplicates_collapse_into_one_hit(store, index) -> N
     assert folded == {"orig", "copy", "near"} - {kept[0]}
     assert by_name["other"].similar_urls == []
     # past the hits asked for, the pages folded in are only counted at once: named too
-    (first,) = Searcher(store, index).search("tesseract word5", top=1).hits
+    (first,) = Searcher(store, index).search("word5 word6", top=1).hits
     assert first.url.rsplit("/", 1)[1] == kept[0] and first.similar == 2
     assert {u.rsplit("/", 1)[1] for u in first.similar_urls} == folded
 
