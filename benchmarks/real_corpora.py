@@ -168,17 +168,18 @@ def crawl_index_rank(jcfg: Config, seed: str, slaves: int, say: Progress) -> dic
 
 
 # -- searching -------------------------------------------------------------------
-def srcrawl_search(jcfg: Config) -> Callable[[str, int], list[str]]:
-    """srcrawl's in-process search of the job's index: query, top → the hits' URLs (none
-    for a query it refuses), as `srcrawl search` answers. The one place the benchmark
-    calls the search engine."""
+def srcrawl_search(jcfg: Config) -> Callable[[str, int], list[list[str]]]:
+    """srcrawl's in-process search of the job's index: query, top → each hit's URL followed
+    by those of the duplicates and near-duplicates it stands for (no hits for a query it
+    refuses), as `srcrawl search` answers. The one place the benchmark calls the search
+    engine."""
     from srcrawl.indexer.search import QueryError, Searcher
 
     searcher = Searcher(jcfg.store(), jcfg.index_path)
 
-    def search(query: str, top: int) -> list[str]:
+    def search(query: str, top: int) -> list[list[str]]:
         try:
-            return [h.url for h in searcher.search(query, top=top).hits]
+            return [[h.url, *h.similar_urls] for h in searcher.search(query, top=top).hits]
         except QueryError:
             return []
 
@@ -207,16 +208,31 @@ def stored_documents(store: Store, progress: Progress) -> list[tuple[str, str]]:
 # -- the evaluation --------------------------------------------------------------
 @dataclass
 class Outcome:
-    """One query's top-10 corpus paths from srcrawl and from BM25, and the answer's rank."""
+    """One query's top-10 corpus paths from srcrawl and from BM25, and the answer's rank.
+
+    A srcrawl hit that stands for duplicates or near-duplicates of its page (the engine's
+    own test: the same body tokens, or simhashes a few bits apart) finds the answer when
+    one of them is the answer: the engine showed that page as this hit ("n similar
+    pages") instead of repeating it. BM25 lists every copy as a hit of its own (each
+    copy takes a place of the ten).
+    """
 
     query: str
     answers: tuple[str, ...]
     srcrawl: list[str]
     bm25: list[str]
+    srcrawl_similar: list[list[str]] = field(default_factory=list)  # per hit, its copies
 
     @property
     def srcrawl_rank(self) -> int | None:
-        return rank_of_answer(self.answers, self.srcrawl)
+        for rank, (path, similar) in enumerate(self._with_similar(), 1):
+            if path in self.answers or any(p in self.answers for p in similar):
+                return rank
+        return None
+
+    def _with_similar(self) -> Iterator[tuple[str, list[str]]]:
+        for i, path in enumerate(self.srcrawl):
+            yield path, self.srcrawl_similar[i] if i < len(self.srcrawl_similar) else []
 
     @property
     def bm25_rank(self) -> int | None:
@@ -229,6 +245,7 @@ class Outcome:
             "srcrawl_rank": self.srcrawl_rank,
             "bm25_rank": self.bm25_rank,
             "srcrawl": self.srcrawl,
+            "srcrawl_similar": self.srcrawl_similar,
             "bm25": self.bm25,
         }
 
@@ -315,11 +332,13 @@ def evaluate(result: CorpusResult, jcfg: Config, qf: QueryFile, progress: Progre
     result.seconds["bm25_build_s"] = time.monotonic() - t0
     for q in qf.queries:
         t1 = time.perf_counter()
-        urls = search(q.query, TOP)
+        hits = search(q.query, TOP)
         result.search_ms.append((time.perf_counter() - t1) * 1000)
         best = [docs[i][0] for i in bm25.top(tok.tokens(q.query), TOP)]
-        result.outcomes.append(Outcome(q.query, q.answers, [corpus_path(u) for u in urls],
-                                       [corpus_path(u) for u in best]))  # fmt: skip
+        paths = [[corpus_path(u) for u in hit] for hit in hits]
+        result.outcomes.append(Outcome(q.query, q.answers, [p[0] for p in paths],
+                                       [corpus_path(u) for u in best],
+                                       [p[1:] for p in paths]))  # fmt: skip
 
 
 def run_corpus(

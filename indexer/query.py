@@ -10,10 +10,11 @@ becomes a *unit*: one word matched in the title, body, anchor text or the
 host's repeated text, each field weighed (:data:`FIELD_BOOSTS`), stemmed as
 the index is; an identifier (``pg_hba.conf``) is matched whole in the
 ``ident`` field or as the phrase of its parts; a long Chinese word also by
-the shorter words jieba's search mode finds in it, weighed less. A phrase is a
-unit too. The required query holds every unit; the fill query (pages with
-some of the words) any of them, but still every phrase, ``site:`` and
-exclusion.
+the shorter words jieba's search mode finds in it, weighed less. A Chinese
+character standing alone in the query (用, 到) is wanted, not required
+(:func:`_lone_han`). A phrase is a unit too. The required query holds every
+unit; the fill query (pages with some of the words) any of them, but still
+every phrase, ``site:`` and exclusion.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ IDENT_BOOST = 4.0
 """An identifier found whole: the page names ``pg_hba.conf`` itself, not ``pg`` near ``hba``."""
 SEARCH_PART_BOOST = 0.3
 """A shorter word inside a long Chinese query word, found where the long word is not."""
+LONE_HAN_BOOST = 0.3
+"""A Chinese character jieba leaves standing alone in a query (用, 到, 下): wanted, not
+required (see :func:`_lone_han`)."""
 PHRASE_FIELDS = ("title", "body", "anchor")
 
 _PIECE = re.compile(r'(-?)"([^"]*)"?|(-?)site:(\S+)|(\S+)')
@@ -94,6 +98,7 @@ class Units:
     """A query's units (see the module doc), what they search for, and the rest."""
 
     required: list[Query] = field(default_factory=list)  # words and identifiers
+    optional: list[Query] = field(default_factory=list)  # lone Chinese characters
     phrases: list[Query] = field(default_factory=list)
     excluded: list[Query] = field(default_factory=list)
     sites: list[Query] = field(default_factory=list)
@@ -103,6 +108,18 @@ class Units:
     @property
     def positive(self) -> int:
         return len(self.required) + len(self.phrases)
+
+
+def _lone_han(token: str) -> bool:
+    """A query token of one Chinese character. jieba keeps content words whole (备份,
+    稳定版), so a character it leaves alone in a query is mostly a function word or a
+    verb particle (用 rsync 备份, 迁移到, 升级到下一个): a page answers such a query
+    whether or not it says 用 or 到 as a word of its own (it may write 使用, 通过), and
+    required, the character filtered the answer out and left the pages that list many
+    titles (a table of contents). So it only adds to a score. A query of nothing but
+    such characters still requires them.
+    """
+    return len(token) == 1 and "\u4e00" <= token <= "\u9fff"
 
 
 def _word_units(tokenizer: Tokenizer, word: str, units: Units) -> None:
@@ -120,6 +137,9 @@ def _word_units(tokenizer: Tokenizer, word: str, units: Units) -> None:
         if token in units.terms:
             continue
         units.terms.append(token)
+        if _lone_han(token):
+            units.optional.append(_fields_query(token, LONE_HAN_BOOST))
+            continue
         parts = tokenizer.search_parts(token)
         if not parts:
             units.required.append(_fields_query(token))
@@ -143,6 +163,9 @@ def units_of(tokenizer: Tokenizer, parsed: ParsedQuery) -> Units:
     units = Units()
     for word in parsed.words:
         _word_units(tokenizer, word, units)
+    if not units.required and not parsed.phrases:
+        # nothing but lone characters ("书"): they are what is searched for
+        units.required, units.optional = units.optional, []
     for phrase in parsed.phrases:
         q, tokens = _phrase_unit(tokenizer, phrase)
         if q is not None:
@@ -173,6 +196,7 @@ def _filters(units: Units) -> list[tuple[Occur, Query]]:
 def every_word(units: Units) -> Query:
     """Pages with every unit (and the filters)."""
     clauses = [(Occur.Must, q) for q in units.required] + _filters(units)
+    clauses += [(Occur.Should, q) for q in units.optional]
     if not units.positive:  # only site: (and exclusions): every page of the site
         clauses.append((Occur.Must, Query.const_score_query(Query.all_query(), 1.0)))
     return Query.boolean_query(clauses)
@@ -181,5 +205,11 @@ def every_word(units: Units) -> Query:
 def some_words(units: Units) -> Query:
     """Pages with at least one word unit, or with the phrases if there are any (and the
     filters): the fill after every_word."""
-    clauses = [(Occur.Should, q) for q in units.required] + _filters(units)
-    return Query.boolean_query(clauses, minimum_number_should_match=0 if units.phrases else 1)
+    some = [(Occur.Should, q) for q in units.required]
+    wanted = [(Occur.Should, q) for q in units.optional]
+    if units.phrases or not some:  # the phrases (filters) are what a page must hold
+        return Query.boolean_query([*some, *wanted, *_filters(units)])
+    if wanted:  # one of the words at least; the lone characters only add
+        return Query.boolean_query([(Occur.Must, Query.boolean_query(some)), *wanted,
+                                    *_filters(units)])  # fmt: skip
+    return Query.boolean_query([*some, *_filters(units)], minimum_number_should_match=1)

@@ -1,27 +1,31 @@
 """Ranked search over the Tantivy index (indexer/engine.py).
 
-A query (indexer/query.py) is answered in two tiers: first the pages with
-every word, by Tantivy's BM25 over the fields (block-max WAND, exact top-k);
-then, when they are fewer than asked for, the pages with some of the words
-(a disjunction, where a page with more of them scores more) fill the list.
-A page of the second tier never ranks above one of the first.
+A query (indexer/query.py) is answered by two Tantivy queries: the pages with
+every word, by BM25 over the fields (block-max WAND, exact top-k), and, when
+the query has more than one word, the pages with some of the words (a
+disjunction, where a page with more of them scores more), whose scores count
+SOME_WORDS_SHARE of their worth. The two lists merge by score: a page that
+lacks a word ranks above one with every word only when its words score more
+than 1/SOME_WORDS_SHARE (four) times as much (a section that names the topic
+throughout but says "move" where the query says "migrate" passes a table of
+contents that happens to hold every word once).
 
-PageRank is a bounded, query-independent prior inside a tier, with pr the
-page's score and m the mean score of the ranked pages::
+PageRank is a bounded, query-independent prior on both queries' scores, with
+pr the page's score and m the mean score of the ranked pages::
 
     score(d, q) = bm25(d, q) · (1 + w · pr / (pr + m))
 
 so rank lifts a score by less than the fraction w (DEFAULT_RANK_WEIGHT), a
-page of average rank by w/2, and never lifts a page of the second tier (some
-words) over one of the first (every word). It is applied to the best
-DEFAULT_RERANK_POOL hits; the pool is widened until no page below it could
-rise into the results (a page below scores at most the pool's lowest, so at
-most that times 1 + w after the prior), so the ranking stays exact.
+page of average rank by w/2, and a page without any of the words is never
+found at all. It is applied to the best DEFAULT_RERANK_POOL hits; the pool is
+widened until no page below it could rise into the results (a page below
+scores at most the pool's lowest, so at most that times 1 + w after the
+prior), so the ranking stays exact.
 
 Duplicates collapse into their best-ranked page: the same body tokens (the
 ``digest`` fast field), or a body simhash within SIMHASH_NEAR_BITS bits
 (near-duplicates). A hit says how many similar pages it stands for (among
-the pool).
+the pool) and the URLs of the first SIMILAR_URLS of them.
 
 Snippets come from the page's own text (the host's repeated text, menus
 and footers, taken out as the index did) with its original punctuation.
@@ -47,6 +51,8 @@ from srcrawl.defaults import (
     DEFAULT_SNIPPET_CHARS,
     MAX_TERM_CHARS,
     SIMHASH_NEAR_BITS,
+    SIMILAR_URLS,
+    SOME_WORDS_SHARE,
 )
 from srcrawl.errors import SrcrawlError
 from srcrawl.indexer import query as q
@@ -74,10 +80,12 @@ class Hit:
     snippet: str
     fp: int
     similar: int = 0  # duplicates and near-duplicates collapsed into this hit
+    similar_urls: list[str] = field(default_factory=list)  # theirs (at most SIMILAR_URLS)
 
     def as_json(self) -> dict:
         return {"url": self.url, "title": self.title, "score": round(self.score, 6),
-                "snippet": self.snippet, "similar": self.similar}  # fmt: skip
+                "snippet": self.snippet, "similar": self.similar,
+                "similar_urls": self.similar_urls}  # fmt: skip
 
 
 @dataclass
@@ -103,6 +111,7 @@ class _Scored:
     digest: int
     simhash: int
     similar: int = 0
+    members: list[int] = field(default_factory=list)  # the pages folded into it
 
 
 class Searcher:
@@ -177,10 +186,9 @@ class Searcher:
             prior = _Prior(ranks, self.rank_weight)
             found, matches = self._tier(searcher, q.every_word(units), top, prior)
             mode = "and" if found else "none"
-            if len(found) < top and units.positive > 1:
+            if units.positive > 1:
                 more, some = self._tier(searcher, q.some_words(units), top, prior)
-                seen = {s.fp for s in found}
-                found += [s for s in more if s.fp not in seen][: top - len(found)]
+                found = _merge(found, more, top)
                 if mode == "none" and more:
                     mode, matches = "or", some
                     notes.append("no page holds every word; pages holding some of them are shown")
@@ -222,14 +230,35 @@ class Searcher:
 
     def _hits(self, found: list[_Scored], terms: list[str]) -> list[Hit]:
         pages = {row[0]: row for row in self.store.index_documents([s.fp for s in found])}
+        similar = self._similar_urls(found)
         hits = []
         for s in found:
             if s.fp in pages:
                 _fp, _at, url, title, text = pages[s.fp]
                 own = self.boilerplate.own_text(host_of(url))  # menus are no snippet
                 snippet = make_snippet(text, snippet_terms(text, terms), self.snippet_chars, own)
-                hits.append(Hit(url, title, s.score, snippet, s.fp, s.similar))
+                folded = [similar[m] for m in s.members[:SIMILAR_URLS] if m in similar]
+                hits.append(Hit(url, title, s.score, snippet, s.fp, s.similar, folded))
         return hits
+
+    def _similar_urls(self, found: list[_Scored]) -> dict[int, str]:
+        """The URLs of the pages folded into the hits (the first SIMILAR_URLS of each)."""
+        fps = [m for s in found for m in s.members[:SIMILAR_URLS]]
+        return {p.fp: p.url for p in self.store.get_pages(fps)} if fps else {}
+
+
+def _merge(every: list[_Scored], some: list[_Scored], top: int) -> list[_Scored]:
+    """The ``top`` best of the pages with every word and those with some (the latter's
+    scores times SOME_WORDS_SHARE): exact, as each list is its tier's best ``top`` (a page
+    of the second tier left out has ``top`` pages of its tier above it, each still above it
+    after the share, and the pages with every word score as much in either tier)."""
+    seen = {s.fp for s in every}
+    for s in some:
+        if s.fp not in seen:
+            s.score *= SOME_WORDS_SHARE
+            every.append(s)
+    every.sort(key=lambda s: (-s.score, s.fp))
+    return every[:top]
 
 
 def snippet_terms(text: str, terms: list[str]) -> list[str]:
@@ -295,6 +324,7 @@ def _collapse(scored: list[_Scored], top: int) -> list[_Scored]:
         same = _same(s, kept, by_digest)
         if same is not None:
             same.similar += 1
+            same.members.append(s.fp)
         else:
             kept.append(s)
             if s.digest:
@@ -324,9 +354,10 @@ def _count_rest(rest: list[_Scored], kept: list[_Scored]) -> None:
     near = np.bitwise_count(sims[:, None] ^ ksims[None, :]) <= NEAR
     near &= (sims[:, None] != 0) & (ksims[None, :] != 0)
     near |= (digests[:, None] == kdigests[None, :]) & (digests[:, None] != 0)
-    hit = near.any(axis=1)
-    for j in near.argmax(axis=1)[hit].tolist():
+    hit = np.flatnonzero(near.any(axis=1))
+    for i, j in zip(hit.tolist(), near.argmax(axis=1)[hit].tolist(), strict=True):
         kept[j].similar += 1
+        kept[j].members.append(rest[i].fp)
 
 
 _U64 = (1 << 64) - 1

@@ -15,6 +15,9 @@ class HitOut(BaseModel):
     score: float
     snippet: str = Field(description="Text around the query terms, each marked «like this»")
     similar: int = Field(0, description="Duplicate and near-duplicate pages folded into this one")
+    similar_urls: list[str] = Field(
+        default_factory=list, description="Their URLs (the first 20; `similar` counts all)"
+    )
 
 
 class SearchOut(BaseModel):

@@ -479,8 +479,25 @@ DEFAULT_RANK_WEIGHT = 0.2
 """How much PageRank can raise a BM25 score: by at most this fraction (a page of average
 rank by half of it). Small, because rank is query-independent: on real documentation sites
 tables of contents and chapter pages hold the most rank and outranked the sections that
-answer (MRR 0.82 blended at 0.5, 0.90 without rank); at 0.2 rank only orders pages whose
-text scores within 20 % of each other. The real-corpus evaluation judges it."""
+answer (MRR 0.82 blended at 0.5 on the SQL index, 0.90 without rank). Chosen on the
+real-corpus evaluation (`srcrawl bench search --corpus django-en --corpus
+debian-handbook-zh`, docs/BENCHMARKS.md): on the Tantivy index every weight from 0 to 0.3
+gives the same ranks on both corpora, 0.5 and 1.0 put one more English answer second
+(success@1 0.912 -> 0.895); 0.2 keeps a margin below that and still orders pages whose
+text scores within 20 % of each other (the known-item test web, where links mean
+something, keeps MRR 0.997)."""
+
+SOME_WORDS_SHARE = 0.25
+"""What the score of a page lacking one or more of a query's words counts against pages
+with every word (indexer/search.py): a soft "every word first". Strict tiers (a page with
+every word always first) put a table of contents that holds each word once above the
+section that answers in other words. On the real-corpus evaluation every share from 0.25
+to 0.75 gave debian-handbook-zh 1.000 on all three figures (strict tiers: success@1
+0.979, MRR 0.990) and django-en the same or a little better; on the generated pages of
+`bench search --pages` (random words, queries of random words of one page: there every
+word is what singles the page out) 0.25 keeps the source page first as often as strict
+tiers do (81 of 200), 0.35 and 0.5 less often (69 and 40). So 0.25: a page short of a word
+passes one with every word only when its words score four times as much."""
 
 DEFAULT_RERANK_POOL = 200
 """BM25 hits a query rescores with PageRank and collapses duplicates among (widened when a
@@ -489,6 +506,10 @@ page below the pool could still rise into the results: the ranking stays exact).
 SIMHASH_NEAR_BITS = 3
 """Pages whose 64-bit body simhashes differ in at most this many bits are near-duplicates
 (Manku, Jain and Das Sarma, WWW 2007)."""
+
+SIMILAR_URLS = 20
+"""URLs a search hit lists of the duplicates and near-duplicates collapsed into it (it
+counts them all): enough to show them, and a bounded store read a hit."""
 
 DEFAULT_SEARCH_TOP = 10
 """Hits `srcrawl search` prints."""

@@ -59,6 +59,10 @@ def test_answers_are_judged_by_their_path_and_scored() -> None:
         Outcome("q2", ("b",), srcrawl=["c", "d", "e", "b"], bm25=["b"]),
         Outcome("q3", ("c",), srcrawl=[], bm25=["a", "b", "c"]),
     ]
+    # a hit standing for a duplicate of the answer finds it at that hit's rank
+    folded = Outcome("q4", ("c",), srcrawl=["a", "b"], bm25=[], srcrawl_similar=[[], ["c"]])
+    assert folded.srcrawl_rank == 2 and folded.as_json()["srcrawl_similar"] == [[], ["c"]]
+    assert Outcome("q5", ("c",), srcrawl=["a"], bm25=[]).srcrawl_rank is None
     assert result.figures("srcrawl") == pytest.approx(
         {"success@1": 1 / 3, "success@3": 1 / 3, "mrr@10": (1 + 1 / 4) / 3}
     )

@@ -96,7 +96,7 @@ def test_api_search_pages_ranked_hits_with_totals(indexed, portal_url) -> None:
     first = _get(portal_url, "/api/search", q=word, size=5).json()
     assert first["mode"] == "and" and first["matches"] >= 15 and first["pages"] >= 3
     assert len(first["hits"]) == 5 and first["elapsed_ms"] > 0
-    assert set(first["hits"][0]) == {"url", "title", "score", "snippet", "similar"}
+    assert set(first["hits"][0]) == {"url", "title", "score", "snippet", "similar", "similar_urls"}
     scores = [h["score"] for h in first["hits"]]
     assert scores == sorted(scores, reverse=True)
     assert all(f"«{word}»" in h["snippet"].lower() for h in first["hits"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from tantivy_index import index_in_process
 
+import srcrawl.indexer.search as search_module
 from srcrawl.indexer.search import QueryError, Searcher
 from srcrawl.indexer.snippets import make_snippet
 from srcrawl.sql.store import RANK_MEAN, Page
@@ -74,6 +75,24 @@ def test_pages_with_every_word_come_first_then_pages_with_most(store, index) -> 
     assert [h.url.rsplit("/", 1)[1] for h in result.hits] == ["all", "two", "one"]
 
 
+def test_a_page_short_of_a_word_passes_only_when_it_scores_far_more(store, index) -> None:
+    # a table of contents holds every word once among many titles; the section that
+    # answers names its topic throughout but says "move" where the query says "migrate"
+    titles = " ".join(f"chapter{i} section{i}" for i in range(150))
+    toc = make_page("toc", f"contents {titles} migrate iptables nftables", title="Contents")
+    answer = make_page("answer", "nftables replaces iptables: move the iptables rules to "
+                       "nftables with iptables-translate. " * 3, title="nftables")  # fmt: skip
+    searcher = index_pages(store, index, [toc, answer, *corpus()])
+    result = searcher.search("migrate iptables nftables")
+    assert result.mode == "and" and result.matches == 1  # only the toc has every word
+    assert [h.url.rsplit("/", 1)[1] for h in result.hits] == ["answer", "toc"]
+    # the share is what lets it pass: counted at a tenth, it stays below
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(search_module, "SOME_WORDS_SHARE", 0.1)
+        low = searcher.search("migrate iptables nftables")
+    assert [h.url.rsplit("/", 1)[1] for h in low.hits] == ["toc", "answer"]
+
+
 def test_and_falls_back_to_pages_with_some_words(store, index) -> None:
     result = index_pages(store, index, corpus()).search("tesseract 图书馆")
     assert result.mode == "or"
@@ -138,6 +157,21 @@ def test_chinese_queries_are_segmented_for_search(store, index) -> None:
     assert result.hits and result.hits[0].url.endswith("/prc")
 
 
+def test_a_lone_chinese_character_in_a_query_is_wanted_not_required(store, index) -> None:
+    # jieba leaves 用 alone in the query; the answer says 使用 (one word, no 用 token)
+    # and a list of titles holds 用 standing alone
+    answer = make_page("backup", "使用 rsync 进行备份，每天备份一次。", title="备份")
+    toc = make_page("toc", "目录 备份 用 rsync 用 于 安装")
+    searcher = index_pages(store, index, [answer, toc, *corpus()])
+    result = searcher.search("用 rsync 备份")
+    assert result.mode == "and" and result.hits[0].url.endswith("/backup")
+    assert {h.url.rsplit("/", 1)[1] for h in result.hits} == {"backup", "toc"}
+    assert "用" in result.terms
+    # a query of nothing but lone characters still requires them
+    only = searcher.search("用")
+    assert [h.url.rsplit("/", 1)[1] for h in only.hits] == ["toc"]
+
+
 def test_pagerank_is_a_bounded_prior(store, index) -> None:
     twins = [make_page(f"twin-{i}", f"分布式爬虫 crawler 分布式爬虫 {i}") for i in range(2)]
     searcher = index_pages(store, index, [*twins, *corpus()])
@@ -188,6 +222,14 @@ def test_duplicates_and_near_duplicates_collapse_into_one_hit(store, index) -> N
     kept = [n for n in ("orig", "copy", "near") if n in by_name]
     assert len(kept) == 1 and by_name[kept[0]].similar == 2
     assert by_name[kept[0]].as_json()["similar"] == 2
+    # the hit names the pages it stands for
+    folded = {u.rsplit("/", 1)[1] for u in by_name[kept[0]].similar_urls}
+    assert folded == {"orig", "copy", "near"} - {kept[0]}
+    assert by_name["other"].similar_urls == []
+    # past the hits asked for, the pages folded in are only counted at once: named too
+    (first,) = Searcher(store, index).search("word5 word6", top=1).hits
+    assert first.url.rsplit("/", 1)[1] == kept[0] and first.similar == 2
+    assert {u.rsplit("/", 1)[1] for u in first.similar_urls} == folded
 
 
 def test_snippets_come_from_the_pages_own_text_with_its_punctuation(store, index) -> None:

@@ -48,7 +48,7 @@ def test_index_with_local_slaves_then_search(python, env) -> None:
     assert found.returncode == 0, found.stderr
     hits = json.loads(found.stdout)
     assert hits[0]["url"] == "http://127.0.0.1:9/planted"
-    assert set(hits[0]) == {"url", "title", "score", "snippet", "similar"}
+    assert set(hits[0]) == {"url", "title", "score", "snippet", "similar", "similar_urls"}
     assert "«tesseract»" in hits[0]["snippet"] and " ms" in found.stderr
 
     plain = cli(python, env, "search", "分布式系统 北京", "--top", "3")
