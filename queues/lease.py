@@ -79,12 +79,20 @@ def holder_id(role: str) -> str:
 
 def holder_lives_here(holder: str) -> bool:
     """True if ``holder`` names a process of this host that is running."""
+    pid = _local_pid(holder)
+    return pid is not None and _running(pid)
+
+
+def _local_pid(holder: str) -> int | None:
+    """The process id ``holder`` names if it names a process of this host, else None."""
     host, _, rest = holder.partition(":")
     pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
+    return int(pid) if host == socket.gethostname() and pid.isdigit() else None
+
+
+def _running(pid: int) -> bool:
     try:
-        os.kill(int(pid), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # alive, another user's
@@ -107,17 +115,8 @@ def clear_waiting(client: redis.Redis, lease_key: str) -> None:
 
 def _local_holder_is_dead(holder: str) -> bool:
     """True if ``holder`` names a process on this host that no longer exists."""
-    host, _, rest = holder.partition(":")
-    pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, another user's
-        return False
-    return False
+    pid = _local_pid(holder)
+    return pid is not None and not _running(pid)
 
 
 class FencedScript:
