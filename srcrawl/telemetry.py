@@ -15,6 +15,7 @@ Field names of the hash: ``fetches:<class>``, ``fetch_bytes:<class>``,
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -24,6 +25,9 @@ import redis
 
 from srcrawl.defaults import DEFAULT_HEARTBEAT_TTL, FETCH_SECONDS_BUCKETS
 from srcrawl.keys import Keys
+
+log = logging.getLogger("srcrawl.telemetry")
+_said_no_info = threading.Event()
 
 STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx", "1xx", "none")
 FETCH_ERROR_KINDS = (
@@ -141,7 +145,15 @@ def redis_memory(client: redis.Redis) -> tuple[int, int]:
     """(``used_memory``, ``maxmemory``) of Redis; of a Redis Cluster, those of its fullest
     node (whose INFO comes back per node), since that node fills first."""
     primaries = getattr(client, "PRIMARIES", None)  # a RedisCluster client: ask every primary
-    info = client.info("memory", target_nodes=primaries) if primaries else client.info("memory")
+    try:
+        info = client.info("memory", target_nodes=primaries) if primaries else client.info("memory")
+    except redis.exceptions.NoPermissionError:
+        # an ACL user not granted INFO: memory is unknown (0), so no memory guard acts
+        if not _said_no_info.is_set():
+            _said_no_info.set()
+            log.warning("this Redis user may not run INFO: Redis memory is not watched "
+                        "(grant it +info for --max-redis-memory and the memory metrics)")
+        return 0, 0
     if "used_memory" not in info and info and all(isinstance(v, dict) for v in info.values()):
         nodes = list(info.values())
         fullest = max(nodes, key=lambda n: int(n.get("used_memory", 0)))
