@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import pytest
 
@@ -81,9 +82,11 @@ def test_a_partitioned_crawl_fetches_exactly_the_reachable_set(web8, redis_url, 
     client = cfg.redis()
     parts = partition_keys(client, cfg.keys)
     assert len(parts) == 4
-    # every partition did its share: hosts hashed over all four (8 hosts, seed 11)
+    # every partition did its hosts' share (which hosts a partition holds hangs on the
+    # web's ports, drawn free for each run)
     per_part = [int(client.hget(k.stats("crawl"), "pages") or 0) for k in parts]
-    assert sum(per_part) == len(pages) and sum(1 for n in per_part if n) >= 3
+    owned = Counter(partition_of_url(p["url"], 4) for p in pages)
+    assert per_part == [owned[i] for i in range(4)] and sum(1 for n in per_part if n) >= 2
     forwarded = sum(int(client.hget(k.stats("crawl"), "links_forwarded") or 0) for k in parts)
     assert forwarded == 0  # the slaves routed every page link to its owner themselves
     r = srcrawl(["status", "--json"], env)
