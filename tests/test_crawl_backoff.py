@@ -6,19 +6,11 @@ from __future__ import annotations
 import time
 
 from srcrawl.master.crawl_master import _host_failed
-from srcrawl.master.frontier import Batch, Frontier, Requeue, now_ms
+from srcrawl.master.frontier import Batch, Requeue, now_ms
 from srcrawl.queues.crawl_protocol import ERROR_CONNECT, FetchTask, Retry
 from srcrawl.queues.envelope import decode
-from srcrawl.queues.lease import MasterLease
 
-HOST = "127.0.0.1:9000"
-
-
-def _frontier(redis_client, keys) -> tuple[Frontier, str]:
-    srq = keys.srq("crawl")
-    lease = MasterLease(redis_client, keys.master_lease("crawl"), "test", 10)
-    lease.acquire()
-    return Frontier(lease, keys, srq, keys.nrq("crawl"), "nrq-processing-test"), srq
+from .test_crawl_per_host import HOST, _frontier
 
 
 def _taken(redis_client, srq: str) -> list[str]:

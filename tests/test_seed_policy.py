@@ -7,13 +7,9 @@ start --keep-running` and `srcrawl slave start` run them.
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import json
-import os
-import signal
 import socket
-import subprocess
 import time
 from pathlib import Path
 
@@ -26,23 +22,10 @@ from srcrawl.slave.fetch_policy import is_public
 
 from .conftest import cli_env, run_cli
 from .test_fetch_policy import Route, page, serve
-from .test_lifecycle import CLI
+from .test_health import start, stop
 
 QUICK = ["--delay", "0", "--delay-factor", "0", "--fetch-timeout", "2", "--robots-defer",
          "0.2", "--depth", "3"]  # fmt: skip
-
-
-def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    out = open(log, "a")  # noqa: SIM115 - the child holds it
-    return subprocess.Popen([*CLI, *args], env=env, stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # fmt: skip
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
 
 
 def counted(body: bytes, hits: list[str], name: str) -> Route:
