@@ -49,12 +49,23 @@ def _run_scaling(
 
 
 @bench.command("queue")
-@click.option("--messages", default=100_000, show_default=True, type=click.IntRange(1),
-              help="Messages to push and pop.")  # fmt: skip
-@click.option("--batch", default=1000, show_default=True, type=click.IntRange(1),
-              help="Messages per pop/ack round trip.")  # fmt: skip
-@click.option("--size", default=64, show_default=True, type=click.IntRange(1),
-              help="Bytes per message.")  # fmt: skip
+@click.option(
+    "--messages",
+    default=100_000,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Messages to push and pop.",
+)
+@click.option(
+    "--batch",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Messages per pop/ack round trip.",
+)
+@click.option(
+    "--size", default=64, show_default=True, type=click.IntRange(1), help="Bytes per message."
+)
 @click.pass_context
 def bench_queue(ctx: click.Context, messages: int, batch: int, size: int) -> None:
     """Push, reliably pop and ack small messages through the protocol."""
@@ -67,26 +78,40 @@ def bench_queue(ctx: click.Context, messages: int, batch: int, size: int) -> Non
 
 @bench.command("parse")
 @click.option(
-    "--pages", default=2000, show_default=True, type=click.IntRange(1),
+    "--pages",
+    default=2000,
+    show_default=True,
+    type=click.IntRange(1),
     help="Pages for decoding and each fast parse path.",
-)  # fmt: skip
+)
 @click.option(
-    "--bs4-pages", default=100, show_default=True, type=click.IntRange(0),
+    "--bs4-pages",
+    default=100,
+    show_default=True,
+    type=click.IntRange(0),
     help="Pages for BeautifulSoup (0: skip it).",
-)  # fmt: skip
+)
 @click.option(
-    "--size-kb", default=30, show_default=True, type=click.IntRange(1, 10_000),
+    "--size-kb",
+    default=30,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
     help="Size of the generated page.",
-)  # fmt: skip
+)
 @click.option(
-    "--dir", "directory", type=click.Path(exists=True, file_okay=False, path_type=Path),
+    "--dir",
+    "directory",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Parse every *.html file under DIR instead of the generated page (lxml and lexbor "
     "taking turns; --pages, --bs4-pages and --size-kb do not apply).",
-)  # fmt: skip
+)
 @click.option(
-    "--rounds", default=3, show_default=True, type=click.IntRange(1),
+    "--rounds",
+    default=3,
+    show_default=True,
+    type=click.IntRange(1),
     help="With --dir: times each parse path goes over all the pages.",
-)  # fmt: skip
+)
 def bench_parse(
     pages: int, bs4_pages: int, size_kb: int, directory: Path | None, rounds: int
 ) -> None:
@@ -100,16 +125,42 @@ def bench_parse(
 
 
 @bench.command("failover")
-@click.option("--rounds", default=5, show_default=True, type=click.IntRange(1),
-              help="Pairs of crawls (undisturbed, primary killed), each on a new cluster.")
-@click.option("--pages", default=40, show_default=True, type=click.IntRange(5, 2000),
-              help="Pages per host of the 4-host test web.")  # fmt: skip
-@click.option("--after", "after_pages", default=20, show_default=True, type=click.IntRange(1),
-              help="Stored pages before the primary is killed.")  # fmt: skip
-@click.option("--partitions", default=1, show_default=True, type=click.IntRange(1, 64),
-              help="Partitions of the crawl (the primary of partition 0 is killed).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
-              help="Also write every run as JSON.")  # fmt: skip
+@click.option(
+    "--rounds",
+    default=5,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Pairs of crawls (undisturbed, primary killed), each on a new cluster.",
+)
+@click.option(
+    "--pages",
+    default=40,
+    show_default=True,
+    type=click.IntRange(5, 2000),
+    help="Pages per host of the 4-host test web.",
+)
+@click.option(
+    "--after",
+    "after_pages",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Stored pages before the primary is killed.",
+)
+@click.option(
+    "--partitions",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Partitions of the crawl (the primary of partition 0 is killed).",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write every run as JSON.",
+)
 def bench_failover(
     rounds: int, pages: int, after_pages: int, partitions: int, json_path: str | None
 ) -> None:
@@ -118,8 +169,9 @@ def bench_failover(
 
     check_outputs(json_path=json_path, plot_path=None)
     line = ProgressLine()
-    runs = run_failover_benchmark(rounds, pages, after_pages, say=line.update,
-                                  partitions=partitions)  # fmt: skip
+    runs = run_failover_benchmark(
+        rounds, pages, after_pages, say=line.update, partitions=partitions
+    )
     line.done()
     click.echo(render(runs))
     if json_path:
@@ -127,14 +179,34 @@ def bench_failover(
 
 
 @bench.command("exactness")
-@click.option("--runs", default=50, show_default=True, type=click.IntRange(1),
-              help="Crawls in a row, each of a new test web with late robots.txt hosts.")
-@click.option("--first", default=0, show_default=True, type=click.IntRange(0),
-              help="Number of the first run (its web's seed, --depth and sitemaps).")
-@click.option("--partitions", default=1, show_default=True, type=click.IntRange(1, 64),
-              help="Frontier partitions of each crawl.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
-              help="Also write every run as JSON.")  # fmt: skip
+@click.option(
+    "--runs",
+    default=50,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Crawls in a row, each of a new test web with late robots.txt hosts.",
+)
+@click.option(
+    "--first",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Number of the first run (its web's seed, --depth and sitemaps).",
+)
+@click.option(
+    "--partitions",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Frontier partitions of each crawl.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write every run as JSON.",
+)
 def bench_exactness(runs: int, first: int, partitions: int, json_path: str | None) -> None:
     """Crawls beside late hosts against a BFS of the test web: every URL, every depth."""
     from srcrawl.benchmarks.exactness import as_json, render, run_exactness_benchmark
@@ -151,22 +223,37 @@ def bench_exactness(runs: int, first: int, partitions: int, json_path: str | Non
 
 
 @bench.command("memory")
-@click.option("--urls", default=1_000_000, show_default=True, type=click.IntRange(1000),
-              help="Distinct URLs run through the crawl master.")  # fmt: skip
+@click.option(
+    "--urls",
+    default=1_000_000,
+    show_default=True,
+    type=click.IntRange(1000),
+    help="Distinct URLs run through the crawl master.",
+)
 @click.option("--hosts", default=10_000, show_default=True, type=click.IntRange(1))
-@click.option("--depth-record", is_flag=True,
-              help="Instead: bytes per URL of the crawl's depth record, packed and as a hash "
-                   "field a URL.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
-              help="Also write the figures as JSON.")  # fmt: skip
+@click.option(
+    "--depth-record",
+    is_flag=True,
+    help="Instead: bytes per URL of the crawl's depth record, packed and as a hash field a URL.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write the figures as JSON.",
+)
 def bench_memory(urls: int, hosts: int, depth_record: bool, json_path: str | None) -> None:
     """Bytes per queued URL in Redis and per seen URL in the Bloom filter (docs/SCALING.md)."""
     from srcrawl.benchmarks.memory import run_depth_record_benchmark, run_memory_benchmark
 
     check_outputs(json_path=json_path, plot_path=None)
     line = ProgressLine()
-    figures = (run_depth_record_benchmark(urls, say=line.update) if depth_record
-               else run_memory_benchmark(urls, hosts, say=line.update))  # fmt: skip
+    figures = (
+        run_depth_record_benchmark(urls, say=line.update)
+        if depth_record
+        else run_memory_benchmark(urls, hosts, say=line.update)
+    )
     line.done()
     click.echo(figures.render())
     if json_path:
@@ -174,20 +261,38 @@ def bench_memory(urls: int, hosts: int, depth_record: bool, json_path: str | Non
 
 
 @bench.command("master")
-@click.option("--urls", default=1_000_000, show_default=True, type=click.IntRange(1),
-              help="Links in the stream.")  # fmt: skip
+@click.option(
+    "--urls",
+    default=1_000_000,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Links in the stream.",
+)
 @click.option("--hosts", default=20, show_default=True, type=click.IntRange(1))
-@click.option("--partitions", default=None, metavar="P,P,…",
-              help="Instead: master processes over a crawl of this many partitions each, every "
-                   "URL new (with --masters; --hosts defaults to 1000 then).")  # fmt: skip
-@click.option("--masters", default="1,2", show_default=True, metavar="M,M,…",
-              help="Master processes sharing the partitions (with --partitions).")
+@click.option(
+    "--partitions",
+    default=None,
+    metavar="P,P,…",
+    help="Instead: master processes over a crawl of this many partitions each, every "
+    "URL new (with --masters; --hosts defaults to 1000 then).",
+)
+@click.option(
+    "--masters",
+    default="1,2",
+    show_default=True,
+    metavar="M,M,…",
+    help="Master processes sharing the partitions (with --partitions).",
+)
 @click.option("--rounds", default=1, show_default=True, type=click.IntRange(1))
 @click.pass_context
 def bench_master(
-    ctx: click.Context, urls: int, hosts: int, partitions: str | None, masters: str,
+    ctx: click.Context,
+    urls: int,
+    hosts: int,
+    partitions: str | None,
+    masters: str,
     rounds: int,
-) -> None:  # fmt: skip
+) -> None:
     """URLs/s through the master: canonicalize + scope + seen test, then with Redis commits;
     or, with --partitions, master processes sharing a partitioned crawl."""
     if partitions is None:
@@ -199,10 +304,14 @@ def bench_master(
 
     line = ProgressLine()
     runs = run_partition_benchmark(
-        _config(ctx), _counts(partitions, "--partitions"), _counts(masters, "--masters"),
-        urls=min(urls, 2_000_000), hosts=hosts if hosts != 20 else 1000, rounds=rounds,
+        _config(ctx),
+        _counts(partitions, "--partitions"),
+        _counts(masters, "--masters"),
+        urls=min(urls, 2_000_000),
+        hosts=hosts if hosts != 20 else 1000,
+        rounds=rounds,
         say=line.update,
-    )  # fmt: skip
+    )
     line.done()
     click.echo(render(runs))
 
@@ -213,8 +322,9 @@ def _counts(text: str, option: str) -> list[int]:
     except ValueError:
         out = []
     if not out or min(out) < 1:
-        raise click.BadParameter(f"give whole numbers ≥ 1 separated by commas, not {text!r}",
-                                 param_hint=option)  # fmt: skip
+        raise click.BadParameter(
+            f"give whole numbers ≥ 1 separated by commas, not {text!r}", param_hint=option
+        )
     return out
 
 
@@ -265,9 +375,11 @@ def _counts(text: str, option: str) -> list[int]:
     "each run reports its SQL store's and WARC files' size.",
 )
 @click.option(
-    "--depth", default=None, type=click.IntRange(0),
+    "--depth",
+    default=None,
+    type=click.IntRange(0),
     help="Link hops from the seeds  [default: 8; 60 with --single-site]",
-)  # fmt: skip
+)
 @click.option(
     "--peer",
     type=click.Choice(["scrapy"]),
@@ -298,9 +410,11 @@ def bench_crawl(
     counts = parse_slave_counts(slaves_text)
     per_host = parse_per_host(per_host_text)
     body_stores = [b.strip() for b in body_store_text.split(",") if b.strip()]
-    if not body_stores or len(set(body_stores)) != len(body_stores) or not set(
-        body_stores
-    ) <= set(BODY_STORES):
+    if (
+        not body_stores
+        or len(set(body_stores)) != len(body_stores)
+        or not set(body_stores) <= set(BODY_STORES)
+    ):
         raise ConfigError(f"--body-store: expected distinct values of {', '.join(BODY_STORES)}")
     if single_site:
         hosts = 2
@@ -340,8 +454,9 @@ def parse_per_host(text: str) -> list[int]:
     except ValueError:
         values = []
     if not values or min(values) < 1 or len(set(values)) != len(values):
-        raise ConfigError(f"--per-host: expected distinct values like 1,16 (at least 1), "
-                          f"not {text!r}")  # fmt: skip
+        raise ConfigError(
+            f"--per-host: expected distinct values like 1,16 (at least 1), not {text!r}"
+        )
     return values
 
 
@@ -448,16 +563,35 @@ def bench_index(
     "debian-handbook-zh, or a directory of HTML with --query-file) and score its known-item "
     "queries, srcrawl beside plain BM25 (repeatable).",
 )
-@click.option("--query-file", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="Known-item queries of a --corpus DIR (default: DIR/queries.tsv).")  # fmt: skip
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
-              help="Also write the ranking figures as JSON.")  # fmt: skip
+@click.option(
+    "--query-file",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="Known-item queries of a --corpus DIR (default: DIR/queries.tsv).",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write the ranking figures as JSON.",
+)
 @click.pass_context
 def bench_search(
-    ctx: click.Context, pages: int, queries: int, slaves: int, seed: int, ranking: bool,
-    base_root: str | None, known_hosts: int, known_pages: int, rounds: int,
-    corpora: tuple[str, ...], query_file: str | None, json_path: str | None,
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    pages: int,
+    queries: int,
+    slaves: int,
+    seed: int,
+    ranking: bool,
+    base_root: str | None,
+    known_hosts: int,
+    known_pages: int,
+    rounds: int,
+    corpora: tuple[str, ...],
+    query_file: str | None,
+    json_path: str | None,
+) -> None:
     """Search latency p50/p95 over known-item queries, BM25 alone and blended with PageRank;
     then MRR and success@1/3/10 of known-item queries on the test web (with `--base`, the
     same for another checkout, side by side). With `--corpus`, only the real corpora."""
@@ -478,17 +612,27 @@ def bench_search(
         click.echo(result.render())
     if ranking:
         codes = [this_code()] + ([code_at("base", base_root)] if base_root else [])
-        scored = run_ranking_benchmark(cfg, codes=codes, hosts=known_hosts, pages=known_pages,
-                                       seed=seed, rounds=rounds, say=say)  # fmt: skip
+        scored = run_ranking_benchmark(
+            cfg,
+            codes=codes,
+            hosts=known_hosts,
+            pages=known_pages,
+            seed=seed,
+            rounds=rounds,
+            say=say,
+        )
         if json_path:
             Path(json_path).write_text(json.dumps(scored.as_json(), indent=2))
         click.echo(scored.render())
 
 
 def _bench_corpora(
-    cfg: Config, corpora: tuple[str, ...], query_file: str | None, slaves: int,
+    cfg: Config,
+    corpora: tuple[str, ...],
+    query_file: str | None,
+    slaves: int,
     json_path: str | None,
-) -> None:  # fmt: skip
+) -> None:
     """`bench search --corpus`: each corpus's table (and all of them as JSON)."""
     from srcrawl.benchmarks.known_queries import BUILTIN, builtin_query_file, read_query_file
     from srcrawl.benchmarks.real_corpora import run_corpus
@@ -498,13 +642,24 @@ def _bench_corpora(
     for corpus in corpora:
         tree = None if corpus in BUILTIN else Path(corpus)
         if tree is not None and not tree.is_dir():
-            raise click.BadParameter(f"{corpus!r} is neither {' nor '.join(BUILTIN)} nor a "
-                                     "directory", param_hint="--corpus")  # fmt: skip
-        qpath = builtin_query_file(corpus) if tree is None else (
-            Path(query_file) if query_file else tree / "queries.tsv")  # fmt: skip
+            raise click.BadParameter(
+                f"{corpus!r} is neither {' nor '.join(BUILTIN)} nor a directory",
+                param_hint="--corpus",
+            )
+        qpath = (
+            builtin_query_file(corpus)
+            if tree is None
+            else (Path(query_file) if query_file else tree / "queries.tsv")
+        )
         try:
-            result = run_corpus(cfg, read_query_file(qpath), tree=tree, slaves=slaves,
-                                say=line.say, progress=line.update)  # fmt: skip
+            result = run_corpus(
+                cfg,
+                read_query_file(qpath),
+                tree=tree,
+                slaves=slaves,
+                say=line.say,
+                progress=line.update,
+            )
         finally:
             line.done()
         click.echo(result.render())
@@ -656,18 +811,38 @@ def bench_pagerank(
 
 
 @bench.command("startup")
-@click.option("--rounds", default=20, show_default=True, type=click.IntRange(1),
-              help="Runs of each command per code.")  # fmt: skip
-@click.option("--base", "base_root", type=click.Path(file_okay=False, exists=True), default=None,
-              help="Root of another srcrawl checkout to run beside this one (e.g. a "
-              "`git worktree add` of an older commit).")  # fmt: skip
-@click.option("--pages", default=200, show_default=True, type=click.IntRange(10, 100_000),
-              help="Generated pages in the index searched.")  # fmt: skip
+@click.option(
+    "--rounds",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Runs of each command per code.",
+)
+@click.option(
+    "--base",
+    "base_root",
+    type=click.Path(file_okay=False, exists=True),
+    default=None,
+    help="Root of another srcrawl checkout to run beside this one (e.g. a "
+    "`git worktree add` of an older commit).",
+)
+@click.option(
+    "--pages",
+    default=200,
+    show_default=True,
+    type=click.IntRange(10, 100_000),
+    help="Generated pages in the index searched.",
+)
 @click.option("--seed", default=1, show_default=True, help="Corpus seed.")
 @click.option("--query-en", default=None, help="English query [default: two common corpus words].")
 @click.option("--query-zh", default=None, help="Chinese query [default: two common corpus words].")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
-              help="Also write the figures and every wall time as JSON.")  # fmt: skip
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write the figures and every wall time as JSON.",
+)
 @click.pass_context
 def bench_startup(
     ctx: click.Context,
@@ -693,9 +868,14 @@ def bench_startup(
     line = ProgressLine()
     try:
         result = run_startup_benchmark(
-            _config(ctx), codes=codes, rounds=rounds, pages=pages, seed=seed,
-            queries=(query_en or english, query_zh or chinese), say=line.update,
-        )  # fmt: skip
+            _config(ctx),
+            codes=codes,
+            rounds=rounds,
+            pages=pages,
+            seed=seed,
+            queries=(query_en or english, query_zh or chinese),
+            say=line.update,
+        )
     finally:
         line.done()
     if json_path:
@@ -704,27 +884,59 @@ def bench_startup(
 
 
 @bench.command("freshness")
-@click.option("--hosts", default=4, show_default=True, type=click.IntRange(2),
-              help="Hosts of the changing test web (host 0, the special pages, is not "
-                   "crawled).")  # fmt: skip
-@click.option("--pages", default=15, show_default=True, type=click.IntRange(1),
-              help="Regular pages per host.")  # fmt: skip
-@click.option("--budget", default=4.0, show_default=True, type=click.FloatRange(0.1),
-              help="Fetches per second each crawl may make (enforced by politeness).")  # fmt: skip
-@click.option("--duration", default="4m", show_default=True, type=DURATION,
-              help="How long freshness is sampled once the first crawls are over.")  # fmt: skip
+@click.option(
+    "--hosts",
+    default=4,
+    show_default=True,
+    type=click.IntRange(2),
+    help="Hosts of the changing test web (host 0, the special pages, is not crawled).",
+)
+@click.option(
+    "--pages", default=15, show_default=True, type=click.IntRange(1), help="Regular pages per host."
+)
+@click.option(
+    "--budget",
+    default=4.0,
+    show_default=True,
+    type=click.FloatRange(0.1),
+    help="Fetches per second each crawl may make (enforced by politeness).",
+)
+@click.option(
+    "--duration",
+    default="4m",
+    show_default=True,
+    type=DURATION,
+    help="How long freshness is sampled once the first crawls are over.",
+)
 @click.option("--seed", default=1, show_default=True, help="Seed of the web and its changes.")
-@click.option("--policy", type=click.Choice(("adaptive", "nutch")), default="adaptive",
-              show_default=True, help="The revisit policy measured against uniform.")  # fmt: skip
-@click.option("--sitemaps", "sitemap_every", type=DURATION, default="0s", show_default=True,
-              help="The measured crawl's hosts serve sitemaps with each page's lastmod, read "
-                   "again this often (--sitemap-every; its requests count against the budget); "
-                   "0s: no sitemaps.")  # fmt: skip
+@click.option(
+    "--policy",
+    type=click.Choice(("adaptive", "nutch")),
+    default="adaptive",
+    show_default=True,
+    help="The revisit policy measured against uniform.",
+)
+@click.option(
+    "--sitemaps",
+    "sitemap_every",
+    type=DURATION,
+    default="0s",
+    show_default=True,
+    help="The measured crawl's hosts serve sitemaps with each page's lastmod, read "
+    "again this often (--sitemap-every; its requests count against the budget); "
+    "0s: no sitemaps.",
+)
 @click.pass_context
 def bench_freshness(
-    ctx: click.Context, hosts: int, pages: int, budget: float, duration: float, seed: int,
-    policy: str, sitemap_every: float,
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    hosts: int,
+    pages: int,
+    budget: float,
+    duration: float,
+    seed: int,
+    policy: str,
+    sitemap_every: float,
+) -> None:
     """Freshness of the store and bytes sent: adaptive revisit against uniform, same budget."""
     from srcrawl.benchmarks.freshness import render, run_freshness_benchmark
 
@@ -733,43 +945,80 @@ def bench_freshness(
     line = ProgressLine()
     try:
         setup, runs = run_freshness_benchmark(
-            cfg, hosts=hosts, pages=pages, budget=budget, duration=duration, seed=seed,
-            say=line.update, policy=policy, sitemap_every=sitemap_every,
-        )  # fmt: skip
+            cfg,
+            hosts=hosts,
+            pages=pages,
+            budget=budget,
+            duration=duration,
+            seed=seed,
+            say=line.update,
+            policy=policy,
+            sitemap_every=sitemap_every,
+        )
     finally:
         line.done()
     click.echo(render(setup, runs))
 
 
 @bench.command("soak")
-@click.option("--duration", default="30m", show_default=True, type=DURATION,
-              help="How long the engine runs (30m, 2h).")  # fmt: skip
-@click.option("--every", default="30s", show_default=True, type=DURATION,
-              help="Time between two samples.")  # fmt: skip
-@click.option("--hosts", default=6, show_default=True, type=click.IntRange(2),
-              help="Hosts of the changing test web (host 0, the special pages, is not "
-                   "crawled).")  # fmt: skip
-@click.option("--pages", default=40, show_default=True, type=click.IntRange(1),
-              help="Regular pages per host.")  # fmt: skip
-@click.option("--json", "json_path", type=click.Path(dir_okay=False),
-              help="Write every sample and the growth figures to this file.")  # fmt: skip
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
-              help="Draw the samples into this PNG (matplotlib).")  # fmt: skip
-@click.option("--keep", type=click.Path(file_okay=False), default=None,
-              help="Run in this directory and keep it (logs, store, WARC files).")  # fmt: skip
+@click.option(
+    "--duration",
+    default="30m",
+    show_default=True,
+    type=DURATION,
+    help="How long the engine runs (30m, 2h).",
+)
+@click.option(
+    "--every", default="30s", show_default=True, type=DURATION, help="Time between two samples."
+)
+@click.option(
+    "--hosts",
+    default=6,
+    show_default=True,
+    type=click.IntRange(2),
+    help="Hosts of the changing test web (host 0, the special pages, is not crawled).",
+)
+@click.option(
+    "--pages", default=40, show_default=True, type=click.IntRange(1), help="Regular pages per host."
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False),
+    help="Write every sample and the growth figures to this file.",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    help="Draw the samples into this PNG (matplotlib).",
+)
+@click.option(
+    "--keep",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Run in this directory and keep it (logs, store, WARC files).",
+)
 @click.pass_context
 def bench_soak(
-    ctx: click.Context, duration: float, every: float, hosts: int, pages: int,
-    json_path: str | None, plot_path: str | None, keep: str | None,
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    duration: float,
+    every: float,
+    hosts: int,
+    pages: int,
+    json_path: str | None,
+    plot_path: str | None,
+    keep: str | None,
+) -> None:
     """The always-on engine under search load: does memory, open files or disk per page grow?"""
     from srcrawl.benchmarks.soak import SoakSetup, render, run_soak, save
 
     cfg = _config(ctx)
     cfg.check()
     if every > duration / 4:
-        raise click.BadParameter("take at least 4 samples: --every at most --duration / 4",
-                                 param_hint="--every")  # fmt: skip
+        raise click.BadParameter(
+            "take at least 4 samples: --every at most --duration / 4", param_hint="--every"
+        )
     setup = SoakSetup(duration=duration, every=every, hosts=hosts, pages=pages)
     line = ProgressLine()
     try:

@@ -117,8 +117,14 @@ def run_crawl_benchmark(
     result.columns.append(Column("links_mb", "links MB", ",.2f"))
     result.columns.append(Column("warc_mb", "WARC MB", ",.2f"))
     series = [(p, b) for p in per_host for b in body_stores]
-    runs = _CrawlRuns(cfg, fetches=fetches, depth=depth, peer=peer, per_host=series,
-                      progress=progress or (lambda text: None))  # fmt: skip
+    runs = _CrawlRuns(
+        cfg,
+        fetches=fetches,
+        depth=depth,
+        peer=peer,
+        per_host=series,
+        progress=progress or (lambda text: None),
+    )
     with (
         tempfile.TemporaryDirectory(prefix="srcrawl-bench-") as tmp,
         _bench_web(hosts, pages, latency_ms) as web,
@@ -133,9 +139,15 @@ def run_crawl_benchmark(
 
 
 def _crawl_table(
-    slave_counts: list[int], hosts: int, pages: int, latency_ms: float, fetches: int,
-    depth: int, peer: str | None, rounds: int,
-) -> ScalingResult:  # fmt: skip
+    slave_counts: list[int],
+    hosts: int,
+    pages: int,
+    latency_ms: float,
+    fetches: int,
+    depth: int,
+    peer: str | None,
+    rounds: int,
+) -> ScalingResult:
     """The empty table of a crawl benchmark: its title, parameters and columns."""
     result = ScalingResult(
         bench="crawl",
@@ -191,9 +203,15 @@ class _CrawlRuns:
     """The runs of every round: ours and the peer's, per ``--per-host`` and slave count."""
 
     def __init__(
-        self, cfg: Config, *, fetches: int, depth: int, peer: str | None,
-        per_host: list[tuple[int, str]], progress: Progress,
-    ) -> None:  # fmt: skip
+        self,
+        cfg: Config,
+        *,
+        fetches: int,
+        depth: int,
+        peer: str | None,
+        per_host: list[tuple[int, str]],
+        progress: Progress,
+    ) -> None:
         self.cfg, self.fetches, self.depth, self.peer = cfg, fetches, depth, peer
         self.per_host = per_host
         """(--per-host, --body-store) of each series."""
@@ -215,8 +233,9 @@ class _CrawlRuns:
         for n in order:
             for p in round_orders(self.per_host, r + 1)[r]:
                 run = _Run(n, self.fetches, self.depth, p[0], p[1])
-                self.ours[p][-1][n] = _crawl_once(self.cfg, tmp / f"{r}-{n}-{p[0]}-{p[1]}.db",
-                                                  seeds, run, say)  # fmt: skip
+                self.ours[p][-1][n] = _crawl_once(
+                    self.cfg, tmp / f"{r}-{n}-{p[0]}-{p[1]}.db", seeds, run, say
+                )
                 if self.peer == "scrapy" and p[1] == self.per_host[0][1]:
                     self.theirs[p][-1][n] = _scrapy_once(seeds, run, say)
 
@@ -356,9 +375,12 @@ def _crawl_once(cfg: Config, db: Path, seeds: list[str], run: _Run, say: Progres
 
 
 _TABLE_OF = {
-    "pages_host": "pages", "pages_indexed": "pages", "links_to": "links",
-    "warc_files": "pages", "sqlite_autoindex_warc_files_1": "pages",
-}  # fmt: skip
+    "pages_host": "pages",
+    "pages_indexed": "pages",
+    "links_to": "links",
+    "warc_files": "pages",
+    "sqlite_autoindex_warc_files_1": "pages",
+}
 """The table each secondary index of the schema belongs to (its bytes count with it); the
 WARC file names the pages rows point at count with pages, which held them before schema 7."""
 
@@ -390,8 +412,9 @@ def _scrapy_once(seeds: list[str], run: _Run, say: Progress) -> Row:
     n, p = run.slaves, run.per_host
     per_host = f", {p} per host" if p > 1 else ""
     say(f"scrapy, {n * run.fetches} concurrent requests{per_host} …")
-    peer = run_scrapy_peer(seeds, depth=run.depth, concurrency=n * run.fetches,
-                           timeout=FETCH_TIMEOUT, per_host=p)  # fmt: skip
+    peer = run_scrapy_peer(
+        seeds, depth=run.depth, concurrency=n * run.fetches, timeout=FETCH_TIMEOUT, per_host=p
+    )
     return Row(
         slaves=n,
         items=peer.pages,

@@ -44,16 +44,38 @@ ROBOTS_DEFER = 0.4
 LAG_AFTER = 0.1
 """--lag-after of the runs: every deferral above makes its host lagging."""
 FETCH_TIMEOUT = 0.5
-FLAGS = ["--slaves", "2", "--threads", "4", "--delay", "0.02", "--delay-factor", "0",
-         "--max-delay", "1", "--fetch-timeout", str(FETCH_TIMEOUT), "--robots-defer",
-         str(ROBOTS_DEFER), "--lag-after", str(LAG_AFTER), "--retry-backoff", "0.1"]  # fmt: skip
+FLAGS = [
+    "--slaves",
+    "2",
+    "--threads",
+    "4",
+    "--delay",
+    "0.02",
+    "--delay-factor",
+    "0",
+    "--max-delay",
+    "1",
+    "--fetch-timeout",
+    str(FETCH_TIMEOUT),
+    "--robots-defer",
+    str(ROBOTS_DEFER),
+    "--lag-after",
+    str(LAG_AFTER),
+    "--retry-backoff",
+    "0.1",
+]
 
 
 def late_hosts(run: int) -> dict[int, tuple[str, int]]:
     """Host index → (robots.txt mode, failures) of run ``run``: five late seeds of six, their
     failures varied from run to run so their deferrals end at other moments."""
-    return {0: ("flaky", 1 + run % 2), 1: ("flaky", 1 + run % 3), 2: ("hang", 1),
-            3: ("flaky", 2 + run % 2), 5: ("flaky", 3 - run % 3)}  # fmt: skip
+    return {
+        0: ("flaky", 1 + run % 2),
+        1: ("flaky", 1 + run % 3),
+        2: ("hang", 1),
+        3: ("flaky", 2 + run % 2),
+        5: ("flaky", 3 - run % 3),
+    }
 
 
 @dataclass
@@ -81,21 +103,30 @@ def expected_pages(tw: TestWeb, depth: int, sitemaps: bool) -> dict[str, int]:
     """The BFS of the test web's model from its seeds: URL → depth."""
     seeds = tw.seed_urls
     scope = Scope(CrawlStrategy(seed_hosts=tuple({host_of(s) for s in seeds}), max_depth=depth))
-    return tw.web.expected_crawl(seeds, depth, lambda url: scope.reject(url, 0) is None,
-                                 sitemaps=sitemaps)  # fmt: skip
+    return tw.web.expected_crawl(
+        seeds, depth, lambda url: scope.reject(url, 0) is None, sitemaps=sitemaps
+    )
 
 
 def _env(redis_url: str, directory: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
-    env.update(SRCRAWL_REDIS_URL=redis_url, SRCRAWL_JOB=f"exact-{uuid.uuid4().hex[:8]}",
-               SRCRAWL_HOME=str(directory / "home"),
-               SRCRAWL_DB_URL=f"sqlite:///{directory}/crawl.db")  # fmt: skip
+    env.update(
+        SRCRAWL_REDIS_URL=redis_url,
+        SRCRAWL_JOB=f"exact-{uuid.uuid4().hex[:8]}",
+        SRCRAWL_HOME=str(directory / "home"),
+        SRCRAWL_DB_URL=f"sqlite:///{directory}/crawl.db",
+    )
     return env
 
 
 def _stored(env: dict[str, str]) -> dict[str, int]:
-    out = subprocess.run([sys.executable, "-m", "srcrawl.cli", "export", "pages"], env=env,
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "srcrawl.cli", "export", "pages"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return {p["url"]: p["depth"] for p in map(json.loads, out.stdout.splitlines())}
 
 
@@ -105,44 +136,73 @@ def one_run(run: int, redis_url: str, partitions: int = 1) -> ExactnessRun:
     depth, sitemaps = 1 + run % 3, run % 2 == 0
     with tempfile.TemporaryDirectory(prefix="srcrawl-exact-") as tmp:
         directory = Path(tmp)
-        web = TestWeb.generate(hosts=HOSTS, pages=PAGES, seed=300 + run, slow_seconds=1.0,
-                               sitemaps=sitemaps, sitemap_links=sitemaps,
-                               late_robots=late_hosts(run))  # fmt: skip
+        web = TestWeb.generate(
+            hosts=HOSTS,
+            pages=PAGES,
+            seed=300 + run,
+            slow_seconds=1.0,
+            sitemaps=sitemaps,
+            sitemap_links=sitemaps,
+            late_robots=late_hosts(run),
+        )
         with web as tw:
             env = _env(redis_url, directory)
             started = time.monotonic()
             crawl = subprocess.run(
-                [sys.executable, "-m", "srcrawl.cli", "crawl", *tw.seed_urls, "--depth",
-                 str(depth), *FLAGS, "--partitions", str(partitions),
-                 *([] if sitemaps else ["--no-sitemaps"])],
-                env=env, capture_output=True, text=True, timeout=600,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "srcrawl.cli",
+                    "crawl",
+                    *tw.seed_urls,
+                    "--depth",
+                    str(depth),
+                    *FLAGS,
+                    "--partitions",
+                    str(partitions),
+                    *([] if sitemaps else ["--no-sitemaps"]),
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             seconds = time.monotonic() - started
             want = expected_pages(tw, depth, sitemaps)
         got = _stored(env) if crawl.returncode == 0 else {}
     summary = json.loads(crawl.stdout) if crawl.returncode == 0 else {}
     counters = {k: int(summary.get(k, 0)) for k in LAGGING_COUNTERS}
     return ExactnessRun(
-        run=run, depth=depth, sitemaps=sitemaps, exit_code=crawl.returncode,
-        seconds=round(seconds, 2), expected=len(want), stored=len(got),
-        missing=sorted(set(want) - set(got)), unexpected=sorted(set(got) - set(want)),
-        wrong_depth={u: (got[u], want[u]) for u in sorted(set(got) & set(want))
-                     if got[u] != want[u]},
+        run=run,
+        depth=depth,
+        sitemaps=sitemaps,
+        exit_code=crawl.returncode,
+        seconds=round(seconds, 2),
+        expected=len(want),
+        stored=len(got),
+        missing=sorted(set(want) - set(got)),
+        unexpected=sorted(set(got) - set(want)),
+        wrong_depth={
+            u: (got[u], want[u]) for u in sorted(set(got) & set(want)) if got[u] != want[u]
+        },
         counters=counters,
-    )  # fmt: skip
+    )
 
 
 def run_exactness_benchmark(
-    runs: int, say: Callable[[str], None], *, first: int = 0, partitions: int = 1,
+    runs: int,
+    say: Callable[[str], None],
+    *,
+    first: int = 0,
+    partitions: int = 1,
     redis_url: str | None = None,
-) -> list[ExactnessRun]:  # fmt: skip
+) -> list[ExactnessRun]:
     """``runs`` crawls in a row (runs ``first`` … ``first + runs - 1``), on a Redis server
     of their own unless ``redis_url`` names one."""
     with tempfile.TemporaryDirectory(prefix="srcrawl-exact-redis-") as tmp:
         proc = None
         if redis_url is None:
-            redis_url, proc = embedded.start_server(Path(tmp), appendonly=False,
-                                                    daemonize=False)  # fmt: skip
+            redis_url, proc = embedded.start_server(Path(tmp), appendonly=False, daemonize=False)
         try:
             out = []
             for n in range(first, first + runs):
@@ -167,8 +227,10 @@ def in_a_row(runs: list[ExactnessRun]) -> int:
 
 
 def render(runs: list[ExactnessRun]) -> str:
-    lines = ["  run  depth  sitemaps  exit  seconds  expected  stored  missing  extra  "
-             "wrong depth  deferred  improved  refetched"]  # fmt: skip
+    lines = [
+        "  run  depth  sitemaps  exit  seconds  expected  stored  missing  extra  "
+        "wrong depth  deferred  improved  refetched"
+    ]
     for r in runs:
         lines.append(
             f"{r.run:>5}  {r.depth:>5}  {'yes' if r.sitemaps else 'no':>8}  {r.exit_code:>4}  "
@@ -186,8 +248,10 @@ def render(runs: list[ExactnessRun]) -> str:
     for r in runs:
         if not r.exact:
             sample = dict(list(r.wrong_depth.items())[:3])
-            lines.append(f"run {r.run}: missing {r.missing[:3]} extra {r.unexpected[:3]} "
-                         f"stored/BFS depth {sample}")  # fmt: skip
+            lines.append(
+                f"run {r.run}: missing {r.missing[:3]} extra {r.unexpected[:3]} "
+                f"stored/BFS depth {sample}"
+            )
     return "\n".join(lines)
 
 

@@ -44,9 +44,22 @@ from srcrawl.testweb.accesslog import read_access_log
 from srcrawl.urls import host_of
 
 DEPTH = 3
-CRAWL_FLAGS = ["--depth", str(DEPTH), "--slaves", "2", "--delay", "0", "--delay-factor", "0",
-               "--fetch-timeout", "2", "--robots-defer", "0.3",
-               "--retry-backoff", "0.1"]  # fmt: skip
+CRAWL_FLAGS = [
+    "--depth",
+    str(DEPTH),
+    "--slaves",
+    "2",
+    "--delay",
+    "0",
+    "--delay-factor",
+    "0",
+    "--fetch-timeout",
+    "2",
+    "--robots-defer",
+    "0.3",
+    "--retry-backoff",
+    "0.1",
+]
 
 
 @dataclass
@@ -65,14 +78,23 @@ class FailoverRun:
 
 def _env(url: str, job: str, directory: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
-    env.update(SRCRAWL_REDIS_URL=url, SRCRAWL_JOB=job, SRCRAWL_HOME=str(directory / "home"),
-               SRCRAWL_DB_URL=f"sqlite:///{directory}/crawl.db")  # fmt: skip
+    env.update(
+        SRCRAWL_REDIS_URL=url,
+        SRCRAWL_JOB=job,
+        SRCRAWL_HOME=str(directory / "home"),
+        SRCRAWL_DB_URL=f"sqlite:///{directory}/crawl.db",
+    )
     return env
 
 
 def _stored(env: dict[str, str]) -> dict[str, int]:
-    out = subprocess.run([sys.executable, "-m", "srcrawl.cli", "export", "pages"], env=env,
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "srcrawl.cli", "export", "pages"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     pages = [json.loads(line) for line in out.stdout.splitlines()]
     return {p["url"]: p["depth"] for p in pages}
 
@@ -126,8 +148,9 @@ def one_run(
         log = directory / "access.jsonl"
         cluster = RedisClusterProcesses(directory / "cluster").start()
         try:
-            with TestWeb.generate(hosts=4, pages=pages, seed=seed, latency_ms=20,
-                                  access_log=log, flush_interval=0.05) as tw:  # fmt: skip
+            with TestWeb.generate(
+                hosts=4, pages=pages, seed=seed, latency_ms=20, access_log=log, flush_interval=0.05
+            ) as tw:
                 keys = Keys(f"failover-{uuid.uuid4().hex[:8]}")
                 env = _env(cluster.url, keys.job, directory)
                 started = time.monotonic()
@@ -148,11 +171,17 @@ def one_run(
             cluster.stop()
         ok = Counter(e["url"] for e in read_access_log(log) if e["status"] == 200 and e["url"])
         return FailoverRun(
-            round=round_no, killed=killed, exit_code=code, crawl_s=round(crawl_s, 2),
-            failover_s=None if failover is None else round(failover, 2), expected=len(want),
-            stored=len(got), missing=len(set(want) - set(got)),
-            unexpected=len(set(got) - set(want)), refetched=sum(1 for n in ok.values() if n > 1),
-        )  # fmt: skip
+            round=round_no,
+            killed=killed,
+            exit_code=code,
+            crawl_s=round(crawl_s, 2),
+            failover_s=None if failover is None else round(failover, 2),
+            expected=len(want),
+            stored=len(got),
+            missing=len(set(want) - set(got)),
+            unexpected=len(set(got) - set(want)),
+            refetched=sum(1 for n in ok.values() if n > 1),
+        )
 
 
 def run_failover_benchmark(

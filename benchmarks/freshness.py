@@ -98,32 +98,48 @@ def measured_pages(run: FreshnessRun) -> list[str]:
     """The regular pages of the crawled hosts: the ones the schedule changes or not."""
     origins = tuple(h.origin + "/" for h in run.web.web.hosts[1:])
     return sorted(
-        u for u, p in run.web.web.pages.items()
-        if p.template == "regular" and u.startswith(origins)
-    )  # fmt: skip
+        u for u, p in run.web.web.pages.items() if p.template == "regular" and u.startswith(origins)
+    )
 
 
 def sample(run: FreshnessRun, urls: list[str], now: float) -> float:
     """The share of ``urls`` whose stored version is the one live at ``now``."""
     rows = run.cfg.store()._query("SELECT url, status, etag FROM pages")
     stored = {u: (None if s in (404, 410) else version_of_etag(e)) for u, s, e in rows}
-    fresh = sum(
-        1 for u in urls if u in stored and stored[u] == live_version(run.web.web, u, now)
-    )  # fmt: skip
+    fresh = sum(1 for u in urls if u in stored and stored[u] == live_version(run.web.web, u, now))
     return fresh / len(urls)
 
 
 def _options(setup: FreshnessSetup, policy: str) -> list[str]:
     d = f"{setup.delay:g}"
     interval = setup.interval
-    common = ["--depth", "8", "--delay", d, "--delay-factor", "0", "--max-delay", d,
-              "--fetch-timeout", "5", "--revisit", f"{interval:g}s"]  # fmt: skip
+    common = [
+        "--depth",
+        "8",
+        "--delay",
+        d,
+        "--delay-factor",
+        "0",
+        "--max-delay",
+        d,
+        "--fetch-timeout",
+        "5",
+        "--revisit",
+        f"{interval:g}s",
+    ]
     if policy == "uniform":
         return [*common, "--revisit-policy", "uniform"]
     if setup.sitemap_every:
         common += ["--sitemap-every", f"{setup.sitemap_every:g}s"]
-    return [*common, "--revisit-policy", policy, "--min-revisit", "1s",
-            "--max-revisit", f"{interval * 6:g}s"]  # fmt: skip
+    return [
+        *common,
+        "--revisit-policy",
+        policy,
+        "--min-revisit",
+        "1s",
+        "--max-revisit",
+        f"{interval * 6:g}s",
+    ]
 
 
 def _start(run: FreshnessRun, setup: FreshnessSetup, log: Path) -> None:
@@ -133,8 +149,11 @@ def _start(run: FreshnessRun, setup: FreshnessSetup, log: Path) -> None:
     out = open(log, "a")  # noqa: SIM115 - the children hold it
     master = [*cli, "master", "start", *seeds, *_options(setup, run.policy), "--keep-running"]
     for args in (master, [*cli, "slave", "start", "--phases", "crawl", "--threads", "8"]):
-        run.procs.append(subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                          start_new_session=True))  # fmt: skip
+        run.procs.append(
+            subprocess.Popen(
+                args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        )
 
 
 def _stop(run: FreshnessRun) -> None:
@@ -175,13 +194,25 @@ def _runs(
     cfg: Config, setup: FreshnessSetup, tmp: Path, start: float, policies: tuple[str, str]
 ) -> list[FreshnessRun]:
     gone_after = setup.interval * WARMUP_FACTOR + setup.duration
-    schedule = ChangeSchedule(start=start, seed=setup.seed, changing=0.5, gone=0.05,
-                              periods=(4.0, 8.0, 16.0), gone_after=gone_after)  # fmt: skip
+    schedule = ChangeSchedule(
+        start=start,
+        seed=setup.seed,
+        changing=0.5,
+        gone=0.05,
+        periods=(4.0, 8.0, 16.0),
+        gone_after=gone_after,
+    )
     runs = []
     for policy in policies:
-        web = TestWeb.generate(hosts=setup.hosts, pages=setup.pages, seed=setup.seed,
-                               changes=schedule, crawl_delay=setup.delay, robots_failures=0,
-                               access_log=tmp / f"{policy}.access.log")  # fmt: skip
+        web = TestWeb.generate(
+            hosts=setup.hosts,
+            pages=setup.pages,
+            seed=setup.seed,
+            changes=schedule,
+            crawl_delay=setup.delay,
+            robots_failures=0,
+            access_log=tmp / f"{policy}.access.log",
+        )
         # each copy has ports of its own: draw each page's changes from its host's index
         # and path, so both crawls face the same pages changing at the same times
         origins = tuple(h.origin for h in web.web.hosts)
@@ -195,9 +226,17 @@ def _runs(
 
 
 def run_freshness_benchmark(
-    cfg: Config, *, hosts: int, pages: int, budget: float, duration: float, seed: int,
-    say: Progress, policy: str = POLICIES[0], sitemap_every: float = 0.0,
-) -> tuple[FreshnessSetup, list[FreshnessRun]]:  # fmt: skip
+    cfg: Config,
+    *,
+    hosts: int,
+    pages: int,
+    budget: float,
+    duration: float,
+    seed: int,
+    say: Progress,
+    policy: str = POLICIES[0],
+    sitemap_every: float = 0.0,
+) -> tuple[FreshnessSetup, list[FreshnessRun]]:
     """Both crawls side by side (see the module doc); their runs, measured."""
     setup = FreshnessSetup(hosts, pages, budget, duration, seed, sitemap_every)
     with tempfile.TemporaryDirectory(prefix="srcrawl-fresh-") as tmp_dir:
@@ -236,8 +275,10 @@ def _measure(runs: list[FreshnessRun], setup: FreshnessSetup, say: Progress) -> 
         for run in runs:
             run.samples.append(sample(run, urls[run.policy], now))
         _check_alive(runs)
-        say(" ".join(f"{r.policy} {r.freshness:.1%}" for r in runs)
-            + f" ({now - since:.0f}/{setup.duration:.0f} s)")  # fmt: skip
+        say(
+            " ".join(f"{r.policy} {r.freshness:.1%}" for r in runs)
+            + f" ({now - since:.0f}/{setup.duration:.0f} s)"
+        )
         time.sleep(max(0.0, SAMPLE_EVERY - (time.time() - now)))
     return since, time.time()
 
@@ -273,12 +314,16 @@ def render(setup: FreshnessSetup, runs: list[FreshnessRun]) -> str:
     for r in runs:
         without = r.body_bytes + r.saved_bytes
         saved = r.saved_bytes / without if without else 0.0
-        lines.append(f"{r.policy:<9} {r.freshness:>9.1%} {r.fetches:>8} {r.meta:>5} "
-                     f"{r.not_modified:>6} {r.body_bytes:>11} {without:>12} "
-                     f"{saved:>6.0%}")  # fmt: skip
+        lines.append(
+            f"{r.policy:<9} {r.freshness:>9.1%} {r.fetches:>8} {r.meta:>5} "
+            f"{r.not_modified:>6} {r.body_bytes:>11} {without:>12} "
+            f"{saved:>6.0%}"
+        )
     adaptive, uniform = runs
     ratio = adaptive.freshness / uniform.freshness if uniform.freshness else float("inf")
     fewer = 1 - adaptive.body_bytes / uniform.body_bytes if uniform.body_bytes else 0.0
-    lines.append(f"{adaptive.policy}/uniform freshness: {ratio:.2f}×; {adaptive.policy} body "
-                 f"bytes {fewer:.0%} fewer than uniform's")  # fmt: skip
+    lines.append(
+        f"{adaptive.policy}/uniform freshness: {ratio:.2f}×; {adaptive.policy} body "
+        f"bytes {fewer:.0%} fewer than uniform's"
+    )
     return "\n".join(lines)

@@ -58,9 +58,12 @@ def bench_config(cfg: Config, pages: int, seed: int) -> Config:
     db = DatabaseURL(kind="sqlite", path=str(directory / f"index-{pages}-{seed}.db"))
     job = f"bench-index-{os.getpid()}-{time.time_ns() % 10**6}"
     return Config(
-        redis_url=cfg.resolved_redis_url(), db=db, job=job, home=cfg.home,
+        redis_url=cfg.resolved_redis_url(),
+        db=db,
+        job=job,
+        home=cfg.home,
         index_dir=directory / f"index-{pages}-{seed}.tantivy",
-    )  # fmt: skip
+    )
 
 
 def prepare_corpus(bcfg: Config, pages: int, seed: int, say: Progress) -> Store:
@@ -240,9 +243,15 @@ class _OneProcess:
 
 
 def _index_round(
-    bcfg: Config, store: Store, pages: int, order: list[int], r: int, rounds: int,
-    say: Progress, show: Progress,
-) -> dict[int, IndexRun]:  # fmt: skip
+    bcfg: Config,
+    store: Store,
+    pages: int,
+    order: list[int],
+    r: int,
+    rounds: int,
+    say: Progress,
+    show: Progress,
+) -> dict[int, IndexRun]:
     """Round ``r``: the index phase once per slave count in ``order``, from an empty index."""
     runs: dict[int, IndexRun] = {}
     for n in order:

@@ -58,16 +58,18 @@ class MasterBenchmark:
     unique_s: float
 
     def render(self) -> str:
-        return "\n".join([
-            f"master benchmark: {self.urls} links, {self.new} new "
-            f"({self.new / self.urls:.1%}), cache hit rate {self.cache_hit_rate:.1%}",
-            f"  canonicalize + scope + seen test  {self.pipeline_s:7.2f} s  "
-            f"{self.urls / self.pipeline_s:12,.0f} URLs/s",
-            f"  whole nrq batches, Redis commits  {self.end_to_end_s:7.2f} s  "
-            f"{self.end_to_end_urls / self.end_to_end_s:12,.0f} URLs/s",
-            f"  worst case, every URL new ({self.unique_urls}): "
-            f"{self.unique_urls / self.unique_s:,.0f} URLs/s (each one costs a Bloom insert)",
-        ])  # fmt: skip
+        return "\n".join(
+            [
+                f"master benchmark: {self.urls} links, {self.new} new "
+                f"({self.new / self.urls:.1%}), cache hit rate {self.cache_hit_rate:.1%}",
+                f"  canonicalize + scope + seen test  {self.pipeline_s:7.2f} s  "
+                f"{self.urls / self.pipeline_s:12,.0f} URLs/s",
+                f"  whole nrq batches, Redis commits  {self.end_to_end_s:7.2f} s  "
+                f"{self.end_to_end_urls / self.end_to_end_s:12,.0f} URLs/s",
+                f"  worst case, every URL new ({self.unique_urls}): "
+                f"{self.unique_urls / self.unique_s:,.0f} URLs/s (each one costs a Bloom insert)",
+            ]
+        )
 
 
 def run_master_benchmark(
@@ -97,11 +99,20 @@ def run_master_benchmark(
     master = CrawlMaster(job_cfg)
     master.acquire(wait=False)
     msgs = [
-        encode("fetched", {"url": "http://127.0.0.1:20000/", "fp": 1, "q": host_names[0],
-                           "depth": 0, "status": 200, "fetch_ms": 5,
-                           "links": list(canonical_links(links[i : i + 50])[0].items())})
+        encode(
+            "fetched",
+            {
+                "url": "http://127.0.0.1:20000/",
+                "fp": 1,
+                "q": host_names[0],
+                "depth": 0,
+                "status": 200,
+                "fetch_ms": 5,
+                "links": list(canonical_links(links[i : i + 50])[0].items()),
+            },
+        )
         for i in range(0, len(links), 50)
-    ]  # fmt: skip
+    ]
     try:
         t1 = time.perf_counter()
         for i in range(0, len(msgs), 500):

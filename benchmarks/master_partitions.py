@@ -65,9 +65,15 @@ class PartitionRun:
 
 
 def run_partition_benchmark(
-    cfg: Config, partitions: list[int], masters: list[int], *, urls: int, hosts: int,
-    rounds: int = 1, say: Callable[[str], None] = lambda _: None,
-) -> list[PartitionRun]:  # fmt: skip
+    cfg: Config,
+    partitions: list[int],
+    masters: list[int],
+    *,
+    urls: int,
+    hosts: int,
+    rounds: int = 1,
+    say: Callable[[str], None] = lambda _: None,
+) -> list[PartitionRun]:
     """One run per (partitions, masters) pair and round, pairs alternating within a round."""
     out = []
     for r in range(rounds):
@@ -83,17 +89,20 @@ def _one(
 ) -> PartitionRun:
     job = cfg.with_job(f"bench-partitions-{os.getpid()}-{time.time_ns()}")
     names = tuple(f"h{h}.bench.example:8080" for h in range(hosts))
-    strategy = CrawlStrategy(seed_hosts=names, max_depth=100, partitions=partitions,
-                             sitemaps=False)  # fmt: skip
+    strategy = CrawlStrategy(seed_hosts=names, max_depth=100, partitions=partitions, sitemaps=False)
     start_crawl(job, [f"http://{names[0]}/"], strategy)
     # links of a level reached with no lagging host: the steady state, no depth record
     job.redis().hset(job.keys.crawl_state, "strict", 0)
     env = {**job.child_env(), "SRCRAWL_LEASE_TTL": str(_LEASE_TTL)}
     procs = [
-        subprocess.Popen([sys.executable, "-m", "srcrawl.cli", "master", "start"], env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.Popen(
+            [sys.executable, "-m", "srcrawl.cli", "master", "start"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         for _ in range(masters)
-    ]  # fmt: skip
+    ]
     client = job.redis()
     try:
         _wait_for_shares(job, partitions, masters, procs)
@@ -148,16 +157,20 @@ def _messages(urls: int, names: tuple[str, ...], partitions: int) -> dict[int, l
         url = f"http://{names[i % len(names)]}/u/{i}.html"
         by_part.setdefault(partition_of_url(url, partitions), []).append((url, fingerprint(url)))
     return {
-        p: [Links(links[i : i + _LINKS_PER_MESSAGE], 1).encode()
-            for i in range(0, len(links), _LINKS_PER_MESSAGE)]
+        p: [
+            Links(links[i : i + _LINKS_PER_MESSAGE], 1).encode()
+            for i in range(0, len(links), _LINKS_PER_MESSAGE)
+        ]
         for p, links in by_part.items()
-    }  # fmt: skip
+    }
 
 
 def _scheduled(job: Config, partitions: int) -> int:
     client = job.redis()
-    return sum(int(client.hget(k.stats("crawl"), "scheduled") or 0)
-               for k in job.keys.partitions(partitions))  # fmt: skip
+    return sum(
+        int(client.hget(k.stats("crawl"), "scheduled") or 0)
+        for k in job.keys.partitions(partitions)
+    )
 
 
 def _wait_for_shares(
@@ -187,14 +200,18 @@ def render(runs: list[PartitionRun]) -> str:
     """A row a run; beside each, its rate over one master's on as many partitions in the
     same round."""
     base = {(r.round, r.partitions): r.rate for r in runs if r.masters == 1}
-    lines = ["master side, every URL new: URLs/s from the masters' SIGCONT on the queued URLs "
-             "to the last URL scheduled",
-             f"  {'partitions':>10} {'masters':>8} {'URLs':>9} {'seconds':>8} {'URLs/s':>10} "
-             f"{'CPU µs/URL':>11} {'Redis µs/URL':>13} {'× 1 master':>11}"]  # fmt: skip
+    lines = [
+        "master side, every URL new: URLs/s from the masters' SIGCONT on the queued URLs "
+        "to the last URL scheduled",
+        f"  {'partitions':>10} {'masters':>8} {'URLs':>9} {'seconds':>8} {'URLs/s':>10} "
+        f"{'CPU µs/URL':>11} {'Redis µs/URL':>13} {'× 1 master':>11}",
+    ]
     for r in runs:
         one = base.get((r.round, r.partitions))
         ratio = r.rate / one if one else float("nan")
-        lines.append(f"  {r.partitions:>10} {r.masters:>8} {r.urls:>9,} {r.seconds:>8.2f} "
-                     f"{r.rate:>10,.0f} {r.cpu_us_per_url:>11.1f} {r.redis_us_per_url:>13.1f} "
-                     f"{ratio:>11.2f}")  # fmt: skip
+        lines.append(
+            f"  {r.partitions:>10} {r.masters:>8} {r.urls:>9,} {r.seconds:>8.2f} "
+            f"{r.rate:>10,.0f} {r.cpu_us_per_url:>11.1f} {r.redis_us_per_url:>13.1f} "
+            f"{ratio:>11.2f}"
+        )
     return "\n".join(lines)

@@ -66,21 +66,26 @@ class MemoryFigures:
         return self.bloom_bytes / max(self.urls, 1)
 
     def render(self) -> str:
-        return "\n".join([
-            f"memory benchmark: {self.urls:,} distinct URLs over {self.hosts:,} hosts "
-            f"through the crawl master in {self.seconds:.0f} s "
-            f"({self.urls / self.seconds:,.0f} URLs/s); Bloom error rate {self.error_rate:g}",
-            f"  Redis used_memory grew {self.redis_bytes / 2**20:,.1f} MiB for "
-            f"{self.queued:,} queued URLs: {self.redis_per_queued:.1f} bytes a queued URL",
-            f"  Bloom filter {self.bloom_bytes / 2**20:,.1f} MiB in the master: "
-            f"{self.bloom_per_seen:.2f} bytes a seen URL; its snapshot in Redis "
-            f"{self.snapshot_bytes / 2**20:,.1f} MiB",
-            f"  master peak RSS {self.master_rss_mb:,.0f} MiB",
-        ])  # fmt: skip
+        return "\n".join(
+            [
+                f"memory benchmark: {self.urls:,} distinct URLs over {self.hosts:,} hosts "
+                f"through the crawl master in {self.seconds:.0f} s "
+                f"({self.urls / self.seconds:,.0f} URLs/s); Bloom error rate {self.error_rate:g}",
+                f"  Redis used_memory grew {self.redis_bytes / 2**20:,.1f} MiB for "
+                f"{self.queued:,} queued URLs: {self.redis_per_queued:.1f} bytes a queued URL",
+                f"  Bloom filter {self.bloom_bytes / 2**20:,.1f} MiB in the master: "
+                f"{self.bloom_per_seen:.2f} bytes a seen URL; its snapshot in Redis "
+                f"{self.snapshot_bytes / 2**20:,.1f} MiB",
+                f"  master peak RSS {self.master_rss_mb:,.0f} MiB",
+            ]
+        )
 
     def as_json(self) -> dict[str, Any]:
-        return {**asdict(self), "redis_bytes_per_queued_url": self.redis_per_queued,
-                "bloom_bytes_per_seen_url": self.bloom_per_seen}  # fmt: skip
+        return {
+            **asdict(self),
+            "redis_bytes_per_queued_url": self.redis_per_queued,
+            "bloom_bytes_per_seen_url": self.bloom_per_seen,
+        }
 
 
 def _host(i: int) -> str:
@@ -91,12 +96,24 @@ def _batches(urls: int, hosts: int) -> Iterator[list[bytes]]:
     """Fetched-page outcomes carrying ``urls`` distinct links, BATCH_PAGES a batch."""
     batch: list[bytes] = []
     for start in range(0, urls, LINKS_PER_PAGE):
-        links = [f"http://{_host(i % hosts)}/docs/{i}/page.html"
-                 for i in range(start, min(start + LINKS_PER_PAGE, urls))]  # fmt: skip
-        batch.append(encode("fetched", {
-            "url": f"http://{_host(0)}/", "fp": 1, "q": _host(0), "depth": 0, "status": 200,
-            "fetch_ms": 5, "links": list(canonical_links(links)[0].items()),
-        }))  # fmt: skip
+        links = [
+            f"http://{_host(i % hosts)}/docs/{i}/page.html"
+            for i in range(start, min(start + LINKS_PER_PAGE, urls))
+        ]
+        batch.append(
+            encode(
+                "fetched",
+                {
+                    "url": f"http://{_host(0)}/",
+                    "fp": 1,
+                    "q": _host(0),
+                    "depth": 0,
+                    "status": 200,
+                    "fetch_ms": 5,
+                    "links": list(canonical_links(links)[0].items()),
+                },
+            )
+        )
         if len(batch) == BATCH_PAGES:
             yield batch
             batch = []
@@ -148,11 +165,16 @@ def _measure(
     after = int(client.info("memory")["used_memory"])
     queued = int(progress(cfg)["queued"])
     figures = MemoryFigures(
-        urls=urls, hosts=hosts, error_rate=error_rate, queued=queued, seconds=seconds,
-        redis_bytes=after - before - snapshot, bloom_bytes=_bloom_bytes(master),
+        urls=urls,
+        hosts=hosts,
+        error_rate=error_rate,
+        queued=queued,
+        seconds=seconds,
+        redis_bytes=after - before - snapshot,
+        bloom_bytes=_bloom_bytes(master),
         snapshot_bytes=snapshot,
         master_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    )  # fmt: skip
+    )
     master.release()
     cfg.close()
     return figures
@@ -166,18 +188,24 @@ class DepthRecordFigures:
     seconds: float
 
     def render(self) -> str:
-        return "\n".join([
-            f"depth record: {self.urls:,} URLs recorded through the frontier's commit in "
-            f"{self.seconds:.1f} s",
-            f"  packed (4096 buckets of 9-byte entries): {self.packed_bytes / 2**20:,.2f} MiB, "
-            f"{self.packed_bytes / self.urls:.1f} bytes a URL",
-            f"  a hash field a URL (decimal fingerprint): {self.decimal_bytes / 2**20:,.2f} MiB, "
-            f"{self.decimal_bytes / self.urls:.1f} bytes a URL",
-        ])  # fmt: skip
+        return "\n".join(
+            [
+                f"depth record: {self.urls:,} URLs recorded through the frontier's commit in "
+                f"{self.seconds:.1f} s",
+                f"  packed (4096 buckets of 9-byte entries): {self.packed_bytes / 2**20:,.2f} MiB, "
+                f"{self.packed_bytes / self.urls:.1f} bytes a URL",
+                f"  a hash field a URL (decimal fingerprint): "
+                f"{self.decimal_bytes / 2**20:,.2f} MiB, "
+                f"{self.decimal_bytes / self.urls:.1f} bytes a URL",
+            ]
+        )
 
     def as_json(self) -> dict[str, Any]:
-        return {**asdict(self), "packed_bytes_per_url": self.packed_bytes / self.urls,
-                "decimal_bytes_per_url": self.decimal_bytes / self.urls}  # fmt: skip
+        return {
+            **asdict(self),
+            "packed_bytes_per_url": self.packed_bytes / self.urls,
+            "decimal_bytes_per_url": self.decimal_bytes / self.urls,
+        }
 
 
 def run_depth_record_benchmark(urls: int, say: Callable[[str], None]) -> DepthRecordFigures:
@@ -185,8 +213,7 @@ def run_depth_record_benchmark(urls: int, say: Callable[[str], None]) -> DepthRe
     with tempfile.TemporaryDirectory(prefix="srcrawl-memory-") as tmp:
         url, server = embedded.start_server(Path(tmp), appendonly=False, daemonize=False)
         try:
-            cfg = Config.load(redis_url=url, db_url=f"sqlite:///{tmp}/m.db", job="memory",
-                              env={})  # fmt: skip
+            cfg = Config.load(redis_url=url, db_url=f"sqlite:///{tmp}/m.db", job="memory", env={})
             start_crawl(cfg, [f"http://{_host(0)}/"], CrawlStrategy(seed_hosts=(_host(0),)))
             master = CrawlMaster(cfg)
             master.acquire(wait=False)

@@ -194,8 +194,13 @@ def run_pagerank_benchmark(
     baseline_cpu = time.process_time() - baseline_cpu0
     base = sum(baseline) / len(baseline)
     echo(f"scipy baseline {base:.4f} s/iteration")
-    parameters = {"nodes": nodes, "edges": edges, "slaves": list(slave_counts),
-                  "iterations": iterations, "seed": seed}  # fmt: skip
+    parameters = {
+        "nodes": nodes,
+        "edges": edges,
+        "slaves": list(slave_counts),
+        "iterations": iterations,
+        "seed": seed,
+    }
     result = _pagerank_table(graph, steps, len(baseline), parameters)
     result.rows.append(
         Row(

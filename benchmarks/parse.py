@@ -37,11 +37,38 @@ _HANZI = (
     "哈希函数统计结果实验表明性能提高明显我们提出了一种新的方法用于解决大规模问题"
 )
 _WORDS = [
-    "crawler", "search", "engine", "distributed", "index", "ranking", "pagerank", "redis",
-    "queue", "master", "slave", "politeness", "robots", "frontier", "fetch", "parse", "link",
-    "anchor", "text", "document", "term", "posting", "python", "cluster", "throughput",
-    "latency", "benchmark", "cache", "clock", "fingerprint", "canonical",
-]  # fmt: skip
+    "crawler",
+    "search",
+    "engine",
+    "distributed",
+    "index",
+    "ranking",
+    "pagerank",
+    "redis",
+    "queue",
+    "master",
+    "slave",
+    "politeness",
+    "robots",
+    "frontier",
+    "fetch",
+    "parse",
+    "link",
+    "anchor",
+    "text",
+    "document",
+    "term",
+    "posting",
+    "python",
+    "cluster",
+    "throughput",
+    "latency",
+    "benchmark",
+    "cache",
+    "clock",
+    "fingerprint",
+    "canonical",
+]
 _SCRIPT = """
 (function () {
   var config = {endpoint: "/api/track", sample: 0.25, tags: ["news", "article"]};
@@ -284,10 +311,15 @@ def _differences(pages: list[_RealPage], parsers: tuple[str, ...]) -> list[str]:
         first, *others = (parse_html(page.html, page.url, p, utf8=page.utf8) for p in parsers)
         for other in others:
             if not same_meaning(other, first):
-                fields = [f for f in ("title", "text", "links", "noindex", "nofollow")
-                          if getattr(other, f) != getattr(first, f)]  # fmt: skip
-                out.append(f"{page.name}: {other.parser} differs from {first.parser} in "
-                           f"{', '.join(fields) or 'anchors'}")  # fmt: skip
+                fields = [
+                    f
+                    for f in ("title", "text", "links", "noindex", "nofollow")
+                    if getattr(other, f) != getattr(first, f)
+                ]
+                out.append(
+                    f"{page.name}: {other.parser} differs from {first.parser} in "
+                    f"{', '.join(fields) or 'anchors'}"
+                )
     return out
 
 

@@ -118,11 +118,13 @@ class RankingResult:
     runs: list[CodeRun]
 
     def scores(self, run: CodeRun, kind: str | None = None) -> Scores:
-        return Scores([
-            rank_of(q.url, urls)
-            for q, urls in zip(self.queries, run.urls, strict=True)
-            if kind is None or q.kind == kind
-        ])  # fmt: skip
+        return Scores(
+            [
+                rank_of(q.url, urls)
+                for q, urls in zip(self.queries, run.urls, strict=True)
+                if kind is None or q.kind == kind
+            ]
+        )
 
     def render(self) -> str:
         kinds = sorted({q.kind for q in self.queries})
@@ -138,8 +140,9 @@ class RankingResult:
                 s = self.scores(run, kind)
                 lat = (
                     f"{statistics.median(run.ms):>9.2f}{percentile(run.ms, 95):>9.2f}"
-                    if kind is None else ""
-                )  # fmt: skip
+                    if kind is None
+                    else ""
+                )
                 lines.append(
                     f"  {run.code.label:<6}{kind or 'all':<9}{s.mrr:>6.3f}{s.success(1):>7.3f}"
                     f"{s.success(3):>7.3f}{s.success(10):>7.3f}{lat}"
@@ -176,8 +179,17 @@ def known_item_store(path: Path, hosts: int, pages: int, seed: int) -> list[Know
                 continue
             parsed = parse_html(render(web, page).body.decode("utf-8", "replace"), page.url)
             fp = fingerprint(page.url)
-            stored.append(Page(fp=fp, url=page.url, host=host_of(page.url), status=200,
-                               fetched_at=1.0, title=parsed.title, text=parsed.text))  # fmt: skip
+            stored.append(
+                Page(
+                    fp=fp,
+                    url=page.url,
+                    host=host_of(page.url),
+                    status=200,
+                    fetched_at=1.0,
+                    title=parsed.title,
+                    text=parsed.text,
+                )
+            )
             canonical, _invalid = canonical_links(parsed.links)
             texts = canonical_anchors(canonical, parsed.anchors)
             links.extend((fp, dst, texts.get(dst)) for dst in canonical.values())
@@ -189,12 +201,17 @@ def known_item_store(path: Path, hosts: int, pages: int, seed: int) -> list[Know
 
 
 def _answers(code: Code, db: Path, queries_file: Path, passes: int) -> dict[str, Any]:
-    env = _child_env(code, {"SRCRAWL_DB_URL": f"sqlite:///{db}",
-                            "SRCRAWL_INDEX_DIR": str(index_dir_of(db))})  # fmt: skip
+    env = _child_env(
+        code, {"SRCRAWL_DB_URL": f"sqlite:///{db}", "SRCRAWL_INDEX_DIR": str(index_dir_of(db))}
+    )
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(db), str(queries_file), str(passes)],
-        cwd=db.parent, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
-    )  # fmt: skip
+        cwd=db.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+    )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise BenchmarkError(f"searching with the {code.label} code failed: {last}")

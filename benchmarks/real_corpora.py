@@ -146,8 +146,13 @@ def _step(jcfg: Config, args: list[str], say: Progress) -> tuple[float, str]:
     its stdout)."""
     say(f"$ srcrawl {' '.join(args)}")
     t0 = time.monotonic()
-    proc = popen_child([sys.executable, "-m", "srcrawl.cli", *args], jcfg.child_env(),
-                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = popen_child(
+        [sys.executable, "-m", "srcrawl.cli", *args],
+        jcfg.child_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         out, _ = proc.communicate()
     finally:
@@ -160,8 +165,22 @@ def _step(jcfg: Config, args: list[str], say: Progress) -> tuple[float, str]:
 def crawl_index_rank(jcfg: Config, seed: str, slaves: int, say: Progress) -> dict[str, float]:
     """Seconds of the crawl from ``seed``, the index and the PageRank of its pages."""
     n = str(slaves)
-    crawl, _ = _step(jcfg, ["crawl", seed, "--depth", str(BENCH_CORPUS_DEPTH), "--slaves", n,
-                            "--delay", "0", "--delay-factor", "0"], say)  # fmt: skip
+    crawl, _ = _step(
+        jcfg,
+        [
+            "crawl",
+            seed,
+            "--depth",
+            str(BENCH_CORPUS_DEPTH),
+            "--slaves",
+            n,
+            "--delay",
+            "0",
+            "--delay-factor",
+            "0",
+        ],
+        say,
+    )
     index, _ = _step(jcfg, ["index", "--slaves", n], say)
     rank, _ = _step(jcfg, ["pagerank", "--slaves", n], say)
     return {"crawl_s": crawl, "index_s": index, "rank_s": rank}
@@ -281,14 +300,15 @@ class CorpusResult:
         ]
         for system in ("srcrawl", "bm25"):
             sc = self.scores(system)
-            lines.append(f"  {system:<9}{sc.success(1):>10.3f}{sc.success(3):>11.3f}"
-                         f"{sc.mrr:>8.3f}")  # fmt: skip
+            lines.append(f"  {system:<9}{sc.success(1):>10.3f}{sc.success(3):>11.3f}{sc.mrr:>8.3f}")
         if self.unindexed:
-            lines.append(f"  answers not indexed ({len(self.unindexed)}): "
-                         + ", ".join(self.unindexed))  # fmt: skip
+            lines.append(
+                f"  answers not indexed ({len(self.unindexed)}): " + ", ".join(self.unindexed)
+            )
         misses = [o for o in self.outcomes if o.srcrawl_rank != 1]
-        lines.append(f"  srcrawl's answer not first ({len(misses)}): rank srcrawl/BM25, "
-                     "srcrawl's top 3")  # fmt: skip
+        lines.append(
+            f"  srcrawl's answer not first ({len(misses)}): rank srcrawl/BM25, srcrawl's top 3"
+        )
         for o in misses:
             ranks = "/".join(str(r or "-") for r in (o.srcrawl_rank, o.bm25_rank))
             lines.append(f"    {o.query!r} -> {' | '.join(o.answers)}  [{ranks}]")
@@ -336,9 +356,15 @@ def evaluate(result: CorpusResult, jcfg: Config, qf: QueryFile, progress: Progre
         result.search_ms.append((time.perf_counter() - t1) * 1000)
         best = [docs[i][0] for i in bm25.top(tok.tokens(q.query), TOP)]
         paths = [[corpus_path(u) for u in hit] for hit in hits]
-        result.outcomes.append(Outcome(q.query, q.answers, [p[0] for p in paths],
-                                       [corpus_path(u) for u in best],
-                                       [p[1:] for p in paths]))  # fmt: skip
+        result.outcomes.append(
+            Outcome(
+                q.query,
+                q.answers,
+                [p[0] for p in paths],
+                [corpus_path(u) for u in best],
+                [p[1:] for p in paths],
+            )
+        )
 
 
 def run_corpus(

@@ -117,10 +117,18 @@ class Cell:
     cpu_ms: float | None = None  # the server's CPU time per request
 
     @classmethod
-    def of_times(cls, lang: str, clients: int, ms: list[float], seconds: float,
-                 errors: int = 0, code: str = "now") -> Cell:  # fmt: skip
-        return cls(lang, clients, len(ms), _quantile(ms, 50), _quantile(ms, 95), seconds,
-                   errors, code)  # fmt: skip
+    def of_times(
+        cls,
+        lang: str,
+        clients: int,
+        ms: list[float],
+        seconds: float,
+        errors: int = 0,
+        code: str = "now",
+    ) -> Cell:
+        return cls(
+            lang, clients, len(ms), _quantile(ms, 50), _quantile(ms, 95), seconds, errors, code
+        )
 
     @property
     def per_s(self) -> float:
@@ -163,17 +171,29 @@ def wrk_duration(seconds: float) -> str:
     return f"{max(1, math.ceil(seconds))}s"
 
 
-def wrk_load(url: str, paths: list[str], clients: int, seconds: float, lang: str,
-             code: str = "now") -> Cell:  # fmt: skip
+def wrk_load(
+    url: str, paths: list[str], clients: int, seconds: float, lang: str, code: str = "now"
+) -> Cell:
     """One cell driven by ``wrk`` (one thread: it needs far less than a core)."""
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "rotate.lua"
         script.write_text(WRK_SCRIPT % ",".join(f'"{p}"' for p in paths))
         run = subprocess.run(
-            ["wrk", "-t1", f"-c{clients}", f"-d{wrk_duration(seconds)}", "--timeout", "30s",
-             "-s", str(script), url.rstrip("/")],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            [
+                "wrk",
+                "-t1",
+                f"-c{clients}",
+                f"-d{wrk_duration(seconds)}",
+                "--timeout",
+                "30s",
+                "-s",
+                str(script),
+                url.rstrip("/"),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     found = re.search(r"^srcrawl-wrk (\d+) (\d+) (\d+) ([\d.]+) ([\d.]+)$", run.stdout, re.M)
     if run.returncode != 0 or found is None:
         raise BenchmarkError(f"wrk failed: {(run.stderr or run.stdout)[-500:]}")
@@ -268,8 +288,10 @@ def largest_rss_mb(pid: int) -> dict[str, float] | None:
             fields = dict(
                 line.split(":", 1) for line in Path(f"/proc/{n}/status").read_text().splitlines()
             )
-            kb = {k: int(fields[v].split()[0]) for k, v in
-                  (("rss", "VmRSS"), ("anon", "RssAnon"), ("file", "RssFile"))}  # fmt: skip
+            kb = {
+                k: int(fields[v].split()[0])
+                for k, v in (("rss", "VmRSS"), ("anon", "RssAnon"), ("file", "RssFile"))
+            }
             found.append({k: v / 1024 for k, v in kb.items()})
     return max(found, key=lambda f: f["rss"]) if found else None
 
@@ -304,8 +326,9 @@ class Server:
 
 
 @contextlib.contextmanager
-def portal_process(bcfg: Config, options: Sequence[str], tree: str | None = None,
-                   wait: float = 120.0) -> Iterator[Server]:  # fmt: skip
+def portal_process(
+    bcfg: Config, options: Sequence[str], tree: str | None = None, wait: float = 120.0
+) -> Iterator[Server]:
     """``srcrawl serve`` (of ``tree``, else this code) on a free loopback port, started and
     healthy."""
     port = _free_port()
@@ -371,8 +394,9 @@ class _Load:
         return cell
 
 
-def _round(r: int, load: _Load, servers: dict[str, Server], queries: dict[str, list[str]],
-           say: Progress) -> list[Cell]:  # fmt: skip
+def _round(
+    r: int, load: _Load, servers: dict[str, Server], queries: dict[str, list[str]], say: Progress
+) -> list[Cell]:
     """One round: per language and client count, each server in turn."""
     cells = []
     codes = list(servers) if r % 2 == 0 else list(reversed(servers))

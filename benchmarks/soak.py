@@ -100,9 +100,24 @@ class _Engine:
     def start(self) -> None:
         env = self.cfg.child_env()
         seeds = [h.root for h in self.web.web.hosts[1:]]
-        crawl = ["--depth", "10", "--delay", "0.5", "--delay-factor", "0", "--max-delay", "2",
-                 "--fetch-timeout", "5", "--revisit", "60s", "--min-revisit", "20s",
-                 "--max-revisit", "10m"]  # fmt: skip
+        crawl = [
+            "--depth",
+            "10",
+            "--delay",
+            "0.5",
+            "--delay-factor",
+            "0",
+            "--max-delay",
+            "2",
+            "--fetch-timeout",
+            "5",
+            "--revisit",
+            "60s",
+            "--min-revisit",
+            "20s",
+            "--max-revisit",
+            "10m",
+        ]
         commands = {
             "master": ["master", "start", *seeds, *crawl, "--keep-running"],
             **{
@@ -116,9 +131,12 @@ class _Engine:
         for name, args in commands.items():
             log = open(self.tmp / f"{name}.log", "a")  # noqa: SIM115 - the child holds it
             self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "srcrawl.cli", *args], env=env, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                [sys.executable, "-m", "srcrawl.cli", *args],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
             if name == "master":
                 time.sleep(2.0)  # the crawl's strategy is there before the others look
 
@@ -255,11 +273,21 @@ def run_soak(cfg: Config, setup: SoakSetup, say: Progress, keep: Path | None = N
         tmp = keep or Path(tmp_dir)
         tmp.mkdir(parents=True, exist_ok=True)
         job_cfg = _soak_config(cfg, tmp)
-        schedule = ChangeSchedule(start=time.time(), seed=setup.seed, changing=0.5, gone=0.05,
-                                  periods=(30.0, 60.0, 120.0),
-                                  gone_after=setup.duration)  # fmt: skip
-        web = TestWeb.generate(hosts=setup.hosts, pages=setup.pages, seed=setup.seed,
-                               changes=schedule, robots_failures=0)  # fmt: skip
+        schedule = ChangeSchedule(
+            start=time.time(),
+            seed=setup.seed,
+            changing=0.5,
+            gone=0.05,
+            periods=(30.0, 60.0, 120.0),
+            gone_after=setup.duration,
+        )
+        web = TestWeb.generate(
+            hosts=setup.hosts,
+            pages=setup.pages,
+            seed=setup.seed,
+            changes=schedule,
+            robots_failures=0,
+        )
         web.web.changes = replace(schedule, origins=tuple(h.origin for h in web.web.hosts))
         web.start()
         engine = _Engine(job_cfg, tmp, web, setup)
@@ -267,9 +295,11 @@ def run_soak(cfg: Config, setup: SoakSetup, say: Progress, keep: Path | None = N
         try:
             job_cfg.store().init_schema()
             engine.start()
-            load = threading.Thread(target=_search_load, daemon=True,
-                                    args=(f"http://127.0.0.1:{engine.port}", _words(web), stop,
-                                          run))  # fmt: skip
+            load = threading.Thread(
+                target=_search_load,
+                daemon=True,
+                args=(f"http://127.0.0.1:{engine.port}", _words(web), stop, run),
+            )
             load.start()
             _sample_loop(job_cfg, engine, run, say)
         finally:
@@ -287,8 +317,10 @@ def _sample_loop(cfg: Config, engine: _Engine, run: SoakRun, say: Progress) -> N
         engine.check_alive()
         s = sample(cfg, engine, t)
         run.samples.append(s)
-        say(f"soak {t:.0f}/{run.setup.duration:.0f} s: {int(s['stored_pages'])} pages, "
-            f"redis {s['redis_used_mb']:.1f} MB, {run.searches} searches")  # fmt: skip
+        say(
+            f"soak {t:.0f}/{run.setup.duration:.0f} s: {int(s['stored_pages'])} pages, "
+            f"redis {s['redis_used_mb']:.1f} MB, {run.searches} searches"
+        )
         time.sleep(max(0.0, run.setup.every - (time.monotonic() - start - t)))
     run.samples.append(sample(cfg, engine, time.monotonic() - start))
 
@@ -314,10 +346,12 @@ def render(run: SoakRun, limit: float = 0.05) -> str:
     """Each series' growth over the second half, flagged above ``limit``."""
     growth = run.growth()
     last = run.samples[-1] if run.samples else {}
-    lines = [f"soak {run.setup.duration:.0f} s, sampled every {run.setup.every:g} s: "
-             f"{int(last.get('stored_pages', 0))} pages stored, {run.searches} searches "
-             f"({run.failed_searches} failed)",
-             f"{'series':<36} {'end':>12} {'growth, 2nd half':>17}"]  # fmt: skip
+    lines = [
+        f"soak {run.setup.duration:.0f} s, sampled every {run.setup.every:g} s: "
+        f"{int(last.get('stored_pages', 0))} pages stored, {run.searches} searches "
+        f"({run.failed_searches} failed)",
+        f"{'series':<36} {'end':>12} {'growth, 2nd half':>17}",
+    ]
     for name, g in growth.items():
         flag = "  GROWS" if g > limit else ""
         lines.append(f"{name:<36} {last.get(name, 0):>12.1f} {g:>+16.1%}{flag}")
@@ -331,11 +365,20 @@ def render(run: SoakRun, limit: float = 0.05) -> str:
 
 def save(run: SoakRun, json_path: str | None, plot_path: str | None) -> None:
     if json_path:
-        Path(json_path).write_text(json.dumps({
-            "duration": run.setup.duration, "every": run.setup.every,
-            "samples": run.samples, "growth": run.growth(), "errors": run.errors,
-            "searches": run.searches, "failed_searches": run.failed_searches,
-        }, indent=1))  # fmt: skip
+        Path(json_path).write_text(
+            json.dumps(
+                {
+                    "duration": run.setup.duration,
+                    "every": run.setup.every,
+                    "samples": run.samples,
+                    "growth": run.growth(),
+                    "errors": run.errors,
+                    "searches": run.searches,
+                    "failed_searches": run.failed_searches,
+                },
+                indent=1,
+            )
+        )
     if plot_path:
         plot(run, plot_path)
 

@@ -144,9 +144,13 @@ def _run(code: Code, args: Sequence[str], cwd: Path, env: dict[str, str]) -> tup
     """Wall seconds and stdout of ``srcrawl ARGS`` run with ``code``; raise if it fails."""
     t0 = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "srcrawl.cli", *args], cwd=cwd, env=env,
-        capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
-    )  # fmt: skip
+        [sys.executable, "-m", "srcrawl.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+    )
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -185,9 +189,15 @@ def _index_copy(cfg: Config, code: Code, pages_db: Path, say: Progress) -> Path:
     shutil.copyfile(pages_db, db)
     job = f"bench-startup-{code.label}-{os.getpid()}"
     say(f"indexing {db.name} with the {code.label} code ({code.root})")
-    env = _child_env(code, {"SRCRAWL_REDIS_URL": cfg.resolved_redis_url(),
-                            "SRCRAWL_DB_URL": f"sqlite:///{db}", "SRCRAWL_JOB": job,
-                            "SRCRAWL_INDEX_DIR": str(index_dir_of(db))})  # fmt: skip
+    env = _child_env(
+        code,
+        {
+            "SRCRAWL_REDIS_URL": cfg.resolved_redis_url(),
+            "SRCRAWL_DB_URL": f"sqlite:///{db}",
+            "SRCRAWL_JOB": job,
+            "SRCRAWL_INDEX_DIR": str(index_dir_of(db)),
+        },
+    )
     try:
         _run(code, ["index", "--slaves", "1"], db.parent, env)
     finally:
@@ -215,8 +225,12 @@ def run_startup_benchmark(
         db = _index_copy(cfg, c, pages_db, say)
         home = directory / f"home-{c.label}"
         envs[c.label] = _child_env(
-            c, {"SRCRAWL_DB_URL": f"sqlite:///{db}", "SRCRAWL_HOME": str(home),
-                "SRCRAWL_INDEX_DIR": str(index_dir_of(db))}
+            c,
+            {
+                "SRCRAWL_DB_URL": f"sqlite:///{db}",
+                "SRCRAWL_HOME": str(home),
+                "SRCRAWL_INDEX_DIR": str(index_dir_of(db)),
+            },
         )
     commands = {
         "version": ["--version"],

@@ -80,9 +80,14 @@ user_dict_option = click.option(
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 @click.pass_context
 def index_command(
-    ctx: click.Context, slaves: int, batch_pages: int, follow: bool, max_delay: float,
-    user_dict: str | None, as_json: bool,
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    slaves: int,
+    batch_pages: int,
+    follow: bool,
+    max_delay: float,
+    user_dict: str | None,
+    as_json: bool,
+) -> None:
     """Index new and re-fetched pages: this master schedules and merges, slaves tokenize."""
     import threading
 
@@ -104,9 +109,10 @@ def index_command(
             run.line.say(f"{master.id}: waiting for index slaves (srcrawl slave start)")
         with stop_gently(stopping) if follow else contextlib.nullcontext():
             report = master.run(
-                slaves=run.local, progress=lambda r: run.line.update(_progress(r)),
+                slaves=run.local,
+                progress=lambda r: run.line.update(_progress(r)),
                 say=run.line.say,
-            )  # fmt: skip
+            )
     _print_index_report(cfg, report, as_json=as_json)
     if report.failed and not follow:
         sys.exit(1)
@@ -159,7 +165,7 @@ def _print_index_report(cfg: Config, report: IndexReport, *, as_json: bool) -> N
 @click.pass_context
 def search_command(
     ctx: click.Context, query: str, top: int, as_json: bool, user_dict: str | None
-) -> None:  # fmt: skip
+) -> None:
     """Search the index: pages with every word first, then with most of them; "a phrase",
     -word, site:host; PageRank a bounded prior."""
     from srcrawl.indexer.search import Searcher

@@ -23,8 +23,18 @@ import xxhash
 from srcrawl.errors import EnvelopeError
 from srcrawl.indexer.engine import IndexDoc, signed64
 
-COLUMNS = ("fp", "fetched_at", "host", "title", "body", "boiler", "anchor", "ident", "digest",
-           "simhash")  # fmt: skip
+COLUMNS = (
+    "fp",
+    "fetched_at",
+    "host",
+    "title",
+    "body",
+    "boiler",
+    "anchor",
+    "ident",
+    "digest",
+    "simhash",
+)
 _TYPES = (int, (int, float), str, str, str, str, str, str, int, int)
 
 
@@ -60,8 +70,9 @@ def simhash(tokens: Sequence[str]) -> int:
             hashes ^= hashes >> np.uint64(32)
     features, counts = np.unique(hashes, return_counts=True)
     # bit i of each feature (little-endian bytes, bits in order): its vote for bit i
-    bits = np.unpackbits(features.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1,
-                         bitorder="little")  # fmt: skip
+    bits = np.unpackbits(
+        features.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little"
+    )
     ones = counts @ bits  # the weight of the features with bit i set
     return signed64(int(np.packbits(2 * ones > counts.sum(), bitorder="little").view("<u8")[0]))
 

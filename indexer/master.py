@@ -252,9 +252,13 @@ class IndexMaster:
                 self.lease.release()
             if state is not None:
                 self.store.set_job(
-                    self.cfg.job, "index", state, self.report.as_dict(),
-                    started_at=started, finished_at=time.time(),
-                )  # fmt: skip
+                    self.cfg.job,
+                    "index",
+                    state,
+                    self.report.as_dict(),
+                    started_at=started,
+                    finished_at=time.time(),
+                )
         return self.report
 
     def _loop(

@@ -108,4 +108,3 @@ def failed_tasks(msg: Message) -> list[IndexTask]:
         except EnvelopeError:
             continue
     return tasks
-

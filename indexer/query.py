@@ -210,6 +210,7 @@ def some_words(units: Units) -> Query:
     if units.phrases or not some:  # the phrases (filters) are what a page must hold
         return Query.boolean_query([*some, *wanted, *_filters(units)])
     if wanted:  # one of the words at least; the lone characters only add
-        return Query.boolean_query([(Occur.Must, Query.boolean_query(some)), *wanted,
-                                    *_filters(units)])  # fmt: skip
+        return Query.boolean_query(
+            [(Occur.Must, Query.boolean_query(some)), *wanted, *_filters(units)]
+        )
     return Query.boolean_query([*some, *_filters(units)], minimum_number_should_match=1)

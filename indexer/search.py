@@ -83,9 +83,14 @@ class Hit:
     similar_urls: list[str] = field(default_factory=list)  # theirs (at most SIMILAR_URLS)
 
     def as_json(self) -> dict:
-        return {"url": self.url, "title": self.title, "score": round(self.score, 6),
-                "snippet": self.snippet, "similar": self.similar,
-                "similar_urls": self.similar_urls}  # fmt: skip
+        return {
+            "url": self.url,
+            "title": self.title,
+            "score": round(self.score, 6),
+            "snippet": self.snippet,
+            "similar": self.similar,
+            "similar_urls": self.similar_urls,
+        }
 
 
 @dataclass

@@ -124,9 +124,15 @@ class IndexHandler:
             own, boiler = self.boilerplate.split(host, text)
             anchor_text = "\n".join(anchors.get(fp, ()))
             doc = tokenize_document(
-                self.tokenizer, fp, fetched_at, host, title, own, boilerplate=boiler,
+                self.tokenizer,
+                fp,
+                fetched_at,
+                host,
+                title,
+                own,
+                boilerplate=boiler,
                 anchor_text=anchor_text,
-            )  # fmt: skip
+            )
             docs.append(doc)
         return docs
 

@@ -196,9 +196,11 @@ class OwnText(Protocol):
 
 
 def make_snippet(
-    text: str, terms: Sequence[str], width: int = DEFAULT_SNIPPET_CHARS,
+    text: str,
+    terms: Sequence[str],
+    width: int = DEFAULT_SNIPPET_CHARS,
     own: OwnText | None = None,
-) -> str:  # fmt: skip
+) -> str:
     """About ``width`` characters of ``text`` holding as many distinct terms as it can.
 
     Whitespace is collapsed, the text otherwise as the page has it; each
@@ -213,8 +215,11 @@ def make_snippet(
         matches = [m for m in matches if not own.covered(body, m.start())]
     if not matches:
         start = (own.run_start(body, 0) or 0) if own is not None else 0
-        return ("…" if start else "") + body[start : start + width] + (
-            "…" if len(body) > start + width else "")  # fmt: skip
+        return (
+            ("…" if start else "")
+            + body[start : start + width]
+            + ("…" if len(body) > start + width else "")
+        )
     return _window(body, matches, width, own)
 
 

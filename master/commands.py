@@ -60,138 +60,258 @@ politeness before the progress line says so."""
 def _sitemap_and_storage_options() -> list[Callable]:
     """Where a crawl keeps the bodies, and its sitemaps (part of :func:`crawl_options`)."""
     return [
-        click.option("--sitemaps/--no-sitemaps", default=True, show_default=True,
-                     help="Read each host's sitemaps (the Sitemap: lines of its robots.txt, "
-                          "else /sitemap.xml, one request): their pages are seeds, their "
-                          "lastmod kept for the recrawl."),
-        click.option("--sitemap-every", type=DURATION,
-                     default=format_duration(DEFAULT_SITEMAP_EVERY), show_default=True,
-                     help="How often an always-on crawl reads each host's sitemaps again: a "
-                          "stored page whose lastmod is newer than its last fetch is fetched "
-                          "again at once (within its host's politeness)."),
-        click.option("--body-store", type=click.Choice(BODY_STORES), default=BODY_STORES[0],
-                     show_default=True,
-                     help="Where bodies are kept: WARC files in $SRCRAWL_WARC_DIR (default "
-                          "$SRCRAWL_HOME/warc), the store pointing into them; or in the store."),
-        click.option("--warc-max-bytes", default=DEFAULT_WARC_MAX_BYTES, show_default=True,
-                     type=click.IntRange(1),
-                     help="Bytes after which a slave starts a new WARC file."),
-    ]  # fmt: skip
+        click.option(
+            "--sitemaps/--no-sitemaps",
+            default=True,
+            show_default=True,
+            help="Read each host's sitemaps (the Sitemap: lines of its robots.txt, "
+            "else /sitemap.xml, one request): their pages are seeds, their "
+            "lastmod kept for the recrawl.",
+        ),
+        click.option(
+            "--sitemap-every",
+            type=DURATION,
+            default=format_duration(DEFAULT_SITEMAP_EVERY),
+            show_default=True,
+            help="How often an always-on crawl reads each host's sitemaps again: a "
+            "stored page whose lastmod is newer than its last fetch is fetched "
+            "again at once (within its host's politeness).",
+        ),
+        click.option(
+            "--body-store",
+            type=click.Choice(BODY_STORES),
+            default=BODY_STORES[0],
+            show_default=True,
+            help="Where bodies are kept: WARC files in $SRCRAWL_WARC_DIR (default "
+            "$SRCRAWL_HOME/warc), the store pointing into them; or in the store.",
+        ),
+        click.option(
+            "--warc-max-bytes",
+            default=DEFAULT_WARC_MAX_BYTES,
+            show_default=True,
+            type=click.IntRange(1),
+            help="Bytes after which a slave starts a new WARC file.",
+        ),
+    ]
 
 
 def _revisit_options() -> list[Callable]:
     """The recrawl schedule's options (see queues/crawl_strategy.py next_revisit)."""
     return [
-        click.option("--revisit", type=DURATION, default=format_duration(DEFAULT_REVISIT),
-                     show_default=True,
-                     help="When a stored page is fetched again after its first fetch "
-                          "(90s, 6h, 1d); a master with --keep-running does it."),
-        click.option("--min-revisit", type=DURATION,
-                     default=format_duration(DEFAULT_MIN_REVISIT), show_default=True,
-                     help="Shortest interval of a page that keeps changing."),
-        click.option("--max-revisit", type=DURATION,
-                     default=format_duration(DEFAULT_MAX_REVISIT), show_default=True,
-                     help="Longest interval of a page that never changes (or went away)."),
-        click.option("--revisit-policy", type=click.Choice(DEFAULT_REVISIT_POLICIES),
-                     default="adaptive", show_default=True,
-                     help="adaptive: each page at the interval its estimated change rate "
-                          "earns (Cho & Garcia-Molina): never-changing pages at "
-                          "--max-revisit, pages changing too fast to keep fresh given up; "
-                          "nutch: 20% sooner after a change, 40% later without (Nutch's "
-                          "AdaptiveFetchSchedule); uniform: every page at --revisit."),
-    ]  # fmt: skip
+        click.option(
+            "--revisit",
+            type=DURATION,
+            default=format_duration(DEFAULT_REVISIT),
+            show_default=True,
+            help="When a stored page is fetched again after its first fetch "
+            "(90s, 6h, 1d); a master with --keep-running does it.",
+        ),
+        click.option(
+            "--min-revisit",
+            type=DURATION,
+            default=format_duration(DEFAULT_MIN_REVISIT),
+            show_default=True,
+            help="Shortest interval of a page that keeps changing.",
+        ),
+        click.option(
+            "--max-revisit",
+            type=DURATION,
+            default=format_duration(DEFAULT_MAX_REVISIT),
+            show_default=True,
+            help="Longest interval of a page that never changes (or went away).",
+        ),
+        click.option(
+            "--revisit-policy",
+            type=click.Choice(DEFAULT_REVISIT_POLICIES),
+            default="adaptive",
+            show_default=True,
+            help="adaptive: each page at the interval its estimated change rate "
+            "earns (Cho & Garcia-Molina): never-changing pages at "
+            "--max-revisit, pages changing too fast to keep fresh given up; "
+            "nutch: 20% sooner after a change, 40% later without (Nutch's "
+            "AdaptiveFetchSchedule); uniform: every page at --revisit.",
+        ),
+    ]
 
 
 def _frontier_options() -> list[Callable]:
     """How the frontier is cut up: queues per host or hash bucket, and partitions."""
     return [
-        click.option("--per-host", default=1, show_default=True, type=click.IntRange(1),
-                     help="Most requests in flight to one host across the whole cluster "
-                          "(Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN, Nutch's "
-                          "fetcher.threads.per.queue): each host's URLs are spread over 4N "
-                          "queues that take its N request slots in turn, each slot waiting "
-                          "--delay / --delay-factor after its response; a robots.txt "
-                          "Crawl-delay holds its host to 1. For sites you own."),
-        click.option("--queue-policy", type=click.Choice(QUEUE_POLICIES), default="host",
-                     show_default=True,
-                     help="host: queues per host, at most --per-host requests in flight to "
-                          "one host (polite). hash: URLs spread over --hash-buckets queues "
-                          "whatever their host, so one host may have them all in flight: no "
-                          "per-host limit at all."),
+        click.option(
+            "--per-host",
+            default=1,
+            show_default=True,
+            type=click.IntRange(1),
+            help="Most requests in flight to one host across the whole cluster "
+            "(Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN, Nutch's "
+            "fetcher.threads.per.queue): each host's URLs are spread over 4N "
+            "queues that take its N request slots in turn, each slot waiting "
+            "--delay / --delay-factor after its response; a robots.txt "
+            "Crawl-delay holds its host to 1. For sites you own.",
+        ),
+        click.option(
+            "--queue-policy",
+            type=click.Choice(QUEUE_POLICIES),
+            default="host",
+            show_default=True,
+            help="host: queues per host, at most --per-host requests in flight to "
+            "one host (polite). hash: URLs spread over --hash-buckets queues "
+            "whatever their host, so one host may have them all in flight: no "
+            "per-host limit at all.",
+        ),
         click.option("--hash-buckets", default=DEFAULT_HASH_BUCKETS, show_default=True),
-        click.option("--partitions", default=1, show_default=True,
-                     type=click.IntRange(1, MAX_PARTITIONS),
-                     help="Ranges of the host hash the frontier is divided into, each with its "
-                          "own Redis keys (spread over a Redis Cluster's nodes) and its own "
-                          "master lease: any number of `master start` processes share them."),
-    ]  # fmt: skip
+        click.option(
+            "--partitions",
+            default=1,
+            show_default=True,
+            type=click.IntRange(1, MAX_PARTITIONS),
+            help="Ranges of the host hash the frontier is divided into, each with its "
+            "own Redis keys (spread over a Redis Cluster's nodes) and its own "
+            "master lease: any number of `master start` processes share them.",
+        ),
+    ]
 
 
 def _guard_options() -> list[Callable]:
     """What pauses the crawl before a volume or Redis runs full (master/guards.py)."""
     return [
-        click.option("--min-free-disk", type=BYTE_SIZE, envvar=ENV_MIN_FREE_DISK,
-                     default=DEFAULT_MIN_FREE_DISK,
-                     show_default=f"{DEFAULT_MIN_FREE_DISK / 2**30:g}G",
-                     help="Pause fetching and URL admission while the WARC or store volume "
-                          f"has less free (512M, 2G) [env {ENV_MIN_FREE_DISK}]."),
-        click.option("--max-redis-memory", type=BYTE_SIZE, envvar=ENV_MAX_REDIS_MEMORY,
-                     default=DEFAULT_MAX_REDIS_MEMORY, show_default=True,
-                     help="Admit no new URL while Redis uses more (queued URLs are fetched "
-                          "on); 0: 90% of Redis's maxmemory, if set "
-                          f"[env {ENV_MAX_REDIS_MEMORY}]."),
-    ]  # fmt: skip
+        click.option(
+            "--min-free-disk",
+            type=BYTE_SIZE,
+            envvar=ENV_MIN_FREE_DISK,
+            default=DEFAULT_MIN_FREE_DISK,
+            show_default=f"{DEFAULT_MIN_FREE_DISK / 2**30:g}G",
+            help="Pause fetching and URL admission while the WARC or store volume "
+            f"has less free (512M, 2G) [env {ENV_MIN_FREE_DISK}].",
+        ),
+        click.option(
+            "--max-redis-memory",
+            type=BYTE_SIZE,
+            envvar=ENV_MAX_REDIS_MEMORY,
+            default=DEFAULT_MAX_REDIS_MEMORY,
+            show_default=True,
+            help="Admit no new URL while Redis uses more (queued URLs are fetched "
+            "on); 0: 90% of Redis's maxmemory, if set "
+            f"[env {ENV_MAX_REDIS_MEMORY}].",
+        ),
+    ]
 
 
 def crawl_options(f: Callable) -> Callable:
     """Scope, politeness and policy options shared by `crawl` and `master start`."""
     options = [
-        click.option("--depth", "max_depth", default=DEFAULT_MAX_DEPTH, show_default=True,
-                     help="Link hops from the seeds to follow (a redirect is one hop)."),
-        click.option("--allow-domain", multiple=True,
-                     help="Also crawl this domain and its subdomains (repeatable)."),
+        click.option(
+            "--depth",
+            "max_depth",
+            default=DEFAULT_MAX_DEPTH,
+            show_default=True,
+            help="Link hops from the seeds to follow (a redirect is one hop).",
+        ),
+        click.option(
+            "--allow-domain",
+            multiple=True,
+            help="Also crawl this domain and its subdomains (repeatable).",
+        ),
         click.option("--allow", multiple=True, help="Only crawl URLs matching a regex."),
         click.option("--deny", multiple=True, help="Never crawl URLs matching a regex."),
-        click.option("--max-pages-per-host", default=0, show_default=True, type=click.IntRange(0),
-                     help="0: no cap."),
-        click.option("--delay", default=DEFAULT_DELAY, show_default=True,
-                     help="Minimum seconds between two requests to one host."),
-        click.option("--delay-factor", default=DEFAULT_DELAY_FACTOR, show_default=True,
-                     help="Wait this × the last fetch time before the next request to the host."),
-        click.option("--max-delay", default=DEFAULT_MAX_DELAY, show_default=True,
-                     help="The wait never exceeds this (robots Crawl-delay aside)."),
+        click.option(
+            "--max-pages-per-host",
+            default=0,
+            show_default=True,
+            type=click.IntRange(0),
+            help="0: no cap.",
+        ),
+        click.option(
+            "--delay",
+            default=DEFAULT_DELAY,
+            show_default=True,
+            help="Minimum seconds between two requests to one host.",
+        ),
+        click.option(
+            "--delay-factor",
+            default=DEFAULT_DELAY_FACTOR,
+            show_default=True,
+            help="Wait this × the last fetch time before the next request to the host.",
+        ),
+        click.option(
+            "--max-delay",
+            default=DEFAULT_MAX_DELAY,
+            show_default=True,
+            help="The wait never exceeds this (robots Crawl-delay aside).",
+        ),
         *_frontier_options(),
         click.option("--bloom-error-rate", default=DEFAULT_BLOOM_ERROR_RATE, show_default=True),
-        click.option("--fetch-timeout", default=DEFAULT_READ_TIMEOUT, show_default=True,
-                     help="Seconds to wait for a response's bytes."),
-        click.option("--max-page-bytes", default=DEFAULT_MAX_PAGE_BYTES, show_default=True,
-                     help="Bytes of a body to read; the rest is cut off."),
-        click.option("--robots-defer", default=DEFAULT_ROBOTS_DEFER, show_default=True,
-                     help="Seconds a host waits after its robots.txt failed (5xx, timeout)."),
+        click.option(
+            "--fetch-timeout",
+            default=DEFAULT_READ_TIMEOUT,
+            show_default=True,
+            help="Seconds to wait for a response's bytes.",
+        ),
+        click.option(
+            "--max-page-bytes",
+            default=DEFAULT_MAX_PAGE_BYTES,
+            show_default=True,
+            help="Bytes of a body to read; the rest is cut off.",
+        ),
+        click.option(
+            "--robots-defer",
+            default=DEFAULT_ROBOTS_DEFER,
+            show_default=True,
+            help="Seconds a host waits after its robots.txt failed (5xx, timeout).",
+        ),
         # tests scale the deferrals down and this with them, so the lagging path still runs
-        click.option("--lag-after", default=DEFAULT_LAG_AFTER, show_default=True, hidden=True,
-                     help="A robots.txt deferral this long or longer no longer holds the depth "
-                          "levels."),
-        click.option("--robots-ttl", type=DURATION, default=format_duration(DEFAULT_ROBOTS_TTL),
-                     show_default=True,
-                     help="How long a host's robots.txt is cached (30s, 1h)."),
-        click.option("--user-agent", envvar=ENV_USER_AGENT, default=DEFAULT_USER_AGENT,
-                     show_default=True,
-                     help="User-Agent of every request: your crawler's name and a contact URL "
-                          "or e-mail; robots.txt rules are matched against the name "
-                          f"[env {ENV_USER_AGENT}]."),
-        click.option("--allow-private", is_flag=True,
-                     help="Let requests go to loopback, private and link-local addresses "
-                          "(a seed's own IP-literal or localhost origin needs no opt-in)."),
-        click.option("--allow-network", multiple=True, metavar="CIDR",
-                     help="Let requests go to the addresses of this network (repeatable)."),
-        click.option("--fetch-tries", default=DEFAULT_FETCH_TRIES, show_default=True,
-                     help="Fetches of a URL failing for a passing reason (timeout, broken or "
-                          "cut-off response, 5xx, 429) before it is stored as failed."),
-        click.option("--retry-backoff", default=DEFAULT_RETRY_BACKOFF, show_default=True,
-                     help="Seconds before a failed URL's second try, doubled for each next."),
-        *_sitemap_and_storage_options(), *_revisit_options(), *_guard_options(),
-    ]  # fmt: skip
+        click.option(
+            "--lag-after",
+            default=DEFAULT_LAG_AFTER,
+            show_default=True,
+            hidden=True,
+            help="A robots.txt deferral this long or longer no longer holds the depth levels.",
+        ),
+        click.option(
+            "--robots-ttl",
+            type=DURATION,
+            default=format_duration(DEFAULT_ROBOTS_TTL),
+            show_default=True,
+            help="How long a host's robots.txt is cached (30s, 1h).",
+        ),
+        click.option(
+            "--user-agent",
+            envvar=ENV_USER_AGENT,
+            default=DEFAULT_USER_AGENT,
+            show_default=True,
+            help="User-Agent of every request: your crawler's name and a contact URL "
+            "or e-mail; robots.txt rules are matched against the name "
+            f"[env {ENV_USER_AGENT}].",
+        ),
+        click.option(
+            "--allow-private",
+            is_flag=True,
+            help="Let requests go to loopback, private and link-local addresses "
+            "(a seed's own IP-literal or localhost origin needs no opt-in).",
+        ),
+        click.option(
+            "--allow-network",
+            multiple=True,
+            metavar="CIDR",
+            help="Let requests go to the addresses of this network (repeatable).",
+        ),
+        click.option(
+            "--fetch-tries",
+            default=DEFAULT_FETCH_TRIES,
+            show_default=True,
+            help="Fetches of a URL failing for a passing reason (timeout, broken or "
+            "cut-off response, 5xx, 429) before it is stored as failed.",
+        ),
+        click.option(
+            "--retry-backoff",
+            default=DEFAULT_RETRY_BACKOFF,
+            show_default=True,
+            help="Seconds before a failed URL's second try, doubled for each next.",
+        ),
+        *_sitemap_and_storage_options(),
+        *_revisit_options(),
+        *_guard_options(),
+    ]
     for option in reversed(options):
         f = option(f)
     return f
@@ -209,8 +329,11 @@ def field_of(option: str) -> str:
 def strategy_from(opts: dict[str, Any]) -> CrawlStrategy:
     """The strategy the crawl options ``opts`` (as click names them) describe."""
     known = {f.name for f in fields(CrawlStrategy)}
-    values = {field_of(k): (tuple(v) if isinstance(v, (list, tuple)) else v)
-              for k, v in opts.items() if field_of(k) in known}  # fmt: skip
+    values = {
+        field_of(k): (tuple(v) if isinstance(v, (list, tuple)) else v)
+        for k, v in opts.items()
+        if field_of(k) in known
+    }
     return CrawlStrategy(**values)
 
 
@@ -222,11 +345,16 @@ def warn_without_contact(strategy: CrawlStrategy) -> None:
 
 
 FIXED_ON_RESUME = {
-    "max_depth": "--depth", "allow_domain": "--allow-domain", "allow": "--allow",
-    "deny": "--deny", "queue_policy": "--queue-policy", "hash_buckets": "--hash-buckets",
-    "per_host": "--per-host", "bloom_error_rate": "--bloom-error-rate",
+    "max_depth": "--depth",
+    "allow_domain": "--allow-domain",
+    "allow": "--allow",
+    "deny": "--deny",
+    "queue_policy": "--queue-policy",
+    "hash_buckets": "--hash-buckets",
+    "per_host": "--per-host",
+    "bloom_error_rate": "--bloom-error-rate",
     "partitions": "--partitions",
-}  # fmt: skip
+}
 """Options a resumed crawl cannot change: links already judged by the scope and depth are
 not judged again, queues are assigned (a host's URLs already spread over --per-host queues)
 and the seen set is sized."""
@@ -303,8 +431,9 @@ def master_start(
         return
     click.echo(
         f"crawl {'complete' if complete else 'stopped'}: {c.get('pages', 0)} pages, "
-        f"{c.get('scheduled', 0)} URLs scheduled", err=True,
-    )  # fmt: skip
+        f"{c.get('scheduled', 0)} URLs scheduled",
+        err=True,
+    )
 
 
 @click.command("crawl")
@@ -318,9 +447,14 @@ def master_start(
 @click.option("--resume", is_flag=True, help="Continue the job's interrupted crawl.")
 @click.pass_context
 def crawl_command(
-    ctx: click.Context, seeds: tuple[str, ...], slaves: int, fetches: int, parser: str,
-    resume: bool, **opts: Any,
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    seeds: tuple[str, ...],
+    slaves: int,
+    fetches: int,
+    parser: str,
+    resume: bool,
+    **opts: Any,
+) -> None:
     """Crawl from SEEDS with a master and --slaves local slaves until done."""
     from srcrawl.master.crawl_run import start_crawl
     from srcrawl.queues import crawl_strategy as strategies
@@ -355,8 +489,12 @@ def crawl_command(
     finally:
         line.done()
     deferred = watch.deferred_hosts()
-    click.echo(json.dumps({"job": cfg.job, **final, **({"deferred_hosts": deferred}
-                                                       if deferred else {})}, sort_keys=True))
+    click.echo(
+        json.dumps(
+            {"job": cfg.job, **final, **({"deferred_hosts": deferred} if deferred else {})},
+            sort_keys=True,
+        )
+    )
     failed = watch.nothing_fetched(final)
     if failed:
         line.say(f"srcrawl: {failed}")
@@ -452,10 +590,11 @@ class _CrawlWatch:
         deferred = set(self.deferred_hosts())
         reasons = [
             f"{h}: {r.get('what', 'robots.txt')}: {r.get('reason', 'failed')}; left for "
-            f"`srcrawl --job {self.cfg.job} crawl --resume`" if h in deferred
+            f"`srcrawl --job {self.cfg.job} crawl --resume`"
+            if h in deferred
             else describe_host_error(h, r)
             for h, r in host_errors(self.cfg).items()
-        ]  # fmt: skip
+        ]
         if final.get("robots_disallowed"):
             reasons.append(f"{final['robots_disallowed']} URLs disallowed by robots.txt")
         if final.get("fetch_errors"):
@@ -483,7 +622,7 @@ EXIT_SEEDS_REFUSED = 1
 @click.pass_context
 def seed_command(
     ctx: click.Context, urls: tuple[str, ...], allow_private: bool, allow_network: tuple[str, ...]
-) -> None:  # fmt: skip
+) -> None:
     """Add seed URLs (and their hosts to the scope) to the job's crawl.
 
     A seed whose address the crawl may not reach (loopback, private, link-local, unless
@@ -495,9 +634,12 @@ def seed_command(
 
     cfg = _config(ctx)
     added = add_seeds(
-        cfg, urls, allow_private=allow_private, allow_networks=allow_network,
+        cfg,
+        urls,
+        allow_private=allow_private,
+        allow_networks=allow_network,
         refuse=lambda strategy, url: FetchPolicy.of(strategy).refuse_seed(url),
-    )  # fmt: skip
+    )
     for url, reason in added.refused.items():
         click.echo(f"srcrawl: seed {url} refused: {reason}", err=True)
     again = f" ({len(added.again)} fetched again)" if added.again else ""
@@ -514,9 +656,15 @@ def export_pages(ctx: click.Context) -> None:
     store = _config(ctx).store()
     out = sys.stdout
     for p in store.iter_pages():
-        record = {"url": p.url, "status": p.status, "depth": p.depth,
-                  "content_type": p.content_type, "title": p.title, "error": p.error,
-                  "body_state": p.body_state}  # fmt: skip
+        record = {
+            "url": p.url,
+            "status": p.status,
+            "depth": p.depth,
+            "content_type": p.content_type,
+            "title": p.title,
+            "error": p.error,
+            "body_state": p.body_state,
+        }
         out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 

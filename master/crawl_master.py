@@ -100,9 +100,15 @@ class CrawlMaster:
     """Runs one crawl job until it is complete (or forever with ``keep_running``)."""
 
     def __init__(
-        self, cfg: Config, *, batch: int = DEFAULT_MASTER_BATCH, wait_for_work: bool = False,
-        partition: int = 0, stopping: threading.Event | None = None, wait_out: bool = True,
-    ) -> None:  # fmt: skip
+        self,
+        cfg: Config,
+        *,
+        batch: int = DEFAULT_MASTER_BATCH,
+        wait_for_work: bool = False,
+        partition: int = 0,
+        stopping: threading.Event | None = None,
+        wait_out: bool = True,
+    ) -> None:
         self.cfg = cfg
         self.client = cfg.redis()
         self.job_keys = cfg.keys
@@ -146,10 +152,15 @@ class CrawlMaster:
         self.guards = CrawlGuards(cfg, self.client, self.job_keys)
         self._process = f"crawl-master-{partition}@{socket.gethostname()}:{os.getpid()}"
         self._handlers = {
-            Seed: self._on_seed, Fetched: self._on_fetched, RobotsFetched: self._on_robots,
-            Retry: self._on_retry, Disallowed: self._on_disallowed, Deferred: self._on_deferred,
-            TaskError: self._on_error, Links: self._on_links,
-        }  # fmt: skip
+            Seed: self._on_seed,
+            Fetched: self._on_fetched,
+            RobotsFetched: self._on_robots,
+            Retry: self._on_retry,
+            Disallowed: self._on_disallowed,
+            Deferred: self._on_deferred,
+            TaskError: self._on_error,
+            Links: self._on_links,
+        }
 
     def _clear_batch(self) -> None:
         """Forget what the last nrq batch gathered: each batch starts from nothing."""
@@ -287,8 +298,12 @@ class CrawlMaster:
                 if not keep_running and deferred:  # only hosts deferred by robots.txt left
                     self._finish(deferred=deferred)
                     return True
-            elif (self.partitions == 1 and not keep_running and state.tail_only
-                  and not self._holding()):  # fmt: skip
+            elif (
+                self.partitions == 1
+                and not keep_running
+                and state.tail_only
+                and not self._holding()
+            ):
                 # the level's last tasks are all in flight: the next one fills the slots
                 # they leave idle (the depth record keeps depths exact, see Frontier)
                 self._advance_level(lagging=state.lagging > 0, overlap=True)
@@ -393,8 +408,9 @@ class CrawlMaster:
             self._said_no_slave = True
             log.warning(
                 "no crawl slave has been alive for %.0f s: nothing is fetched; start one with "
-                "`srcrawl slave start`", now - self._no_slave_since,
-            )  # fmt: skip
+                "`srcrawl slave start`",
+                now - self._no_slave_since,
+            )
 
     def _advance_level(self, *, lagging: bool, overlap: bool = False) -> None:
         """Release the next level. ``overlap``: the current level's tail is still in flight
@@ -428,17 +444,21 @@ class CrawlMaster:
         if improved:  # a page may have been stored from its deeper fetch last
             self.cfg.store().set_depths(improved)
         now = time.time()
-        done = {"state": "complete"} if self.partitions > 1 else {"state": "complete",
-                                                                  "finished": now}  # fmt: skip
+        done = (
+            {"state": "complete"} if self.partitions > 1 else {"state": "complete", "finished": now}
+        )
         if deferred:
             done["deferred"] = " ".join(deferred)
         self.frontier.transaction(lambda pipe: pipe.hset(self.keys.crawl_state, mapping=done))
         started, finished = self.client.hmget(self.job_keys.crawl_state, ["started", "finished"])
         self.cfg.store().set_job(
-            self.cfg.job, "crawl", "complete", self.counters(),
+            self.cfg.job,
+            "crawl",
+            "complete",
+            self.counters(),
             started_at=float(started) if started else None,
             finished_at=float(finished) if finished else now,
-        )  # fmt: skip
+        )
 
     def _partition_level(self) -> int:
         return int(self.client.hget(self.keys.crawl_state, "level") or 0)
@@ -472,8 +492,9 @@ class CrawlMaster:
         """Turn a batch of nrq messages into one atomic frontier commit."""
         value = int(DEFAULT_REVISIT_FETCH_VALUE * self.strategy.revisit * 1000)
         batch = Batch(acks=len(msgs), value=max(1, value))
-        level, strict, record = self.client.hmget(self.job_keys.crawl_state,
-                                                  ["level", "strict", "record"])  # fmt: skip
+        level, strict, record = self.client.hmget(
+            self.job_keys.crawl_state, ["level", "strict", "record"]
+        )
         if self.partitions > 1 and int(level or 0) > self._partition_level():
             self._catch_up(int(level or 0))  # the crawl moved on while this partition waited
         if self.partitions > 1:
@@ -525,8 +546,13 @@ class CrawlMaster:
             batch.lag[queue] = 0
         if not self._said_rejected:
             self._said_rejected = True
-            log.warning("rejected a malformed nrq message (%s): %.200r; more are only counted "
-                        "(crawl counter %r)", error, raw, REJECTED)  # fmt: skip
+            log.warning(
+                "rejected a malformed nrq message (%s): %.200r; more are only counted "
+                "(crawl counter %r)",
+                error,
+                raw,
+                REJECTED,
+            )
 
     def _polite(self, fetch_ms: float, crawl_delay: float | None) -> int:
         """When a host that just answered may be asked again (epoch ms)."""
@@ -587,8 +613,9 @@ class CrawlMaster:
         self._learn_limit(page.task, page.crawl_delay, batch)
         batch.done[queue] = self._polite(page.fetch_ms, page.crawl_delay)
         batch.lag[queue] = 0  # the host answered: its queue counts for the level again
-        batch.count("recrawled" if page.task.recrawl else "refetched" if page.task.again
-                    else "pages")  # fmt: skip
+        batch.count(
+            "recrawled" if page.task.recrawl else "refetched" if page.task.again else "pages"
+        )
         if page.error:  # a cut-off or failed response is no good page, whatever its status
             batch.count("fetch_errors")
             batch.count(f"error_{page.error}")
@@ -757,8 +784,13 @@ class CrawlMaster:
             # bookkeeping); only a host deferred for longer stops holding the others
             batch.lag[task.queue] = int(retry_at - now_ms() >= self.strategy.lag_after * 1000)
         if reason:
-            record = {"what": "robots.txt", "reason": reason, "try": task.tries, "tries": limit,
-                      "retry_at": retry_at / 1000 if retry_at else None}  # fmt: skip
+            record = {
+                "what": "robots.txt",
+                "reason": reason,
+                "try": task.tries,
+                "tries": limit,
+                "retry_at": retry_at / 1000 if retry_at else None,
+            }
             batch.errors[host_of(task.url)] = json.dumps(record)
 
     def _improve(self, batch: Batch) -> None:
@@ -869,13 +901,25 @@ def reset_crawl(cfg: Config) -> None:
     client = cfg.redis()
     job = cfg.keys
     # the counters published for /metrics and the guards' state go with the crawl's counters
-    doomed = [job.crawl_strategy, job.crawl_state, job.crawl_masters, job.crawl_assignment,
-              job.metrics, job.guards, job.processes]  # fmt: skip
+    doomed = [
+        job.crawl_strategy,
+        job.crawl_state,
+        job.crawl_masters,
+        job.crawl_assignment,
+        job.metrics,
+        job.guards,
+        job.processes,
+    ]
     for k in partition_keys(client, job):
         q = PhaseQueues(client, k, "crawl")
         # the sitemaps' <lastmod> goes too: it is read again with each host's robots.txt
-        doomed += [*k.crawl_keys(), k.sitemap_lastmod, q.srq.key, q.nrq.key,
-                   k.master_lease("crawl")]  # fmt: skip
+        doomed += [
+            *k.crawl_keys(),
+            k.sitemap_lastmod,
+            q.srq.key,
+            q.nrq.key,
+            k.master_lease("crawl"),
+        ]
         for prefix in (k.crawl_queue_prefix, k.crawl_parked_prefix, k.crawl_cooling_prefix):
             doomed += [key for key in client.scan_iter(match=f"{prefix}*", count=1000)]
         for queue in (q.srq, q.nrq):

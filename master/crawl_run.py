@@ -105,9 +105,13 @@ SeedJudge = Callable[[CrawlStrategy, str], str | None]
 
 
 def add_seeds(
-    cfg: Config, seeds: Sequence[str], *, allow_private: bool = False,
-    allow_networks: Sequence[str] = (), refuse: SeedJudge | None = None,
-) -> SeedsAdded:  # fmt: skip
+    cfg: Config,
+    seeds: Sequence[str],
+    *,
+    allow_private: bool = False,
+    allow_networks: Sequence[str] = (),
+    refuse: SeedJudge | None = None,
+) -> SeedsAdded:
     """Add seeds (and their hosts to the scope) to the job's crawl, running or not.
 
     A job with no crawl yet gets one with the default strategy: that is how a
@@ -121,8 +125,9 @@ def add_seeds(
     client = cfg.redis()
     current = strategies.load(client, cfg.keys) or CrawlStrategy()
     networks = tuple(dict.fromkeys([*current.allow_networks, *allow_networks]))
-    current = replace(current, allow_private=current.allow_private or allow_private,
-                      allow_networks=networks)  # fmt: skip
+    current = replace(
+        current, allow_private=current.allow_private or allow_private, allow_networks=networks
+    )
     widened = _with_seeds(current, canonical)
     out = SeedsAdded()
     for url in canonical:

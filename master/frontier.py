@@ -465,7 +465,9 @@ end
 # are: from there they wait their host's politeness like any other. Nothing moves while
 # the next level holds new URLs (they come first, and the level barrier is not held up
 # by pages that keep coming due). Returns {pages moved, earliest due time or -1}.
-_RELEASE_DUE = _ENQUEUE + """
+_RELEASE_DUE = (
+    _ENQUEUE
+    + """
 local now = tonumber(ARGV[1])
 local function earliest()
   if redis.call('LLEN', KEYS[6]) > 0 then return -1 end
@@ -487,12 +489,15 @@ end
 if n > 0 then redis.call('HINCRBY', KEYS[7], 'recrawl_due', n) end
 return {n, earliest()}
 """
+)
 
 # KEYS[1] nextlevel, KEYS[2] ready, KEYS[3] inflight, KEYS[4] qnext;
 # ARGV[1] now (ms), ARGV[2] queue key prefix, ARGV[3] chunk size.
 # Releases up to a chunk of next-level tasks into their queues (the queue
 # name is the task's QUEUE_FIELD). Returns the tasks left in nextlevel.
-_ADVANCE = _ENQUEUE + """
+_ADVANCE = (
+    _ENQUEUE
+    + """
 local now = tonumber(ARGV[1])
 local tasks = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[3]) - 1)
 if #tasks > 0 then redis.call('LTRIM', KEYS[1], #tasks, -1) end
@@ -501,6 +506,7 @@ for _, task in ipairs(tasks) do
 end
 return redis.call('LLEN', KEYS[1])
 """
+)
 
 
 # A Lua function: the queues of ``ready_key`` (ready) and ``inflight_key`` (in flight) that
@@ -531,7 +537,9 @@ end
 # queues with no work. The last two are counted (over the queues in flight, lagging ones
 # apart) only when the level could be left with its tail in flight: nothing ready, no
 # outcome unread and a next level waiting; else they are -1.
-_LEVEL = WORK_BESIDE_LAGGING + """
+_LEVEL = (
+    WORK_BESIDE_LAGGING
+    + """
 local ready, inflight, lagging = work_beside_lagging(KEYS[1], KEYS[2], KEYS[3], true)
 ready = ready + redis.call('ZCARD', KEYS[6])
 local nextlevel, nrq = redis.call('LLEN', KEYS[4]), redis.call('LLEN', KEYS[5])
@@ -551,6 +559,7 @@ if ready == 0 and nrq == 0 and nextlevel > 0 and inflight > 0 then
 end
 return {ready, inflight, lagging, nextlevel, nrq, queued, behind}
 """
+)
 
 
 # KEYS[1] nrq, KEYS[2] the master's processing list; ARGV[1] how many.
@@ -659,8 +668,7 @@ class Batch:
                 for r in self.retry
             ],
             "backoff": [
-                [r.task.queue, r.task.encode().decode(), r.at, r.slot or r.at]
-                for r in self.backoff
+                [r.task.queue, r.task.encode().decode(), r.at, r.slot or r.at] for r in self.backoff
             ],
             "now": [[t.queue, t.encode().decode()] for t in self.now],
             "hosts": [[h, n] for h, n in self.hosts.items()],
@@ -708,8 +716,9 @@ class Frontier:
 
     def take_over(self) -> None:
         """Take the crawl over: requeue a previous master's batch in hand, mark it running."""
-        self._take_over(keys=[self.nrq_processing, self.nrq_key, self.keys.crawl_state],
-                        args=[time.time()])  # fmt: skip
+        self._take_over(
+            keys=[self.nrq_processing, self.nrq_key, self.keys.crawl_state], args=[time.time()]
+        )
 
     def take(self, count: int, timeout: float = 0.0) -> list[bytes]:
         """Up to ``count`` nrq messages, moved into the master's batch in hand.
@@ -748,12 +757,26 @@ class Frontier:
         """
         k = self.keys
         released, nxt = self._schedule(
-            keys=[k.crawl_ready, k.crawl_inflight, self.srq_key, k.crawl_host_inflight,
-                  k.crawl_host_limit, k.crawl_host_next, k.crawl_backoff, k.crawl_queue_next,
-                  k.crawl_backoff_queues],
-            args=[now_ms(), k.crawl_queue_prefix, limit, backlog, k.crawl_parked_prefix,
-                  k.crawl_cooling_prefix],
-        )  # fmt: skip
+            keys=[
+                k.crawl_ready,
+                k.crawl_inflight,
+                self.srq_key,
+                k.crawl_host_inflight,
+                k.crawl_host_limit,
+                k.crawl_host_next,
+                k.crawl_backoff,
+                k.crawl_queue_next,
+                k.crawl_backoff_queues,
+            ],
+            args=[
+                now_ms(),
+                k.crawl_queue_prefix,
+                limit,
+                backlog,
+                k.crawl_parked_prefix,
+                k.crawl_cooling_prefix,
+            ],
+        )
         return int(released), int(nxt)
 
     def commit(self, batch: Batch, journal: bytes) -> None:
@@ -761,31 +784,62 @@ class Frontier:
         raw = batch.document()
         self._commit(
             keys=[
-                k.crawl_ready, k.crawl_inflight, k.crawl_queue_next, k.crawl_next_level,
-                k.seen_journal, k.stats("crawl"), self.nrq_processing, k.crawl_host_pages,
-                k.crawl_host_errors, k.crawl_lagging, k.crawl_depths, k.crawl_improved,
-                k.crawl_host_inflight, k.crawl_host_limit, k.crawl_host_next, k.crawl_due,
-                k.crawl_due_tasks, k.crawl_sitemap_hosts, k.crawl_state, k.crawl_backoff,
-                k.crawl_backoff_queues, k.crawl_held,
+                k.crawl_ready,
+                k.crawl_inflight,
+                k.crawl_queue_next,
+                k.crawl_next_level,
+                k.seen_journal,
+                k.stats("crawl"),
+                self.nrq_processing,
+                k.crawl_host_pages,
+                k.crawl_host_errors,
+                k.crawl_lagging,
+                k.crawl_depths,
+                k.crawl_improved,
+                k.crawl_host_inflight,
+                k.crawl_host_limit,
+                k.crawl_host_next,
+                k.crawl_due,
+                k.crawl_due_tasks,
+                k.crawl_sitemap_hosts,
+                k.crawl_state,
+                k.crawl_backoff,
+                k.crawl_backoff_queues,
+                k.crawl_held,
             ],
             # the next level's tasks as arguments of their own, not strings in the JSON:
             # most new URLs are, and Lua's JSON decoder would read each one character by
             # character (escaped quotes and all) only to push it as it came
-            args=[now_ms(), k.crawl_queue_prefix, raw, journal, k.crawl_parked_prefix,
-                  k.crawl_cooling_prefix, packed_entries(batch.depths),
-                  packed_entries({fp: m.task.depth for fp, m in batch.improved.items()}),
-                  int(batch.recording), *(t.encode() for t in batch.next)],
-        )  # fmt: skip
+            args=[
+                now_ms(),
+                k.crawl_queue_prefix,
+                raw,
+                journal,
+                k.crawl_parked_prefix,
+                k.crawl_cooling_prefix,
+                packed_entries(batch.depths),
+                packed_entries({fp: m.task.depth for fp, m in batch.improved.items()}),
+                int(batch.recording),
+                *(t.encode() for t in batch.next),
+            ],
+        )
 
     def release_due(self, limit: int) -> tuple[int, int]:
         """Move up to ``limit`` stored pages whose time has come into their host queues;
         return (moved, earliest due time in ms or -1). See _RELEASE_DUE."""
         k = self.keys
         moved, nxt = self._release_due(
-            keys=[k.crawl_due, k.crawl_due_tasks, k.crawl_ready, k.crawl_inflight,
-                  k.crawl_queue_next, k.crawl_next_level, k.stats("crawl")],
+            keys=[
+                k.crawl_due,
+                k.crawl_due_tasks,
+                k.crawl_ready,
+                k.crawl_inflight,
+                k.crawl_queue_next,
+                k.crawl_next_level,
+                k.stats("crawl"),
+            ],
             args=[now_ms(), k.crawl_queue_prefix, limit],
-        )  # fmt: skip
+        )
         return int(moved), int(nxt)
 
     def due(self) -> int:
@@ -805,8 +859,15 @@ class Frontier:
     def level_state(self, nrq_key: str) -> LevelState:
         """What the current depth level still waits for, in one round trip."""
         k = self.keys
-        keys = [k.crawl_ready, k.crawl_inflight, k.crawl_lagging, k.crawl_next_level, nrq_key,
-                k.crawl_backoff, k.crawl_state]  # fmt: skip
+        keys = [
+            k.crawl_ready,
+            k.crawl_inflight,
+            k.crawl_lagging,
+            k.crawl_next_level,
+            nrq_key,
+            k.crawl_backoff,
+            k.crawl_state,
+        ]
         return LevelState(*(int(n) for n in self._level(keys=keys, args=[k.crawl_queue_prefix])))
 
     def host_limits(self) -> dict[str, int]:
@@ -860,8 +921,9 @@ class Frontier:
         if not fps:
             return []
         packed = b"".join(packed_fp(fp) for fp in fps)
-        return unpacked_depths(self._depths_of(keys=[self.keys.crawl_depths], args=[packed]),
-                               len(fps))  # fmt: skip
+        return unpacked_depths(
+            self._depths_of(keys=[self.keys.crawl_depths], args=[packed]), len(fps)
+        )
 
     def drop_record(self, pipe: redis.client.Pipeline) -> None:
         """Queue the commands that forget the depth record: the crawl is strict again."""

@@ -44,13 +44,16 @@ WAITING = "waiting"
 # Reads (writes nothing): {ready queues, queues in flight (both without the lagging
 # ones), lagging queues with work, next-level tasks, nrq messages, batch in hand,
 # the partition's level, its commits}.
-_PROBE = WORK_BESIDE_LAGGING + """
+_PROBE = (
+    WORK_BESIDE_LAGGING
+    + """
 local ready, inflight, lagging = work_beside_lagging(KEYS[1], KEYS[2], KEYS[3], false)
 ready = ready + redis.call('ZCARD', KEYS[8])
 local st = redis.call('HMGET', KEYS[7], 'level', 'commits')
 return {ready, inflight, lagging, redis.call('LLEN', KEYS[4]), redis.call('LLEN', KEYS[5]),
         redis.call('LLEN', KEYS[6]), tonumber(st[1] or '0'), tonumber(st[2] or '0')}
 """
+)
 
 # KEYS[1] the crawl's state; ARGV[1] the level it must be at, ARGV[2] "advance" or
 # "complete", ARGV[3] 1 if a partition has lagging work, ARGV[4] now (s).
@@ -110,8 +113,16 @@ class LevelBarrier:
 
     def probe(self, k: Keys) -> PartitionProbe:
         nrq = k.nrq("crawl")
-        keys = [k.crawl_ready, k.crawl_inflight, k.crawl_lagging, k.crawl_next_level, nrq,
-                processing_key(nrq, MASTER_ID), k.crawl_state, k.crawl_backoff]  # fmt: skip
+        keys = [
+            k.crawl_ready,
+            k.crawl_inflight,
+            k.crawl_lagging,
+            k.crawl_next_level,
+            nrq,
+            processing_key(nrq, MASTER_ID),
+            k.crawl_state,
+            k.crawl_backoff,
+        ]
         return PartitionProbe(*(int(n) for n in self._probe(keys=keys)))
 
     def probe_all(self) -> list[PartitionProbe]:
@@ -133,8 +144,9 @@ class LevelBarrier:
             return WAITING
         lagging = any(p.lagging for p in second)
         if any(p.next for p in second):
-            self._move(keys=[self.job_keys.crawl_state],
-                       args=[level, "advance", int(lagging), time.time()])  # fmt: skip
+            self._move(
+                keys=[self.job_keys.crawl_state], args=[level, "advance", int(lagging), time.time()]
+            )
             return ADVANCED
         if lagging or keep_running:
             return WAITING
@@ -143,9 +155,11 @@ class LevelBarrier:
 
 
 def forward_links(
-    client: redis.Redis, job_keys: Keys, partitions: int,
+    client: redis.Redis,
+    job_keys: Keys,
+    partitions: int,
     forward: dict[int, list[tuple[str, int, int]]],
-) -> None:  # fmt: skip
+) -> None:
     """Push links to the nrq of the partitions that own their hosts, one message per
     partition and depth: ``forward`` maps partition -> (url, fp, depth)."""
     for p, entries in forward.items():

@@ -58,8 +58,14 @@ ABANDONED_AFTER = 2.0
 """Seconds a partition may go without a master before any master takes it, least loaded
 or not (the least loaded one may be the master that just handed it over)."""
 _ADDED = ("scheduled", "depth_refetch", "recrawl_due")
-_FINISHED = ("pages", "refetched", "recrawled", "robots_disallowed", "robots_gave_up",
-             "slave_errors")  # fmt: skip
+_FINISHED = (
+    "pages",
+    "refetched",
+    "recrawled",
+    "robots_disallowed",
+    "robots_gave_up",
+    "slave_errors",
+)
 
 
 @dataclass
@@ -124,8 +130,11 @@ class PartitionedMaster:
         """Renew this process's registration, with its load for the others to see."""
         self.loads = partition_loads(self.client, self.barrier.partitions)
         load = sum(self.loads[p] for p in self.held)
-        record = {"until": int((time.time() + MASTER_REGISTRATION_TTL) * 1000), "load": load,
-                  "held": len(self.held)}  # fmt: skip
+        record = {
+            "until": int((time.time() + MASTER_REGISTRATION_TTL) * 1000),
+            "load": load,
+            "held": len(self.held),
+        }
         self.client.hset(self.keys.crawl_masters, self.id, json.dumps(record))
 
     def _peers(self) -> list[Peer]:
@@ -204,8 +213,9 @@ class PartitionedMaster:
         if self.client.exists(k.master_lease("crawl")):
             self._free_since.pop(p, None)
             return False
-        return not (self.barrier.complete()
-                    and self.client.hget(k.crawl_state, "state") == b"complete")  # fmt: skip
+        return not (
+            self.barrier.complete() and self.client.hget(k.crawl_state, "state") == b"complete"
+        )
 
     def _take_abandoned(self) -> None:
         """Take one partition that has had no master for ABANDONED_AFTER seconds."""
@@ -341,4 +351,3 @@ def record_assignment(client: redis.Redis, keys: Keys, partition: int, master: s
     pipe.hset(keys.crawl_assignment, str(partition), master)
     pipe.hincrby(keys.crawl_assignment, "version", 1)
     pipe.execute()
-

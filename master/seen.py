@@ -39,8 +39,10 @@ def bloom_add(bloom: ScalableBloomFilter, key: int) -> bool:
         return bool(bloom.add(key))  # a new filter starts: pybloom sizes it
     last = filters[-1]
     bits, width = last.bitarray, last.bits_per_slice
-    positions = [offset + k for offset, k in zip(range(0, last.num_bits, width),
-                                                 last.make_hashes(key), strict=True)]  # fmt: skip
+    positions = [
+        offset + k
+        for offset, k in zip(range(0, last.num_bits, width), last.make_hashes(key), strict=True)
+    ]
     if all(bits[i] for i in positions):
         return True
     if any(key in f for f in filters[:-1]):

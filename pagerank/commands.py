@@ -114,8 +114,9 @@ def pagerank_command(
     options = RankOptions(skip_internal=skip_internal, shards=shards)
     with PhaseRun(cfg, PHASE, slaves) as run:
         if every is None:
-            click.echo(_closing_line(rank_job(cfg, params, options, slaves=run.local,
-                                              echo=click.echo)))  # fmt: skip
+            click.echo(
+                _closing_line(rank_job(cfg, params, options, slaves=run.local, echo=click.echo))
+            )
             return
         stopping = threading.Event()
         with stop_gently(stopping):
@@ -162,8 +163,10 @@ def _first_pages(cfg: Config, poll: float, stopping: threading.Event) -> bool:
         if store.has_rows("pages") and store.has_rows("links"):
             return True
         if not said:
-            click.echo(f"srcrawl: the store has no pages and links yet; looking again every "
-                       f"{poll:g} s", err=True)  # fmt: skip
+            click.echo(
+                f"srcrawl: the store has no pages and links yet; looking again every {poll:g} s",
+                err=True,
+            )
             said = True
         _wait_for_turn(cfg, poll, stopping)
     return False

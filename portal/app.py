@@ -77,8 +77,12 @@ def create_app(portal: Portal) -> FastAPI:
         yield
         portal.pool.close()
 
-    app = FastAPI(title="srcrawl portal", version=__version__, lifespan=lifespan,
-                  description="Search the crawled pages; watch the crawl.")  # fmt: skip
+    app = FastAPI(
+        title="srcrawl portal",
+        version=__version__,
+        lifespan=lifespan,
+        description="Search the crawled pages; watch the crawl.",
+    )
     app.state.portal = portal
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     templates = _templates()
@@ -89,8 +93,9 @@ def create_app(portal: Portal) -> FastAPI:
     return app
 
 
-def _html(templates: Jinja2Templates, request: Request, name: str, status: int = 200,
-          **context: Any) -> HTMLResponse:  # fmt: skip
+def _html(
+    templates: Jinja2Templates, request: Request, name: str, status: int = 200, **context: Any
+) -> HTMLResponse:
     response = templates.TemplateResponse(request, name, context, status_code=status)
     response.headers.update(PAGE_HEADERS)
     return response
@@ -107,8 +112,11 @@ def _search_routes(app: FastAPI, portal: Portal, templates: Jinja2Templates) -> 
         status, html = await search_html(portal, page_template, q, page)
         return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
 
-    @app.get("/api/search", response_model=SearchOut,
-             responses={400: {"model": ErrorOut, "description": "An unusable query"}})  # fmt: skip
+    @app.get(
+        "/api/search",
+        response_model=SearchOut,
+        responses={400: {"model": ErrorOut, "description": "An unusable query"}},
+    )
     async def api_search(
         q: str = Query(..., description="The query: words in any language"),
         page: int = Query(1, ge=1, description="Which page of results, from 1"),

@@ -53,8 +53,9 @@ def longest_queues(client: redis.Redis, cfg: Config, n: int = LONGEST_QUEUES) ->
         pipe = client.pipeline(transaction=False)
         for name in names:
             pipe.llen(k.crawl_queue(name.decode()))
-        found += [(name.decode(), int(length)) for name, length in zip(names, pipe.execute(),
-                                                                        strict=True)]  # fmt: skip
+        found += [
+            (name.decode(), int(length)) for name, length in zip(names, pipe.execute(), strict=True)
+        ]
     ranked = sorted(found, key=lambda nl: -nl[1])[:n]
     return [{"queue": name, "urls": length} for name, length in ranked if length]
 
@@ -102,8 +103,11 @@ def _frontier(client: redis.Redis, cfg: Config) -> dict[str, int]:
     wait is backing off (a failed fetch's back-off, or a server's Retry-After).
     """
     strategy = client.get(cfg.keys.crawl_strategy)
-    max_delay = float(json.loads(strategy).get("max_delay", DEFAULT_MAX_DELAY)) if strategy \
-        else DEFAULT_MAX_DELAY  # fmt: skip
+    max_delay = (
+        float(json.loads(strategy).get("max_delay", DEFAULT_MAX_DELAY))
+        if strategy
+        else DEFAULT_MAX_DELAY
+    )
     now = int(time.time() * 1000)
     polite_until = now + int(max_delay * 1000)
     parts = partition_keys(client, cfg.keys)
@@ -117,8 +121,15 @@ def _frontier(client: redis.Redis, cfg: Config) -> dict[str, int]:
         pipe.zcard(k.crawl_due)
         pipe.llen(k.crawl_next_level)
     replies = pipe.execute()
-    names = ("ready", "politeness", "backing_off", "robots_deferred", "in_flight",
-             "recrawl_scheduled", "next_level")  # fmt: skip
+    names = (
+        "ready",
+        "politeness",
+        "backing_off",
+        "robots_deferred",
+        "in_flight",
+        "recrawl_scheduled",
+        "next_level",
+    )
     out = dict.fromkeys(names, 0)
     for i, n in enumerate(replies):
         out[names[i % len(names)]] += int(n)

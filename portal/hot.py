@@ -71,8 +71,9 @@ async def search_html(portal: Portal, template: Template, q: str, page: str) -> 
         found = await portal.pool.search_async(query, page_number(page), PAGE_SIZE)
     except _UNUSABLE as e:
         status = 400 if isinstance(e, QueryTooLong) else 200
-        return status, template.render(query=query[:MAX_QUERY_CHARS], problem=str(e),
-                                       max_chars=MAX_QUERY_CHARS)  # fmt: skip
+        return status, template.render(
+            query=query[:MAX_QUERY_CHARS], problem=str(e), max_chars=MAX_QUERY_CHARS
+        )
     links = page_links(found.page, found.pages)
     return 200, template.render(query=query, found=found, links=links, max_chars=MAX_QUERY_CHARS)
 
@@ -127,10 +128,13 @@ class HotPaths:
         return await search_json(self.portal, q, page, size)
 
 
-async def _answer(send: Send, status: int, body: bytes, content_type: str,
-                  extra: dict[str, str] | None = None) -> None:  # fmt: skip
-    headers = [(b"content-length", str(len(body)).encode()),
-               (b"content-type", content_type.encode())]  # fmt: skip
+async def _answer(
+    send: Send, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None
+) -> None:
+    headers = [
+        (b"content-length", str(len(body)).encode()),
+        (b"content-type", content_type.encode()),
+    ]
     if extra:
         headers += [(k.lower().encode(), v.encode()) for k, v in extra.items()]
     await send({"type": "http.response.start", "status": status, "headers": headers})

@@ -57,9 +57,10 @@ class ClusterCollector(Collector):
 
 def _crawl_metrics(counters: dict[str, Any]) -> Iterator[Metric]:
     fetched = CounterMetricFamily(
-        "srcrawl_crawl_pages_fetched", "Pages fetched by the crawl, by HTTP status class",
+        "srcrawl_crawl_pages_fetched",
+        "Pages fetched by the crawl, by HTTP status class",
         labels=["status_class"],
-    )  # fmt: skip
+    )
     errors = CounterMetricFamily(
         "srcrawl_crawl_fetch_errors", "Failed fetches of the crawl, by kind", labels=["kind"]
     )
@@ -115,9 +116,10 @@ def _index_metrics(counters: dict[str, Any]) -> Iterator[Metric]:
     docs = GaugeMetricFamily("srcrawl_index_documents", "Documents the index master indexed")
     docs.add_metric([], counters.get("indexed", 0))
     delay = GaugeMetricFamily(
-        "srcrawl_index_delay_seconds", "Time from a page's fetch to its being searchable",
+        "srcrawl_index_delay_seconds",
+        "Time from a page's fetch to its being searchable",
         labels=["quantile"],
-    )  # fmt: skip
+    )
     for q, name in (("0.5", "delay_p50_s"), ("0.95", "delay_p95_s")):
         if isinstance(counters.get(name), (int, float)):
             delay.add_metric([q], counters[name])
@@ -130,12 +132,13 @@ def _process_metrics(
     """Memory, open files and CPU of every live process: those with a worker heartbeat, the
     crawl master and this portal (one series per process: bounded by the processes
     running, gone when one stops)."""
-    rss = GaugeMetricFamily("srcrawl_process_resident_memory_bytes", "Resident memory",
-                            labels=["process"])  # fmt: skip
-    files = GaugeMetricFamily("srcrawl_process_open_files", "Open file descriptors",
-                              labels=["process"])  # fmt: skip
-    cpu = CounterMetricFamily("srcrawl_process_cpu_seconds", "CPU time used",
-                              labels=["process"])  # fmt: skip
+    rss = GaugeMetricFamily(
+        "srcrawl_process_resident_memory_bytes", "Resident memory", labels=["process"]
+    )
+    files = GaugeMetricFamily(
+        "srcrawl_process_open_files", "Open file descriptors", labels=["process"]
+    )
+    cpu = CounterMetricFamily("srcrawl_process_cpu_seconds", "CPU time used", labels=["process"])
     in_flight = GaugeMetricFamily("srcrawl_pages_in_flight", "Fetches a slave has under way")
     pages = 0
     live = [(w["id"], w["stats"]) for w in workers if w["alive"]] + list(others.items())
@@ -152,8 +155,9 @@ def operation_metrics(ops: dict[str, Any]) -> Iterator[Metric]:
     """The counters the processes publish, the frontier by state, Redis and the guards."""
     counted = ops["metrics"]
     yield from _published(counted)
-    queues = GaugeMetricFamily("srcrawl_frontier_queues",
-                               "Frontier queues (hosts) by state", labels=["state"])  # fmt: skip
+    queues = GaugeMetricFamily(
+        "srcrawl_frontier_queues", "Frontier queues (hosts) by state", labels=["state"]
+    )
     for state in ("ready", "politeness", "backing_off", "robots_deferred", "in_flight"):
         queues.add_metric([state], ops["frontier"][state])
     hosts = GaugeMetricFamily("srcrawl_hosts_active", "Frontier queues with URLs to fetch")
@@ -168,9 +172,13 @@ def operation_metrics(ops: dict[str, Any]) -> Iterator[Metric]:
 
 
 def _family(
-    counted: dict[str, float], prefix: str, name: str, text: str, label: str,
+    counted: dict[str, float],
+    prefix: str,
+    name: str,
+    text: str,
+    label: str,
     known: tuple[str, ...],
-) -> CounterMetricFamily:  # fmt: skip
+) -> CounterMetricFamily:
     """A counter by ``label`` from the fields ``prefix<value>``; the ``known`` values are
     there at 0 before they are first counted (Prometheus's advice for labelled counters)."""
     fam = CounterMetricFamily(name, text, labels=[label])
@@ -184,14 +192,38 @@ def _family(
 
 
 def _published(counted: dict[str, float]) -> Iterator[Metric]:
-    yield _family(counted, "fetches:", "srcrawl_fetches", "HTTP fetches (each try), by status "
-                  "class ('none': no response)", "status_class", STATUS_CLASSES)  # fmt: skip
-    yield _family(counted, "fetch_bytes:", "srcrawl_fetch_bytes", "Body bytes fetched",
-                  "status_class", STATUS_CLASSES)  # fmt: skip
-    yield _family(counted, "fetch_errors:", "srcrawl_fetch_errors", "Failed tries, by kind",
-                  "kind", FETCH_ERROR_KINDS)  # fmt: skip
-    yield _family(counted, "robots_cache:", "srcrawl_robots_cache_lookups",
-                  "robots.txt cache lookups by the slaves", "result", ROBOTS_LOOKUPS)  # fmt: skip
+    yield _family(
+        counted,
+        "fetches:",
+        "srcrawl_fetches",
+        "HTTP fetches (each try), by status class ('none': no response)",
+        "status_class",
+        STATUS_CLASSES,
+    )
+    yield _family(
+        counted,
+        "fetch_bytes:",
+        "srcrawl_fetch_bytes",
+        "Body bytes fetched",
+        "status_class",
+        STATUS_CLASSES,
+    )
+    yield _family(
+        counted,
+        "fetch_errors:",
+        "srcrawl_fetch_errors",
+        "Failed tries, by kind",
+        "kind",
+        FETCH_ERROR_KINDS,
+    )
+    yield _family(
+        counted,
+        "robots_cache:",
+        "srcrawl_robots_cache_lookups",
+        "robots.txt cache lookups by the slaves",
+        "result",
+        ROBOTS_LOOKUPS,
+    )
     buckets, total = [], 0.0
     for le in (*(f"{b:g}" for b in FETCH_SECONDS_BUCKETS), "+Inf"):
         total += counted.get(f"fetch_seconds_bucket:{le}", 0)
@@ -218,12 +250,14 @@ def _redis_and_guards(ops: dict[str, Any]) -> Iterator[Metric]:
     used.add_metric([], ops["redis"]["used_memory"])
     limit = GaugeMetricFamily("srcrawl_redis_max_memory_bytes", "Redis maxmemory (0: none)")
     limit.add_metric([], ops["redis"]["maxmemory"])
-    paused = GaugeMetricFamily("srcrawl_crawl_paused", "1 while a guard holds the crawl",
-                               labels=["guard"])  # fmt: skip
+    paused = GaugeMetricFamily(
+        "srcrawl_crawl_paused", "1 while a guard holds the crawl", labels=["guard"]
+    )
     free = GaugeMetricFamily(
-        "srcrawl_disk_free_bytes", "Free bytes of a volume the crawl writes to, as the crawl "
-        "master saw it", labels=["volume"],
-    )  # fmt: skip
+        "srcrawl_disk_free_bytes",
+        "Free bytes of a volume the crawl writes to, as the crawl master saw it",
+        labels=["volume"],
+    )
     for guard in ("disk", "redis_memory"):
         state = ops["guards"].get(guard, {})
         paused.add_metric([guard], 1 if state.get("paused") else 0)
@@ -239,9 +273,11 @@ class PortalMetrics:
         self.registry = CollectorRegistry()
         self.registry.register(ClusterCollector(snapshot))
         self.search_seconds = Histogram(
-            "srcrawl_search_seconds", "Time one search took in the portal",
-            buckets=LATENCY_BUCKETS, registry=self.registry,
-        )  # fmt: skip
+            "srcrawl_search_seconds",
+            "Time one search took in the portal",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
 
     def observe_search(self, seconds: float) -> None:
         self.search_seconds.observe(seconds)

@@ -43,9 +43,12 @@ def default_workers() -> int:
 
 
 def build_portal(
-    cfg: Config, *, threads: int = DEFAULT_SEARCH_THREADS, user_dict: str | None = None,
+    cfg: Config,
+    *,
+    threads: int = DEFAULT_SEARCH_THREADS,
+    user_dict: str | None = None,
     admin_token: str | None = None,
-) -> Portal:  # fmt: skip
+) -> Portal:
     """The portal of ``cfg``'s job and store: the store's schema applied, the tokenizer loaded."""
     cfg.store()  # the schema is there before any search thread opens its own connection
     token = admin_token if admin_token is not None else os.environ.get(ENV_ADMIN_TOKEN) or None
@@ -79,13 +82,24 @@ def url_of(sock: socket.socket) -> str:
 
 
 def _server(portal: Portal, *, access_log: bool) -> uvicorn.Server:
-    config = uvicorn.Config(create_app(portal), log_level="warning", access_log=access_log,
-                            lifespan="on", timeout_graceful_shutdown=5)  # fmt: skip
+    config = uvicorn.Config(
+        create_app(portal),
+        log_level="warning",
+        access_log=access_log,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+    )
     return uvicorn.Server(config)
 
 
-def serve(portal: Portal, bind: str = DEFAULT_BIND, port: int = DEFAULT_PORT, *,
-          announce: Callable[[str], None] = print, access_log: bool = False) -> None:  # fmt: skip
+def serve(
+    portal: Portal,
+    bind: str = DEFAULT_BIND,
+    port: int = DEFAULT_PORT,
+    *,
+    announce: Callable[[str], None] = print,
+    access_log: bool = False,
+) -> None:
     """Serve until SIGINT/SIGTERM (uvicorn's handlers end it gracefully)."""
     sock = _bound_socket(bind, port)
     announce(f"srcrawl portal: search at {url_of(sock)} (Ctrl-C stops it)")
@@ -99,9 +113,16 @@ def worker_app() -> FastAPI:
     return create_app(build_portal(Config.load(), threads=threads, user_dict=user_dict))
 
 
-def serve_workers(cfg: Config, workers: int, bind: str = DEFAULT_BIND, port: int = DEFAULT_PORT,
-                  *, threads: int = DEFAULT_SEARCH_THREADS, user_dict: str | None = None,
-                  announce: Callable[[str], None] = print) -> None:  # fmt: skip
+def serve_workers(
+    cfg: Config,
+    workers: int,
+    bind: str = DEFAULT_BIND,
+    port: int = DEFAULT_PORT,
+    *,
+    threads: int = DEFAULT_SEARCH_THREADS,
+    user_dict: str | None = None,
+    announce: Callable[[str], None] = print,
+) -> None:
     """Serve with ``workers`` processes on one socket until SIGINT/SIGTERM."""
     cfg.store()  # the schema is there before any worker opens the store
     sock = _bound_socket(bind, port)  # ours: uvicorn's own socket would lack TCP_NODELAY
@@ -109,11 +130,18 @@ def serve_workers(cfg: Config, workers: int, bind: str = DEFAULT_BIND, port: int
     os.environ.update(cfg.child_env())
     os.environ[ENV_THREADS] = str(threads)
     os.environ[ENV_USER_DICT] = user_dict or ""
-    config = uvicorn.Config(WORKER_APP, factory=True, workers=workers, log_level="warning",
-                            access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=5)  # fmt: skip
-    announce(f"srcrawl portal: search at {url_of(sock)}, {workers} worker processes "
-             "(Ctrl-C stops it)")  # fmt: skip
+    config = uvicorn.Config(
+        WORKER_APP,
+        factory=True,
+        workers=workers,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+    )
+    announce(
+        f"srcrawl portal: search at {url_of(sock)}, {workers} worker processes (Ctrl-C stops it)"
+    )
     try:
         Multiprocess(config, sockets=[sock]).run()
     finally:
@@ -126,12 +154,14 @@ class _ThreadServer(uvicorn.Server):
 
 
 @contextlib.contextmanager
-def serving_in_thread(portal: Portal, bind: str = DEFAULT_BIND, port: int = 0,
-                      wait: float = 30.0) -> Iterator[str]:  # fmt: skip
+def serving_in_thread(
+    portal: Portal, bind: str = DEFAULT_BIND, port: int = 0, wait: float = 30.0
+) -> Iterator[str]:
     """The portal served by a real uvicorn server in a thread; yields its URL."""
     sock = _bound_socket(bind, port)
-    config = uvicorn.Config(create_app(portal), log_level="warning", access_log=False,
-                            lifespan="on")  # fmt: skip
+    config = uvicorn.Config(
+        create_app(portal), log_level="warning", access_log=False, lifespan="on"
+    )
     server = _ThreadServer(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

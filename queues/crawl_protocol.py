@@ -178,8 +178,13 @@ class FetchTask:
         return self.revisit > 0
 
     def fields(self) -> dict[str, Any]:
-        out = {"url": self.url, "fp": self.fp, "depth": self.depth, QUEUE_FIELD: self.queue,
-               "tries": self.tries}  # fmt: skip
+        out = {
+            "url": self.url,
+            "fp": self.fp,
+            "depth": self.depth,
+            QUEUE_FIELD: self.queue,
+            "tries": self.tries,
+        }
         if self.failed:
             out["failed"] = self.failed
         if self.again:
@@ -191,8 +196,9 @@ class FetchTask:
         if self.strategy:
             out["strategy"] = self.strategy
         if self.revisit:
-            out.update(revisit=self.revisit, etag=self.etag, modified=self.modified,
-                       digest=self.digest)  # fmt: skip
+            out.update(
+                revisit=self.revisit, etag=self.etag, modified=self.modified, digest=self.digest
+            )
             if self.history is not None:
                 out["history"] = self.history.to_list()
         return out
@@ -212,11 +218,23 @@ class FetchTask:
         digest = msg.get("digest")
         if digest is not None and not is_fingerprint(digest):
             raise EnvelopeError(f"{msg.kind} message's digest is no 64-bit integer")
-        return cls(url, fp, _int(msg, "depth"), queue, _int(msg, "tries", 0),
-                   _int(msg, "failed", 0), bool(again), _number(msg, "revisit", 0),
-                   _validator(msg, "etag"), _validator(msg, "modified"), digest,
-                   _history(msg), bool(msg.get("sitemaps")),
-                   bool(msg.get("lastmod_wrong")), _int(msg, "strategy", 0))  # fmt: skip
+        return cls(
+            url,
+            fp,
+            _int(msg, "depth"),
+            queue,
+            _int(msg, "tries", 0),
+            _int(msg, "failed", 0),
+            bool(again),
+            _number(msg, "revisit", 0),
+            _validator(msg, "etag"),
+            _validator(msg, "modified"),
+            digest,
+            _history(msg),
+            bool(msg.get("sitemaps")),
+            bool(msg.get("lastmod_wrong")),
+            _int(msg, "strategy", 0),
+        )
 
     @classmethod
     def decode(cls, raw: bytes | str) -> FetchTask:
@@ -236,8 +254,16 @@ def _history(msg: Message) -> ChangeHistory | None:
     return history
 
 
-def fetch_task(url: str, fp: int, depth: int, queue: str, tries: int = 0, *,
-               failed: int = 0, again: bool = False) -> str:  # fmt: skip
+def fetch_task(
+    url: str,
+    fp: int,
+    depth: int,
+    queue: str,
+    tries: int = 0,
+    *,
+    failed: int = 0,
+    again: bool = False,
+) -> str:
     """A task of srq as text (see :class:`FetchTask`)."""
     return FetchTask(url, fp, depth, queue, tries, failed, again).encode().decode()
 
@@ -245,13 +271,10 @@ def fetch_task(url: str, fp: int, depth: int, queue: str, tries: int = 0, *,
 def sitemap_task(site: str, queue: str) -> FetchTask:
     """The task that reads the robots.txt and sitemaps of origin ``site`` again. Its
     fingerprint is that of no URL (no page's schedule entry is ever its own)."""
-    return FetchTask(f"{site}/robots.txt", fingerprint(f"sitemaps {site}"), 0, queue,
-                     sitemaps=True)  # fmt: skip
+    return FetchTask(f"{site}/robots.txt", fingerprint(f"sitemaps {site}"), 0, queue, sitemaps=True)
 
 
-def _entries(
-    msg: Message, name: str, well_formed: Callable[[Any], bool]
-) -> tuple[list[list], int]:
+def _entries(msg: Message, name: str, well_formed: Callable[[Any], bool]) -> tuple[list[list], int]:
     """The entries of ``msg[name]`` (a list) that are ``well_formed``, and how many others."""
     raw = msg.get(name, [])
     if type(raw) is not list:
@@ -301,11 +324,20 @@ class Fetched:
         again = None if nxt is None else [nxt.revisit, nxt.etag, nxt.modified, nxt.digest]
         if nxt is not None and nxt.history is not None:
             again.append(nxt.history.to_list())
-        return encode(FETCHED, {**self.task.fields(), "status": self.status,
-                                "fetch_ms": self.fetch_ms, "crawl_delay": self.crawl_delay,
-                                "links": self.links, "error": self.error,
-                                "invalid": self.invalid, "next": again,
-                                "changed": self.changed})  # fmt: skip
+        return encode(
+            FETCHED,
+            {
+                **self.task.fields(),
+                "status": self.status,
+                "fetch_ms": self.fetch_ms,
+                "crawl_delay": self.crawl_delay,
+                "links": self.links,
+                "error": self.error,
+                "invalid": self.invalid,
+                "next": again,
+                "changed": self.changed,
+            },
+        )
 
     @classmethod
     def from_message(cls, msg: Message) -> Fetched:
@@ -313,10 +345,18 @@ class Fetched:
         links, rejected = _links(msg)
         task = FetchTask.from_message(msg)
         changed = msg.get("changed")
-        return cls(task, status, _number(msg, "fetch_ms", 0),
-                   _optional_number(msg, "crawl_delay"), links, _optional_str(msg, "error"),
-                   _int(msg, "invalid", 0), rejected, _next_fetch(msg, task),
-                   changed if type(changed) is bool else None)  # fmt: skip
+        return cls(
+            task,
+            status,
+            _number(msg, "fetch_ms", 0),
+            _optional_number(msg, "crawl_delay"),
+            links,
+            _optional_str(msg, "error"),
+            _int(msg, "invalid", 0),
+            rejected,
+            _next_fetch(msg, task),
+            changed if type(changed) is bool else None,
+        )
 
 
 def _next_fetch(msg: Message, task: FetchTask) -> FetchTask | None:
@@ -327,26 +367,48 @@ def _next_fetch(msg: Message, task: FetchTask) -> FetchTask | None:
     if type(raw) is not list or len(raw) not in (4, 5):
         raise EnvelopeError(f"{msg.kind} message's next fetch is malformed")
     revisit, etag, modified, digest, *history = raw
-    fields = Message(msg.kind, {**task.fields(), "revisit": revisit, "etag": etag,
-                                "modified": modified, "digest": digest,
-                                "history": history[0] if history else None})  # fmt: skip
+    fields = Message(
+        msg.kind,
+        {
+            **task.fields(),
+            "revisit": revisit,
+            "etag": etag,
+            "modified": modified,
+            "digest": digest,
+            "history": history[0] if history else None,
+        },
+    )
     nxt = FetchTask.from_message(fields)
     if nxt.revisit <= 0:
         raise EnvelopeError(f"{msg.kind} message's next fetch has no interval")
     # a recrawl starts afresh: no deferrals or failures carried over
-    return FetchTask(nxt.url, nxt.fp, nxt.depth, nxt.queue, revisit=nxt.revisit,
-                     etag=nxt.etag, modified=nxt.modified, digest=nxt.digest,
-                     history=nxt.history)  # fmt: skip
+    return FetchTask(
+        nxt.url,
+        nxt.fp,
+        nxt.depth,
+        nxt.queue,
+        revisit=nxt.revisit,
+        etag=nxt.etag,
+        modified=nxt.modified,
+        digest=nxt.digest,
+        history=nxt.history,
+    )
 
 
 SitemapEntry = tuple[str, int, float | None]
 """A page a sitemap named: its canonical URL, that URL's fingerprint, its ``<lastmod>``
 (epoch seconds) or None."""
 
-SITEMAP_COUNTERS = frozenset({
-    "sitemaps_fetched", "sitemap_refused", "sitemap_capped", "sitemap_malformed",
-    "sitemap_invalid_urls", "sitemap_urls",
-})  # fmt: skip
+SITEMAP_COUNTERS = frozenset(
+    {
+        "sitemaps_fetched",
+        "sitemap_refused",
+        "sitemap_capped",
+        "sitemap_malformed",
+        "sitemap_invalid_urls",
+        "sitemap_urls",
+    }
+)
 """The crawl counters a slave's reading of a host's sitemaps may add to."""
 
 
@@ -403,9 +465,14 @@ class RobotsFetched:
     @classmethod
     def from_message(cls, msg: Message) -> RobotsFetched:
         entries, rejected = _sitemap_entries(msg)
-        return cls(FetchTask.from_message(msg), _number(msg, "fetch_ms", 0),
-                   _optional_number(msg, "crawl_delay"), entries, _sitemap_counts(msg),
-                   rejected)  # fmt: skip
+        return cls(
+            FetchTask.from_message(msg),
+            _number(msg, "fetch_ms", 0),
+            _optional_number(msg, "crawl_delay"),
+            entries,
+            _sitemap_counts(msg),
+            rejected,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,8 +505,12 @@ class Deferred:
 
     @classmethod
     def from_message(cls, msg: Message) -> Deferred:
-        return cls(FetchTask.from_message(msg), _number(msg, "until", 0),
-                   _optional_str(msg, "reason"), _number(msg, "fetch_ms", 0))  # fmt: skip
+        return cls(
+            FetchTask.from_message(msg),
+            _number(msg, "until", 0),
+            _optional_str(msg, "reason"),
+            _number(msg, "fetch_ms", 0),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -454,16 +525,29 @@ class Retry:
     retry_after: float | None = None
 
     def encode(self) -> bytes:
-        return encode(RETRY, {**self.task.fields(), "status": self.status, "error": self.error,
-                              "fetch_ms": self.fetch_ms, "crawl_delay": self.crawl_delay,
-                              "retry_after": self.retry_after})  # fmt: skip
+        return encode(
+            RETRY,
+            {
+                **self.task.fields(),
+                "status": self.status,
+                "error": self.error,
+                "fetch_ms": self.fetch_ms,
+                "crawl_delay": self.crawl_delay,
+                "retry_after": self.retry_after,
+            },
+        )
 
     @classmethod
     def from_message(cls, msg: Message) -> Retry:
         status = _status(msg)
-        return cls(FetchTask.from_message(msg), status, _optional_str(msg, "error"),
-                   _number(msg, "fetch_ms", 0), _optional_number(msg, "crawl_delay"),
-                   _optional_number(msg, "retry_after"))  # fmt: skip
+        return cls(
+            FetchTask.from_message(msg),
+            status,
+            _optional_str(msg, "error"),
+            _number(msg, "fetch_ms", 0),
+            _optional_number(msg, "crawl_delay"),
+            _optional_number(msg, "retry_after"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -519,9 +603,11 @@ def seed_message(
     the master reloads the strategy before it judges them. The ``again`` URLs are
     fetched even if seen (see :attr:`Seed.again`)."""
     return Seed(
-        [(u, fingerprint(u)) for u in canonical_urls], strategy_version, 0,
+        [(u, fingerprint(u)) for u in canonical_urls],
+        strategy_version,
+        0,
         [(u, fingerprint(u)) for u in again],
-    ).encode()  # fmt: skip
+    ).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -546,9 +632,15 @@ Outcome = Fetched | RobotsFetched | Disallowed | Deferred | Retry | TaskError | 
 """What the master reads from nrq."""
 
 _OUTCOMES: dict[str, Any] = {
-    FETCHED: Fetched, ROBOTS: RobotsFetched, DISALLOWED: Disallowed, DEFERRED: Deferred,
-    RETRY: Retry, ERROR: TaskError, SEED: Seed, LINKS: Links,
-}  # fmt: skip
+    FETCHED: Fetched,
+    ROBOTS: RobotsFetched,
+    DISALLOWED: Disallowed,
+    DEFERRED: Deferred,
+    RETRY: Retry,
+    ERROR: TaskError,
+    SEED: Seed,
+    LINKS: Links,
+}
 
 
 def read_outcome(raw: bytes) -> Outcome:

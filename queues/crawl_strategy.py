@@ -168,8 +168,17 @@ class CrawlStrategy:
             raise ConfigError("delays must not be negative")
         if self.max_delay < self.delay:
             raise ConfigError("--max-delay must not be below --delay")
-        if min(self.fetch_timeout, self.robots_defer, self.robots_ttl, self.sitemap_every,
-               self.lag_after) <= 0 or self.max_page_bytes < 1:  # fmt: skip
+        if (
+            min(
+                self.fetch_timeout,
+                self.robots_defer,
+                self.robots_ttl,
+                self.sitemap_every,
+                self.lag_after,
+            )
+            <= 0
+            or self.max_page_bytes < 1
+        ):
             raise ConfigError(
                 "--fetch-timeout, --robots-defer, --lag-after, --robots-ttl, --sitemap-every "
                 "and --max-page-bytes must be positive"

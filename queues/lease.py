@@ -190,9 +190,7 @@ class MasterLease:
         said = 0.0
         while not self.try_acquire():
             if time.monotonic() >= deadline or (stopping is not None and stopping()):
-                raise LeaseHeld(
-                    f"another {what} ({self.current_holder() or '?'}) holds {self.key}"
-                )
+                raise LeaseHeld(f"another {what} ({self.current_holder() or '?'}) holds {self.key}")
             if time.monotonic() - said >= DEFAULT_LEASE_WAITING_RENEW:
                 mark_waiting(self.client, self.key, self.holder)  # a standby, healthy
                 said = time.monotonic()

@@ -32,8 +32,11 @@ def process_stats() -> dict[str, float]:
             rss = int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except OSError:  # not Linux: peak RSS is the best we have
         rss = usage.ru_maxrss * 1024
-    return {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "rss_mb": round(rss / 2**20, 1),
-            "open_files": open_files()}
+    return {
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+        "rss_mb": round(rss / 2**20, 1),
+        "open_files": open_files(),
+    }
 
 
 @dataclass
@@ -80,8 +83,13 @@ class Worker:
     def beat(self, stats: dict | None = None) -> None:
         """Refresh the heartbeat (and the registration, in case a reaper removed it)."""
         # host and pid: `srcrawl health slave` finds the slaves of its host (container)
-        payload = {"at": time.time(), "host": socket.gethostname(), "pid": os.getpid(),
-                   **process_stats(), **(stats or {})}  # fmt: skip
+        payload = {
+            "at": time.time(),
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            **process_stats(),
+            **(stats or {}),
+        }
         pipe = self.client.pipeline(transaction=True)
         pipe.hset(self.keys.workers, self.id, self._record)
         pipe.set(self.keys.heartbeat(self.id), json.dumps(payload), px=int(self.ttl * 1000))

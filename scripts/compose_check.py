@@ -43,8 +43,18 @@ from srcrawl.queues.scope import Scope  # noqa: E402
 from srcrawl.testweb.commands import _web  # noqa: E402
 from srcrawl.urls import host_of  # noqa: E402
 
-WEB_OPTIONS = ("hosts", "pages", "seed", "port_base", "addresses", "crawl_delay",
-               "robots_failures", "slow_seconds", "large_bytes", "public_host")  # fmt: skip
+WEB_OPTIONS = (
+    "hosts",
+    "pages",
+    "seed",
+    "port_base",
+    "addresses",
+    "crawl_delay",
+    "robots_failures",
+    "slow_seconds",
+    "large_bytes",
+    "public_host",
+)
 
 
 class CheckFailed(Exception):
@@ -107,8 +117,9 @@ def expected(stack: Stack, web_service: str, seeds: list[str]) -> tuple[Any, dic
     args = stack.services[web_service]["command"]
     opts = parse_command(args)[1].params
     web = _web({k: opts[k] for k in WEB_OPTIONS})
-    scope = Scope(CrawlStrategy(seed_hosts=tuple({host_of(s) for s in seeds}),
-                                max_depth=DEFAULT_MAX_DEPTH))  # fmt: skip
+    scope = Scope(
+        CrawlStrategy(seed_hosts=tuple({host_of(s) for s in seeds}), max_depth=DEFAULT_MAX_DEPTH)
+    )
     return web, web.expected_crawl(seeds, DEFAULT_MAX_DEPTH, lambda u: scope.reject(u, 0) is None)
 
 
@@ -203,8 +214,10 @@ def after_the_kill(stack: Stack, want: dict[str, int], items: list[tuple[str, st
     query, url = items[len(items) // 2]
     r = stack.srcrawl("search", query, "--json", check=False)
     if r.returncode != 0 or url not in {h["url"] for h in json.loads(r.stdout or "[]")}:
-        raise CheckFailed(f"exec master srcrawl search {query!r}: rc {r.returncode} "
-                          f"{r.stdout[-500:]} {r.stderr[-1000:]}")  # fmt: skip
+        raise CheckFailed(
+            f"exec master srcrawl search {query!r}: rc {r.returncode} "
+            f"{r.stdout[-500:]} {r.stderr[-1000:]}"
+        )
 
 
 def plain(stack: Stack, slaves: int, timings: dict[str, float]) -> None:
@@ -220,8 +233,10 @@ def plain(stack: Stack, slaves: int, timings: dict[str, float]) -> None:
     timings["plain_up_s"] = step(t0, "plain stack up, and a web on its network")
     refused = stack.srcrawl("seed", *seeds, check=False)
     if refused.returncode == 0 or not all(u in refused.stderr + refused.stdout for u in seeds):
-        raise CheckFailed(f"seed of private addresses: rc {refused.returncode}, "
-                          f"{refused.stdout!r} {refused.stderr!r}")  # fmt: skip
+        raise CheckFailed(
+            f"seed of private addresses: rc {refused.returncode}, "
+            f"{refused.stdout!r} {refused.stderr!r}"
+        )
     step(t0, f"seed without --allow-private refused, rc {refused.returncode}, URLs named")
     stack.srcrawl("seed", "--allow-private", *seeds)
     wait("the exact plain crawl", lambda: exact(stack, want) is None, 600, 3)

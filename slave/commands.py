@@ -72,13 +72,18 @@ def _check(storage: LocalWarcStorage, names: list[str], truncate: bool) -> int:
         if found.in_use:
             click.echo(f"{found.path}: being written, not checked", err=True)
         elif found.truncated:
-            click.echo(f"{found.path}: torn record cut off, {found.size - found.whole} bytes "
-                       f"after byte {found.whole}", err=True)  # fmt: skip
+            click.echo(
+                f"{found.path}: torn record cut off, {found.size - found.whole} bytes "
+                f"after byte {found.whole}",
+                err=True,
+            )
         elif found.torn:
             left += 1
-            click.echo(f"{found.path}: torn record after byte {found.whole} "
-                       f"({found.size - found.whole} bytes; --truncate-torn cuts them off)",
-                       err=True)  # fmt: skip
+            click.echo(
+                f"{found.path}: torn record after byte {found.whole} "
+                f"({found.size - found.whole} bytes; --truncate-torn cuts them off)",
+                err=True,
+            )
     return left
 
 
@@ -88,8 +93,7 @@ def import_group() -> None:
 
 
 @import_group.command("warc")
-@click.argument("files", nargs=-1, required=True,
-                type=click.Path(exists=True, dir_okay=False))  # fmt: skip
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--parser", type=click.Choice(["lxml", "bs4"]), default="lxml", show_default=True)
 @click.pass_context
 def import_warc_command(ctx: click.Context, files: tuple[str, ...], parser: str) -> None:
@@ -103,5 +107,6 @@ def import_warc_command(ctx: click.Context, files: tuple[str, ...], parser: str)
         if not name.endswith((".warc", ".warc.gz")):
             raise ConfigError(f"{name}: not a WARC file (.warc or .warc.gz)")
         counts = import_warc(store, Path(name), parser=parser)
-        click.echo(f"{name}: {counts.pages} pages, {counts.links} links "
-                   f"({counts.skipped} records skipped)")  # fmt: skip
+        click.echo(
+            f"{name}: {counts.pages} pages, {counts.links} links ({counts.skipped} records skipped)"
+        )

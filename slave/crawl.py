@@ -177,8 +177,9 @@ class CrawlHandler:
         return self._telemetry
 
     def _count(self, result: FetchResult) -> None:
-        self._telemetry.fetched(result.status, len(result.body), result.elapsed_ms / 1000,
-                                result.error)  # fmt: skip
+        self._telemetry.fetched(
+            result.status, len(result.body), result.elapsed_ms / 1000, result.error
+        )
 
     def handle(self, tasks: list[bytes]) -> list[bytes]:
         return [self._one(raw) for raw in tasks]
@@ -200,20 +201,29 @@ class CrawlHandler:
                 self._checked = now
                 strategy = load_strategy(self.cfg.redis(), self.cfg.keys) or CrawlStrategy()
                 if self._tools is None or strategy.version != self._version:
-                    fetcher = Fetcher(read_timeout=strategy.fetch_timeout,
-                                      max_bytes=strategy.max_page_bytes,
-                                      user_agent=strategy.user_agent,
-                                      policy=FetchPolicy.of(strategy))  # fmt: skip
-                    robots = RobotsCache(self.cfg.redis(), self.cfg.keys, fetcher,
-                                         strategy.robots_ttl, defer=strategy.robots_defer,
-                                         user_agent=strategy.user_agent)  # fmt: skip
+                    fetcher = Fetcher(
+                        read_timeout=strategy.fetch_timeout,
+                        max_bytes=strategy.max_page_bytes,
+                        user_agent=strategy.user_agent,
+                        policy=FetchPolicy.of(strategy),
+                    )
+                    robots = RobotsCache(
+                        self.cfg.redis(),
+                        self.cfg.keys,
+                        fetcher,
+                        strategy.robots_ttl,
+                        defer=strategy.robots_defer,
+                        user_agent=strategy.user_agent,
+                    )
                     self._tools = (fetcher, robots)
                     self.strategy = strategy
                     # a sitemap is read up to its own cap (one byte more tells a cut one)
                     self._sitemap_fetcher = Fetcher(
                         read_timeout=strategy.fetch_timeout,
                         max_bytes=SitemapLimits().max_bytes + 1,
-                        user_agent=strategy.user_agent, policy=fetcher.policy)  # fmt: skip
+                        user_agent=strategy.user_agent,
+                        policy=fetcher.policy,
+                    )
                     self._version = strategy.version
                     self._tries = strategy.fetch_tries
                     self._user_agent = strategy.user_agent
@@ -222,8 +232,9 @@ class CrawlHandler:
 
     def _use_warc(self, on: bool, max_bytes: int) -> None:
         """Keep bodies in WARC files (``on``) or in the store, as the strategy says."""
-        self.writer.use_warc(on, lambda: WarcOutput(LocalWarcStorage(self.cfg.warc_root),
-                                                    self.cfg.job, max_bytes))  # fmt: skip
+        self.writer.use_warc(
+            on, lambda: WarcOutput(LocalWarcStorage(self.cfg.warc_root), self.cfg.job, max_bytes)
+        )
         if self.writer.warc is not None:
             self.writer.warc.max_bytes = max_bytes
 
@@ -393,8 +404,9 @@ class CrawlHandler:
                 rules, self._sitemap_fetcher, wait, after_ms=0.0, stopping=self._closing.is_set
             )
         entries = [(url, fingerprint(url), when) for url, when in report.urls.items()]
-        return RobotsFetched(step.task, fetch_ms, rules.crawl_delay, entries,
-                             report.counters()).encode()  # fmt: skip
+        return RobotsFetched(
+            step.task, fetch_ms, rules.crawl_delay, entries, report.counters()
+        ).encode()
 
     def _wants_sitemaps(self, rules: RobotsRules, result: FetchResult) -> bool:
         """Read the host's sitemaps: the crawl asks for them and its robots.txt answered."""
@@ -406,10 +418,12 @@ class CrawlHandler:
             return SitemapReport(), result.elapsed_ms
         strategy = self.strategy
         return read_host_sitemaps(
-            rules, self._sitemap_fetcher,
+            rules,
+            self._sitemap_fetcher,
             lambda fetch_ms: strategy.politeness_ms(fetch_ms, rules.crawl_delay) / 1000,
-            after_ms=result.elapsed_ms, stopping=self._closing.is_set,
-        )  # fmt: skip
+            after_ms=result.elapsed_ms,
+            stopping=self._closing.is_set,
+        )
 
     def in_flight(self) -> int:
         """Tasks started and not yet returned by :meth:`poll`."""
@@ -472,8 +486,9 @@ class CrawlHandler:
                 return RobotsFetched(task, result.elapsed_ms, rules.crawl_delay).encode()
             report, fetch_ms = sitemaps
             entries = [(url, fingerprint(url), when) for url, when in report.urls.items()]
-            return RobotsFetched(task, fetch_ms, rules.crawl_delay, entries,
-                                 report.counters()).encode()  # fmt: skip
+            return RobotsFetched(
+                task, fetch_ms, rules.crawl_delay, entries, report.counters()
+            ).encode()
         return Deferred(task, rules.deferred_until, failure_reason(result)).encode()
 
     def _retry(self, task: FetchTask, rules: RobotsRules, result: FetchResult) -> bytes | None:
@@ -485,8 +500,14 @@ class CrawlHandler:
             return None
         with self._lock:
             self.retries += 1
-        return Retry(task, result.status, result.error, result.elapsed_ms, rules.crawl_delay,
-                     result.retry_after).encode()  # fmt: skip
+        return Retry(
+            task,
+            result.status,
+            result.error,
+            result.elapsed_ms,
+            rules.crawl_delay,
+            result.retry_after,
+        ).encode()
 
     def _finish(self, task: FetchTask, rules: RobotsRules, result: FetchResult) -> bytes:
         """Parse and queue the fetched page for the store; the task's outcome."""
@@ -496,8 +517,14 @@ class CrawlHandler:
             if result.transient:  # its tries are spent: the stored version stays
                 with self._lock:
                     self.kept += 1
-                return Fetched(task, result.status, result.elapsed_ms, rules.crawl_delay,
-                               error=result.error, next=task).encode()  # fmt: skip
+                return Fetched(
+                    task,
+                    result.status,
+                    result.elapsed_ms,
+                    rules.crawl_delay,
+                    error=result.error,
+                    next=task,
+                ).encode()
         url, fp, depth = task.url, task.fp, task.depth
         title = text = ""
         links: list[str] = []
@@ -521,17 +548,32 @@ class CrawlHandler:
         nxt = self._next(task, result, digest, changed)
         canonical, invalid = canonical_links(links)
         page = Page(
-            fp=fp, url=url, host=host_of(url), depth=depth, status=result.status,
-            content_type=result.content_type, fetched_at=time.time(),
-            fetch_ms=int(result.elapsed_ms), title=title, text=text,
-            error=result.error, body_state=state, etag=nxt.etag, last_modified=nxt.modified,
-            digest=digest, revisit=nxt.revisit, next_fetch=time.time() + nxt.revisit,
-        )  # fmt: skip
+            fp=fp,
+            url=url,
+            host=host_of(url),
+            depth=depth,
+            status=result.status,
+            content_type=result.content_type,
+            fetched_at=time.time(),
+            fetch_ms=int(result.elapsed_ms),
+            title=title,
+            text=text,
+            error=result.error,
+            body_state=state,
+            etag=nxt.etag,
+            last_modified=nxt.modified,
+            digest=digest,
+            revisit=nxt.revisit,
+            next_fetch=time.time() + nxt.revisit,
+        )
         record = self._body(page, result, conditional_headers(task))
         # stored by flush(), before the runtime acknowledges this task
         texts = canonical_anchors(canonical, anchors) if anchors and canonical else {}
-        self.writer.add([page], [(fp, dst, texts.get(dst)) for dst in canonical.values()],
-                        [(page, record)] if record is not None else ())  # fmt: skip
+        self.writer.add(
+            [page],
+            [(fp, dst, texts.get(dst)) for dst in canonical.values()],
+            [(page, record)] if record is not None else (),
+        )
         with self._lock:
             # a link found again nearer a seed is news for the master (the cache keeps depths)
             emit = [(c, f) for c, f in canonical.items() if not self.cache.seen_or_add(f, depth)]
@@ -540,9 +582,17 @@ class CrawlHandler:
             self.invalid_links += invalid
         if self.strategy.partitions > 1:
             emit = self._route(task, emit)
-        return Fetched(task, result.status, result.elapsed_ms, rules.crawl_delay, emit,
-                       result.error, invalid, next=nxt,
-                       changed=changed if task.recrawl else None).encode()  # fmt: skip
+        return Fetched(
+            task,
+            result.status,
+            result.elapsed_ms,
+            rules.crawl_delay,
+            emit,
+            result.error,
+            invalid,
+            next=nxt,
+            changed=changed if task.recrawl else None,
+        ).encode()
 
     def _route(self, task: FetchTask, links: list[tuple[str, int]]) -> list[tuple[str, int]]:
         """The links of the task's own partition; the others are kept for the partitions
@@ -574,31 +624,52 @@ class CrawlHandler:
     ) -> FetchTask:
         """The page's next fetch: its validators, digest and interval (the strategy's)."""
         etag, modified = validators(result, task)
-        interval, history = self.strategy.plan_revisit(task.revisit, changed, task.history,
-                                                       time.time())  # fmt: skip
-        return FetchTask(task.url, task.fp, task.depth, task.queue, revisit=interval,
-                         etag=etag, modified=modified, digest=digest,
-                         history=history)  # fmt: skip
+        interval, history = self.strategy.plan_revisit(
+            task.revisit, changed, task.history, time.time()
+        )
+        return FetchTask(
+            task.url,
+            task.fp,
+            task.depth,
+            task.queue,
+            revisit=interval,
+            etag=etag,
+            modified=modified,
+            digest=digest,
+            history=history,
+        )
 
     def _unchanged(
-        self, task: FetchTask, rules: RobotsRules, result: FetchResult, digest: int | None,
+        self,
+        task: FetchTask,
+        rules: RobotsRules,
+        result: FetchResult,
+        digest: int | None,
         text: str = "",
-    ) -> bytes:  # fmt: skip
+    ) -> bytes:
         """A recrawl found the stored version current (a 304, or the same digest of its
         ``text``): only its fetch time, validators and schedule are written, and its WARC
         records (a revisit, see slave/page_writer.py); no parse of it is stored, no new
         index entry."""
         nxt = self._next(task, result, digest, False)
         now = time.time()
-        touch: Touch = (task.fp, now, int(result.elapsed_ms), nxt.etag, nxt.modified,
-                        nxt.revisit, now + nxt.revisit)  # fmt: skip
+        touch: Touch = (
+            task.fp,
+            now,
+            int(result.elapsed_ms),
+            nxt.etag,
+            nxt.modified,
+            nxt.revisit,
+            now + nxt.revisit,
+        )
         record = self._recheck(task, result, now, text)
         self.writer.touch([touch], [(task.fp, record)] if record is not None else ())
         with self._lock:
             self.pages += 1
             self.unchanged += 1
-        return Fetched(task, result.status, result.elapsed_ms, rules.crawl_delay, next=nxt,
-                       changed=False).encode()  # fmt: skip
+        return Fetched(
+            task, result.status, result.elapsed_ms, rules.crawl_delay, next=nxt, changed=False
+        ).encode()
 
     def _recheck(
         self, task: FetchTask, result: FetchResult, fetched_at: float, text: str
@@ -610,9 +681,12 @@ class CrawlHandler:
         if self.writer.warc is None or result.status != NOT_MODIFIED:
             return self._records(task.url, result, fetched_at, text, sent)
         return prepare_not_modified(
-            task.url, headers=result.headers, ip=result.ip, fetched_at=fetched_at,
+            task.url,
+            headers=result.headers,
+            ip=result.ip,
+            fetched_at=fetched_at,
             request=request_head(task.url, self._user_agent, sent),
-        )  # fmt: skip
+        )
 
     def _body(self, page: Page, result: FetchResult, sent: list[str]) -> PreparedFetch | None:
         """Keep the body: the page's WARC records (the writer appends them, with the text
@@ -633,10 +707,16 @@ class CrawlHandler:
         if self.writer.warc is None or not result.status:
             return None
         return prepare_fetch(
-            url, status=result.status, headers=result.headers, body=result.body, ip=result.ip,
-            fetched_at=fetched_at, request=request_head(url, self._user_agent, sent),
-            truncated=result.truncated, text=text,
-        )  # fmt: skip
+            url,
+            status=result.status,
+            headers=result.headers,
+            body=result.body,
+            ip=result.ip,
+            fetched_at=fetched_at,
+            request=request_head(url, self._user_agent, sent),
+            truncated=result.truncated,
+            text=text,
+        )
 
     def forget(self) -> None:
         """Forget the links sent so far: results that carried some were refused (see runtime)."""

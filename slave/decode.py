@@ -24,8 +24,9 @@ from srcrawl.defaults import DEFAULT_CHARSET_DETECT_BYTES, DEFAULT_CHARSET_PRESC
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 """Content types parsed as HTML."""
 
-SNIFFED_TYPES = frozenset({"", "application/octet-stream", "unknown/unknown",
-                           "application/unknown", "*/*"})  # fmt: skip
+SNIFFED_TYPES = frozenset(
+    {"", "application/octet-stream", "unknown/unknown", "application/unknown", "*/*"}
+)
 """Content types that say nothing: the body decides (WHATWG MIME sniffing)."""
 
 BINARY_RATIO = 0.02
@@ -90,14 +91,44 @@ _WIDEN = {
 # also has codecs such as rot13, base64 or "undefined" that are no charsets).
 _WEB_CODECS = frozenset(
     {
-        "utf-8", "utf-16-le", "utf-16-be", "gb18030", "big5hkscs", "cp932", "euc_jp",
-        "iso2022_jp", "cp949", "cp866", "koi8-r", "koi8-u", "mac-roman", "mac-cyrillic",
-        "cp874", "cp1250", "cp1251", "cp1252", "cp1253", "cp1254", "cp1255", "cp1256",
-        "cp1257", "cp1258", "iso8859-2", "iso8859-3", "iso8859-4", "iso8859-5", "iso8859-6",
-        "iso8859-7", "iso8859-8", "iso8859-10", "iso8859-13", "iso8859-14", "iso8859-15",
+        "utf-8",
+        "utf-16-le",
+        "utf-16-be",
+        "gb18030",
+        "big5hkscs",
+        "cp932",
+        "euc_jp",
+        "iso2022_jp",
+        "cp949",
+        "cp866",
+        "koi8-r",
+        "koi8-u",
+        "mac-roman",
+        "mac-cyrillic",
+        "cp874",
+        "cp1250",
+        "cp1251",
+        "cp1252",
+        "cp1253",
+        "cp1254",
+        "cp1255",
+        "cp1256",
+        "cp1257",
+        "cp1258",
+        "iso8859-2",
+        "iso8859-3",
+        "iso8859-4",
+        "iso8859-5",
+        "iso8859-6",
+        "iso8859-7",
+        "iso8859-8",
+        "iso8859-10",
+        "iso8859-13",
+        "iso8859-14",
+        "iso8859-15",
         "iso8859-16",
     }
-)  # fmt: skip
+)
 # Candidates tried when the chosen codec does not decode the page cleanly.
 _ALTERNATIVES = {"big5hkscs": ("cp950",), "gb18030": ("utf-8",), "utf-8": ("gb18030",)}
 
@@ -107,11 +138,31 @@ _XML_ENCODING = re.compile(rb"""^\s*<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9_.
 # WHATWG "binary data bytes": C0 controls other than TAB LF FF CR and ESC.
 _BINARY_BYTES = bytes([*range(0, 9), 11, *range(14, 27), *range(28, 32)])
 _BINARY_MAGIC = (
-    b"\x89PNG", b"GIF87a", b"GIF89a", b"\xff\xd8\xff", b"%PDF-", b"PK\x03\x04", b"\x1f\x8b",
-    b"BZh", b"\xfd7zXZ", b"7z\xbc\xaf", b"Rar!", b"\x7fELF", b"MZ", b"\x00asm", b"OggS",
-    b"ID3", b"fLaC", b"\x1a\x45\xdf\xa3", b"RIFF", b"\x00\x00\x01\x00", b"wOFF", b"wOF2",
-    b"\xca\xfe\xba\xbe", b"%!PS",
-)  # fmt: skip
+    b"\x89PNG",
+    b"GIF87a",
+    b"GIF89a",
+    b"\xff\xd8\xff",
+    b"%PDF-",
+    b"PK\x03\x04",
+    b"\x1f\x8b",
+    b"BZh",
+    b"\xfd7zXZ",
+    b"7z\xbc\xaf",
+    b"Rar!",
+    b"\x7fELF",
+    b"MZ",
+    b"\x00asm",
+    b"OggS",
+    b"ID3",
+    b"fLaC",
+    b"\x1a\x45\xdf\xa3",
+    b"RIFF",
+    b"\x00\x00\x01\x00",
+    b"wOFF",
+    b"wOF2",
+    b"\xca\xfe\xba\xbe",
+    b"%!PS",
+)
 _HTML_SIGNATURES = re.compile(
     rb"\s*(?:<!doctype\s+html|<html|<head|<script|<iframe|<h1|<div|<font|<table|<a|<style"
     rb"|<title|<b|<body|<br|<p)[\s>]|\s*<!--",

@@ -118,14 +118,25 @@ _DECODING_CODES = frozenset({pycurl.E_BAD_CONTENT_ENCODING})
 _TLS_CODES = frozenset(
     getattr(pycurl, name)
     for name in (
-        "E_SSL_CONNECT_ERROR", "E_SSL_PEER_CERTIFICATE", "E_PEER_FAILED_VERIFICATION",
-        "E_SSL_CERTPROBLEM", "E_SSL_CIPHER", "E_SSL_CACERT", "E_SSL_CACERT_BADFILE",
-        "E_SSL_SHUTDOWN_FAILED", "E_SSL_CRL_BADFILE", "E_SSL_ISSUER_ERROR",
-        "E_SSL_PINNEDPUBKEYNOTMATCH", "E_SSL_INVALIDCERTSTATUS", "E_USE_SSL_FAILED",
-        "E_SSL_ENGINE_NOTFOUND", "E_SSL_ENGINE_SETFAILED", "E_SSL_ENGINE_INITFAILED",
+        "E_SSL_CONNECT_ERROR",
+        "E_SSL_PEER_CERTIFICATE",
+        "E_PEER_FAILED_VERIFICATION",
+        "E_SSL_CERTPROBLEM",
+        "E_SSL_CIPHER",
+        "E_SSL_CACERT",
+        "E_SSL_CACERT_BADFILE",
+        "E_SSL_SHUTDOWN_FAILED",
+        "E_SSL_CRL_BADFILE",
+        "E_SSL_ISSUER_ERROR",
+        "E_SSL_PINNEDPUBKEYNOTMATCH",
+        "E_SSL_INVALIDCERTSTATUS",
+        "E_USE_SSL_FAILED",
+        "E_SSL_ENGINE_NOTFOUND",
+        "E_SSL_ENGINE_SETFAILED",
+        "E_SSL_ENGINE_INITFAILED",
     )
     if hasattr(pycurl, name)
-)  # fmt: skip
+)
 
 
 NOT_MODIFIED = 304
@@ -203,9 +214,25 @@ def _classify(code: int, status: int) -> str:
 class _Transfer:
     """One request's state while libcurl runs it: headers, body chunks, why it stopped."""
 
-    __slots__ = ("away", "chunks", "connect_timeout", "deadline", "headers", "heard", "last",
-                 "limit", "read_timeout", "refused", "request_headers", "size", "started",
-                 "status", "stopped", "tag", "url")  # fmt: skip
+    __slots__ = (
+        "away",
+        "chunks",
+        "connect_timeout",
+        "deadline",
+        "headers",
+        "heard",
+        "last",
+        "limit",
+        "read_timeout",
+        "refused",
+        "request_headers",
+        "size",
+        "started",
+        "status",
+        "stopped",
+        "tag",
+        "url",
+    )
 
     def __init__(
         self, url: str, fetcher: Fetcher, tag: object = None, request_headers: Sequence[str] = ()

@@ -102,9 +102,12 @@ class FetchPolicy:
     @classmethod
     def of(cls, strategy: CrawlStrategy) -> FetchPolicy:
         """The policy of a crawl's strategy document."""
-        return cls(Scope(strategy), allow_private=strategy.allow_private,
-                   networks=strategy.allow_networks,
-                   seed_origins=strategy.seed_origins)  # fmt: skip
+        return cls(
+            Scope(strategy),
+            allow_private=strategy.allow_private,
+            networks=strategy.allow_networks,
+            seed_origins=strategy.seed_origins,
+        )
 
     def refuse_url(self, url: str) -> str | None:
         """Why ``url`` must not be requested (its host is out of scope), else None."""
@@ -150,7 +153,6 @@ class FetchPolicy:
             f"address {ip} is not public (loopback, private, link-local or reserved): "
             "allow it with --allow-private or --allow-network"
         )
-
 
     def refuse_seed(self, url: str) -> str | None:
         """Why every request for the seed ``url`` would be refused at its address, else None:

@@ -114,9 +114,11 @@ class PageWriter:
             self._output.close()
 
     def add(
-        self, pages: Sequence[Page], links: Sequence[Link],
+        self,
+        pages: Sequence[Page],
+        links: Sequence[Link],
         records: Sequence[tuple[Page, PreparedFetch]] = (),
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Queue ``pages`` and ``links`` (src, dst, anchor text) for the next :meth:`flush`,
         and the WARC ``records`` of some of those pages."""
         with self._lock:
@@ -201,9 +203,12 @@ class PageWriter:
         return self._store(pages, links)
 
     def _requeue(
-        self, pages: list[Page], links: list[Link], records: list[tuple[Page, PreparedFetch]],
+        self,
+        pages: list[Page],
+        links: list[Link],
+        records: list[tuple[Page, PreparedFetch]],
         rechecks: list[tuple[int, PreparedFetch]],
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Give a batch whose records were not made durable to the next flush, whole."""
         with self._lock:
             self._pages[:0] = pages
@@ -285,9 +290,11 @@ class PageWriter:
         return revisit_record(fetch, self._original(old))
 
     def _moved(
-        self, rechecks: list[tuple[int, PreparedFetch]], placed: list[list[Pointer]],
+        self,
+        rechecks: list[tuple[int, PreparedFetch]],
+        placed: list[list[Pointer]],
         revisits: list[bool],
-    ) -> list[Moved]:  # fmt: skip
+    ) -> list[Moved]:
         """Count the rechecks' revisits; the move of each page written whole to its new
         records, for the touches' transaction."""
         moves: list[Moved] = []
@@ -297,14 +304,15 @@ class PageWriter:
                 continue
             response = where[1]
             tlen = where[2].length if fetch.conversion else None
-            moves.append((fp, response.file, response.offset, response.length, fetch.digest,
-                          tlen))  # fmt: skip
+            moves.append((fp, response.file, response.offset, response.length, fetch.digest, tlen))
         return moves
 
     def _point(
-        self, records: list[tuple[Page, PreparedFetch]], placed: list[list[Pointer]],
+        self,
+        records: list[tuple[Page, PreparedFetch]],
+        placed: list[list[Pointer]],
         kept: list[StoredPayload | None],
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Point each page at its new response record, or (a revisit) at the stored one."""
         for (page, fetch), where, old in zip(records, placed, kept, strict=True):
             if old is None:

@@ -44,12 +44,53 @@ INVISIBLE_TAGS = ("script", "style", "noscript", "template", "head", "title", "i
 """Elements whose content is never part of the visible text (the title is kept apart)."""
 
 BLOCK_TAGS = (
-    "address", "article", "aside", "blockquote", "body", "br", "button", "caption", "dd",
-    "details", "dialog", "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer",
-    "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li", "main", "nav", "ol",
-    "option", "p", "pre", "section", "select", "summary", "table", "tbody", "td", "textarea",
-    "tfoot", "th", "thead", "tr", "ul",
-)  # fmt: skip
+    "address",
+    "article",
+    "aside",
+    "blockquote",
+    "body",
+    "br",
+    "button",
+    "caption",
+    "dd",
+    "details",
+    "dialog",
+    "div",
+    "dl",
+    "dt",
+    "fieldset",
+    "figcaption",
+    "figure",
+    "footer",
+    "form",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "header",
+    "hr",
+    "li",
+    "main",
+    "nav",
+    "ol",
+    "option",
+    "p",
+    "pre",
+    "section",
+    "select",
+    "summary",
+    "table",
+    "tbody",
+    "td",
+    "textarea",
+    "tfoot",
+    "th",
+    "thead",
+    "tr",
+    "ul",
+)
 """Elements that separate words: their text never runs into the text around them."""
 
 LINK_TAGS = ("a", "area", "frame", "iframe", "link")
@@ -666,9 +707,16 @@ class _Bs4Walk:
     """
 
     __slots__ = (
-        "anchor", "anchor_at", "anchor_hidden", "anchor_parts", "builder", "hidden", "inert",
-        "open_tags", "parts",
-    )  # fmt: skip
+        "anchor",
+        "anchor_at",
+        "anchor_hidden",
+        "anchor_parts",
+        "builder",
+        "hidden",
+        "inert",
+        "open_tags",
+        "parts",
+    )
 
     def __init__(self, builder: _PageBuilder) -> None:
         self.builder = builder

@@ -66,9 +66,10 @@ class Slave:
         self.handlers = list(handlers)
         self.queues: dict[str, PhaseQueues | PartitionedQueues] = {
             h.phase: PartitionedQueues(self.client, cfg.keys, h.phase)
-            if h.phase == "crawl" else PhaseQueues(self.client, cfg.keys, h.phase)
+            if h.phase == "crawl"
+            else PhaseQueues(self.client, cfg.keys, h.phase)
             for h in self.handlers
-        }  # fmt: skip
+        }
         self.id = worker_id or new_worker_id(self.client, cfg.keys, "slave")
         self.worker = Worker(self.client, cfg.keys, self.id, self._srqs(), ttl=heartbeat_ttl)
         for q in self.queues.values():
@@ -158,9 +159,11 @@ class Slave:
         return groups
 
     def _ack(
-        self, handler: PhaseHandler, q: PhaseQueues | PartitionedQueues,
+        self,
+        handler: PhaseHandler,
+        q: PhaseQueues | PartitionedQueues,
         groups: list[tuple[list[bytes], list[bytes]]],
-    ) -> None:  # fmt: skip
+    ) -> None:
         # Retrying is safe: an ack that went through but whose reply was lost
         # finds its tasks gone the second time and pushes nothing again.
         delay = 0.1
@@ -178,8 +181,9 @@ class Slave:
                     self._refused(handler, accepted.count(False))
                 return
             except REDIS_DOWN:  # only once stopping: until then the client waits for Redis
-                log.error("stopping with %d batches not acknowledged: Redis is unreachable",
-                          len(groups))  # fmt: skip
+                log.error(
+                    "stopping with %d batches not acknowledged: Redis is unreachable", len(groups)
+                )
                 return
             except Exception:
                 if self.stopping.is_set() and delay > 5:
@@ -219,9 +223,11 @@ class Slave:
                 counted().flush(self.client, self.cfg.keys)
 
     def stats(self) -> dict[str, float | str]:
-        out: dict[str, float | str] = {"batches": self.batches,
-                                       "failed_batches": self.failed_batches,
-                                       "stored_at": self.stored_at}  # fmt: skip
+        out: dict[str, float | str] = {
+            "batches": self.batches,
+            "failed_batches": self.failed_batches,
+            "stored_at": self.stored_at,
+        }
         if self.store_error is not None:
             out["store_error_at"], out["store_error"] = self.store_error
         for h in self.handlers:
@@ -241,9 +247,12 @@ class _Phase:
     """
 
     def __init__(
-        self, slave: Slave, handler: PhaseHandler, q: PhaseQueues | PartitionedQueues,
+        self,
+        slave: Slave,
+        handler: PhaseHandler,
+        q: PhaseQueues | PartitionedQueues,
         burst: bool,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.slave = slave
         self.handler = handler
         self.q = q
@@ -331,9 +340,12 @@ class _ThreadedPhase(_Phase):
     """``handler.threads`` consumer threads, each handling one batch at a time."""
 
     def __init__(
-        self, slave: Slave, handler: PhaseHandler, q: PhaseQueues | PartitionedQueues,
+        self,
+        slave: Slave,
+        handler: PhaseHandler,
+        q: PhaseQueues | PartitionedQueues,
         burst: bool,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__(slave, handler, q, burst)
         self.idle = threading.Semaphore(self.consumers)
 
@@ -392,9 +404,12 @@ class _MultiplexedPhase(_Phase):
     """
 
     def __init__(
-        self, slave: Slave, handler: PhaseHandler, q: PhaseQueues | PartitionedQueues,
+        self,
+        slave: Slave,
+        handler: PhaseHandler,
+        q: PhaseQueues | PartitionedQueues,
         burst: bool,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)

@@ -75,9 +75,14 @@ class SitemapReport:
 
     def counters(self) -> dict[str, int]:
         """The crawl counters this adds to (``srcrawl status``)."""
-        names = {"sitemaps_fetched": self.fetched, "sitemap_refused": self.refused,
-                 "sitemap_capped": self.capped, "sitemap_malformed": self.malformed,
-                 "sitemap_invalid_urls": self.invalid, "sitemap_urls": len(self.urls)}  # fmt: skip
+        names = {
+            "sitemaps_fetched": self.fetched,
+            "sitemap_refused": self.refused,
+            "sitemap_capped": self.capped,
+            "sitemap_malformed": self.malformed,
+            "sitemap_invalid_urls": self.invalid,
+            "sitemap_urls": len(self.urls),
+        }
         return {k: v for k, v in names.items() if v}
 
 
@@ -139,9 +144,15 @@ def parse_sitemap(data: bytes, max_urls: int) -> _Parsed:
     """The entries of one sitemap or index: at most ``max_urls`` in all."""
     out = _Parsed()
     events = etree.iterparse(
-        io.BytesIO(data), events=("end",), resolve_entities=False, load_dtd=False,
-        no_network=True, huge_tree=False, remove_comments=True, remove_pis=True,
-    )  # fmt: skip
+        io.BytesIO(data),
+        events=("end",),
+        resolve_entities=False,
+        load_dtd=False,
+        no_network=True,
+        huge_tree=False,
+        remove_comments=True,
+        remove_pis=True,
+    )
     try:
         for _event, element in events:
             kind = _local(element.tag)
@@ -253,8 +264,11 @@ def read_host_sitemaps(
         except InvalidURL:
             return False
         policy = fetcher.policy
-        return (origin(url) == site and rules.allowed(url)
-                and (policy is None or policy.refuse_url(url) is None))  # fmt: skip
+        return (
+            origin(url) == site
+            and rules.allowed(url)
+            and (policy is None or policy.refuse_url(url) is None)
+        )
 
     def fetch(url: str) -> bytes | None:
         url = canonicalize(url)  # allowed() said it can be

@@ -181,9 +181,14 @@ def _fields(*pairs: tuple[str, str]) -> str:
 
 
 def _record(
-    kind: str, url: str, date: str, ctype: str, block: bytes, fields: str = "",
+    kind: str,
+    url: str,
+    date: str,
+    ctype: str,
+    block: bytes,
+    fields: str = "",
     record_id: str = "",
-) -> bytes:  # fmt: skip
+) -> bytes:
     """One WARC/1.1 record of ``block`` with its block digest, and the header lines
     ``fields`` (:func:`_fields`) before it, as one gzip member.
 
@@ -243,9 +248,17 @@ class PreparedFetch:
 
 
 def prepare_fetch(
-    url: str, *, status: int, headers: dict[str, str], body: bytes, ip: str, fetched_at: float,
-    request: bytes, truncated: bool = False, text: str = "",
-) -> PreparedFetch:  # fmt: skip
+    url: str,
+    *,
+    status: int,
+    headers: dict[str, str],
+    body: bytes,
+    ip: str,
+    fetched_at: float,
+    request: bytes,
+    truncated: bool = False,
+    text: str = "",
+) -> PreparedFetch:
     """The request, response and conversion (the extracted ``text``, if any) records of one
     fetch, each a gzip member.
 
@@ -262,15 +275,28 @@ def prepare_fetch(
         *((("WARC-Truncated", "length"),) if truncated else ()),
         ("WARC-Payload-Digest", digest),
     )
-    response = _record("response", url, date, "application/http; msgtype=response",
-                       head + body, fields, rid)  # fmt: skip
-    req = _record("request", url, date, "application/http; msgtype=request", request,
-                  f"WARC-Concurrent-To: {rid}\r\n")  # fmt: skip
+    response = _record(
+        "response", url, date, "application/http; msgtype=response", head + body, fields, rid
+    )
+    req = _record(
+        "request",
+        url,
+        date,
+        "application/http; msgtype=request",
+        request,
+        f"WARC-Concurrent-To: {rid}\r\n",
+    )
     conversion = b""
     if text:
         block = text.encode("utf-8", "replace")
-        conversion = _record("conversion", url, date, "text/plain; charset=utf-8", block,
-                             f"WARC-Refers-To: {rid}\r\n")  # fmt: skip
+        conversion = _record(
+            "conversion",
+            url,
+            date,
+            "text/plain; charset=utf-8",
+            block,
+            f"WARC-Refers-To: {rid}\r\n",
+        )
     return PreparedFetch(url, date, digest, head, req, response, conversion, rid, ip=ip)
 
 
@@ -282,8 +308,14 @@ def prepare_not_modified(
     (:func:`not_modified_record`, once it knows the stored record it names)."""
     rid = new_record_id()
     date = warc_date(fetched_at)
-    req = _record("request", url, date, "application/http; msgtype=request", request,
-                  f"WARC-Concurrent-To: {rid}\r\n")  # fmt: skip
+    req = _record(
+        "request",
+        url,
+        date,
+        "application/http; msgtype=request",
+        request,
+        f"WARC-Concurrent-To: {rid}\r\n",
+    )
     head = response_head(304, headers, None)
     return PreparedFetch(url, date, "", head, req, b"", b"", rid, not_modified=True, ip=ip)
 
@@ -301,9 +333,11 @@ def _refers(fetch: PreparedFetch, original: Original | None) -> tuple[tuple[str,
     """The fields naming the record a revisit repeats (only the URI when it is unknown)."""
     if original is None:
         return (("WARC-Refers-To-Target-URI", fetch.url),)
-    return (("WARC-Refers-To", original.record_id),
-            ("WARC-Refers-To-Target-URI", original.url),
-            ("WARC-Refers-To-Date", original.date))  # fmt: skip
+    return (
+        ("WARC-Refers-To", original.record_id),
+        ("WARC-Refers-To-Target-URI", original.url),
+        ("WARC-Refers-To-Date", original.date),
+    )
 
 
 def revisit_record(fetch: PreparedFetch, original: Original | None = None) -> bytes:
@@ -311,12 +345,22 @@ def revisit_record(fetch: PreparedFetch, original: Original | None = None) -> by
     naming the ``original`` record (WARC-Refers-To, -Target-URI and -Date) when known.
 
     It takes the response's record id, which the request names as concurrent."""
-    fields = _fields(("WARC-Profile", REVISIT_PROFILE), *_refers(fetch, original),
-                     *((("WARC-IP-Address", fetch.ip),) if fetch.ip else ()),
-                     ("WARC-Truncated", "length"),  # the payload is left out, by the profile
-                     ("WARC-Payload-Digest", fetch.digest))  # fmt: skip
-    return _record("revisit", fetch.url, fetch.date, "application/http; msgtype=response",
-                   fetch.head, fields, fetch.response_id)  # fmt: skip
+    fields = _fields(
+        ("WARC-Profile", REVISIT_PROFILE),
+        *_refers(fetch, original),
+        *((("WARC-IP-Address", fetch.ip),) if fetch.ip else ()),
+        ("WARC-Truncated", "length"),  # the payload is left out, by the profile
+        ("WARC-Payload-Digest", fetch.digest),
+    )
+    return _record(
+        "revisit",
+        fetch.url,
+        fetch.date,
+        "application/http; msgtype=response",
+        fetch.head,
+        fields,
+        fetch.response_id,
+    )
 
 
 def not_modified_record(fetch: PreparedFetch, original: Original | None = None) -> bytes:
@@ -324,10 +368,20 @@ def not_modified_record(fetch: PreparedFetch, original: Original | None = None) 
     its block is the 304's HTTP head, whole (a 304 has no body, so nothing is truncated),
     without WARC-Payload-Digest (the payload is the original's, from which the validators
     came); it names the ``original`` record as :func:`revisit_record` does."""
-    fields = _fields(("WARC-Profile", NOT_MODIFIED_PROFILE), *_refers(fetch, original),
-                     *((("WARC-IP-Address", fetch.ip),) if fetch.ip else ()))  # fmt: skip
-    return _record("revisit", fetch.url, fetch.date, "application/http; msgtype=response",
-                   fetch.head, fields, fetch.response_id)  # fmt: skip
+    fields = _fields(
+        ("WARC-Profile", NOT_MODIFIED_PROFILE),
+        *_refers(fetch, original),
+        *((("WARC-IP-Address", fetch.ip),) if fetch.ip else ()),
+    )
+    return _record(
+        "revisit",
+        fetch.url,
+        fetch.date,
+        "application/http; msgtype=response",
+        fetch.head,
+        fields,
+        fetch.response_id,
+    )
 
 
 @dataclass(frozen=True)
@@ -460,8 +514,9 @@ def original_record(storage: WarcStorage, pointer: Pointer) -> Original:
         raise WarcError(f"cannot read WARC file {pointer.file}: {e}") from e
     for record in ArchiveIterator(io.BytesIO(data), parse_http=False):
         h = record.headers
-        return Original(h.get("WARC-Record-ID", ""), h.get("WARC-Target-URI", ""),
-                        h.get("WARC-Date", ""))  # fmt: skip
+        return Original(
+            h.get("WARC-Record-ID", ""), h.get("WARC-Target-URI", ""), h.get("WARC-Date", "")
+        )
     raise WarcError(f"no WARC record at {pointer.file}:{pointer.offset}")
 
 

@@ -70,10 +70,17 @@ def _page(record: WarcRecord, url: str, path: str, parser: str) -> tuple[Page, l
     ctype = headers.get("content-type", "")
     body = _body(record, headers)
     fp = fingerprint(url)
-    page = Page(fp=fp, url=url, host=host_of(url), status=status, content_type=ctype,
-                fetched_at=record.record_date.timestamp() if record.record_date else 0.0,
-                warc_file=path, warc_offset=record.stream_pos,
-                payload_digest=record.headers.get("WARC-Payload-Digest"))  # fmt: skip
+    page = Page(
+        fp=fp,
+        url=url,
+        host=host_of(url),
+        status=status,
+        content_type=ctype,
+        fetched_at=record.record_date.timestamp() if record.record_date else 0.0,
+        warc_file=path,
+        warc_offset=record.stream_pos,
+        payload_digest=record.headers.get("WARC-Payload-Digest"),
+    )
     links: list[str] = []
     anchors: dict[str, str] = {}
     location = headers.get("location")

@@ -21,12 +21,31 @@ if TYPE_CHECKING:
 _PAGE_UPDATE = ", ".join(
     f"{c} = VALUES({c})"
     for c in (
-        "url", "host", "depth", "status", "content_type", "fetched_at", "fetch_ms",
-        "title", "text", "body", "error", "body_state",
-        "warc_file_id", "warc_offset", "warc_length", "payload_digest", "text_length",
-        "etag", "last_modified", "digest", "revisit", "next_fetch", "checked_at",
+        "url",
+        "host",
+        "depth",
+        "status",
+        "content_type",
+        "fetched_at",
+        "fetch_ms",
+        "title",
+        "text",
+        "body",
+        "error",
+        "body_state",
+        "warc_file_id",
+        "warc_offset",
+        "warc_length",
+        "payload_digest",
+        "text_length",
+        "etag",
+        "last_modified",
+        "digest",
+        "revisit",
+        "next_fetch",
+        "checked_at",
     )
-)  # fmt: skip
+)
 
 
 CONNECT_ERRORS = frozenset({2002, 2003, 2006, 2013})

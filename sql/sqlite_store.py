@@ -17,12 +17,31 @@ from srcrawl.sql.store import RETIRED_INDEXES, Store, schema_statements
 _PAGE_UPDATE = ", ".join(
     f"{c} = excluded.{c}"
     for c in (
-        "url", "host", "depth", "status", "content_type", "fetched_at", "fetch_ms",
-        "title", "text", "body", "error", "body_state",
-        "warc_file_id", "warc_offset", "warc_length", "payload_digest", "text_length",
-        "etag", "last_modified", "digest", "revisit", "next_fetch", "checked_at",
+        "url",
+        "host",
+        "depth",
+        "status",
+        "content_type",
+        "fetched_at",
+        "fetch_ms",
+        "title",
+        "text",
+        "body",
+        "error",
+        "body_state",
+        "warc_file_id",
+        "warc_offset",
+        "warc_length",
+        "payload_digest",
+        "text_length",
+        "etag",
+        "last_modified",
+        "digest",
+        "revisit",
+        "next_fetch",
+        "checked_at",
     )
-)  # fmt: skip
+)
 
 
 _BULK_DROPPED_INDEXES = tuple(
@@ -77,9 +96,12 @@ class SQLiteStore(Store):
         "warc_file_id = (SELECT id FROM warc_files WHERE name = pages.warc_file) "
         "WHERE warc_file IS NOT NULL",
         # its bytes are free now either way; a SQLite before 3.35 keeps the empty column
-        *(("ALTER TABLE pages DROP COLUMN warc_file",) if sqlite3.sqlite_version_info >= (3, 35)
-          else ()),
-    )  # fmt: skip
+        *(
+            ("ALTER TABLE pages DROP COLUMN warc_file",)
+            if sqlite3.sqlite_version_info >= (3, 35)
+            else ()
+        ),
+    )
     INSERT_LINK = "INSERT OR IGNORE INTO links (src, dst, anchor) VALUES (?, ?, ?)"
     ADD_LINK_ANCHOR = "ALTER TABLE links ADD COLUMN anchor TEXT NULL"
     UPSERT_JOB = (

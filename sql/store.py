@@ -48,8 +48,13 @@ T = TypeVar("T")
 TABLES = ("meta", "pages", "warc_files", "links", "ranks", "jobs")
 OLD_INDEX_TABLES = ("doclens", "postings", "terms")
 """The tables of the index schemas 1 to 7 kept in SQL."""
-OLD_INDEX_META = ("index_docs", "index_length", "index_title_length", "index_anchor_length",
-                  "index_block")  # fmt: skip
+OLD_INDEX_META = (
+    "index_docs",
+    "index_length",
+    "index_title_length",
+    "index_anchor_length",
+    "index_block",
+)
 
 
 def compress_body(raw: bytes) -> bytes:
@@ -141,15 +146,31 @@ class Page:
         # a hostile page's title or header is cut to what every backend's
         # column holds: refused, it would fail its whole batch on every retry
         return (
-            self.fp, self.url, self.host, self.depth, self.status,
-            self.content_type[:MAX_CONTENT_TYPE_CHARS], self.fetched_at, self.fetch_ms,
-            self.title[:MAX_TITLE_CHARS], self.text, self.body, self.error, self.body_state,
-            warc_file_id, self.warc_offset, self.warc_length, self.payload_digest,
+            self.fp,
+            self.url,
+            self.host,
+            self.depth,
+            self.status,
+            self.content_type[:MAX_CONTENT_TYPE_CHARS],
+            self.fetched_at,
+            self.fetch_ms,
+            self.title[:MAX_TITLE_CHARS],
+            self.text,
+            self.body,
+            self.error,
+            self.body_state,
+            warc_file_id,
+            self.warc_offset,
+            self.warc_length,
+            self.payload_digest,
             self.text_length,
-            _cut(self.etag, MAX_VALIDATOR_CHARS), _cut(self.last_modified, MAX_VALIDATOR_CHARS),
-            self.digest, self.revisit, self.next_fetch,
+            _cut(self.etag, MAX_VALIDATOR_CHARS),
+            _cut(self.last_modified, MAX_VALIDATOR_CHARS),
+            self.digest,
+            self.revisit,
+            self.next_fetch,
             self.checked_at,
-        )  # fmt: skip
+        )
 
 
 def _cut(value: str | None, chars: int) -> str | None:
@@ -347,8 +368,11 @@ class Store(ABC):
                 wait = self.backoff.wait(failed)
                 log.warning(
                     "%s; the transaction runs again in %.2f s (run %d of %d)",
-                    e, wait, failed + 1, self.backoff.tries,
-                )  # fmt: skip
+                    e,
+                    wait,
+                    failed + 1,
+                    self.backoff.tries,
+                )
             time.sleep(wait)  # outside the transaction and the lock: other threads go on
 
     def _execute(self, cur: Any, statement: str, params: Sequence[Any] = ()) -> Any:
@@ -474,9 +498,7 @@ class Store(ABC):
         self._executemany(cur, self.UPSERT_PAGE, rows)
         return new
 
-    def _numbered(
-        self, cur: Any, names: set[str | None]
-    ) -> tuple[dict[str, int], dict[str, int]]:
+    def _numbered(self, cur: Any, names: set[str | None]) -> tuple[dict[str, int], dict[str, int]]:
         """(name -> number of every known WARC file and of ``names``, the numbers of those
         new to :attr:`_warc_ids`, given in ``cur``'s transaction): one look-up per new file."""
         new = self._warc_file_ids(cur, names - self._warc_ids.keys())
@@ -543,16 +565,18 @@ class Store(ABC):
             if not moved:
                 return {}
             ids, new = self._numbered(cur, {m[1] for m in moved})
-                # the text moves to the new conversion record (when there is one); a body
-                # kept in the row before (--body-store sql) is the old one: dropped
+            # the text moves to the new conversion record (when there is one); a body
+            # kept in the row before (--body-store sql) is the old one: dropped
             self._executemany(
                 cur,
                 "UPDATE pages SET warc_file_id = ?, warc_offset = ?, warc_length = ?, "
                 "payload_digest = ?, text_length = ?, text = COALESCE(?, text), "
                 "body = NULL WHERE fp = ?",
-                [(ids[f], off, length, digest, tlen, None if tlen is None else "", fp)
-                 for fp, f, off, length, digest, tlen in moved],
-            )  # fmt: skip
+                [
+                    (ids[f], off, length, digest, tlen, None if tlen is None else "", fp)
+                    for fp, f, off, length, digest, tlen in moved
+                ],
+            )
             return new
 
         self._warc_ids.update(self.run(write))  # committed: the numbers are there for good
@@ -972,16 +996,31 @@ def _page_row(r: Sequence[Any]) -> tuple:
     wfile, woffset, wlength, pdigest, tlength = r[13:18]
     etag, modified, digest, revisit, next_fetch, checked = r[18:]
     return (
-        int(fp), url, host, int(depth), int(status), ctype, float(fetched_at), int(fetch_ms),
-        title, text, bytes(body) if body is not None else None, error, state,
-        wfile, None if woffset is None else int(woffset),
-        None if wlength is None else int(wlength), pdigest,
+        int(fp),
+        url,
+        host,
+        int(depth),
+        int(status),
+        ctype,
+        float(fetched_at),
+        int(fetch_ms),
+        title,
+        text,
+        bytes(body) if body is not None else None,
+        error,
+        state,
+        wfile,
+        None if woffset is None else int(woffset),
+        None if wlength is None else int(wlength),
+        pdigest,
         None if tlength is None else int(tlength),
-        etag, modified, None if digest is None else int(digest),
+        etag,
+        modified,
+        None if digest is None else int(digest),
         None if revisit is None else float(revisit),
         None if next_fetch is None else float(next_fetch),
         None if checked is None else float(checked),
-    )  # fmt: skip
+    )
 
 
 def open_store(db: DatabaseURL, warc_root: Path | None = None) -> Store:

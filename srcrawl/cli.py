@@ -233,8 +233,13 @@ def slave_start(
 
     cfg = config_of(ctx)
     cfg.check()
-    role = SlaveRole(phases=tuple(parse_phases(phases)), threads=fetches, parser=parser,
-                     burst=burst, heartbeat_ttl=heartbeat_ttl)  # fmt: skip
+    role = SlaveRole(
+        phases=tuple(parse_phases(phases)),
+        threads=fetches,
+        parser=parser,
+        burst=burst,
+        heartbeat_ttl=heartbeat_ttl,
+    )
     serve(cfg, role, announce=lambda line: click.echo(line, err=True))
 
 
@@ -242,9 +247,12 @@ def slave_start(
 @click.option(
     "--slaves", default=4, show_default=True, type=click.IntRange(1), help="Crawl slaves."
 )
-@click.option("--serve/--no-serve", "serve_portal", default=None,
-              help="End by serving the search portal until Ctrl-C "
-              "[default: when the output is a terminal].")  # fmt: skip
+@click.option(
+    "--serve/--no-serve",
+    "serve_portal",
+    default=None,
+    help="End by serving the search portal until Ctrl-C [default: when the output is a terminal].",
+)
 @click.pass_context
 def demo(ctx: click.Context, slaves: int, serve_portal: bool | None) -> None:
     """Serve a synthetic web on loopback; crawl, index, rank and search it; serve the portal."""
@@ -258,20 +266,38 @@ def demo(ctx: click.Context, slaves: int, serve_portal: bool | None) -> None:
 
 
 @cli.command()
-@click.option("--bind", default="127.0.0.1", show_default=True,
-              help="Address to listen on (0.0.0.0: every interface).")  # fmt: skip
+@click.option(
+    "--bind",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (0.0.0.0: every interface).",
+)
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--threads", default=4, show_default=True, type=click.IntRange(0, 64),
-              help="Searches that run at once in each server process (0: each in the process's "
-                   "event loop, with no hand-off to a thread; a long search then holds up the "
-                   "process's other requests).")  # fmt: skip
-@click.option("--workers", default=None, type=click.IntRange(1, 64),
-              help="Server processes, each with its own search threads [default: one a core, "
-                   "at most 8].")  # fmt: skip
+@click.option(
+    "--threads",
+    default=4,
+    show_default=True,
+    type=click.IntRange(0, 64),
+    help="Searches that run at once in each server process (0: each in the process's "
+    "event loop, with no hand-off to a thread; a long search then holds up the "
+    "process's other requests).",
+)
+@click.option(
+    "--workers",
+    default=None,
+    type=click.IntRange(1, 64),
+    help="Server processes, each with its own search threads [default: one a core, at most 8].",
+)
 @click.option("--user-dict", default=None, help="A jieba user dictionary for the queries.")
 @click.pass_context
-def serve(ctx: click.Context, bind: str, port: int, threads: int, workers: int | None,
-          user_dict: str | None) -> None:  # fmt: skip
+def serve(
+    ctx: click.Context,
+    bind: str,
+    port: int,
+    threads: int,
+    workers: int | None,
+    user_dict: str | None,
+) -> None:
     """Serve the search portal, its JSON API, the status page and /metrics."""
     from srcrawl.portal import server
 
@@ -279,8 +305,9 @@ def serve(ctx: click.Context, bind: str, port: int, threads: int, workers: int |
     cfg.check()
     workers = workers or server.default_workers()
     if workers > 1:
-        server.serve_workers(cfg, workers, bind, port, threads=threads, user_dict=user_dict,
-                             announce=click.echo)  # fmt: skip
+        server.serve_workers(
+            cfg, workers, bind, port, threads=threads, user_dict=user_dict, announce=click.echo
+        )
         return
     portal = server.build_portal(cfg, threads=threads, user_dict=user_dict)
     server.serve(portal, bind, port, announce=click.echo)
@@ -288,8 +315,12 @@ def serve(ctx: click.Context, bind: str, port: int, threads: int, workers: int |
 
 @cli.command()
 @click.argument("role", type=click.Choice(["slave", "master", "indexer", "ranker", "portal"]))
-@click.option("--url", default="http://127.0.0.1:8080/healthz", show_default=True,
-              help="The portal's /healthz (role portal).")  # fmt: skip
+@click.option(
+    "--url",
+    default="http://127.0.0.1:8080/healthz",
+    show_default=True,
+    help="The portal's /healthz (role portal).",
+)
 @click.pass_context
 def health(ctx: click.Context, role: str, url: str) -> None:
     """Exit 0 when the ROLE service of this host (container) is doing its job, else exit 1

@@ -71,8 +71,18 @@ class DurationType(click.ParamType):
 DURATION = DurationType()
 
 
-_SIZE_UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "M": 2**20, "MB": 2**20,
-               "G": 2**30, "GB": 2**30, "T": 2**40, "TB": 2**40}  # fmt: skip
+_SIZE_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 2**10,
+    "KB": 2**10,
+    "M": 2**20,
+    "MB": 2**20,
+    "G": 2**30,
+    "GB": 2**30,
+    "T": 2**40,
+    "TB": 2**40,
+}
 
 
 class ByteSizeType(click.ParamType):
@@ -80,9 +90,7 @@ class ByteSizeType(click.ParamType):
 
     name = "size"
 
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> int:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int):
             return value
         text = str(value).strip().upper()

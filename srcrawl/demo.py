@@ -41,8 +41,15 @@ def demo_config(cfg: Config) -> Config:
     return demo
 
 
-def run_demo(cfg: Config, *, slaves: int = 4, hosts: int = 4, pages: int = 60,
-             echo: Callable[[str], None] = print, serve: bool = False) -> None:  # fmt: skip
+def run_demo(
+    cfg: Config,
+    *,
+    slaves: int = 4,
+    hosts: int = 4,
+    pages: int = 60,
+    echo: Callable[[str], None] = print,
+    serve: bool = False,
+) -> None:
     """The demo's steps; with ``serve``, then the search portal on its store until Ctrl-C."""
     cfg = demo_config(cfg)
     env = cfg.child_env()
@@ -61,16 +68,43 @@ def run_demo(cfg: Config, *, slaves: int = 4, hosts: int = 4, pages: int = 60,
         echo(f"  ({title}: {time.monotonic() - t0:.1f} s)")
 
     t_start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="srcrawl-demo-") as tmp, TestWeb.generate(
-        hosts=hosts, pages=pages, seed=1, slow_seconds=2, access_log=Path(tmp) / "access.jsonl",
-        large_bytes=1_000_000, robots_failures=1,
-    ) as web:  # fmt: skip
-        echo(f"synthetic web: {hosts} hosts × {pages} pages on loopback: "
-             + ", ".join(web.seed_urls))  # fmt: skip
+    with (
+        tempfile.TemporaryDirectory(prefix="srcrawl-demo-") as tmp,
+        TestWeb.generate(
+            hosts=hosts,
+            pages=pages,
+            seed=1,
+            slow_seconds=2,
+            access_log=Path(tmp) / "access.jsonl",
+            large_bytes=1_000_000,
+            robots_failures=1,
+        ) as web,
+    ):
+        echo(
+            f"synthetic web: {hosts} hosts × {pages} pages on loopback: " + ", ".join(web.seed_urls)
+        )
         # our own site: a short delay instead of the polite default
-        step("crawl", ["crawl", *web.seed_urls, "--depth", "3", "--slaves", str(slaves),
-                       "--delay", "0.02", "--delay-factor", "0", "--max-delay", "1",
-                       "--fetch-timeout", "1", "--robots-defer", "0.2"])  # fmt: skip
+        step(
+            "crawl",
+            [
+                "crawl",
+                *web.seed_urls,
+                "--depth",
+                "3",
+                "--slaves",
+                str(slaves),
+                "--delay",
+                "0.02",
+                "--delay-factor",
+                "0",
+                "--max-delay",
+                "1",
+                "--fetch-timeout",
+                "1",
+                "--robots-defer",
+                "0.2",
+            ],
+        )
         echo(idle_note(web))
         crawled = {p.url for p in cfg.store().iter_pages()}
         step("index", ["index", "--slaves", str(min(slaves, 2))])
@@ -81,10 +115,12 @@ def run_demo(cfg: Config, *, slaves: int = 4, hosts: int = 4, pages: int = 60,
             step("search", ["search", q, "--top", "3"])
     store = "" if cfg.db.kind != "sqlite" else f" --db-url sqlite:///{cfg.db.path}"
     query = queries[0] if queries else "..."
-    echo(f"\ndemo done in {time.monotonic() - t_start:.1f} s; the job is {cfg.job!r}, "
-         f"its store {cfg.db.redacted()}. Look at the result with:\n"
-         f"  srcrawl --job {cfg.job}{store} status\n"
-         f"  srcrawl --job {cfg.job}{store} search {shlex.quote(query)}")  # fmt: skip
+    echo(
+        f"\ndemo done in {time.monotonic() - t_start:.1f} s; the job is {cfg.job!r}, "
+        f"its store {cfg.db.redacted()}. Look at the result with:\n"
+        f"  srcrawl --job {cfg.job}{store} status\n"
+        f"  srcrawl --job {cfg.job}{store} search {shlex.quote(query)}"
+    )
     if cfg.embedded:
         echo("The embedded Redis keeps running for them; `srcrawl down` stops it.")
     if serve:
@@ -99,8 +135,9 @@ def idle_note(web: TestWeb) -> str:
     return f"  (the web had nothing in flight for {sum(idle):.1f} s of it{longest})"
 
 
-def serve_demo_portal(cfg: Config, echo: Callable[[str], None], command: str,
-                      port: int = 8080) -> None:  # fmt: skip
+def serve_demo_portal(
+    cfg: Config, echo: Callable[[str], None], command: str, port: int = 8080
+) -> None:
     """The search portal on the demo's store, on ``port`` or, if taken, any free port."""
     from srcrawl.portal.server import build_portal
     from srcrawl.portal.server import serve as serve_portal

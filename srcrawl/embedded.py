@@ -68,19 +68,28 @@ def start_server(
     port = port or free_port()
     args = [
         redis_server_binary(),
-        "--bind", "127.0.0.1",
-        "--port", str(port),
-        "--dir", str(directory.resolve()),
-        "--dbfilename", "dump.rdb",
-        "--logfile", str((directory / "redis.log").resolve()),
-        "--appendonly", "yes" if appendonly else "no",
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dir",
+        str(directory.resolve()),
+        "--dbfilename",
+        "dump.rdb",
+        "--logfile",
+        str((directory / "redis.log").resolve()),
+        "--appendonly",
+        "yes" if appendonly else "no",
         # Redis writes the AOF before it replies, so a killed server loses
         # nothing it acknowledged; the fsync policy only matters if the machine goes down
-        "--appendfsync", "everysec",
+        "--appendfsync",
+        "everysec",
         # snapshots are left to the AOF; an RDB save would stall large queues
-        "--save", "",
-        "--protected-mode", "yes",
-    ]  # fmt: skip
+        "--save",
+        "",
+        "--protected-mode",
+        "yes",
+    ]
     if daemonize:
         args += ["--daemonize", "yes", "--pidfile", str((directory / _PID_FILE).resolve())]
     try:

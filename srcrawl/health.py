@@ -58,10 +58,12 @@ def check(cfg: Config, role: str, *, url: str = DEFAULT_HEALTHZ_URL) -> str:
 def _slave(cfg: Config) -> str:
     host = socket.gethostname()
     mine = [
-        w for w in workers(cfg.redis(), cfg.keys)
-        if w.alive and w.stats.get("host") == host
+        w
+        for w in workers(cfg.redis(), cfg.keys)
+        if w.alive
+        and w.stats.get("host") == host
         and holder_lives_here(f"{host}:{w.stats.get('pid')}:")
-    ]  # fmt: skip
+    ]
     if not mine:
         raise Unhealthy(f"no slave of job {cfg.job!r} on {host} beats (none runs, or it hangs)")
     for w in mine:

@@ -309,14 +309,30 @@ class Keys:
     def crawl_keys(self) -> list[str]:
         """Every fixed key of a crawl's state (queue lists are found by prefix)."""
         return [
-            self.crawl_strategy, self.crawl_state, self.crawl_ready, self.crawl_inflight,
-            self.crawl_queue_next, self.crawl_next_level, self.crawl_host_pages,
-            self.seen_snapshot, self.seen_journal, self.stats("crawl"),
-            self.crawl_host_errors, self.crawl_lagging, self.crawl_depths, self.crawl_improved,
-            self.crawl_host_inflight, self.crawl_host_limit, self.crawl_host_next,
-            self.crawl_due, self.crawl_due_tasks, self.crawl_sitemap_hosts, self.crawl_held,
-            self.crawl_backoff, self.crawl_backoff_queues,
-        ]  # fmt: skip
+            self.crawl_strategy,
+            self.crawl_state,
+            self.crawl_ready,
+            self.crawl_inflight,
+            self.crawl_queue_next,
+            self.crawl_next_level,
+            self.crawl_host_pages,
+            self.seen_snapshot,
+            self.seen_journal,
+            self.stats("crawl"),
+            self.crawl_host_errors,
+            self.crawl_lagging,
+            self.crawl_depths,
+            self.crawl_improved,
+            self.crawl_host_inflight,
+            self.crawl_host_limit,
+            self.crawl_host_next,
+            self.crawl_due,
+            self.crawl_due_tasks,
+            self.crawl_sitemap_hosts,
+            self.crawl_held,
+            self.crawl_backoff,
+            self.crawl_backoff_queues,
+        ]
 
     # -- pagerank (the master writes these; slaves write the next rank pieces) --
     def rank_graph(self, version: int) -> str:
@@ -336,4 +352,3 @@ class Keys:
         starts from (packed float64); the task of that shard in the iteration before
         writes it."""
         return f"{self.prefix}:pagerank:piece:{version}:{iteration}:{shard}"
-

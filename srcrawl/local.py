@@ -54,8 +54,13 @@ def spawn_child(
     role: Role, env: dict[str, str], *, output: int | IO | None = None
 ) -> subprocess.Popen:
     """``python -m srcrawl.child`` running ``role``; its stdout and stderr go to ``output``."""
-    proc = popen_child([sys.executable, "-m", CHILD_MODULE], env, stdin=subprocess.PIPE,
-                       stdout=output, stderr=output)  # fmt: skip
+    proc = popen_child(
+        [sys.executable, "-m", CHILD_MODULE],
+        env,
+        stdin=subprocess.PIPE,
+        stdout=output,
+        stderr=output,
+    )
     assert proc.stdin is not None
     with contextlib.suppress(BrokenPipeError):  # it died at once: its exit code tells
         proc.stdin.write(role_to_json(role).encode())
@@ -99,9 +104,13 @@ class ForkedChild:
     """
 
     def __init__(
-        self, role: Role, env: dict[str, str], *, output: int | None = None,
+        self,
+        role: Role,
+        env: dict[str, str],
+        *,
+        output: int | None = None,
         preload: Sequence[str] = (),
-    ) -> None:  # fmt: skip
+    ) -> None:
         # the entry module by name, as `python -m` would run it: this module
         # stays below the roles it starts
         entry = importlib.import_module(CHILD_MODULE)

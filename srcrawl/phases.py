@@ -58,8 +58,10 @@ def parse_phases(text: str) -> list[str]:
     phases = [p.strip() for p in text.split(",") if p.strip()]
     unknown = [p for p in phases if p not in PHASES]
     if unknown or not phases:
-        raise ConfigError(f"--phases: unknown phase {', '.join(unknown) or text!r}; "
-                          f"choose from {','.join(PHASES)}")  # fmt: skip
+        raise ConfigError(
+            f"--phases: unknown phase {', '.join(unknown) or text!r}; "
+            f"choose from {','.join(PHASES)}"
+        )
     return phases
 
 

@@ -36,8 +36,9 @@ class SlaveRole:
         object.__setattr__(self, "phases", tuple(self.phases))
         unknown = [p for p in self.phases if p not in PHASES]
         if unknown or not self.phases:
-            raise ConfigError(f"unknown phase {', '.join(unknown) or '(none)'}; "
-                              f"choose from {','.join(PHASES)}")  # fmt: skip
+            raise ConfigError(
+                f"unknown phase {', '.join(unknown) or '(none)'}; choose from {','.join(PHASES)}"
+            )
         if self.parser not in PARSERS:
             raise ConfigError(f"unknown parser {self.parser!r}; choose from {', '.join(PARSERS)}")
         if self.threads < 1 or self.heartbeat_ttl <= 0:

@@ -75,9 +75,15 @@ class PhaseRun:
         self.log_dir = log_dir(cfg, phase)
         self.preload = PRELOAD.get(phase, ())
         self.slaves = LocalSlaves(
-            cfg, slaves, [phase], threads=threads, parser=parser, log_dir=self.log_dir,
-            fork=bool(self.preload), preload=self.preload,
-        )  # fmt: skip
+            cfg,
+            slaves,
+            [phase],
+            threads=threads,
+            parser=parser,
+            log_dir=self.log_dir,
+            fork=bool(self.preload),
+            preload=self.preload,
+        )
         self.line = line if line is not None else ProgressLine()
         self.started = time.monotonic()
         # the phase's master in this process waits out Redis outages, as its slaves do

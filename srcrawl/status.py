@@ -39,8 +39,14 @@ def collect(client: redis.Redis, keys: Keys) -> dict[str, Any]:
                 was = total["counters"].get(c, 0)
                 total["counters"][c] = was + v if isinstance(v, int | float) else v
             if phase == "crawl" and len(parts) > 1:
-                per_partition.append({"partition": k.part, "srq": int(srq), "nrq": int(nrq),
-                                      "pages": counters.get("pages", 0)})  # fmt: skip
+                per_partition.append(
+                    {
+                        "partition": k.part,
+                        "srq": int(srq),
+                        "nrq": int(nrq),
+                        "pages": counters.get("pages", 0),
+                    }
+                )
         total["in_flight"] = _in_flight(client, found, parts if phase == "crawl" else [keys], phase)
         total["counters"] = dict(sorted(total["counters"].items()))
         phases[phase] = total
@@ -104,8 +110,10 @@ def render(snapshot: dict[str, Any]) -> str:
         kinds = ", ".join(f"{k} {v}" for k, v in failed.items()) or "none"
         lines.append(f"  failed fetches: {kinds} (retried {crawl.get('fetch_retries', 0)})")
     if snapshot.get("partitions"):
-        lines.append(f"crawl partitions: {len(snapshot['partitions'])} (assignment version "
-                     f"{snapshot.get('assignment_version', 0)})")
+        lines.append(
+            f"crawl partitions: {len(snapshot['partitions'])} (assignment version "
+            f"{snapshot.get('assignment_version', 0)})"
+        )
         for part in snapshot["partitions"]:
             master = part["master"] or "(none: another takes it once its lease lapses)"
             lines.append(

@@ -76,8 +76,12 @@ class Telemetry:
         # the first bucket whose bound is not below the time; "+Inf" past the last
         i = bisect_left(FETCH_SECONDS_BUCKETS, seconds)
         le = f"{FETCH_SECONDS_BUCKETS[i]:g}" if i < len(FETCH_SECONDS_BUCKETS) else "+Inf"
-        counts = [(f"fetches:{cls}", 1), (f"fetch_bytes:{cls}", body_bytes),
-                  (f"fetch_seconds_bucket:{le}", 1), ("fetch_seconds_count", 1)]  # fmt: skip
+        counts = [
+            (f"fetches:{cls}", 1),
+            (f"fetch_bytes:{cls}", body_bytes),
+            (f"fetch_seconds_bucket:{le}", 1),
+            ("fetch_seconds_count", 1),
+        ]
         if error:
             counts.append((f"fetch_errors:{error}", 1))
         with self._lock:
@@ -151,8 +155,10 @@ def redis_memory(client: redis.Redis) -> tuple[int, int]:
         # an ACL user not granted INFO: memory is unknown (0), so no memory guard acts
         if not _said_no_info.is_set():
             _said_no_info.set()
-            log.warning("this Redis user may not run INFO: Redis memory is not watched "
-                        "(grant it +info for --max-redis-memory and the memory metrics)")
+            log.warning(
+                "this Redis user may not run INFO: Redis memory is not watched "
+                "(grant it +info for --max-redis-memory and the memory metrics)"
+            )
         return 0, 0
     if "used_memory" not in info and info and all(isinstance(v, dict) for v in info.values()):
         nodes = list(info.values())

@@ -61,10 +61,19 @@ class RedisClusterProcesses:
         for port in self.ports:
             self._wait_ping(port)
         subprocess.run(
-            ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
-             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
-            check=True, capture_output=True, timeout=60,
-        )  # fmt: skip
+            [
+                "redis-cli",
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{p}" for p in self.ports),
+                "--cluster-replicas",
+                str(self.replicas),
+                "--cluster-yes",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         self.wait_ok()
         self.wait_replicas_synced()
         return self
@@ -88,15 +97,35 @@ class RedisClusterProcesses:
         node_dir = self.directory / str(port)
         node_dir.mkdir(parents=True, exist_ok=True)
         self.procs[port] = subprocess.Popen(
-            [server, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(node_dir),
-             "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-             "--cluster-node-timeout", "2000", "--appendonly", "yes", "--save", "",
-             "--logfile", str(node_dir / "redis.log"),
-             # a replica's first sync starts at once, not after the default 5 s
-             "--repl-diskless-sync-delay", "0"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                server,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--dir",
+                str(node_dir),
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "2000",
+                "--appendonly",
+                "yes",
+                "--save",
+                "",
+                "--logfile",
+                str(node_dir / "redis.log"),
+                # a replica's first sync starts at once, not after the default 5 s
+                "--repl-diskless-sync-delay",
+                "0",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             start_new_session=True,
-        )  # fmt: skip
+        )
 
     def _wait_ping(self, port: int, timeout: float = 15.0) -> None:
         deadline = time.monotonic() + timeout

@@ -63,9 +63,13 @@ def mysql_db():
     with conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE IF NOT EXISTS `{name}` CHARACTER SET utf8mb4")
     db = DatabaseURL(
-        kind="mysql", host=base.host, port=base.port, user=base.user,
-        password=base.password, database=name,
-    )  # fmt: skip
+        kind="mysql",
+        host=base.host,
+        port=base.port,
+        user=base.user,
+        password=base.password,
+        database=name,
+    )
     yield db
     with conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
@@ -111,8 +115,12 @@ def cli_env(redis_url: str, job: str, tmp_path: Path) -> dict[str, str]:
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
     tmp_path.mkdir(parents=True, exist_ok=True)
-    env.update(SRCRAWL_REDIS_URL=redis_url, SRCRAWL_JOB=job, SRCRAWL_HOME=str(tmp_path / "home"),
-               SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db")  # fmt: skip
+    env.update(
+        SRCRAWL_REDIS_URL=redis_url,
+        SRCRAWL_JOB=job,
+        SRCRAWL_HOME=str(tmp_path / "home"),
+        SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db",
+    )
     return env
 
 
@@ -120,8 +128,13 @@ def run_cli(
     args: list[str], env: dict[str, str], timeout: float = 300
 ) -> subprocess.CompletedProcess:
     """`srcrawl ARGS` in a new process with ``env``, its output captured as text."""
-    return subprocess.run([sys.executable, "-m", "srcrawl.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "srcrawl.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def stored_pages(env: dict[str, str]) -> list[dict]:

@@ -29,14 +29,18 @@ def run(args: list[str], cwd: Path, env: dict[str, str], *, without: str = "", t
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
     full_env.update(env)
     cmd = [sys.executable, "-c", WITHOUT, without, *args]
-    return subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        cmd, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture
 def env(tmp_path, redis_url, keys) -> dict[str, str]:
-    return {"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_HOME": str(tmp_path / "home"),
-            "SRCRAWL_JOB": keys.job}  # fmt: skip
+    return {
+        "SRCRAWL_REDIS_URL": redis_url,
+        "SRCRAWL_HOME": str(tmp_path / "home"),
+        "SRCRAWL_JOB": keys.job,
+    }
 
 
 @pytest.mark.parametrize("bench", ["crawl", "index", "pagerank"])
@@ -51,8 +55,9 @@ def test_bad_slave_counts_end_with_one_line(bench, counts, tmp_path, env) -> Non
 @pytest.mark.parametrize("bench", ["crawl", "index", "pagerank"])
 def test_plot_without_matplotlib_ends_with_one_line_before_running(bench, tmp_path, env) -> None:
     png = tmp_path / "out.png"
-    r = run(["bench", bench, "--slaves", "1", "--plot", str(png)], tmp_path, env,
-            without="matplotlib")  # fmt: skip
+    r = run(
+        ["bench", bench, "--slaves", "1", "--plot", str(png)], tmp_path, env, without="matplotlib"
+    )
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("\n") == 1 and "pip install 'srcrawl[plot]'" in r.stderr, r.stderr
     assert not png.exists() and r.stdout == ""
@@ -67,10 +72,34 @@ def test_peer_without_scrapy_ends_with_one_line(tmp_path, env) -> None:
 
 def test_bench_crawl_beside_scrapy_writes_table_json_and_plot(tmp_path, env) -> None:
     out_json, out_png = tmp_path / "crawl.json", tmp_path / "crawl.png"
-    r = run(["bench", "crawl", "--slaves", "2,1", "--hosts", "4", "--pages", "6",
-             "--latency-ms", "5", "--threads", "2", "--depth", "3", "--peer", "scrapy",
-             "--rounds", "2", "--json", str(out_json), "--plot", str(out_png)],
-            tmp_path, env)  # fmt: skip
+    r = run(
+        [
+            "bench",
+            "crawl",
+            "--slaves",
+            "2,1",
+            "--hosts",
+            "4",
+            "--pages",
+            "6",
+            "--latency-ms",
+            "5",
+            "--threads",
+            "2",
+            "--depth",
+            "3",
+            "--peer",
+            "scrapy",
+            "--rounds",
+            "2",
+            "--json",
+            str(out_json),
+            "--plot",
+            str(out_png),
+        ],
+        tmp_path,
+        env,
+    )
     assert r.returncode == 0, r.stderr
     data = json.loads(out_json.read_text())
     assert data["parameters"]["slaves"] == [2, 1] and data["parameters"]["peer"] == "scrapy"
@@ -105,8 +134,22 @@ def test_bench_crawl_beside_scrapy_writes_table_json_and_plot(tmp_path, env) -> 
 
 def test_bench_index_and_search_run_on_a_small_corpus(tmp_path, env) -> None:
     out_json = tmp_path / "index.json"
-    r = run(["bench", "index", "--pages", "40", "--slaves", "1,2", "--rounds", "2",
-             "--json", str(out_json)], tmp_path, env)  # fmt: skip
+    r = run(
+        [
+            "bench",
+            "index",
+            "--pages",
+            "40",
+            "--slaves",
+            "1,2",
+            "--rounds",
+            "2",
+            "--json",
+            str(out_json),
+        ],
+        tmp_path,
+        env,
+    )
     assert r.returncode == 0, r.stderr
     rows = json.loads(out_json.read_text())["rows"]
     phase = {row["slaves"]: row for row in rows if row["series"] == "srcrawl"}
@@ -123,8 +166,7 @@ def test_bench_index_and_search_run_on_a_small_corpus(tmp_path, env) -> None:
     )
     assert "speedup per round" in r.stdout
     # the search benchmark indexes the same corpus once, then times known-item queries
-    r = run(["bench", "search", "--pages", "40", "--queries", "5", "--slaves", "1"],
-            tmp_path, env)  # fmt: skip
+    r = run(["bench", "search", "--pages", "40", "--queries", "5", "--slaves", "1"], tmp_path, env)
     assert r.returncode == 0, r.stderr
     assert "p95" in r.stdout and "bytes/page with positions" in r.stdout, r.stdout
 
@@ -132,14 +174,32 @@ def test_bench_index_and_search_run_on_a_small_corpus(tmp_path, env) -> None:
 def test_bench_startup_times_each_command_for_each_code(tmp_path, env) -> None:
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "startup.json"
-    r = run(["bench", "startup", "--rounds", "2", "--pages", "10", "--base", str(root),
-             "--json", str(out)], tmp_path, env)  # fmt: skip
+    r = run(
+        [
+            "bench",
+            "startup",
+            "--rounds",
+            "2",
+            "--pages",
+            "10",
+            "--base",
+            str(root),
+            "--json",
+            str(out),
+        ],
+        tmp_path,
+        env,
+    )
     assert r.returncode == 0, r.stderr
     rows = json.loads(out.read_text())["rows"]
     assert [(row["command"].split()[1], row["code"]) for row in rows] == [
-        ("--version", "this"), ("--version", "base"), ("search", "this"), ("search", "base"),
-        ("search", "this"), ("search", "base"),
-    ]  # fmt: skip
+        ("--version", "this"),
+        ("--version", "base"),
+        ("search", "this"),
+        ("search", "base"),
+        ("search", "this"),
+        ("search", "base"),
+    ]
     assert all(len(row["walls"]) == 2 and 0 < row["min"] <= row["median"] for row in rows)
     assert r.stdout.count("srcrawl search") == 4 and "median" in r.stdout
     bad = run(["bench", "startup", "--base", str(tmp_path)], tmp_path, env)
@@ -150,9 +210,28 @@ def test_bench_startup_times_each_command_for_each_code(tmp_path, env) -> None:
 @pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
 def test_bench_serve_with_wrk_takes_a_fraction_of_a_second(tmp_path, env) -> None:
     """wrk refuses `-d0.5s`: the cell runs whole seconds and its rate is wrk's own."""
-    r = run(["bench", "serve", "--pages", "40", "--clients", "2", "--seconds", "0.5",
-             "--spawns", "1", "--workers", "1", "--threads", "1", "--client", "wrk"],
-            tmp_path, env)  # fmt: skip
+    r = run(
+        [
+            "bench",
+            "serve",
+            "--pages",
+            "40",
+            "--clients",
+            "2",
+            "--seconds",
+            "0.5",
+            "--spawns",
+            "1",
+            "--workers",
+            "1",
+            "--threads",
+            "1",
+            "--client",
+            "wrk",
+        ],
+        tmp_path,
+        env,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     rows = [ln.split() for ln in r.stdout.splitlines() if ln.split()[:1] == ["now"]]
     served = [row for row in rows if row[2] == "2"]
@@ -165,10 +244,32 @@ def test_bench_serve_with_wrk_takes_a_fraction_of_a_second(tmp_path, env) -> Non
 
 def test_bench_crawl_gives_each_later_series_over_the_first_per_round(tmp_path, env) -> None:
     out_json = tmp_path / "crawl.json"
-    r = run(["bench", "crawl", "--slaves", "1", "--hosts", "4", "--pages", "6",
-             "--latency-ms", "0", "--threads", "2", "--depth", "2",
-             "--body-store", "sql,warc", "--rounds", "2", "--json", str(out_json)],
-            tmp_path, env)  # fmt: skip
+    r = run(
+        [
+            "bench",
+            "crawl",
+            "--slaves",
+            "1",
+            "--hosts",
+            "4",
+            "--pages",
+            "6",
+            "--latency-ms",
+            "0",
+            "--threads",
+            "2",
+            "--depth",
+            "2",
+            "--body-store",
+            "sql,warc",
+            "--rounds",
+            "2",
+            "--json",
+            str(out_json),
+        ],
+        tmp_path,
+        env,
+    )
     assert r.returncode == 0, r.stderr
     rows = json.loads(out_json.read_text())["rows"]
     sql, warc = rows  # the first series, then the later one

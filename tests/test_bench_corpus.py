@@ -99,13 +99,16 @@ def test_the_shipped_query_files() -> None:
 
 
 PAGES = {
-    "index.html": ("Garden handbook", '<a href="roses.html">Roses</a> <a href="pests/">Pests</a>'
-                   ' <a href="tools.html">Tools</a> <a href="zh.html">中文</a>'),
+    "index.html": (
+        "Garden handbook",
+        '<a href="roses.html">Roses</a> <a href="pests/">Pests</a>'
+        ' <a href="tools.html">Tools</a> <a href="zh.html">中文</a>',
+    ),
     "roses.html": ("Roses", "Prune roses in early spring. Roses like sun."),
     "pests/index.html": ("Pests", "Aphids and slugs eat young leaves; pick slugs at night."),
     "tools.html": ("Tools", "A spade, a rake and pruning shears. Keep the shears sharp."),
     "zh.html": ("浇水", "夏天早晨给花园浇水，避免中午浇水。"),
-}  # fmt: skip
+}
 QUERIES = [
     ("prune roses", "roses.html"),
     ("slugs", "pests/index.html"),
@@ -120,8 +123,10 @@ def _write_corpus(root: Path) -> None:
         f = root / path
         f.parent.mkdir(parents=True, exist_ok=True)
         links = "" if path == "index.html" else '<a href="/index.html">Home</a>'
-        f.write_text(f"<html><head><title>{title}</title></head><body><p>{body}</p>{links}"
-                     "</body></html>", encoding="utf-8")  # fmt: skip
+        f.write_text(
+            f"<html><head><title>{title}</title></head><body><p>{body}</p>{links}</body></html>",
+            encoding="utf-8",
+        )
     lines = ["# corpus: garden", *(f"{q}\t{a}" for q, a in QUERIES)]
     (root / "queries.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -140,8 +145,13 @@ def test_a_small_corpus_is_crawled_indexed_and_scored(redis_url: str, tmp_path: 
     assert got["pages"] == got["documents"] == len(PAGES) and got["unindexed_answers"] == []
     assert set(got["seconds"]) == {"crawl_s", "index_s", "rank_s", "bm25_build_s"}
     ranks = {o["query"]: (o["srcrawl_rank"], o["bm25_rank"]) for o in got["outcomes"]}
-    assert ranks == {"prune roses": (1, 1), "slugs": (1, 1), "sharp shears": (1, 1),
-                     "花园 浇水": (1, 1), "submarine": (None, None)}  # fmt: skip
+    assert ranks == {
+        "prune roses": (1, 1),
+        "slugs": (1, 1),
+        "sharp shears": (1, 1),
+        "花园 浇水": (1, 1),
+        "submarine": (None, None),
+    }
     # BM25 over the stored text: only tools.html holds "sharp" and "shears"
     shears = next(o for o in got["outcomes"] if o["query"] == "sharp shears")
     assert shears["bm25"] == ["tools.html"]
@@ -173,8 +183,20 @@ def test_the_debian_corpora_are_crawled_whole(redis_url: str, tmp_path: Path) ->
     and the plain BM25 baseline finds most answers (the data and the judging are sound)."""
     env = cli_env(redis_url, f"corpus-{uuid.uuid4().hex[:8]}", tmp_path)
     out = tmp_path / "figures.json"
-    run = run_cli(["bench", "search", "--corpus", "django-en", "--corpus",
-                   "debian-handbook-zh", "--json", str(out)], env, timeout=600)  # fmt: skip
+    run = run_cli(
+        [
+            "bench",
+            "search",
+            "--corpus",
+            "django-en",
+            "--corpus",
+            "debian-handbook-zh",
+            "--json",
+            str(out),
+        ],
+        env,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr
     for got in json.loads(out.read_text())["corpora"]:
         assert got["unindexed_answers"] == [], got["corpus"]

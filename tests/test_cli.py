@@ -29,8 +29,13 @@ def run(
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "srcrawl.cli", *args],
-        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120, **kw,
-    )  # fmt: skip
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **kw,
+    )
 
 
 def test_version(tmp_path) -> None:
@@ -156,8 +161,11 @@ def test_down_refuses_an_external_redis(tmp_path, redis_url) -> None:
 
 
 def test_bench_queue_prints_messages_per_second(tmp_path, redis_url) -> None:
-    r = run(["bench", "queue", "--messages", "5000", "--batch", "500"], tmp_path,
-            {"SRCRAWL_REDIS_URL": redis_url})  # fmt: skip
+    r = run(
+        ["bench", "queue", "--messages", "5000", "--batch", "500"],
+        tmp_path,
+        {"SRCRAWL_REDIS_URL": redis_url},
+    )
     assert r.returncode == 0, r.stderr
     assert "msg/s" in r.stdout and "Redis CPU time" in r.stdout
     assert redis.Redis.from_url(redis_url).keys("srcrawl:{bench-queue*") == []

@@ -98,9 +98,23 @@ def test_testweb_serves_the_network_under_the_service_name() -> None:
 
     from srcrawl.testweb.commands import _web
 
-    web = _web({k: opts[k] for k in ("hosts", "pages", "seed", "port_base", "addresses",
-                                     "crawl_delay", "robots_failures", "slow_seconds",
-                                     "large_bytes", "public_host")})  # fmt: skip
+    web = _web(
+        {
+            k: opts[k]
+            for k in (
+                "hosts",
+                "pages",
+                "seed",
+                "port_base",
+                "addresses",
+                "crawl_delay",
+                "robots_failures",
+                "slow_seconds",
+                "large_bytes",
+                "public_host",
+            )
+        }
+    )
     assert {h.port for h in web.hosts} == ports
     assert all(url.startswith("http://testweb:") for url in web.pages)
     seeds = [a for a in s["seed"]["command"] if a.startswith("http")]
@@ -161,8 +175,12 @@ def test_every_service_that_reads_page_texts_has_the_warc_volume() -> None:
         assert s[name]["environment"]["SRCRAWL_WARC_DIR"] == "/warc", name
         assert any(v.startswith("warc-data:/warc") for v in s[name]["volumes"]), name
     assert "warc-data:/warc" in s["slave"]["volumes"]  # the only writer
-    assert all(v.endswith(":ro") for n in ("master", "indexer", "portal")
-               for v in s[n]["volumes"] if v.startswith("warc-data:"))  # fmt: skip
+    assert all(
+        v.endswith(":ro")
+        for n in ("master", "indexer", "portal")
+        for v in s[n]["volumes"]
+        if v.startswith("warc-data:")
+    )
 
 
 def test_the_index_volume_is_shared_by_its_writer_and_its_readers() -> None:
@@ -196,8 +214,12 @@ def test_no_named_volume_is_made_for_a_profile_alone() -> None:
     """Compose v1 creates every named volume at `up`, profile or not: each one is used
     by a service that always runs."""
     spec = yaml.safe_load(COMPOSE.read_text())
-    always = {v.split(":")[0] for d in spec["services"].values() if "profiles" not in d
-              for v in d.get("volumes", [])}  # fmt: skip
+    always = {
+        v.split(":")[0]
+        for d in spec["services"].values()
+        if "profiles" not in d
+        for v in d.get("volumes", [])
+    }
     assert set(spec["volumes"]) <= always
     for name, svc in spec["services"].items():
         if name.startswith("redis-node-"):
@@ -237,8 +259,12 @@ def test_scripts_test_names_the_command_that_installs_what_is_missing(tmp_path) 
     needs = "chromium:/nonexistent/chromium wget:/nonexistent/wget redis-server:/bin/sh"
     env = {"PATH": os.environ["PATH"], "SRCRAWL_TEST_NEEDS": needs}
     if os.geteuid() == 0:  # as nobody, whom sudo does not serve without a password
-        run_as = [shutil.which("setpriv") or "setpriv", "--reuid=nobody", "--regid=nogroup",
-                  "--clear-groups"]  # fmt: skip
+        run_as = [
+            shutil.which("setpriv") or "setpriv",
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+        ]
     else:  # as this user, with the commands it uses but no sudo
         run_as, bin_dir = [], tmp_path / "bin"
         bin_dir.mkdir()
@@ -247,8 +273,9 @@ def test_scripts_test_names_the_command_that_installs_what_is_missing(tmp_path) 
                 (bin_dir / tool).symlink_to(shutil.which(tool))
         env["PATH"] = str(bin_dir)
     script = COMPOSE.parent / "scripts" / "test"
-    r = subprocess.run([*run_as, "/bin/sh", str(script)], env=env, capture_output=True,
-                       text=True, timeout=30)  # fmt: skip
+    r = subprocess.run(
+        [*run_as, "/bin/sh", str(script)], env=env, capture_output=True, text=True, timeout=30
+    )
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and r.stdout == "", r.stderr
@@ -259,8 +286,13 @@ def test_scripts_test_names_the_command_that_installs_what_is_missing(tmp_path) 
 
 def test_each_srcrawl_service_is_healthy_only_while_it_does_its_job() -> None:
     s = services()
-    for name, role in (("master", "master"), ("slave", "slave"), ("indexer", "indexer"),
-                       ("ranker", "ranker"), ("portal", "portal")):  # fmt: skip
+    for name, role in (
+        ("master", "master"),
+        ("slave", "slave"),
+        ("indexer", "indexer"),
+        ("ranker", "ranker"),
+        ("portal", "portal"),
+    ):
         test = s[name]["healthcheck"]["test"]
         assert test == ["CMD", "srcrawl", "health", role], name
         ctx = resolve(test[2:]).make_context("health", test[3:])

@@ -17,8 +17,11 @@ def test_embedded_defaults_with_nothing_configured(tmp_path) -> None:
 
 
 def test_options_override_environment() -> None:
-    env = {"SRCRAWL_REDIS_URL": "redis://a:1/0", "SRCRAWL_JOB": "envjob",
-           "SRCRAWL_DB_URL": "sqlite:///env.db"}  # fmt: skip
+    env = {
+        "SRCRAWL_REDIS_URL": "redis://a:1/0",
+        "SRCRAWL_JOB": "envjob",
+        "SRCRAWL_DB_URL": "sqlite:///env.db",
+    }
     cfg = Config.load(env=env, job="optjob", redis_url="redis://b:2/0")
     assert (cfg.redis_url, cfg.job, cfg.db.path) == ("redis://b:2/0", "optjob", "env.db")
 
@@ -48,9 +51,17 @@ def test_database_urls(url: str, expected: DatabaseURL) -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["foo://x", "sqlite://", "sqlite://host/x.db", "mysql://127.0.0.1", "mysql://h:notaport/db",
-     "mysql:///db", "", "postgres://h/db"],
-)  # fmt: skip
+    [
+        "foo://x",
+        "sqlite://",
+        "sqlite://host/x.db",
+        "mysql://127.0.0.1",
+        "mysql://h:notaport/db",
+        "mysql:///db",
+        "",
+        "postgres://h/db",
+    ],
+)
 def test_malformed_database_urls(url: str) -> None:
     with pytest.raises(ConfigError, match="SRCRAWL_DB_URL is malformed"):
         DatabaseURL.parse(url) if url == "" else Config.load(env={"SRCRAWL_DB_URL": url})
@@ -111,8 +122,10 @@ def test_redacted_urls_hide_the_password(url: str, shown: str) -> None:
 
 
 def test_a_malformed_url_is_reported_without_its_password() -> None:
-    for env in ({"SRCRAWL_REDIS_URL": "redis://:pa/ss@h:6379/0"},
-                {"SRCRAWL_DB_URL": "mysql://u:pa/ss@h:6379/db"}):  # fmt: skip
+    for env in (
+        {"SRCRAWL_REDIS_URL": "redis://:pa/ss@h:6379/0"},
+        {"SRCRAWL_DB_URL": "mysql://u:pa/ss@h:6379/db"},
+    ):
         with pytest.raises(ConfigError, match="is malformed") as e:
             Config.load(env=env)
         assert "pa/ss" not in str(e.value) and "ss@h" not in str(e.value)

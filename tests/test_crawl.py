@@ -28,16 +28,36 @@ from .conftest import stored_pages as stored
 
 DEPTH = 3
 DELAY = 0.05
-POLITE = ["--delay", str(DELAY), "--delay-factor", "0", "--max-delay", "1",
-          "--fetch-timeout", "1", "--robots-defer", "0.3", "--threads", "4",
-          "--retry-backoff", "0.1"]  # fmt: skip
+POLITE = [
+    "--delay",
+    str(DELAY),
+    "--delay-factor",
+    "0",
+    "--max-delay",
+    "1",
+    "--fetch-timeout",
+    "1",
+    "--robots-defer",
+    "0.3",
+    "--threads",
+    "4",
+    "--retry-backoff",
+    "0.1",
+]
 
 
 @pytest.fixture(scope="module")
 def web(tmp_path_factory):
     log = tmp_path_factory.mktemp("web") / "access.jsonl"
-    with TestWeb.generate(hosts=4, pages=25, seed=5, slow_seconds=3, crawl_delay=0.1,
-                          large_bytes=3_000_000, access_log=log) as tw:  # fmt: skip
+    with TestWeb.generate(
+        hosts=4,
+        pages=25,
+        seed=5,
+        slow_seconds=3,
+        crawl_delay=0.1,
+        large_bytes=3_000_000,
+        access_log=log,
+    ) as tw:
         yield tw
 
 
@@ -49,11 +69,24 @@ def expected(tw: TestWeb, seeds: list[str], depth: int) -> dict[str, int]:
 def background_crawl(seeds: list[str], env: dict[str, str]) -> subprocess.Popen:
     """`srcrawl crawl` with 2 slaves, running; in its own process group, as a terminal gives it."""
     return subprocess.Popen(
-        [sys.executable, "-m", "srcrawl.cli", "crawl", *seeds, "--depth", str(DEPTH),
-         "--slaves", "2", *POLITE],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "srcrawl.cli",
+            "crawl",
+            *seeds,
+            "--depth",
+            str(DEPTH),
+            "--slaves",
+            "2",
+            *POLITE,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.slow
@@ -134,8 +167,13 @@ def test_slave_killed_mid_fetch_loses_no_url(redis_url, keys, tmp_path) -> None:
         cfg = Config.load(env=env)
         from srcrawl.master.crawl_run import start_crawl
 
-        start_crawl(cfg, seeds, CrawlStrategy(max_depth=2, delay=0, delay_factor=0, max_delay=0,
-                                              fetch_timeout=2, robots_defer=0.3))  # fmt: skip
+        start_crawl(
+            cfg,
+            seeds,
+            CrawlStrategy(
+                max_depth=2, delay=0, delay_factor=0, max_delay=0, fetch_timeout=2, robots_defer=0.3
+            ),
+        )
         short_ttl = {**env}
         cmd = [sys.executable, "-m", "srcrawl.cli"]
         master = subprocess.Popen([*cmd, "master", "start"], env=short_ttl)
@@ -147,8 +185,11 @@ def test_slave_killed_mid_fetch_loses_no_url(redis_url, keys, tmp_path) -> None:
             client = cfg.redis()
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                held = [k for k in client.scan_iter(match=f"{cfg.keys.srq('crawl')}:processing:*")
-                        if client.llen(k)]  # fmt: skip
+                held = [
+                    k
+                    for k in client.scan_iter(match=f"{cfg.keys.srq('crawl')}:processing:*")
+                    if client.llen(k)
+                ]
                 if held and int(client.hget(cfg.keys.stats("crawl"), "pages") or 0) >= 3:
                     break
                 time.sleep(0.02)

@@ -34,8 +34,13 @@ B = "http://127.0.0.1:9101"
 
 
 def srcrawl(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "srcrawl.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "srcrawl.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def stored(env: dict[str, str]) -> list[dict]:
@@ -80,12 +85,27 @@ def test_a_late_host_gives_a_shorter_path_to_a_url_found_deeper(redis_url, keys,
     chain = [f"{A}/0", f"{A}/1", f"{A}/2", f"{A}/3", f"{A}/x", f"{A}/y", f"{A}/z", f"{A}/w"]
     graph = {a: [b] for a, b in itertools.pairwise(chain)}
     graph[f"{B}/0"] = [f"{A}/x"]
-    want = {f"{A}/0": 0, f"{B}/0": 0, f"{A}/1": 1, f"{A}/x": 1, f"{A}/2": 2, f"{A}/y": 2,
-            f"{A}/3": 3, f"{A}/z": 3, f"{A}/w": 4}  # fmt: skip
-    cfg = Config.load(env={"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_JOB": keys.job,
-                           "SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db"})  # fmt: skip
-    start_crawl(cfg, [f"{A}/0", f"{B}/0"],
-                CrawlStrategy(max_depth=4, delay=0, delay_factor=0, max_delay=0))  # fmt: skip
+    want = {
+        f"{A}/0": 0,
+        f"{B}/0": 0,
+        f"{A}/1": 1,
+        f"{A}/x": 1,
+        f"{A}/2": 2,
+        f"{A}/y": 2,
+        f"{A}/3": 3,
+        f"{A}/z": 3,
+        f"{A}/w": 4,
+    }
+    cfg = Config.load(
+        env={
+            "SRCRAWL_REDIS_URL": redis_url,
+            "SRCRAWL_JOB": keys.job,
+            "SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db",
+        }
+    )
+    start_crawl(
+        cfg, [f"{A}/0", f"{B}/0"], CrawlStrategy(max_depth=4, delay=0, delay_factor=0, max_delay=0)
+    )
     handler = LateHostHandler(graph, B, defers=3)
     slave = Slave(cfg, [handler], block_timeout=0.05)
     t = threading.Thread(target=slave.run, daemon=True)
@@ -109,8 +129,13 @@ def test_a_late_host_gives_a_shorter_path_to_a_url_found_deeper(redis_url, keys,
     x_fetches = sorted(d for u, d in handler.fetched if u == f"{A}/x")
     stats = {k.decode(): int(v) for k, v in cfg.redis().hgetall(cfg.keys.stats("crawl")).items()}
     assert stats["depth_improved"] == 1
-    assert x_fetches == ([1, 4] if stats.get("depth_refetch") else [4] if stats.get(
-        "depth_improved_in_flight") else [1])  # fmt: skip
+    assert x_fetches == (
+        [1, 4]
+        if stats.get("depth_refetch")
+        else [4]
+        if stats.get("depth_improved_in_flight")
+        else [1]
+    )
     assert stats.get("refetched", 0) == stats.get("depth_refetch", 0)
     assert stats["pages"] == len(want)
     cfg.close()
@@ -150,10 +175,23 @@ def test_a_broken_seed_does_not_hold_a_good_site(broken_host, redis_url, keys, t
     # --robots-defer 30: the crawl would wait minutes for the broken host's five tries;
     # with nothing else left it ends, names the host and leaves its URL for --resume
     log = tmp_path / "access.jsonl"
-    opts = ["--depth", "3", "--slaves", "1", "--delay", "0.02", "--delay-factor", "0",
-            "--robots-defer", "30", "--fetch-timeout", "2"]  # fmt: skip
-    with TestWeb.generate(hosts=1, pages=40, seed=11, access_log=log, flush_interval=0.1,
-                          slow_seconds=0.5) as web:  # fmt: skip
+    opts = [
+        "--depth",
+        "3",
+        "--slaves",
+        "1",
+        "--delay",
+        "0.02",
+        "--delay-factor",
+        "0",
+        "--robots-defer",
+        "30",
+        "--fetch-timeout",
+        "2",
+    ]
+    with TestWeb.generate(
+        hosts=1, pages=40, seed=11, access_log=log, flush_interval=0.1, slow_seconds=0.5
+    ) as web:
         want = web.web.expected_crawl(web.seed_urls, 3)
         env = env_for(redis_url, keys.job + "-alone", tmp_path / "alone")
         t0 = time.monotonic()
@@ -175,8 +213,10 @@ def test_a_broken_seed_does_not_hold_a_good_site(broken_host, redis_url, keys, t
         summary = json.loads(r.stdout)
         assert summary["deferred_hosts"] == [host]
         assert "robots_gave_up" not in summary
-        assert f"1 host left uncrawled, its robots.txt not to be had: {host} (robots.txt: " \
+        assert (
+            f"1 host left uncrawled, its robots.txt not to be had: {host} (robots.txt: "
             f"HTTP 500). `srcrawl --job {keys.job} crawl --resume` tries again" in r.stderr
+        )
         # --resume asks the broken host again at once, and ends the same way
         asked = _Failing.requests.count("/robots.txt")
         t0 = time.monotonic()
@@ -190,7 +230,11 @@ def test_a_broken_seed_does_not_hold_a_good_site(broken_host, redis_url, keys, t
 def test_the_store_takes_corrected_depths(store) -> None:
     from srcrawl.sql.store import Page
 
-    store.put_pages([Page(fp=1, url="http://a/1", host="a", depth=4),
-                     Page(fp=2**62 + 5, url="http://a/2", host="a", depth=3)])  # fmt: skip
+    store.put_pages(
+        [
+            Page(fp=1, url="http://a/1", host="a", depth=4),
+            Page(fp=2**62 + 5, url="http://a/2", host="a", depth=3),
+        ]
+    )
     store.set_depths([(1, 1), (2**62 + 5, 2), (99, 0)])  # 99 is not stored: skipped
     assert {p.fp: p.depth for p in store.get_pages([1, 2**62 + 5, 99])} == {1: 1, 2**62 + 5: 2}

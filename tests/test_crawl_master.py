@@ -92,8 +92,13 @@ class GraphHandler:
             with self.lock:
                 self.active[t.get("q")] -= 1
             links, invalid = canonical_links(self.graph.get(t.get("url"), []))
-            page = Fetched(FetchTask.decode(raw), 200 if links else 404, 1,
-                           links=list(links.items()), invalid=invalid)  # fmt: skip
+            page = Fetched(
+                FetchTask.decode(raw),
+                200 if links else 404,
+                1,
+                links=list(links.items()),
+                invalid=invalid,
+            )
             out.append(page.encode())
         return out
 
@@ -102,8 +107,13 @@ class GraphHandler:
 
 
 def cfg_for(redis_url: str, job: str, tmp_path) -> Config:
-    return Config.load(env={"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_JOB": job,
-                            "SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db"})  # fmt: skip
+    return Config.load(
+        env={
+            "SRCRAWL_REDIS_URL": redis_url,
+            "SRCRAWL_JOB": job,
+            "SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db",
+        }
+    )
 
 
 def run_slave_thread(cfg: Config, handler: GraphHandler) -> tuple[Slave, threading.Thread]:
@@ -151,8 +161,9 @@ def test_a_new_depth_level_is_scheduled_at_once(redis_url, keys, tmp_path) -> No
     # a chain of one page per level: the crawl is its 12 level changes. The master used
     # to wait on nrq (200 ms, to Redis' next timer tick) after releasing each level
     levels = 12
-    graph = {f"http://127.0.0.1:9000/p/{i}": [f"http://127.0.0.1:9000/p/{i + 1}"]
-             for i in range(levels)}  # fmt: skip
+    graph = {
+        f"http://127.0.0.1:9000/p/{i}": [f"http://127.0.0.1:9000/p/{i + 1}"] for i in range(levels)
+    }
     cfg = cfg_for(redis_url, keys.job, tmp_path)
     strategy = CrawlStrategy(max_depth=levels - 1, delay=0, delay_factor=0, max_delay=0)
     start_crawl(cfg, ["http://127.0.0.1:9000/p/0"], strategy)
@@ -215,9 +226,13 @@ def test_one_request_in_flight_per_host_and_delay_between(redis_url, keys, tmp_p
 def test_hash_policy_spreads_one_host_over_buckets(redis_url, keys, tmp_path) -> None:
     graph = make_graph(hosts=1, pages=60)
     cfg = cfg_for(redis_url, keys.job, tmp_path)
-    start_crawl(cfg, ["http://127.0.0.1:9000/p/0"],
-                CrawlStrategy(max_depth=4, delay=0, delay_factor=0, max_delay=0,
-                              queue_policy="hash", hash_buckets=8))  # fmt: skip
+    start_crawl(
+        cfg,
+        ["http://127.0.0.1:9000/p/0"],
+        CrawlStrategy(
+            max_depth=4, delay=0, delay_factor=0, max_delay=0, queue_policy="hash", hash_buckets=8
+        ),
+    )
     handler = GraphHandler(graph, fetch_s=0.02)
     handler.threads = 8
     crawl_with(cfg, handler)
@@ -239,8 +254,12 @@ def test_seeds_added_later_extend_the_scope(redis_url, keys, tmp_path) -> None:
     assert CrawlMaster(cfg).run()
     slave.stopping.set()
     t.join(timeout=10)
-    expected = bfs(graph, ["http://127.0.0.1:9000/p/0", "http://127.0.0.1:9001/p/3"], 1,
-                   {"127.0.0.1:9000", "127.0.0.1:9001"})  # fmt: skip
+    expected = bfs(
+        graph,
+        ["http://127.0.0.1:9000/p/0", "http://127.0.0.1:9001/p/3"],
+        1,
+        {"127.0.0.1:9000", "127.0.0.1:9001"},
+    )
     assert dict(handler.fetched) == expected
 
 

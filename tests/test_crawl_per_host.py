@@ -73,8 +73,9 @@ def test_frontier_holds_a_host_to_its_limit(redis_client, keys) -> None:
     frontier, srq = _frontier(redis_client, keys)
     queues = [f"{HOST}#{k}" for k in range(4)]
     batch = Batch()
-    batch.now += [FetchTask(f"http://{HOST}/{k}/{i}", i, 0, q)
-                  for k, q in enumerate(queues) for i in range(3)]  # fmt: skip
+    batch.now += [
+        FetchTask(f"http://{HOST}/{k}/{i}", i, 0, q) for k, q in enumerate(queues) for i in range(3)
+    ]
     frontier.commit(batch, b"")
     # robots.txt not read yet: one request, the other queues parked until it is back
     assert frontier.schedule() == (1, -1)
@@ -104,8 +105,11 @@ def test_frontier_holds_a_host_to_its_limit(redis_client, keys) -> None:
 def _queued(frontier: Frontier, lengths: dict[str, int], limit: int) -> None:
     """Queues of HOST holding ``lengths`` tasks each, the host allowed ``limit`` in flight."""
     batch = Batch(limits={HOST: limit})
-    batch.now += [FetchTask(f"http://{HOST}/{q}/{i}", hash((q, i)) % 10**9, 0, q)
-                  for q, n in lengths.items() for i in range(n)]  # fmt: skip
+    batch.now += [
+        FetchTask(f"http://{HOST}/{q}/{i}", hash((q, i)) % 10**9, 0, q)
+        for q, n in lengths.items()
+        for i in range(n)
+    ]
     frontier.commit(batch, b"")
 
 
@@ -172,8 +176,11 @@ def test_crawl_with_per_host_is_exact_and_holds_the_limit(
     seeds = ["http://127.0.0.1:9000/p/0", "http://127.0.0.1:9001/p/0"]
     want = bfs(graph, seeds, 3, {"127.0.0.1:9000", "127.0.0.1:9001"})
     cfg = cfg_for(redis_url, keys.job, tmp_path)
-    start_crawl(cfg, seeds, CrawlStrategy(max_depth=3, delay=0, delay_factor=0, max_delay=0,
-                                          per_host=per_host))  # fmt: skip
+    start_crawl(
+        cfg,
+        seeds,
+        CrawlStrategy(max_depth=3, delay=0, delay_factor=0, max_delay=0, per_host=per_host),
+    )
     handler = PerHostHandler(graph, fetch_s=0.01)
     handler.threads = 16
     crawl_with(cfg, handler)
@@ -223,9 +230,17 @@ PER_HOST = 4
 def slow_web(tmp_path_factory):
     """Four hosts (one with a Crawl-delay) whose responses take 40 ms: requests overlap."""
     log = tmp_path_factory.mktemp("web") / "access.jsonl"
-    with TestWeb.generate(hosts=4, pages=40, seed=3, latency_ms=40, slow_seconds=0.3,
-                          crawl_delay=0.05, robots_failures=0, large_bytes=100_000,
-                          access_log=log) as tw:  # fmt: skip
+    with TestWeb.generate(
+        hosts=4,
+        pages=40,
+        seed=3,
+        latency_ms=40,
+        slow_seconds=0.3,
+        crawl_delay=0.05,
+        robots_failures=0,
+        large_bytes=100_000,
+        access_log=log,
+    ) as tw:
         yield tw
 
 
@@ -236,9 +251,26 @@ def test_access_log_shows_at_most_per_host_requests_in_flight(
     seeds = slow_web.seed_urls
     env = cli_env(redis_url, keys.job, tmp_path)
     started = time.monotonic()
-    args = ["--depth", "3", "--slaves", "2", "--fetches", "8", "--per-host", str(PER_HOST),
-            "--delay", "0", "--delay-factor", "0", "--max-delay", "0", "--fetch-timeout", "2",
-            "--robots-defer", "0.3"]  # fmt: skip
+    args = [
+        "--depth",
+        "3",
+        "--slaves",
+        "2",
+        "--fetches",
+        "8",
+        "--per-host",
+        str(PER_HOST),
+        "--delay",
+        "0",
+        "--delay-factor",
+        "0",
+        "--max-delay",
+        "0",
+        "--fetch-timeout",
+        "2",
+        "--robots-defer",
+        "0.3",
+    ]
     r = run_cli(["crawl", *seeds, *args], env)
     assert r.returncode == 0, r.stderr[-3000:]
     pages = stored_pages(env)

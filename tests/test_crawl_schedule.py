@@ -42,8 +42,21 @@ def test_a_host_is_released_when_its_politeness_wait_ends(one_host, redis_url, k
     # delay plus a tick of the scheduler or of Redis' blocking timeout.
     env = env_for(redis_url, keys.job, tmp_path)
     t0 = time.monotonic()
-    r = srcrawl(["crawl", *one_host.seed_urls, "--depth", "2", "--slaves", "1",
-                 "--delay", "0.1", "--delay-factor", "0"], env)  # fmt: skip
+    r = srcrawl(
+        [
+            "crawl",
+            *one_host.seed_urls,
+            "--depth",
+            "2",
+            "--slaves",
+            "1",
+            "--delay",
+            "0.1",
+            "--delay-factor",
+            "0",
+        ],
+        env,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     time.sleep(0.3)  # the access log is flushed every 0.1 s
     entries = [e for e in one_host.log_entries() if e["start_mono"] >= t0]
@@ -61,8 +74,22 @@ def test_resume_applies_the_politeness_options_given(one_host, redis_url, keys, 
     want = one_host.web.expected_crawl(one_host.seed_urls, 1)
     assert len(want) >= 8  # at the old delay, half a minute at least
     t0 = time.monotonic()
-    r = srcrawl(["crawl", "--resume", "--slaves", "1", "--delay", "0", "--delay-factor", "0",
-                 "--fetch-timeout", "2"], env, timeout=120)  # fmt: skip
+    r = srcrawl(
+        [
+            "crawl",
+            "--resume",
+            "--slaves",
+            "1",
+            "--delay",
+            "0",
+            "--delay-factor",
+            "0",
+            "--fetch-timeout",
+            "2",
+        ],
+        env,
+        timeout=120,
+    )
     elapsed = time.monotonic() - t0
     assert r.returncode == 0, r.stderr[-3000:]
     assert {p["url"]: p["depth"] for p in stored(env)} == want
@@ -77,8 +104,9 @@ def test_resume_refuses_options_a_running_crawl_cannot_take(redis_url, keys, tmp
     env = env_for(redis_url, keys.job, tmp_path)
     cfg = Config.load(env=env)
     start_crawl(cfg, ["http://127.0.0.1:9/"], CrawlStrategy(max_depth=1))
-    r = srcrawl(["crawl", "--resume", "--depth", "5", "--queue-policy", "hash", "--delay", "0"],
-                env)  # fmt: skip
+    r = srcrawl(
+        ["crawl", "--resume", "--depth", "5", "--queue-policy", "hash", "--delay", "0"], env
+    )
     assert r.returncode == 2
     [line] = r.stderr.strip().splitlines()
     assert "--depth, --queue-policy cannot change on --resume" in line
@@ -99,10 +127,22 @@ def test_a_dead_seed_is_reported_at_once_and_fails_the_crawl(redis_url, keys, tm
     env = env_for(redis_url, keys.job, tmp_path)
     t0 = time.monotonic()
     crawl = subprocess.Popen(
-        [sys.executable, "-m", "srcrawl.cli", "crawl", f"http://127.0.0.1:{port}/",
-         "--slaves", "1", "--robots-defer", "3"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "srcrawl.cli",
+            "crawl",
+            f"http://127.0.0.1:{port}/",
+            "--slaves",
+            "1",
+            "--robots-defer",
+            "3",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines = []
         for line in crawl.stderr:
@@ -132,8 +172,23 @@ def test_the_crawl_says_when_politeness_holds_it_and_ends_on_its_own_line(
     one_host, redis_url, keys, tmp_path
 ):
     env = env_for(redis_url, keys.job, tmp_path)
-    r = srcrawl(["crawl", *one_host.seed_urls, "--depth", "2", "--slaves", "1",
-                 "--delay", "0.3", "--delay-factor", "0", "--fetch-tries", "1"], env)  # fmt: skip
+    r = srcrawl(
+        [
+            "crawl",
+            *one_host.seed_urls,
+            "--depth",
+            "2",
+            "--slaves",
+            "1",
+            "--delay",
+            "0.3",
+            "--delay-factor",
+            "0",
+            "--fetch-tries",
+            "1",
+        ],
+        env,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     lines = r.stderr.strip().splitlines()
     notes = [ln for ln in lines if "waiting on politeness" in ln and "--delay 0.3 s" in ln]
@@ -155,8 +210,23 @@ def test_the_crawl_does_not_blame_politeness_when_there_is_none(
     one_host, redis_url, keys, tmp_path
 ):
     env = env_for(redis_url, keys.job, tmp_path)
-    r = srcrawl(["crawl", *one_host.seed_urls, "--depth", "2", "--slaves", "1",
-                 "--delay", "0", "--delay-factor", "0", "--fetch-tries", "1"], env)  # fmt: skip
+    r = srcrawl(
+        [
+            "crawl",
+            *one_host.seed_urls,
+            "--depth",
+            "2",
+            "--slaves",
+            "1",
+            "--delay",
+            "0",
+            "--delay-factor",
+            "0",
+            "--fetch-tries",
+            "1",
+        ],
+        env,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "politeness" not in r.stderr
 

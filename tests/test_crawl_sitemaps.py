@@ -26,25 +26,50 @@ from srcrawl.urls import fingerprint, host_of
 
 from .conftest import cli_env, run_cli, stored_pages
 
-FAST = ["--depth", "2", "--slaves", "1", "--delay", "0", "--delay-factor", "0",
-        "--max-delay", "0", "--fetch-timeout", "2", "--robots-defer", "0.2",
-        "--retry-backoff", "0.1"]  # fmt: skip
+FAST = [
+    "--depth",
+    "2",
+    "--slaves",
+    "1",
+    "--delay",
+    "0",
+    "--delay-factor",
+    "0",
+    "--max-delay",
+    "0",
+    "--fetch-timeout",
+    "2",
+    "--robots-defer",
+    "0.2",
+    "--retry-backoff",
+    "0.1",
+]
 
 
 @pytest.fixture(scope="module")
 def web(tmp_path_factory):
     log = tmp_path_factory.mktemp("web") / "access.jsonl"
-    with TestWeb.generate(hosts=4, pages=8, seed=11, slow_seconds=0.5, crawl_delay=0.05,
-                          robots_failures=1, large_bytes=50_000, access_log=log,
-                          sitemaps=True, flush_interval=0.1) as tw:  # fmt: skip
+    with TestWeb.generate(
+        hosts=4,
+        pages=8,
+        seed=11,
+        slow_seconds=0.5,
+        crawl_delay=0.05,
+        robots_failures=1,
+        large_bytes=50_000,
+        access_log=log,
+        sitemaps=True,
+        flush_interval=0.1,
+    ) as tw:
         yield tw
 
 
 def expected(tw: TestWeb, *, sitemaps: bool) -> dict[str, int]:
     seeds = tw.seed_urls
     scope = Scope(CrawlStrategy(seed_hosts=tuple({host_of(s) for s in seeds}), max_depth=2))
-    return tw.web.expected_crawl(seeds, 2, lambda url: scope.reject(url, 0) is None,
-                                 sitemaps=sitemaps)  # fmt: skip
+    return tw.web.expected_crawl(
+        seeds, 2, lambda url: scope.reject(url, 0) is None, sitemaps=sitemaps
+    )
 
 
 def requests_since(tw: TestWeb, t0: float) -> list[dict]:
@@ -64,8 +89,13 @@ def test_a_crawl_seeds_the_pages_of_the_sitemaps_and_nothing_else(
     pages = {p["url"]: p["depth"] for p in stored_pages(env)}
     assert pages == want  # exactly the reachable set, sitemap pages at depth 0
     o0, o1, o2 = (web.web.hosts[i].origin for i in range(3))
-    only_by_sitemap = {f"{o0}/sm/0.html", f"{o0}/sm/2.html", f"{o1}/sm/bomb.html",
-                       f"{o1}/sm/kept.html", f"{o2}/sm/0.html"}  # fmt: skip
+    only_by_sitemap = {
+        f"{o0}/sm/0.html",
+        f"{o0}/sm/2.html",
+        f"{o1}/sm/bomb.html",
+        f"{o1}/sm/kept.html",
+        f"{o2}/sm/0.html",
+    }
     assert only_by_sitemap <= set(pages) and pages[f"{o0}/sm/child.html"] == 1
     assert only_by_sitemap.isdisjoint(expected(web, sitemaps=False))
     assert not any(url.startswith(OFF_SCOPE) for url in pages)
@@ -119,13 +149,17 @@ def test_robots_rules_give_their_sitemaps_absolute() -> None:
 def test_sitemap_entries_travel_checked() -> None:
     task = FetchTask("http://a.test/", fingerprint("http://a.test/"), 0, "a.test")
     url = "http://a.test/sm.html"
-    sent = RobotsFetched(task, 5.0, None, [(url, fingerprint(url), 1.5e9), (url, 7, None)],
-                         {"sitemap_capped": 2})  # fmt: skip
+    sent = RobotsFetched(
+        task, 5.0, None, [(url, fingerprint(url), 1.5e9), (url, 7, None)], {"sitemap_capped": 2}
+    )
     got = read_outcome(sent.encode())
     assert got.sitemap == [(url, fingerprint(url), 1.5e9), (url, 7, None)]
     assert got.sitemap_counts == {"sitemap_capped": 2} and got.rejected == 0
-    fields = {**task.fields(), "fetch_ms": 1, "sitemap": [["javascript:x", 1, None],
-              [url, 2, "soon"], [url, 3]]}  # fmt: skip
+    fields = {
+        **task.fields(),
+        "fetch_ms": 1,
+        "sitemap": [["javascript:x", 1, None], [url, 2, "soon"], [url, 3]],
+    }
     assert read_outcome(encode("robots", fields)).rejected == 3
     for counts in ({"pages": 1}, {"sitemap_capped": -1}, [1]):
         with pytest.raises(EnvelopeError):

@@ -35,8 +35,20 @@ ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "docs" / "grafana" / "srcrawl.json"
 PROMETHEUS = "prometheus"
 METRIC = re.compile(r"\bsrcrawl_[a-z0-9_]+\b")
-FAST = ["--delay", "0.05", "--delay-factor", "0", "--max-delay", "1", "--fetch-timeout", "1",
-        "--robots-defer", "0.3", "--retry-backoff", "0.1"]  # fmt: skip
+FAST = [
+    "--delay",
+    "0.05",
+    "--delay-factor",
+    "0",
+    "--max-delay",
+    "1",
+    "--fetch-timeout",
+    "1",
+    "--robots-defer",
+    "0.3",
+    "--retry-backoff",
+    "0.1",
+]
 
 
 def dashboard_queries() -> list[str]:
@@ -56,8 +68,13 @@ def test_the_dashboard_is_grafana_json_with_queries_of_every_kind() -> None:
     titles = " ".join(p["title"].lower() for p in doc["panels"])
     for topic in ("fetch", "fail", "queue", "index delay", "memory", "disk"):
         assert topic in titles, topic
-    assert {"srcrawl_fetches_total", "srcrawl_frontier_queues", "srcrawl_index_delay_seconds",
-            "srcrawl_redis_used_memory_bytes", "srcrawl_disk_free_bytes"} <= names  # fmt: skip
+    assert {
+        "srcrawl_fetches_total",
+        "srcrawl_frontier_queues",
+        "srcrawl_index_delay_seconds",
+        "srcrawl_redis_used_memory_bytes",
+        "srcrawl_disk_free_bytes",
+    } <= names
 
 
 def _free_port() -> int:
@@ -67,9 +84,13 @@ def _free_port() -> int:
 
 
 def _start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "srcrawl.cli", *args], env=env,
-                            stdout=log.open("a"), stderr=subprocess.STDOUT,
-                            start_new_session=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "srcrawl.cli", *args],
+        env=env,
+        stdout=log.open("a"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
@@ -101,12 +122,19 @@ def engine(redis_url, tmp_path_factory):
     client = redis.Redis.from_url(redis_url)
     with TestWeb.generate(hosts=3, pages=20, seed=3) as web:
         log = tmp / "engine.log"
-        procs = [_start(["master", "start", *web.seed_urls, "--depth", "3", *FAST,
-                         "--keep-running"], env, log)]  # fmt: skip
+        procs = [
+            _start(
+                ["master", "start", *web.seed_urls, "--depth", "3", *FAST, "--keep-running"],
+                env,
+                log,
+            )
+        ]
         try:
             _until(lambda: client.exists(cfg.keys.crawl_strategy), 30, "the crawl")
-            procs += [_start(["index", "--follow", "--max-delay", "2s", "--slaves", "1"], env, log),
-                      _start(["slave", "start", "--phases", "crawl"], env, log)]  # fmt: skip
+            procs += [
+                _start(["index", "--follow", "--max-delay", "2s", "--slaves", "1"], env, log),
+                _start(["slave", "start", "--phases", "crawl"], env, log),
+            ]
             stats = cfg.keys.stats("index")
             _until(lambda: client.hget(stats, "delay_p50_s") is not None, 120, "index delays")
             with serving_in_thread(build_portal(cfg, threads=1, admin_token="")) as url:
@@ -147,10 +175,15 @@ def prometheus(engine, tmp_path):
     )
     port = _free_port()
     proc = subprocess.Popen(
-        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=(tmp_path / "prometheus.log").open("w"), stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=(tmp_path / "prometheus.log").open("w"),
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         _until(lambda: _ready(url), 60, "Prometheus")
@@ -177,8 +210,11 @@ def _query(url: str, expr: str) -> dict:
 @pytest.mark.slow
 def test_a_real_prometheus_scraping_the_engine_finds_what_the_dashboard_uses(prometheus) -> None:
     up = 'up{job="srcrawl"}'
-    _until(lambda: [r["value"][1] for r in _query(prometheus, up)["result"]] == ["1"], 60,
-           "a successful scrape")  # fmt: skip
+    _until(
+        lambda: [r["value"][1] for r in _query(prometheus, up)["result"]] == ["1"],
+        60,
+        "a successful scrape",
+    )
     time.sleep(5)  # a few scrapes: the rates have two points at least
     for name in sorted(queried_metrics()):
         assert _query(prometheus, name)["result"], f"Prometheus has no {name}"
@@ -204,8 +240,9 @@ def test_the_compose_metrics_profile_scrapes_the_portal_and_provisions_the_dashb
     ]
     promtool = shutil.which("promtool")
     assert promtool, "promtool is missing: apt-get install prometheus"
-    check = subprocess.run([promtool, "check", "config", str(config)], capture_output=True,
-                           text=True)  # fmt: skip
+    check = subprocess.run(
+        [promtool, "check", "config", str(config)], capture_output=True, text=True
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     mounted = {v.split(":")[1]: v.split(":")[0] for v in grafana["volumes"]}
     dashboards = ROOT / mounted["/var/lib/grafana/dashboards"].removeprefix("./")

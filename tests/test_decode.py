@@ -154,8 +154,14 @@ def test_unknown_or_non_text_labels_are_ignored() -> None:
 
 def test_decoding_never_raises_on_garbage() -> None:
     rng = random.Random(7)
-    for ctype in ("text/html", "text/html; charset=gbk", "text/html; charset=big5",
-                  "text/html; charset=utf-8", "text/html; charset=shift_jis", ""):  # fmt: skip
+    for ctype in (
+        "text/html",
+        "text/html; charset=gbk",
+        "text/html; charset=big5",
+        "text/html; charset=utf-8",
+        "text/html; charset=shift_jis",
+        "",
+    ):
         for _ in range(20):
             junk = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 3000)))
             text, enc = decode_html(junk, ctype)
@@ -173,14 +179,29 @@ def test_empty_body() -> None:
 @pytest.mark.parametrize(
     ("label", "codec"),
     [
-        ("GB2312", "gb18030"), ("gbk", "gb18030"), ("x-gbk", "gb18030"), ("GB18030", "gb18030"),
-        ("cp936", "gb18030"), ("big5", "big5hkscs"), ("Big5-HKSCS", "big5hkscs"),
-        ("x-x-big5", "big5hkscs"), ("UTF8", "utf-8"), ("utf-8", "utf-8"), ("latin1", "cp1252"),
-        ("US-ASCII", "cp1252"), ("windows-1251", "cp1251"), ("Shift_JIS", "cp932"),
-        ("euc-kr", "cp949"), ("koi8-r", "koi8-r"), ("'gbk'", "gb18030"),
-        ("rot13", None), ("hex", None), ("nonsense", None), ("", None),
+        ("GB2312", "gb18030"),
+        ("gbk", "gb18030"),
+        ("x-gbk", "gb18030"),
+        ("GB18030", "gb18030"),
+        ("cp936", "gb18030"),
+        ("big5", "big5hkscs"),
+        ("Big5-HKSCS", "big5hkscs"),
+        ("x-x-big5", "big5hkscs"),
+        ("UTF8", "utf-8"),
+        ("utf-8", "utf-8"),
+        ("latin1", "cp1252"),
+        ("US-ASCII", "cp1252"),
+        ("windows-1251", "cp1251"),
+        ("Shift_JIS", "cp932"),
+        ("euc-kr", "cp949"),
+        ("koi8-r", "koi8-r"),
+        ("'gbk'", "gb18030"),
+        ("rot13", None),
+        ("hex", None),
+        ("nonsense", None),
+        ("", None),
     ],
-)  # fmt: skip
+)
 def test_normalize_charset(label: str, codec: str | None) -> None:
     assert normalize_charset(label) == codec
 

@@ -27,10 +27,16 @@ B = "http://127.0.0.1:9201"
 
 @pytest.fixture
 def master(redis_url, keys, tmp_path):
-    cfg = Config.load(env={"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_JOB": keys.job,
-                           "SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db"})  # fmt: skip
-    start_crawl(cfg, [f"{A}/0", f"{B}/0"],
-                CrawlStrategy(max_depth=6, delay=0, delay_factor=0, max_delay=0))  # fmt: skip
+    cfg = Config.load(
+        env={
+            "SRCRAWL_REDIS_URL": redis_url,
+            "SRCRAWL_JOB": keys.job,
+            "SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db",
+        }
+    )
+    start_crawl(
+        cfg, [f"{A}/0", f"{B}/0"], CrawlStrategy(max_depth=6, delay=0, delay_factor=0, max_delay=0)
+    )
     m = CrawlMaster(cfg)
     m.acquire(wait=False)
     yield m

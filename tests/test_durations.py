@@ -8,8 +8,17 @@ from srcrawl.durations import format_duration, parse_duration
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("90", 90), ("90s", 90), ("1.5", 1.5), ("15m", 900), ("6h", 21600), ("1d", 86400),
-     ("2W", 1209600), (" 3h ", 10800), (42, 42)],
+    [
+        ("90", 90),
+        ("90s", 90),
+        ("1.5", 1.5),
+        ("15m", 900),
+        ("6h", 21600),
+        ("1d", 86400),
+        ("2W", 1209600),
+        (" 3h ", 10800),
+        (42, 42),
+    ],
 )
 def test_durations_read_as_seconds(text, seconds):
     assert parse_duration(text) == seconds
@@ -23,7 +32,12 @@ def test_bad_durations_are_named_in_the_error(text):
 
 def test_format_picks_the_largest_whole_unit():
     assert [format_duration(s) for s in (86400, 3600 * 36, 90, 1.5, 604800)] == [
-        "1d", "36h", "90s", "1.5s", "1w"]
+        "1d",
+        "36h",
+        "90s",
+        "1.5s",
+        "1w",
+    ]
 
 
 def test_click_option_reports_a_bad_duration():

@@ -33,10 +33,17 @@ def test_foreign_messages_are_refused(raw: bytes) -> None:
 def test_headers_are_compact_json_whatever_writes_them() -> None:
     import json
 
-    fields = {"url": "http://h.test/中", "fp": 2**64 - 1, "links": ["a", "b"], "x": None,
-              "f": 1.5, "ok": True}  # fmt: skip
-    want = json.dumps({"v": ENVELOPE_VERSION, "kind": "k", **fields}, ensure_ascii=False,
-                      separators=(",", ":")).encode()  # fmt: skip
+    fields = {
+        "url": "http://h.test/中",
+        "fp": 2**64 - 1,
+        "links": ["a", "b"],
+        "x": None,
+        "f": 1.5,
+        "ok": True,
+    }
+    want = json.dumps(
+        {"v": ENVELOPE_VERSION, "kind": "k", **fields}, ensure_ascii=False, separators=(",", ":")
+    ).encode()
     assert encode("k", fields) == want
     # past 64 bits orjson refuses to write: the standard library does, byte for byte
     big = {"fp": 2**64}

@@ -123,8 +123,10 @@ def _handler(redis_url: str, keys, tmp_path, hostile: HostileWeb, **strategy) ->
 
 def test_a_page_slow_to_parse_holds_up_no_other_page(hostile, redis_url, keys, tmp_path) -> None:
     handler = _handler(redis_url, keys, tmp_path, hostile)
-    tasks = {name: fetch_task(hostile.url(name), i, 1, name).encode()
-             for i, name in enumerate(("heavy", "slow"))}  # fmt: skip
+    tasks = {
+        name: fetch_task(hostile.url(name), i, 1, name).encode()
+        for i, name in enumerate(("heavy", "slow"))
+    }
     order: list[str] = []
     try:
         for raw in tasks.values():
@@ -169,7 +171,10 @@ def test_a_passing_failure_is_retried_and_the_last_try_is_stored_failed(
         assert handler.writer.store.get_pages([1]) == []  # not stored while tries remain
         last = run(fetch_task(url, 1, 0, "q", failed=1).encode())
         assert (last.kind, last.get("status"), last.get("error")) == (
-            "fetched", 200, ERROR_TRUNCATED)  # fmt: skip
+            "fetched",
+            200,
+            ERROR_TRUNCATED,
+        )
         handler.flush()
         [page] = handler.writer.store.get_pages([1])
         assert (page.status, page.error, page.body_state) == (200, ERROR_TRUNCATED, BODY_INCOMPLETE)
@@ -179,38 +184,75 @@ def test_a_passing_failure_is_retried_and_the_last_try_is_stored_failed(
 
 
 def _srcrawl(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "srcrawl.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "srcrawl.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.mark.slow
 def test_a_crawl_beside_a_hostile_host_loses_no_good_page(redis_url, keys, tmp_path) -> None:
     pages = (*PAGES, "heavy")
-    with HostileWeb(pages=pages) as bad, TestWeb.generate(hosts=3, pages=20, seed=4,
-                                                          latency_ms=30) as tw:  # fmt: skip
+    with (
+        HostileWeb(pages=pages) as bad,
+        TestWeb.generate(hosts=3, pages=20, seed=4, latency_ms=30) as tw,
+    ):
         good_seeds = tw.seed_urls[1:]  # host 0's special pages fail on purpose
         env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
-        env.update(SRCRAWL_REDIS_URL=redis_url, SRCRAWL_JOB=keys.job,
-                   SRCRAWL_HOME=str(tmp_path / "home"),
-                   SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db")  # fmt: skip
-        r = _srcrawl(["crawl", bad.origin + "/", *good_seeds, "--depth", "2", "--slaves", "2",
-                      "--threads", "8", "--delay", "0", "--delay-factor", "0",
-                      "--fetch-timeout", "0.5", "--robots-defer", "0.3",
-                      "--retry-backoff", "0.2"], env)  # fmt: skip
+        env.update(
+            SRCRAWL_REDIS_URL=redis_url,
+            SRCRAWL_JOB=keys.job,
+            SRCRAWL_HOME=str(tmp_path / "home"),
+            SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db",
+        )
+        r = _srcrawl(
+            [
+                "crawl",
+                bad.origin + "/",
+                *good_seeds,
+                "--depth",
+                "2",
+                "--slaves",
+                "2",
+                "--threads",
+                "8",
+                "--delay",
+                "0",
+                "--delay-factor",
+                "0",
+                "--fetch-timeout",
+                "0.5",
+                "--robots-defer",
+                "0.3",
+                "--retry-backoff",
+                "0.2",
+            ],
+            env,
+        )
         assert r.returncode == 0, r.stderr[-3000:]
         summary = json.loads(r.stdout)
         out = _srcrawl(["export", "pages"], env)
         stored = {p["url"]: p for p in map(json.loads, out.stdout.splitlines())}
-        scope = Scope(CrawlStrategy(seed_hosts=tuple({host_of(s) for s in good_seeds}),
-                                    max_depth=2))  # fmt: skip
+        scope = Scope(
+            CrawlStrategy(seed_hosts=tuple({host_of(s) for s in good_seeds}), max_depth=2)
+        )
         want = tw.web.expected_crawl(good_seeds, 2, lambda url: scope.reject(url, 0) is None)
         # every good page is stored, whole, its links followed
         good = {u: p for u, p in stored.items() if not u.startswith(bad.origin)}
         assert set(good) == set(want)
         assert all(p["error"] is None for p in good.values() if p["status"] == 200)
         # failed and cut-off responses say so, after every try
-        outcome = {n: (stored[bad.url(n)]["status"], stored[bad.url(n)]["error"],
-                       stored[bad.url(n)]["body_state"]) for n in pages}  # fmt: skip
+        outcome = {
+            n: (
+                stored[bad.url(n)]["status"],
+                stored[bad.url(n)]["error"],
+                stored[bad.url(n)]["body_state"],
+            )
+            for n in pages
+        }
         assert outcome == {
             "drip": (200, "timeout", "incomplete"),
             "headers": (200, "timeout", "incomplete"),
@@ -237,8 +279,13 @@ def test_the_retry_back_off_doubles_honours_retry_after_and_is_capped() -> None:
 def test_status_lists_the_failed_fetches_by_kind() -> None:
     from srcrawl.status import render
 
-    counters = {"pages": 9, "status_2xx": 6, "error_timeout": 2, "error_truncated": 1,
-                "fetch_retries": 7}  # fmt: skip
+    counters = {
+        "pages": 9,
+        "status_2xx": 6,
+        "error_timeout": 2,
+        "error_truncated": 1,
+        "fetch_retries": 7,
+    }
     crawl = {"srq": 0, "nrq": 0, "in_flight": 0, "counters": counters}
     snapshot = {"job": "j", "workers": [], "phases": {"crawl": crawl}}
     assert "failed fetches: timeout 2, truncated 1 (retried 7)" in render(snapshot)

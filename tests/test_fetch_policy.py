@@ -123,11 +123,30 @@ def fetcher_with(policy: FetchPolicy) -> Fetcher:
 
 
 # -- which addresses are public (pure logic) ----------------------------------
-@pytest.mark.parametrize("address", [
-    "127.0.0.1", "127.0.0.2", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254",
-    "100.64.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255", "::1", "::", "fe80::1",
-    "fc00::1", "fd00::2", "ff02::1", "fec0::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1",
+        "127.0.0.2",
+        "10.1.2.3",
+        "172.16.0.1",
+        "192.168.1.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "0.0.0.0",
+        "224.0.0.1",
+        "255.255.255.255",
+        "::1",
+        "::",
+        "fe80::1",
+        "fc00::1",
+        "fd00::2",
+        "ff02::1",
+        "fec0::1",
+        "::ffff:127.0.0.1",
+        "::ffff:10.0.0.1",
+    ],
+)
 def test_non_public_addresses_are_refused_by_default(address: str) -> None:
     import ipaddress
 
@@ -261,16 +280,28 @@ def test_robots_redirects_to_other_ports_never_reach_them(
 ) -> None:
     fake_redis = Canary()
     try:
-        servers.append(serve({
-            "/robots.txt": redirect("/hop"),
-            "/hop": redirect(f"http://127.0.0.1:{canary.port}/robots.txt"),
-        }))  # fmt: skip
-        servers.append(serve({
-            "/robots.txt": redirect(f"http://localhost:{fake_redis.port}/"),
-        }))  # fmt: skip
+        servers.append(
+            serve(
+                {
+                    "/robots.txt": redirect("/hop"),
+                    "/hop": redirect(f"http://127.0.0.1:{canary.port}/robots.txt"),
+                }
+            )
+        )
+        servers.append(
+            serve(
+                {
+                    "/robots.txt": redirect(f"http://localhost:{fake_redis.port}/"),
+                }
+            )
+        )
         hostile, other = (origin(s) for s in servers)
-        scope = Scope(CrawlStrategy(seed_hosts=tuple(o.split("//")[1] for o in (hostile, other)),
-                                    allow_domains=("localhost",)))  # fmt: skip
+        scope = Scope(
+            CrawlStrategy(
+                seed_hosts=tuple(o.split("//")[1] for o in (hostile, other)),
+                allow_domains=("localhost",),
+            )
+        )
         f = fetcher_with(FetchPolicy(scope, seed_origins=[hostile, other]))
         cache = RobotsCache(redis_client, keys, f, 60, defer=30)
         try:
@@ -297,16 +328,33 @@ def test_a_crawl_of_a_hostile_host_requests_nothing_but_the_seeds_origin(
     try:
         servers.append(serve({"/": page(b"<p>beside</p>")}))  # a private host, not a seed
         beside = f"http://localhost:{servers[0].server_address[1]}/"
-        servers.append(serve({
-            "/robots.txt": redirect(f"http://localhost:{fake_redis.port}/robots.txt"),
-            "/": page(f"<a href='/a'>a</a><a href='/go'>go</a><a href='{beside}'>b</a>"
-                      .encode()),
-            "/a": page(b"<p>a</p>"),
-            "/go": redirect(f"http://127.0.0.1:{canary.port}/"),
-        }))  # fmt: skip
+        servers.append(
+            serve(
+                {
+                    "/robots.txt": redirect(f"http://localhost:{fake_redis.port}/robots.txt"),
+                    "/": page(
+                        f"<a href='/a'>a</a><a href='/go'>go</a><a href='{beside}'>b</a>".encode()
+                    ),
+                    "/a": page(b"<p>a</p>"),
+                    "/go": redirect(f"http://127.0.0.1:{canary.port}/"),
+                }
+            )
+        )
         seed = origin(servers[1]) + "/"
-        quick = ["--depth", "2", "--slaves", "1", "--delay", "0", "--delay-factor", "0",
-                 "--fetch-timeout", "2", "--robots-defer", "0.2"]  # fmt: skip
+        quick = [
+            "--depth",
+            "2",
+            "--slaves",
+            "1",
+            "--delay",
+            "0",
+            "--delay-factor",
+            "0",
+            "--fetch-timeout",
+            "2",
+            "--robots-defer",
+            "0.2",
+        ]
 
         env = env_for(redis_url, keys.job, tmp_path)
         r = srcrawl(["crawl", seed, *quick], env, timeout=120)
@@ -331,8 +379,11 @@ def test_a_crawl_of_a_hostile_host_requests_nothing_but_the_seeds_origin(
         servers.append(serve({"/": page(f"<a href='{beside}'>b</a>".encode())}))
         plain = origin(servers[2]) + "/"
         env = env_for(redis_url, keys.job + "-open", tmp_path / "open")
-        r = srcrawl(["crawl", plain, *quick, "--allow-domain", "localhost", "--allow-private"],
-                    env, timeout=120)  # fmt: skip
+        r = srcrawl(
+            ["crawl", plain, *quick, "--allow-domain", "localhost", "--allow-private"],
+            env,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stderr[-3000:]
         assert {p["url"]: p["status"] for p in stored(env)} == {plain: 200, beside: 200}
         assert canary.seen == [] and fake_redis.seen == []

@@ -26,8 +26,9 @@ from .test_lifecycle import CLI
 
 def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     out = open(log, "a")  # noqa: SIM115 - the child holds it
-    return subprocess.Popen([*CLI, *args], env=env, stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # fmt: skip
+    return subprocess.Popen(
+        [*CLI, *args], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -43,9 +44,13 @@ def health(role: str, env: dict[str, str], *more: str, read_only: Path | None = 
     if read_only is None or os.geteuid() != 0:
         return run_cli(["health", role, *more], env, timeout=60)
     mount = 'mount --bind "$0" "$0" && mount -o remount,ro,bind "$0" && exec "$@"'
-    return subprocess.run(["unshare", "-m", "sh", "-c", mount, str(read_only), *CLI, "health",
-                           role, *more], env=env, capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    return subprocess.run(
+        ["unshare", "-m", "sh", "-c", mount, str(read_only), *CLI, "health", role, *more],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def until(role: str, env: dict[str, str], code: int, log: Path, timeout: float = 30.0):  # type: ignore[no-untyped-def]
@@ -55,8 +60,12 @@ def until(role: str, env: dict[str, str], code: int, log: Path, timeout: float =
         r = health(role, env)
         if r.returncode == code:
             return r
-        assert time.monotonic() < deadline, (r.returncode, r.stdout, r.stderr,
-                                             log.read_text()[-2000:])  # fmt: skip
+        assert time.monotonic() < deadline, (
+            r.returncode,
+            r.stdout,
+            r.stderr,
+            log.read_text()[-2000:],
+        )
         time.sleep(0.3)
 
 

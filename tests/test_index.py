@@ -38,17 +38,33 @@ CORPUS = {
 # 我 了 他 于 again the of and: stop words; ＡＢＣ　Ｄｅｆ: folded to abc def
 EXPECTED = {
     "A": {"清华大学": 2, "来到": 1, "北京": 1, "hello": 2, "world": 1, "2024": 1, "年": 1},
-    "B": {"网易": 2, "来到": 1, "杭研": 1, "大厦": 1, "abc": 1, "def": 1, "full": 1,
-          "width": 1, "test": 1},
+    "B": {
+        "网易": 2,
+        "来到": 1,
+        "杭研": 1,
+        "大厦": 1,
+        "abc": 1,
+        "def": 1,
+        "full": 1,
+        "width": 1,
+        "test": 1,
+    },
     "C": {"小明": 1, "硕士": 1, "毕业": 1, "中国科学院": 1, "计算所": 1, "привет": 1, "мир": 1},
     "D": {},
-}  # fmt: skip
+}
 STOPPED = ("我", "了", "他", "于", "again", "the", "of", "and", "清华")
 
 
 def page(key: str, title: str, text: str, fetched_at: float = 1000.0) -> Page:
-    return Page(fp=FP[key], url=URLS[key], host="127.0.0.1:9", status=200,
-                fetched_at=fetched_at, title=title, text=text)  # fmt: skip
+    return Page(
+        fp=FP[key],
+        url=URLS[key],
+        host="127.0.0.1:9",
+        status=200,
+        fetched_at=fetched_at,
+        title=title,
+        text=text,
+    )
 
 
 def configs(redis_url: str, db_url, job: str, tmp_path) -> tuple[Config, Config]:
@@ -136,9 +152,7 @@ def test_reindexing_replaces_only_new_and_refetched_pages(
 
 def _docs(keys: str = "ABCD", fetched_at: float = 1000.0) -> list:
     tok = get_tokenizer()
-    return [
-        tokenize_document(tok, FP[k], fetched_at, "127.0.0.1:9", *CORPUS[k]) for k in keys
-    ]
+    return [tokenize_document(tok, FP[k], fetched_at, "127.0.0.1:9", *CORPUS[k]) for k in keys]
 
 
 def test_writing_the_same_documents_twice_changes_nothing(store, tmp_path) -> None:

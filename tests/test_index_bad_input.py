@@ -20,8 +20,9 @@ from srcrawl.urls import fingerprint
 
 def make_page(name: str, text: str, title: str = "") -> Page:
     url = f"http://127.0.0.1:9/{name}"
-    return Page(fp=fingerprint(url), url=url, host="127.0.0.1:9", fetched_at=1.0,
-                title=title, text=text)  # fmt: skip
+    return Page(
+        fp=fingerprint(url), url=url, host="127.0.0.1:9", fetched_at=1.0, title=title, text=text
+    )
 
 
 def hostile_pages() -> dict[str, Page]:
@@ -69,8 +70,17 @@ def test_hostile_documents_are_indexed_without_loss(
     tok = Tokenizer()
     terms = {t for p in pages.values() for t in tok.tokens(document_text(p.title, p.text))}
     assert all(0 < len(t) <= MAX_TERM_CHARS and t.isalnum() for t in terms)
-    assert {"привет", "世界", "مرحبا", "שלום", "こんにちは", "안녕하세요", "café", "naïve",
-            "full"} <= terms  # fmt: skip
+    assert {
+        "привет",
+        "世界",
+        "مرحبا",
+        "שלום",
+        "こんにちは",
+        "안녕하세요",
+        "café",
+        "naïve",
+        "full",
+    } <= terms
     found = index_terms(index, terms)
     assert set(found) == terms
     assert found["fine"] == {pages["long-token"].fp}  # the 100,000-x token is dropped

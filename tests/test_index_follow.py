@@ -30,8 +30,14 @@ SLACK = 4.0
 
 def _page(name: str, text: str) -> Page:
     url = f"http://127.0.0.1:9/{name}"
-    return Page(fp=fingerprint(url), url=url, host="127.0.0.1:9", fetched_at=time.time(),
-                title=name, text=text)  # fmt: skip
+    return Page(
+        fp=fingerprint(url),
+        url=url,
+        host="127.0.0.1:9",
+        fetched_at=time.time(),
+        title=name,
+        text=text,
+    )
 
 
 def _wait_searchable(searcher: Searcher, word: str, url: str, deadline: float) -> float:
@@ -54,8 +60,17 @@ def test_follow_indexes_new_and_refetched_pages_then_stops_on_sigterm(
     store = open_store(db)
     store.init_schema()
     store.save_fetched([_page("old", "an old page about lighthouses")], [])
-    cmd = [sys.executable, "-m", "srcrawl.cli", "index", "--follow", "--slaves", "1",
-           "--max-delay", f"{MAX_DELAY:g}s"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "srcrawl.cli",
+        "index",
+        "--follow",
+        "--slaves",
+        "1",
+        "--max-delay",
+        f"{MAX_DELAY:g}s",
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     searcher = Searcher(store, Config.load(env=env).index_path, tokenizer=get_tokenizer(None))
     try:

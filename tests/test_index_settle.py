@@ -14,8 +14,15 @@ from .conftest import cli_env, run_cli
 
 def _page(name: str, **kw) -> Page:  # type: ignore[no-untyped-def]
     url = f"http://127.0.0.1:9/{name}"
-    return Page(fp=fingerprint(url), url=url, host="127.0.0.1:9", fetched_at=time.time(),
-                title=name, text=f"{name} words here", **kw)  # fmt: skip
+    return Page(
+        fp=fingerprint(url),
+        url=url,
+        host="127.0.0.1:9",
+        fetched_at=time.time(),
+        title=name,
+        text=f"{name} words here",
+        **kw,
+    )
 
 
 PAGES = [

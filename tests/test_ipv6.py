@@ -33,8 +33,20 @@ def _has_ipv6_loopback() -> bool:
 pytestmark = pytest.mark.skipif(not _has_ipv6_loopback(), reason="no IPv6 loopback here")
 
 DEPTH = 3
-POLITE = ["--delay", "0.02", "--delay-factor", "0", "--max-delay", "1",
-          "--fetch-timeout", "1", "--robots-defer", "0.3", "--threads", "4"]  # fmt: skip
+POLITE = [
+    "--delay",
+    "0.02",
+    "--delay-factor",
+    "0",
+    "--max-delay",
+    "1",
+    "--fetch-timeout",
+    "1",
+    "--robots-defer",
+    "0.3",
+    "--threads",
+    "4",
+]
 
 
 def test_ipv6_hosts_are_canonical_and_in_scope() -> None:
@@ -85,10 +97,25 @@ def test_a_name_that_resolves_to_ipv6_only_is_fetched_and_checked() -> None:
 
 def test_testweb_serve_binds_ipv6(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "srcrawl.cli", "testweb", "serve", "--bind", "::1", "--hosts", "2",
-         "--pages", "3", "--port-base", str(_free_ipv6_port())],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "srcrawl.cli",
+            "testweb",
+            "serve",
+            "--bind",
+            "::1",
+            "--hosts",
+            "2",
+            "--pages",
+            "3",
+            "--port-base",
+            str(_free_ipv6_port()),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         seeds = [proc.stdout.readline().strip() for _ in range(2)]
@@ -114,25 +141,32 @@ def _free_ipv6_port() -> int:
 def test_a_crawl_of_the_test_web_on_ipv6_stores_exactly_the_reachable_set(
     redis_url: str, keys, tmp_path: Path
 ) -> None:
-    with TestWeb.generate(hosts=3, pages=15, seed=7, slow_seconds=3, crawl_delay=0.1,
-                          address="::1") as web:  # fmt: skip
+    with TestWeb.generate(
+        hosts=3, pages=15, seed=7, slow_seconds=3, crawl_delay=0.1, address="::1"
+    ) as web:
         seeds = web.seed_urls
         assert all(s.startswith("http://[::1]:") for s in seeds)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
-        env.update(SRCRAWL_REDIS_URL=redis_url, SRCRAWL_JOB=keys.job,
-                   SRCRAWL_HOME=str(tmp_path / "home"),
-                   SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db")  # fmt: skip
+        env.update(
+            SRCRAWL_REDIS_URL=redis_url,
+            SRCRAWL_JOB=keys.job,
+            SRCRAWL_HOME=str(tmp_path / "home"),
+            SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db",
+        )
         cli = [sys.executable, "-m", "srcrawl.cli"]
         # no opt-in: the seeds' own [::1] origins are what the user asked for
-        r = subprocess.run([*cli, "crawl", *seeds, "--depth", str(DEPTH), "--slaves", "2",
-                            *POLITE], env=env, capture_output=True, text=True,
-                           timeout=300)  # fmt: skip
+        r = subprocess.run(
+            [*cli, "crawl", *seeds, "--depth", str(DEPTH), "--slaves", "2", *POLITE],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 0, r.stderr[-3000:]
         assert json.loads(r.stdout).get("address_refused", 0) == 0
         out = subprocess.run([*cli, "export", "pages"], env=env, capture_output=True, text=True)
         pages = [json.loads(line) for line in out.stdout.splitlines()]
-        scope = Scope(CrawlStrategy(seed_hosts=tuple({host_of(s) for s in seeds}),
-                                    max_depth=DEPTH))  # fmt: skip
+        scope = Scope(CrawlStrategy(seed_hosts=tuple({host_of(s) for s in seeds}), max_depth=DEPTH))
         want = web.web.expected_crawl(seeds, DEPTH, lambda url: scope.reject(url, 0) is None)
         assert {p["url"]: p["depth"] for p in pages} == want
         assert sum(p["status"] == 200 for p in pages) > len(want) // 2

@@ -45,9 +45,7 @@ def test_a_lapsed_lease_cannot_be_renewed_over_its_successor(redis_client, keys)
     assert successor.held()
 
 
-def test_fenced_scripts_and_transactions_change_nothing_after_the_lease_is_lost(
-    redis_client, keys
-):
+def test_fenced_scripts_and_transactions_change_nothing_after_the_lease_is_lost(redis_client, keys):
     counter = f"{keys.prefix}:test:counter"
     old = _lease(redis_client, keys, "old", ttl=0.2)
     old.acquire()

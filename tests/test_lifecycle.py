@@ -28,8 +28,20 @@ from srcrawl.testweb import TestWeb
 from srcrawl.urls import host_of
 
 CLI = [sys.executable, "-m", "srcrawl.cli"]
-FAST = ["--delay", "0.05", "--delay-factor", "0", "--max-delay", "1", "--fetch-timeout", "1",
-        "--robots-defer", "0.3", "--threads", "4"]  # fmt: skip
+FAST = [
+    "--delay",
+    "0.05",
+    "--delay-factor",
+    "0",
+    "--max-delay",
+    "1",
+    "--fetch-timeout",
+    "1",
+    "--robots-defer",
+    "0.3",
+    "--threads",
+    "4",
+]
 
 
 @pytest.fixture(scope="module")
@@ -66,9 +78,15 @@ def start(
     def ignore_sigint() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    return subprocess.Popen([*CLI, *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=ignore_sigint if sigint_ignored else None)  # fmt: skip
+    return subprocess.Popen(
+        [*CLI, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=ignore_sigint if sigint_ignored else None,
+    )
 
 
 def descendants(pid: int) -> list[psutil.Process]:
@@ -168,8 +186,13 @@ def test_the_children_of_a_killed_crawl_stop_too(web, redis_url, keys, tmp_path)
 
         assert [w.id for w in workers(cfg.redis(), cfg.keys) if w.alive] == []
         # and the crawl resumes to the exact reachable set
-        r = subprocess.run([*CLI, "crawl", "--resume", "--slaves", "2"], env=env,
-                           capture_output=True, text=True, timeout=300)  # fmt: skip
+        r = subprocess.run(
+            [*CLI, "crawl", "--resume", "--slaves", "2"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 0, r.stderr[-2000:]
         pages = cfg.store().iter_pages()
         assert {p.url: p.depth for p in pages} == expected(web, web.seed_urls, 3)
@@ -186,8 +209,11 @@ def test_a_terminated_demo_leaves_nothing_behind(tmp_path) -> None:
     try:
         # wait until its crawl step runs: the demo, its test web, the crawl, a master, 2 slaves
         deadline = time.monotonic() + 90
-        while not any("master" in " ".join(p.cmdline()) or "slave" in " ".join(p.cmdline())
-                      for p in found if p.is_running()):  # fmt: skip
+        while not any(
+            "master" in " ".join(p.cmdline()) or "slave" in " ".join(p.cmdline())
+            for p in found
+            if p.is_running()
+        ):
             assert demo.poll() is None and time.monotonic() < deadline
             time.sleep(0.2)
             found = [p for p in descendants(demo.pid) if _cmdline(p)]
@@ -215,8 +241,9 @@ def _cmdline(p: psutil.Process) -> str:
 def test_the_demo_shows_progress_and_how_to_look_at_the_result(tmp_path) -> None:
     env = env_for(tmp_path, "demo", None, db=False)
     try:
-        r = subprocess.run([*CLI, "demo", "--slaves", "2"], env=env, capture_output=True,
-                           text=True, timeout=300)  # fmt: skip
+        r = subprocess.run(
+            [*CLI, "demo", "--slaves", "2"], env=env, capture_output=True, text=True, timeout=300
+        )
     finally:
         embedded.stop(tmp_path / "home")
     out = r.stdout + r.stderr
@@ -225,8 +252,9 @@ def test_the_demo_shows_progress_and_how_to_look_at_the_result(tmp_path) -> None
     assert "iteration" in r.stdout  # what the pagerank step printed
     # failed URLs back off side by side, not holding their host: no wait of the web as long
     # as their second back-off (4 s; each first one is 2 s)
-    idle = re.search(r"the web had nothing in flight for [\d.]+ s of it, the longest ([\d.]+) s",
-                     r.stdout)  # fmt: skip
+    idle = re.search(
+        r"the web had nothing in flight for [\d.]+ s of it, the longest ([\d.]+) s", r.stdout
+    )
     assert idle and float(idle[1]) < 3.5, r.stdout[-3000:]
     db = f"sqlite:///{(tmp_path / 'home' / 'demo.db')}"
     assert f"srcrawl --job demo --db-url {db} status" in r.stdout
@@ -243,8 +271,13 @@ def test_a_burst_slave_stays_until_the_crawl_has_no_work_left(
     master = start(["master", "start", *web.seed_urls, "--depth", "1", *policy], env)
     try:
         # started at once: srq is empty until the master has scheduled the seeds
-        slave = subprocess.run([*CLI, "slave", "start", "--burst", "--threads", "4"], env=env,
-                               capture_output=True, text=True, timeout=120)  # fmt: skip
+        slave = subprocess.run(
+            [*CLI, "slave", "start", "--burst", "--threads", "4"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert slave.returncode == 0, slave.stderr[-2000:]
         _, err = master.communicate(timeout=30)
         assert master.returncode == 0, err[-2000:]
@@ -382,8 +415,11 @@ def test_a_signalled_pagerank_stops_its_slaves(redis_url, keys, tmp_path, sig, c
     cfg.store().put_links([(fp, ring[i - 1]) for i, fp in enumerate(ring)])
     cfg.close()
     # never converges by itself: --tol 0 runs every one of the iterations
-    rank = start(["pagerank", "--slaves", "2", "--iterations", "1000000", "--tol", "0"], env,
-                 sigint_ignored=sig == signal.SIGINT)  # fmt: skip
+    rank = start(
+        ["pagerank", "--slaves", "2", "--iterations", "1000000", "--tol", "0"],
+        env,
+        sigint_ignored=sig == signal.SIGINT,
+    )
     children: list[psutil.Process] = []
     try:
         assert rank.stdout is not None

@@ -43,8 +43,13 @@ MALFORMED = [
     encode("deferred", {"url": SEED_A, "fp": 12, "depth": -1, "q": "nowhere"}),
 ]
 # link entries of an otherwise good seed message: none has the shape of a link
-BAD_LINKS = [["http://127.0.0.1:9000/p/1", "123"], ["javascript:void(0)", 5],
-             "http://127.0.0.1:9000/p/2", ["http://127.0.0.1:9000/p/3"], [SEED_A, 1.5]]  # fmt: skip
+BAD_LINKS = [
+    ["http://127.0.0.1:9000/p/1", "123"],
+    ["javascript:void(0)", 5],
+    "http://127.0.0.1:9000/p/2",
+    ["http://127.0.0.1:9000/p/3"],
+    [SEED_A, 1.5],
+]
 
 
 def test_malformed_nrq_messages_are_counted_and_the_crawl_goes_on(
@@ -78,15 +83,36 @@ def test_malformed_nrq_messages_are_counted_and_the_crawl_goes_on(
 
 TTL = 2.0
 DEPTH = 3
-POLITE = ["--depth", str(DEPTH), "--delay", "0.1", "--delay-factor", "0", "--max-delay", "1",
-          "--fetch-timeout", "1", "--robots-defer", "0.3", "--retry-backoff", "0.1"]  # fmt: skip
+POLITE = [
+    "--depth",
+    str(DEPTH),
+    "--delay",
+    "0.1",
+    "--delay-factor",
+    "0",
+    "--max-delay",
+    "1",
+    "--fetch-timeout",
+    "1",
+    "--robots-defer",
+    "0.3",
+    "--retry-backoff",
+    "0.1",
+]
 
 
 @pytest.fixture(scope="module")
 def web(tmp_path_factory):
     log = tmp_path_factory.mktemp("web") / "access.jsonl"
-    with TestWeb.generate(hosts=3, pages=40, seed=9, slow_seconds=0.5, crawl_delay=0,
-                          access_log=log, flush_interval=0.1) as tw:  # fmt: skip
+    with TestWeb.generate(
+        hosts=3,
+        pages=40,
+        seed=9,
+        slow_seconds=0.5,
+        crawl_delay=0,
+        access_log=log,
+        flush_interval=0.1,
+    ) as tw:
         yield tw
 
 
@@ -115,10 +141,17 @@ def test_a_master_paused_past_its_lease_commits_nothing_and_the_crawl_ends_exact
     lease = cfg.keys.master_lease("crawl")
     holder = lambda: (cfg.redis().get(lease) or b"").decode()  # noqa: E731
     seeds = web.seed_urls
-    a = subprocess.Popen(_cli("master", "start", *seeds, *POLITE), env=env,
-                         stderr=subprocess.PIPE, text=True)  # fmt: skip
-    slaves = [subprocess.Popen(_cli("slave", "start", "--phases", "crawl", "--threads", "4"),
-                               env=env, stderr=subprocess.DEVNULL) for _ in range(2)]  # fmt: skip
+    a = subprocess.Popen(
+        _cli("master", "start", *seeds, *POLITE), env=env, stderr=subprocess.PIPE, text=True
+    )
+    slaves = [
+        subprocess.Popen(
+            _cli("slave", "start", "--phases", "crawl", "--threads", "4"),
+            env=env,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(2)
+    ]
     b = None
     try:
         _wait_for(lambda: _pages(cfg) >= 15, 60)

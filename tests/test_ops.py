@@ -35,8 +35,20 @@ from srcrawl.urls import host_of
 from .conftest import cli_env, run_cli, stored_pages
 
 DEPTH = 3
-FAST = ["--delay", "0.05", "--delay-factor", "0", "--max-delay", "1", "--fetch-timeout", "1",
-        "--robots-defer", "0.3", "--retry-backoff", "0.1"]  # fmt: skip
+FAST = [
+    "--delay",
+    "0.05",
+    "--delay-factor",
+    "0",
+    "--max-delay",
+    "1",
+    "--fetch-timeout",
+    "1",
+    "--robots-defer",
+    "0.3",
+    "--retry-backoff",
+    "0.1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -101,8 +113,10 @@ def test_metrics_of_a_real_crawl_add_up(web, redis_url, keys, tmp_path) -> None:
     cfg = Config.load(env=env)
     with serving_in_thread(build_portal(cfg, threads=1, admin_token="")) as url:
         m = scrape(url)
-    counters = {k.decode(): int(v) for k, v in
-                redis.Redis.from_url(redis_url).hgetall(keys.stats("crawl")).items()}  # fmt: skip
+    counters = {
+        k.decode(): int(v)
+        for k, v in redis.Redis.from_url(redis_url).hgetall(keys.stats("crawl")).items()
+    }
     classes = ("2xx", "3xx", "4xx", "5xx", "none")
     fetches = sum(m.get(f'srcrawl_fetches_total{{status_class="{c}"}}', 0) for c in classes)
     # every page fetch, each retry too: at least the pages, exactly the histogram's count
@@ -133,10 +147,24 @@ def _crawl(
     seeds: list[str], env: dict[str, str], *extra: str, depth: int = DEPTH
 ) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "srcrawl.cli", "crawl", *seeds, "--depth", str(depth),
-         "--slaves", "1", *FAST, *extra],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "srcrawl.cli",
+            "crawl",
+            *seeds,
+            "--depth",
+            str(depth),
+            "--slaves",
+            "1",
+            *FAST,
+            *extra,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _guard(client: redis.Redis, keys: Keys, name: str) -> dict:
@@ -175,8 +203,9 @@ def test_low_disk_pauses_the_crawl_and_space_back_resumes_it_with_nothing_lost(
         assert set(free) == {"warc", "store"} and max(free.values()) < floor
         status = run_cli(["status"], env)
         assert "PAUSED: low disk" in status.stdout, status.stdout
-        with serving_in_thread(build_portal(Config.load(env=env), threads=1,
-                                            admin_token="")) as url:  # fmt: skip
+        with serving_in_thread(
+            build_portal(Config.load(env=env), threads=1, admin_token="")
+        ) as url:
             m = scrape(url)
         assert m['srcrawl_crawl_paused{guard="disk"}'] == 1
         # the master looks again every few seconds: what it saw then, near enough
@@ -249,8 +278,9 @@ def test_redis_memory_of_a_cluster_is_its_fullest_node(redis_cluster, redis_url)
     used, _max = redis_memory(single)
     assert used == pytest.approx(int(single.info("memory")["used_memory"]), rel=0.2)
     client = connect(redis_cluster.url)
-    before = max(redis_memory(connect(f"redis://127.0.0.1:{p}"))[0]
-                 for p in redis_cluster.primary_ports())  # fmt: skip
+    before = max(
+        redis_memory(connect(f"redis://127.0.0.1:{p}"))[0] for p in redis_cluster.primary_ports()
+    )
     client.set("{big}x", b"x" * 2_000_000)
     used, _max = redis_memory(client)  # the node holding it, whichever it is
     assert used > before + 1_500_000

@@ -14,8 +14,16 @@ from srcrawl.sql.store import Page, Store, open_store
 
 
 def page(fp: int, text: str = "text") -> Page:
-    return Page(fp=fp, url=f"http://127.0.0.1:9/{fp}", host="127.0.0.1:9", status=200,
-                fetched_at=1.0, title=f"title {fp}", text=text, body=b"x")  # fmt: skip
+    return Page(
+        fp=fp,
+        url=f"http://127.0.0.1:9/{fp}",
+        host="127.0.0.1:9",
+        status=200,
+        fetched_at=1.0,
+        title=f"title {fp}",
+        text=text,
+        body=b"x",
+    )
 
 
 @pytest.fixture

@@ -632,8 +632,9 @@ def test_a_task_claims_a_shard_and_writes_its_piece_while_the_iteration_is_open(
     shards, expected = _publish_cycle(redis_client, keys, 5)
     handler = RankHandler(cfg)
     task = MapTask(5, 1).encode()
-    claimed = [_claim_and_check(handler, task, shards, expected, redis_client, keys)
-               for _ in shards]  # fmt: skip
+    claimed = [
+        _claim_and_check(handler, task, shards, expected, redis_client, keys) for _ in shards
+    ]
     assert sorted(claimed) == [0, 1] and handler.stats()["pieces_read"] == 2
     assert handler.handle([task]) == []  # every shard of the iteration is taken
     # a shard offered again (its slave died) is computed again: the same bytes

@@ -26,10 +26,16 @@ def _store_web(store) -> list[int]:
     urls = [f"http://127.0.0.1:9/p{i}" for i in range(PAGES)]
     fps = [fingerprint(u) for u in urls]
     pages = [
-        Page(fp=fp, url=u, host="127.0.0.1:9", fetched_at=1.0, title=f"p{i}",
-             text=f"orchards and apples, page {i}")
+        Page(
+            fp=fp,
+            url=u,
+            host="127.0.0.1:9",
+            fetched_at=1.0,
+            title=f"p{i}",
+            text=f"orchards and apples, page {i}",
+        )
         for i, (u, fp) in enumerate(zip(urls, fps, strict=True))
-    ]  # fmt: skip
+    ]
     links = [(fps[i], fps[(i + 1) % PAGES]) for i in range(PAGES)]
     links += [(fps[i], fps[0]) for i in range(1, PAGES)]
     store.save_fetched(pages, links)
@@ -105,8 +111,18 @@ def test_pagerank_every_ranks_the_first_pages_as_soon_as_they_are_stored(
     env = cli_env(redis_url, keys.job, tmp_path)
     store = open_store(DatabaseURL.parse(env["SRCRAWL_DB_URL"]))
     store.init_schema()
-    cmd = [sys.executable, "-m", "srcrawl.cli", "pagerank", "--every", "1h", "--poll", "0.5s",
-           "--slaves", "1"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "srcrawl.cli",
+        "pagerank",
+        "--every",
+        "1h",
+        "--poll",
+        "0.5s",
+        "--slaves",
+        "1",
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(3)  # started on an empty store: it waits, and ranks nothing

@@ -263,10 +263,21 @@ def test_nofollow_on_the_element(parser: str) -> None:
 @BOTH
 def test_bad_links_are_dropped_not_fatal(parser: str) -> None:
     hrefs = [
-        "javascript:void(0)", "JavaScript:alert(1)", "mailto:x@site.test", "tel:+100",
-        "data:text/html,<b>x</b>", "ftp://site.test/f", "http://[::1/", "http://h.test:99999/",
-        "http://", "#top", "", "   ", "about:blank", "/ok",
-    ]  # fmt: skip
+        "javascript:void(0)",
+        "JavaScript:alert(1)",
+        "mailto:x@site.test",
+        "tel:+100",
+        "data:text/html,<b>x</b>",
+        "ftp://site.test/f",
+        "http://[::1/",
+        "http://h.test:99999/",
+        "http://",
+        "#top",
+        "",
+        "   ",
+        "about:blank",
+        "/ok",
+    ]
     html = "".join(f'<a href="{h}">x</a>' for h in hrefs)
     assert parse_html(html, BASE, parser).links == ["http://site.test/ok"]
 
@@ -360,9 +371,22 @@ def test_random_garbage_never_raises(parser: str) -> None:
     rng = random.Random(11)
     alphabet = "<>/=\"' abc&;#!-?\x00\n\ud7ff中é" + "".join(chr(i) for i in range(1, 32))
     tags = [
-        "<a href=", "<p>", "</p>", "<script>", "</script>", "<![CDATA[", "<!--", "<?xml ",
-        "<base href=", "<meta ", "<title>", "<table>", "<frame src=", "&#0;", "&#x110000;",
-    ]  # fmt: skip
+        "<a href=",
+        "<p>",
+        "</p>",
+        "<script>",
+        "</script>",
+        "<![CDATA[",
+        "<!--",
+        "<?xml ",
+        "<base href=",
+        "<meta ",
+        "<title>",
+        "<table>",
+        "<frame src=",
+        "&#0;",
+        "&#x110000;",
+    ]
     for _ in range(150):
         html = "".join(
             rng.choice(tags) if rng.random() < 0.2 else rng.choice(alphabet)
@@ -438,15 +462,65 @@ def reference(base: str, href: str) -> str | None:
 
 def test_the_resolver_matches_urljoin_on_random_hrefs() -> None:
     bases = [
-        "http://h.test/a/b/c.html", "http://h.test", "http://h.test/", "https://h.test:8443/a/b/",
-        "http://127.0.0.1:8080/x?q=1#f", "http://h.test/a//b/c", "http://h.test/a/./b",
-        "http://h.test/a;p?q", "http://user@h.test/a/b", "http://[::1]:80/a/b",
-        "http://h.test/%E4/x/", "HTTP://H.TEST/A", "ftp://h.test/a/",
-    ]  # fmt: skip
-    atoms = ["a", "b.html", "..", ".", "", "/", "//", "?", "#", ";", ":", "x:y", "http:", "https:",
-             "//h2.test", "h3.test:99", ":70000", ":65535", "%20", " ", "\t", "中", "[", "]", "@",
-             "q=1", "&", "=", "mailto:", "javascript:", "\\", "HTTP://", "\x01", "\xa0", "\u3000",
-             "\u200b", "\x7f", "'", "(", "~", "|", "..x", ".x"]  # fmt: skip
+        "http://h.test/a/b/c.html",
+        "http://h.test",
+        "http://h.test/",
+        "https://h.test:8443/a/b/",
+        "http://127.0.0.1:8080/x?q=1#f",
+        "http://h.test/a//b/c",
+        "http://h.test/a/./b",
+        "http://h.test/a;p?q",
+        "http://user@h.test/a/b",
+        "http://[::1]:80/a/b",
+        "http://h.test/%E4/x/",
+        "HTTP://H.TEST/A",
+        "ftp://h.test/a/",
+    ]
+    atoms = [
+        "a",
+        "b.html",
+        "..",
+        ".",
+        "",
+        "/",
+        "//",
+        "?",
+        "#",
+        ";",
+        ":",
+        "x:y",
+        "http:",
+        "https:",
+        "//h2.test",
+        "h3.test:99",
+        ":70000",
+        ":65535",
+        "%20",
+        " ",
+        "\t",
+        "中",
+        "[",
+        "]",
+        "@",
+        "q=1",
+        "&",
+        "=",
+        "mailto:",
+        "javascript:",
+        "\\",
+        "HTTP://",
+        "\x01",
+        "\xa0",
+        "\u3000",
+        "\u200b",
+        "\x7f",
+        "'",
+        "(",
+        "~",
+        "|",
+        "..x",
+        ".x",
+    ]
     prefixes = ["http://", "https://", "//", "/", "./", "../", "../../", "?", ""]
     rng = random.Random(5)
     for _ in range(400):
@@ -533,10 +607,26 @@ def test_the_resolver_on_the_shapes_links_usually_have() -> None:
 
 def test_dot_segments_in_root_paths_and_upper_case_schemes_resolve_as_urljoin_does() -> None:
     # resolve_all joins both shapes itself; each must equal urljoin, one by one and in a page
-    hrefs = ["/x/.././p/19.html", "/..", "/../a", "/a/../..", "/./", "/a/b/..", "/a/b/.",
-             "/x/.././item?cat=2&id=27", "/a/./b?q=/../c", "/a/..?", "/%2e%2e/a", "/a/.b/../c",
-             "HTTP://h.test/x", "Http://h.test", "HTTPS://h.test:99/a?b", "HTTP://h.test:99999/",
-             "HTTP://", "HtTp://H.Test/./a"]  # fmt: skip
+    hrefs = [
+        "/x/.././p/19.html",
+        "/..",
+        "/../a",
+        "/a/../..",
+        "/./",
+        "/a/b/..",
+        "/a/b/.",
+        "/x/.././item?cat=2&id=27",
+        "/a/./b?q=/../c",
+        "/a/..?",
+        "/%2e%2e/a",
+        "/a/.b/../c",
+        "HTTP://h.test/x",
+        "Http://h.test",
+        "HTTPS://h.test:99/a?b",
+        "HTTP://h.test:99999/",
+        "HTTP://",
+        "HtTp://H.Test/./a",
+    ]
     for base in ("http://h.test/a/b/c.html", "https://h.test:8443/d/?q=1"):
         r = LinkResolver(base)
         want = [reference(base, h) for h in hrefs]
@@ -550,10 +640,25 @@ def test_dot_segments_in_root_paths_and_upper_case_schemes_resolve_as_urljoin_do
 def test_bench_parse_command(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
     r = subprocess.run(
-        [sys.executable, "-m", "srcrawl.cli", "bench", "parse",
-         "--pages", "5", "--bs4-pages", "2", "--size-kb", "8"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "srcrawl.cli",
+            "bench",
+            "parse",
+            "--pages",
+            "5",
+            "--bs4-pages",
+            "2",
+            "--size-kb",
+            "8",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert "KiB page" in lines[0]
@@ -563,8 +668,12 @@ def test_bench_parse_command(tmp_path) -> None:
     assert float(rows["lxml"][4].replace(",", "")) > 0
     bad = subprocess.run(
         [sys.executable, "-m", "srcrawl.cli", "bench", "parse", "--size-kb", "0"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "size-kb" in bad.stderr
 
 
@@ -575,10 +684,23 @@ def test_bench_parse_over_a_directory_of_pages(tmp_path) -> None:
     (pages / "sub" / "blog.html").write_text(ORDINARY["blog-en"], encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
     r = subprocess.run(
-        [sys.executable, "-m", "srcrawl.cli", "bench", "parse", "--dir", str(pages),
-         "--rounds", "2"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "srcrawl.cli",
+            "bench",
+            "parse",
+            "--dir",
+            str(pages),
+            "--rounds",
+            "2",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith("parse benchmark: 2 pages under") and "2 rounds" in lines[0]
@@ -589,8 +711,12 @@ def test_bench_parse_over_a_directory_of_pages(tmp_path) -> None:
     (tmp_path / "text" / "notes.txt").write_text("<p>not a page</p>", encoding="utf-8")
     empty = subprocess.run(
         [sys.executable, "-m", "srcrawl.cli", "bench", "parse", "--dir", str(tmp_path / "text")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert empty.returncode != 0 and "no *.html" in empty.stderr
 
 

@@ -18,8 +18,9 @@ def lexbor(html: str, base: str = BASE):  # type: ignore[no-untyped-def]
     return page
 
 
-@pytest.mark.parametrize(("tag", "text"), [("div", "deep after"), ("b", "deepafter"),
-                                           ("table", "deep after")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("tag", "text"), [("div", "deep after"), ("b", "deepafter"), ("table", "deep after")]
+)
 def test_deep_nesting_stays_on_lexbor_in_linear_time(tag: str, text: str) -> None:
     # libxml2 gives up at depth 2048 (the lxml path then falls back to bs4);
     # lexbor builds the whole tree.
@@ -65,9 +66,13 @@ def test_anchor_text_per_url() -> None:
     )
     page = lexbor(html)
     assert page.links == [
-        "http://site.test/b/x.html", "http://site.test/b/y", "http://site.test/b/z",
-        "http://site.test/b/w", "http://site.test/b/v", "http://site.test/map",
-    ]  # fmt: skip
+        "http://site.test/b/x.html",
+        "http://site.test/b/y",
+        "http://site.test/b/z",
+        "http://site.test/b/w",
+        "http://site.test/b/v",
+        "http://site.test/map",
+    ]
     # only URLs of links with text, <a> only, joined in document order
     assert page.anchors == {
         "http://site.test/b/x.html": "First one block text",

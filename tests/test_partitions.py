@@ -69,8 +69,9 @@ def test_a_partitioned_crawl_fetches_exactly_the_reachable_set(web8, redis_url, 
     seeds = web8.seed_urls
     env = env_for(redis_url, keys.job, tmp_path)
     t0 = time.monotonic()
-    r = srcrawl(["crawl", *seeds, "--depth", str(DEPTH), "--slaves", "2", "--partitions", "4",
-                 *POLITE], env)  # fmt: skip
+    r = srcrawl(
+        ["crawl", *seeds, "--depth", str(DEPTH), "--slaves", "2", "--partitions", "4", *POLITE], env
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     pages = stored(env)
     urls = [p["url"] for p in pages]
@@ -103,16 +104,33 @@ def test_a_partitioned_crawl_fetches_exactly_the_reachable_set(web8, redis_url, 
 
 def _master(env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "srcrawl.cli", "master", "start"], env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [sys.executable, "-m", "srcrawl.cli", "master", "start"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _slave(env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "srcrawl.cli", "slave", "start", "--phases", "crawl", "--burst",
-         "--threads", "4"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "srcrawl.cli",
+            "slave",
+            "start",
+            "--phases",
+            "crawl",
+            "--burst",
+            "--threads",
+            "4",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _leases_by_process(client, parts: list[Keys]) -> dict[str, int]:
@@ -135,8 +153,15 @@ def crawl_shared_by_two_masters(
 
     env = {**env_for(redis_url, keys.job, tmp_path), "SRCRAWL_LEASE_TTL": "2"}
     cfg = Config.load(env=env)
-    opts = {"max_depth": DEPTH, "delay": 0.05, "delay_factor": 0, "max_delay": 1,
-            "fetch_timeout": 1, "robots_defer": 0.3, "partitions": partitions}  # fmt: skip
+    opts = {
+        "max_depth": DEPTH,
+        "delay": 0.05,
+        "delay_factor": 0,
+        "max_delay": 1,
+        "fetch_timeout": 1,
+        "robots_defer": 0.3,
+        "partitions": partitions,
+    }
     start_crawl(cfg, tw.seed_urls, strategy_from(opts))
     first, second = _master(env), _master(env)
     slaves = [_slave(env) for _ in range(4)]
@@ -159,9 +184,7 @@ def crawl_shared_by_two_masters(
 
 
 @pytest.mark.slow
-def test_two_masters_share_partitions_and_one_killed_is_taken_over(
-    web8, redis_url, keys, tmp_path
-):
+def test_two_masters_share_partitions_and_one_killed_is_taken_over(web8, redis_url, keys, tmp_path):
     env, pages = crawl_shared_by_two_masters(web8, redis_url, keys, tmp_path, 6)
     assert len({p["url"] for p in pages}) == len(pages)
     snapshot = json.loads(srcrawl(["status", "--json"], env).stdout)

@@ -31,8 +31,15 @@ from srcrawl.urls import fingerprint
 from .conftest import cli_env, run_cli
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 HOSTILE_TITLE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 HOSTILE_URL = "http://127.0.0.1:9/hostile"
 HOSTILE_TERM = "zyxwvhostile"
@@ -47,11 +54,28 @@ def _store_test_web(cfg: Config) -> Counter:
             continue
         parsed = parse_html(render(web, page).body.decode("utf-8", "replace"), page.url)
         words.update(set(re.findall(r"\b[a-z]{5,}\b", parsed.text.lower())))
-        pages.append(Page(fp=fingerprint(page.url), url=page.url, host="127.0.0.1", status=200,
-                          fetched_at=1.0, title=parsed.title, text=parsed.text))  # fmt: skip
-    pages.append(Page(fp=fingerprint(HOSTILE_URL), url=HOSTILE_URL, host="127.0.0.1:9",
-                      status=200, fetched_at=1.0, title=HOSTILE_TITLE,
-                      text=f"{HOSTILE_TERM} <b>bold</b> «not a mark» {HOSTILE_TERM}"))  # fmt: skip
+        pages.append(
+            Page(
+                fp=fingerprint(page.url),
+                url=page.url,
+                host="127.0.0.1",
+                status=200,
+                fetched_at=1.0,
+                title=parsed.title,
+                text=parsed.text,
+            )
+        )
+    pages.append(
+        Page(
+            fp=fingerprint(HOSTILE_URL),
+            url=HOSTILE_URL,
+            host="127.0.0.1:9",
+            status=200,
+            fetched_at=1.0,
+            title=HOSTILE_TITLE,
+            text=f"{HOSTILE_TERM} <b>bold</b> «not a mark» {HOSTILE_TERM}",
+        )
+    )
     cfg.store().put_pages(pages)
     return words
 
@@ -86,8 +110,10 @@ def test_a_snippet_is_escaped_but_for_the_marks_of_query_terms() -> None:
 
     out = marked("a <b> «engine» & «<i>» «other» «ＥＮＧＩＮＥ»", ["engine", "<i>"])
     assert isinstance(out, Markup)  # Jinja2 shows it as it is
-    assert str(out) == ("a &lt;b&gt; <mark>engine</mark> &amp; <mark>&lt;i&gt;</mark> «other» "
-                        "<mark>ＥＮＧＩＮＥ</mark>")  # fmt: skip
+    assert str(out) == (
+        "a &lt;b&gt; <mark>engine</mark> &amp; <mark>&lt;i&gt;</mark> «other» "
+        "<mark>ＥＮＧＩＮＥ</mark>"
+    )
 
 
 # -- the JSON API -----------------------------------------------------------------
@@ -115,15 +141,31 @@ def test_api_answers_like_srcrawl_search_json(indexed, portal_url) -> None:
 
 
 def test_unusable_queries_get_400_and_never_500(portal_url) -> None:
-    for q, message in [("", "empty query"), ("   ", "empty query"), ("the of 的", "no searchable"),
-                       ("x" * (MAX_QUERY_CHARS + 1), "characters long")]:  # fmt: skip
+    for q, message in [
+        ("", "empty query"),
+        ("   ", "empty query"),
+        ("the of 的", "no searchable"),
+        ("x" * (MAX_QUERY_CHARS + 1), "characters long"),
+    ]:
         r = _get(portal_url, "/api/search", q=q)
         assert r.status_code == 400 and message in r.json()["error"], (q, r.text)
     assert _get(portal_url, "/api/search", q="engine", page=1000).status_code == 400
     assert _get(portal_url, "/api/search", q="engine", size=0).status_code == 422
     assert _get(portal_url, "/api/search").status_code == 422
-    odd = ["%", "'; DROP TABLE pages; --", "\x00", "🦀🦀", "a" * 40 + " b", "北京 " * 60, "«»",
-           "<script>", "\\u0000", "NOT AND OR", "-", "中文" * 100]  # fmt: skip
+    odd = [
+        "%",
+        "'; DROP TABLE pages; --",
+        "\x00",
+        "🦀🦀",
+        "a" * 40 + " b",
+        "北京 " * 60,
+        "«»",
+        "<script>",
+        "\\u0000",
+        "NOT AND OR",
+        "-",
+        "中文" * 100,
+    ]
     for q in odd:
         for path in ("/api/search", "/"):
             r = _get(portal_url, path, q=q, page="2")
@@ -145,7 +187,9 @@ def test_the_hot_path_answers_as_fastapi_s_routes(indexed, portal_url) -> None:
     for query in plain:
         hot, routed = both("/api/search", query)
         assert (hot.status_code, hot.headers["content-type"]) == (
-            routed.status_code, routed.headers["content-type"]), query  # fmt: skip
+            routed.status_code,
+            routed.headers["content-type"],
+        ), query
         a, b = hot.json(), routed.json()
         a.pop("elapsed_ms", None), b.pop("elapsed_ms", None)
         assert a == b, query
@@ -229,18 +273,24 @@ def _metrics(url: str) -> dict[str, float]:
 
 def test_control_needs_the_admin_token(indexed, portal_url) -> None:
     cfg, _env, _word = indexed
-    assert requests.post(portal_url + "api/seeds", json={"urls": ["http://127.0.0.1:9/"]},
-                         timeout=10).status_code in (404, 405)  # fmt: skip
+    assert requests.post(
+        portal_url + "api/seeds", json={"urls": ["http://127.0.0.1:9/"]}, timeout=10
+    ).status_code in (404, 405)
     with serving_in_thread(build_portal(cfg, threads=1, admin_token="s3cret")) as url:
         seeds = {"urls": ["http://127.0.0.1:9/a"]}
         for header in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cre"}):
             r = requests.post(url + "api/seeds", json=seeds, headers=header, timeout=10)
             assert r.status_code == 403, (header, r.text)
-        r = requests.post(url + "api/seeds", json=seeds,
-                          headers={"Authorization": "Bearer s3cret"}, timeout=10)  # fmt: skip
+        r = requests.post(
+            url + "api/seeds", json=seeds, headers={"Authorization": "Bearer s3cret"}, timeout=10
+        )
         assert r.status_code == 200 and r.json()["added"] == 1, r.text
-        bad = requests.post(url + "api/seeds", json={"urls": ["ftp://x"]},
-                            headers={"Authorization": "Bearer s3cret"}, timeout=10)  # fmt: skip
+        bad = requests.post(
+            url + "api/seeds",
+            json={"urls": ["ftp://x"]},
+            headers={"Authorization": "Bearer s3cret"},
+            timeout=10,
+        )
         assert bad.status_code == 400
 
 

@@ -49,8 +49,12 @@ def test_known_items_hold_by_construction() -> None:
         if q.kind == "anchor":  # the words are in no text of the page, only in links to it
             ws = q.query.split() if q.lang == "en" else [q.query[:2], q.query[2:]]
             assert all(w not in own.text for w in ws), q
-            assert any(ws[0] in text for t in texts.values() for u, text in t.anchors.items()
-                       if canonicalize(u) == q.url), q  # fmt: skip
+            assert any(
+                ws[0] in text
+                for t in texts.values()
+                for u, text in t.anchors.items()
+                if canonicalize(u) == q.url
+            ), q
         elif q.kind == "title":
             assert all(w in own.title.lower() for w in q.query.split()), q
         else:  # a menu label: on every page of the host
@@ -74,8 +78,9 @@ def test_known_item_web_finds_the_page_meant(redis_url: str, tmp_path: Path) -> 
     store = open_store(DatabaseURL(kind="sqlite", path=str(db)))
     try:
         searcher = Searcher(store, Config.load(env=env).index_path)
-        ranks = [rank_of(q.url, [h.url for h in searcher.search(q.query, top=10).hits])
-                 for q in queries]  # fmt: skip
+        ranks = [
+            rank_of(q.url, [h.url for h in searcher.search(q.query, top=10).hits]) for q in queries
+        ]
     finally:
         store.close()
     scores = Scores(ranks)

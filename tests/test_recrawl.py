@@ -41,8 +41,20 @@ from .conftest import cli_env, run_cli
 from .test_lifecycle import CLI
 from .test_warc import _all_records, _warcio_check
 
-POLITE = ["--delay", "0.05", "--delay-factor", "0", "--max-delay", "1", "--fetch-timeout", "2",
-          "--robots-defer", "0.3", "--depth", "5"]  # fmt: skip
+POLITE = [
+    "--delay",
+    "0.05",
+    "--delay-factor",
+    "0",
+    "--max-delay",
+    "1",
+    "--fetch-timeout",
+    "2",
+    "--robots-defer",
+    "0.3",
+    "--depth",
+    "5",
+]
 REVISIT = ["--revisit", "1s", "--min-revisit", "1s", "--max-revisit", "2s"]
 MARGIN = 2.0
 """Seconds beyond the longest interval within which a new version must be stored."""
@@ -50,8 +62,9 @@ MARGIN = 2.0
 
 def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     out = open(log, "a")  # noqa: SIM115 - the child holds it
-    return subprocess.Popen([*CLI, *args], env=env, stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # fmt: skip
+    return subprocess.Popen(
+        [*CLI, *args], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
@@ -66,8 +79,11 @@ def regular(tw: TestWeb) -> dict[str, str]:
     sched = tw.web.changes
     assert sched is not None
     host = tw.base_url(1)
-    return {u: sched.kind(u)[0] for u, p in tw.web.pages.items()
-            if p.template == "regular" and u.startswith(host + "/")}  # fmt: skip
+    return {
+        u: sched.kind(u)[0]
+        for u, p in tw.web.pages.items()
+        if p.template == "regular" and u.startswith(host + "/")
+    }
 
 
 def stored(cfg: Config) -> dict[str, object]:
@@ -105,10 +121,18 @@ def changing(tmp_path: Path):
     # Crawl-delay short. A page's kind hangs on its URL, port included, and the ports
     # are drawn free: the first schedule whose 12 pages have every kind is taken.
     for seed in range(4, 24):
-        sched = ChangeSchedule(start=time.time(), seed=seed, changing=0.4, gone=0.25,
-                               periods=(3.0,), gone_after=14.0)  # fmt: skip
-        web = TestWeb.generate(hosts=2, pages=12, seed=9, changes=sched, flush_interval=0.2,
-                               crawl_delay=0.05, access_log=tmp_path / "access.log")  # fmt: skip
+        sched = ChangeSchedule(
+            start=time.time(), seed=seed, changing=0.4, gone=0.25, periods=(3.0,), gone_after=14.0
+        )
+        web = TestWeb.generate(
+            hosts=2,
+            pages=12,
+            seed=9,
+            changes=sched,
+            flush_interval=0.2,
+            crawl_delay=0.05,
+            access_log=tmp_path / "access.log",
+        )
         with web as tw:
             kinds = Counter(regular(tw).values())
             if kinds[STATIC] and kinds[CHANGING] and kinds[GONE]:
@@ -124,8 +148,9 @@ def test_a_running_crawl_keeps_the_store_fresh_with_304s_and_drops_gone_pages(
     tw = changing
     env = cli_env(redis_url, keys.job, tmp_path)
     log = tmp_path / "crawl.log"
-    master = start(["master", "start", tw.seed_urls[1], *POLITE, *REVISIT, "--keep-running"],
-                   env, log)  # fmt: skip
+    master = start(
+        ["master", "start", tw.seed_urls[1], *POLITE, *REVISIT, "--keep-running"], env, log
+    )
     slave = start(["slave", "start", "--threads", "4"], env, log)
     cfg = Config.load(env=env)
     urls = regular(tw)
@@ -181,9 +206,9 @@ def _revisits(paths: list[Path]) -> list[tuple]:
             elif kind == "revisit":  # written in place of the response: after its request
                 before, request, _h = records[i - 1]
                 assert before == "request" and request.get_header("WARC-Target-URI") == (
-                    head.get_header("WARC-Target-URI"))  # fmt: skip
-                assert request.get_header("WARC-Concurrent-To") == head.get_header(
-                    "WARC-Record-ID")  # fmt: skip
+                    head.get_header("WARC-Target-URI")
+                )
+                assert request.get_header("WARC-Concurrent-To") == head.get_header("WARC-Record-ID")
                 revisits.append((head, http))
     for head, http in revisits:
         original = responses[head.get_header("WARC-Refers-To")]  # an existing response
@@ -195,7 +220,8 @@ def _revisits(paths: list[Path]) -> list[tuple]:
         else:
             assert head.get_header("WARC-Profile") == REVISIT_PROFILE
             assert head.get_header("WARC-Payload-Digest") == original.get_header(
-                "WARC-Payload-Digest")  # fmt: skip
+                "WARC-Payload-Digest"
+            )
     return revisits
 
 
@@ -217,8 +243,11 @@ def test_unchanged_recrawls_leave_request_and_revisit_records(
     slave = start(["slave", "start", "--threads", "4"], env, log)
     cfg = Config.load(env=env)
     static = [u for u, k in regular(changing).items() if k == STATIC]  # answered 304
-    plain = [u for u, p in still.web.pages.items()  # answered 200, the same body
-             if p.template == "regular" and u.startswith(still.base_url(1) + "/")]  # fmt: skip
+    plain = [
+        u
+        for u, p in still.web.pages.items()  # answered 200, the same body
+        if p.template == "regular" and u.startswith(still.base_url(1) + "/")
+    ]
 
     def rechecked() -> bool:
         pages = stored(cfg)
@@ -237,7 +266,8 @@ def test_unchanged_recrawls_leave_request_and_revisit_records(
     dates: dict[str, set[str]] = {}
     for head, _http in revisits:
         dates.setdefault(head.get_header("WARC-Target-URI"), set()).add(
-            head.get_header("WARC-Date"))  # fmt: skip
+            head.get_header("WARC-Date")
+        )
     # each unchanged page's last check left its revisit; its row still reads body and text
     store = cfg.store()
     pages = stored(cfg)
@@ -254,12 +284,18 @@ def test_unchanged_recrawls_leave_request_and_revisit_records(
     # slave dropped when it stopped), and a 200 with the same body is one too
     time.sleep(0.5)  # the access log is written every 0.2 s
     sent = Counter(e["url"] for e in changing.log_entries() if e["status"] == 304)
-    kept = Counter(h.get_header("WARC-Target-URI") for h, http in revisits
-                   if h.get_header("WARC-Profile") == NOT_MODIFIED_PROFILE)  # fmt: skip
+    kept = Counter(
+        h.get_header("WARC-Target-URI")
+        for h, http in revisits
+        if h.get_header("WARC-Profile") == NOT_MODIFIED_PROFILE
+    )
     assert all(0 < kept[u] <= sent[u] for u in static), (kept, sent)
     assert sum(sent.values()) - 4 <= sum(kept.values()) <= sum(sent.values())
-    assert all(h.get_header("WARC-Profile") == REVISIT_PROFILE
-               for h, _http in revisits if h.get_header("WARC-Target-URI") in plain)  # fmt: skip
+    assert all(
+        h.get_header("WARC-Profile") == REVISIT_PROFILE
+        for h, _http in revisits
+        if h.get_header("WARC-Target-URI") in plain
+    )
     cfg.close()
 
 

@@ -37,8 +37,11 @@ def test_a_cluster_url_gives_a_cluster_client(redis_cluster) -> None:
 
 @pytest.mark.parametrize(
     ("url", "message"),
-    [("redis+cluster://", "bad cluster node"), ("redis+cluster://a:1,b", "bad cluster node"),
-     ("redis+cluster://a:1?ssl_ca_certs=x", "TLS option")],
+    [
+        ("redis+cluster://", "bad cluster node"),
+        ("redis+cluster://a:1,b", "bad cluster node"),
+        ("redis+cluster://a:1?ssl_ca_certs=x", "TLS option"),
+    ],
 )
 def test_a_malformed_cluster_url_is_named(url, message) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -85,9 +88,10 @@ def test_the_crawl_survives_the_death_of_its_primary(keys, tmp_path) -> None:
     from srcrawl.testcluster import RedisClusterProcesses
 
     redis_cluster = RedisClusterProcesses(tmp_path / "cluster").start()  # its own: one dies
-    with redis_cluster_stopped(redis_cluster), TestWeb.generate(
-        hosts=3, pages=20, seed=13, latency_ms=30
-    ) as tw:
+    with (
+        redis_cluster_stopped(redis_cluster),
+        TestWeb.generate(hosts=3, pages=20, seed=13, latency_ms=30) as tw,
+    ):
         seeds = tw.seed_urls
         env = env_for(redis_cluster.url, keys.job, tmp_path)
         crawl = background_crawl(seeds, env)

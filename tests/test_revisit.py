@@ -41,8 +41,16 @@ def test_the_digest_is_of_title_and_text_with_numbers_folded() -> None:
 
 def test_a_fetched_outcome_carries_the_next_fetch_with_its_validators() -> None:
     task = FetchTask(URL, 7, 2, "127.0.0.1:1", tries=1, failed=1)
-    nxt = FetchTask(URL, 7, 2, "127.0.0.1:1", revisit=3.5, etag='"2-ab"',
-                    modified="Mon, 01 Jan 2024 00:00:00 GMT", digest=-5)  # fmt: skip
+    nxt = FetchTask(
+        URL,
+        7,
+        2,
+        "127.0.0.1:1",
+        revisit=3.5,
+        etag='"2-ab"',
+        modified="Mon, 01 Jan 2024 00:00:00 GMT",
+        digest=-5,
+    )
     out = read_outcome(Fetched(task, 200, 12.0, next=nxt, changed=True).encode())
     assert isinstance(out, Fetched) and out.next == nxt and out.changed is True
     assert not out.task.recrawl and out.next.recrawl

@@ -239,9 +239,12 @@ def test_a_timeout_defers(web: Web, make_cache) -> None:
 def test_redirects_are_followed(web: Web, make_cache) -> None:
     target = web.origin({"/real-robots.txt": fixed(200, b"User-agent: *\nDisallow: /moved\n")})
     origin = web.origin(
-        {"/robots.txt": redirect("/r1"), "/r1": redirect("/r2"),
-         "/r2": redirect(f"{target}/real-robots.txt")}
-    )  # fmt: skip
+        {
+            "/robots.txt": redirect("/r1"),
+            "/r1": redirect("/r2"),
+            "/r2": redirect(f"{target}/real-robots.txt"),
+        }
+    )
     rules, result = make_cache().fetch_and_store(origin)
     assert result.status == 200 and result.url == f"{target}/real-robots.txt"
     assert rules.source == "rules" and rules.origin == origin
@@ -318,8 +321,11 @@ def test_the_crawl_handler_fetches_robots_txt_on_its_multi_handle(
     cfg = Config(redis_url=redis_url, db=db, job=keys.job, home=tmp_path)
     cfg.store().init_schema()
     seeds = (target, moved, down)  # in scope, and their own loopback origins are allowed
-    publish(cfg.redis(), cfg.keys, CrawlStrategy(seed_hosts=tuple(host_of(o + "/") for o in seeds),
-                                                 seed_origins=seeds))  # fmt: skip
+    publish(
+        cfg.redis(),
+        cfg.keys,
+        CrawlStrategy(seed_hosts=tuple(host_of(o + "/") for o in seeds), seed_origins=seeds),
+    )
     handler = CrawlHandler(cfg, threads=4)
 
     def task(url: str, fp: int) -> bytes:
@@ -334,13 +340,18 @@ def test_the_crawl_handler_fetches_robots_txt_on_its_multi_handle(
         return out
 
     try:
-        first = {"moved": task(moved + "/page", 1), "down": task(down + "/page", 2),
-                 "target": task(target + "/page", 3)}  # fmt: skip
+        first = {
+            "moved": task(moved + "/page", 1),
+            "down": task(down + "/page", 2),
+            "target": task(target + "/page", 3),
+        }
         assert all(handler.start(t) is None for t in first.values())
         outcomes = drain()
         assert {name: outcomes[t].kind for name, t in first.items()} == {
-            "moved": "robots", "down": "deferred", "target": "robots",
-        }  # fmt: skip
+            "moved": "robots",
+            "down": "deferred",
+            "target": "robots",
+        }
         # the rules are cached now: a disallowed page ends at start, an allowed one is fetched
         assert decode(handler.start(task(target + "/private/a", 4))).kind == "disallowed"
         assert decode(handler.start(task(moved + "/private/b", 5))).kind == "disallowed"

@@ -21,16 +21,28 @@ def test_a_role_crosses_the_process_boundary_as_typed_json() -> None:
     assert role_from_json(role_to_json(slave)) == slave
     master = CrawlMasterRole(keep_running=True)
     assert role_from_json(role_to_json(master)) == master
-    for bad in ("", "[]", '{"role": "chef"}', '{"role": "slave", "phases": ["nap"]}',
-                '{"role": "slave", "threads": 0}', '{"role": "slave", "colour": 1}'):  # fmt: skip
+    for bad in (
+        "",
+        "[]",
+        '{"role": "chef"}',
+        '{"role": "slave", "phases": ["nap"]}',
+        '{"role": "slave", "threads": 0}',
+        '{"role": "slave", "colour": 1}',
+    ):
         with pytest.raises(ConfigError):
             role_from_json(bad)
 
 
 def test_the_child_entry_point_refuses_a_malformed_role_with_one_line(tmp_path) -> None:
-    r = subprocess.run([sys.executable, "-m", "srcrawl.child"], input='{"role": "chef"}',
-                       capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                       env={**os.environ, "PYTHONPATH": os.getcwd()})  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "srcrawl.child"],
+        input='{"role": "chef"}',
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     assert r.returncode == 2
     assert r.stderr.startswith("srcrawl: not a role of a local run") and "Traceback" not in r.stderr
 
@@ -46,9 +58,14 @@ def test_a_phase_run_logs_each_slave_in_one_place_and_sees_them_die(
     redis_url, keys, tmp_path
 ) -> None:
     home = tmp_path / "home"
-    cfg = Config.load(env={"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_JOB": keys.job,
-                           "SRCRAWL_HOME": str(home),
-                           "SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db"})  # fmt: skip
+    cfg = Config.load(
+        env={
+            "SRCRAWL_REDIS_URL": redis_url,
+            "SRCRAWL_JOB": keys.job,
+            "SRCRAWL_HOME": str(home),
+            "SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db",
+        }
+    )
     logs = home / "logs" / keys.job / "pagerank"
     with PhaseRun(cfg, "pagerank", 2) as run:
         assert run.local is run and run.log_dir == logs

@@ -16,9 +16,17 @@ from srcrawl.testweb.urls import canonical
 def test_scrapy_peer_fetches_the_expected_pages_politely(tmp_path) -> None:
     log = tmp_path / "access.jsonl"
     with TestWeb.generate(
-        hosts=4, pages=15, seed=3, latency_ms=20, slow_seconds=2, robots_failures=0,
-        crawl_delay=0, large_bytes=100_000, access_log=log, flush_interval=0.1,
-    ) as web:  # fmt: skip
+        hosts=4,
+        pages=15,
+        seed=3,
+        latency_ms=20,
+        slow_seconds=2,
+        robots_failures=0,
+        crawl_delay=0,
+        large_bytes=100_000,
+        access_log=log,
+        flush_interval=0.1,
+    ) as web:
         seeds = web.seed_urls[1:]  # as the benchmark: host 0 holds the timeout and trap cases
         scope = {urlsplit(s).netloc for s in seeds}
         for depth in (1, 20):

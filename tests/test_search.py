@@ -22,11 +22,13 @@ FILLER = [
 ]
 
 
-def make_page(name: str, text: str, title: str = "", fetched_at: float = 1.0,
-              host: str = "127.0.0.1:9") -> Page:  # fmt: skip
+def make_page(
+    name: str, text: str, title: str = "", fetched_at: float = 1.0, host: str = "127.0.0.1:9"
+) -> Page:
     url = f"http://{host}/{name}"
-    return Page(fp=fingerprint(url), url=url, host=host, fetched_at=fetched_at,
-                title=title, text=text)  # fmt: skip
+    return Page(
+        fp=fingerprint(url), url=url, host=host, fetched_at=fetched_at, title=title, text=text
+    )
 
 
 @pytest.fixture
@@ -45,9 +47,12 @@ def index_pages(store, index, pages: list[Page]) -> Searcher:
 def corpus() -> list[Page]:
     pages = [make_page(f"filler-{i}", FILLER[i % len(FILLER)] + f" 第{i}页") for i in range(40)]
     pages.append(
-        make_page("planted", "量子纠缠是一种物理现象。The tesseract appears in 量子纠缠 research.",
-                  title="量子纠缠 tesseract")
-    )  # fmt: skip
+        make_page(
+            "planted",
+            "量子纠缠是一种物理现象。The tesseract appears in 量子纠缠 research.",
+            title="量子纠缠 tesseract",
+        )
+    )
     return pages
 
 
@@ -80,8 +85,12 @@ def test_a_page_short_of_a_word_passes_only_when_it_scores_far_more(store, index
     # answers names its topic throughout but says "move" where the query says "migrate"
     titles = " ".join(f"chapter{i} section{i}" for i in range(150))
     toc = make_page("toc", f"contents {titles} migrate iptables nftables", title="Contents")
-    answer = make_page("answer", "nftables replaces iptables: move the iptables rules to "
-                       "nftables with iptables-translate. " * 3, title="nftables")  # fmt: skip
+    answer = make_page(
+        "answer",
+        "nftables replaces iptables: move the iptables rules to "
+        "nftables with iptables-translate. " * 3,
+        title="nftables",
+    )
     searcher = index_pages(store, index, [toc, answer, *corpus()])
     result = searcher.search("migrate iptables nftables")
     assert result.mode == "and" and result.matches == 1  # only the toc has every word
@@ -310,13 +319,13 @@ def test_hostile_queries_get_sensible_answers(store, index) -> None:
         "%' OR term LIKE '%",
         "量子纠缠' UNION SELECT url FROM pages --",
         'title:x AND body:* NOT "unclosed',
-        "site: -site: -- \"\"",
+        'site: -site: -- ""',
     ]:
         result = searcher.search(query)
         assert all(h.url.startswith("http://127.0.0.1:9/") for h in result.hits)
     assert store.count("pages") == pages_before
-    assert searcher.search("量子纠缠' UNION SELECT url FROM pages --").hits[0].url.endswith(
-        "/planted"
+    assert (
+        searcher.search("量子纠缠' UNION SELECT url FROM pages --").hits[0].url.endswith("/planted")
     )
     nothing = searcher.search("zzzunknown 无此词语哈")
     assert nothing.mode == "none" and nothing.hits == [] and nothing.notes

@@ -28,13 +28,24 @@ def env(redis_url, keys, tmp_path, monkeypatch) -> dict:
     pages = [(f"p{i}", f"第{i}页 分布式系统 message queue 北京 {i % 3}") for i in range(30)]
     pages.append(("planted", "量子纠缠 tesseract 量子纠缠"))
     store.put_pages(
-        Page(fp=fingerprint(f"http://127.0.0.1:9/{name}"), url=f"http://127.0.0.1:9/{name}",
-             host="127.0.0.1:9", fetched_at=1.0, title=name, text=text)
+        Page(
+            fp=fingerprint(f"http://127.0.0.1:9/{name}"),
+            url=f"http://127.0.0.1:9/{name}",
+            host="127.0.0.1:9",
+            fetched_at=1.0,
+            title=name,
+            text=text,
+        )
         for name, text in pages
-    )  # fmt: skip
+    )
     store.close()
-    return {**os.environ, "SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_DB_URL": f"sqlite:///{db}",
-            "SRCRAWL_JOB": keys.job, "SRCRAWL_HOME": str(tmp_path / "home")}  # fmt: skip
+    return {
+        **os.environ,
+        "SRCRAWL_REDIS_URL": redis_url,
+        "SRCRAWL_DB_URL": f"sqlite:///{db}",
+        "SRCRAWL_JOB": keys.job,
+        "SRCRAWL_HOME": str(tmp_path / "home"),
+    }
 
 
 @pytest.mark.slow

@@ -31,8 +31,14 @@ def index(store, index_dir, pages: list[Page]) -> None:
 def twin(page: Page, n: int) -> Page:
     """A copy of ``page`` under another URL: the same postings, so the same scores."""
     url = f"{page.url}/twin-{n}"
-    return Page(fp=fingerprint(url), url=url, host=page.host,
-                fetched_at=page.fetched_at, title=page.title, text=page.text)  # fmt: skip
+    return Page(
+        fp=fingerprint(url),
+        url=url,
+        host=page.host,
+        fetched_at=page.fetched_at,
+        title=page.title,
+        text=page.text,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +94,14 @@ def test_the_portal_finds_a_page_indexed_after_it_started(store, db_url, pages, 
         common = queries(pages)[-2]
         before = pool.search(common)
         assert pool.search("qyzzyx").result.mode == "none"
-        fresh = Page(fp=12345, url="http://127.0.0.1:9/fresh", host="127.0.0.1:9",
-                     fetched_at=2.0, title="qyzzyx", text=f"qyzzyx {common} qyzzyx")  # fmt: skip
+        fresh = Page(
+            fp=12345,
+            url="http://127.0.0.1:9/fresh",
+            host="127.0.0.1:9",
+            fetched_at=2.0,
+            title="qyzzyx",
+            text=f"qyzzyx {common} qyzzyx",
+        )
         index(store, tmp_path, [fresh])
         pool.reader.reload()  # (it reloads on its own within a second)
         after = pool.search("qyzzyx")
@@ -105,8 +117,11 @@ def test_the_portal_finds_a_page_indexed_after_it_started(store, db_url, pages, 
 
 def test_nfkc_of_common_text_is_unicodedata_s() -> None:
     foldable, _mapped, _table = _fold_table()
-    chars = [chr(c) for c in range(sys.maxunicode + 1)
-             if not 0xD800 <= c <= 0xDFFF and foldable.fullmatch(chr(c))]  # fmt: skip
+    chars = [
+        chr(c)
+        for c in range(sys.maxunicode + 1)
+        if not 0xD800 <= c <= 0xDFFF and foldable.fullmatch(chr(c))
+    ]
     assert len(chars) > 27_000 and "，" in chars and "ｶ" not in chars and "\u3099" not in chars
     for c in chars:
         assert nfkc(c) == unicodedata.normalize("NFKC", c), hex(ord(c))
@@ -133,8 +148,10 @@ def test_terms_are_found_as_re_ignorecase_finds_them() -> None:
     alphabet = "abkisKIS \u212aſıİ搜索引擎éÉ-_.x1"
     for _ in range(3000):
         text = "".join(rng.choice(alphabet) for _ in range(30))
-        terms = ["".join(rng.choice(alphabet.strip()) for _ in range(rng.randint(1, 3)))
-                 for _ in range(rng.randint(1, 3))]  # fmt: skip
+        terms = [
+            "".join(rng.choice(alphabet.strip()) for _ in range(rng.randint(1, 3)))
+            for _ in range(rng.randint(1, 3))
+        ]
         ordered = sorted(set(terms), key=len, reverse=True)
         plain = re.compile("|".join(re.escape(t) for t in ordered), re.IGNORECASE)
         fast = term_pattern(terms)

@@ -107,9 +107,16 @@ def _certificate(
 
 def _key_usage(**granted: bool) -> x509.KeyUsage:
     names = (
-        "digital_signature", "content_commitment", "key_encipherment", "data_encipherment",
-        "key_agreement", "key_cert_sign", "crl_sign", "encipher_only", "decipher_only",
-    )  # fmt: skip
+        "digital_signature",
+        "content_commitment",
+        "key_encipherment",
+        "data_encipherment",
+        "key_agreement",
+        "key_cert_sign",
+        "crl_sign",
+        "encipher_only",
+        "decipher_only",
+    )
     return x509.KeyUsage(**{n: granted.get(n, False) for n in names})
 
 
@@ -132,10 +139,12 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     other = _certificate("another CA", other_key, None, usage="ca")
     return Pki(
         ca=_pem(ca, d / "ca.crt"),
-        server_cert=paths["server"][0], server_key=paths["server"][1],
-        client_cert=paths["client"][0], client_key=paths["client"][1],
+        server_cert=paths["server"][0],
+        server_key=paths["server"][1],
+        client_cert=paths["client"][0],
+        client_key=paths["client"][1],
         other_ca=_pem(other, d / "other-ca.crt"),
-    )  # fmt: skip
+    )
 
 
 # -- servers -------------------------------------------------------------------------
@@ -264,23 +273,43 @@ def mariadb(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[int]
     d = tmp_path_factory.mktemp("mariadb")
     as_root = ["--user=root"] if os.geteuid() == 0 else []
     subprocess.run(
-        [install_db, "--no-defaults", f"--datadir={d / 'data'}", "--skip-test-db",
-         "--auth-root-authentication-method=normal", *as_root],
-        check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
+        [
+            install_db,
+            "--no-defaults",
+            f"--datadir={d / 'data'}",
+            "--skip-test-db",
+            "--auth-root-authentication-method=normal",
+            *as_root,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     port, socket = free_port(), str(d / "mysqld.sock")
 
     def root() -> pymysql.connections.Connection:
         return pymysql.connect(unix_socket=socket, user="root", connect_timeout=2)
 
     proc = _serve(
-        [mariadbd, "--no-defaults", f"--datadir={d / 'data'}", f"--socket={socket}",
-         f"--port={port}", "--bind-address=127.0.0.1", f"--pid-file={d / 'mysqld.pid'}",
-         f"--log-error={d / 'error.log'}", "--skip-log-bin", "--innodb-buffer-pool-size=16M",
-         f"--ssl-ca={pki.ca}", f"--ssl-cert={pki.server_cert}", f"--ssl-key={pki.server_key}",
-         *as_root],
-        lambda: bool(root().close() or True), d / "error.log",
-    )  # fmt: skip
+        [
+            mariadbd,
+            "--no-defaults",
+            f"--datadir={d / 'data'}",
+            f"--socket={socket}",
+            f"--port={port}",
+            "--bind-address=127.0.0.1",
+            f"--pid-file={d / 'mysqld.pid'}",
+            f"--log-error={d / 'error.log'}",
+            "--skip-log-bin",
+            "--innodb-buffer-pool-size=16M",
+            f"--ssl-ca={pki.ca}",
+            f"--ssl-cert={pki.server_cert}",
+            f"--ssl-key={pki.server_key}",
+            *as_root,
+        ],
+        lambda: bool(root().close() or True),
+        d / "error.log",
+    )
     if isinstance(proc, str):
         pytest.fail(proc)
     conn = root()
@@ -308,8 +337,12 @@ def srcrawl(
     full.update(env)
     return subprocess.run(
         [sys.executable, "-m", "srcrawl.cli", *args],
-        cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+        cwd=cwd,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def one_error_line(r: subprocess.CompletedProcess, needle: str) -> None:
@@ -329,8 +362,11 @@ def secret_file(directory: Path, name: str, url: str) -> Path:
 # -- Redis -----------------------------------------------------------------------------
 @pytest.mark.parametrize("acl", [False, True], ids=["requirepass", "acl-user"])
 def test_commands_work_with_a_redis_password_or_acl_user(password_redis, tmp_path, acl) -> None:
-    env = {"SRCRAWL_REDIS_URL": redis_password_url(password_redis, acl=acl),
-           "SRCRAWL_HOME": str(tmp_path), "SRCRAWL_JOB": "authjob"}  # fmt: skip
+    env = {
+        "SRCRAWL_REDIS_URL": redis_password_url(password_redis, acl=acl),
+        "SRCRAWL_HOME": str(tmp_path),
+        "SRCRAWL_JOB": "authjob",
+    }
     for args in (["db", "init"], ["seed", "http://127.0.0.1:9/"], ["status"], ["status", "--json"]):
         r = srcrawl(args, env, tmp_path)
         assert r.returncode == 0, r.stderr
@@ -436,8 +472,14 @@ def test_the_store_works_over_tls_for_a_user_that_requires_it(mariadb, pki) -> N
     store = open_store(db)
     try:
         store.init_schema()
-        p = Page(fp=7, url="http://127.0.0.1/tls", host="127.0.0.1", fetched_at=1.5,
-                 status=200, title="over TLS")  # fmt: skip
+        p = Page(
+            fp=7,
+            url="http://127.0.0.1/tls",
+            host="127.0.0.1",
+            fetched_at=1.5,
+            status=200,
+            title="over TLS",
+        )
         store.save_fetched([p], [(7, 8)])
         assert store.get_pages([7]) == [p]
         cur = store._conn.cursor()
@@ -520,21 +562,43 @@ def test_a_crawl_and_an_index_show_no_secret(password_redis, mariadb, pki, tmp_p
     db_file = secret_file(tmp_path, "d", mysql_tls_url(mariadb, pki))
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
-    env.update(SRCRAWL_REDIS_URL_FILE=str(redis_file), SRCRAWL_DB_URL_FILE=str(db_file),
-               SRCRAWL_HOME=str(home), SRCRAWL_JOB="secretjob")  # fmt: skip
+    env.update(
+        SRCRAWL_REDIS_URL_FILE=str(redis_file),
+        SRCRAWL_DB_URL_FILE=str(db_file),
+        SRCRAWL_HOME=str(home),
+        SRCRAWL_JOB="secretjob",
+    )
     cmdlines: dict[int, str] = {}
     environs: dict[int, str] = {}
     outputs = []
     with TestWeb.generate(hosts=2, pages=12, seed=3, slow_seconds=1) as web:
         for args in (
-            ["crawl", *web.seed_urls, "--depth", "2", "--slaves", "2", "--delay", "0",
-             "--delay-factor", "0", "--fetch-timeout", "1", "--robots-defer", "0.2"],
+            [
+                "crawl",
+                *web.seed_urls,
+                "--depth",
+                "2",
+                "--slaves",
+                "2",
+                "--delay",
+                "0",
+                "--delay-factor",
+                "0",
+                "--fetch-timeout",
+                "1",
+                "--robots-defer",
+                "0.2",
+            ],
             ["index", "--slaves", "2"],
-        ):  # fmt: skip
+        ):
             proc = subprocess.Popen(
-                [sys.executable, "-m", "srcrawl.cli", *args], env=env, cwd=tmp_path,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            )  # fmt: skip
+                [sys.executable, "-m", "srcrawl.cli", *args],
+                env=env,
+                cwd=tmp_path,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             _watch(proc, cmdlines, environs)
             out, err = proc.communicate(timeout=120)
             assert proc.returncode == 0, err[-3000:]
@@ -548,9 +612,12 @@ def test_a_crawl_and_an_index_show_no_secret(password_redis, mariadb, pki, tmp_p
     # the crawl went to these servers (not to an embedded default), as the files said
     assert not (home / "redis.url").exists()
     cfg = Config.load(
-        env={"SRCRAWL_REDIS_URL": redis_password_url(password_redis, acl=True),
-             "SRCRAWL_DB_URL": mysql_tls_url(mariadb, pki), "SRCRAWL_JOB": "secretjob"}
-    )  # fmt: skip
+        env={
+            "SRCRAWL_REDIS_URL": redis_password_url(password_redis, acl=True),
+            "SRCRAWL_DB_URL": mysql_tls_url(mariadb, pki),
+            "SRCRAWL_JOB": "secretjob",
+        }
+    )
     assert cfg.store().count("pages") >= 12
     with cfg.store().transaction() as cur:
         cur.execute("SELECT name, phase, state, stats FROM jobs")

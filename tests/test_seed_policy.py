@@ -24,8 +24,18 @@ from .conftest import cli_env, run_cli
 from .test_fetch_policy import Route, page, serve
 from .test_health import start, stop
 
-QUICK = ["--delay", "0", "--delay-factor", "0", "--fetch-timeout", "2", "--robots-defer",
-         "0.2", "--depth", "3"]  # fmt: skip
+QUICK = [
+    "--delay",
+    "0",
+    "--delay-factor",
+    "0",
+    "--fetch-timeout",
+    "2",
+    "--robots-defer",
+    "0.2",
+    "--depth",
+    "3",
+]
 
 
 def counted(body: bytes, hits: list[str], name: str) -> Route:
@@ -66,8 +76,9 @@ def test_a_seed_refused_by_a_fetch_is_crawled_once_allowed(redis_url, keys, tmp_
     seed = f"http://127.0.0.1:{web.server_address[1]}/"
     env = cli_env(redis_url, keys.job, tmp_path)
     log = tmp_path / "crawl.log"
-    master = start(["master", "start", seed, *QUICK, "--allow-domain", "localhost",
-                    "--keep-running"], env, log)  # fmt: skip
+    master = start(
+        ["master", "start", seed, *QUICK, "--allow-domain", "localhost", "--keep-running"], env, log
+    )
     slave = start(["slave", "start", "--threads", "2"], env, log)
     cfg = Config.load(env=env)
     try:

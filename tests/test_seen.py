@@ -12,8 +12,9 @@ from srcrawl.master.seen import bloom_add
 
 def _bloom() -> ScalableBloomFilter:
     # a small first filter, so that the stream below fills it and two more start
-    return ScalableBloomFilter(initial_capacity=500, error_rate=1e-4,
-                               mode=ScalableBloomFilter.LARGE_SET_GROWTH)  # fmt: skip
+    return ScalableBloomFilter(
+        initial_capacity=500, error_rate=1e-4, mode=ScalableBloomFilter.LARGE_SET_GROWTH
+    )
 
 
 def test_adding_once_hashed_is_pybloom_add_bit_for_bit() -> None:

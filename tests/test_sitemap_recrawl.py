@@ -85,8 +85,9 @@ def test_a_crawl_reset_forgets_the_sitemaps_lastmod(redis_url, keys, tmp_path) -
 
 
 def test_the_changing_web_serves_its_live_lastmods() -> None:
-    sched = ChangeSchedule(start=1000.0, seed=3, changing=0.5, gone=0.0, periods=(4.0,),
-                           sitemap=True)  # fmt: skip
+    sched = ChangeSchedule(
+        start=1000.0, seed=3, changing=0.5, gone=0.0, periods=(4.0,), sitemap=True
+    )
     with TestWeb.generate(hosts=2, pages=15, seed=1, changes=sched) as tw:
         origin = tw.base_url(1)
         kinds = regular(tw)
@@ -103,29 +104,56 @@ def test_the_changing_web_serves_its_live_lastmods() -> None:
 def test_a_page_whose_lastmod_moves_is_fetched_before_its_revisit(
     redis_url, keys, tmp_path: Path
 ) -> None:
-    sched = ChangeSchedule(start=time.time(), seed=4, changing=0.5, gone=0.0, periods=(3.0,),
-                           sitemap=True)  # fmt: skip
-    with TestWeb.generate(hosts=2, pages=8, seed=9, changes=sched, flush_interval=0.2,
-                          crawl_delay=0.05, access_log=tmp_path / "access.log") as tw:  # fmt: skip
+    sched = ChangeSchedule(
+        start=time.time(), seed=4, changing=0.5, gone=0.0, periods=(3.0,), sitemap=True
+    )
+    with TestWeb.generate(
+        hosts=2,
+        pages=8,
+        seed=9,
+        changes=sched,
+        flush_interval=0.2,
+        crawl_delay=0.05,
+        access_log=tmp_path / "access.log",
+    ) as tw:
         kinds = regular(tw)
         env = cli_env(redis_url, keys.job, tmp_path)
         log = tmp_path / "crawl.log"
         # every page waits a minute to be fetched again; the sitemap is read again every
         # 2 s, robots.txt only once (it stays cached an hour)
-        args = ["master", "start", tw.seed_urls[1], "--delay", "0.05", "--delay-factor", "0",
-                "--max-delay", "1", "--depth", "5", "--revisit", "60s", "--revisit-policy",
-                "uniform", "--sitemap-every", "2s", "--keep-running"]  # fmt: skip
+        args = [
+            "master",
+            "start",
+            tw.seed_urls[1],
+            "--delay",
+            "0.05",
+            "--delay-factor",
+            "0",
+            "--max-delay",
+            "1",
+            "--depth",
+            "5",
+            "--revisit",
+            "60s",
+            "--revisit-policy",
+            "uniform",
+            "--sitemap-every",
+            "2s",
+            "--keep-running",
+        ]
         master = start(args, env, log)
         slave = start(["slave", "start", "--threads", "4"], env, log)
         cfg = Config.load(env=env)
         try:
             t0 = time.time()
-            wait_until(lambda: _fetches(tw, kinds, CHANGING) >= 2, 20,
-                       "no changing page was fetched again")  # fmt: skip
+            wait_until(
+                lambda: _fetches(tw, kinds, CHANGING) >= 2, 20, "no changing page was fetched again"
+            )
             took = time.time() - t0
             time.sleep(1.0)
-            stats = {k.decode(): int(v) for k, v in
-                     cfg.redis().hgetall(cfg.keys.stats("crawl")).items()}  # fmt: skip
+            stats = {
+                k.decode(): int(v) for k, v in cfg.redis().hgetall(cfg.keys.stats("crawl")).items()
+            }
         finally:
             stop(slave)
             stop(master)
@@ -161,21 +189,34 @@ def test_a_page_its_sitemap_told_right_waits_longest_and_a_wrong_one_is_not_move
     def fetched(name: str, changed: bool) -> bytes:
         url = f"http://127.0.0.1:9/{name}"
         fp = fingerprint_of(url)
-        task = FetchTask(url, fp, 0, "127.0.0.1:9", revisit=10.0,
-                         history=ChangeHistory(2, 1, 20, before))  # fmt: skip
+        task = FetchTask(
+            url, fp, 0, "127.0.0.1:9", revisit=10.0, history=ChangeHistory(2, 1, 20, before)
+        )
         nxt = replace(task, history=ChangeHistory(3, 2, 120, time.time()))
         return Fetched(task, 200, 1.0, next=nxt, changed=changed).encode()
 
     # right found unchanged, wrong changed; later changed after its fetch: it tells nothing
     told = {"right": before - 50, "wrong": before - 50, "later": time.time() + 5}
-    record_lastmod(cfg.redis(), cfg.keys, [(fingerprint_of(f"http://127.0.0.1:9/{n}"), t)
-                                           for n, t in told.items()])  # fmt: skip
-    master.process([fetched("right", False), fetched("wrong", True), fetched("none", False),
-                    fetched("later", False)])  # fmt: skip
-    due = {int(fp): t / 1000 - time.time()
-           for fp, t in cfg.redis().zrange(cfg.keys.crawl_due, 0, -1, withscores=True)}  # fmt: skip
-    right, wrong, later, none = (fingerprint_of(f"http://127.0.0.1:9/{n}")
-                                 for n in told | {"none": 0})  # fmt: skip
+    record_lastmod(
+        cfg.redis(),
+        cfg.keys,
+        [(fingerprint_of(f"http://127.0.0.1:9/{n}"), t) for n, t in told.items()],
+    )
+    master.process(
+        [
+            fetched("right", False),
+            fetched("wrong", True),
+            fetched("none", False),
+            fetched("later", False),
+        ]
+    )
+    due = {
+        int(fp): t / 1000 - time.time()
+        for fp, t in cfg.redis().zrange(cfg.keys.crawl_due, 0, -1, withscores=True)
+    }
+    right, wrong, later, none = (
+        fingerprint_of(f"http://127.0.0.1:9/{n}") for n in told | {"none": 0}
+    )
     assert 990 < due[right] <= 1000  # its sitemap tells when it changes: --max-revisit
     assert max(due[wrong], due[later], due[none]) <= 10  # their own interval
     # a newer lastmod moves the page its sitemap told right, not the one it told wrong

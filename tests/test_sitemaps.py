@@ -43,11 +43,13 @@ def same_host(url: str) -> bool:
 
 
 def test_an_index_of_a_plain_and_a_gzip_sitemap_gives_urls_and_lastmod() -> None:
-    web = Web({
-        f"{HOST}/sitemap.xml": index(f"{HOST}/a.xml", f"{HOST}/b.xml.gz"),
-        f"{HOST}/a.xml": urlset(("/one", "2024-05-06T10:00:00+02:00"), ("/two", None)),
-        f"{HOST}/b.xml.gz": gzip.compress(urlset(("/three", "2024-05-06"))),
-    })  # fmt: skip
+    web = Web(
+        {
+            f"{HOST}/sitemap.xml": index(f"{HOST}/a.xml", f"{HOST}/b.xml.gz"),
+            f"{HOST}/a.xml": urlset(("/one", "2024-05-06T10:00:00+02:00"), ("/two", None)),
+            f"{HOST}/b.xml.gz": gzip.compress(urlset(("/three", "2024-05-06"))),
+        }
+    )
     report = read_sitemaps([f"{HOST}/sitemap.xml"], web.fetch, same_host)
     assert report.urls == {
         f"{HOST}/one": parse_lastmod("2024-05-06T08:00:00Z"),
@@ -59,18 +61,23 @@ def test_an_index_of_a_plain_and_a_gzip_sitemap_gives_urls_and_lastmod() -> None
 
 def test_hostile_sitemaps_are_bounded_and_counted() -> None:
     bomb = gzip.compress(b"<urlset>" + b" " * 50_000_000 + b"</urlset>")  # 50 MB inflated
-    web = Web({
-        f"{HOST}/sitemap.xml": index(
-            f"{HOST}/sitemap.xml",  # itself
-            "http://example.org/elsewhere.xml",  # off scope: never asked for
-            f"{HOST}/bomb.xml.gz", f"{HOST}/many.xml", f"{HOST}/broken.xml", f"{HOST}/deep1.xml",
-        ),
-        f"{HOST}/bomb.xml.gz": bomb,
-        f"{HOST}/many.xml": urlset(*((f"/p{i}", None) for i in range(50))),
-        f"{HOST}/broken.xml": urlset(("/ok", None))[: -len(b"</urlset>")] + b"<url><loc>",
-        f"{HOST}/deep1.xml": index(f"{HOST}/deep2.xml"),
-        f"{HOST}/deep2.xml": index(f"{HOST}/deep3.xml"),
-    })  # fmt: skip
+    web = Web(
+        {
+            f"{HOST}/sitemap.xml": index(
+                f"{HOST}/sitemap.xml",  # itself
+                "http://example.org/elsewhere.xml",  # off scope: never asked for
+                f"{HOST}/bomb.xml.gz",
+                f"{HOST}/many.xml",
+                f"{HOST}/broken.xml",
+                f"{HOST}/deep1.xml",
+            ),
+            f"{HOST}/bomb.xml.gz": bomb,
+            f"{HOST}/many.xml": urlset(*((f"/p{i}", None) for i in range(50))),
+            f"{HOST}/broken.xml": urlset(("/ok", None))[: -len(b"</urlset>")] + b"<url><loc>",
+            f"{HOST}/deep1.xml": index(f"{HOST}/deep2.xml"),
+            f"{HOST}/deep2.xml": index(f"{HOST}/deep3.xml"),
+        }
+    )
     limits = SitemapLimits(max_bytes=100_000, max_urls=10, max_depth=2, per_host=6)
     report = read_sitemaps([f"{HOST}/sitemap.xml"], web.fetch, same_host, limits)
     assert "http://example.org/elsewhere.xml" not in web.asked

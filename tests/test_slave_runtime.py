@@ -35,8 +35,13 @@ class Upper:
 
 
 def make_cfg(redis_url: str, job: str, tmp_path) -> Config:
-    return Config.load(env={"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_JOB": job,
-                            "SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db"})  # fmt: skip
+    return Config.load(
+        env={
+            "SRCRAWL_REDIS_URL": redis_url,
+            "SRCRAWL_JOB": job,
+            "SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db",
+        }
+    )
 
 
 def test_burst_drains_every_task_once_with_threads(redis_url, redis_client, keys, tmp_path) -> None:

@@ -42,10 +42,18 @@ def test_schema_is_idempotent(store: Store) -> None:
 def test_save_fetched_round_trips_every_column(store: Store) -> None:
     raw = "<html><title>标题</title>中文 and English 🎉</html>".encode()
     p = Page(
-        fp=-(2**63), url="http://127.0.0.1:8000/中文?q=1", host="127.0.0.1:8000", depth=3,
-        status=200, content_type="text/html; charset=utf-8", fetched_at=1700000000.25,
-        fetch_ms=42, title="标题 🎉", text="中文 and English 🎉", body=compress_body(raw),
-    )  # fmt: skip
+        fp=-(2**63),
+        url="http://127.0.0.1:8000/中文?q=1",
+        host="127.0.0.1:8000",
+        depth=3,
+        status=200,
+        content_type="text/html; charset=utf-8",
+        fetched_at=1700000000.25,
+        fetch_ms=42,
+        title="标题 🎉",
+        text="中文 and English 🎉",
+        body=compress_body(raw),
+    )
     store.save_fetched([p], [(p.fp, 2**63 - 1), (p.fp, 7)])
     [got] = store.get_pages([p.fp], with_body=True)
     assert got == p
@@ -115,8 +123,11 @@ def test_jobs_keep_their_start_time(store: Store) -> None:
     store.set_job("j", "crawl", "running", {"pages": 1}, started_at=10.0)
     store.set_job("j", "crawl", "complete", {"pages": 5}, finished_at=20.0)
     assert store.get_job("j", "crawl") == {
-        "state": "complete", "started_at": 10.0, "finished_at": 20.0, "stats": {"pages": 5},
-    }  # fmt: skip
+        "state": "complete",
+        "started_at": 10.0,
+        "finished_at": 20.0,
+        "stats": {"pages": 5},
+    }
     assert store.get_job("j", "index") is None
 
 
@@ -247,8 +258,11 @@ def _old_index(store: Store, schema: int) -> None:
                 "CREATE TABLE doclens (fp BIGINT NOT NULL PRIMARY KEY, length INTEGER NOT NULL, "
                 "block INTEGER NOT NULL, terms BLOB NULL)"
             )
-        cur.execute("INSERT INTO doclens (fp, length) VALUES (1, 1)" if schema == 1 else
-                    "INSERT INTO doclens (fp, length, block) VALUES (1, 1, 1)")  # fmt: skip
+        cur.execute(
+            "INSERT INTO doclens (fp, length) VALUES (1, 1)"
+            if schema == 1
+            else "INSERT INTO doclens (fp, length, block) VALUES (1, 1, 1)"
+        )
         cur.execute(store._sql("UPDATE pages SET indexed_at = ? WHERE fp = ?"), (5.0, 1))
         cur.execute(store._sql(store.UPSERT_META), ("index_docs", "1"))
         cur.execute(store._sql(store.UPSERT_META), ("index_length", "1"))
@@ -351,13 +365,16 @@ def test_pages_of_a_schema_3_store_gain_the_fetch_outcome_columns(store: Store) 
 
 
 def test_failed_and_cut_off_pages_are_not_indexed(store: Store) -> None:
-    store.save_fetched([
-        page(1, status=200, text="whole"),
-        page(2, status=200, text="cut at the cap", body_state="capped"),
-        page(3, status=200, text="half a pa", error="timeout", body_state="incomplete"),
-        page(4, status=200, text="short", error="truncated", body_state="incomplete"),
-        page(5, status=0, error="connect", body_state="none"),
-    ], [])  # fmt: skip
+    store.save_fetched(
+        [
+            page(1, status=200, text="whole"),
+            page(2, status=200, text="cut at the cap", body_state="capped"),
+            page(3, status=200, text="half a pa", error="timeout", body_state="incomplete"),
+            page(4, status=200, text="short", error="truncated", body_state="incomplete"),
+            page(5, status=0, error="connect", body_state="none"),
+        ],
+        [],
+    )
     assert store.unindexed_pages(None, 10) == [1, 2]
     assert store.unindexed_pages(1, 10) == [2]
 
@@ -365,19 +382,28 @@ def test_failed_and_cut_off_pages_are_not_indexed(store: Store) -> None:
 def test_links_of_a_schema_4_store_gain_anchor_text_read_by_target(store: Store) -> None:
     with store.transaction() as cur:
         cur.execute("DROP TABLE links")
-        cur.execute("CREATE TABLE links (src BIGINT NOT NULL, dst BIGINT NOT NULL, "
-                    "PRIMARY KEY (src, dst))")  # fmt: skip
+        cur.execute(
+            "CREATE TABLE links (src BIGINT NOT NULL, dst BIGINT NOT NULL, PRIMARY KEY (src, dst))"
+        )
         cur.execute(store._sql("INSERT INTO links (src, dst) VALUES (?, ?)"), (1, 2))
         cur.execute(store._sql(store.UPSERT_META), ("schema_version", "4"))
     store.init_schema()
     store.init_schema()  # once migrated, nothing more happens
     assert store.schema_version() == "8"
-    store.save_fetched([page(3), page(4)], [(3, 2, "二号 page"), (4, 2, "two"), (4, 4, "self"),
-                                            (4, 1, None), (3, 5, "作者" * 128)])  # fmt: skip
+    store.save_fetched(
+        [page(3), page(4)],
+        [(3, 2, "二号 page"), (4, 2, "two"), (4, 4, "self"), (4, 1, None), (3, 5, "作者" * 128)],
+    )
     assert store.anchor_texts([2, 4, 5, 1]) == {2: ["二号 page", "two"], 4: [], 5: ["作者" * 128]}
     assert store.anchor_texts([2], per_page=1) == {2: ["二号 page"]}
     assert sorted(r for batch in store.iter_links() for r in batch) == [
-        (1, 2), (3, 2), (3, 5), (4, 1), (4, 2), (4, 4)]  # fmt: skip
+        (1, 2),
+        (3, 2),
+        (3, 5),
+        (4, 1),
+        (4, 2),
+        (4, 4),
+    ]
 
 
 def test_pages_of_a_schema_5_store_gain_the_recrawl_columns(store: Store) -> None:
@@ -399,8 +425,16 @@ def test_pages_of_a_schema_5_store_gain_the_recrawl_columns(store: Store) -> Non
     assert store.schema_version() == "8"
     [old] = store.get_pages([7])
     assert (old.title, old.etag, old.digest, old.next_fetch) == ("old", None, None, None)
-    fresh = page(8, status=200, text="t", etag='"1-a"', last_modified="Mon, 01 Jan 2024 00:00:00 "
-                 "GMT", digest=-(2**63), revisit=3.5, next_fetch=1003.5)  # fmt: skip
+    fresh = page(
+        8,
+        status=200,
+        text="t",
+        etag='"1-a"',
+        last_modified="Mon, 01 Jan 2024 00:00:00 GMT",
+        digest=-(2**63),
+        revisit=3.5,
+        next_fetch=1003.5,
+    )
     store.save_fetched([fresh], [])
     [got] = store.get_pages([8])
     assert (got.etag, got.last_modified, got.digest, got.revisit, got.next_fetch) == (
@@ -417,9 +451,15 @@ def test_an_unchanged_page_is_touched_not_marked_for_indexing(store: Store) -> N
     store.mark_indexed([(1, 1001.0)], 5.0)
     store.touch_pages([(1, 2000.0, 7, None, "Tue, 02 Jan 2024 00:00:00 GMT", 2.8, 2002.8)])
     [got] = store.get_pages([1])
-    assert (got.checked_at, got.fetch_ms, got.etag, got.last_modified, got.revisit,
-            got.next_fetch, got.text) == (2000.0, 7, '"0-x"', "Tue, 02 Jan 2024 00:00:00 GMT",
-                                          2.8, 2002.8, "a")  # fmt: skip
+    assert (
+        got.checked_at,
+        got.fetch_ms,
+        got.etag,
+        got.last_modified,
+        got.revisit,
+        got.next_fetch,
+        got.text,
+    ) == (2000.0, 7, '"0-x"', "Tue, 02 Jan 2024 00:00:00 GMT", 2.8, 2002.8, "a")
     assert got.fetched_at == 1001.0  # the stored version's: an index merge stays valid
     assert store.unindexed_pages(None, 10) == []
 
@@ -427,9 +467,22 @@ def test_an_unchanged_page_is_touched_not_marked_for_indexing(store: Store) -> N
 def test_a_touch_can_point_an_unchanged_page_at_new_warc_records(store: Store) -> None:
     # the text the same, the body not (its markup changed): the row points at the new
     # response and conversion records; fetched_at and the index entry stay
-    store.save_fetched([page(1, status=200, text="", warc_file="j/a.warc.gz", warc_offset=0,
-                             warc_length=90, payload_digest="sha1:A", text_length=30),
-                        page(2, status=200, text="in the row", body=b"old")], [])  # fmt: skip
+    store.save_fetched(
+        [
+            page(
+                1,
+                status=200,
+                text="",
+                warc_file="j/a.warc.gz",
+                warc_offset=0,
+                warc_length=90,
+                payload_digest="sha1:A",
+                text_length=30,
+            ),
+            page(2, status=200, text="in the row", body=b"old"),
+        ],
+        [],
+    )
     store.mark_indexed([(1, 1001.0), (2, 1002.0)], 5.0)
     store.touch_pages(
         [(1, 2000.0, 7, None, None, 2.8, 2002.8), (2, 2000.0, 7, None, None, 2.8, 2002.8)],
@@ -437,11 +490,21 @@ def test_a_touch_can_point_an_unchanged_page_at_new_warc_records(store: Store) -
     )
     got = {p.fp: p for p in store.get_pages([1, 2], with_body=True)}
     one, two = got[1], got[2]
-    assert (one.warc_file, one.warc_offset, one.warc_length, one.payload_digest,
-            one.text_length, one.checked_at) == ("j/b.warc.gz", 500, 95, "sha1:B", 31,
-                                                 2000.0)  # fmt: skip
+    assert (
+        one.warc_file,
+        one.warc_offset,
+        one.warc_length,
+        one.payload_digest,
+        one.text_length,
+        one.checked_at,
+    ) == ("j/b.warc.gz", 500, 95, "sha1:B", 31, 2000.0)
     assert (two.warc_file, two.warc_offset, two.text, two.body, two.text_length) == (
-        "j/b.warc.gz", 700, "", None, 12)  # the text is in the record now  # fmt: skip
+        "j/b.warc.gz",
+        700,
+        "",
+        None,
+        12,
+    )  # the text is in the record now
     assert (one.fetched_at, two.fetched_at) == (1001.0, 1002.0)
     assert store.unindexed_pages(None, 10) == []
     assert store.warc_files() == ["j/b.warc.gz"]
@@ -460,8 +523,14 @@ def test_a_page_that_went_away_is_listed_for_the_index_once(store: Store) -> Non
 def test_a_page_fetched_again_meanwhile_is_not_marked_indexed(store: Store) -> None:
     # the index wrote the text of fetched_at 1001; the page was stored again since
     store.save_fetched([page(1, status=200, text="old")], [])
-    again = Page(fp=1, url="http://127.0.0.1/p/1", host="127.0.0.1", fetched_at=3000.0,
-                 status=200, text="new")  # fmt: skip
+    again = Page(
+        fp=1,
+        url="http://127.0.0.1/p/1",
+        host="127.0.0.1",
+        fetched_at=3000.0,
+        status=200,
+        text="new",
+    )
     store.save_fetched([again], [])
     store.mark_indexed([(1, 1001.0)], 6.0)
     assert store.unindexed_pages(None, 10) == [1]  # the new text is still to be indexed
@@ -480,14 +549,28 @@ def test_an_early_schema_6_store_gains_text_length_and_reads_texts_from_warc(
     store.init_schema()
     store.init_schema()  # once migrated, nothing more happens
     assert store.schema_version() == "8"
-    fetch = prepare_fetch("http://127.0.0.1/p/5", status=200, headers={}, body=b"<p>x</p>",
-                          ip="", fetched_at=1.7e9, request=b"GET / HTTP/1.1\r\n\r\n",
-                          text="中文 and English 🎉")  # fmt: skip
+    fetch = prepare_fetch(
+        "http://127.0.0.1/p/5",
+        status=200,
+        headers={},
+        body=b"<p>x</p>",
+        ip="",
+        fetched_at=1.7e9,
+        request=b"GET / HTTP/1.1\r\n\r\n",
+        text="中文 and English 🎉",
+    )
     out = WarcOutput(LocalWarcStorage(tmp_path), "job", 10**6)
     [[_req, resp, conv]] = out.append([fetch.records()])
     out.close()
-    with_text = page(5, status=200, title="t", warc_file=resp.file, warc_offset=resp.offset,
-                     warc_length=resp.length, text_length=conv.length)  # fmt: skip
+    with_text = page(
+        5,
+        status=200,
+        title="t",
+        warc_file=resp.file,
+        warc_offset=resp.offset,
+        warc_length=resp.length,
+        text_length=conv.length,
+    )
     store.save_fetched([with_text, page(6, status=200, text="in the row")], [])
     store.warc_texts = WarcTexts(tmp_path)
     docs = {fp: text for fp, _at, _url, _title, text in store.index_documents([5, 6])}
@@ -502,8 +585,15 @@ def test_an_early_schema_6_store_gains_text_length_and_reads_texts_from_warc(
 
 
 def _warc_page(fp: int, name: str, offset: int, **kw) -> Page:
-    return page(fp, status=200, warc_file=name, warc_offset=offset, warc_length=10,
-                payload_digest=f"sha1:{fp}", **kw)  # fmt: skip
+    return page(
+        fp,
+        status=200,
+        warc_file=name,
+        warc_offset=offset,
+        warc_length=10,
+        payload_digest=f"sha1:{fp}",
+        **kw,
+    )
 
 
 def test_warc_files_are_named_once_and_read_back_by_name(store: Store) -> None:
@@ -589,24 +679,47 @@ def test_a_schema_6_store_moves_its_warc_file_names_into_warc_files(
 
     storage = LocalWarcStorage(tmp_path)
     out = WarcOutput(storage, "job", 10**6)
-    fetches = [prepare_fetch(f"http://127.0.0.1/p/{fp}", status=200, headers={},
-                             body=f"<p>{fp}</p>".encode(), ip="", fetched_at=1.7e9,
-                             request=b"GET / HTTP/1.1\r\n\r\n", text=f"中文 {fp}")
-               for fp in (1, 2)]  # fmt: skip
+    fetches = [
+        prepare_fetch(
+            f"http://127.0.0.1/p/{fp}",
+            status=200,
+            headers={},
+            body=f"<p>{fp}</p>".encode(),
+            ip="",
+            fetched_at=1.7e9,
+            request=b"GET / HTTP/1.1\r\n\r\n",
+            text=f"中文 {fp}",
+        )
+        for fp in (1, 2)
+    ]
     [[_q1, r1, c1], [_q2, r2, c2]] = out.append([f.records() for f in fetches])
     out.close()
     imported = str(tmp_path / "job" / r1.file.split("/")[-1])  # an archive by absolute path
     _schema_6_pages(store)
-    rows = [(1, r1.file, r1.offset, r1.length, c1.length), (2, r2.file, r2.offset, r2.length,
-            c2.length), (3, imported, r1.offset, r1.length, None)]  # fmt: skip
+    rows = [
+        (1, r1.file, r1.offset, r1.length, c1.length),
+        (2, r2.file, r2.offset, r2.length, c2.length),
+        (3, imported, r1.offset, r1.length, None),
+    ]
     with store.transaction() as cur:
         for fp, wfile, off, length, tlen in rows:
-            cur.execute(store._sql(
-                "INSERT INTO pages (fp, url, host, status, fetched_at, title, text, warc_file, "
-                "warc_offset, warc_length, payload_digest, text_length) "
-                "VALUES (?, ?, '127.0.0.1', 200, 1.0, 't', ?, ?, ?, ?, ?, ?)"),
-                (fp, f"http://127.0.0.1/p/{fp}", "" if tlen else "row text", wfile, off, length,
-                 f"sha1:{fp}", tlen))  # fmt: skip
+            cur.execute(
+                store._sql(
+                    "INSERT INTO pages (fp, url, host, status, fetched_at, title, text, warc_file, "
+                    "warc_offset, warc_length, payload_digest, text_length) "
+                    "VALUES (?, ?, '127.0.0.1', 200, 1.0, 't', ?, ?, ?, ?, ?, ?)"
+                ),
+                (
+                    fp,
+                    f"http://127.0.0.1/p/{fp}",
+                    "" if tlen else "row text",
+                    wfile,
+                    off,
+                    length,
+                    f"sha1:{fp}",
+                    tlen,
+                ),
+            )
     store.init_schema()
     store.init_schema()  # once migrated, nothing more happens
     assert store.schema_version() == SCHEMA_VERSION == "8"

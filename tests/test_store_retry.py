@@ -36,8 +36,13 @@ ROUNDS = 4
 
 
 def _server(mysql_db: DatabaseURL) -> pymysql.connections.Connection:
-    return pymysql.connect(host=mysql_db.host, port=mysql_db.port, user=mysql_db.user,
-                           password=mysql_db.password, autocommit=True)  # fmt: skip
+    return pymysql.connect(
+        host=mysql_db.host,
+        port=mysql_db.port,
+        user=mysql_db.user,
+        password=mysql_db.password,
+        autocommit=True,
+    )
 
 
 def _has_snapshot_isolation(conn: pymysql.connections.Connection) -> bool:
@@ -47,8 +52,14 @@ def _has_snapshot_isolation(conn: pymysql.connections.Connection) -> bool:
 
 
 def _round(mysql_db: DatabaseURL, name: str, snapshot: bool) -> list[subprocess.Popen]:
-    db = DatabaseURL(kind="mysql", host=mysql_db.host, port=mysql_db.port, user=mysql_db.user,
-                     password=mysql_db.password, database=name)  # fmt: skip
+    db = DatabaseURL(
+        kind="mysql",
+        host=mysql_db.host,
+        port=mysql_db.port,
+        user=mysql_db.user,
+        password=mysql_db.password,
+        database=name,
+    )
     start = time.time() + 3.0  # every process imported and connected by then
     env = {**os.environ, "PYTHONPATH": str(HELPERS)}
     return [
@@ -74,8 +85,11 @@ def _check_rows(conn: pymysql.connections.Connection, name: str) -> None:
     """Every row once: the shared pages, each worker's own, the links, ranks, jobs, and
     the shared pages' index marks."""
     shared = [store_stress.page(store_stress.shared_url(i)) for i in range(store_stress.SHARED)]
-    own = {store_stress.page(store_stress.own_url(w, i)).fp
-           for w in range(WORKERS) for i in range(store_stress.OWN)}  # fmt: skip
+    own = {
+        store_stress.page(store_stress.own_url(w, i)).fp
+        for w in range(WORKERS)
+        for i in range(store_stress.OWN)
+    }
     with conn.cursor() as cur:
         cur.execute(f"USE `{name}`")
         cur.execute("SELECT fp FROM pages")
@@ -115,15 +129,27 @@ def test_many_processes_set_up_the_schema_and_write_at_once(mysql_db: DatabaseUR
         finally:
             with conn.cursor() as cur:
                 cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-    print(f"{ROUNDS} rounds of {WORKERS} processes: {retries} transactions run again "
-          f"(snapshot isolation {'on' if snapshot else 'not available'})")  # fmt: skip
+    print(
+        f"{ROUNDS} rounds of {WORKERS} processes: {retries} transactions run again "
+        f"(snapshot isolation {'on' if snapshot else 'not available'})"
+    )
     conn.close()
 
 
 def _pages(tag: str, n: int) -> tuple[list[Page], list[tuple[int, int, str]]]:
     urls = [f"http://127.0.0.1:9/{tag}/{i}" for i in range(n)]
-    pages = [Page(fp=fingerprint(u), url=u, host="127.0.0.1:9", status=200, fetched_at=1.0,
-                  title=u, text="text") for u in urls]  # fmt: skip
+    pages = [
+        Page(
+            fp=fingerprint(u),
+            url=u,
+            host="127.0.0.1:9",
+            status=200,
+            fetched_at=1.0,
+            title=u,
+            text="text",
+        )
+        for u in urls
+    ]
     return pages, [(p.fp, q.fp, "a") for p in pages for q in pages if p is not q]
 
 
@@ -233,8 +259,14 @@ def test_the_schema_is_created_by_one_process_while_the_others_wait(mysql_db: Da
         cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
         cur.execute("SELECT GET_LOCK(%s, 5)", (f"srcrawl:schema:{name}",))  # another creates it
         assert cur.fetchone()[0] == 1
-    db = DatabaseURL(kind="mysql", host=mysql_db.host, port=mysql_db.port, user=mysql_db.user,
-                     password=mysql_db.password, database=name)  # fmt: skip
+    db = DatabaseURL(
+        kind="mysql",
+        host=mysql_db.host,
+        port=mysql_db.port,
+        user=mysql_db.user,
+        password=mysql_db.password,
+        database=name,
+    )
     store = MySQLStore(db)
     try:
         store.schema_lock_timeout = 0.5

@@ -29,8 +29,9 @@ def get(url: str, **headers: str) -> tuple[int, dict[str, str], bytes]:
 
 
 def test_the_schedule_is_seeded_and_says_which_version_is_live() -> None:
-    sched = ChangeSchedule(start=1000.0, seed=2, changing=0.4, gone=0.2, periods=(2.0, 5.0),
-                           gone_after=10.0)  # fmt: skip
+    sched = ChangeSchedule(
+        start=1000.0, seed=2, changing=0.4, gone=0.2, periods=(2.0, 5.0), gone_after=10.0
+    )
     urls = [f"http://127.0.0.1:1/p/{n}.html" for n in range(200)]
     kinds = [sched.kind(u) for u in urls]
     assert kinds == [
@@ -57,8 +58,9 @@ def test_the_schedule_is_seeded_and_says_which_version_is_live() -> None:
 
 
 def test_a_changing_web_answers_conditional_gets_and_takes_pages_away() -> None:
-    sched = ChangeSchedule(start=time.time(), seed=3, changing=0.5, gone=0.3, periods=(1.0,),
-                           gone_after=2.0)  # fmt: skip
+    sched = ChangeSchedule(
+        start=time.time(), seed=3, changing=0.5, gone=0.3, periods=(1.0,), gone_after=2.0
+    )
     # a page's kind is drawn from its URL, port included: with 60 pages every kind is
     # there whatever the port (10 pages had none static about one port in ten)
     with TestWeb.generate(hosts=1, pages=60, seed=5, changes=sched, in_process=True) as tw:

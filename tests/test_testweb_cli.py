@@ -17,8 +17,14 @@ from srcrawl.testweb import canonical, generate, read_access_log
 
 def run(args: list[str], **kw) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
-    return subprocess.run([sys.executable, "-m", "srcrawl.cli", "testweb", *args],
-                          env=env, capture_output=True, text=True, timeout=120, **kw)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "srcrawl.cli", "testweb", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **kw,
+    )
 
 
 def free_port_base(n: int) -> int:
@@ -41,16 +47,43 @@ def free_port_base(n: int) -> int:
 
 
 def test_graph_prints_the_model_edges(tmp_path: Path) -> None:
-    r = run(["graph", "--hosts", "4", "--pages", "10", "--seed", "3", "--port-base", "20000",
-             "--trap-steps", "2"])  # fmt: skip
+    r = run(
+        [
+            "graph",
+            "--hosts",
+            "4",
+            "--pages",
+            "10",
+            "--seed",
+            "3",
+            "--port-base",
+            "20000",
+            "--trap-steps",
+            "2",
+        ]
+    )
     assert r.returncode == 0, r.stderr
     rows = [tuple(line.split("\t")) for line in r.stdout.splitlines()]
     web = generate(4, 10, 3, port_base=20000)
     assert set(rows) == {(s, t) for s, t, _ in web.edges(trap_steps=2)}
     assert len(rows) == len(set(rows))
     assert all(canonical(u) == u for row in rows for u in row)
-    attrs = run(["graph", "--hosts", "4", "--pages", "10", "--seed", "3", "--port-base", "20000",
-                 "--trap-steps", "0", "--attrs"])  # fmt: skip
+    attrs = run(
+        [
+            "graph",
+            "--hosts",
+            "4",
+            "--pages",
+            "10",
+            "--seed",
+            "3",
+            "--port-base",
+            "20000",
+            "--trap-steps",
+            "0",
+            "--attrs",
+        ]
+    )
     with_attrs = {tuple(line.split("\t")) for line in attrs.stdout.splitlines()}
     s = web.special
     assert (s["nofollow_rel"], s["nofollow_rel_target"], "a", "nofollow") in with_attrs
@@ -65,10 +98,21 @@ def test_serve_prints_the_seeds_serves_the_graph_and_stops_on_ctrl_c(tmp_path: P
     options = ["--hosts", "2", "--pages", "8", "--seed", "4", "--port-base", str(base)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "srcrawl.cli", "testweb", "serve", *options,
-         "--access-log", str(log)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "srcrawl.cli",
+            "testweb",
+            "serve",
+            *options,
+            "--access-log",
+            str(log),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         seeds = [proc.stdout.readline().strip() for _ in range(2)]
         assert seeds == [f"http://127.0.0.1:{base}/", f"http://127.0.0.1:{base + 1}/"]

@@ -93,8 +93,9 @@ class ReferenceCrawler:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory):
     log = tmp_path_factory.mktemp("crawl") / "access.jsonl"
-    with TestWeb.generate(4, 15, seed=21, slow_seconds=1.0, large_bytes=2_000_000,
-                          access_log=log) as tw:  # fmt: skip
+    with TestWeb.generate(
+        4, 15, seed=21, slow_seconds=1.0, large_bytes=2_000_000, access_log=log
+    ) as tw:
         yield tw
 
 
@@ -117,8 +118,9 @@ def test_reference_crawl_into_the_traps(served: TestWeb) -> None:
 
 def test_access_log_holds_what_the_crawler_fetched(tmp_path: Path) -> None:
     log = tmp_path / "access.jsonl"
-    with TestWeb.generate(4, 10, seed=5, slow_seconds=0.5, large_bytes=200_000,
-                          access_log=log, robots_failures=2) as tw:  # fmt: skip
+    with TestWeb.generate(
+        4, 10, seed=5, slow_seconds=0.5, large_bytes=200_000, access_log=log, robots_failures=2
+    ) as tw:
         expected = tw.web.expected_crawl(tw.seed_urls, 3, lambda u: not is_trap(u))
         ReferenceCrawler().crawl(tw.seed_urls, 3, lambda u: not is_trap(u))
     entries = read_access_log(log)

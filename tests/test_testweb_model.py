@@ -229,8 +229,13 @@ def test_graph_prints_the_traps_for_a_few_steps() -> None:
 
 
 def _tiny_web() -> Web:
-    h = Host(index=0, address="127.0.0.1", port=9000, robots_mode="ok",
-             robots_text="User-agent: *\nDisallow: /private/\n")  # fmt: skip
+    h = Host(
+        index=0,
+        address="127.0.0.1",
+        port=9000,
+        robots_mode="ok",
+        robots_text="User-agent: *\nDisallow: /private/\n",
+    )
     g = Host(index=1, address="127.0.0.1", port=9001, robots_mode="missing")
     G = g.origin
 
@@ -243,8 +248,16 @@ def _tiny_web() -> Web:
         return Link(target=url, href=url, **kw)
 
     pages = [
-        page("/", a("/b"), a("/nf", nofollow=True), a("/r1"), a("/private/x"),
-             a("/meta"), a("/err"), a(f"{G}/")),
+        page(
+            "/",
+            a("/b"),
+            a("/nf", nofollow=True),
+            a("/r1"),
+            a("/private/x"),
+            a("/meta"),
+            a("/err"),
+            a(f"{G}/"),
+        ),
         page("/b", a("/c"), a("/"), a("/fr", kind="frame")),
         page("/c", a("/d")),
         page("/d", a("/e")),
@@ -252,10 +265,14 @@ def _tiny_web() -> Web:
         page("/fr"),
         page("/nf", a("/nf-child")),
         page("/nf-child"),
-        page("/r1", a("/r2", kind="redirect"), status=301,
-             template="redirect", location="/r2"),
-        page("/r2", a("/landing", kind="redirect"), status=302,
-             template="redirect", location="/landing"),
+        page("/r1", a("/r2", kind="redirect"), status=301, template="redirect", location="/r2"),
+        page(
+            "/r2",
+            a("/landing", kind="redirect"),
+            status=302,
+            template="redirect",
+            location="/landing",
+        ),
         page("/landing", a("/after-landing")),
         page("/after-landing"),
         page("/private/x", a("/secret")),
@@ -266,7 +283,7 @@ def _tiny_web() -> Web:
         page("/err-child"),
         page("/", a(f"{G}/private/y"), origin=G),
         page("/private/y", origin=G),
-    ]  # fmt: skip
+    ]
     return Web(hosts=[h, g], pages={p.url: p for p in pages})
 
 
@@ -275,10 +292,18 @@ def test_expected_crawl_of_a_hand_written_web() -> None:
     G = web.base_url(1)
     assert web.expected_crawl([f"{ORIGIN}/"], 3) == {
         f"{ORIGIN}/": 0,
-        f"{ORIGIN}/b": 1, f"{ORIGIN}/r1": 1, f"{ORIGIN}/meta": 1, f"{ORIGIN}/err": 1, f"{G}/": 1,
-        f"{ORIGIN}/c": 2, f"{ORIGIN}/fr": 2, f"{ORIGIN}/r2": 2, f"{G}/private/y": 2,
-        f"{ORIGIN}/d": 3, f"{ORIGIN}/landing": 3,
-    }  # fmt: skip
+        f"{ORIGIN}/b": 1,
+        f"{ORIGIN}/r1": 1,
+        f"{ORIGIN}/meta": 1,
+        f"{ORIGIN}/err": 1,
+        f"{G}/": 1,
+        f"{ORIGIN}/c": 2,
+        f"{ORIGIN}/fr": 2,
+        f"{ORIGIN}/r2": 2,
+        f"{G}/private/y": 2,
+        f"{ORIGIN}/d": 3,
+        f"{ORIGIN}/landing": 3,
+    }
 
 
 def test_expected_crawl_depth_scope_and_kinds() -> None:
@@ -330,10 +355,25 @@ def test_expected_crawl_of_the_generated_web() -> None:
     assert f"{web.base_url(0)}/hidden/open.html" in full
     for never in ("nofollow_rel_target", "nofollow_rel_target2", "nofollow_meta_target"):
         assert s[never] not in full
-    for name in ("nofollow_rel_followed", "noindex_child", "timeout_headers", "truncated",
-                 "not_found", "png", "binary_as_html", "large_child", "garbage_child",
-                 "frame_left", "area_b", "paged_3", "relative_top", "redirect_cross_host_target",
-                 "gbk_undeclared_next", "base_child", "base_up"):  # fmt: skip
+    for name in (
+        "nofollow_rel_followed",
+        "noindex_child",
+        "timeout_headers",
+        "truncated",
+        "not_found",
+        "png",
+        "binary_as_html",
+        "large_child",
+        "garbage_child",
+        "frame_left",
+        "area_b",
+        "paged_3",
+        "relative_top",
+        "redirect_cross_host_target",
+        "gbk_undeclared_next",
+        "base_child",
+        "base_up",
+    ):
         assert s[name] in full, name
     assert s["redirect_disallowed"] in full and f"{web.base_url(0)}/private/0.html" not in full
     assert full[s["redirect_chain_target"]] == full[s["redirect_chain"]] + 3
@@ -389,8 +429,15 @@ def test_planted_terms_single_out_their_page_after_segmentation() -> None:
 
 
 def test_late_robots_hosts_and_linked_sitemap_pages() -> None:
-    web = generate(4, 10, 3, ports=[9300, 9301, 9302, 9303], sitemaps=True, sitemap_links=True,
-                   late_robots={0: ("hang", 2), 2: ("flaky", 1)})  # fmt: skip
+    web = generate(
+        4,
+        10,
+        3,
+        ports=[9300, 9301, 9302, 9303],
+        sitemaps=True,
+        sitemap_links=True,
+        late_robots={0: ("hang", 2), 2: ("flaky", 1)},
+    )
     modes = [(h.robots_mode, h.robots_failures) for h in web.hosts]
     assert modes[0] == ("hang", 2) and modes[2] == ("flaky", 1) and modes[1][0] == "ok"
     # a late host's robots.txt is the same once it answers

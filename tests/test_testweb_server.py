@@ -85,8 +85,15 @@ def extract_links(
         soup = BeautifulSoup(body, "html.parser")
 
         def find(xpath: str) -> list:
-            tags = {"//a[@href]|//area[@href]|//frame[@src]|//iframe[@src]|//link[@href]": [
-                "a", "area", "frame", "iframe", "link"]}[xpath]  # fmt: skip
+            tags = {
+                "//a[@href]|//area[@href]|//frame[@src]|//iframe[@src]|//link[@href]": [
+                    "a",
+                    "area",
+                    "frame",
+                    "iframe",
+                    "link",
+                ]
+            }[xpath]
             return [(el.name, el.attrs) for el in soup.find_all(tags)]
 
         base = [el["href"] for el in soup.find_all("base", href=True)]
@@ -221,8 +228,14 @@ def test_query_order_and_dot_segments_in_requests_reach_the_canonical_page(serve
         ("big5_meta", "big5", False, b'content="text/html; charset=big5"'),
     ],
 )
-def test_encoded_pages(served: TestWeb, http: requests.Session, name: str, encoding: str,
-                       header_charset: bool, declared_in_body: bytes | None) -> None:  # fmt: skip
+def test_encoded_pages(
+    served: TestWeb,
+    http: requests.Session,
+    name: str,
+    encoding: str,
+    header_charset: bool,
+    declared_in_body: bytes | None,
+) -> None:
     url = served.special[name]
     page = served.web.pages[url]
     r = http.get(url, timeout=10)
@@ -332,8 +345,11 @@ def test_timeout_pages(served: TestWeb, http: requests.Session) -> None:
 def test_keep_alive_pipelining_head_and_http10(served: TestWeb) -> None:
     root = served.seed_urls[0]
     web = served.web
-    data = exchange(root, b"GET / HTTP/1.1\r\nHost: x\r\n\r\nHEAD /p/0.html HTTP/1.1\r\n\r\n"
-                          b"GET /p/0.html HTTP/1.1\r\nConnection: close\r\n\r\n")  # fmt: skip
+    data = exchange(
+        root,
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\nHEAD /p/0.html HTTP/1.1\r\n\r\n"
+        b"GET /p/0.html HTTP/1.1\r\nConnection: close\r\n\r\n",
+    )
     body0 = render(web, web.pages[root]).body
     body1 = render(web, web.pages[root + "p/0.html"]).body
     first, rest = data.split(b"\r\n\r\n", 1)
@@ -435,7 +451,11 @@ def test_access_log_records_every_request(tmp_path: Path) -> None:
     assert by_path['/we"ird\\\xe9']["status"] == 404
     e = by_path["/p/2.html"]
     assert (e["host"], e["host_index"], e["method"], e["status"]) == (
-        f"127.0.0.1:{tw.web.hosts[1].port}", 1, "GET", 200)  # fmt: skip
+        f"127.0.0.1:{tw.web.hosts[1].port}",
+        1,
+        "GET",
+        200,
+    )
     e = by_path["/rel/dir/sibling.html?b=2&a=1"]
     assert (e["host_index"], e["status"]) == (0, 200)
     assert e["url"] == tw.special["relative_sibling_query"]
@@ -499,9 +519,12 @@ def test_the_server_stops_when_its_parent_dies_even_with_forked_children(tmp_pat
         "os._exit(0)  # dies without stopping the server\n"
     )
     out = subprocess.run(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        text=True, timeout=60,
-    )  # fmt: skip
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        timeout=60,
+    )
     server, child = (int(x) for x in out.stdout.split())
     try:
         deadline = time.monotonic() + 10

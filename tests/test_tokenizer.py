@@ -33,14 +33,25 @@ def test_chinese_is_segmented_by_jieba_and_stop_words_dropped(tok: Tokenizer) ->
     assert tok.tokens("我来到北京清华大学") == ["来到", "北京", "清华大学"]
     assert tok.tokens("他来到了网易杭研大厦") == ["来到", "网易", "杭研", "大厦"]
     assert tok.tokens("小明硕士毕业于中国科学院计算所") == [
-        "小明", "硕士", "毕业", "中国科学院", "计算所",
-    ]  # fmt: skip
+        "小明",
+        "硕士",
+        "毕业",
+        "中国科学院",
+        "计算所",
+    ]
 
 
 def test_latin_words_and_digits_are_lower_case_tokens(tok: Tokenizer) -> None:
     assert tok.tokens("The Quick brown FOX, jumped over 2 lazy dogs in 2024!") == [
-        "quick", "brown", "fox", "jumped", "2", "lazy", "dogs", "2024",
-    ]  # fmt: skip
+        "quick",
+        "brown",
+        "fox",
+        "jumped",
+        "2",
+        "lazy",
+        "dogs",
+        "2024",
+    ]
     assert tok.tokens("don't e-mail foo_bar x.y") == ["don", "e", "mail", "foo", "bar", "x", "y"]
 
 
@@ -51,8 +62,14 @@ def test_full_width_forms_fold_to_half_width(tok: Tokenizer) -> None:
 
 def test_mixed_scripts_and_emoji(tok: Tokenizer) -> None:
     assert tok.tokens("用Python写搜索引擎😀🚀Привет мир café") == [
-        "用", "python", "写", "搜索引擎", "привет", "мир", "café",
-    ]  # fmt: skip
+        "用",
+        "python",
+        "写",
+        "搜索引擎",
+        "привет",
+        "мир",
+        "café",
+    ]
     assert tok.tokens("😀🚀 ✨ —— !!! ...") == []
     assert tok.tokens("") == []
 
@@ -102,11 +119,43 @@ def test_jieba_is_loaded_once_per_process() -> None:
 
 # -- jieba loaded only for Chinese, from a cache of this user's ------------------
 PIECES = [
-    "我来到北京清华大学", "他来到了网易杭研大厦", "量子纠缠", "的", "了", "中国科学院计算所",
-    "Hello", "WORLD", "the", "of", "2024", "café", "Привет", "カタカナ", "ひらがな", "한국어",
-    "ＦＵＬＬ", "１２３", "⼀⼈⼤", "\uf900\uf901", "😀", "🚀", " ", "，", "。", "-", "_", "'",
-    "\t", "\n", "x.y", "foo_bar", "a" * (MAX_TERM_CHARS + 1), "搜索引擎" * 20, "\x00", "\ufffd",
-]  # fmt: skip
+    "我来到北京清华大学",
+    "他来到了网易杭研大厦",
+    "量子纠缠",
+    "的",
+    "了",
+    "中国科学院计算所",
+    "Hello",
+    "WORLD",
+    "the",
+    "of",
+    "2024",
+    "café",
+    "Привет",
+    "カタカナ",
+    "ひらがな",
+    "한국어",
+    "ＦＵＬＬ",
+    "１２３",
+    "⼀⼈⼤",
+    "\uf900\uf901",
+    "😀",
+    "🚀",
+    " ",
+    "，",
+    "。",
+    "-",
+    "_",
+    "'",
+    "\t",
+    "\n",
+    "x.y",
+    "foo_bar",
+    "a" * (MAX_TERM_CHARS + 1),
+    "搜索引擎" * 20,
+    "\x00",
+    "\ufffd",
+]
 
 
 def _eager_tokens(seg, stop: frozenset[str], text: str) -> list[str]:
@@ -133,10 +182,11 @@ def test_tokens_are_the_same_as_with_jieba_loaded_up_front(tmp_path, monkeypatch
     for text in texts:
         assert lazy.tokens(text) == _eager_tokens(reference, stop, text), text
         assert lazy.overlong(text) == [
-            w for m in _runs().finditer(normalize(text))
+            w
+            for m in _runs().finditer(normalize(text))
             for w in ([m.group(2)] if m.group(2) is not None else reference.cut(m.group(1)))
             if len(w) > MAX_TERM_CHARS
-        ]  # fmt: skip
+        ]
 
 
 # Runs in a new interpreter: whether jieba is imported is a property of the process.
@@ -156,8 +206,13 @@ print("jieba" in sys.modules, tok._jieba is not None, "pkg_resources" in sys.mod
 def test_text_without_chinese_never_loads_jieba(python, tmp_path) -> None:
     texts = ["Hello WORLD 2024", "café Привет カタカナ 한국어 ＦＵＬＬ１２３", "😀 ... the of", ""]
     env = {**os.environ, ENV_CACHE_DIR: str(tmp_path / "cache")}
-    run = subprocess.run([python, "-c", WITHOUT_CHINESE, *texts], env=env, capture_output=True,
-                         text=True, timeout=120)  # fmt: skip
+    run = subprocess.run(
+        [python, "-c", WITHOUT_CHINESE, *texts],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.split("\n")[:2] == ["False False", "True True False"]
     assert run.stderr == ""

@@ -41,12 +41,24 @@ def test_canonicalize(raw: str, canonical: str) -> None:
 @pytest.mark.parametrize(
     "raw",
     [
-        "javascript:alert(1)", "mailto:a@b.c", "data:text/html,x", "ftp://example.com/",
-        "http://[::1/", "http://[zz::1]/", "http://example.com:99999/", "http://example.com:-1/",
-        "http:///nohost", "//example.com/", "/relative", "", "http://exa mple.com/",
-        "http://-bad-.com/", "http://a..b/", "http://example.com/" + "a" * 3000,
+        "javascript:alert(1)",
+        "mailto:a@b.c",
+        "data:text/html,x",
+        "ftp://example.com/",
+        "http://[::1/",
+        "http://[zz::1]/",
+        "http://example.com:99999/",
+        "http://example.com:-1/",
+        "http:///nohost",
+        "//example.com/",
+        "/relative",
+        "",
+        "http://exa mple.com/",
+        "http://-bad-.com/",
+        "http://a..b/",
+        "http://example.com/" + "a" * 3000,
     ],
-)  # fmt: skip
+)
 def test_invalid_urls(raw: str) -> None:
     with pytest.raises(InvalidURL):
         canonicalize(raw)

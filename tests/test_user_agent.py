@@ -21,14 +21,27 @@ from srcrawl.testweb import TestWeb
 from srcrawl.useragent import contact_warning, has_contact, is_loopback_host, product_token
 
 AGENT = "mybot/1.0 (+mailto:ops@example.org)"
-FAST = ["--slaves", "1", "--threads", "4", "--delay", "0", "--delay-factor", "0",
-        "--fetch-timeout", "2", "--robots-defer", "0.3"]  # fmt: skip
+FAST = [
+    "--slaves",
+    "1",
+    "--threads",
+    "4",
+    "--delay",
+    "0",
+    "--delay-factor",
+    "0",
+    "--fetch-timeout",
+    "2",
+    "--robots-defer",
+    "0.3",
+]
 
 
 def served(tmp_path: Path, robots: str) -> TestWeb:
     """A one-host test web whose robots.txt is ``robots``, logging to tmp_path."""
-    tw = TestWeb.generate(hosts=1, pages=6, seed=3, access_log=tmp_path / "access.jsonl",
-                          flush_interval=0.05)  # fmt: skip
+    tw = TestWeb.generate(
+        hosts=1, pages=6, seed=3, access_log=tmp_path / "access.jsonl", flush_interval=0.05
+    )
     host = dataclasses.replace(
         tw.web.hosts[0], robots_mode="ok", robots_text=robots, crawl_delay=None
     )
@@ -40,10 +53,20 @@ def crawl(
     tmp_path: Path, redis_url: str, job: str, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
-    full.update(SRCRAWL_REDIS_URL=redis_url, SRCRAWL_JOB=job, SRCRAWL_HOME=str(tmp_path / "home"),
-                SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db", **(env or {}))  # fmt: skip
-    return subprocess.run([sys.executable, "-m", "srcrawl.cli", "crawl", *args], env=full,
-                          capture_output=True, text=True, timeout=180)  # fmt: skip
+    full.update(
+        SRCRAWL_REDIS_URL=redis_url,
+        SRCRAWL_JOB=job,
+        SRCRAWL_HOME=str(tmp_path / "home"),
+        SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db",
+        **(env or {}),
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "srcrawl.cli", "crawl", *args],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 @pytest.mark.parametrize("how", ["option", "env"])
@@ -56,8 +79,17 @@ def test_every_request_carries_the_agent_and_robots_match_its_name(
         (["--user-agent", AGENT], {}) if how == "option" else ([], {"SRCRAWL_USER_AGENT": AGENT})
     )
     with served(tmp_path, robots) as tw:
-        r = crawl(tmp_path, redis_url, keys.job, *tw.seed_urls, "--depth", "1", *FAST,
-                  *given[0], env=given[1])  # fmt: skip
+        r = crawl(
+            tmp_path,
+            redis_url,
+            keys.job,
+            *tw.seed_urls,
+            "--depth",
+            "1",
+            *FAST,
+            *given[0],
+            env=given[1],
+        )
         assert r.returncode == 0, r.stderr[-2000:]
     entries = tw.log_entries()
     paths = [e["path"] for e in entries]
@@ -69,8 +101,17 @@ def test_every_request_carries_the_agent_and_robots_match_its_name(
 def test_robots_rules_naming_the_agent_are_obeyed(tmp_path, redis_url, keys) -> None:
     robots = "User-agent: MyBot\nDisallow: /\n\nUser-agent: *\nAllow: /\n"
     with served(tmp_path, robots) as tw:
-        crawl(tmp_path, redis_url, keys.job, *tw.seed_urls, "--depth", "1", *FAST,
-              "--user-agent", AGENT)  # fmt: skip
+        crawl(
+            tmp_path,
+            redis_url,
+            keys.job,
+            *tw.seed_urls,
+            "--depth",
+            "1",
+            *FAST,
+            "--user-agent",
+            AGENT,
+        )
     entries = tw.log_entries()
     assert [e["path"] for e in entries] == ["/robots.txt"]
     assert entries[0]["agent"] == AGENT
@@ -94,10 +135,32 @@ def test_a_crawl_beyond_loopback_without_a_contact_is_warned_once(
     # the allowed domain is never reached: the one loopback seed at depth 0 is all it fetches
     with served(tmp_path, "User-agent: *\nAllow: /\n") as tw:
         seed = tw.seed_urls[0]
-        anonymous = crawl(tmp_path, redis_url, keys.job, seed, "--depth", "0", *FAST,
-                          "--allow-domain", "example.org", "--user-agent", "mybot/1.0")  # fmt: skip
-        named = crawl(tmp_path, redis_url, keys.job, seed, "--depth", "0", *FAST,
-                      "--allow-domain", "example.org", "--user-agent", AGENT)  # fmt: skip
+        anonymous = crawl(
+            tmp_path,
+            redis_url,
+            keys.job,
+            seed,
+            "--depth",
+            "0",
+            *FAST,
+            "--allow-domain",
+            "example.org",
+            "--user-agent",
+            "mybot/1.0",
+        )
+        named = crawl(
+            tmp_path,
+            redis_url,
+            keys.job,
+            seed,
+            "--depth",
+            "0",
+            *FAST,
+            "--allow-domain",
+            "example.org",
+            "--user-agent",
+            AGENT,
+        )
     assert anonymous.returncode == 0, anonymous.stderr[-2000:]
     warnings = [ln for ln in anonymous.stderr.splitlines() if "warning" in ln]
     assert len(warnings) == 1 and "example.org" in warnings[0] and "contact" in warnings[0]
@@ -121,13 +184,23 @@ def test_an_agent_robots_txt_cannot_name_is_refused_with_one_line(
 def test_product_tokens_contacts_and_loopback_hosts() -> None:
     assert product_token("mybot/1.0 (+https://x.org/bot)") == "mybot"
     assert product_token("  MyBot (+https://x.org/bot)") == "MyBot"
-    for agent in ["a/1 (+http://x.org)", "a/1 (https://x.org/bot)", "a/1 (ops@x.org)",
-                  "a/1 (+mailto:ops@x.org)"]:  # fmt: skip
+    for agent in [
+        "a/1 (+http://x.org)",
+        "a/1 (https://x.org/bot)",
+        "a/1 (ops@x.org)",
+        "a/1 (+mailto:ops@x.org)",
+    ]:
         assert has_contact(agent), agent
     for agent in ["a/1", "a/1 (+loopback research crawler)", "a/1 (compatible; @home)"]:
         assert not has_contact(agent), agent
-    loopback = ["127.0.0.1:8000", "127.3.2.1", "localhost", "localhost:80", "[::1]:8080",
-                "a.localhost"]  # fmt: skip
+    loopback = [
+        "127.0.0.1:8000",
+        "127.3.2.1",
+        "localhost",
+        "localhost:80",
+        "[::1]:8080",
+        "a.localhost",
+    ]
     assert all(is_loopback_host(h) for h in loopback)
     assert not any(is_loopback_host(h) for h in ["example.org", "10.0.0.1:80", "[2001:db8::1]"])
     assert contact_warning("a/1", loopback) is None

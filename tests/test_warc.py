@@ -50,8 +50,13 @@ def _records(path: Path) -> list[tuple[str, str, bytes]]:
     out = []
     with open(path, "rb") as fh:
         for rec in WarcioIterator(fh, check_digests="raise"):
-            out.append((rec.rec_type, rec.rec_headers.get_header("WARC-Target-URI"),
-                        rec.content_stream().read()))  # fmt: skip
+            out.append(
+                (
+                    rec.rec_type,
+                    rec.rec_headers.get_header("WARC-Target-URI"),
+                    rec.content_stream().read(),
+                )
+            )
     return out
 
 
@@ -72,12 +77,18 @@ def test_records_rotate_read_back_and_pass_warcio(tmp_path: Path) -> None:
     out = WarcOutput(storage, "job", max_bytes=3000)
     bodies = [f"<html><title>{i}</title>{'word ' * (100 * i)}</html>".encode() for i in range(8)]
     fetches = [
-        prepare_fetch(f"http://127.0.0.1:1/p{i}", status=200,
-                      headers={"content-type": "text/html", "content-encoding": "gzip"},
-                      body=body, ip="127.0.0.1", fetched_at=1.7e9 + i,
-                      request=b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", text=f"text {i}")
+        prepare_fetch(
+            f"http://127.0.0.1:1/p{i}",
+            status=200,
+            headers={"content-type": "text/html", "content-encoding": "gzip"},
+            body=body,
+            ip="127.0.0.1",
+            fetched_at=1.7e9 + i,
+            request=b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+            text=f"text {i}",
+        )
         for i, body in enumerate(bodies)
-    ]  # fmt: skip
+    ]
     groups = [f.records() for f in fetches]
     groups.append((fetches[0].request, revisit_record(fetches[0])))
     pointers = [where[1] for where in out.append(groups)]
@@ -108,11 +119,18 @@ def test_records_of_every_size_carry_standard_digests_and_ids(tmp_path: Path) ->
     out = WarcOutput(storage, "job", max_bytes=10**9)
     bodies = [b"", b"x", bytes(range(256)) * 2, b"<p>" + b"\xe4\xb8\xad" * 400, b"y" * 70_000]
     fetches = [
-        prepare_fetch(f"http://127.0.0.1:1/\u4e2d/{i}", status=200, headers={}, body=body,
-                      ip="", fetched_at=1.7e9, request=b"GET / HTTP/1.1\r\n\r\n",
-                      text="\u4e2d" * i)
+        prepare_fetch(
+            f"http://127.0.0.1:1/\u4e2d/{i}",
+            status=200,
+            headers={},
+            body=body,
+            ip="",
+            fetched_at=1.7e9,
+            request=b"GET / HTTP/1.1\r\n\r\n",
+            text="\u4e2d" * i,
+        )
         for i, body in enumerate(bodies)
-    ]  # fmt: skip
+    ]
     placed = out.append([f.records() for f in fetches])
     out.close()
     for where, body in zip(placed, bodies, strict=True):
@@ -121,8 +139,11 @@ def test_records_of_every_size_carry_standard_digests_and_ids(tmp_path: Path) ->
     _warcio_check([path])
     records = _records(path)  # digests checked
     assert [p for t, _u, p in records if t == "response"] == bodies
-    ids = [h.get_header("WARC-Record-ID") for kind in ("request", "response", "conversion")
-           for h in _heads(path, kind)]  # fmt: skip
+    ids = [
+        h.get_header("WARC-Record-ID")
+        for kind in ("request", "response", "conversion")
+        for h in _heads(path, kind)
+    ]
     assert len(set(ids)) == len(ids) == 3 * len(bodies) - 1  # the first page has no text
     assert all(uuid.UUID(i[len("<urn:uuid:") : -1]).version == 4 for i in ids)
     digest = base64.b32encode(hashlib.sha1(bodies[-1]).digest()).decode()
@@ -175,8 +196,11 @@ def test_crawl_keeps_bodies_in_warc_and_a_second_fetch_is_a_revisit(
     revisits = [head for name in again for head in _heads(storage.path(name), "revisit")]
     for head in revisits:  # each names the record it repeats: id, URI and date
         original = originals[head.get_header("WARC-Refers-To")]
-        assert head.get_header("WARC-Refers-To-Target-URI") == original.get_header(
-            "WARC-Target-URI") == head.get_header("WARC-Target-URI")  # fmt: skip
+        assert (
+            head.get_header("WARC-Refers-To-Target-URI")
+            == original.get_header("WARC-Target-URI")
+            == head.get_header("WARC-Target-URI")
+        )
         assert head.get_header("WARC-Refers-To-Date") == original.get_header("WARC-Date")
     _warcio_check([storage.path(n) for n in first + again])
     store2 = Config.load(env=env2).store()
@@ -193,9 +217,19 @@ def test_slave_killed_mid_write_leaves_every_stored_page_readable(redis_url, key
     with TestWeb.generate(hosts=3, pages=15, seed=9, latency_ms=100) as tw:
         env = cli_env(redis_url, keys.job, tmp_path)
         cfg = Config.load(env=env)
-        start_crawl(cfg, tw.seed_urls[1:], CrawlStrategy(
-            max_depth=3, delay=0, delay_factor=0, max_delay=0, fetch_timeout=2,
-            robots_defer=0.3, warc_max_bytes=20_000))  # fmt: skip
+        start_crawl(
+            cfg,
+            tw.seed_urls[1:],
+            CrawlStrategy(
+                max_depth=3,
+                delay=0,
+                delay_factor=0,
+                max_delay=0,
+                fetch_timeout=2,
+                robots_defer=0.3,
+                warc_max_bytes=20_000,
+            ),
+        )
         cmd = [sys.executable, "-m", "srcrawl.cli"]
         master = subprocess.Popen([*cmd, "master", "start"], env=env)
         victim = subprocess.Popen(
@@ -249,11 +283,27 @@ def test_import_of_a_wget_warc_gives_the_crawls_pages_and_links(web, redis_url, 
     # wget counts every port of 127.0.0.1 as one host: the other test web hosts are refused
     others = "|".join(u.rstrip("/").replace(".", r"\.") for u in web.seed_urls if u != seed)
     subprocess.run(
-        ["/usr/bin/wget", "-r", "-l", "6", "-q", "--no-proxy", "--timeout=2", "--tries=1",
-         f"--reject-regex=^({others})", f"--warc-file={warc}", "--no-warc-keep-log",
-         "--delete-after", "-P", str(tmp_path / "mirror"), seed],
-        check=False, timeout=120, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            "/usr/bin/wget",
+            "-r",
+            "-l",
+            "6",
+            "-q",
+            "--no-proxy",
+            "--timeout=2",
+            "--tries=1",
+            f"--reject-regex=^({others})",
+            f"--warc-file={warc}",
+            "--no-warc-keep-log",
+            "--delete-after",
+            "-P",
+            str(tmp_path / "mirror"),
+            seed,
+        ],
+        check=False,
+        timeout=120,
+        cwd=tmp_path,
+    )
     archive = Path(f"{warc}.warc.gz")
     assert archive.exists()
     imported = SQLiteStore(str(tmp_path / "imported.db"))
@@ -278,10 +328,18 @@ def test_a_torn_record_is_found_and_cut_off_to_the_last_whole_one(redis_url, key
     storage = LocalWarcStorage(Config.load(env=env).warc_root)
     out = WarcOutput(storage, keys.job, max_bytes=10**6)
     fetches = [
-        prepare_fetch(f"http://127.0.0.1:1/p{i}", status=200, headers={}, body=b"x" * 500 * i,
-                      ip="", fetched_at=1.7e9, request=b"GET / HTTP/1.1\r\n\r\n", text=f"t{i}")
+        prepare_fetch(
+            f"http://127.0.0.1:1/p{i}",
+            status=200,
+            headers={},
+            body=b"x" * 500 * i,
+            ip="",
+            fetched_at=1.7e9,
+            request=b"GET / HTTP/1.1\r\n\r\n",
+            text=f"t{i}",
+        )
         for i in range(1, 4)
-    ]  # fmt: skip
+    ]
     [*_whole, last] = out.append([f.records() for f in fetches])
     assert check_file(storage.path(last[0].file)).in_use  # its writer holds it
     out.close()
@@ -327,8 +385,16 @@ def test_a_failed_fsync_keeps_the_batch_for_the_next_flush_in_a_new_file(tmp_pat
     writer = PageWriter(store, WarcOutput(storage, "job", max_bytes=10**6))
     body = b"<html><title>t</title>body</html>"
     page = Page(fp=1, url="http://127.0.0.1:1/", host="127.0.0.1", status=200, text="body")
-    fetch = prepare_fetch(page.url, status=200, headers={}, body=body, ip="", fetched_at=1.7e9,
-                          request=b"GET / HTTP/1.1\r\n\r\n", text="body")  # fmt: skip
+    fetch = prepare_fetch(
+        page.url,
+        status=200,
+        headers={},
+        body=body,
+        ip="",
+        fetched_at=1.7e9,
+        request=b"GET / HTTP/1.1\r\n\r\n",
+        text="body",
+    )
     page.payload_digest = fetch.digest
     writer.add([page], [(1, 2, "a")], [(page, fetch)])
     with pytest.raises(WarcError):
@@ -360,13 +426,27 @@ def test_records_made_before_a_switch_to_sql_bodies_still_go_to_their_file(tmp_p
     writer.use_warc(True, lambda: made.append(1) or WarcOutput(storage, "job", 10**6))
     body = b"<html><title>t</title>body</html>"
     page = Page(fp=1, url="http://127.0.0.1:1/", host="127.0.0.1", status=200, text="body")
-    fetch = prepare_fetch(page.url, status=200, headers={}, body=body, ip="", fetched_at=1.7e9,
-                          request=b"GET / HTTP/1.1\r\n\r\n", text="body")  # fmt: skip
+    fetch = prepare_fetch(
+        page.url,
+        status=200,
+        headers={},
+        body=body,
+        ip="",
+        fetched_at=1.7e9,
+        request=b"GET / HTTP/1.1\r\n\r\n",
+        text="body",
+    )
     writer.add([page], [], [(page, fetch)])
     writer.use_warc(False, lambda: pytest.fail("no output is made to turn WARC off"))
     assert writer.warc is None
-    plain = Page(fp=2, url="http://127.0.0.1:1/2", host="127.0.0.1", status=200, text="two",
-                 body=compress_body(b"two"))  # fmt: skip
+    plain = Page(
+        fp=2,
+        url="http://127.0.0.1:1/2",
+        host="127.0.0.1",
+        status=200,
+        text="two",
+        body=compress_body(b"two"),
+    )
     writer.add([plain], [])
     assert writer.flush() == 2
     rows = {p.fp: p for p in store.get_pages([1, 2], with_body=True)}
@@ -399,11 +479,24 @@ def _first_fetches(tmp_path: Path, bodies: dict[int, bytes], at: float) -> tuple
     store.warc_texts = WarcTexts(storage.root)
     writer = PageWriter(store, WarcOutput(storage, "job", max_bytes=10**6))
     for fp, body in bodies.items():
-        page = Page(fp=fp, url=f"http://127.0.0.1:1/{fp}", host="127.0.0.1:1", status=200,
-                    fetched_at=at, text=f"words {fp}")  # fmt: skip
-        fetch = prepare_fetch(page.url, status=200, headers={"etag": '"0"'}, body=body,
-                              ip="127.0.0.1", fetched_at=at, request=b"GET / HTTP/1.1\r\n\r\n",
-                              text=page.text)  # fmt: skip
+        page = Page(
+            fp=fp,
+            url=f"http://127.0.0.1:1/{fp}",
+            host="127.0.0.1:1",
+            status=200,
+            fetched_at=at,
+            text=f"words {fp}",
+        )
+        fetch = prepare_fetch(
+            page.url,
+            status=200,
+            headers={"etag": '"0"'},
+            body=body,
+            ip="127.0.0.1",
+            fetched_at=at,
+            request=b"GET / HTTP/1.1\r\n\r\n",
+            text=page.text,
+        )
         page.payload_digest = fetch.digest
         writer.add([page], [], [(page, fetch)])
     assert writer.flush() == len(bodies)
@@ -414,8 +507,12 @@ def _names_its_original(request: Any, revisit: Any, responses: dict, at: float) 
     """``revisit`` follows its ``request`` and names an existing response of its URI."""
     original = responses[revisit.get_header("WARC-Refers-To")]
     url = revisit.get_header("WARC-Target-URI")
-    assert original.get_header("WARC-Target-URI") == url == request.get_header(
-        "WARC-Target-URI") == revisit.get_header("WARC-Refers-To-Target-URI")  # fmt: skip
+    assert (
+        original.get_header("WARC-Target-URI")
+        == url
+        == request.get_header("WARC-Target-URI")
+        == revisit.get_header("WARC-Refers-To-Target-URI")
+    )
     assert revisit.get_header("WARC-Refers-To-Date") == original.get_header("WARC-Date")
     assert revisit.get_header("WARC-Date") == warc_date(at)
     assert request.get_header("WARC-Concurrent-To") == revisit.get_header("WARC-Record-ID")
@@ -429,13 +526,30 @@ def test_unchanged_recrawls_are_revisits_and_a_new_body_moves_the_row(tmp_path) 
     first = {p.fp: p for p in store.get_pages(list(urls))}
     store.mark_indexed([(fp, p.fetched_at) for fp, p in first.items()], 5.0)
     # a 304; a 200 with the stored body; a 200 with the stored text in other markup
-    not_modified = prepare_not_modified(urls[1], headers={"etag": '"0"'}, ip="127.0.0.1",
-                                        fetched_at=now, request=req)  # fmt: skip
-    same = prepare_fetch(urls[2], status=200, headers={}, body=bodies[2], ip="", fetched_at=now,
-                         request=req, text="words 2")  # fmt: skip
+    not_modified = prepare_not_modified(
+        urls[1], headers={"etag": '"0"'}, ip="127.0.0.1", fetched_at=now, request=req
+    )
+    same = prepare_fetch(
+        urls[2],
+        status=200,
+        headers={},
+        body=bodies[2],
+        ip="",
+        fetched_at=now,
+        request=req,
+        text="words 2",
+    )
     markup = bodies[3].replace(b"<html>", b'<html lang="en">')
-    moved = prepare_fetch(urls[3], status=200, headers={}, body=markup, ip="", fetched_at=now,
-                          request=req, text="words 3")  # fmt: skip
+    moved = prepare_fetch(
+        urls[3],
+        status=200,
+        headers={},
+        body=markup,
+        ip="",
+        fetched_at=now,
+        request=req,
+        text="words 3",
+    )
     touches = [(fp, now, 3, None, None, 60.0, now + 60) for fp in urls]
     writer.touch(touches, [(1, not_modified), (2, same), (3, moved)])
     assert writer.flush() == 0 and writer.revisits == 2
@@ -457,8 +571,10 @@ def test_unchanged_recrawls_are_revisits_and_a_new_body_moves_the_row(tmp_path) 
     assert ident[2].get_statuscode() == "200"
     rows = {p.fp: p for p in store.get_pages(list(urls))}
     for fp in (1, 2):  # the stored records still hold body and text
-        assert (rows[fp].warc_file, rows[fp].warc_offset) == (first[fp].warc_file,
-                                                              first[fp].warc_offset)  # fmt: skip
+        assert (rows[fp].warc_file, rows[fp].warc_offset) == (
+            first[fp].warc_file,
+            first[fp].warc_offset,
+        )
     three = rows[3]
     assert three.warc_offset > first[3].warc_offset and three.payload_digest == moved.digest
     pointer = Pointer(three.warc_file, three.warc_offset, three.warc_length)
@@ -478,8 +594,16 @@ def test_a_failed_fsync_commits_no_touch_and_writes_a_moved_body_again(tmp_path)
     store, storage, writer = _first_fetches(tmp_path, bodies, then)
     [first] = store.get_pages([1])
     markup = bodies[1].replace(b"<html>", b'<html lang="en">')
-    fetch = prepare_fetch(first.url, status=200, headers={}, body=markup, ip="",
-                          fetched_at=now, request=req, text="words 1")  # fmt: skip
+    fetch = prepare_fetch(
+        first.url,
+        status=200,
+        headers={},
+        body=markup,
+        ip="",
+        fetched_at=now,
+        request=req,
+        text="words 1",
+    )
     writer.touch([(1, now, 3, None, None, 60.0, now + 60)], [(1, fetch)])
 
     def broken_disk(fh) -> None:
@@ -490,7 +614,10 @@ def test_a_failed_fsync_commits_no_touch_and_writes_a_moved_body_again(tmp_path)
         writer.flush()
     [row] = store.get_pages([1])
     assert row.checked_at is None and (row.warc_file, row.warc_offset, row.payload_digest) == (
-        first.warc_file, first.warc_offset, first.payload_digest)  # fmt: skip
+        first.warc_file,
+        first.warc_offset,
+        first.payload_digest,
+    )
     del storage.make_durable
     assert writer.flush() == 0
     [row] = store.get_pages([1])
@@ -508,8 +635,13 @@ def test_a_304_with_no_stored_record_names_only_its_uri(tmp_path) -> None:
     store.init_schema()
     storage = LocalWarcStorage(tmp_path / "warc")
     writer = PageWriter(store, WarcOutput(storage, "job", max_bytes=10**6))
-    fetch = prepare_not_modified("http://127.0.0.1:1/", headers={}, ip="", fetched_at=1.7e9,
-                                 request=b"GET / HTTP/1.1\r\n\r\n")  # fmt: skip
+    fetch = prepare_not_modified(
+        "http://127.0.0.1:1/",
+        headers={},
+        ip="",
+        fetched_at=1.7e9,
+        request=b"GET / HTTP/1.1\r\n\r\n",
+    )
     writer.touch([(1, 1.7e9, 3, None, None, 60.0, 1.7e9 + 60)], [(1, fetch)])
     writer.flush()
     [name] = storage.names("job")

@@ -44,10 +44,22 @@ class AccessLog:
             raise TestWebError(f"cannot write the access log {self.path}: {e.strerror}") from e
 
     def record(
-        self, *, host: str, host_index: int, method: str, path: str, url: str | None,
-        status: int, sent: int, start: float, end: float, start_mono: float, end_mono: float,
-        aborted: bool, agent: str | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        *,
+        host: str,
+        host_index: int,
+        method: str,
+        path: str,
+        url: str | None,
+        status: int,
+        sent: int,
+        start: float,
+        end: float,
+        start_mono: float,
+        end_mono: float,
+        aborted: bool,
+        agent: str | None = None,
+    ) -> None:
         """Buffer one entry (formatted by hand: json.dumps of a dict costs 4× more)."""
         self._lines.append(
             f'{{"host":{_esc(host)},"host_index":{host_index},"method":{_esc(method)},'

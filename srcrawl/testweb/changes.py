@@ -123,9 +123,12 @@ def http_date(t: float) -> str:
 
 
 def not_modified(
-    schedule: ChangeSchedule, url: str, version: int, if_none_match: str | None,
+    schedule: ChangeSchedule,
+    url: str,
+    version: int,
+    if_none_match: str | None,
     if_modified_since: str | None,
-) -> bool:  # fmt: skip
+) -> bool:
     """Whether a conditional GET with these headers is answered 304 (RFC 9110 §13.2.2:
     If-None-Match decides when present, If-Modified-Since only without it)."""
     if if_none_match is not None:

@@ -25,33 +25,77 @@ from srcrawl.defaults import (
 def generator_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """The options that decide the web (``serve`` and ``graph`` agree when they agree)."""
     options = [
-        click.option("--hosts", type=click.IntRange(1), default=DEFAULT_TESTWEB_HOSTS,
-                     show_default=True, help="Hosts (distinct loopback origins)."),
-        click.option("--pages", type=click.IntRange(1), default=DEFAULT_TESTWEB_PAGES,
-                     show_default=True, help="Regular pages per host."),
-        click.option("--seed", type=int, default=DEFAULT_TESTWEB_SEED, show_default=True,
-                     help="Generator seed."),
-        click.option("--port-base", type=click.IntRange(1, 65535),
-                     default=DEFAULT_TESTWEB_PORT_BASE, show_default=True,
-                     help="Host i listens on 127.0.0.1:PORT_BASE+i (with --addresses: "
-                          "127.0.0.(i+2):PORT_BASE)."),
-        click.option("--addresses", is_flag=True,
-                     help="One loopback address per host (127.0.0.2, …) instead of one port."),
-        click.option("--crawl-delay", type=click.FloatRange(0), default=DEFAULT_TESTWEB_CRAWL_DELAY,
-                     show_default=True, help="Crawl-delay (s) of the hosts that set one."),
-        click.option("--robots-failures", type=click.IntRange(0),
-                     default=DEFAULT_TESTWEB_ROBOTS_FAILURES, show_default=True,
-                     help="500 answers of the flaky host's robots.txt before it works."),
-        click.option("--slow-seconds", type=click.FloatRange(0),
-                     default=DEFAULT_TESTWEB_SLOW_SECONDS, show_default=True,
-                     help="How long the timeout pages stall."),
-        click.option("--large-bytes", type=click.IntRange(0), default=DEFAULT_TESTWEB_LARGE_BYTES,
-                     show_default=True, help="Size of the large page."),
-        click.option("--public-host", default=None, metavar="NAME",
-                     help="Host name of every URL of the web (links, seeds) instead of the "
-                          "loopback address, e.g. a compose service name; ports stay "
-                          "PORT_BASE+i."),
-    ]  # fmt: skip
+        click.option(
+            "--hosts",
+            type=click.IntRange(1),
+            default=DEFAULT_TESTWEB_HOSTS,
+            show_default=True,
+            help="Hosts (distinct loopback origins).",
+        ),
+        click.option(
+            "--pages",
+            type=click.IntRange(1),
+            default=DEFAULT_TESTWEB_PAGES,
+            show_default=True,
+            help="Regular pages per host.",
+        ),
+        click.option(
+            "--seed",
+            type=int,
+            default=DEFAULT_TESTWEB_SEED,
+            show_default=True,
+            help="Generator seed.",
+        ),
+        click.option(
+            "--port-base",
+            type=click.IntRange(1, 65535),
+            default=DEFAULT_TESTWEB_PORT_BASE,
+            show_default=True,
+            help="Host i listens on 127.0.0.1:PORT_BASE+i (with --addresses: "
+            "127.0.0.(i+2):PORT_BASE).",
+        ),
+        click.option(
+            "--addresses",
+            is_flag=True,
+            help="One loopback address per host (127.0.0.2, …) instead of one port.",
+        ),
+        click.option(
+            "--crawl-delay",
+            type=click.FloatRange(0),
+            default=DEFAULT_TESTWEB_CRAWL_DELAY,
+            show_default=True,
+            help="Crawl-delay (s) of the hosts that set one.",
+        ),
+        click.option(
+            "--robots-failures",
+            type=click.IntRange(0),
+            default=DEFAULT_TESTWEB_ROBOTS_FAILURES,
+            show_default=True,
+            help="500 answers of the flaky host's robots.txt before it works.",
+        ),
+        click.option(
+            "--slow-seconds",
+            type=click.FloatRange(0),
+            default=DEFAULT_TESTWEB_SLOW_SECONDS,
+            show_default=True,
+            help="How long the timeout pages stall.",
+        ),
+        click.option(
+            "--large-bytes",
+            type=click.IntRange(0),
+            default=DEFAULT_TESTWEB_LARGE_BYTES,
+            show_default=True,
+            help="Size of the large page.",
+        ),
+        click.option(
+            "--public-host",
+            default=None,
+            metavar="NAME",
+            help="Host name of every URL of the web (links, seeds) instead of the "
+            "loopback address, e.g. a compose service name; ports stay "
+            "PORT_BASE+i.",
+        ),
+    ]
     for option in reversed(options):
         f = option(f)
     return f
@@ -61,17 +105,33 @@ def _web(opts: dict[str, Any], address: str = "127.0.0.1"):
     from srcrawl.testweb.generator import generate
 
     return generate(
-        opts["hosts"], opts["pages"], opts["seed"],
-        port_base=opts["port_base"], addresses=opts["addresses"],
-        crawl_delay=opts["crawl_delay"], robots_failures=opts["robots_failures"],
-        slow_seconds=opts["slow_seconds"], large_bytes=opts["large_bytes"],
-        host_name=opts["public_host"], address=address,
-    )  # fmt: skip
+        opts["hosts"],
+        opts["pages"],
+        opts["seed"],
+        port_base=opts["port_base"],
+        addresses=opts["addresses"],
+        crawl_delay=opts["crawl_delay"],
+        robots_failures=opts["robots_failures"],
+        slow_seconds=opts["slow_seconds"],
+        large_bytes=opts["large_bytes"],
+        host_name=opts["public_host"],
+        address=address,
+    )
 
 
 def _generator_kwargs(f: Callable[..., Any]) -> Callable[..., Any]:
-    names = ("hosts", "pages", "seed", "port_base", "addresses", "crawl_delay",
-             "robots_failures", "slow_seconds", "large_bytes", "public_host")  # fmt: skip
+    names = (
+        "hosts",
+        "pages",
+        "seed",
+        "port_base",
+        "addresses",
+        "crawl_delay",
+        "robots_failures",
+        "slow_seconds",
+        "large_bytes",
+        "public_host",
+    )
 
     @functools.wraps(f)
     def wrapper(**kwargs: Any) -> Any:
@@ -97,14 +157,28 @@ def testweb() -> None:
 
 @testweb.command("serve")
 @generator_options
-@click.option("--latency-ms", type=click.FloatRange(0), default=0.0, show_default=True,
-              help="Delay before every response.")  # fmt: skip
-@click.option("--access-log", type=click.Path(dir_okay=False), default=None,
-              help="Append one JSON line per request to this file.")  # fmt: skip
-@click.option("--bind", "bind_address", default=None, metavar="ADDR",
-              help="Listen on ADDR (e.g. 0.0.0.0 in a container) at each host's port, "
-                   "instead of each host's loopback address; a loopback ADDR (::1 for "
-                   "IPv6) is also the address the web's URLs name.")  # fmt: skip
+@click.option(
+    "--latency-ms",
+    type=click.FloatRange(0),
+    default=0.0,
+    show_default=True,
+    help="Delay before every response.",
+)
+@click.option(
+    "--access-log",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Append one JSON line per request to this file.",
+)
+@click.option(
+    "--bind",
+    "bind_address",
+    default=None,
+    metavar="ADDR",
+    help="Listen on ADDR (e.g. 0.0.0.0 in a container) at each host's port, "
+    "instead of each host's loopback address; a loopback ADDR (::1 for "
+    "IPv6) is also the address the web's URLs name.",
+)
 @_generator_kwargs
 def serve(
     opts: dict[str, Any], latency_ms: float, access_log: str | None, bind_address: str | None
@@ -145,8 +219,13 @@ def serve(
 
 @testweb.command("graph")
 @generator_options
-@click.option("--trap-steps", type=click.IntRange(0), default=DEFAULT_TESTWEB_TRAP_STEPS,
-              show_default=True, help="Steps into each infinite trap.")  # fmt: skip
+@click.option(
+    "--trap-steps",
+    type=click.IntRange(0),
+    default=DEFAULT_TESTWEB_TRAP_STEPS,
+    show_default=True,
+    help="Steps into each infinite trap.",
+)
 @click.option(
     "--attrs",
     is_flag=True,
@@ -175,20 +254,29 @@ def graph(opts: dict[str, Any], trap_steps: int, attrs: bool) -> None:
 @click.option("--seconds", type=click.FloatRange(0.1), default=5.0, show_default=True)
 @click.option("--connections", type=click.IntRange(1), default=16, show_default=True)
 @click.option("--latency-ms", type=click.FloatRange(0), default=0.0, show_default=True)
-@click.option("--access-log", type=click.Path(dir_okay=False), default=None,
-              help="Let the server log every request to this file.")  # fmt: skip
+@click.option(
+    "--access-log",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Let the server log every request to this file.",
+)
 def bench(
-    hosts: int, pages: int, seconds: float, connections: int, latency_ms: float,
+    hosts: int,
+    pages: int,
+    seconds: float,
+    connections: int,
+    latency_ms: float,
     access_log: str | None,
-) -> None:  # fmt: skip
+) -> None:
     """Requests/s of the server (its own process) under keep-alive load from this one."""
     import asyncio
 
     from srcrawl.testweb.loadgen import process_cpu_seconds, run_load
     from srcrawl.testweb.process import TestWeb
 
-    with TestWeb.generate(hosts, pages, seed=DEFAULT_TESTWEB_SEED, latency_ms=latency_ms,
-                          access_log=access_log) as tw:  # fmt: skip
+    with TestWeb.generate(
+        hosts, pages, seed=DEFAULT_TESTWEB_SEED, latency_ms=latency_ms, access_log=access_log
+    ) as tw:
         asyncio.run(run_load(tw.web, 0.5, connections))  # warm the render cache
         assert tw.server_pid is not None
         cpu0 = process_cpu_seconds(tw.server_pid)

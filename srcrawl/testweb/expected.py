@@ -67,9 +67,13 @@ def expected_crawl(
 
 
 def _bfs(
-    web: Web, starts: list[str], max_depth: int, allowed: Callable[[str], bool],
-    kinds: tuple[str, ...], agent: str,
-) -> tuple[dict[str, int], set[str]]:  # fmt: skip
+    web: Web,
+    starts: list[str],
+    max_depth: int,
+    allowed: Callable[[str], bool],
+    kinds: tuple[str, ...],
+    agent: str,
+) -> tuple[dict[str, int], set[str]]:
     """The BFS depths from ``starts`` (all at depth 0), and the origins of the URLs in scope
     (robots.txt read)."""
     depth: dict[str, int] = {}

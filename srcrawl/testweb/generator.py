@@ -61,9 +61,13 @@ HREF_STYLES = ("root", "root", "rel", "abs", "proto", "upper", "frag", "dots", "
 
 
 def loopback_endpoints(
-    hosts: int, port_base: int | None = None, *, ports: Sequence[int] | None = None,
-    addresses: bool = False, address: str = "127.0.0.1",
-) -> list[tuple[str, int]]:  # fmt: skip
+    hosts: int,
+    port_base: int | None = None,
+    *,
+    ports: Sequence[int] | None = None,
+    addresses: bool = False,
+    address: str = "127.0.0.1",
+) -> list[tuple[str, int]]:
     """Where each host listens: ``address:port_base+i`` (ports), or ``127.0.0.(i+2):port``
     (addresses, one port for all unless ``ports`` are given)."""
     if hosts < 1:
@@ -106,17 +110,25 @@ def robots_for(index: int, crawl_delay: float, failures: int) -> dict:
 
 
 def _hosts(
-    endpoints: list[tuple[str, int]], name: str | None, crawl_delay: float, failures: int,
+    endpoints: list[tuple[str, int]],
+    name: str | None,
+    crawl_delay: float,
+    failures: int,
     late_robots: Mapping[int, tuple[str, int]] | None,
-) -> list[Host]:  # fmt: skip
+) -> list[Host]:
     """The hosts of the web, each with the robots.txt of its role (or its late one)."""
     late = dict(late_robots or {})
     _check_late(late, len(endpoints))
     return [
-        Host(index=i, address=addr, port=port, name=name,
-             **(_late_robots(*late[i]) if i in late else robots_for(i, crawl_delay, failures)))
+        Host(
+            index=i,
+            address=addr,
+            port=port,
+            name=name,
+            **(_late_robots(*late[i]) if i in late else robots_for(i, crawl_delay, failures)),
+        )
         for i, (addr, port) in enumerate(endpoints)
-    ]  # fmt: skip
+    ]
 
 
 def _link_sitemap_pages(hosts: list[Host], pages: dict[str, Page], found: dict) -> None:
@@ -140,8 +152,10 @@ def _late_robots(mode: str, failures: int) -> dict:
 def _check_late(late: dict[int, tuple[str, int]], hosts: int) -> None:
     for i, (mode, failures) in late.items():
         if not 0 <= i < hosts or mode not in ("flaky", "hang") or failures < 0:
-            raise TestWebError(f"late robots.txt of host {i}: {mode!r} × {failures} is not "
-                               f"(flaky or hang) × n ≥ 0 of a host 0–{hosts - 1}")  # fmt: skip
+            raise TestWebError(
+                f"late robots.txt of host {i}: {mode!r} × {failures} is not "
+                f"(flaky or hang) × n ≥ 0 of a host 0–{hosts - 1}"
+            )
 
 
 def regular_path(n: int) -> str:
@@ -238,8 +252,9 @@ def generate(
     if host_name is not None and addresses:
         raise TestWebError("a host name needs one port per host, not one address per host")
     _check_sizes(pages, crawl_delay, robots_failures, slow_seconds, large_bytes)
-    endpoints = loopback_endpoints(hosts, port_base, ports=ports, addresses=addresses,
-                                   address=address)  # fmt: skip
+    endpoints = loopback_endpoints(
+        hosts, port_base, ports=ports, addresses=addresses, address=address
+    )
     host_list = _hosts(endpoints, host_name, crawl_delay, robots_failures, late_robots)
     rng = random.Random(seed)
     terms = words.TermPool(rng)
@@ -258,9 +273,18 @@ def generate(
         host_list, files, found = add_sitemaps(host_list, out, terms)
         if sitemap_links:
             _link_sitemap_pages(host_list, out, found)
-    return Web(hosts=host_list, pages=out, special=names, slow_seconds=slow_seconds,
-               large_bytes=large_bytes, seed=seed, queries=queries, files=files,
-               sitemap_pages=found, changes=changes)  # fmt: skip
+    return Web(
+        hosts=host_list,
+        pages=out,
+        special=names,
+        slow_seconds=slow_seconds,
+        large_bytes=large_bytes,
+        seed=seed,
+        queries=queries,
+        files=files,
+        sitemap_pages=found,
+        changes=changes,
+    )
 
 
 def _check_sizes(

@@ -148,8 +148,10 @@ def _anchor_queries(
         if url not in linked:
             continue
         own = {w for ln in pages[url].links for w in _words_of(ln.anchor)}
-        for lang, query, ws in (("en", f"{parts[0]} {parts[1]}", parts[:2]),
-                                ("zh", parts[2] + parts[3], parts[2:])):  # fmt: skip
+        for lang, query, ws in (
+            ("en", f"{parts[0]} {parts[1]}", parts[:2]),
+            ("zh", parts[2] + parts[3], parts[2:]),
+        ):
             if not own & set(ws):
                 out.append(KnownItem("anchor", lang, query, url))
     return out

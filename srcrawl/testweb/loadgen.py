@@ -49,9 +49,11 @@ def page_targets(web: Web, host_index: int) -> list[str]:
     return [
         target_of(url)
         for url, page in sorted(web.pages.items())
-        if url.startswith(origin + "/") and page.template in ("regular", "root", "leaf")
-        and page.behavior == "normal" and page.status == 200
-    ]  # fmt: skip
+        if url.startswith(origin + "/")
+        and page.template in ("regular", "root", "leaf")
+        and page.behavior == "normal"
+        and page.status == 200
+    ]
 
 
 async def timed_get(

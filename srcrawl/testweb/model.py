@@ -276,8 +276,9 @@ class Web:
         """Every URL a correct crawl fetches, with its BFS depth (see :mod:`.expected`)."""
         from srcrawl.testweb.expected import expected_crawl
 
-        return expected_crawl(self, seeds, max_depth, allowed, kinds=kinds, agent=agent,
-                              sitemaps=sitemaps)  # fmt: skip
+        return expected_crawl(
+            self, seeds, max_depth, allowed, kinds=kinds, agent=agent, sitemaps=sitemaps
+        )
 
     def known_items(
         self, within: Iterable[str] | None = None, lang: str | None = None

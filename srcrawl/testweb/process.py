@@ -127,14 +127,22 @@ class TestWeb:
             socks = free_loopback_sockets(hosts, address)
         try:
             ports = [s.getsockname()[1] for s in socks]
-            web = generate(hosts, pages, seed, ports=ports, addresses=addresses, address=address,
-                           **options)  # fmt: skip
+            web = generate(
+                hosts, pages, seed, ports=ports, addresses=addresses, address=address, **options
+            )
         except BaseException:
             for s in socks:
                 s.close()
             raise
-        return cls(web, latency_ms=latency_ms, access_log=access_log, in_process=in_process,
-                   flush_interval=flush_interval, sockets=socks, prerender=prerender)  # fmt: skip
+        return cls(
+            web,
+            latency_ms=latency_ms,
+            access_log=access_log,
+            in_process=in_process,
+            flush_interval=flush_interval,
+            sockets=socks,
+            prerender=prerender,
+        )
 
     # ---- the model, for convenience
 
@@ -211,11 +219,16 @@ class TestWeb:
 
     def _start_child(self, socks: list[socket.socket]) -> None:
         fds = [s.fileno() for s in socks]
-        payload = pickle.dumps({
-            "web": self.web, "fds": fds, "latency_ms": self.latency_ms,
-            "access_log": str(self.access_log) if self.access_log else None,
-            "flush_interval": self.flush_interval, "prerender": self.prerender,
-        })  # fmt: skip
+        payload = pickle.dumps(
+            {
+                "web": self.web,
+                "fds": fds,
+                "latency_ms": self.latency_ms,
+                "access_log": str(self.access_log) if self.access_log else None,
+                "flush_interval": self.flush_interval,
+                "prerender": self.prerender,
+            }
+        )
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "srcrawl.testweb"],
             stdin=subprocess.PIPE,
@@ -241,10 +254,13 @@ class TestWeb:
         async def main() -> None:
             self._stop_event = asyncio.Event()
             try:
-                server = TestWebServer(self.web, latency_ms=self.latency_ms,
-                                       access_log=self.access_log,
-                                       flush_interval=self.flush_interval,
-                                       prerender=self.prerender)  # fmt: skip
+                server = TestWebServer(
+                    self.web,
+                    latency_ms=self.latency_ms,
+                    access_log=self.access_log,
+                    flush_interval=self.flush_interval,
+                    prerender=self.prerender,
+                )
                 await server.start(socks)
             except BaseException as e:
                 failure.append(e)
@@ -305,10 +321,13 @@ def child_main() -> int:
     job = pickle.loads(stdin.read(struct.unpack(">Q", header)[0]))
     socks = [socket.socket(fileno=fd) for fd in job["fds"]]
     try:
-        server = TestWebServer(job["web"], latency_ms=job["latency_ms"],
-                               access_log=job["access_log"],
-                               flush_interval=job["flush_interval"],
-                               prerender=job["prerender"])  # fmt: skip
+        server = TestWebServer(
+            job["web"],
+            latency_ms=job["latency_ms"],
+            access_log=job["access_log"],
+            flush_interval=job["flush_interval"],
+            prerender=job["prerender"],
+        )
     except SrcrawlError as e:
         print(f"srcrawl testweb: {e}", file=sys.stderr)
         return 2

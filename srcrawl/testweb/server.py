@@ -158,8 +158,9 @@ class Site:
         assert schedule is not None
         if schedule.sitemap and target_of(url) == changes.SITEMAP_PATH:
             site = url[: -len(changes.SITEMAP_PATH)]
-            return Response(200, "application/xml", changes.live_sitemap(self.web, site,
-                                                                         time.time()))  # fmt: skip
+            return Response(
+                200, "application/xml", changes.live_sitemap(self.web, site, time.time())
+            )
         version = changes.live_version(self.web, url, time.time())
         if version is None:
             return content.not_found(schedule.gone_status(url))
@@ -175,8 +176,9 @@ class Site:
         key = f"{url}#v{version}"
         cached = self._cache.get(key)
         if cached is None:
-            cached = replace(content.render(self.web, page, version), etag=tag,
-                             last_modified=modified)  # fmt: skip
+            cached = replace(
+                content.render(self.web, page, version), etag=tag, last_modified=modified
+            )
             self._cache[key] = cached
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
@@ -314,9 +316,16 @@ class HttpConnection(asyncio.Protocol):
         self.discard = max(0, length)
         error = None if method in ("GET", "HEAD") else 405
         return Request(
-            method, target, keep_alive, start, start_mono, error=error,
-            http10=version == "HTTP/1.0", user_agent=agent, **conditional,
-        )  # fmt: skip
+            method,
+            target,
+            keep_alive,
+            start,
+            start_mono,
+            error=error,
+            http10=version == "HTTP/1.0",
+            user_agent=agent,
+            **conditional,
+        )
 
     def _refuse(self, status: int) -> None:
         self.buf.clear()
@@ -471,13 +480,20 @@ class TestWebServer:
             aborted = conn.lost
         if self.log is not None:
             self.log.record(
-                host=conn.host_name, host_index=conn.host.index,
-                method=request.method, path=request.target, url=url,
-                status=response.status, sent=sent,
-                start=request.start, end=time.time(),
-                start_mono=request.start_mono, end_mono=time.monotonic(),
-                aborted=aborted, agent=request.user_agent,
-            )  # fmt: skip
+                host=conn.host_name,
+                host_index=conn.host.index,
+                method=request.method,
+                path=request.target,
+                url=url,
+                status=response.status,
+                sent=sent,
+                start=request.start,
+                end=time.time(),
+                start_mono=request.start_mono,
+                end_mono=time.monotonic(),
+                aborted=aborted,
+                agent=request.user_agent,
+            )
         return keep and not aborted
 
     def _head(self, response: Response, request: Request, keep: bool, length: int) -> bytes:

@@ -68,15 +68,22 @@ def add_sitemaps(
     hosts = list(hosts)
 
     def leaf(url: str, links: tuple[Link, ...] = ()) -> None:
-        pages[url] = Page(url=url, template="leaf" if not links else "article", links=links,
-                          terms=terms.pair())  # fmt: skip
+        pages[url] = Page(
+            url=url, template="leaf" if not links else "article", links=links, terms=terms.pair()
+        )
 
     o = hosts[0].origin
-    plain = [(f"{o}/sm/0.html", "2024-05-06T10:00:00+02:00"), (f"{o}/sm/1.html", "2024-05-06"),
-             (f"{o}/p/0.html", "2023-01-01T00:00:00Z"), (f"{o}/private/sm.html", None)]  # fmt: skip
+    plain = [
+        (f"{o}/sm/0.html", "2024-05-06T10:00:00+02:00"),
+        (f"{o}/sm/1.html", "2024-05-06"),
+        (f"{o}/p/0.html", "2023-01-01T00:00:00Z"),
+        (f"{o}/private/sm.html", None),
+    ]
     more = [(f"{o}/sm/2.html", "2024-06-01T00:00:00Z"), (f"{o}/sm/3.html", None)]
-    files[f"{o}/sitemaps/index.xml"] = (XML, index([f"{o}/sitemaps/plain.xml",
-                                                    f"{o}/sitemaps/more.xml.gz"]))  # fmt: skip
+    files[f"{o}/sitemaps/index.xml"] = (
+        XML,
+        index([f"{o}/sitemaps/plain.xml", f"{o}/sitemaps/more.xml.gz"]),
+    )
     files[f"{o}/sitemaps/plain.xml"] = (XML, urlset(plain))
     files[f"{o}/sitemaps/more.xml.gz"] = (GZIP, gzip.compress(urlset(more), mtime=0))
     found[o] = {url: _when(mod) if mod else None for url, mod in plain + more}
@@ -110,13 +117,23 @@ def _hostile(host: Host, other: str, files: Files, found: Found, leaf) -> Host:
     files[f"{o}/hostile/malformed.xml"] = (XML, broken.replace(b"</urlset>", b"<url><loc><<"))
     leaf(f"{o}/sm/bomb.html")
     leaf(f"{o}/sm/kept.html")
-    found[o] = {f"{o}/sm/bomb.html": None, f"{o}/sm/kept.html": None,
-                **{url: None for url, _ in huge[:DEFAULT_SITEMAP_MAX_URLS]}}  # fmt: skip
-    return _with_sitemaps(host, [
-        nested[0], f"{o}/hostile/bomb.xml.gz", f"{o}/hostile/huge.xml",
-        f"{o}/hostile/malformed.xml", f"{OFF_SCOPE}/sitemap.xml",
-        f"{other}/sitemaps/index.xml", f"{o}/private/sitemap.xml",
-    ])  # fmt: skip
+    found[o] = {
+        f"{o}/sm/bomb.html": None,
+        f"{o}/sm/kept.html": None,
+        **{url: None for url, _ in huge[:DEFAULT_SITEMAP_MAX_URLS]},
+    }
+    return _with_sitemaps(
+        host,
+        [
+            nested[0],
+            f"{o}/hostile/bomb.xml.gz",
+            f"{o}/hostile/huge.xml",
+            f"{o}/hostile/malformed.xml",
+            f"{OFF_SCOPE}/sitemap.xml",
+            f"{other}/sitemaps/index.xml",
+            f"{o}/private/sitemap.xml",
+        ],
+    )
 
 
 def _with_sitemaps(host: Host, urls: list[str]) -> Host:

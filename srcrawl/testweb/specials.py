@@ -106,11 +106,20 @@ class _Builder:
             name, Page(url=self.o + path, template="leaf", terms=self.terms.pair(), **kw)
         )
 
-    def redirect(self, name: str | None, path: str, status: int, location: str, target: str,
-                 *, entry: bool = False) -> str:  # fmt: skip
+    def redirect(
+        self,
+        name: str | None,
+        path: str,
+        status: int,
+        location: str,
+        target: str,
+        *,
+        entry: bool = False,
+    ) -> str:
         link = Link(target=target, href=location, kind="redirect")
-        page = Page(url=self.o + path, status=status, template="redirect", location=location,
-                    links=(link,))  # fmt: skip
+        page = Page(
+            url=self.o + path, status=status, template="redirect", location=location, links=(link,)
+        )
         return self.add(name, page, entry=entry)
 
     def page(self, name: str, path: str, links: list[Link], *, entry: bool = True, **kw) -> str:
@@ -125,31 +134,63 @@ def build(hosts: list[Host], regular: list[str], terms: words.TermPool) -> tuple
     _redirects(b)
     b.add("not_found", Page(url=f"{o}/missing.html", status=404, template="error"), entry=True)
     b.add("server_error", Page(url=f"{o}/error.html", status=500, template="error"), entry=True)
-    b.add("timeout_headers", Page(url=f"{o}/slow/headers.html", template="leaf",
-                                  behavior="stall-headers"), entry=True)  # fmt: skip
-    b.add("timeout_body", Page(url=f"{o}/slow/body.html", template="leaf",
-                               behavior="stall-body"), entry=True)  # fmt: skip
+    b.add(
+        "timeout_headers",
+        Page(url=f"{o}/slow/headers.html", template="leaf", behavior="stall-headers"),
+        entry=True,
+    )
+    b.add(
+        "timeout_body",
+        Page(url=f"{o}/slow/body.html", template="leaf", behavior="stall-body"),
+        entry=True,
+    )
     for name, (encoding, where) in ENCODED.items():
         slug = name.replace("_", "-")
         nxt = b.leaf(f"{name}_next", f"/enc/{slug}-next.html")
-        b.page(name, f"/enc/{slug}.html", [Link(target=nxt, href=f"{slug}-next.html")],
-               template="encoded", encoding=encoding, charset_in=where)  # fmt: skip
+        b.page(
+            name,
+            f"/enc/{slug}.html",
+            [Link(target=nxt, href=f"{slug}-next.html")],
+            template="encoded",
+            encoding=encoding,
+            charset_in=where,
+        )
     for name, (path, ctype) in FILES.items():
         template = "binary" if ctype == "text/html" else name
         b.add(name, Page(url=o + path, template=template, content_type=ctype), entry=True)
     child = b.leaf("large_child", "/large-child.html")
-    b.page("large", "/large.html", [Link(target=child, href="large-child.html"),
-                                    *(Link(target=u, href=u) for u in regular[:3])],
-           template="large", terms=())  # fmt: skip
+    b.page(
+        "large",
+        "/large.html",
+        [
+            Link(target=child, href="large-child.html"),
+            *(Link(target=u, href=u) for u in regular[:3]),
+        ],
+        template="large",
+        terms=(),
+    )
     for name in ("unclosed", "garbage"):
         child = b.leaf(f"{name}_child", f"/bad/{name}-child.html")
-        b.page(name, f"/bad/{name}.html", [Link(target=child, href=f"{name}-child.html")],
-               template=name, terms=())  # fmt: skip
-    b.add("truncated", Page(url=f"{o}/bad/truncated.html", template="leaf",
-                            behavior="truncate"), entry=True)  # fmt: skip
+        b.page(
+            name,
+            f"/bad/{name}.html",
+            [Link(target=child, href=f"{name}-child.html")],
+            template=name,
+            terms=(),
+        )
+    b.add(
+        "truncated",
+        Page(url=f"{o}/bad/truncated.html", template="leaf", behavior="truncate"),
+        entry=True,
+    )
     good = b.leaf("bad_links_good", "/links/good.html")
-    b.page("bad_links", "/links/bad.html", [Link(target=good, href="good.html")],
-           template="bad-links", dropped=BAD_HREFS)  # fmt: skip
+    b.page(
+        "bad_links",
+        "/links/bad.html",
+        [Link(target=good, href="good.html")],
+        template="bad-links",
+        dropped=BAD_HREFS,
+    )
     _robots_meta(b)
     _structure(b, regular)
     # Traps are computed on lookup, never stored.
@@ -177,64 +218,105 @@ def _redirects(b: _Builder) -> None:
         far = f"{b.hosts[1].origin}/r/landing-cross.html"
         b.add("redirect_cross_host_target", Page(url=far, template="leaf", terms=b.terms.pair()))
         b.redirect("redirect_cross_host", "/r/cross", 301, far, far, entry=True)
-    b.redirect("redirect_disallowed", "/r/to-private", 302, "/private/0.html",
-               f"{o}/private/0.html", entry=True)  # fmt: skip
+    b.redirect(
+        "redirect_disallowed",
+        "/r/to-private",
+        302,
+        "/private/0.html",
+        f"{o}/private/0.html",
+        entry=True,
+    )
 
 
 def _robots_meta(b: _Builder) -> None:
     t1 = b.leaf("nofollow_rel_target", "/nofollow/rel-target.html")
     t2 = b.leaf("nofollow_rel_target2", "/nofollow/rel-target-2.html")
     ok = b.leaf("nofollow_rel_followed", "/nofollow/rel-followed.html")
-    b.page("nofollow_rel", "/nofollow/rel.html", [
-        Link(target=t1, href="rel-target.html", nofollow=True),
-        Link(target=ok, href="rel-followed.html"),
-        Link(target=t2, href="/nofollow/rel-target-2.html", nofollow=True),
-    ])  # fmt: skip
+    b.page(
+        "nofollow_rel",
+        "/nofollow/rel.html",
+        [
+            Link(target=t1, href="rel-target.html", nofollow=True),
+            Link(target=ok, href="rel-followed.html"),
+            Link(target=t2, href="/nofollow/rel-target-2.html", nofollow=True),
+        ],
+    )
     mt = b.leaf("nofollow_meta_target", "/nofollow/meta-target.html")
-    b.page("nofollow_meta", "/nofollow/meta.html", [Link(target=mt, href="meta-target.html")],
-           meta_nofollow=True)  # fmt: skip
+    b.page(
+        "nofollow_meta",
+        "/nofollow/meta.html",
+        [Link(target=mt, href="meta-target.html")],
+        meta_nofollow=True,
+    )
     child = b.leaf("noindex_child", "/noindex-child.html")
-    b.page("noindex", "/noindex.html", [Link(target=child, href="noindex-child.html")],
-           noindex=True)  # fmt: skip
+    b.page(
+        "noindex", "/noindex.html", [Link(target=child, href="noindex-child.html")], noindex=True
+    )
 
 
 def _structure(b: _Builder, regular: list[str]) -> None:
     o = b.o
     child = b.leaf("base_child", "/base/sub/child.html")
     up = b.leaf("base_up", "/base/up.html")
-    b.page("base", "/base/page.html", [Link(target=child, href="child.html"),
-                                       Link(target=up, href="../up.html")],
-           base_href=f"{o}/base/sub/", template="base")  # fmt: skip
+    b.page(
+        "base",
+        "/base/page.html",
+        [Link(target=child, href="child.html"), Link(target=up, href="../up.html")],
+        base_href=f"{o}/base/sub/",
+        template="base",
+    )
     left = b.leaf("frame_left", "/frames/left.html")
     right = b.leaf("frame_right", "/frames/right.html")
-    b.page("frameset", "/frames/frameset.html",
-           [Link(target=left, href="/frames/left.html", kind="frame"),
-            Link(target=right, href="right.html", kind="frame")],
-           template="frameset", terms=())  # fmt: skip
+    b.page(
+        "frameset",
+        "/frames/frameset.html",
+        [
+            Link(target=left, href="/frames/left.html", kind="frame"),
+            Link(target=right, href="right.html", kind="frame"),
+        ],
+        template="frameset",
+        terms=(),
+    )
     inner = b.leaf("iframe_inner", "/frames/inner.html")
     b.page("iframe", "/frames/iframe.html", [Link(target=inner, href="inner.html", kind="iframe")])
     ma = b.leaf("area_a", "/map/a.html")
     mb = b.leaf("area_b", "/map/b.html")
-    b.page("area", "/map.html", [Link(target=ma, href="/map/a.html", kind="area"),
-                                 Link(target=mb, href="map/b.html", kind="area")],
-           template="imagemap")  # fmt: skip
+    b.page(
+        "area",
+        "/map.html",
+        [
+            Link(target=ma, href="/map/a.html", kind="area"),
+            Link(target=mb, href="map/b.html", kind="area"),
+        ],
+        template="imagemap",
+    )
     p3 = b.page("paged_3", "/paged/3.html", [], template="paged", entry=False)
-    p2 = b.page("paged_2", "/paged/2.html", [Link(target=p3, href="3.html", kind="next")],
-                template="paged", entry=False)  # fmt: skip
-    b.page("paged", "/paged/1.html", [Link(target=p2, href="2.html", kind="next")],
-           template="paged")  # fmt: skip
+    p2 = b.page(
+        "paged_2",
+        "/paged/2.html",
+        [Link(target=p3, href="3.html", kind="next")],
+        template="paged",
+        entry=False,
+    )
+    b.page(
+        "paged", "/paged/1.html", [Link(target=p2, href="2.html", kind="next")], template="paged"
+    )
     sib = b.leaf("relative_sibling", "/rel/dir/sibling.html")
     sibq = b.leaf("relative_sibling_query", "/rel/dir/sibling.html?a=1&b=2")
     selfq = b.leaf("relative_self_query", "/rel/dir/page.html?a=1&b=2")
     up = b.leaf("relative_up", "/rel/up.html")
     top = b.leaf("relative_top", "/rel/top.html")
-    b.page("relative", "/rel/dir/page.html", [
-        Link(target=sib, href="./sibling.html"),
-        Link(target=up, href="../up.html"),
-        Link(target=regular[0], href="../../p/0.html#frag"),
-        Link(target=sibq, href="sibling.html?b=2&a=1"),
-        Link(target=sibq, href="./sibling.html?a=1&b=2#x"),
-        Link(target=sib, href="./../dir/./sibling.html"),
-        Link(target=top, href="../../../../rel/top.html"),
-        Link(target=selfq, href="?b=2&a=1"),
-    ])  # fmt: skip
+    b.page(
+        "relative",
+        "/rel/dir/page.html",
+        [
+            Link(target=sib, href="./sibling.html"),
+            Link(target=up, href="../up.html"),
+            Link(target=regular[0], href="../../p/0.html#frag"),
+            Link(target=sibq, href="sibling.html?b=2&a=1"),
+            Link(target=sibq, href="./sibling.html?a=1&b=2#x"),
+            Link(target=sib, href="./../dir/./sibling.html"),
+            Link(target=top, href="../../../../rel/top.html"),
+            Link(target=selfq, href="?b=2&a=1"),
+        ],
+    )

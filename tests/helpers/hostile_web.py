@@ -26,8 +26,10 @@ PAGES = ("drip", "headers", "short", "flaky")
 
 def _page(body: str, status: str = "200 OK", extra: str = "") -> bytes:
     data = f"<html><head><title>t</title></head><body>{body}</body></html>".encode()
-    head = (f"HTTP/1.1 {status}\r\nContent-Type: text/html; charset=utf-8\r\n"
-            f"Content-Length: {len(data)}\r\n{extra}Connection: close\r\n\r\n")  # fmt: skip
+    head = (
+        f"HTTP/1.1 {status}\r\nContent-Type: text/html; charset=utf-8\r\n"
+        f"Content-Length: {len(data)}\r\n{extra}Connection: close\r\n\r\n"
+    )
     return head.encode() + data
 
 
@@ -83,8 +85,10 @@ class HostileWeb:
 
     def _respond(self, conn: socket.socket, path: str, seen: int) -> None:
         if path == "/drip.html":
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 600\r\n"
-                         b"Connection: close\r\n\r\n<html><body>drip drip")  # fmt: skip
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 600\r\n"
+                b"Connection: close\r\n\r\n<html><body>drip drip"
+            )
             for _ in range(600):
                 if self._stop.wait(1.0):
                     return
@@ -103,8 +107,10 @@ class HostileWeb:
         if path == "/":
             return _page("".join(f'<a href="/{p}.html">{p}</a> ' for p in self.pages))
         if path == "/short.html":
-            return (b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5000\r\n"
-                    b"Connection: close\r\n\r\n<html><body>short " + b"y" * 982)  # fmt: skip
+            return (
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5000\r\n"
+                b"Connection: close\r\n\r\n<html><body>short " + b"y" * 982
+            )
         if path == "/flaky.html" and seen == 1:
             return _page("busy", "503 Service Unavailable", "Retry-After: 1\r\n")
         if path == "/flaky.html":

@@ -7,10 +7,21 @@ import sys
 
 # Heavy libraries a command imports only if it needs them, and the command modules.
 WATCHED = (
-    "jieba", "redis", "pymysql", "lxml", "bs4", "pycurl", "scipy", "numpy", "pkg_resources",
-    "srcrawl.master.commands", "srcrawl.indexer.commands", "srcrawl.pagerank.commands",
-    "srcrawl.benchmarks.commands", "srcrawl.testweb.commands",
-)  # fmt: skip
+    "jieba",
+    "redis",
+    "pymysql",
+    "lxml",
+    "bs4",
+    "pycurl",
+    "scipy",
+    "numpy",
+    "pkg_resources",
+    "srcrawl.master.commands",
+    "srcrawl.indexer.commands",
+    "srcrawl.pagerank.commands",
+    "srcrawl.benchmarks.commands",
+    "srcrawl.testweb.commands",
+)
 
 PROBE = """
 import atexit, sys
@@ -25,7 +36,13 @@ main()
 
 def run_probed(args: list[str], env: dict[str, str], cwd: str | None = None):
     """The finished process and the watched modules it imported."""
-    done = subprocess.run([sys.executable, "-c", PROBE, ",".join(WATCHED), *args], env=env,
-                          cwd=cwd, capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, ",".join(WATCHED), *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     line = [x for x in done.stderr.splitlines() if x.startswith("imported:")][-1]
     return done, set(line.split()[1:])

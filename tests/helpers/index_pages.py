@@ -23,18 +23,31 @@ SENTENCES = "我来到北京清华大学，他来到了网易杭研大厦。"  #
 
 
 def expected_terms(i: int, repeat: int) -> dict[str, int]:
-    return {"来到": 2 * repeat, "北京": repeat, "清华大学": repeat, "网易": repeat,
-            "杭研": repeat, "大厦": repeat, f"page{i}": 1}  # fmt: skip
+    return {
+        "来到": 2 * repeat,
+        "北京": repeat,
+        "清华大学": repeat,
+        "网易": repeat,
+        "杭研": repeat,
+        "大厦": repeat,
+        f"page{i}": 1,
+    }
 
 
 def store_pages(store, path: str, pages: int, repeat: int) -> list[str]:
     """``pages`` pages of ``repeat`` copies of SENTENCES each; their URLs."""
     urls = [f"http://127.0.0.1:9/{path}/{i}" for i in range(pages)]
     store.put_pages(
-        Page(fp=fingerprint(u), url=u, host="127.0.0.1:9", fetched_at=1.0, title="",
-             text=SENTENCES * repeat + f" page{i}")
+        Page(
+            fp=fingerprint(u),
+            url=u,
+            host="127.0.0.1:9",
+            fetched_at=1.0,
+            title="",
+            text=SENTENCES * repeat + f" page{i}",
+        )
         for i, u in enumerate(urls)
-    )  # fmt: skip
+    )
     return urls
 
 

@@ -38,14 +38,22 @@ def own_url(worker: int, i: int) -> str:
 def page(url: str) -> Page:
     from srcrawl.urls import fingerprint
 
-    return Page(fp=fingerprint(url), url=url, host="127.0.0.1:9", status=200,
-                fetched_at=1.0, title="t", text=f"words of {url}")  # fmt: skip
+    return Page(
+        fp=fingerprint(url),
+        url=url,
+        host="127.0.0.1:9",
+        status=200,
+        fetched_at=1.0,
+        title="t",
+        text=f"words of {url}",
+    )
 
 
 def links_of(pages: list[Page]) -> list[tuple[int, int, str]]:
     """Each page links to the next two of the list (in the shared pages' own order)."""
-    return [(p.fp, pages[(i + k) % len(pages)].fp, "next")
-            for i, p in enumerate(pages) for k in (1, 2)]  # fmt: skip
+    return [
+        (p.fp, pages[(i + k) % len(pages)].fp, "next") for i, p in enumerate(pages) for k in (1, 2)
+    ]
 
 
 class RetryCounter(logging.Handler):

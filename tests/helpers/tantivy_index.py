@@ -63,8 +63,18 @@ def index_in_process(store, index_dir: Path, fps: list[int] | None = None) -> in
     for fp, at, url, title, text in store.index_documents(fps):
         host = host_of(url)
         own, rest = boiler.split(host, text)
-        docs.append(tokenize_document(tok, fp, at, host, title, own, boilerplate=rest,
-                                      anchor_text="\n".join(anchors.get(fp, ()))))  # fmt: skip
+        docs.append(
+            tokenize_document(
+                tok,
+                fp,
+                at,
+                host,
+                title,
+                own,
+                boilerplate=rest,
+                anchor_text="\n".join(anchors.get(fp, ())),
+            )
+        )
     writer = IndexWriter(index_dir)
     try:
         writer.replace(docs)
