@@ -12,41 +12,14 @@ import pymysql
 
 from srcrawl.defaults import DEFAULT_SCHEMA_LOCK_TIMEOUT
 from srcrawl.errors import StoreDataError, StoreError, StoreTransientError
+from srcrawl.sql.base import TABLES
+from srcrawl.sql.migrations import RETIRED_INDEXES
+from srcrawl.sql.pages import upsert_page
 from srcrawl.sql.retry import LOST_CONNECTION_ERRORS, TRANSIENT_MYSQL_ERRORS
-from srcrawl.sql.store import RETIRED_INDEXES, TABLES, Store
+from srcrawl.sql.store import Store
 
 if TYPE_CHECKING:
     from srcrawl.sql.database_url import DatabaseURL
-
-_PAGE_UPDATE = ", ".join(
-    f"{c} = VALUES({c})"
-    for c in (
-        "url",
-        "host",
-        "depth",
-        "status",
-        "content_type",
-        "fetched_at",
-        "fetch_ms",
-        "title",
-        "text",
-        "body",
-        "error",
-        "body_state",
-        "warc_file_id",
-        "warc_offset",
-        "warc_length",
-        "payload_digest",
-        "text_length",
-        "etag",
-        "last_modified",
-        "digest",
-        "revisit",
-        "next_fetch",
-        "checked_at",
-    )
-)
-
 
 CONNECT_ERRORS = frozenset({2002, 2003, 2006, 2013})
 """Errors of a connect that may pass: no server listening (yet), the connection cut."""
@@ -59,14 +32,7 @@ class MySQLStore(Store):
     schema_lock_timeout: float = DEFAULT_SCHEMA_LOCK_TIMEOUT
 
     # pymysql turns executemany of "INSERT … VALUES (…)" into multi-row inserts
-    UPSERT_PAGE = (
-        "INSERT INTO pages (fp, url, host, depth, status, content_type, fetched_at, fetch_ms, "
-        "title, text, body, error, body_state, warc_file_id, warc_offset, warc_length, "
-        "payload_digest, text_length, etag, last_modified, digest, revisit, next_fetch, "
-        "checked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-        "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-        f"ON DUPLICATE KEY UPDATE {_PAGE_UPDATE}, indexed_at = NULL"
-    )
+    UPSERT_PAGE = upsert_page("ON DUPLICATE KEY UPDATE", "VALUES({})")
     ADD_FETCH_OUTCOME = (
         "ALTER TABLE pages ADD COLUMN error VARCHAR(32) NULL, "
         "ADD COLUMN body_state VARCHAR(16) NOT NULL DEFAULT 'complete'",

@@ -27,10 +27,10 @@ from srcrawl.portal.server import build_portal, serving_in_thread
 from srcrawl.queues import crawl_strategy
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.scope import Scope
-from srcrawl.slave.warc import WARC_SUFFIX
 from srcrawl.telemetry import Telemetry
 from srcrawl.testweb import TestWeb
 from srcrawl.urls import host_of
+from srcrawl.warc.storage import WARC_SUFFIX
 
 from .conftest import cli_env, run_cli, stored_pages
 

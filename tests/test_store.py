@@ -12,17 +12,15 @@ import pytest
 
 from srcrawl.config import DatabaseURL
 from srcrawl.errors import StoreDataError, StoreError
-from srcrawl.sql.store import (
+from srcrawl.sql.migrations import OLD_INDEX_META, SCHEMA_VERSION
+from srcrawl.sql.pages import (
     MAX_CONTENT_TYPE_CHARS,
     MAX_TITLE_CHARS,
-    OLD_INDEX_META,
-    SCHEMA_VERSION,
     Page,
-    Store,
     compress_body,
     decompress_body,
-    open_store,
 )
+from srcrawl.sql.store import Store, open_store
 
 from .conftest import _empty
 
@@ -541,8 +539,10 @@ def test_a_page_fetched_again_meanwhile_is_not_marked_indexed(store: Store) -> N
 def test_an_early_schema_6_store_gains_text_length_and_reads_texts_from_warc(
     store: Store, tmp_path: Path
 ) -> None:
-    from srcrawl.slave.warc import LocalWarcStorage, WarcOutput, prepare_fetch
-    from srcrawl.sql.warc_text import WarcTexts
+    from srcrawl.warc.output import WarcOutput
+    from srcrawl.warc.read import WarcTexts
+    from srcrawl.warc.records import prepare_fetch
+    from srcrawl.warc.storage import LocalWarcStorage
 
     with store.transaction() as cur:  # pages as the first schema 6 made them
         cur.execute("ALTER TABLE pages DROP COLUMN text_length")
@@ -668,14 +668,10 @@ def _schema_6_pages(store: Store) -> None:
 def test_a_schema_6_store_moves_its_warc_file_names_into_warc_files(
     store: Store, tmp_path: Path
 ) -> None:
-    from srcrawl.slave.warc import (
-        LocalWarcStorage,
-        Pointer,
-        WarcOutput,
-        prepare_fetch,
-        read_payload,
-    )
-    from srcrawl.sql.warc_text import WarcTexts
+    from srcrawl.warc.output import WarcOutput
+    from srcrawl.warc.read import WarcTexts, read_payload
+    from srcrawl.warc.records import prepare_fetch
+    from srcrawl.warc.storage import LocalWarcStorage, Pointer
 
     storage = LocalWarcStorage(tmp_path)
     out = WarcOutput(storage, "job", 10**6)
