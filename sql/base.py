@@ -14,7 +14,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from srcrawl.defaults import DEFAULT_STORE_BATCH, DEFAULT_STORE_BULK_BATCH
 from srcrawl.errors import StoreTransientError
@@ -194,7 +194,7 @@ class StoreBase(ABC):
         self.batch_size = DEFAULT_STORE_BULK_BATCH
         try:
             with self._bulk_settings():
-                yield self  # type: ignore[misc]  # every store is a Store
+                yield cast("Store", self)  # each part of a Store is one
         finally:
             self.batch_size = saved
 

@@ -12,7 +12,7 @@ import pytest
 
 from srcrawl.config import DatabaseURL
 from srcrawl.errors import StoreDataError, StoreError
-from srcrawl.sql.migrations import OLD_INDEX_META, SCHEMA_VERSION
+from srcrawl.sql.migrations import OLD_INDEX_META, SCHEMA_VERSION, STEPS
 from srcrawl.sql.pages import (
     MAX_CONTENT_TYPE_CHARS,
     MAX_TITLE_CHARS,
@@ -28,6 +28,10 @@ from .conftest import _empty
 def page(fp: int, url: str | None = None, **kw) -> Page:
     url = url or f"http://127.0.0.1/p/{fp}"
     return Page(fp=fp, url=url, host="127.0.0.1", fetched_at=1000.0 + fp % 1000, **kw)
+
+
+def test_the_migration_steps_are_numbered_up_to_the_schema_version() -> None:
+    assert [step.version for step in STEPS] == list(range(1, int(SCHEMA_VERSION) + 1))
 
 
 def test_schema_is_idempotent(store: Store) -> None:
