@@ -81,6 +81,12 @@ class StoreBase(ABC):
     def size_bytes(self) -> int:
         """Bytes the store takes on its server or disk (what ``status`` shows)."""
 
+    def disk_free_bytes(self) -> int | None:
+        """Free bytes of the disk a database server keeps the store's data on, when the
+        server tells (see :meth:`MySQLStore.disk_free_bytes`); None: it does not, or the
+        store is a file of this machine (SQLite: its directory is watched as a volume)."""
+        return None
+
     @abstractmethod
     def _translate_error(self, e: Exception) -> Exception | None:
         """A StoreError for a driver error, or None if ``e`` is not one."""

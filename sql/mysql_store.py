@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pymysql
@@ -207,9 +207,42 @@ class MySQLStore(Store):
         )
         return int(rows[0][0])
 
+    def disk_free_bytes(self) -> int | None:
+        """Free bytes of the disk holding the server's data directory (``@@datadir``), as
+        MariaDB's ``information_schema.DISKS`` gives them (the ``disks`` plugin:
+        ``INSTALL SONAME 'disks'``); None when the server has no such table (MySQL, or
+        MariaDB without the plugin) or lists no disk holding the directory (the table
+        shows disks to a user with the FILE privilege only). One try: a server that is
+        down or busy raises StoreTransientError."""
+        try:
+            with self.transaction(read_only=True) as cur:
+                (datadir,) = self._execute(cur, "SELECT @@datadir").fetchone()
+                disks = self._execute(
+                    cur, "SELECT Path, Available FROM information_schema.DISKS"
+                ).fetchall()
+        except StoreTransientError:
+            raise
+        except StoreError as e:  # 1109: no such table
+            log.debug("the server does not show its disks: %s", e)
+            return None
+        return disk_available(datadir, disks)
+
     def close(self) -> None:
         with contextlib.suppress(pymysql.MySQLError):
             self._conn.close()
+
+
+def disk_available(path: str, disks: Iterable[tuple[str, int]]) -> int | None:
+    """Free bytes of the disk holding ``path`` among ``disks``, (mount path, kilobytes
+    available) rows: the one mounted deepest above it; None if none holds it."""
+    inside = [
+        (len(mount), int(kb))
+        for mount, kb in disks
+        if mount == "/"
+        or path.rstrip("/") == mount.rstrip("/")
+        or path.startswith(mount.rstrip("/") + "/")
+    ]
+    return max(inside)[1] * 1024 if inside else None
 
 
 def tls_arguments(db: DatabaseURL) -> dict[str, Any]:

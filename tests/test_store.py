@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import shutil
 import string
 import struct
 import threading
@@ -737,3 +738,37 @@ def test_a_schema_6_store_moves_its_warc_file_names_into_warc_files(
     assert docs == {1: "中文 1", 2: "中文 2", 3: "row text"}
     store.save_fetched([_warc_page(4, r1.file, 0)], [])  # a file named before: its number
     assert store.count("warc_files") == 2 and store.get_pages([4])[0].warc_file == r1.file
+
+
+@pytest.mark.mysql
+def test_a_mariadb_store_tells_the_free_space_of_its_data_disk_by_the_disks_plugin(
+    mysql_db: DatabaseURL,
+) -> None:
+    from disks_plugin import disks_plugin, disks_plugin_installed
+
+    store = open_store(mysql_db)
+    try:
+        if not disks_plugin_installed(mysql_db):  # no information_schema.DISKS: unknown
+            assert store.disk_free_bytes() is None
+        with disks_plugin(mysql_db):
+            free = store.disk_free_bytes()
+            (datadir,) = store._query("SELECT @@datadir")[0]
+        assert free is not None and free > 0
+        if mysql_db.host in ("127.0.0.1", "localhost") and Path(datadir).exists():
+            # the server on this machine: what the kernel says of the same disk
+            assert abs(free - shutil.disk_usage(datadir).free) < 2**30
+        store.init_schema()  # the store goes on as before once the plugin is gone
+    finally:
+        store.close()
+
+
+def test_the_disk_of_the_data_directory_is_the_one_mounted_deepest_above_it() -> None:
+    from srcrawl.sql.mysql_store import disk_available
+
+    disks = [("/", 100), ("/var", 20), ("/var/lib/mysql2", 3), ("/dev/shm", 7)]
+    assert disk_available("/var/lib/mysql/", disks) == 20 * 1024
+    assert disk_available("/var/lib/mysql2/", disks) == 3 * 1024
+    assert disk_available("/srv/db", disks) == 100 * 1024
+    assert disk_available("/srv/db", disks[1:]) is None
+    assert disk_available("/variable", disks[1:]) is None
+    assert disk_available("/var/lib/mysql/", []) is None
