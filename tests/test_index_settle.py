@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 
 from srcrawl.config import Config
-from srcrawl.sql.store import Page, Store
+from srcrawl.sql.pages import Page
+from srcrawl.sql.store import Store
 from srcrawl.urls import fingerprint
 
 from .conftest import cli_env, run_cli

@@ -24,7 +24,7 @@ from srcrawl.config import Config
 from srcrawl.portal.search_pool import MAX_QUERY_CHARS
 from srcrawl.portal.server import build_portal, serving_in_thread
 from srcrawl.slave.parse import parse_html
-from srcrawl.sql.store import Page
+from srcrawl.sql.pages import Page
 from srcrawl.testweb.content import render
 from srcrawl.testweb.generator import generate
 from srcrawl.urls import fingerprint
