@@ -13,7 +13,7 @@ batches, the frontier's own scripts), on a Redis server of its own so
 
 The URLs come as links of a level the crawl reached with no lagging host (its
 steady state: no depth record). ``--depth-record`` measures that record instead
-(master/depth_record.py): N URLs recorded through the frontier's commit script,
+(master/frontier/depth_record.py): N URLs recorded through the frontier's commit script,
 beside the same N in the layout it replaced (a hash field a URL, the
 fingerprint in decimal), each ``MEMORY USAGE`` over N.
 """

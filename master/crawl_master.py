@@ -35,29 +35,26 @@ from srcrawl.defaults import (
     DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_MASTER_BATCH,
     DEFAULT_MASTER_IDLE_WAIT,
-    DEFAULT_MASTER_POLL,
     DEFAULT_NO_SLAVE_WARNING,
     DEFAULT_RECRAWL_BATCH,
     DEFAULT_REVISIT_FETCH_VALUE,
-    REDIS_TIMER_TICK,
 )
-from srcrawl.errors import CrawlRestarted, LeaseLost, SrcrawlError
+from srcrawl.errors import LeaseLost
 from srcrawl.keys import Keys, lease_waiting_key, processing_pattern
-from srcrawl.master.frontier import Batch, BatchWork, Frontier, now_ms
-from srcrawl.master.frontier.admission import Admission
+from srcrawl.master.frontier import Frontier, now_ms
+from srcrawl.master.frontier.admission import Admission, HeldLinks
 from srcrawl.master.frontier.barrier import ADVANCED, COMPLETE, WAITING, LevelBarrier
 from srcrawl.master.frontier.levels import Levels
 from srcrawl.master.frontier.outcomes import Outcomes
 from srcrawl.master.frontier.politeness import Politeness
 from srcrawl.master.frontier.recrawl import Recrawl
-from srcrawl.master.frontier.rules import CrawlRules
+from srcrawl.master.frontier.rules import CrawlRules, wait_for_strategy
 from srcrawl.master.frontier.seen import SeenSet
 from srcrawl.master.guards import CrawlGuards
 from srcrawl.outage import REDIS_DOWN, master_waits_out
 from srcrawl.queues.crawl_protocol import MASTER_ID
 from srcrawl.queues.crawl_strategy import CrawlStrategy
-from srcrawl.queues.crawl_strategy import load as load_strategy
-from srcrawl.queues.lease import MasterLease, clear_waiting, holder_id, mark_waiting
+from srcrawl.queues.lease import MasterLease, holder_id
 from srcrawl.queues.partitions import partition_keys
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import process_stats, reap, reaped_sentences, workers
@@ -68,9 +65,6 @@ if TYPE_CHECKING:
     from srcrawl.sql.store import Store
 
 log = logging.getLogger("srcrawl.master")
-
-HELD_MOVED_PER_ROUND = 10_000
-"""Held link messages moved back to nrq per housekeeping round once a guard let go."""
 
 
 class CrawlMaster:
@@ -97,7 +91,7 @@ class CrawlMaster:
     ) -> None:
         self.client, self.job_keys, self.job = client, job_keys, job
         self.guards, self.store = guards, store
-        self.rules = CrawlRules(self._wait_for_strategy(wait_for_work))
+        self.rules = CrawlRules(wait_for_strategy(client, job_keys, job, wait=wait_for_work))
         self.partitions, self.partition = self.strategy.partitions, partition
         # the partition's frontier, queues and counters (the job's own keys when P = 1)
         self.keys = keys = job_keys.partition(partition, self.partitions)
@@ -119,13 +113,14 @@ class CrawlMaster:
         """Most tasks waiting in srq (0: no bound until slaves report their fetch threads)."""
         self.seen = SeenSet(client, keys, error_rate=self.strategy.bloom_error_rate)
         self.politeness = Politeness(self.rules)
+        self.hold = HeldLinks(guards, client, keys, nrq.key)
         self.admission = Admission(
             self.rules,
             self.seen,
             self.frontier,
             partition=partition,
             partitions=self.partitions,
-            holding=lambda: self.guards.state.admission_held,
+            holding=self.hold.held,
         )
         self.recrawl = Recrawl(self.rules, client, keys)
         self.outcomes = Outcomes(
@@ -153,32 +148,8 @@ class CrawlMaster:
     def strategy(self) -> CrawlStrategy:
         return self.rules.strategy
 
-    def _wait_for_strategy(self, wait_for_work: bool) -> CrawlStrategy:
-        strategy = load_strategy(self.client, self.job_keys)
-        holder = holder_id("crawl-master")
-        while strategy is None:
-            if not wait_for_work:
-                raise SrcrawlError(
-                    f"job {self.job!r} has no crawl: start it with `srcrawl crawl SEED…`, "
-                    "`srcrawl master start SEED…` or `srcrawl seed URL…`"
-                )
-            # waiting for seeds is this master's job for now: healthy (srcrawl/health.py)
-            mark_waiting(self.client, self.job_keys.master_lease("crawl"), holder)
-            time.sleep(1.0)
-            strategy = load_strategy(self.client, self.job_keys)
-            if strategy is not None:
-                clear_waiting(self.client, self.job_keys.master_lease("crawl"))
-        return strategy
-
     def reload_strategy(self) -> None:
-        strategy = load_strategy(self.client, self.job_keys)
-        if strategy is not None and strategy.partitions != self.partitions:
-            raise CrawlRestarted(
-                f"the job's crawl now has {strategy.partitions} partitions, not "
-                f"{self.partitions}: a new crawl was started; start the master again"
-            )
-        if strategy is not None and strategy.version != self.strategy.version:
-            self.rules.adopt(strategy)
+        self.rules.reload(self.client, self.job_keys, self.partitions)
 
     # -- lifecycle -------------------------------------------------------------
     def acquire(self, *, wait: bool = True) -> None:
@@ -242,7 +213,7 @@ class CrawlMaster:
         next_ready = now_ms()
         while not self.stopping.is_set():
             self._housekeeping()
-            msgs = self._next_messages(next_ready)
+            msgs = self.frontier.take_until(self.batch, next_ready)
             if msgs:
                 self.process(msgs)
             handed_out, next_ready = self._hand_out(keep_running)
@@ -250,7 +221,11 @@ class CrawlMaster:
                 next_ready = now_ms()
                 continue
             state = self.frontier.level_state(self.queues.nrq.key)
-            if state.level_done and not self.queues.nrq.pending(MASTER_ID) and not self._holding():
+            if (
+                state.level_done
+                and not self.queues.nrq.pending(MASTER_ID)
+                and not self.hold.pending()
+            ):
                 if self.partitions > 1:
                     outcome = self._partition_step(keep_running)
                     if outcome == COMPLETE:
@@ -274,7 +249,7 @@ class CrawlMaster:
                 self.partitions == 1
                 and not keep_running
                 and state.tail_only
-                and not self._holding()
+                and not self.hold.pending()
             ):
                 # the level's last tasks are all in flight: the next one fills the slots
                 # they leave idle (the depth record keeps depths exact, see Frontier)
@@ -303,24 +278,6 @@ class CrawlMaster:
             return COMPLETE
         return ADVANCED if self.levels.catch_up() else WAITING
 
-    def _next_messages(self, due_ms: int) -> list[bytes]:
-        """nrq messages, waiting for them until ``due_ms`` (-1: no host is due before one comes).
-
-        An outcome wakes the blocking wait at once, but Redis ends a blocking
-        timeout only on its timer tick: the wait ends a tick before the due
-        time and the rest is polled, so a host is released on time.
-        """
-        take = self.frontier.take
-        if due_ms < 0:
-            return take(self.batch, timeout=DEFAULT_MASTER_IDLE_WAIT)
-        wait = min(DEFAULT_MASTER_IDLE_WAIT + REDIS_TIMER_TICK, (due_ms - now_ms()) / 1000)
-        if wait > REDIS_TIMER_TICK:
-            return take(self.batch, timeout=wait - REDIS_TIMER_TICK)
-        msgs = take(self.batch)
-        if not msgs and wait > 0:
-            time.sleep(min(wait, DEFAULT_MASTER_POLL))
-        return msgs
-
     def _housekeeping(self) -> None:
         now = time.monotonic()
         # renewed a few times per TTL: a lease lost meanwhile ends the master here
@@ -331,7 +288,7 @@ class CrawlMaster:
             return
         self._last_reap = now
         self.reload_strategy()
-        self._guard()
+        self.hold.check(self.strategy)
         # no worker heartbeat of its own: its memory and open files reach /metrics so
         publish_process(self.client, self.job_keys, self._process, process_stats())
         # not fenced, replay-safe: a task returned to srq twice is fetched once more at most
@@ -344,25 +301,6 @@ class CrawlMaster:
         self.slaves.see(len(slaves), now)
         if self.seen.snapshot_due():
             self.seen.snapshot(self.frontier.transaction)
-
-    def _guard(self) -> None:
-        """Look at disk and Redis memory; once admission is free again, the links held
-        meanwhile go back to nrq (each move is atomic: none is lost or doubled)."""
-        state = self.guards.check(self.strategy.min_free_disk, self.strategy.max_redis_memory)
-        if state.admission_held:
-            return
-        # a bounded share per round: the next rounds move the rest
-        held = min(self.client.llen(self.keys.crawl_held), HELD_MOVED_PER_ROUND)
-        if held:
-            pipe = self.client.pipeline(transaction=False)
-            for _ in range(held):
-                pipe.lmove(self.keys.crawl_held, self.queues.nrq.key, "LEFT", "RIGHT")
-            pipe.execute()
-            log.info("%d held link messages back in nrq", held)
-
-    def _holding(self) -> bool:
-        """Links wait to be admitted: the depth level may not end before they are judged."""
-        return self.guards.state.admission_held or bool(self.client.llen(self.keys.crawl_held))
 
     def _finish(self, deferred: list[str] | None = None) -> None:
         """The crawl is complete: the seen set's snapshot, the depths improved on the way,
@@ -398,7 +336,8 @@ class CrawlMaster:
     # -- one batch ------------------------------------------------------------------
     def process(self, msgs: list[bytes]) -> None:
         """Turn a batch of nrq messages into one atomic frontier commit."""
-        w = self._start_batch(len(msgs))
+        value = int(DEFAULT_REVISIT_FETCH_VALUE * self.strategy.revisit * 1000)
+        w = self.levels.start_batch(len(msgs), max(1, value))
         self.outcomes.read(msgs, w)
         # before the commit, not fenced and replay-safe (see the module doc)
         self.recrawl.record(w)
@@ -413,22 +352,6 @@ class CrawlMaster:
             self.politeness.host_limits = self.frontier.host_limits()
             raise
         self.admission.committed(w)
-
-    def _start_batch(self, acks: int) -> BatchWork:
-        """A new batch, at the crawl's level (caught up to first by a partition that waited)."""
-        value = int(DEFAULT_REVISIT_FETCH_VALUE * self.strategy.revisit * 1000)
-        batch = Batch(acks=acks, value=max(1, value))
-        level, strict, record = self.client.hmget(
-            self.job_keys.crawl_state, ["level", "strict", "record"]
-        )
-        if self.partitions > 1 and int(level or 0) > self.levels.partition_level():
-            self.levels.catch_up(int(level or 0))  # the crawl moved on while this one waited
-        if self.partitions > 1:
-            record = self.client.hget(self.keys.crawl_state, "record")
-        batch.recording = strict is None or int(strict) != int(level or 0)
-        # without a depth record no path can be found shorter: links are judged as usual
-        recorded = batch.recording or record is not None
-        return BatchWork(batch, level=int(level or 0), recorded=recorded)
 
 
 class SlaveWatch:

@@ -10,6 +10,7 @@ up in the depth record once the batch is read (:meth:`Admission.improve`).
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import replace
@@ -23,10 +24,17 @@ from srcrawl.master.frontier.host_queues import Frontier
 from srcrawl.master.frontier.politeness import queue_for
 from srcrawl.master.frontier.rules import CrawlRules
 from srcrawl.master.frontier.seen import SeenSet
+from srcrawl.master.guards import CrawlGuards
 from srcrawl.queues.crawl_protocol import FetchTask, Links
+from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.link_cache import ClockCache
 from srcrawl.queues.partitions import partition_of_host
 from srcrawl.urls import host_of
+
+log = logging.getLogger("srcrawl.master")
+
+HELD_MOVED_PER_ROUND = 10_000
+"""Held link messages moved back to nrq per housekeeping round once a guard let go."""
 
 
 class Admission:
@@ -176,6 +184,41 @@ class Admission:
         if w.forward:
             forward_links(client, job_keys, self.partitions, w.forward)
             w.count("links_forwarded", sum(len(v) for v in w.forward.values()))
+
+
+class HeldLinks:
+    """Admission held by a guard (master/guards.py): the links judged meanwhile wait in
+    ``crawl_held``, and go back to nrq once it lets go."""
+
+    def __init__(self, guards: CrawlGuards, client: redis.Redis, keys: Keys, nrq_key: str) -> None:
+        self.guards = guards
+        self.client = client
+        self.keys = keys
+        self.nrq_key = nrq_key
+
+    def held(self) -> bool:
+        """A guard holds admission now."""
+        return self.guards.state.admission_held
+
+    def pending(self) -> bool:
+        """Links wait to be admitted: the depth level may not end before they are judged."""
+        return self.guards.state.admission_held or bool(self.client.llen(self.keys.crawl_held))
+
+    def check(self, strategy: CrawlStrategy) -> None:
+        """Look at disk and Redis memory; once admission is free again, the links held
+        meanwhile go back to nrq (each move is atomic: none is lost or doubled; not
+        fenced, a stale master's moves are moves all the same)."""
+        state = self.guards.check(strategy.min_free_disk, strategy.max_redis_memory)
+        if state.admission_held:
+            return
+        # a bounded share per round: the next rounds move the rest
+        held = min(self.client.llen(self.keys.crawl_held), HELD_MOVED_PER_ROUND)
+        if held:
+            pipe = self.client.pipeline(transaction=False)
+            for _ in range(held):
+                pipe.lmove(self.keys.crawl_held, self.nrq_key, "LEFT", "RIGHT")
+            pipe.execute()
+            log.info("%d held link messages back in nrq", held)
 
 
 def forward_links(

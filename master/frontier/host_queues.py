@@ -10,7 +10,12 @@ from typing import Any
 
 import redis
 
-from srcrawl.defaults import DEFAULT_DEFERRED_END_WAIT
+from srcrawl.defaults import (
+    DEFAULT_DEFERRED_END_WAIT,
+    DEFAULT_MASTER_IDLE_WAIT,
+    DEFAULT_MASTER_POLL,
+    REDIS_TIMER_TICK,
+)
 from srcrawl.keys import Keys
 from srcrawl.master.frontier import lua
 from srcrawl.master.frontier.batch import Batch, now_ms
@@ -93,6 +98,24 @@ class Frontier:
         if self.client.blmove(self.nrq_key, self.nrq_key, timeout, "LEFT", "LEFT") is None:
             return []
         return list(self._run(lua.TAKE, count=count))
+
+    def take_until(self, count: int, due_ms: int) -> list[bytes]:
+        """Up to ``count`` nrq messages, waiting for them until ``due_ms`` (-1: no host is due
+        before one comes).
+
+        An outcome wakes the blocking wait at once, but Redis ends a blocking
+        timeout only on its timer tick: the wait ends a tick before the due
+        time and the rest is polled, so a host is released on time.
+        """
+        if due_ms < 0:
+            return self.take(count, timeout=DEFAULT_MASTER_IDLE_WAIT)
+        wait = min(DEFAULT_MASTER_IDLE_WAIT + REDIS_TIMER_TICK, (due_ms - now_ms()) / 1000)
+        if wait > REDIS_TIMER_TICK:
+            return self.take(count, timeout=wait - REDIS_TIMER_TICK)
+        msgs = self.take(count)
+        if not msgs and wait > 0:
+            time.sleep(min(wait, DEFAULT_MASTER_POLL))
+        return msgs
 
     def transaction(self, write: Callable[[redis.client.Pipeline], object]) -> list:
         """Run the commands ``write`` queues as one transaction fenced by the lease."""

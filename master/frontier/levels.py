@@ -8,6 +8,7 @@ import redis
 
 from srcrawl.keys import Keys
 from srcrawl.master.frontier.barrier import LevelBarrier
+from srcrawl.master.frontier.batch import Batch, BatchWork
 from srcrawl.master.frontier.host_queues import Frontier
 
 
@@ -19,6 +20,23 @@ class Levels:
         self.client = frontier.client
         self.keys = keys
         self.barrier = barrier
+
+    def start_batch(self, acks: int, value: int) -> BatchWork:
+        """A new batch of ``acks`` messages at the crawl's level (a partition that waited
+        catches up to it first); ``value``: what a fetch is worth (Batch.value)."""
+        batch = Batch(acks=acks, value=value)
+        level, strict, record = self.client.hmget(
+            self.barrier.job_keys.crawl_state, ["level", "strict", "record"]
+        )
+        partitioned = len(self.barrier.partitions) > 1
+        if partitioned and int(level or 0) > self.partition_level():
+            self.catch_up(int(level or 0))  # the crawl moved on while this partition waited
+        if partitioned:
+            record = self.client.hget(self.keys.crawl_state, "record")
+        batch.recording = strict is None or int(strict) != int(level or 0)
+        # without a depth record no path can be found shorter: links are judged as usual
+        recorded = batch.recording or record is not None
+        return BatchWork(batch, level=int(level or 0), recorded=recorded)
 
     def partition_level(self) -> int:
         return int(self.client.hget(self.keys.crawl_state, "level") or 0)
