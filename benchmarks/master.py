@@ -21,7 +21,7 @@ from srcrawl.defaults import DEFAULT_SEEN_CACHE
 from srcrawl.keys import Keys
 from srcrawl.master.crawl_master import CrawlMaster, reset_crawl
 from srcrawl.master.crawl_run import start_crawl
-from srcrawl.master.seen import SeenSet
+from srcrawl.master.frontier.seen import SeenSet
 from srcrawl.queues.crawl_protocol import canonical_links
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.envelope import encode
@@ -96,7 +96,7 @@ def run_master_benchmark(
     start_crawl(job_cfg, [f"http://{host_names[0]}/"], strategy)
     # links of a level reached with no lagging host: the steady state, no depth record
     job_cfg.redis().hset(job_cfg.keys.crawl_state, "strict", 0)
-    master = CrawlMaster(job_cfg)
+    master = CrawlMaster.from_config(job_cfg)
     master.acquire(wait=False)
     msgs = [
         encode(
@@ -129,7 +129,7 @@ def run_master_benchmark(
 
 
 def _judge(links: list[str], recent: ClockCache, scope: Scope, seen: SeenSet) -> int:
-    """The steps of CrawlMaster._candidate without the batch bookkeeping; the new ones."""
+    """The steps of Admission.candidate without the batch bookkeeping; the new ones."""
     new = 0
     for url in links:
         if url in recent:

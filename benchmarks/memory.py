@@ -13,7 +13,7 @@ batches, the frontier's own scripts), on a Redis server of its own so
 
 The URLs come as links of a level the crawl reached with no lagging host (its
 steady state: no depth record). ``--depth-record`` measures that record instead
-(master/depth_record.py): N URLs recorded through the frontier's commit script,
+(master/frontier/depth_record.py): N URLs recorded through the frontier's commit script,
 beside the same N in the layout it replaced (a hash field a URL, the
 fingerprint in decimal), each ``MEMORY USAGE`` over N.
 """
@@ -149,7 +149,7 @@ def _measure(
     start_crawl(cfg, [f"http://{_host(0)}/"], strategy)
     client.hset(cfg.keys.crawl_state, "strict", 0)  # the steady state (see the module doc)
     before = int(client.info("memory")["used_memory"])
-    master = CrawlMaster(cfg)
+    master = CrawlMaster.from_config(cfg)
     master.acquire(wait=False)
     t0 = time.perf_counter()
     done = 0
@@ -215,7 +215,7 @@ def run_depth_record_benchmark(urls: int, say: Callable[[str], None]) -> DepthRe
         try:
             cfg = Config.load(redis_url=url, db_url=f"sqlite:///{tmp}/m.db", job="memory", env={})
             start_crawl(cfg, [f"http://{_host(0)}/"], CrawlStrategy(seed_hosts=(_host(0),)))
-            master = CrawlMaster(cfg)
+            master = CrawlMaster.from_config(cfg)
             master.acquire(wait=False)
             client, record = cfg.redis(), cfg.keys.crawl_depths
             rng = random.Random(7)

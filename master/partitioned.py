@@ -46,7 +46,7 @@ from srcrawl.defaults import (
 from srcrawl.errors import LeaseHeld, LeaseLost
 from srcrawl.keys import Keys
 from srcrawl.master.crawl_master import CrawlMaster, crawl_counters
-from srcrawl.master.level_barrier import LevelBarrier
+from srcrawl.master.frontier.barrier import LevelBarrier
 from srcrawl.outage import REDIS_DOWN, RedisOutage, wait_out_outages
 from srcrawl.queues.lease import clear_waiting, holder_id, mark_waiting
 
@@ -239,7 +239,7 @@ class PartitionedMaster:
 
     def _start(self, p: int) -> bool:
         stop = threading.Event()
-        master = CrawlMaster(self.cfg, partition=p, stopping=stop, wait_out=False)
+        master = CrawlMaster.from_config(self.cfg, partition=p, stopping=stop, wait_out=False)
         try:
             master.acquire(wait=False)
         except LeaseHeld:

@@ -664,7 +664,7 @@ def queue_of(raw: bytes) -> str | None:
 def work_left(client: redis.Redis, keys: Keys) -> bool:
     """True while the job's crawl has anything queued or in flight, in one atomic read
     (a partitioned crawl: until the masters found every partition done; see
-    master/level_barrier.py).
+    master/frontier/barrier.py).
 
     A task is always in one of these: ``nrq`` (an outcome or seed for the
     master), the master's batch in hand, a ready queue, a queue with its

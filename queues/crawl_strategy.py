@@ -28,7 +28,6 @@ from srcrawl.defaults import (
     DEFAULT_MAX_PAGE_BYTES,
     DEFAULT_MAX_REDIS_MEMORY,
     DEFAULT_MAX_REPEATED_SEGMENTS,
-    DEFAULT_MAX_RETRY_BACKOFF,
     DEFAULT_MAX_REVISIT,
     DEFAULT_MAX_URL_LENGTH,
     DEFAULT_MIN_FREE_DISK,
@@ -46,7 +45,6 @@ from srcrawl.defaults import (
     DEFAULT_USER_AGENT,
     DEFAULT_WARC_MAX_BYTES,
     MAX_PARTITIONS,
-    QUEUES_PER_LIMIT,
 )
 from srcrawl.errors import ConfigError
 from srcrawl.keys import Keys
@@ -94,7 +92,7 @@ class CrawlStrategy:
     """Seconds a host waits after its robots.txt answered 5xx or not at all."""
     lag_after: float = DEFAULT_LAG_AFTER
     """A host whose robots.txt deferral is this many seconds or longer stops holding the
-    depth levels (a *lagging* queue, see master/frontier.py); a shorter one holds them."""
+    depth levels (a *lagging* queue, see master/frontier/); a shorter one holds them."""
     robots_ttl: float = DEFAULT_ROBOTS_TTL
     """Seconds a fetched robots.txt stays cached (the host's sitemaps are read again too
     when it is fetched again)."""
@@ -267,22 +265,6 @@ class CrawlStrategy:
         if crawl_delay:
             wait = max(wait, min(crawl_delay, self.max_crawl_delay))
         return int(wait * 1000)
-
-    def retry_ms(self, failed: int, retry_after: float | None) -> int:
-        """Wait before the next try of a URL whose fetch failed ``failed`` times (≥ 1).
-
-        Exponential back-off, at least the server's Retry-After; both capped.
-        """
-        wait = max(self.retry_backoff * 2 ** (failed - 1), retry_after or 0.0)
-        return int(min(wait, DEFAULT_MAX_RETRY_BACKOFF) * 1000)
-
-    def queue_for(self, host: str, fp: int) -> str:
-        """The frontier queue of the URL with fingerprint ``fp`` on ``host``."""
-        if self.queue_policy == "hash":
-            return f"bucket-{fp % self.hash_buckets}"
-        if self.per_host > 1:
-            return f"{host}#{fp % (self.per_host * QUEUES_PER_LIMIT)}"
-        return host
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -25,7 +25,7 @@ class ClockCache:
 
     Each key keeps the smallest depth it was seen at: a key seen again at a
     smaller depth is a miss (a shorter path the master must hear of, see
-    master/frontier.py), at the same or a greater depth a hit.
+    master/frontier/), at the same or a greater depth a hit.
     """
 
     def __init__(self, capacity: int = DEFAULT_LINK_CACHE) -> None:

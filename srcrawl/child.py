@@ -60,7 +60,7 @@ def run_crawl_master(
     from srcrawl.master.crawl_master import CrawlMaster
     from srcrawl.master.partitioned import PartitionedMaster
 
-    master = CrawlMaster(cfg, wait_for_work=role.keep_running)
+    master = CrawlMaster.from_config(cfg, wait_for_work=role.keep_running)
     if master.partitions > 1:
         crew = PartitionedMaster(cfg, master.partitions, keep_running=role.keep_running)
         crew.install_signal_handlers()

@@ -224,7 +224,7 @@ class Keys:
     @property
     def crawl_lagging(self) -> str:
         """Set of frontier queues whose head task waits on a robots.txt deferral: the depth
-        levels do not wait for them (see master/frontier.py)."""
+        levels do not wait for them (see master/frontier/)."""
         return f"{self.prefix}:crawl:lagging"
 
     @property
@@ -248,7 +248,7 @@ class Keys:
     @property
     def crawl_depths(self) -> str:
         """Hash of packed buckets: the depth record, each URL's scheduled depth while a shorter
-        path to it may still come (master/depth_record.py)."""
+        path to it may still come (master/frontier/depth_record.py)."""
         return f"{self.prefix}:crawl:depths"
 
     @property
@@ -259,7 +259,7 @@ class Keys:
     @property
     def crawl_due(self) -> str:
         """Sorted set: fp -> when the stored page is due to be fetched again (epoch ms).
-        The recrawl schedule (see master/frontier.py, docs/ARCHITECTURE.md)."""
+        The recrawl schedule (see master/frontier/, docs/ARCHITECTURE.md)."""
         return f"{self.prefix}:crawl:due"
 
     @property

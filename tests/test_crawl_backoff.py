@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from srcrawl.master.crawl_master import _host_failed
 from srcrawl.master.frontier import Batch, Requeue, now_ms
+from srcrawl.master.frontier.politeness import host_failed
 from srcrawl.queues.crawl_protocol import ERROR_CONNECT, FetchTask, Retry
 from srcrawl.queues.envelope import decode
 
@@ -61,9 +61,9 @@ def test_a_host_that_failed_holds_its_queue(redis_client, keys) -> None:
 
 def test_which_failures_are_the_hosts() -> None:
     task = FetchTask(f"http://{HOST}/0", 1, 1, HOST)
-    assert _host_failed(Retry(task, 0, ERROR_CONNECT, 5))
-    assert _host_failed(Retry(task, 429, None, 5))
-    assert _host_failed(Retry(task, 503, None, 5, retry_after=30))
-    assert not _host_failed(Retry(task, 503, None, 5))  # no Retry-After: this URL's trouble
-    assert not _host_failed(Retry(task, 500, None, 5))
-    assert not _host_failed(Retry(task, 0, "timeout", 1000))
+    assert host_failed(Retry(task, 0, ERROR_CONNECT, 5))
+    assert host_failed(Retry(task, 429, None, 5))
+    assert host_failed(Retry(task, 503, None, 5, retry_after=30))
+    assert not host_failed(Retry(task, 503, None, 5))  # no Retry-After: this URL's trouble
+    assert not host_failed(Retry(task, 500, None, 5))
+    assert not host_failed(Retry(task, 0, "timeout", 1000))

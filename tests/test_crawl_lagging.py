@@ -111,14 +111,14 @@ def test_a_late_host_gives_a_shorter_path_to_a_url_found_deeper(redis_url, keys,
     t = threading.Thread(target=slave.run, daemon=True)
     t.start()
     try:
-        assert CrawlMaster(cfg).run() is True
+        assert CrawlMaster.from_config(cfg).run() is True
     finally:
         slave.stopping.set()
         t.join(timeout=10)
     assert handler.defers == 0
     # what the store ends with: each URL's shallowest fetch, or the depth it was improved to
     # (a deeper fetch in flight when the shorter path was found is not made again)
-    improved = {fp: d for fp, d in CrawlMaster(cfg).frontier.improved_depths()}
+    improved = {fp: d for fp, d in CrawlMaster.from_config(cfg).frontier.improved_depths()}
     shortest: dict[str, int] = {}
     for url, depth in handler.fetched:
         depth = min(depth, improved.get(fingerprint(url), depth))

@@ -126,7 +126,7 @@ def run_slave_thread(cfg: Config, handler: GraphHandler) -> tuple[Slave, threadi
 def crawl_with(cfg: Config, handler: GraphHandler) -> None:
     """Run the job's crawl to completion: a master, and one slave in a thread with ``handler``."""
     slave, t = run_slave_thread(cfg, handler)
-    assert CrawlMaster(cfg).run()
+    assert CrawlMaster.from_config(cfg).run()
     slave.stopping.set()
     t.join(timeout=10)
 
@@ -143,7 +143,7 @@ def test_crawl_is_exactly_the_depth_bounded_set(redis_url, keys, tmp_path) -> No
     start_crawl(cfg, seeds, FAST)
     handler = GraphHandler(graph)
     slave, t = run_slave_thread(cfg, handler)
-    master = CrawlMaster(cfg)
+    master = CrawlMaster.from_config(cfg)
     assert master.run() is True
     slave.stopping.set()
     t.join(timeout=10)
@@ -213,7 +213,7 @@ def test_one_request_in_flight_per_host_and_delay_between(redis_url, keys, tmp_p
 
     handler.handle = timed  # type: ignore[method-assign]
     slave, t = run_slave_thread(cfg, handler)
-    assert CrawlMaster(cfg).run()
+    assert CrawlMaster.from_config(cfg).run()
     slave.stopping.set()
     t.join(timeout=10)
     assert handler.max_active == 1
@@ -251,7 +251,7 @@ def test_seeds_added_later_extend_the_scope(redis_url, keys, tmp_path) -> None:
     add_seeds(cfg, ["http://127.0.0.1:9001/p/3"])
     handler = GraphHandler(graph)
     slave, t = run_slave_thread(cfg, handler)
-    assert CrawlMaster(cfg).run()
+    assert CrawlMaster.from_config(cfg).run()
     slave.stopping.set()
     t.join(timeout=10)
     expected = bfs(
@@ -266,10 +266,10 @@ def test_seeds_added_later_extend_the_scope(redis_url, keys, tmp_path) -> None:
 def test_a_second_master_refuses_to_start(redis_url, keys, tmp_path) -> None:
     cfg = cfg_for(redis_url, keys.job, tmp_path)
     start_crawl(cfg, ["http://127.0.0.1:9000/"], FAST)
-    first = CrawlMaster(cfg)
+    first = CrawlMaster.from_config(cfg)
     first.acquire()
     with pytest.raises(LeaseHeld):
-        CrawlMaster(cfg).acquire(wait=False)
+        CrawlMaster.from_config(cfg).acquire(wait=False)
     first.release()
 
 

@@ -20,6 +20,7 @@ from srcrawl.errors import ConfigError
 from srcrawl.master.commands import resumed_strategy
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.master.frontier import Batch, Frontier, Requeue, now_ms
+from srcrawl.master.frontier.politeness import queue_for
 from srcrawl.queues.crawl_protocol import FetchTask
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.envelope import decode
@@ -50,9 +51,9 @@ def _out(redis_client, srq: str) -> list[str]:
 
 def test_strategy_spreads_a_host_over_per_host_queues() -> None:
     one, four = CrawlStrategy(), CrawlStrategy(per_host=4)
-    assert one.queue_for(HOST, 12345) == HOST  # the default: the queues as they always were
+    assert queue_for(one, HOST, 12345) == HOST  # the default: the queues as they always were
     # over QUEUES_PER_LIMIT queues per request in flight: each depth level's longest is shorter
-    assert {four.queue_for(HOST, fp) for fp in range(200)} == {
+    assert {queue_for(four, HOST, fp) for fp in range(200)} == {
         f"{HOST}#{k}" for k in range(4 * QUEUES_PER_LIMIT)
     }
     assert CrawlStrategy.from_json(four.to_json()).per_host == 4

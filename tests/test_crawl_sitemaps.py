@@ -14,11 +14,11 @@ import pytest
 
 from srcrawl.config import Config
 from srcrawl.errors import EnvelopeError
+from srcrawl.master.frontier.recrawl import lastmod_of
 from srcrawl.queues.crawl_protocol import FetchTask, RobotsFetched, read_outcome
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.envelope import encode
 from srcrawl.queues.scope import Scope
-from srcrawl.queues.sitemap_lastmod import lastmod_of
 from srcrawl.slave.robots import RobotsRules
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.sitemaps import OFF_SCOPE

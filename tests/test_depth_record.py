@@ -15,8 +15,8 @@ import pytest
 from srcrawl.config import Config
 from srcrawl.master.crawl_master import CrawlMaster
 from srcrawl.master.crawl_run import start_crawl
-from srcrawl.master.depth_record import MAX_DEPTH, packed_entries
 from srcrawl.master.frontier import Batch
+from srcrawl.master.frontier.depth_record import MAX_DEPTH, packed_entries
 from srcrawl.queues.crawl_protocol import Deferred, Fetched, FetchTask, canonical_links
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.urls import fingerprint
@@ -37,7 +37,7 @@ def master(redis_url, keys, tmp_path):
     start_crawl(
         cfg, [f"{A}/0", f"{B}/0"], CrawlStrategy(max_depth=6, delay=0, delay_factor=0, max_delay=0)
     )
-    m = CrawlMaster(cfg)
+    m = CrawlMaster.from_config(cfg)
     m.acquire(wait=False)
     yield m
     m.release()
@@ -69,7 +69,7 @@ def page(task: FetchTask, *links: str) -> Fetched:
 def next_level(m: CrawlMaster) -> None:
     state = m.frontier.level_state(m.queues.nrq.key)
     assert state.level_done and state.next
-    m._advance_level(lagging=state.lagging > 0)
+    m.levels.advance(lagging=state.lagging > 0)
 
 
 def queued(m: CrawlMaster, queue: str) -> list[tuple[str, int]]:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from srcrawl.config import Config, DatabaseURL
+from srcrawl.master.frontier.politeness import retry_ms
 from srcrawl.queues.crawl_protocol import fetch_task
 from srcrawl.queues.crawl_strategy import CrawlStrategy, publish
 from srcrawl.queues.envelope import decode
@@ -271,9 +272,9 @@ def test_a_crawl_beside_a_hostile_host_loses_no_good_page(redis_url, keys, tmp_p
 
 def test_the_retry_back_off_doubles_honours_retry_after_and_is_capped() -> None:
     s = CrawlStrategy(retry_backoff=2.0)
-    assert [s.retry_ms(n, None) for n in (1, 2, 3)] == [2000, 4000, 8000]
-    assert s.retry_ms(10, None) == s.retry_ms(1, 10**6) == 60_000
-    assert s.retry_ms(1, 30.0) == 30_000
+    assert [retry_ms(s, n, None) for n in (1, 2, 3)] == [2000, 4000, 8000]
+    assert retry_ms(s, 10, None) == retry_ms(s, 1, 10**6) == 60_000
+    assert retry_ms(s, 1, 30.0) == 30_000
 
 
 def test_status_lists_the_failed_fetches_by_kind() -> None:

@@ -298,20 +298,20 @@ def test_the_master_says_once_when_no_slave_is_alive_and_once_when_one_is_back(
 
     cfg = Config.load(env=env_for(tmp_path, keys.job, redis_url))
     start_crawl(cfg, web.seed_urls, CrawlStrategy())
-    master = CrawlMaster(cfg)
+    master = CrawlMaster.from_config(cfg)
     t0 = time.monotonic()
     with caplog.at_level("WARNING", logger="srcrawl.master"):
         for dt in (0, 10, 29):
-            master._watch_slaves(0, t0 + dt)
+            master.slaves.see(0, t0 + dt)
         assert caplog.messages == []
         for dt in (31, 40, 50):
-            master._watch_slaves(0, t0 + dt)
+            master.slaves.see(0, t0 + dt)
         assert len(caplog.messages) == 1
         assert "no crawl slave has been alive for 31 s" in caplog.messages[0]
         for dt in (51, 52):
-            master._watch_slaves(2, t0 + dt)
+            master.slaves.see(2, t0 + dt)
         assert caplog.messages[1:] == ["2 crawl slaves are alive again"]
-        master._watch_slaves(0, t0 + 53)  # a short gap is not worth a line
+        master.slaves.see(0, t0 + 53)  # a short gap is not worth a line
         assert len(caplog.messages) == 2
     cfg.close()
 

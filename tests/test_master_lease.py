@@ -17,8 +17,9 @@ import time
 import pytest
 
 from srcrawl.config import Config
-from srcrawl.master.crawl_master import REJECTED, REJECTED_LINKS, CrawlMaster
+from srcrawl.master.crawl_master import CrawlMaster
 from srcrawl.master.crawl_run import start_crawl
+from srcrawl.master.frontier.outcomes import REJECTED, REJECTED_LINKS
 from srcrawl.queues.crawl_protocol import Seed
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.envelope import encode
@@ -66,7 +67,7 @@ def test_malformed_nrq_messages_are_counted_and_the_crawl_goes_on(
     slave, t = run_slave_thread(cfg, handler)
     try:
         with caplog.at_level(logging.WARNING, logger="srcrawl.master"):
-            assert CrawlMaster(cfg).run() is True
+            assert CrawlMaster.from_config(cfg).run() is True
     finally:
         slave.stopping.set()
         t.join(timeout=10)

@@ -7,7 +7,7 @@ import random
 
 from pybloom_live import ScalableBloomFilter
 
-from srcrawl.master.seen import bloom_add
+from srcrawl.master.frontier.seen import bloom_add
 
 
 def _bloom() -> ScalableBloomFilter:

@@ -19,10 +19,10 @@ from srcrawl.config import Config
 from srcrawl.master.crawl_master import CrawlMaster, reset_crawl
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.master.frontier import Batch, Requeue, now_ms
+from srcrawl.master.frontier.recrawl import record_lastmod
 from srcrawl.queues.change_rate import ChangeHistory
 from srcrawl.queues.crawl_protocol import Fetched, FetchTask
 from srcrawl.queues.crawl_strategy import CrawlStrategy
-from srcrawl.queues.sitemap_lastmod import record_lastmod
 from srcrawl.slave.sitemaps import parse_sitemap
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.changes import CHANGING, STATIC, ChangeSchedule, live_sitemap
@@ -182,7 +182,7 @@ def test_a_page_its_sitemap_told_right_waits_longest_and_a_wrong_one_is_not_move
     cfg = Config.load(env=cli_env(redis_url, keys.job, tmp_path))
     strategy = CrawlStrategy(revisit=10, min_revisit=1, max_revisit=1000)
     start_crawl(cfg, ["http://127.0.0.1:9/"], strategy)
-    master = CrawlMaster(cfg)
+    master = CrawlMaster.from_config(cfg)
     master.acquire()
     before = time.time() - 100
 

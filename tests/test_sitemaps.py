@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gzip
 
-from srcrawl.queues.sitemap_lastmod import lastmod_of, record_lastmod
+from srcrawl.master.frontier.recrawl import lastmod_of, record_lastmod
 from srcrawl.slave.sitemaps import SitemapLimits, parse_lastmod, read_sitemaps
 
 HOST = "http://127.0.0.1:9"

@@ -1,7 +1,7 @@
 """Depth levels across the partitions of a crawl (``--partitions P`` > 1).
 
 One partition's frontier knows when *it* is done with a depth level (see
-master/frontier.py), but a page fetched in one partition may link to a host
+the package doc), but a page fetched in one partition may link to a host
 of another: a level is over only when every partition is done with it and
 no link is on its way. The crawl's level is kept once, in the job's crawl
 state; each partition keeps the level it released its next-level tasks to
@@ -25,52 +25,18 @@ records the level; until it has, the crawl cannot move again.
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 
 import redis
 
 from srcrawl.keys import Keys, processing_key
-from srcrawl.master.frontier import WORK_BESIDE_LAGGING
-from srcrawl.queues.crawl_protocol import MASTER_ID, Links
+from srcrawl.master.frontier import lua
+from srcrawl.master.frontier.host_queues import script_keys
+from srcrawl.queues.crawl_protocol import MASTER_ID
 
 ADVANCED = "advanced"
 COMPLETE = "complete"
 WAITING = "waiting"
-
-# KEYS[1] ready, KEYS[2] inflight, KEYS[3] lagging, KEYS[4] nextlevel, KEYS[5] nrq,
-# KEYS[6] the master's batch in hand, KEYS[7] the partition's crawl state, KEYS[8] its
-# tasks backing off (counted as ready).
-# Reads (writes nothing): {ready queues, queues in flight (both without the lagging
-# ones), lagging queues with work, next-level tasks, nrq messages, batch in hand,
-# the partition's level, its commits}.
-_PROBE = (
-    WORK_BESIDE_LAGGING
-    + """
-local ready, inflight, lagging = work_beside_lagging(KEYS[1], KEYS[2], KEYS[3], false)
-ready = ready + redis.call('ZCARD', KEYS[8])
-local st = redis.call('HMGET', KEYS[7], 'level', 'commits')
-return {ready, inflight, lagging, redis.call('LLEN', KEYS[4]), redis.call('LLEN', KEYS[5]),
-        redis.call('LLEN', KEYS[6]), tonumber(st[1] or '0'), tonumber(st[2] or '0')}
-"""
-)
-
-# KEYS[1] the crawl's state; ARGV[1] the level it must be at, ARGV[2] "advance" or
-# "complete", ARGV[3] 1 if a partition has lagging work, ARGV[4] now (s).
-# Moves the crawl to the next level (recording, when no partition has lagging work, that
-# the level was reached strictly: ``strict``, see master/frontier.py) or completes it;
-# 1 if this call did.
-_MOVE = """
-if redis.call('HGET', KEYS[1], 'state') == 'complete' then return 0 end
-if tonumber(redis.call('HGET', KEYS[1], 'level') or '0') ~= tonumber(ARGV[1]) then return 0 end
-if ARGV[2] == 'advance' then
-  if ARGV[3] ~= '1' then redis.call('HSET', KEYS[1], 'strict', tonumber(ARGV[1]) + 1) end
-  redis.call('HSET', KEYS[1], 'level', tonumber(ARGV[1]) + 1)
-else
-  redis.call('HSET', KEYS[1], 'state', 'complete', 'finished', ARGV[4])
-end
-return 1
-"""
 
 
 @dataclass(frozen=True)
@@ -97,8 +63,8 @@ class LevelBarrier:
         self.client = client
         self.job_keys = job_keys
         self.partitions = job_keys.partitions(partitions)
-        self._probe = client.register_script(_PROBE)
-        self._move = client.register_script(_MOVE)
+        self._probe = client.register_script(lua.PROBE.source())
+        self._move = client.register_script(lua.MOVE.source())
 
     def level(self) -> int:
         return int(self.client.hget(self.job_keys.crawl_state, "level") or 0)
@@ -113,17 +79,8 @@ class LevelBarrier:
 
     def probe(self, k: Keys) -> PartitionProbe:
         nrq = k.nrq("crawl")
-        keys = [
-            k.crawl_ready,
-            k.crawl_inflight,
-            k.crawl_lagging,
-            k.crawl_next_level,
-            nrq,
-            processing_key(nrq, MASTER_ID),
-            k.crawl_state,
-            k.crawl_backoff,
-        ]
-        return PartitionProbe(*(int(n) for n in self._probe(keys=keys)))
+        named = script_keys(k, k.srq("crawl"), nrq, processing_key(nrq, MASTER_ID))
+        return PartitionProbe(*(int(n) for n in self._probe(keys=lua.PROBE.keys_of(named))))
 
     def probe_all(self) -> list[PartitionProbe]:
         return [self.probe(k) for k in self.partitions]
@@ -144,27 +101,17 @@ class LevelBarrier:
             return WAITING
         lagging = any(p.lagging for p in second)
         if any(p.next for p in second):
-            self._move(
-                keys=[self.job_keys.crawl_state], args=[level, "advance", int(lagging), time.time()]
-            )
+            self._move_to(level, "advance", int(lagging))
             return ADVANCED
         if lagging or keep_running:
             return WAITING
-        self._move(keys=[self.job_keys.crawl_state], args=[level, "complete", 0, time.time()])
+        self._move_to(level, "complete", 0)
         return COMPLETE if self.complete() else WAITING
 
-
-def forward_links(
-    client: redis.Redis,
-    job_keys: Keys,
-    partitions: int,
-    forward: dict[int, list[tuple[str, int, int]]],
-) -> None:
-    """Push links to the nrq of the partitions that own their hosts, one message per
-    partition and depth: ``forward`` maps partition -> (url, fp, depth)."""
-    for p, entries in forward.items():
-        by_depth: dict[int, list[tuple[str, int]]] = defaultdict(list)
-        for url, fp, depth in entries:
-            by_depth[depth].append((url, fp))
-        messages = [Links(links, depth).encode() for depth, links in sorted(by_depth.items())]
-        client.rpush(job_keys.partition(p, partitions).nrq("crawl"), *messages)
+    def _move_to(self, level: int, what: str, lagging: int) -> None:
+        """Advance or complete the crawl at ``level`` (a compare-and-set, see move.lua)."""
+        keys = lua.MOVE.keys_of({"state": self.job_keys.crawl_state})
+        args = lua.MOVE.args_of(
+            {"level": level, "what": what, "lagging": lagging, "now": time.time()}
+        )
+        self._move(keys=keys, args=args)
