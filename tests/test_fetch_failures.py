@@ -193,6 +193,26 @@ def _srcrawl(args: list[str], env: dict[str, str]) -> subprocess.CompletedProces
     )
 
 
+def _cli_env(redis_url: str, keys, tmp_path: Path) -> dict[str, str]:
+    """A `srcrawl` process's environment: the test's Redis and job, a SQLite store."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
+    env.update(
+        SRCRAWL_REDIS_URL=redis_url,
+        SRCRAWL_JOB=keys.job,
+        SRCRAWL_HOME=str(tmp_path / "home"),
+        SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db",
+    )
+    return env
+
+
+# depth 2 with no politeness wait; short timeouts, deferrals and back-off
+_QUICK_CRAWL = [
+    *("--depth", "2", "--slaves", "2", "--threads", "8"),
+    *("--delay", "0", "--delay-factor", "0"),
+    *("--fetch-timeout", "0.5", "--robots-defer", "0.3", "--retry-backoff", "0.2"),
+]
+
+
 @pytest.mark.slow
 def test_a_crawl_beside_a_hostile_host_loses_no_good_page(redis_url, keys, tmp_path) -> None:
     pages = (*PAGES, "heavy")
@@ -201,37 +221,8 @@ def test_a_crawl_beside_a_hostile_host_loses_no_good_page(redis_url, keys, tmp_p
         TestWeb.generate(hosts=3, pages=20, seed=4, latency_ms=30) as tw,
     ):
         good_seeds = tw.seed_urls[1:]  # host 0's special pages fail on purpose
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
-        env.update(
-            SRCRAWL_REDIS_URL=redis_url,
-            SRCRAWL_JOB=keys.job,
-            SRCRAWL_HOME=str(tmp_path / "home"),
-            SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db",
-        )
-        r = _srcrawl(
-            [
-                "crawl",
-                bad.origin + "/",
-                *good_seeds,
-                "--depth",
-                "2",
-                "--slaves",
-                "2",
-                "--threads",
-                "8",
-                "--delay",
-                "0",
-                "--delay-factor",
-                "0",
-                "--fetch-timeout",
-                "0.5",
-                "--robots-defer",
-                "0.3",
-                "--retry-backoff",
-                "0.2",
-            ],
-            env,
-        )
+        env = _cli_env(redis_url, keys, tmp_path)
+        r = _srcrawl(["crawl", bad.origin + "/", *good_seeds, *_QUICK_CRAWL], env)
         assert r.returncode == 0, r.stderr[-3000:]
         summary = json.loads(r.stdout)
         out = _srcrawl(["export", "pages"], env)

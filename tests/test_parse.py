@@ -460,76 +460,79 @@ def reference(base: str, href: str) -> str | None:
     return url.split("#", 1)[0]
 
 
+# bases and pieces of hrefs, odd ones among them, that the random hrefs are drawn from
+_RESOLVER_BASES = [
+    "http://h.test/a/b/c.html",
+    "http://h.test",
+    "http://h.test/",
+    "https://h.test:8443/a/b/",
+    "http://127.0.0.1:8080/x?q=1#f",
+    "http://h.test/a//b/c",
+    "http://h.test/a/./b",
+    "http://h.test/a;p?q",
+    "http://user@h.test/a/b",
+    "http://[::1]:80/a/b",
+    "http://h.test/%E4/x/",
+    "HTTP://H.TEST/A",
+    "ftp://h.test/a/",
+]
+_HREF_ATOMS = [
+    "a",
+    "b.html",
+    "..",
+    ".",
+    "",
+    "/",
+    "//",
+    "?",
+    "#",
+    ";",
+    ":",
+    "x:y",
+    "http:",
+    "https:",
+    "//h2.test",
+    "h3.test:99",
+    ":70000",
+    ":65535",
+    "%20",
+    " ",
+    "\t",
+    "中",
+    "[",
+    "]",
+    "@",
+    "q=1",
+    "&",
+    "=",
+    "mailto:",
+    "javascript:",
+    "\\",
+    "HTTP://",
+    "\x01",
+    "\xa0",
+    "\u3000",
+    "\u200b",
+    "\x7f",
+    "'",
+    "(",
+    "~",
+    "|",
+    "..x",
+    ".x",
+]
+
+
 def test_the_resolver_matches_urljoin_on_random_hrefs() -> None:
-    bases = [
-        "http://h.test/a/b/c.html",
-        "http://h.test",
-        "http://h.test/",
-        "https://h.test:8443/a/b/",
-        "http://127.0.0.1:8080/x?q=1#f",
-        "http://h.test/a//b/c",
-        "http://h.test/a/./b",
-        "http://h.test/a;p?q",
-        "http://user@h.test/a/b",
-        "http://[::1]:80/a/b",
-        "http://h.test/%E4/x/",
-        "HTTP://H.TEST/A",
-        "ftp://h.test/a/",
-    ]
-    atoms = [
-        "a",
-        "b.html",
-        "..",
-        ".",
-        "",
-        "/",
-        "//",
-        "?",
-        "#",
-        ";",
-        ":",
-        "x:y",
-        "http:",
-        "https:",
-        "//h2.test",
-        "h3.test:99",
-        ":70000",
-        ":65535",
-        "%20",
-        " ",
-        "\t",
-        "中",
-        "[",
-        "]",
-        "@",
-        "q=1",
-        "&",
-        "=",
-        "mailto:",
-        "javascript:",
-        "\\",
-        "HTTP://",
-        "\x01",
-        "\xa0",
-        "\u3000",
-        "\u200b",
-        "\x7f",
-        "'",
-        "(",
-        "~",
-        "|",
-        "..x",
-        ".x",
-    ]
     prefixes = ["http://", "https://", "//", "/", "./", "../", "../../", "?", ""]
     rng = random.Random(5)
     for _ in range(400):
-        base = rng.choice(bases)
+        base = rng.choice(_RESOLVER_BASES)
         resolver = LinkResolver(base)
         hrefs = [
             rng.choice(prefixes)
             + "".join(
-                rng.choice(atoms) + rng.choice(["", "/", "/", "?", "#"])
+                rng.choice(_HREF_ATOMS) + rng.choice(["", "/", "/", "?", "#"])
                 for _ in range(rng.randint(1, 6))
             )
             for _ in range(100)

@@ -556,6 +556,35 @@ def _watch(proc: subprocess.Popen, cmdlines: dict[int, str], environs: dict[int,
         time.sleep(0.02)
 
 
+def _run_watched(
+    args: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    cmdlines: dict[int, str],
+    environs: dict[int, str],
+) -> str:
+    """Run `srcrawl ARGS` under :func:`_watch`; it must succeed. Its output, both streams."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "srcrawl.cli", *args],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _watch(proc, cmdlines, environs)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-3000:]
+    return out + err
+
+
+# two slaves, no politeness wait, short timeouts and deferrals
+_QUICK_CRAWL = [
+    *("--depth", "2", "--slaves", "2", "--delay", "0", "--delay-factor", "0"),
+    *("--fetch-timeout", "1", "--robots-defer", "0.2"),
+]
+
+
 @pytest.mark.mysql
 def test_a_crawl_and_an_index_show_no_secret(password_redis, mariadb, pki, tmp_path) -> None:
     redis_file = secret_file(tmp_path, "r", redis_password_url(password_redis, acl=True))
@@ -572,37 +601,8 @@ def test_a_crawl_and_an_index_show_no_secret(password_redis, mariadb, pki, tmp_p
     environs: dict[int, str] = {}
     outputs = []
     with TestWeb.generate(hosts=2, pages=12, seed=3, slow_seconds=1) as web:
-        for args in (
-            [
-                "crawl",
-                *web.seed_urls,
-                "--depth",
-                "2",
-                "--slaves",
-                "2",
-                "--delay",
-                "0",
-                "--delay-factor",
-                "0",
-                "--fetch-timeout",
-                "1",
-                "--robots-defer",
-                "0.2",
-            ],
-            ["index", "--slaves", "2"],
-        ):
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "srcrawl.cli", *args],
-                env=env,
-                cwd=tmp_path,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            _watch(proc, cmdlines, environs)
-            out, err = proc.communicate(timeout=120)
-            assert proc.returncode == 0, err[-3000:]
-            outputs.append(out + err)
+        for args in (["crawl", *web.seed_urls, *_QUICK_CRAWL], ["index", "--slaves", "2"]):
+            outputs.append(_run_watched(args, env, tmp_path, cmdlines, environs))
     assert len(cmdlines) >= 5  # crawl: a master and two slaves; index: two slaves
     assert [c for c in cmdlines.values() if leaked(c)] == []
     # the index slaves are new interpreters: their environment names the files only
