@@ -79,6 +79,7 @@ def test_a_503_asks_for_a_retry_with_its_retry_after(hostile) -> None:
     assert (second.status, second.transient, second.error) == (200, False, None)
 
 
+@pytest.mark.slow
 def test_a_driver_that_was_away_does_not_blame_the_server(hostile) -> None:
     # the server answers in 0.5 s; the thread driving the fetch is busy for
     # 2 s meanwhile (parsing, say), past every timeout: the answer waits in the socket
@@ -121,6 +122,7 @@ def _handler(redis_url: str, keys, tmp_path, hostile: HostileWeb, **strategy) ->
     return CrawlHandler(cfg, threads=4)
 
 
+@pytest.mark.slow
 def test_a_page_slow_to_parse_holds_up_no_other_page(hostile, redis_url, keys, tmp_path) -> None:
     handler = _handler(redis_url, keys, tmp_path, hostile)
     tasks = {
@@ -146,6 +148,7 @@ def test_a_page_slow_to_parse_holds_up_no_other_page(hostile, redis_url, keys, t
         handler.close()
 
 
+@pytest.mark.slow
 def test_a_passing_failure_is_retried_and_the_last_try_is_stored_failed(
     hostile, redis_url, keys, tmp_path
 ) -> None:

@@ -328,6 +328,7 @@ _QUICK_CRAWL = [
 ]
 
 
+@pytest.mark.slow
 def test_a_crawl_of_a_hostile_host_requests_nothing_but_the_seeds_origin(
     servers, canary, redis_url, keys, tmp_path
 ) -> None:
@@ -383,6 +384,7 @@ def test_a_crawl_of_a_hostile_host_requests_nothing_but_the_seeds_origin(
         fake_redis.close()
 
 
+@pytest.mark.slow
 def test_seed_records_the_opt_in_and_the_seeds_origins(redis_url, keys, tmp_path) -> None:
     env = env_for(redis_url, keys.job, tmp_path)
     r = srcrawl(["seed", "http://[::1]:8080/", "http://example.org/"], env)

@@ -398,6 +398,7 @@ def test_random_garbage_never_raises(parser: str) -> None:
         assert all(link.startswith(("http://", "https://")) for link in page.links)
 
 
+@pytest.mark.slow
 def test_a_10mb_page() -> None:
     chunk = '<div><p>text 中文 <a href="/p/{i}">link</a></p></div>\n'
     html = "<html><body>" + "".join(chunk.format(i=i) for i in range(200_000)) + "</body></html>"
@@ -423,6 +424,7 @@ def test_deep_nesting_within_libxml2_limits_stays_on_the_fast_path() -> None:
     assert page.links == ["http://site.test/deep"] and page.text == "deep after"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tag", ["div", "b", "table"])
 def test_deeper_nesting_falls_back_to_bs4_in_linear_time(tag: str) -> None:
     depth = 30_000
@@ -523,6 +525,7 @@ _HREF_ATOMS = [
 ]
 
 
+@pytest.mark.slow
 def test_the_resolver_matches_urljoin_on_random_hrefs() -> None:
     prefixes = ["http://", "https://", "//", "/", "./", "../", "../../", "?", ""]
     rng = random.Random(5)
@@ -640,6 +643,7 @@ def test_dot_segments_in_root_paths_and_upper_case_schemes_resolve_as_urljoin_do
 # -- the benchmark command ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bench_parse_command(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
     r = subprocess.run(

@@ -41,6 +41,8 @@ from .conftest import cli_env, run_cli
 from .test_lifecycle import CLI
 from .test_warc import _all_records, _warcio_check
 
+pytestmark = pytest.mark.slow  # every test here runs for more than a second
+
 POLITE = [
     "--delay",
     "0.05",

@@ -13,6 +13,8 @@ from srcrawl.config import DatabaseURL
 from srcrawl.sql.store import Page, open_store
 from srcrawl.urls import fingerprint
 
+pytestmark = pytest.mark.slow  # every test here runs for more than a second
+
 
 def cli(python: str, env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(

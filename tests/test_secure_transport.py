@@ -360,6 +360,7 @@ def secret_file(directory: Path, name: str, url: str) -> Path:
 
 
 # -- Redis -----------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("acl", [False, True], ids=["requirepass", "acl-user"])
 def test_commands_work_with_a_redis_password_or_acl_user(password_redis, tmp_path, acl) -> None:
     env = {
@@ -387,6 +388,7 @@ def test_a_wrong_redis_password_is_one_line_without_the_password(password_redis,
         assert ":***@127.0.0.1" in r.stderr
 
 
+@pytest.mark.slow
 def test_commands_work_over_tls_with_a_client_certificate(tls_redis, pki, tmp_path) -> None:
     url = redis_tls_url(tls_redis, pki)
     env = {"SRCRAWL_REDIS_URL": url, "SRCRAWL_HOME": str(tmp_path), "SRCRAWL_JOB": "tlsjob"}
@@ -428,6 +430,7 @@ def test_bad_tls_options_are_one_line(pki, tmp_path, url: str, needle: str) -> N
 
 
 # -- URLs from files -------------------------------------------------------------------
+@pytest.mark.slow
 def test_urls_are_read_from_files(password_redis, tmp_path) -> None:
     redis_file = secret_file(tmp_path, "redis-url", redis_password_url(password_redis, acl=True))
     env = {"SRCRAWL_REDIS_URL_FILE": str(redis_file), "SRCRAWL_HOME": str(tmp_path)}
@@ -465,6 +468,7 @@ def test_child_processes_get_the_file_not_the_secret(password_redis, pki, tmp_pa
 
 
 # -- MariaDB over TLS ------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.mysql
 def test_the_store_works_over_tls_for_a_user_that_requires_it(mariadb, pki) -> None:
     db = DatabaseURL.parse(mysql_tls_url(mariadb, pki))
@@ -489,6 +493,7 @@ def test_the_store_works_over_tls_for_a_user_that_requires_it(mariadb, pki) -> N
         store.close()
 
 
+@pytest.mark.slow
 @pytest.mark.mysql
 def test_db_commands_over_tls_from_a_url_file(mariadb, pki, tmp_path) -> None:
     db_file = secret_file(tmp_path, "db-url", mysql_tls_url(mariadb, pki))
@@ -585,6 +590,7 @@ _QUICK_CRAWL = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.mysql
 def test_a_crawl_and_an_index_show_no_secret(password_redis, mariadb, pki, tmp_path) -> None:
     redis_file = secret_file(tmp_path, "r", redis_password_url(password_redis, acl=True))
