@@ -60,7 +60,15 @@ def test_bad_slave_counts_end_with_one_line(bench, counts, tmp_path, env) -> Non
     assert r.stdout == ""
 
 
-@pytest.mark.parametrize("bench", ["crawl", "index", "pagerank"])
+@pytest.mark.parametrize(
+    "bench",
+    # one bench in the fast tier: each case runs the command line
+    [
+        "crawl",
+        pytest.param("index", marks=pytest.mark.slow),
+        pytest.param("pagerank", marks=pytest.mark.slow),
+    ],
+)
 def test_plot_without_matplotlib_ends_with_one_line_before_running(bench, tmp_path, env) -> None:
     png = tmp_path / "out.png"
     r = run(
