@@ -23,7 +23,8 @@ from srcrawl.pagerank.job import rank_graph
 from srcrawl.pagerank.master import PHASE, RankParams, RankResult
 from srcrawl.queues.workers import workers
 from srcrawl.runner import PhaseRun
-from srcrawl.sql.store import Page, Store
+from srcrawl.sql.pages import Page
+from srcrawl.sql.store import Store
 from srcrawl.testweb.loadgen import process_cpu_seconds
 
 IN_DEGREE_SKEW = 0.9

@@ -39,7 +39,8 @@ from srcrawl.queues.crawl_protocol import canonical_links
 from srcrawl.slave.crawl import canonical_anchors
 from srcrawl.slave.parse import parse_html
 from srcrawl.sql.database_url import DatabaseURL
-from srcrawl.sql.store import Page, open_store
+from srcrawl.sql.pages import Page
+from srcrawl.sql.store import open_store
 from srcrawl.testweb.content import render
 from srcrawl.testweb.generator import generate
 from srcrawl.testweb.model import KnownItem

@@ -14,7 +14,7 @@ import random
 from collections.abc import Iterator
 from importlib import resources
 
-from srcrawl.sql.store import Page
+from srcrawl.sql.pages import Page
 from srcrawl.urls import fingerprint
 
 _HAN = range(0x4E00, 0xA000)

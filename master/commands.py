@@ -654,15 +654,11 @@ def seed_command(
     1. A seed fetched before and refused then is fetched again once allowed.
     """
     from srcrawl.master.crawl_run import add_seeds
-    from srcrawl.slave.fetch_policy import FetchPolicy
+    from srcrawl.slave.fetch_policy import refuse_seed
 
     cfg = _config(ctx)
     added = add_seeds(
-        cfg,
-        urls,
-        allow_private=allow_private,
-        allow_networks=allow_network,
-        refuse=lambda strategy, url: FetchPolicy.of(strategy).refuse_seed(url),
+        cfg, urls, allow_private=allow_private, allow_networks=allow_network, refuse=refuse_seed
     )
     for url, reason in added.refused.items():
         click.echo(f"srcrawl: seed {url} refused: {reason}", err=True)

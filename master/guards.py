@@ -1,8 +1,9 @@
 """Guards that pause the crawl before a volume or Redis runs full.
 
 The crawl master looks every few seconds at the free space of the volumes the
-crawl writes to (the WARC directory, and a SQLite store's directory) and at
-Redis's ``used_memory``:
+crawl writes to (the WARC directory, and a SQLite store's directory or the disk
+a MariaDB server keeps the store on, as its ``information_schema.DISKS`` says)
+and at Redis's ``used_memory``:
 
 - **disk**: less free than ``--min-free-disk`` on one of them. The master hands
   out no fetch task and admits no new URL until every volume has that much
@@ -30,6 +31,7 @@ from pathlib import Path
 import redis
 
 from srcrawl.config import Config
+from srcrawl.errors import StoreError
 from srcrawl.keys import Keys
 from srcrawl.telemetry import redis_memory
 
@@ -52,7 +54,8 @@ def free_bytes(path: Path) -> int:
 
 def volumes(cfg: Config) -> dict[str, Path]:
     """The volumes the crawl writes to that this process can see: the WARC directory and a
-    SQLite store's directory (a database server's disk is the server's to watch)."""
+    SQLite store's directory (a database server's disk is asked of the server:
+    :meth:`CrawlGuards.store_free`)."""
     out = {"warc": cfg.warc_root}
     if cfg.db.kind == "sqlite" and cfg.db.path != ":memory:":
         out["store"] = Path(cfg.db.path).parent
@@ -93,11 +96,36 @@ class CrawlGuards:
         self.client = client
         self.keys = keys
         self.state = GuardState()
+        self._said_store_unwatched = False
+
+    def store_free(self) -> dict[str, int]:
+        """``{"store": free bytes}`` of the disk a database server keeps the store on, when
+        the server tells (MariaDB with the ``disks`` plugin); {} for a SQLite store (a
+        volume of this machine) or a server that does not tell (said once, in the log)."""
+        if self.cfg.db.kind == "sqlite":
+            return {}
+        try:
+            free = self.cfg.store().disk_free_bytes()
+        except StoreError as e:  # down or busy: the next look asks again
+            log.debug("the store's free disk space not read: %s", e)
+            return {}
+        if free is None:
+            if not self._said_store_unwatched:
+                self._said_store_unwatched = True
+                log.warning(
+                    "the store's disk is not watched: its server does not show "
+                    "information_schema.DISKS (MariaDB: INSTALL SONAME 'disks', and the "
+                    "FILE privilege for srcrawl's user); --min-free-disk watches the WARC "
+                    "volume only"
+                )
+            return {}
+        return {"store": free}
 
     def check(self, min_free_disk: int, max_redis_memory: int) -> GuardState:
         """Look now; log and record a change of state. Returns the new state."""
         was = self.state
         free = {name: free_bytes(p) for name, p in volumes(self.cfg).items()}
+        free.update(self.store_free())
         used, maxmemory = redis_memory(self.client)
         limit = memory_limit(max_redis_memory, maxmemory)
         low = {name: n for name, n in free.items() if n < min_free_disk}

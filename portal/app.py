@@ -170,17 +170,42 @@ def _control_routes(app: FastAPI, portal: Portal) -> None:
         if not hmac.compare_digest(given, token):
             raise HTTPException(status_code=403, detail="a valid admin token is needed")
 
-    @app.post("/api/seeds", response_model=SeedsOut, responses={403: {"model": ErrorOut}})
+    @app.post(
+        "/api/seeds",
+        response_model=SeedsOut,
+        responses={403: {"model": ErrorOut}, 422: {"description": "Every seed was refused"}},
+    )
     async def add_seeds(body: SeedsIn, authorization: str | None = Header(None)) -> Any:
-        """Add seed URLs to the job's crawl (needs ``Authorization: Bearer <token>``)."""
+        """Add seed URLs to the job's crawl (needs ``Authorization: Bearer <token>``).
+
+        Seeds are judged as `srcrawl seed` judges them: one whose address the crawl may
+        not reach (loopback, private, link-local, unless allowed) is not queued and is
+        named in ``refused``; when every seed is refused the answer is 422.
+        """
         authorize(authorization)
         from srcrawl.master.crawl_run import add_seeds as add
+        from srcrawl.slave.fetch_policy import refuse_seed
+
+        def queue() -> Any:
+            # the address judge `srcrawl seed` applies: a seed the fetch would refuse
+            # is named with the reason instead of failing later in the crawl
+            return add(
+                portal.cfg,
+                body.urls,
+                allow_private=body.allow_private,
+                allow_networks=body.allow_networks,
+                refuse=refuse_seed,
+            )
 
         try:
-            added = await asyncio.to_thread(add, portal.cfg, body.urls)
-        except SrcrawlError as e:  # a malformed URL, a scheme not crawled
+            added = await asyncio.to_thread(queue)
+        except (SrcrawlError, ValueError) as e:  # a malformed URL or network, a scheme
             raise HTTPException(status_code=400, detail=str(e)) from e
-        # every seed given is queued (no address judge here: the fetch still refuses
-        # what the crawl's policy does), so a strategy was published with them
-        assert added.strategy is not None
-        return {"added": len(added.queued), "strategy_version": added.strategy.version}
+        out = {
+            "added": len(added.queued),
+            "strategy_version": added.strategy.version if added.strategy else None,
+            "refused": added.refused,
+            "again": len(added.again),
+        }
+        # nothing queued because every seed was refused: the request did nothing
+        return JSONResponse(out, status_code=422) if added.refused and not added.queued else out

@@ -46,11 +46,23 @@ class ErrorOut(BaseModel):
 
 class SeedsIn(BaseModel):
     urls: list[str] = Field(min_length=1, max_length=1000)
+    allow_private: bool = Field(
+        False, description="Also let the crawl reach loopback, private and link-local addresses"
+    )
+    allow_networks: list[str] = Field(
+        [], max_length=100, description="Also let the crawl reach these networks (CIDR)"
+    )
 
 
 class SeedsOut(BaseModel):
-    added: int
-    strategy_version: int
+    added: int = Field(description="Seeds queued")
+    strategy_version: int | None = Field(
+        description="The crawl strategy published with them (null when none was queued)"
+    )
+    refused: dict[str, str] = Field(
+        {}, description="Seeds not queued, each with the reason its address is refused"
+    )
+    again: int = Field(0, description="Seeds refused before and now fetched again")
 
 
 StatusOut = dict[str, Any]

@@ -13,7 +13,7 @@ from srcrawl.config import Config
 from srcrawl.errors import ConfigError
 
 if TYPE_CHECKING:
-    from srcrawl.slave.warc import LocalWarcStorage
+    from srcrawl.warc.storage import LocalWarcStorage
 
 
 def _config(ctx: click.Context) -> Config:
@@ -43,7 +43,7 @@ def export_warc(ctx: click.Context, copy_to: str | None, truncate_torn: bool) ->
     the command exits with status 1, unless --truncate-torn cut it back (no page of the
     store points past its last whole record). A file a running slave writes is left alone.
     """
-    from srcrawl.slave.warc import LocalWarcStorage
+    from srcrawl.warc.storage import LocalWarcStorage
 
     cfg = _config(ctx)
     storage = LocalWarcStorage(cfg.warc_root)
@@ -64,7 +64,7 @@ def export_warc(ctx: click.Context, copy_to: str | None, truncate_torn: bool) ->
 
 def _check(storage: LocalWarcStorage, names: list[str], truncate: bool) -> int:
     """Check each file for a torn tail (cut back with ``truncate``); how many stay torn."""
-    from srcrawl.slave.warc import check_file
+    from srcrawl.warc.check import check_file
 
     left = 0
     for name in names:

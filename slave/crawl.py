@@ -67,16 +67,12 @@ from srcrawl.slave.parse import MAX_ANCHOR_CHARS, parse_html
 from srcrawl.slave.revisit import conditional_headers, is_gone, page_digest, validators
 from srcrawl.slave.robots import RobotsCache, RobotsRules, robots_url
 from srcrawl.slave.sitemaps import SitemapLimits, SitemapReport, read_host_sitemaps
-from srcrawl.slave.warc import (
-    LocalWarcStorage,
-    PreparedFetch,
-    WarcOutput,
-    prepare_fetch,
-    prepare_not_modified,
-)
-from srcrawl.sql.store import Page, Touch, compress_body
+from srcrawl.sql.pages import Page, Touch, compress_body
 from srcrawl.telemetry import Cumulative, Telemetry
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
+from srcrawl.warc.output import WarcOutput
+from srcrawl.warc.records import PreparedFetch, prepare_fetch, prepare_not_modified
+from srcrawl.warc.storage import LocalWarcStorage
 
 _STRATEGY_REFRESH = 5.0
 

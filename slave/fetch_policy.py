@@ -209,3 +209,9 @@ def _is_named_by_seed(host: str) -> bool:
     """Whether a seed with ``host[:port]`` names its address itself (IP literal, localhost)."""
     name = _name(host)
     return name == "localhost" or _literal(name) is not None
+
+
+def refuse_seed(strategy: CrawlStrategy, url: str) -> str | None:
+    """Why the crawl of ``strategy`` would refuse every request for the seed ``url``, else
+    None: the judge `srcrawl seed` and the portal's ``POST /api/seeds`` both apply."""
+    return FetchPolicy.of(strategy).refuse_seed(url)

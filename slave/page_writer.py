@@ -16,7 +16,7 @@ refused for its data too (a constraint) is dropped and counted. Only when
 a bare page fails for another reason is the store taken to be down: the
 pages wait for the next flush, and their tasks for their ack.
 
-With a :class:`~srcrawl.slave.warc.WarcOutput`, each flush first appends the
+With a :class:`~srcrawl.warc.output.WarcOutput`, each flush first appends the
 batch's WARC records (handed to the OS: every reader sees them), makes them
 durable (one fsync), and only then writes the rows that point into them: no row
 ever points at a record that a crash of the machine could lose, a page is
@@ -35,7 +35,7 @@ page's response record, of the ``server-not-modified`` profile for a 304 and the
 ``identical-payload-digest`` one for a 200 with the stored body. A 200 whose
 text is the stored one but whose body is not (only the markup changed) is
 written whole (request, response, conversion), and the touch points the row at
-the new records (:data:`~srcrawl.sql.store.Moved`); its ``fetched_at`` and index
+the new records (:data:`~srcrawl.sql.pages.Moved`); its ``fetched_at`` and index
 entry stay, as for any touch: the text the index holds has not changed.
 """
 
@@ -48,17 +48,13 @@ import time
 from collections.abc import Callable, Sequence
 
 from srcrawl.errors import StoreDataError, StoreError
-from srcrawl.slave.warc import (
-    Original,
-    Pointer,
-    PreparedFetch,
-    WarcError,
-    WarcOutput,
-    not_modified_record,
-    original_record,
-    revisit_record,
-)
-from srcrawl.sql.store import Link, Moved, Page, Store, StoredPayload, Touch
+from srcrawl.sql.pages import Link, Moved, Page, Touch
+from srcrawl.sql.store import Store
+from srcrawl.sql.warc_pointers import StoredPayload
+from srcrawl.warc.output import WarcOutput
+from srcrawl.warc.read import original_record
+from srcrawl.warc.records import Original, PreparedFetch, not_modified_record, revisit_record
+from srcrawl.warc.storage import Pointer, WarcError
 
 log = logging.getLogger("srcrawl.slave")
 

@@ -5,25 +5,25 @@ have stored it (title, text, links with their anchor text, a redirect's
 target as its one link), pointing into the file it came from, so that
 ``srcrawl index`` and search work on an archive made by another tool (wget
 ``--warc-file``, Heritrix, …). robots.txt responses are not pages. The body
-is read as the record holds it: a chunked or gzip-encoded one is decoded.
+is read as the record holds it: a chunked or gzip-encoded one is decoded
+(:func:`srcrawl.warc.read.recorded_body`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
+from fastwarc.warc import WarcRecord
 
 from srcrawl.queues.crawl_protocol import canonical_links
 from srcrawl.slave.crawl import canonical_anchors
 from srcrawl.slave.decode import decode_html, is_html, utf8_source
-from srcrawl.slave.warc import WarcError
-from srcrawl.sql.store import Link, Page, Store
+from srcrawl.sql.pages import Link, Page
+from srcrawl.sql.store import Store
 from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of
+from srcrawl.warc.read import recorded_body, responses
+from srcrawl.warc.storage import WarcError
 
 _BATCH = 200
 
@@ -36,39 +36,12 @@ class ImportCounts:
     """Records that are no http(s) response srcrawl keeps (robots.txt, other schemes)."""
 
 
-def _dechunk(data: bytes) -> bytes:
-    out, pos = [], 0
-    while True:
-        end = data.find(b"\r\n", pos)
-        if end < 0:
-            return b"".join(out)
-        try:
-            size = int(data[pos:end].split(b";")[0], 16)
-        except ValueError:
-            return b"".join(out)
-        if size == 0:
-            return b"".join(out)
-        out.append(data[end + 2 : end + 2 + size])
-        pos = end + 2 + size + 2
-
-
-def _body(record: WarcRecord, headers: dict[str, str]) -> bytes:
-    body = record.reader.read()
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        body = _dechunk(body)
-    encoding = headers.get("content-encoding", "").lower()
-    if encoding in ("gzip", "x-gzip", "deflate"):
-        with contextlib.suppress(zlib.error):  # not as declared: kept as recorded
-            body = zlib.decompressobj(47).decompress(body)  # gzip or zlib, by its header
-    return body
-
-
 def _page(record: WarcRecord, url: str, path: str, parser: str) -> tuple[Page, list[Link]]:
     http = record.http_headers
     headers = {k.lower(): v for k, v in http.items()} if http is not None else {}
     status = http.status_code if http is not None else 0
     ctype = headers.get("content-type", "")
-    body = _body(record, headers)
+    body = recorded_body(record, headers)
     fp = fingerprint(url)
     page = Page(
         fp=fp,
@@ -102,17 +75,6 @@ def _page(record: WarcRecord, url: str, path: str, parser: str) -> tuple[Page, l
     return page, [(fp, dst, texts.get(dst)) for dst in canonical.values()]
 
 
-def _responses(path: Path) -> Iterator[tuple[WarcRecord | None, int]]:
-    """Each record of the file (None for one that is no response), and where it starts."""
-    with open(path, "rb") as fh:
-        for record in ArchiveIterator(fh, parse_http=False):
-            if record.record_type == WarcRecordType.response:
-                record.parse_http()
-                yield record, record.stream_pos
-            else:
-                yield None, record.stream_pos
-
-
 def import_warc(store: Store, path: Path, *, parser: str = "lxml") -> ImportCounts:
     """Store the pages and links of the WARC file ``path``; how many."""
     path = path.resolve()
@@ -121,7 +83,7 @@ def import_warc(store: Store, path: Path, *, parser: str = "lxml") -> ImportCoun
     links: list[Link] = []
     last: Page | None = None
     try:
-        for record, pos in _responses(path):
+        for record, pos in responses(path):
             if last is not None:  # its record ends where the next begins
                 last.warc_length, last = pos - (last.warc_offset or 0), None
             if record is None:

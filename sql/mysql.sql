@@ -62,7 +62,7 @@ CREATE TABLE IF NOT EXISTS links (
     KEY links_to (dst)
 ) ENGINE=InnoDB;
 -- links_to: the index reads the anchor text pointing to the pages of each
--- batch (see sqlite.sql); the old links_dst is retired in Store.init_schema.
+-- batch (see sqlite.sql); the old links_dst is retired by step 5 of sql/migrations.py.
 
 -- The search index is not in SQL: it is a Tantivy directory (indexer/engine.py);
 -- pages.indexed_at says which pages it holds as of their last fetch.

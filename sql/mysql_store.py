@@ -5,48 +5,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pymysql
 
 from srcrawl.defaults import DEFAULT_SCHEMA_LOCK_TIMEOUT
 from srcrawl.errors import StoreDataError, StoreError, StoreTransientError
+from srcrawl.sql.base import TABLES
+from srcrawl.sql.migrations import RETIRED_INDEXES
+from srcrawl.sql.pages import upsert_page
 from srcrawl.sql.retry import LOST_CONNECTION_ERRORS, TRANSIENT_MYSQL_ERRORS
-from srcrawl.sql.store import RETIRED_INDEXES, TABLES, Store
+from srcrawl.sql.store import Store
 
 if TYPE_CHECKING:
     from srcrawl.sql.database_url import DatabaseURL
-
-_PAGE_UPDATE = ", ".join(
-    f"{c} = VALUES({c})"
-    for c in (
-        "url",
-        "host",
-        "depth",
-        "status",
-        "content_type",
-        "fetched_at",
-        "fetch_ms",
-        "title",
-        "text",
-        "body",
-        "error",
-        "body_state",
-        "warc_file_id",
-        "warc_offset",
-        "warc_length",
-        "payload_digest",
-        "text_length",
-        "etag",
-        "last_modified",
-        "digest",
-        "revisit",
-        "next_fetch",
-        "checked_at",
-    )
-)
-
 
 CONNECT_ERRORS = frozenset({2002, 2003, 2006, 2013})
 """Errors of a connect that may pass: no server listening (yet), the connection cut."""
@@ -59,14 +32,7 @@ class MySQLStore(Store):
     schema_lock_timeout: float = DEFAULT_SCHEMA_LOCK_TIMEOUT
 
     # pymysql turns executemany of "INSERT … VALUES (…)" into multi-row inserts
-    UPSERT_PAGE = (
-        "INSERT INTO pages (fp, url, host, depth, status, content_type, fetched_at, fetch_ms, "
-        "title, text, body, error, body_state, warc_file_id, warc_offset, warc_length, "
-        "payload_digest, text_length, etag, last_modified, digest, revisit, next_fetch, "
-        "checked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-        "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-        f"ON DUPLICATE KEY UPDATE {_PAGE_UPDATE}, indexed_at = NULL"
-    )
+    UPSERT_PAGE = upsert_page("ON DUPLICATE KEY UPDATE", "VALUES({})")
     ADD_FETCH_OUTCOME = (
         "ALTER TABLE pages ADD COLUMN error VARCHAR(32) NULL, "
         "ADD COLUMN body_state VARCHAR(16) NOT NULL DEFAULT 'complete'",
@@ -241,9 +207,42 @@ class MySQLStore(Store):
         )
         return int(rows[0][0])
 
+    def disk_free_bytes(self) -> int | None:
+        """Free bytes of the disk holding the server's data directory (``@@datadir``), as
+        MariaDB's ``information_schema.DISKS`` gives them (the ``disks`` plugin:
+        ``INSTALL SONAME 'disks'``); None when the server has no such table (MySQL, or
+        MariaDB without the plugin) or lists no disk holding the directory (the table
+        shows disks to a user with the FILE privilege only). One try: a server that is
+        down or busy raises StoreTransientError."""
+        try:
+            with self.transaction(read_only=True) as cur:
+                (datadir,) = self._execute(cur, "SELECT @@datadir").fetchone()
+                disks = self._execute(
+                    cur, "SELECT Path, Available FROM information_schema.DISKS"
+                ).fetchall()
+        except StoreTransientError:
+            raise
+        except StoreError as e:  # 1109: no such table
+            log.debug("the server does not show its disks: %s", e)
+            return None
+        return disk_available(datadir, disks)
+
     def close(self) -> None:
         with contextlib.suppress(pymysql.MySQLError):
             self._conn.close()
+
+
+def disk_available(path: str, disks: Iterable[tuple[str, int]]) -> int | None:
+    """Free bytes of the disk holding ``path`` among ``disks``, (mount path, kilobytes
+    available) rows: the one mounted deepest above it; None if none holds it."""
+    inside = [
+        (len(mount), int(kb))
+        for mount, kb in disks
+        if mount == "/"
+        or path.rstrip("/") == mount.rstrip("/")
+        or path.startswith(mount.rstrip("/") + "/")
+    ]
+    return max(inside)[1] * 1024 if inside else None
 
 
 def tls_arguments(db: DatabaseURL) -> dict[str, Any]:

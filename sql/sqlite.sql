@@ -67,7 +67,7 @@ CREATE TABLE IF NOT EXISTS links (
 -- dst. The index on dst costs a random B-tree insert per stored link (it
 -- was left out for that once); scanning the links table per index batch
 -- instead costs a full read of it per batch. The old links_dst name is
--- retired in Store.init_schema, so this one has its own.
+-- retired by step 5 of sql/migrations.py, so this one has its own.
 CREATE INDEX IF NOT EXISTS links_to ON links (dst);
 
 -- The search index is not in SQL: it is a Tantivy directory (indexer/engine.py);

@@ -12,37 +12,9 @@ from typing import Any
 
 from srcrawl.defaults import DEFAULT_SQLITE_BULK_CACHE_MB
 from srcrawl.errors import StoreDataError, StoreError
-from srcrawl.sql.store import RETIRED_INDEXES, Store, schema_statements
-
-_PAGE_UPDATE = ", ".join(
-    f"{c} = excluded.{c}"
-    for c in (
-        "url",
-        "host",
-        "depth",
-        "status",
-        "content_type",
-        "fetched_at",
-        "fetch_ms",
-        "title",
-        "text",
-        "body",
-        "error",
-        "body_state",
-        "warc_file_id",
-        "warc_offset",
-        "warc_length",
-        "payload_digest",
-        "text_length",
-        "etag",
-        "last_modified",
-        "digest",
-        "revisit",
-        "next_fetch",
-        "checked_at",
-    )
-)
-
+from srcrawl.sql.migrations import RETIRED_INDEXES, schema_statements
+from srcrawl.sql.pages import upsert_page
+from srcrawl.sql.store import Store
 
 _BULK_DROPPED_INDEXES = tuple(
     m.group(1)
@@ -58,14 +30,7 @@ _BULK_DROPPED_INDEXES = tuple(
 class SQLiteStore(Store):
     dialect = "sqlite"
 
-    UPSERT_PAGE = (
-        "INSERT INTO pages (fp, url, host, depth, status, content_type, fetched_at, fetch_ms, "
-        "title, text, body, error, body_state, warc_file_id, warc_offset, warc_length, "
-        "payload_digest, text_length, etag, last_modified, digest, revisit, next_fetch, "
-        "checked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-        "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-        f"ON CONFLICT (fp) DO UPDATE SET {_PAGE_UPDATE}, indexed_at = NULL"
-    )
+    UPSERT_PAGE = upsert_page("ON CONFLICT (fp) DO UPDATE SET", "excluded.{}")
     ADD_FETCH_OUTCOME = (
         "ALTER TABLE pages ADD COLUMN error TEXT NULL",
         "ALTER TABLE pages ADD COLUMN body_state TEXT NOT NULL DEFAULT 'complete'",

@@ -21,7 +21,8 @@ import redis
 from srcrawl import embedded
 from srcrawl.config import DatabaseURL
 from srcrawl.keys import Keys
-from srcrawl.sql.store import TABLES, Store, open_store
+from srcrawl.sql.base import TABLES
+from srcrawl.sql.store import Store, open_store
 
 MYSQL_ENV = "SRCRAWL_TEST_MYSQL_URL"
 HELPERS = Path(__file__).parent / "helpers"

@@ -6,7 +6,7 @@ import pytest
 
 from srcrawl.config import Config, DatabaseURL
 from srcrawl.errors import ConfigError
-from srcrawl.sql.store import SCHEMA_VERSION
+from srcrawl.sql.migrations import SCHEMA_VERSION
 
 
 def test_embedded_defaults_with_nothing_configured(tmp_path) -> None:

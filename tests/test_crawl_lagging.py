@@ -230,7 +230,7 @@ def test_a_broken_seed_does_not_hold_a_good_site(broken_host, redis_url, keys, t
 
 
 def test_the_store_takes_corrected_depths(store) -> None:
-    from srcrawl.sql.store import Page
+    from srcrawl.sql.pages import Page
 
     store.put_pages(
         [

@@ -23,7 +23,7 @@ from srcrawl.indexer.tokenizer import get_tokenizer
 from srcrawl.queues.envelope import decode
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.slave.runtime import Slave
-from srcrawl.sql.store import Page
+from srcrawl.sql.pages import Page
 from srcrawl.urls import fingerprint
 
 URLS = {k: f"http://127.0.0.1:9/{k}" for k in "ABCDEF"}

@@ -15,7 +15,7 @@ from srcrawl.indexer.search import Searcher
 from srcrawl.indexer.slave import IndexHandler, document_text
 from srcrawl.indexer.tokenizer import Tokenizer
 from srcrawl.slave.runtime import Slave
-from srcrawl.sql.store import Page
+from srcrawl.sql.pages import Page
 from srcrawl.urls import fingerprint
 
 pytestmark = pytest.mark.slow  # every test here runs for more than a second

@@ -18,7 +18,8 @@ from srcrawl.indexer.freshness import Freshness
 from srcrawl.indexer.search import QueryError, Searcher
 from srcrawl.indexer.tokenizer import get_tokenizer
 from srcrawl.keys import Keys
-from srcrawl.sql.store import Page, open_store
+from srcrawl.sql.pages import Page
+from srcrawl.sql.store import open_store
 from srcrawl.urls import fingerprint
 
 from .conftest import cli_env, run_cli

@@ -22,7 +22,7 @@ from srcrawl.indexer.engine import IndexDoc
 from srcrawl.indexer.master import IndexMaster
 from srcrawl.indexer.protocol import DocumentsResult
 from srcrawl.queues.protocol import PhaseQueues
-from srcrawl.sql.store import Page
+from srcrawl.sql.pages import Page
 from srcrawl.urls import fingerprint
 
 # argv: merge wait. Prints its worker id, then runs; a lost lease is an uncaught

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from srcrawl.config import Config
-from srcrawl.sql.store import Page, Store
+from srcrawl.sql.pages import Page
+from srcrawl.sql.store import Store
 from srcrawl.urls import fingerprint
 
 from .conftest import cli_env, run_cli

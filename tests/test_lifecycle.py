@@ -412,7 +412,7 @@ def test_an_orphaned_slave_waits_for_redis_quietly_and_leaves_with_its_parent(
 @pytest.mark.slow
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signalled_pagerank_stops_its_slaves(redis_url, keys, tmp_path, sig, code) -> None:
-    from srcrawl.sql.store import Page
+    from srcrawl.sql.pages import Page
 
     env = env_for(tmp_path, keys.job, redis_url)
     cfg = Config.load(env=env)
@@ -522,7 +522,7 @@ def test_results_refused_after_a_presumed_death_make_the_handler_forget(
 
 @pytest.mark.slow
 def test_a_terminated_index_stops_its_slaves(redis_url, keys, tmp_path) -> None:
-    from srcrawl.sql.store import Page
+    from srcrawl.sql.pages import Page
 
     env = env_for(tmp_path, keys.job, redis_url)
     cfg = Config.load(env=env)

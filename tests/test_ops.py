@@ -27,10 +27,10 @@ from srcrawl.portal.server import build_portal, serving_in_thread
 from srcrawl.queues import crawl_strategy
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.scope import Scope
-from srcrawl.slave.warc import WARC_SUFFIX
 from srcrawl.telemetry import Telemetry
 from srcrawl.testweb import TestWeb
 from srcrawl.urls import host_of
+from srcrawl.warc.storage import WARC_SUFFIX
 
 from .conftest import cli_env, run_cli, stored_pages
 
@@ -258,6 +258,30 @@ def test_high_redis_memory_holds_admission_but_not_fetching_and_loses_nothing(
     pages = {p["url"]: p["depth"] for p in stored_pages(env)}
     assert pages == expected(web, web.seed_urls, 2)
     assert client.llen(keys.crawl_held) == 0
+
+
+@pytest.mark.mysql
+def test_a_mariadb_stores_disk_is_watched_or_said_once_to_be_unwatched(
+    mysql_db, redis_client, keys, tmp_path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from disks_plugin import disks_plugin, disks_plugin_installed
+
+    from srcrawl.master.guards import CrawlGuards
+
+    cfg = Config(redis_url=None, db=mysql_db, job=keys.job, home=tmp_path / "home")
+    guards = CrawlGuards(cfg, redis_client, keys)
+    try:
+        if not disks_plugin_installed(mysql_db):
+            with caplog.at_level("WARNING", logger="srcrawl.master.guards"):
+                assert "store" not in guards.check(0, 0).free  # the WARC volume only
+                assert "store" not in guards.check(0, 0).free
+            assert caplog.text.count("the store's disk is not watched") == 1
+        with disks_plugin(mysql_db):
+            state = guards.check(2**60, 0)  # a floor no disk reaches
+        assert state.free["store"] > 0 and state.disk_paused
+        assert "store" in _guard(redis_client, keys, "disk")["free"]
+    finally:
+        cfg.store().close()
 
 
 def test_a_size_option_reads_units_and_refuses_nonsense(redis_url, keys, tmp_path) -> None:

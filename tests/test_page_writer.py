@@ -10,7 +10,8 @@ from srcrawl.config import DatabaseURL
 from srcrawl.errors import StoreError
 from srcrawl.slave import page_writer
 from srcrawl.slave.page_writer import PageWriter
-from srcrawl.sql.store import Page, Store, open_store
+from srcrawl.sql.pages import Page
+from srcrawl.sql.store import Store, open_store
 
 
 def page(fp: int, text: str = "text") -> Page:

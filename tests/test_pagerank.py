@@ -35,7 +35,8 @@ from srcrawl.pagerank.transport import TransientWriter
 from srcrawl.queues.envelope import decode
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.slave.runtime import Slave
-from srcrawl.sql.store import Page, Store
+from srcrawl.sql.pages import Page
+from srcrawl.sql.store import Store
 
 CONVERGED = RankParams(iterations=500, tol=1e-13)
 

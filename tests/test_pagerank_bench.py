@@ -11,7 +11,7 @@ import pytest
 from srcrawl.benchmarks.pagerank import run_pagerank_benchmark, synthetic_web
 from srcrawl.config import Config
 from srcrawl.pagerank.errors import PageRankError
-from srcrawl.sql.store import Page
+from srcrawl.sql.pages import Page
 
 
 def bench_cfg(redis_url: str, job: str, tmp_path) -> Config:

@@ -13,7 +13,8 @@ import pytest
 from srcrawl.config import Config, DatabaseURL
 from srcrawl.indexer.search import Searcher
 from srcrawl.indexer.tokenizer import get_tokenizer
-from srcrawl.sql.store import Page, open_store
+from srcrawl.sql.pages import Page
+from srcrawl.sql.store import open_store
 from srcrawl.urls import fingerprint
 
 from .conftest import cli_env, run_cli

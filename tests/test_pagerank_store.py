@@ -6,7 +6,7 @@ import pytest
 
 from srcrawl.defaults import DEFAULT_STORE_BULK_BATCH
 from srcrawl.pagerank.graph import load_graph
-from srcrawl.sql.store import Page
+from srcrawl.sql.pages import Page
 
 
 def test_iter_page_hosts_pages_through_in_fingerprint_order(store) -> None:

@@ -143,6 +143,16 @@ def _leases_by_process(client, parts: list[Keys]) -> dict[str, int]:
     return held
 
 
+def _split_in_two(cfg: Config, parts: list[Keys], partitions: int) -> bool:
+    half = [partitions // 2] * 2
+    recorded = cfg.redis().hgetall(cfg.keys.crawl_assignment)
+    recorded.pop(b"version", None)
+    return (
+        sorted(_leases_by_process(cfg.redis(), parts).values()) == half
+        and sorted(Counter(recorded.values()).values()) == half
+    )
+
+
 def crawl_shared_by_two_masters(
     tw: TestWeb, redis_url: str, keys: Keys, tmp_path, partitions: int
 ) -> tuple[dict[str, str], list[dict]]:
@@ -168,7 +178,9 @@ def crawl_shared_by_two_masters(
     parts = keys.partitions(partitions)
     try:
         deadline = time.monotonic() + 30
-        while sorted(_leases_by_process(cfg.redis(), parts).values()) != [partitions // 2] * 2:
+        # half each, by lease and by recorded assignment (a master records a partition
+        # just after taking its lease: killed between the two, one take goes unrecorded)
+        while not _split_in_two(cfg, parts, partitions):
             assert time.monotonic() < deadline, _leases_by_process(cfg.redis(), parts)
             time.sleep(0.1)
         first.send_signal(signal.SIGKILL)  # its partitions wait out their lease, then move

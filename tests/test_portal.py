@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -23,7 +24,7 @@ from srcrawl.config import Config
 from srcrawl.portal.search_pool import MAX_QUERY_CHARS
 from srcrawl.portal.server import build_portal, serving_in_thread
 from srcrawl.slave.parse import parse_html
-from srcrawl.sql.store import Page
+from srcrawl.sql.pages import Page
 from srcrawl.testweb.content import render
 from srcrawl.testweb.generator import generate
 from srcrawl.urls import fingerprint
@@ -282,10 +283,10 @@ def test_control_needs_the_admin_token(indexed, portal_url) -> None:
         for header in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cre"}):
             r = requests.post(url + "api/seeds", json=seeds, headers=header, timeout=10)
             assert r.status_code == 403, (header, r.text)
-        r = requests.post(
-            url + "api/seeds", json=seeds, headers={"Authorization": "Bearer s3cret"}, timeout=10
-        )
-        assert r.status_code == 200 and r.json()["added"] == 1, r.text
+        admin = {"Authorization": "Bearer s3cret"}
+        r = requests.post(url + "api/seeds", json=seeds, headers=admin, timeout=10)
+        assert r.status_code == 200 and r.json()["added"] == 1, r.text  # its own IP literal
+        _seeds_are_judged_by_address(cfg, url, admin)
         bad = requests.post(
             url + "api/seeds",
             json={"urls": ["ftp://x"]},
@@ -293,6 +294,24 @@ def test_control_needs_the_admin_token(indexed, portal_url) -> None:
             timeout=10,
         )
         assert bad.status_code == 400
+
+
+def _seeds_are_judged_by_address(cfg: Config, url: str, admin: dict[str, str]) -> None:
+    """As `srcrawl seed` judges them (tests/test_seed_policy.py): the machine's own name
+    resolves to a non-public address, and is refused unless private addresses are allowed."""
+    name = f"http://{socket.gethostname()}:9/"
+    nrq = cfg.redis().llen(cfg.keys.nrq("crawl"))
+    r = requests.post(url + "api/seeds", json={"urls": [name]}, headers=admin, timeout=10)
+    assert r.status_code == 422, r.text  # every seed refused: nothing done
+    assert r.json()["added"] == 0 and r.json()["strategy_version"] is None
+    assert "--allow-private" in r.json()["refused"][name]
+    assert cfg.redis().llen(cfg.keys.nrq("crawl")) == nrq
+    both = {"urls": [name, "http://127.0.0.1:9/b"]}
+    r = requests.post(url + "api/seeds", json=both, headers=admin, timeout=10)
+    assert r.status_code == 200 and r.json()["added"] == 1 and list(r.json()["refused"]) == [name]
+    allowed = {"urls": [name], "allow_private": True}
+    r = requests.post(url + "api/seeds", json=allowed, headers=admin, timeout=10)
+    assert r.status_code == 200 and r.json()["added"] == 1 and r.json()["refused"] == {}
 
 
 # -- in a real browser --------------------------------------------------------------

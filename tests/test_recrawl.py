@@ -24,18 +24,12 @@ from srcrawl.indexer.search import Searcher
 from srcrawl.keys import Keys, processing_pattern
 from srcrawl.queues.crawl_protocol import FetchTask, sitemap_task
 from srcrawl.queues.envelope import decode
-from srcrawl.slave.warc import (
-    NOT_MODIFIED_PROFILE,
-    REVISIT_PROFILE,
-    LocalWarcStorage,
-    Pointer,
-    payload_digest,
-    read_payload,
-    warc_date,
-)
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.changes import CHANGING, GONE, STATIC, ChangeSchedule, live_version
 from srcrawl.testweb.changes import version_of_etag as etag_version
+from srcrawl.warc.read import read_payload
+from srcrawl.warc.records import NOT_MODIFIED_PROFILE, REVISIT_PROFILE, payload_digest, warc_date
+from srcrawl.warc.storage import LocalWarcStorage, Pointer
 
 from .conftest import cli_env, run_cli
 from .test_lifecycle import CLI

@@ -10,7 +10,8 @@ from tantivy_index import index_in_process
 import srcrawl.indexer.search as search_module
 from srcrawl.indexer.search import QueryError, Searcher
 from srcrawl.indexer.snippets import make_snippet
-from srcrawl.sql.store import RANK_MEAN, Page
+from srcrawl.sql.pages import Page
+from srcrawl.sql.ranks import RANK_MEAN
 from srcrawl.urls import fingerprint
 
 FILLER = [

@@ -10,7 +10,8 @@ import pytest
 from import_probe import run_probed
 
 from srcrawl.config import DatabaseURL
-from srcrawl.sql.store import Page, open_store
+from srcrawl.sql.pages import Page
+from srcrawl.sql.store import open_store
 from srcrawl.urls import fingerprint
 
 pytestmark = pytest.mark.slow  # every test here runs for more than a second

@@ -18,7 +18,7 @@ from srcrawl.indexer.search import Searcher
 from srcrawl.indexer.snippets import _HAN, _OTHER_CASES, _fold_table, nfkc, term_pattern
 from srcrawl.indexer.tokenizer import get_tokenizer
 from srcrawl.portal.search_pool import SearchPool
-from srcrawl.sql.store import Page
+from srcrawl.sql.pages import Page
 from srcrawl.urls import fingerprint
 
 pytestmark = pytest.mark.slow  # every test here runs for more than a second

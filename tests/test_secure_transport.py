@@ -28,7 +28,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from srcrawl.config import Config, DatabaseURL
 from srcrawl.embedded import free_port, redis_server_binary
-from srcrawl.sql.store import Page, open_store
+from srcrawl.sql.pages import Page
+from srcrawl.sql.store import open_store
 from srcrawl.testweb import TestWeb
 
 REDIS_PASSWORD = "r3dis/Pa55:w@rd"  # '/', ':' and '@' must survive the URL's quoting

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import shutil
 import string
 import struct
 import threading
@@ -12,17 +13,15 @@ import pytest
 
 from srcrawl.config import DatabaseURL
 from srcrawl.errors import StoreDataError, StoreError
-from srcrawl.sql.store import (
+from srcrawl.sql.migrations import OLD_INDEX_META, SCHEMA_VERSION, STEPS
+from srcrawl.sql.pages import (
     MAX_CONTENT_TYPE_CHARS,
     MAX_TITLE_CHARS,
-    OLD_INDEX_META,
-    SCHEMA_VERSION,
     Page,
-    Store,
     compress_body,
     decompress_body,
-    open_store,
 )
+from srcrawl.sql.store import Store, open_store
 
 from .conftest import _empty
 
@@ -30,6 +29,10 @@ from .conftest import _empty
 def page(fp: int, url: str | None = None, **kw) -> Page:
     url = url or f"http://127.0.0.1/p/{fp}"
     return Page(fp=fp, url=url, host="127.0.0.1", fetched_at=1000.0 + fp % 1000, **kw)
+
+
+def test_the_migration_steps_are_numbered_up_to_the_schema_version() -> None:
+    assert [step.version for step in STEPS] == list(range(1, int(SCHEMA_VERSION) + 1))
 
 
 def test_schema_is_idempotent(store: Store) -> None:
@@ -541,8 +544,10 @@ def test_a_page_fetched_again_meanwhile_is_not_marked_indexed(store: Store) -> N
 def test_an_early_schema_6_store_gains_text_length_and_reads_texts_from_warc(
     store: Store, tmp_path: Path
 ) -> None:
-    from srcrawl.slave.warc import LocalWarcStorage, WarcOutput, prepare_fetch
-    from srcrawl.sql.warc_text import WarcTexts
+    from srcrawl.warc.output import WarcOutput
+    from srcrawl.warc.read import WarcTexts
+    from srcrawl.warc.records import prepare_fetch
+    from srcrawl.warc.storage import LocalWarcStorage
 
     with store.transaction() as cur:  # pages as the first schema 6 made them
         cur.execute("ALTER TABLE pages DROP COLUMN text_length")
@@ -692,14 +697,10 @@ def _insert_schema_6_rows(store: Store, rows: list[tuple]) -> None:
 def test_a_schema_6_store_moves_its_warc_file_names_into_warc_files(
     store: Store, tmp_path: Path
 ) -> None:
-    from srcrawl.slave.warc import (
-        LocalWarcStorage,
-        Pointer,
-        WarcOutput,
-        prepare_fetch,
-        read_payload,
-    )
-    from srcrawl.sql.warc_text import WarcTexts
+    from srcrawl.warc.output import WarcOutput
+    from srcrawl.warc.read import WarcTexts, read_payload
+    from srcrawl.warc.records import prepare_fetch
+    from srcrawl.warc.storage import LocalWarcStorage, Pointer
 
     storage = LocalWarcStorage(tmp_path)
     out = WarcOutput(storage, "job", 10**6)
@@ -743,3 +744,37 @@ def test_a_schema_6_store_moves_its_warc_file_names_into_warc_files(
     assert docs == {1: "中文 1", 2: "中文 2", 3: "row text"}
     store.save_fetched([_warc_page(4, r1.file, 0)], [])  # a file named before: its number
     assert store.count("warc_files") == 2 and store.get_pages([4])[0].warc_file == r1.file
+
+
+@pytest.mark.mysql
+def test_a_mariadb_store_tells_the_free_space_of_its_data_disk_by_the_disks_plugin(
+    mysql_db: DatabaseURL,
+) -> None:
+    from disks_plugin import disks_plugin, disks_plugin_installed
+
+    store = open_store(mysql_db)
+    try:
+        if not disks_plugin_installed(mysql_db):  # no information_schema.DISKS: unknown
+            assert store.disk_free_bytes() is None
+        with disks_plugin(mysql_db):
+            free = store.disk_free_bytes()
+            (datadir,) = store._query("SELECT @@datadir")[0]
+        assert free is not None and free > 0
+        if mysql_db.host in ("127.0.0.1", "localhost") and Path(datadir).exists():
+            # the server on this machine: what the kernel says of the same disk
+            assert abs(free - shutil.disk_usage(datadir).free) < 2**30
+        store.init_schema()  # the store goes on as before once the plugin is gone
+    finally:
+        store.close()
+
+
+def test_the_disk_of_the_data_directory_is_the_one_mounted_deepest_above_it() -> None:
+    from srcrawl.sql.mysql_store import disk_available
+
+    disks = [("/", 100), ("/var", 20), ("/var/lib/mysql2", 3), ("/dev/shm", 7)]
+    assert disk_available("/var/lib/mysql/", disks) == 20 * 1024
+    assert disk_available("/var/lib/mysql2/", disks) == 3 * 1024
+    assert disk_available("/srv/db", disks) == 100 * 1024
+    assert disk_available("/srv/db", disks[1:]) is None
+    assert disk_available("/variable", disks[1:]) is None
+    assert disk_available("/var/lib/mysql/", []) is None

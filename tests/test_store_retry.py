@@ -21,9 +21,11 @@ import pytest
 
 from srcrawl.errors import StoreError, StoreTransientError
 from srcrawl.sql.database_url import DatabaseURL
+from srcrawl.sql.migrations import SCHEMA_VERSION
 from srcrawl.sql.mysql_store import MySQLStore
+from srcrawl.sql.pages import Page
 from srcrawl.sql.retry import Backoff
-from srcrawl.sql.store import SCHEMA_VERSION, Page, Store, open_store
+from srcrawl.sql.store import Store, open_store
 from srcrawl.urls import fingerprint
 
 HELPERS = Path(__file__).parent / "helpers"

@@ -20,25 +20,22 @@ from warcio.cli import main as warcio_main
 from srcrawl.config import Config
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.queues.crawl_strategy import CrawlStrategy
-from srcrawl.slave.warc import (
+from srcrawl.slave.warc_import import import_warc
+from srcrawl.sql.sqlite_store import SQLiteStore
+from srcrawl.testweb import TestWeb
+from srcrawl.warc.check import check_file
+from srcrawl.warc.output import WarcOutput
+from srcrawl.warc.read import WarcTexts, read_payload
+from srcrawl.warc.records import (
     NOT_MODIFIED_PROFILE,
     REVISIT_PROFILE,
-    LocalWarcStorage,
-    Pointer,
-    WarcError,
-    WarcOutput,
-    check_file,
     payload_digest,
     prepare_fetch,
     prepare_not_modified,
-    read_payload,
     revisit_record,
     warc_date,
 )
-from srcrawl.slave.warc_import import import_warc
-from srcrawl.sql.sqlite_store import SQLiteStore
-from srcrawl.sql.warc_text import WarcTexts
-from srcrawl.testweb import TestWeb
+from srcrawl.warc.storage import LocalWarcStorage, Pointer, WarcError
 
 from .conftest import cli_env, run_cli
 
@@ -377,7 +374,7 @@ class _FailingSync(LocalWarcStorage):
 
 def test_a_failed_fsync_keeps_the_batch_for_the_next_flush_in_a_new_file(tmp_path):
     from srcrawl.slave.page_writer import PageWriter
-    from srcrawl.sql.store import Page
+    from srcrawl.sql.pages import Page
 
     store = SQLiteStore(str(tmp_path / "s.db"))
     store.init_schema()
@@ -416,7 +413,7 @@ def test_records_made_before_a_switch_to_sql_bodies_still_go_to_their_file(tmp_p
     has a page's records made: they are written to the file they were made for, the
     next page keeps its body in the store, and WARC output coming back reuses the file."""
     from srcrawl.slave.page_writer import PageWriter
-    from srcrawl.sql.store import Page, compress_body
+    from srcrawl.sql.pages import Page, compress_body
 
     store = SQLiteStore(str(tmp_path / "s.db"))
     store.init_schema()
@@ -471,7 +468,7 @@ def _first_fetches(tmp_path: Path, bodies: dict[int, bytes], at: float) -> tuple
     """A page writer on a real store and WARC directory that stored ``bodies`` (fp ->
     body, with the text ``words FP``) as fetched at ``at``."""
     from srcrawl.slave.page_writer import PageWriter
-    from srcrawl.sql.store import Page
+    from srcrawl.sql.pages import Page
 
     store = SQLiteStore(str(tmp_path / "s.db"))
     store.init_schema()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from srcrawl.sql.store import Page
+from srcrawl.sql.pages import Page
 from srcrawl.urls import fingerprint
 
 # An index slave process with a short heartbeat, so the master presumes it dead quickly.

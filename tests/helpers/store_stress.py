@@ -20,7 +20,7 @@ import pymysql
 
 from srcrawl.sql.database_url import DatabaseURL
 from srcrawl.sql.mysql_store import MySQLStore
-from srcrawl.sql.store import Page
+from srcrawl.sql.pages import Page
 
 SHARED = 60  # pages every worker writes
 OWN = 20  # pages each worker writes alone
