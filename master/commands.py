@@ -197,9 +197,10 @@ def _guard_options() -> list[Callable]:
     ]
 
 
-def crawl_options(f: Callable) -> Callable:
-    """Scope, politeness and policy options shared by `crawl` and `master start`."""
-    options = [
+def _scope_and_politeness_options() -> list[Callable]:
+    """What a crawl follows, and how long it waits between two requests to a host (part
+    of :func:`crawl_options`)."""
+    return [
         click.option(
             "--depth",
             "max_depth",
@@ -239,8 +240,13 @@ def crawl_options(f: Callable) -> Callable:
             show_default=True,
             help="The wait never exceeds this (robots Crawl-delay aside).",
         ),
-        *_frontier_options(),
-        click.option("--bloom-error-rate", default=DEFAULT_BLOOM_ERROR_RATE, show_default=True),
+    ]
+
+
+def _fetch_options() -> list[Callable]:
+    """How a fetch reads a response, and how long a host waits on its robots.txt (part of
+    :func:`crawl_options`)."""
+    return [
         click.option(
             "--fetch-timeout",
             default=DEFAULT_READ_TIMEOUT,
@@ -274,6 +280,13 @@ def crawl_options(f: Callable) -> Callable:
             show_default=True,
             help="How long a host's robots.txt is cached (30s, 1h).",
         ),
+    ]
+
+
+def _request_options() -> list[Callable]:
+    """Who the requests say they are, where they may go, and how failures are tried again
+    (part of :func:`crawl_options`)."""
+    return [
         click.option(
             "--user-agent",
             envvar=ENV_USER_AGENT,
@@ -308,6 +321,17 @@ def crawl_options(f: Callable) -> Callable:
             show_default=True,
             help="Seconds before a failed URL's second try, doubled for each next.",
         ),
+    ]
+
+
+def crawl_options(f: Callable) -> Callable:
+    """Scope, politeness and policy options shared by `crawl` and `master start`."""
+    options = [
+        *_scope_and_politeness_options(),
+        *_frontier_options(),
+        click.option("--bloom-error-rate", default=DEFAULT_BLOOM_ERROR_RATE, show_default=True),
+        *_fetch_options(),
+        *_request_options(),
         *_sitemap_and_storage_options(),
         *_revisit_options(),
         *_guard_options(),

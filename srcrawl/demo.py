@@ -52,21 +52,7 @@ def run_demo(
 ) -> None:
     """The demo's steps; with ``serve``, then the search portal on its store until Ctrl-C."""
     cfg = demo_config(cfg)
-    env = cfg.child_env()
-    cli = [sys.executable, "-m", "srcrawl.cli"]
-
-    def step(title: str, args: list[str]) -> None:
-        echo(f"\n$ srcrawl {' '.join(args)}")
-        t0 = time.monotonic()
-        proc = popen_child([*cli, *args], env, stdin=subprocess.DEVNULL)
-        try:
-            code = proc.wait()
-        finally:
-            stop_children([proc])  # interrupted: the step stops (and stops its own children)
-        if code != 0:
-            raise SrcrawlError(f"{title} failed (exit {code}); its error is above")
-        echo(f"  ({title}: {time.monotonic() - t0:.1f} s)")
-
+    step = _Steps(cfg, echo)
     t_start = time.monotonic()
     with (
         tempfile.TemporaryDirectory(prefix="srcrawl-demo-") as tmp,
@@ -83,28 +69,7 @@ def run_demo(
         echo(
             f"synthetic web: {hosts} hosts × {pages} pages on loopback: " + ", ".join(web.seed_urls)
         )
-        # our own site: a short delay instead of the polite default
-        step(
-            "crawl",
-            [
-                "crawl",
-                *web.seed_urls,
-                "--depth",
-                "3",
-                "--slaves",
-                str(slaves),
-                "--delay",
-                "0.02",
-                "--delay-factor",
-                "0",
-                "--max-delay",
-                "1",
-                "--fetch-timeout",
-                "1",
-                "--robots-defer",
-                "0.2",
-            ],
-        )
+        step("crawl", _crawl_args(web, slaves))
         echo(idle_note(web))
         crawled = {p.url for p in cfg.store().iter_pages()}
         step("index", ["index", "--slaves", str(min(slaves, 2))])
@@ -125,6 +90,49 @@ def run_demo(
         echo("The embedded Redis keeps running for them; `srcrawl down` stops it.")
     if serve:
         serve_demo_portal(cfg, echo, f"srcrawl --job {cfg.job}{store} serve")
+
+
+class _Steps:
+    """Runs each demo step as its own `srcrawl` process writing to this terminal."""
+
+    def __init__(self, cfg: Config, echo: Callable[[str], None]) -> None:
+        self.env = cfg.child_env()
+        self.cli = [sys.executable, "-m", "srcrawl.cli"]
+        self.echo = echo
+
+    def __call__(self, title: str, args: list[str]) -> None:
+        self.echo(f"\n$ srcrawl {' '.join(args)}")
+        t0 = time.monotonic()
+        proc = popen_child([*self.cli, *args], self.env, stdin=subprocess.DEVNULL)
+        try:
+            code = proc.wait()
+        finally:
+            stop_children([proc])  # interrupted: the step stops (and stops its own children)
+        if code != 0:
+            raise SrcrawlError(f"{title} failed (exit {code}); its error is above")
+        self.echo(f"  ({title}: {time.monotonic() - t0:.1f} s)")
+
+
+def _crawl_args(web: TestWeb, slaves: int) -> list[str]:
+    """The demo's crawl: our own site, so a short delay instead of the polite default."""
+    return [
+        "crawl",
+        *web.seed_urls,
+        "--depth",
+        "3",
+        "--slaves",
+        str(slaves),
+        "--delay",
+        "0.02",
+        "--delay-factor",
+        "0",
+        "--max-delay",
+        "1",
+        "--fetch-timeout",
+        "1",
+        "--robots-defer",
+        "0.2",
+    ]
 
 
 def idle_note(web: TestWeb) -> str:

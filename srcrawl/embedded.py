@@ -56,17 +56,9 @@ def _alive(url: str) -> bool:
         return False
 
 
-def start_server(
-    directory: Path, port: int | None = None, *, appendonly: bool = True, daemonize: bool = True
-) -> tuple[str, subprocess.Popen | None]:
-    """Start a redis-server keeping its files in ``directory``; return its URL.
-
-    With ``daemonize`` the server outlives this process (the embedded
-    default); without it the caller owns the returned process (tests).
-    """
-    directory.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
-    args = [
+def _server_args(directory: Path, port: int, appendonly: bool) -> list[str]:
+    """The redis-server command line: loopback only, its files in ``directory``."""
+    return [
         redis_server_binary(),
         "--bind",
         "127.0.0.1",
@@ -90,6 +82,19 @@ def start_server(
         "--protected-mode",
         "yes",
     ]
+
+
+def start_server(
+    directory: Path, port: int | None = None, *, appendonly: bool = True, daemonize: bool = True
+) -> tuple[str, subprocess.Popen | None]:
+    """Start a redis-server keeping its files in ``directory``; return its URL.
+
+    With ``daemonize`` the server outlives this process (the embedded
+    default); without it the caller owns the returned process (tests).
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    args = _server_args(directory, port, appendonly)
     if daemonize:
         args += ["--daemonize", "yes", "--pidfile", str((directory / _PID_FILE).resolve())]
     try:

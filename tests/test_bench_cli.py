@@ -43,7 +43,15 @@ def env(tmp_path, redis_url, keys) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize("bench", ["crawl", "index", "pagerank"])
+@pytest.mark.parametrize(
+    "bench",
+    # one bench in the fast tier: each case runs the command line
+    [
+        "crawl",
+        pytest.param("index", marks=pytest.mark.slow),
+        pytest.param("pagerank", marks=pytest.mark.slow),
+    ],
+)
 @pytest.mark.parametrize("counts", ["1,x", "0", "1,1", ""])
 def test_bad_slave_counts_end_with_one_line(bench, counts, tmp_path, env) -> None:
     r = run(["bench", bench, "--slaves", counts], tmp_path, env)
@@ -52,7 +60,15 @@ def test_bad_slave_counts_end_with_one_line(bench, counts, tmp_path, env) -> Non
     assert r.stdout == ""
 
 
-@pytest.mark.parametrize("bench", ["crawl", "index", "pagerank"])
+@pytest.mark.parametrize(
+    "bench",
+    # one bench in the fast tier: each case runs the command line
+    [
+        "crawl",
+        pytest.param("index", marks=pytest.mark.slow),
+        pytest.param("pagerank", marks=pytest.mark.slow),
+    ],
+)
 def test_plot_without_matplotlib_ends_with_one_line_before_running(bench, tmp_path, env) -> None:
     png = tmp_path / "out.png"
     r = run(
@@ -70,6 +86,7 @@ def test_peer_without_scrapy_ends_with_one_line(tmp_path, env) -> None:
     assert r.stderr.count("\n") == 1 and "pip install 'srcrawl[peer]'" in r.stderr, r.stderr
 
 
+@pytest.mark.slow
 def test_bench_crawl_beside_scrapy_writes_table_json_and_plot(tmp_path, env) -> None:
     out_json, out_png = tmp_path / "crawl.json", tmp_path / "crawl.png"
     r = run(
@@ -132,6 +149,7 @@ def test_bench_crawl_beside_scrapy_writes_table_json_and_plot(tmp_path, env) -> 
     assert "slave(s):" in r.stderr  # the progress line
 
 
+@pytest.mark.slow
 def test_bench_index_and_search_run_on_a_small_corpus(tmp_path, env) -> None:
     out_json = tmp_path / "index.json"
     r = run(
@@ -171,6 +189,7 @@ def test_bench_index_and_search_run_on_a_small_corpus(tmp_path, env) -> None:
     assert "p95" in r.stdout and "bytes/page with positions" in r.stdout, r.stdout
 
 
+@pytest.mark.slow
 def test_bench_startup_times_each_command_for_each_code(tmp_path, env) -> None:
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "startup.json"
@@ -242,6 +261,7 @@ def test_bench_serve_with_wrk_takes_a_fraction_of_a_second(tmp_path, env) -> Non
         assert req_s == pytest.approx(requests, rel=0.2), row  # about one second a cell
 
 
+@pytest.mark.slow
 def test_bench_crawl_gives_each_later_series_over_the_first_per_round(tmp_path, env) -> None:
     out_json = tmp_path / "crawl.json"
     r = run(

@@ -160,6 +160,7 @@ def test_a_small_corpus_is_crawled_indexed_and_scored(redis_url: str, tmp_path: 
     assert "corpus garden" in run.stdout and "'submarine' -> tools.html  [-/-]" in run.stdout
 
 
+@pytest.mark.slow
 def test_bad_corpus_arguments_say_what_is_wrong(redis_url: str, tmp_path: Path) -> None:
     env = cli_env(redis_url, f"corpus-{uuid.uuid4().hex[:8]}", tmp_path)
     run = run_cli(["bench", "search", "--corpus", str(tmp_path / "nowhere")], env)

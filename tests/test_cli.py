@@ -74,7 +74,11 @@ def test_every_lazily_registered_command_is_listed_and_found() -> None:
         ({"SRCRAWL_REDIS_URL": "redis://127.0.0.1:1"}, "cannot reach Redis"),
         ({"SRCRAWL_REDIS_URL": "redis//nope"}, "SRCRAWL_REDIS_URL is malformed"),
         ({"SRCRAWL_DB_URL": "sqlite:/x"}, "SRCRAWL_DB_URL is malformed"),
-        ({"SRCRAWL_DB_URL": "mysql://root@127.0.0.1:1/x"}, "cannot connect to MySQL"),
+        pytest.param(
+            {"SRCRAWL_DB_URL": "mysql://root@127.0.0.1:1/x"},
+            "cannot connect to MySQL",
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_bad_configuration_is_one_line_and_exit_2(tmp_path, redis_url, env, needle) -> None:
@@ -85,6 +89,7 @@ def test_bad_configuration_is_one_line_and_exit_2(tmp_path, redis_url, env, need
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_a_sqlite_path_in_a_missing_directory_is_refused_not_created(tmp_path, redis_url) -> None:
     named = tmp_path / "nonexistent" / "dir" / "x.db"
     for how in ({"SRCRAWL_DB_URL": f"sqlite:///{named}"}, {}):
@@ -100,6 +105,7 @@ def test_a_sqlite_path_in_a_missing_directory_is_refused_not_created(tmp_path, r
     assert r.returncode == 0 and (tmp_path / "x.db").is_file(), r.stderr
 
 
+@pytest.mark.slow
 def test_the_default_store_is_created_under_a_new_home(tmp_path, redis_url) -> None:
     home = tmp_path / "new" / "home"
     r = run(["status"], tmp_path, {"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_HOME": str(home)})
@@ -107,6 +113,7 @@ def test_the_default_store_is_created_under_a_new_home(tmp_path, redis_url) -> N
     assert (home / "srcrawl.db").is_file()
 
 
+@pytest.mark.slow
 def test_db_init_and_status_json(tmp_path, redis_url) -> None:
     env = {"SRCRAWL_REDIS_URL": redis_url, "SRCRAWL_JOB": "clijob"}
     assert run(["db", "init"], tmp_path, env).returncode == 0
@@ -133,6 +140,7 @@ def test_db_init_and_status_json(tmp_path, redis_url) -> None:
     assert re.search(r"^store: sqlite:///\S+  pages 0  links 0  size \d+ KB$", text, re.M), text
 
 
+@pytest.mark.slow
 def test_embedded_redis_is_started_reused_and_stopped(tmp_path) -> None:
     r = run(["status", "--json"], tmp_path)
     assert r.returncode == 0, r.stderr
@@ -155,11 +163,13 @@ def test_embedded_redis_is_started_reused_and_stopped(tmp_path) -> None:
     assert run(["down"], tmp_path).returncode == 0
 
 
+@pytest.mark.slow
 def test_down_refuses_an_external_redis(tmp_path, redis_url) -> None:
     r = run(["down"], tmp_path, {"SRCRAWL_REDIS_URL": redis_url})
     assert r.returncode == 2 and "only stops the embedded Redis" in r.stderr
 
 
+@pytest.mark.slow
 def test_bench_queue_prints_messages_per_second(tmp_path, redis_url) -> None:
     r = run(
         ["bench", "queue", "--messages", "5000", "--batch", "500"],
@@ -171,6 +181,7 @@ def test_bench_queue_prints_messages_per_second(tmp_path, redis_url) -> None:
     assert redis.Redis.from_url(redis_url).keys("srcrawl:{bench-queue*") == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", ["javascript:alert(1)", "http://[::1/", "not a url", "ftp://x/"])
 def test_an_invalid_seed_is_one_line_and_exit_2(tmp_path, redis_url, seed) -> None:
     r = run(["crawl", seed, "--slaves", "1"], tmp_path, {"SRCRAWL_REDIS_URL": redis_url})

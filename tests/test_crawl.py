@@ -26,6 +26,8 @@ from .conftest import cli_env as env_for
 from .conftest import run_cli as srcrawl
 from .conftest import stored_pages as stored
 
+pytestmark = pytest.mark.slow  # every test here runs for more than a second
+
 DEPTH = 3
 DELAY = 0.05
 POLITE = [

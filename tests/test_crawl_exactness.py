@@ -14,6 +14,8 @@ import pytest
 
 from srcrawl.benchmarks.exactness import one_run
 
+pytestmark = pytest.mark.slow  # every test here runs for more than a second
+
 
 def check(run: int, redis_url: str) -> None:
     r = one_run(run, redis_url)

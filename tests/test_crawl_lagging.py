@@ -79,6 +79,7 @@ class LateHostHandler:
         return {}
 
 
+@pytest.mark.slow
 def test_a_late_host_gives_a_shorter_path_to_a_url_found_deeper(redis_url, keys, tmp_path):
     # A's chain reaches x at depth 4 while B is deferred; B's seed links to x
     # directly, so x is at depth 1 and y, z, w below it are within --depth 4.
@@ -171,6 +172,7 @@ def good_site_seconds(web: TestWeb, since: float) -> float:
     return max(e["end_mono"] for e in web.log_entries() if e["start_mono"] >= since) - since
 
 
+@pytest.mark.slow
 def test_a_broken_seed_does_not_hold_a_good_site(broken_host, redis_url, keys, tmp_path):
     # --robots-defer 30: the crawl would wait minutes for the broken host's five tries;
     # with nothing else left it ends, names the host and leaves its URL for --resume

@@ -37,6 +37,7 @@ def one_host(tmp_path_factory):
         yield tw
 
 
+@pytest.mark.slow
 def test_a_host_is_released_when_its_politeness_wait_ends(one_host, redis_url, keys, tmp_path):
     # The wait between two requests to a host is the delay asked for, not the
     # delay plus a tick of the scheduler or of Redis' blocking timeout.
@@ -66,6 +67,7 @@ def test_a_host_is_released_when_its_politeness_wait_ends(one_host, redis_url, k
     assert statistics.median(host_gaps) < 0.13, sorted(host_gaps)
 
 
+@pytest.mark.slow
 def test_resume_applies_the_politeness_options_given(one_host, redis_url, keys, tmp_path):
     # An interrupted crawl that was started with a long delay; the resume asks for none.
     env = env_for(redis_url, keys.job, tmp_path)
@@ -122,6 +124,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_a_dead_seed_is_reported_at_once_and_fails_the_crawl(redis_url, keys, tmp_path):
     port = free_port()
     env = env_for(redis_url, keys.job, tmp_path)
@@ -168,6 +171,7 @@ def test_a_dead_seed_is_reported_at_once_and_fails_the_crawl(redis_url, keys, tm
     assert time.monotonic() - t0 < 30
 
 
+@pytest.mark.slow
 def test_the_crawl_says_when_politeness_holds_it_and_ends_on_its_own_line(
     one_host, redis_url, keys, tmp_path
 ):
@@ -206,6 +210,7 @@ def test_the_crawl_says_when_politeness_holds_it_and_ends_on_its_own_line(
     assert sum("crawl complete" in ln for ln in lines) == 1
 
 
+@pytest.mark.slow
 def test_the_crawl_does_not_blame_politeness_when_there_is_none(
     one_host, redis_url, keys, tmp_path
 ):

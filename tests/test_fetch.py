@@ -393,6 +393,7 @@ def test_a_host_keeps_one_connection_whichever_thread_fetches(
     assert set(Handler.peers) <= before
 
 
+@pytest.mark.slow
 def test_connections_to_many_hosts_are_kept() -> None:
     # more hosts than a requests Session pools (10): a crawl goes round all its hosts
     servers = [Server(("127.0.0.1", 0), Handler) for _ in range(24)]
@@ -412,6 +413,7 @@ def test_connections_to_many_hosts_are_kept() -> None:
             httpd.server_close()
 
 
+@pytest.mark.slow
 def test_every_thread_may_fetch_from_one_host_at_once(
     server: str, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -80,6 +80,7 @@ def test_a_503_asks_for_a_retry_with_its_retry_after(hostile) -> None:
     assert (second.status, second.transient, second.error) == (200, False, None)
 
 
+@pytest.mark.slow
 def test_a_driver_that_was_away_does_not_blame_the_server(hostile) -> None:
     # the server answers in 0.5 s; the thread driving the fetch is busy for
     # 2 s meanwhile (parsing, say), past every timeout: the answer waits in the socket
@@ -122,6 +123,7 @@ def _handler(redis_url: str, keys, tmp_path, hostile: HostileWeb, **strategy) ->
     return CrawlHandler(cfg, threads=4)
 
 
+@pytest.mark.slow
 def test_a_page_slow_to_parse_holds_up_no_other_page(hostile, redis_url, keys, tmp_path) -> None:
     handler = _handler(redis_url, keys, tmp_path, hostile)
     tasks = {
@@ -147,6 +149,7 @@ def test_a_page_slow_to_parse_holds_up_no_other_page(hostile, redis_url, keys, t
         handler.close()
 
 
+@pytest.mark.slow
 def test_a_passing_failure_is_retried_and_the_last_try_is_stored_failed(
     hostile, redis_url, keys, tmp_path
 ) -> None:
@@ -194,6 +197,26 @@ def _srcrawl(args: list[str], env: dict[str, str]) -> subprocess.CompletedProces
     )
 
 
+def _cli_env(redis_url: str, keys, tmp_path: Path) -> dict[str, str]:
+    """A `srcrawl` process's environment: the test's Redis and job, a SQLite store."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
+    env.update(
+        SRCRAWL_REDIS_URL=redis_url,
+        SRCRAWL_JOB=keys.job,
+        SRCRAWL_HOME=str(tmp_path / "home"),
+        SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db",
+    )
+    return env
+
+
+# depth 2 with no politeness wait; short timeouts, deferrals and back-off
+_QUICK_CRAWL = [
+    *("--depth", "2", "--slaves", "2", "--threads", "8"),
+    *("--delay", "0", "--delay-factor", "0"),
+    *("--fetch-timeout", "0.5", "--robots-defer", "0.3", "--retry-backoff", "0.2"),
+]
+
+
 @pytest.mark.slow
 def test_a_crawl_beside_a_hostile_host_loses_no_good_page(redis_url, keys, tmp_path) -> None:
     pages = (*PAGES, "heavy")
@@ -202,37 +225,8 @@ def test_a_crawl_beside_a_hostile_host_loses_no_good_page(redis_url, keys, tmp_p
         TestWeb.generate(hosts=3, pages=20, seed=4, latency_ms=30) as tw,
     ):
         good_seeds = tw.seed_urls[1:]  # host 0's special pages fail on purpose
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
-        env.update(
-            SRCRAWL_REDIS_URL=redis_url,
-            SRCRAWL_JOB=keys.job,
-            SRCRAWL_HOME=str(tmp_path / "home"),
-            SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db",
-        )
-        r = _srcrawl(
-            [
-                "crawl",
-                bad.origin + "/",
-                *good_seeds,
-                "--depth",
-                "2",
-                "--slaves",
-                "2",
-                "--threads",
-                "8",
-                "--delay",
-                "0",
-                "--delay-factor",
-                "0",
-                "--fetch-timeout",
-                "0.5",
-                "--robots-defer",
-                "0.3",
-                "--retry-backoff",
-                "0.2",
-            ],
-            env,
-        )
+        env = _cli_env(redis_url, keys, tmp_path)
+        r = _srcrawl(["crawl", bad.origin + "/", *good_seeds, *_QUICK_CRAWL], env)
         assert r.returncode == 0, r.stderr[-3000:]
         summary = json.loads(r.stdout)
         out = _srcrawl(["export", "pages"], env)

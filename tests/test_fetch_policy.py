@@ -321,6 +321,14 @@ def test_robots_redirects_to_other_ports_never_reach_them(
 # -- whole crawls -------------------------------------------------------------------
 
 
+# one slave, no politeness wait, short timeouts and deferrals
+_QUICK_CRAWL = [
+    *("--depth", "2", "--slaves", "1", "--delay", "0", "--delay-factor", "0"),
+    *("--fetch-timeout", "2", "--robots-defer", "0.2"),
+]
+
+
+@pytest.mark.slow
 def test_a_crawl_of_a_hostile_host_requests_nothing_but_the_seeds_origin(
     servers, canary, redis_url, keys, tmp_path
 ) -> None:
@@ -341,23 +349,8 @@ def test_a_crawl_of_a_hostile_host_requests_nothing_but_the_seeds_origin(
             )
         )
         seed = origin(servers[1]) + "/"
-        quick = [
-            "--depth",
-            "2",
-            "--slaves",
-            "1",
-            "--delay",
-            "0",
-            "--delay-factor",
-            "0",
-            "--fetch-timeout",
-            "2",
-            "--robots-defer",
-            "0.2",
-        ]
-
         env = env_for(redis_url, keys.job, tmp_path)
-        r = srcrawl(["crawl", seed, *quick], env, timeout=120)
+        r = srcrawl(["crawl", seed, *_QUICK_CRAWL], env, timeout=120)
         assert r.returncode == 0, r.stderr[-3000:]
         assert {p["url"]: p["status"] for p in stored(env)} == {
             seed: 200,
@@ -368,7 +361,7 @@ def test_a_crawl_of_a_hostile_host_requests_nothing_but_the_seeds_origin(
 
         # the scope widened to localhost: its address still needs the opt-in
         env = env_for(redis_url, keys.job + "-wide", tmp_path / "wide")
-        r = srcrawl(["crawl", seed, *quick, "--allow-domain", "localhost"], env, timeout=120)
+        r = srcrawl(["crawl", seed, *_QUICK_CRAWL, "--allow-domain", "localhost"], env, timeout=120)
         assert r.returncode == 0, r.stderr[-3000:]
         assert json.loads(r.stdout)["address_refused"] == 1
         pages = {p["url"]: p["status"] for p in stored(env)}
@@ -380,7 +373,7 @@ def test_a_crawl_of_a_hostile_host_requests_nothing_but_the_seeds_origin(
         plain = origin(servers[2]) + "/"
         env = env_for(redis_url, keys.job + "-open", tmp_path / "open")
         r = srcrawl(
-            ["crawl", plain, *quick, "--allow-domain", "localhost", "--allow-private"],
+            ["crawl", plain, *_QUICK_CRAWL, "--allow-domain", "localhost", "--allow-private"],
             env,
             timeout=120,
         )
@@ -391,6 +384,7 @@ def test_a_crawl_of_a_hostile_host_requests_nothing_but_the_seeds_origin(
         fake_redis.close()
 
 
+@pytest.mark.slow
 def test_seed_records_the_opt_in_and_the_seeds_origins(redis_url, keys, tmp_path) -> None:
     env = env_for(redis_url, keys.job, tmp_path)
     r = srcrawl(["seed", "http://[::1]:8080/", "http://example.org/"], env)

@@ -69,6 +69,7 @@ def until(role: str, env: dict[str, str], code: int, log: Path, timeout: float =
         time.sleep(0.3)
 
 
+@pytest.mark.slow
 def test_a_slave_is_healthy_while_it_beats_and_its_warc_directory_is_writable(
     redis_url, keys, tmp_path
 ) -> None:
@@ -172,6 +173,7 @@ def test_a_master_ranker_and_indexer_are_healthy_while_they_hold_or_wait_for_the
         assert r.returncode == 1 and "holds or waits" in r.stderr, r.stderr
 
 
+@pytest.mark.slow
 def test_the_portal_is_healthy_while_healthz_answers(redis_url, keys, tmp_path) -> None:
     env = cli_env(redis_url, keys.job, tmp_path)
     with socket.socket() as s:

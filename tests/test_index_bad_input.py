@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import threading
 
+import pytest
 from tantivy_index import all_pages, index_terms, pages_with
 
 from srcrawl.config import Config
@@ -16,6 +17,8 @@ from srcrawl.indexer.tokenizer import Tokenizer
 from srcrawl.slave.runtime import Slave
 from srcrawl.sql.pages import Page
 from srcrawl.urls import fingerprint
+
+pytestmark = pytest.mark.slow  # every test here runs for more than a second
 
 
 def make_page(name: str, text: str, title: str = "") -> Page:

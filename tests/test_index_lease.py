@@ -81,6 +81,7 @@ def _stop(*procs: subprocess.Popen | None) -> None:
             proc.wait(timeout=20)
 
 
+@pytest.mark.slow
 def test_a_master_paused_past_its_lease_commits_nothing_and_the_index_is_exact(
     store, db_url, redis_url, redis_client, keys, tmp_path, python
 ) -> None:

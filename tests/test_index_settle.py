@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from srcrawl.config import Config
 from srcrawl.sql.pages import Page
 from srcrawl.sql.store import Store
@@ -56,6 +58,7 @@ def test_unindexable_pages_are_settled_once(store: Store) -> None:
     assert store.settle_unindexable([PAGES[1].fp], time.time()) == 0
 
 
+@pytest.mark.slow
 def test_an_index_pass_leaves_no_page_to_read_again(redis_url, keys, tmp_path) -> None:
     env = cli_env(redis_url, keys.job, tmp_path)
     cfg = Config.load(env=env)

@@ -209,15 +209,9 @@ def test_a_terminated_demo_leaves_nothing_behind(tmp_path) -> None:
     try:
         # wait until its crawl step runs: the demo, its test web, the crawl, a master, 2 slaves
         deadline = time.monotonic() + 90
-        while not any(
-            "master" in " ".join(p.cmdline()) or "slave" in " ".join(p.cmdline())
-            for p in found
-            if p.is_running()
-        ):
+        while not _crawl_step_runs(demo.pid, slaves=2):
             assert demo.poll() is None and time.monotonic() < deadline
-            time.sleep(0.2)
-            found = [p for p in descendants(demo.pid) if _cmdline(p)]
-        time.sleep(0.5)
+            time.sleep(0.05)
         found = descendants(demo.pid)
         os.kill(demo.pid, signal.SIGTERM)
         _, err = demo.communicate(timeout=60)
@@ -235,6 +229,15 @@ def _cmdline(p: psutil.Process) -> str:
         return " ".join(p.cmdline())
     except psutil.Error:
         return ""
+
+
+def _crawl_step_runs(demo_pid: int, slaves: int) -> bool:
+    """The demo's `srcrawl crawl` step has its master and ``slaves`` slaves running."""
+    try:
+        steps = [p for p in psutil.Process(demo_pid).children() if " crawl " in _cmdline(p)]
+        return any(len(step.children()) >= 1 + slaves for step in steps)
+    except psutil.Error:
+        return False
 
 
 @pytest.mark.slow
@@ -381,7 +384,13 @@ def test_an_orphaned_slave_waits_for_redis_quietly_and_leaves_with_its_parent(
         server.kill()
         server.wait()
         cpu0 = sum(slave.cpu_times()[:2])
-        time.sleep(6)
+        deadline = time.monotonic() + 30
+        while "Redis is unreachable" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.05)
+        # then a while of waiting, in which its retries (after 0.1, 0.2, 0.4, 0.8, 1.6 s)
+        # would show a spin or a second line
+        time.sleep(4)
         # waiting, not spinning: one line, no tracebacks, next to no CPU
         text = log.read_text()
         assert text.count("Redis is unreachable") == 1, text[-3000:]

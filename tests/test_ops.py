@@ -75,6 +75,7 @@ def scrape(url: str) -> dict[str, float]:
 
 
 # -- the counters a process publishes ------------------------------------------------
+@pytest.mark.slow
 def test_counts_reach_redis_and_a_failed_flush_keeps_them(redis_client, keys) -> None:
     t = Telemetry()
     t.fetched(200, 1000, 0.03, None)

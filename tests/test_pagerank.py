@@ -175,6 +175,7 @@ def test_six_pages_match_the_linear_system(redis_url, keys, store, db_url, tmp_p
     cfg.close()
 
 
+@pytest.mark.slow
 def test_large_graph_matches_networkx(redis_url, keys, store, db_url, tmp_path) -> None:
     pages, links = random_web(12_000, seed=5)
     put_web(store, pages, links)
@@ -188,6 +189,7 @@ def test_large_graph_matches_networkx(redis_url, keys, store, db_url, tmp_path) 
     cfg.close()
 
 
+@pytest.mark.slow
 def test_skip_internal_matches_networkx_without_host_links(
     redis_url, redis_client, keys, tmp_path
 ) -> None:
@@ -233,6 +235,7 @@ def test_a_graph_without_edges_gives_every_page_the_same_rank(
     cfg.close()
 
 
+@pytest.mark.slow
 def test_shards_without_in_links_beside_others_match_networkx(redis_url, keys, tmp_path) -> None:
     pages = {fp: f"h{fp % 3}.test" for fp in range(1, 13)}
     links = [(fp, 1) for fp in range(2, 13)] + [(1, 2)]  # every link ends in the first shard
@@ -312,6 +315,7 @@ class Forgetful(RankHandler):
         return answers
 
 
+@pytest.mark.slow
 def test_a_shard_claimed_and_forgotten_is_offered_again(
     redis_url, keys, tmp_path, monkeypatch
 ) -> None:
@@ -379,6 +383,7 @@ def _kill_while_holding_a_task(client, keys: Keys, victim: subprocess.Popen, ite
     raise AssertionError("the victim never held a task")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("iteration", [0, 3], ids=["in the load round", "mid-iteration"])
 def test_a_slave_killed_holding_a_task_changes_nothing(
     redis_url, redis_client, keys, tmp_path, python, iteration
@@ -420,6 +425,7 @@ def test_a_slave_killed_holding_a_task_changes_nothing(
     cfg.close()
 
 
+@pytest.mark.slow
 def test_slaves_that_missed_the_load_round_load_shards_as_they_claim_them(
     redis_url, redis_client, keys, tmp_path
 ) -> None:
@@ -534,6 +540,7 @@ def run_cli(
     )
 
 
+@pytest.mark.slow
 def test_cli_ranks_with_local_slaves_and_exports(redis_url, keys, tmp_path, python) -> None:
     cfg = sqlite_cfg(redis_url, keys, tmp_path)
     put_web(cfg.store(), SIX, SIX_LINKS)
@@ -569,6 +576,7 @@ def test_cli_ranks_with_local_slaves_and_exports(redis_url, keys, tmp_path, pyth
     assert top.stdout.splitlines() == [export.stdout.splitlines()[0]]
 
 
+@pytest.mark.slow
 def test_cli_refuses_bad_input_with_one_line(redis_url, keys, tmp_path, python) -> None:
     empty = run_cli(python, tmp_path, redis_url, keys.job, "pagerank", "--slaves", "0")
     assert empty.returncode == 2
@@ -622,6 +630,7 @@ def _claim_and_check(handler, task, shards, expected, redis_client, keys) -> int
     return s.index
 
 
+@pytest.mark.slow
 def test_a_task_claims_a_shard_and_writes_its_piece_while_the_iteration_is_open(
     redis_url, redis_client, keys, tmp_path, monkeypatch
 ) -> None:
@@ -739,6 +748,7 @@ class Broken(Clumsy):
     fail_every = 1
 
 
+@pytest.mark.slow
 def test_a_piece_write_is_tried_again_then_fails_the_run_clearly(redis_url, keys, tmp_path) -> None:
     cfg = sqlite_cfg(redis_url, keys, tmp_path)
     put_web(cfg.store(), SIX, SIX_LINKS)

@@ -39,6 +39,7 @@ def test_synthetic_web_has_distinct_links_and_skewed_degrees() -> None:
     assert np.array_equal(again.src, web.src) and np.array_equal(again.fps, web.fps)
 
 
+@pytest.mark.slow
 def test_benchmark_times_each_slave_count_beside_the_baseline(redis_url, keys, tmp_path) -> None:
     cfg = bench_cfg(redis_url, keys.job, tmp_path)
     lines: list[str] = []
@@ -74,6 +75,7 @@ def test_benchmark_refuses_a_store_that_holds_pages(redis_url, keys, tmp_path) -
     cfg.close()
 
 
+@pytest.mark.slow
 def test_bench_command_prints_the_table(redis_url, keys, tmp_path, python) -> None:
     env = {
         **os.environ,

@@ -18,6 +18,8 @@ from tests.test_pagerank import (
     thread_slaves,
 )
 
+pytestmark = pytest.mark.slow  # every test here runs for more than a second
+
 
 def test_a_master_that_lost_its_lease_offers_and_closes_nothing(
     redis_url, redis_client, keys, tmp_path

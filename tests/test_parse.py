@@ -398,6 +398,7 @@ def test_random_garbage_never_raises(parser: str) -> None:
         assert all(link.startswith(("http://", "https://")) for link in page.links)
 
 
+@pytest.mark.slow
 def test_a_10mb_page() -> None:
     chunk = '<div><p>text 中文 <a href="/p/{i}">link</a></p></div>\n'
     html = "<html><body>" + "".join(chunk.format(i=i) for i in range(200_000)) + "</body></html>"
@@ -423,6 +424,7 @@ def test_deep_nesting_within_libxml2_limits_stays_on_the_fast_path() -> None:
     assert page.links == ["http://site.test/deep"] and page.text == "deep after"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tag", ["div", "b", "table"])
 def test_deeper_nesting_falls_back_to_bs4_in_linear_time(tag: str) -> None:
     depth = 30_000
@@ -460,76 +462,80 @@ def reference(base: str, href: str) -> str | None:
     return url.split("#", 1)[0]
 
 
+# bases and pieces of hrefs, odd ones among them, that the random hrefs are drawn from
+_RESOLVER_BASES = [
+    "http://h.test/a/b/c.html",
+    "http://h.test",
+    "http://h.test/",
+    "https://h.test:8443/a/b/",
+    "http://127.0.0.1:8080/x?q=1#f",
+    "http://h.test/a//b/c",
+    "http://h.test/a/./b",
+    "http://h.test/a;p?q",
+    "http://user@h.test/a/b",
+    "http://[::1]:80/a/b",
+    "http://h.test/%E4/x/",
+    "HTTP://H.TEST/A",
+    "ftp://h.test/a/",
+]
+_HREF_ATOMS = [
+    "a",
+    "b.html",
+    "..",
+    ".",
+    "",
+    "/",
+    "//",
+    "?",
+    "#",
+    ";",
+    ":",
+    "x:y",
+    "http:",
+    "https:",
+    "//h2.test",
+    "h3.test:99",
+    ":70000",
+    ":65535",
+    "%20",
+    " ",
+    "\t",
+    "中",
+    "[",
+    "]",
+    "@",
+    "q=1",
+    "&",
+    "=",
+    "mailto:",
+    "javascript:",
+    "\\",
+    "HTTP://",
+    "\x01",
+    "\xa0",
+    "\u3000",
+    "\u200b",
+    "\x7f",
+    "'",
+    "(",
+    "~",
+    "|",
+    "..x",
+    ".x",
+]
+
+
+@pytest.mark.slow
 def test_the_resolver_matches_urljoin_on_random_hrefs() -> None:
-    bases = [
-        "http://h.test/a/b/c.html",
-        "http://h.test",
-        "http://h.test/",
-        "https://h.test:8443/a/b/",
-        "http://127.0.0.1:8080/x?q=1#f",
-        "http://h.test/a//b/c",
-        "http://h.test/a/./b",
-        "http://h.test/a;p?q",
-        "http://user@h.test/a/b",
-        "http://[::1]:80/a/b",
-        "http://h.test/%E4/x/",
-        "HTTP://H.TEST/A",
-        "ftp://h.test/a/",
-    ]
-    atoms = [
-        "a",
-        "b.html",
-        "..",
-        ".",
-        "",
-        "/",
-        "//",
-        "?",
-        "#",
-        ";",
-        ":",
-        "x:y",
-        "http:",
-        "https:",
-        "//h2.test",
-        "h3.test:99",
-        ":70000",
-        ":65535",
-        "%20",
-        " ",
-        "\t",
-        "中",
-        "[",
-        "]",
-        "@",
-        "q=1",
-        "&",
-        "=",
-        "mailto:",
-        "javascript:",
-        "\\",
-        "HTTP://",
-        "\x01",
-        "\xa0",
-        "\u3000",
-        "\u200b",
-        "\x7f",
-        "'",
-        "(",
-        "~",
-        "|",
-        "..x",
-        ".x",
-    ]
     prefixes = ["http://", "https://", "//", "/", "./", "../", "../../", "?", ""]
     rng = random.Random(5)
     for _ in range(400):
-        base = rng.choice(bases)
+        base = rng.choice(_RESOLVER_BASES)
         resolver = LinkResolver(base)
         hrefs = [
             rng.choice(prefixes)
             + "".join(
-                rng.choice(atoms) + rng.choice(["", "/", "/", "?", "#"])
+                rng.choice(_HREF_ATOMS) + rng.choice(["", "/", "/", "?", "#"])
                 for _ in range(rng.randint(1, 6))
             )
             for _ in range(100)
@@ -637,6 +643,7 @@ def test_dot_segments_in_root_paths_and_upper_case_schemes_resolve_as_urljoin_do
 # -- the benchmark command ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bench_parse_command(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
     r = subprocess.run(

@@ -18,6 +18,7 @@ def lexbor(html: str, base: str = BASE):  # type: ignore[no-untyped-def]
     return page
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("tag", "text"), [("div", "deep after"), ("b", "deepafter"), ("table", "deep after")]
 )
@@ -33,6 +34,7 @@ def test_deep_nesting_stays_on_lexbor_in_linear_time(tag: str, text: str) -> Non
     assert time.perf_counter() - t0 < 15
 
 
+@pytest.mark.slow
 def test_a_10mb_page_and_one_text_node_over_10mb() -> None:
     chunk = '<div><p>text 中文 <a href="/p/{i}">link</a></p></div>\n'
     html = "<html><body>" + "".join(chunk.format(i=i) for i in range(200_000)) + "</body></html>"

@@ -245,6 +245,7 @@ def test_seeds_go_to_the_nrq_of_their_hosts_partitions(redis_url, keys, tmp_path
     cfg.close()
 
 
+@pytest.mark.slow
 def test_the_master_benchmark_times_masters_sharing_queued_urls(redis_url, keys, tmp_path):
     """`bench master --partitions --masters`, small: every URL is scheduled by masters
     that were stopped while the URLs were queued, and the crawl is reset after."""

@@ -118,6 +118,7 @@ def test_a_snippet_is_escaped_but_for_the_marks_of_query_terms() -> None:
 
 
 # -- the JSON API -----------------------------------------------------------------
+@pytest.mark.slow
 def test_api_search_pages_ranked_hits_with_totals(indexed, portal_url) -> None:
     _cfg, _env, word = indexed
     first = _get(portal_url, "/api/search", q=word, size=5).json()
@@ -339,6 +340,7 @@ def _shot(page, name: str) -> None:
         page.screenshot(path=str(Path(directory) / name), full_page=True)
 
 
+@pytest.mark.slow
 def test_a_query_typed_in_the_page_shows_ranked_marked_results(indexed, portal_url, page) -> None:
     _cfg, _env, word = indexed
     page.goto(portal_url)
@@ -359,6 +361,7 @@ def test_a_query_typed_in_the_page_shows_ranked_marked_results(indexed, portal_u
     assert page.get_attribute("ol.results", "start") == "11"
 
 
+@pytest.mark.slow
 def test_a_hostile_title_is_text_and_runs_nothing(portal_url, page) -> None:
     page.goto(portal_url + f"?q={HOSTILE_TERM}")
     title = page.locator("li.hit a.title")
@@ -369,6 +372,7 @@ def test_a_hostile_title_is_text_and_runs_nothing(portal_url, page) -> None:
     assert "<b>bold</b>" in page.locator("li.hit .snippet").inner_text()
 
 
+@pytest.mark.slow
 def test_empty_and_overlong_queries_get_a_friendly_page(portal_url, page) -> None:
     page.goto(portal_url + "?q=+++")
     assert page.locator("input[name=q]").is_visible() and page.locator("li.hit").count() == 0
@@ -380,6 +384,7 @@ def test_empty_and_overlong_queries_get_a_friendly_page(portal_url, page) -> Non
     assert page.locator("input[name=q]").get_attribute("maxlength") == str(MAX_QUERY_CHARS)
 
 
+@pytest.mark.slow
 def test_the_status_page_shows_the_counters_move(indexed, portal_url, page, redis_url) -> None:
     cfg, _env, _word = indexed
     client = redis.Redis.from_url(redis_url)
@@ -442,6 +447,7 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
+@pytest.mark.slow
 def test_serve_with_worker_processes(indexed, portal_url) -> None:
     """`srcrawl serve --workers 2`: two processes, each its own portal built from the
     environment, answer on one socket as the single-process portal does, without the

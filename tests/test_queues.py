@@ -6,6 +6,7 @@ import signal
 import subprocess
 import time
 
+import pytest
 import redis
 
 from srcrawl.keys import Keys
@@ -121,6 +122,7 @@ print(" ".join(str(tags.next("batch")) for _ in range(int(sys.argv[3]))))
 """
 
 
+@pytest.mark.slow
 def test_tags_are_unique_across_processes(redis_url, keys, python) -> None:
     procs = [
         subprocess.Popen(
@@ -169,6 +171,7 @@ def test_retire_hands_back_unacknowledged_tasks(redis_client, keys) -> None:
     assert len(q.srq) == 2
 
 
+@pytest.mark.slow
 def test_worker_killed_between_pop_and_ack_loses_and_doubles_nothing(
     redis_url, redis_client, keys, python
 ) -> None:

@@ -69,6 +69,7 @@ def test_known_items_hold_by_construction() -> None:
     assert generate(hosts=2, pages=30, seed=4).queries == []
 
 
+@pytest.mark.slow
 def test_known_item_web_finds_the_page_meant(redis_url: str, tmp_path: Path) -> None:
     env = cli_env(redis_url, f"rank-{uuid.uuid4().hex[:8]}", tmp_path)
     db = Path(env["SRCRAWL_DB_URL"].removeprefix("sqlite:///"))

@@ -35,6 +35,8 @@ from .conftest import cli_env, run_cli
 from .test_lifecycle import CLI
 from .test_warc import _all_records, _warcio_check
 
+pytestmark = pytest.mark.slow  # every test here runs for more than a second
+
 POLITE = [
     "--delay",
     "0.05",
@@ -219,6 +221,26 @@ def _revisits(paths: list[Path]) -> list[tuple]:
     return revisits
 
 
+def _dates_by_url(revisits: list) -> dict[str, set[str]]:
+    """URL → the WARC-Date of each of its revisit records."""
+    dates: dict[str, set[str]] = {}
+    for head, _http in revisits:
+        dates.setdefault(head.get_header("WARC-Target-URI"), set()).add(
+            head.get_header("WARC-Date")
+        )
+    return dates
+
+
+def _assert_rows_read(store, storage: LocalWarcStorage, pages: dict) -> None:
+    """Each stored row's WARC pointer reads the payload it names, and its text is there."""
+    for page in pages.values():
+        if page.warc_file:
+            pointer = Pointer(page.warc_file, page.warc_offset, page.warc_length)
+            assert payload_digest(read_payload(storage, pointer)) == page.payload_digest
+        if page.text_length:
+            assert store.page_text(page)
+
+
 @pytest.fixture
 def still():
     """The changing web's twin that never changes and sends no validators: a recrawl of
@@ -257,23 +279,14 @@ def test_unchanged_recrawls_leave_request_and_revisit_records(
     paths = [storage.path(n) for n in storage.names(keys.job)]
     _warcio_check(paths)
     revisits = _revisits(paths)
-    dates: dict[str, set[str]] = {}
-    for head, _http in revisits:
-        dates.setdefault(head.get_header("WARC-Target-URI"), set()).add(
-            head.get_header("WARC-Date")
-        )
+    dates = _dates_by_url(revisits)
     # each unchanged page's last check left its revisit; its row still reads body and text
     store = cfg.store()
     pages = stored(cfg)
     for url in static + plain:
         page = pages[url]
         assert warc_date(page.checked_at) in dates[url], url
-    for page in pages.values():
-        if page.warc_file:
-            pointer = Pointer(page.warc_file, page.warc_offset, page.warc_length)
-            assert payload_digest(read_payload(storage, pointer)) == page.payload_digest
-        if page.text_length:
-            assert store.page_text(page)
+    _assert_rows_read(store, storage, pages)
     # as many server-not-modified revisits as 304s the server sent (but for fetches the
     # slave dropped when it stopped), and a 200 with the same body is one too
     time.sleep(0.5)  # the access log is written every 0.2 s

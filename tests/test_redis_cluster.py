@@ -26,6 +26,7 @@ from .test_crawl import (  # noqa: F401
 )
 
 
+@pytest.mark.slow
 def test_a_cluster_url_gives_a_cluster_client(redis_cluster) -> None:
     client = connect(redis_cluster.url)
     assert isinstance(client, RedisCluster)

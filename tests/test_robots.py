@@ -79,8 +79,13 @@ class Web:
         return self.hits[(origin, "/robots.txt")]
 
     def close(self) -> None:
+        # side by side: each shutdown waits for its server's next poll (up to 0.5 s)
+        stoppers = [threading.Thread(target=httpd.shutdown) for httpd in self.servers]
+        for stopper in stoppers:
+            stopper.start()
+        for stopper in stoppers:
+            stopper.join()
         for httpd in self.servers:
-            httpd.shutdown()
             httpd.server_close()
 
 
@@ -155,6 +160,7 @@ def test_the_ttl_is_honoured(web: Web, make_cache, redis_client, keys) -> None:
     assert web.robots_hits(origin) == 2
 
 
+@pytest.mark.slow
 def test_rules_read_once_are_kept_for_local_ttl(web: Web, make_cache, redis_client, keys) -> None:
     origin = web.origin({"/robots.txt": fixed(200, ROBOTS)})
     make_cache().fetch_and_store(origin)
@@ -183,7 +189,16 @@ def test_4xx_allows_everything(web: Web, make_cache, redis_client, keys, status:
     assert 25_000 < redis_client.pttl(keys.robots(origin)) <= 30_000
 
 
-@pytest.mark.parametrize("status", [500, 502, 503, 429])
+@pytest.mark.parametrize(
+    "status",
+    # one status in the fast tier: each case waits out its deferral
+    [
+        500,
+        pytest.param(502, marks=pytest.mark.slow),
+        pytest.param(503, marks=pytest.mark.slow),
+        pytest.param(429, marks=pytest.mark.slow),
+    ],
+)
 def test_5xx_and_429_defer_the_host(web: Web, make_cache, redis_client, keys, status: int) -> None:
     origin = web.origin({"/robots.txt": fixed(status, b"busy")})
     t0 = time.time()
@@ -301,6 +316,7 @@ def test_a_foreign_value_is_a_miss(make_cache, redis_client, keys) -> None:
     assert cache.lookup("http://127.0.0.1:1") is None and cache.lookup("http://127.0.0.1:2") is None
 
 
+@pytest.mark.slow
 def test_the_crawl_handler_fetches_robots_txt_on_its_multi_handle(
     web: Web, redis_url: str, keys, tmp_path
 ) -> None:

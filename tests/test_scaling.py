@@ -136,6 +136,7 @@ def test_json_holds_every_row_the_parameters_and_the_machine(tmp_path) -> None:
     assert rows[0]["speedup"] is None and rows[4]["efficiency"] is None
 
 
+@pytest.mark.slow
 def test_plot_writes_a_png_of_throughput_against_slaves(tmp_path) -> None:
     path = tmp_path / "bench.png"
     scaling().plot(path)

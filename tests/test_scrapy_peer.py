@@ -7,10 +7,14 @@ import itertools
 from collections import defaultdict
 from urllib.parse import urlsplit
 
+import pytest
+
 from srcrawl.benchmarks.scrapy_peer import run_scrapy_peer
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.expected import expected_crawl
 from srcrawl.testweb.urls import canonical
+
+pytestmark = pytest.mark.slow  # every test here runs for more than a second
 
 
 def test_scrapy_peer_fetches_the_expected_pages_politely(tmp_path) -> None:

@@ -14,6 +14,8 @@ from srcrawl.sql.pages import Page
 from srcrawl.sql.store import open_store
 from srcrawl.urls import fingerprint
 
+pytestmark = pytest.mark.slow  # every test here runs for more than a second
+
 
 def cli(python: str, env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(

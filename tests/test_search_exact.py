@@ -21,6 +21,8 @@ from srcrawl.portal.search_pool import SearchPool
 from srcrawl.sql.pages import Page
 from srcrawl.urls import fingerprint
 
+pytestmark = pytest.mark.slow  # every test here runs for more than a second
+
 
 def index(store, index_dir, pages: list[Page]) -> None:
     """One commit of ``pages``."""

@@ -361,6 +361,7 @@ def secret_file(directory: Path, name: str, url: str) -> Path:
 
 
 # -- Redis -----------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("acl", [False, True], ids=["requirepass", "acl-user"])
 def test_commands_work_with_a_redis_password_or_acl_user(password_redis, tmp_path, acl) -> None:
     env = {
@@ -388,6 +389,7 @@ def test_a_wrong_redis_password_is_one_line_without_the_password(password_redis,
         assert ":***@127.0.0.1" in r.stderr
 
 
+@pytest.mark.slow
 def test_commands_work_over_tls_with_a_client_certificate(tls_redis, pki, tmp_path) -> None:
     url = redis_tls_url(tls_redis, pki)
     env = {"SRCRAWL_REDIS_URL": url, "SRCRAWL_HOME": str(tmp_path), "SRCRAWL_JOB": "tlsjob"}
@@ -429,6 +431,7 @@ def test_bad_tls_options_are_one_line(pki, tmp_path, url: str, needle: str) -> N
 
 
 # -- URLs from files -------------------------------------------------------------------
+@pytest.mark.slow
 def test_urls_are_read_from_files(password_redis, tmp_path) -> None:
     redis_file = secret_file(tmp_path, "redis-url", redis_password_url(password_redis, acl=True))
     env = {"SRCRAWL_REDIS_URL_FILE": str(redis_file), "SRCRAWL_HOME": str(tmp_path)}
@@ -466,6 +469,7 @@ def test_child_processes_get_the_file_not_the_secret(password_redis, pki, tmp_pa
 
 
 # -- MariaDB over TLS ------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.mysql
 def test_the_store_works_over_tls_for_a_user_that_requires_it(mariadb, pki) -> None:
     db = DatabaseURL.parse(mysql_tls_url(mariadb, pki))
@@ -490,6 +494,7 @@ def test_the_store_works_over_tls_for_a_user_that_requires_it(mariadb, pki) -> N
         store.close()
 
 
+@pytest.mark.slow
 @pytest.mark.mysql
 def test_db_commands_over_tls_from_a_url_file(mariadb, pki, tmp_path) -> None:
     db_file = secret_file(tmp_path, "db-url", mysql_tls_url(mariadb, pki))
@@ -557,6 +562,36 @@ def _watch(proc: subprocess.Popen, cmdlines: dict[int, str], environs: dict[int,
         time.sleep(0.02)
 
 
+def _run_watched(
+    args: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    cmdlines: dict[int, str],
+    environs: dict[int, str],
+) -> str:
+    """Run `srcrawl ARGS` under :func:`_watch`; it must succeed. Its output, both streams."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "srcrawl.cli", *args],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _watch(proc, cmdlines, environs)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-3000:]
+    return out + err
+
+
+# two slaves, no politeness wait, short timeouts and deferrals
+_QUICK_CRAWL = [
+    *("--depth", "2", "--slaves", "2", "--delay", "0", "--delay-factor", "0"),
+    *("--fetch-timeout", "1", "--robots-defer", "0.2"),
+]
+
+
+@pytest.mark.slow
 @pytest.mark.mysql
 def test_a_crawl_and_an_index_show_no_secret(password_redis, mariadb, pki, tmp_path) -> None:
     redis_file = secret_file(tmp_path, "r", redis_password_url(password_redis, acl=True))
@@ -573,37 +608,8 @@ def test_a_crawl_and_an_index_show_no_secret(password_redis, mariadb, pki, tmp_p
     environs: dict[int, str] = {}
     outputs = []
     with TestWeb.generate(hosts=2, pages=12, seed=3, slow_seconds=1) as web:
-        for args in (
-            [
-                "crawl",
-                *web.seed_urls,
-                "--depth",
-                "2",
-                "--slaves",
-                "2",
-                "--delay",
-                "0",
-                "--delay-factor",
-                "0",
-                "--fetch-timeout",
-                "1",
-                "--robots-defer",
-                "0.2",
-            ],
-            ["index", "--slaves", "2"],
-        ):
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "srcrawl.cli", *args],
-                env=env,
-                cwd=tmp_path,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            _watch(proc, cmdlines, environs)
-            out, err = proc.communicate(timeout=120)
-            assert proc.returncode == 0, err[-3000:]
-            outputs.append(out + err)
+        for args in (["crawl", *web.seed_urls, *_QUICK_CRAWL], ["index", "--slaves", "2"]):
+            outputs.append(_run_watched(args, env, tmp_path, cmdlines, environs))
     assert len(cmdlines) >= 5  # crawl: a master and two slaves; index: two slaves
     assert [c for c in cmdlines.values() if leaked(c)] == []
     # the index slaves are new interpreters: their environment names the files only

@@ -13,6 +13,7 @@ import socket
 import time
 from pathlib import Path
 
+import pytest
 import redis
 
 from srcrawl.config import Config
@@ -23,6 +24,8 @@ from srcrawl.slave.fetch_policy import is_public
 from .conftest import cli_env, run_cli
 from .test_fetch_policy import Route, page, serve
 from .test_health import start, stop
+
+pytestmark = pytest.mark.slow  # every test here runs for more than a second
 
 QUICK = [
     "--delay",

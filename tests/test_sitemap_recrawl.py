@@ -100,6 +100,15 @@ def test_the_changing_web_serves_its_live_lastmods() -> None:
             assert lastmods[url] == (1008.0 if kind == CHANGING else 1000.0), url
 
 
+# every page waits a minute to be fetched again; the sitemap is read again every 2 s,
+# robots.txt only once (it stays cached an hour)
+_REVISIT_BY_SITEMAP = [
+    *("--delay", "0.05", "--delay-factor", "0", "--max-delay", "1", "--depth", "5"),
+    *("--revisit", "60s", "--revisit-policy", "uniform", "--sitemap-every", "2s"),
+    "--keep-running",
+]
+
+
 @pytest.mark.slow
 def test_a_page_whose_lastmod_moves_is_fetched_before_its_revisit(
     redis_url, keys, tmp_path: Path
@@ -119,29 +128,7 @@ def test_a_page_whose_lastmod_moves_is_fetched_before_its_revisit(
         kinds = regular(tw)
         env = cli_env(redis_url, keys.job, tmp_path)
         log = tmp_path / "crawl.log"
-        # every page waits a minute to be fetched again; the sitemap is read again every
-        # 2 s, robots.txt only once (it stays cached an hour)
-        args = [
-            "master",
-            "start",
-            tw.seed_urls[1],
-            "--delay",
-            "0.05",
-            "--delay-factor",
-            "0",
-            "--max-delay",
-            "1",
-            "--depth",
-            "5",
-            "--revisit",
-            "60s",
-            "--revisit-policy",
-            "uniform",
-            "--sitemap-every",
-            "2s",
-            "--keep-running",
-        ]
-        master = start(args, env, log)
+        master = start(["master", "start", tw.seed_urls[1], *_REVISIT_BY_SITEMAP], env, log)
         slave = start(["slave", "start", "--threads", "4"], env, log)
         cfg = Config.load(env=env)
         try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from srcrawl.config import Config
 from srcrawl.errors import StoreError
 from srcrawl.keys import processing_key
@@ -137,6 +139,7 @@ class Outage(Stored):
         self.durable.update(batch)
 
 
+@pytest.mark.slow
 def test_a_store_outage_delays_the_ack_and_loses_nothing(
     redis_url, redis_client, keys, tmp_path
 ) -> None:

@@ -670,6 +670,30 @@ def _schema_6_pages(store: Store) -> None:
         cur.execute(store._sql(store.UPSERT_META), ("schema_version", "6"))
 
 
+def _insert_schema_6_rows(store: Store, rows: list[tuple]) -> None:
+    """Rows (fp, WARC file, offset, length, text length) as schema 6 wrote them; a row
+    without a text length keeps its text in the row."""
+    with store.transaction() as cur:
+        for fp, wfile, off, length, tlen in rows:
+            cur.execute(
+                store._sql(
+                    "INSERT INTO pages (fp, url, host, status, fetched_at, title, text, warc_file, "
+                    "warc_offset, warc_length, payload_digest, text_length) "
+                    "VALUES (?, ?, '127.0.0.1', 200, 1.0, 't', ?, ?, ?, ?, ?, ?)"
+                ),
+                (
+                    fp,
+                    f"http://127.0.0.1/p/{fp}",
+                    "" if tlen else "row text",
+                    wfile,
+                    off,
+                    length,
+                    f"sha1:{fp}",
+                    tlen,
+                ),
+            )
+
+
 def test_a_schema_6_store_moves_its_warc_file_names_into_warc_files(
     store: Store, tmp_path: Path
 ) -> None:
@@ -702,25 +726,7 @@ def test_a_schema_6_store_moves_its_warc_file_names_into_warc_files(
         (2, r2.file, r2.offset, r2.length, c2.length),
         (3, imported, r1.offset, r1.length, None),
     ]
-    with store.transaction() as cur:
-        for fp, wfile, off, length, tlen in rows:
-            cur.execute(
-                store._sql(
-                    "INSERT INTO pages (fp, url, host, status, fetched_at, title, text, warc_file, "
-                    "warc_offset, warc_length, payload_digest, text_length) "
-                    "VALUES (?, ?, '127.0.0.1', 200, 1.0, 't', ?, ?, ?, ?, ?, ?)"
-                ),
-                (
-                    fp,
-                    f"http://127.0.0.1/p/{fp}",
-                    "" if tlen else "row text",
-                    wfile,
-                    off,
-                    length,
-                    f"sha1:{fp}",
-                    tlen,
-                ),
-            )
+    _insert_schema_6_rows(store, rows)
     store.init_schema()
     store.init_schema()  # once migrated, nothing more happens
     assert store.schema_version() == SCHEMA_VERSION == "8"

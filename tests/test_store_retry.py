@@ -210,6 +210,7 @@ def test_a_connection_killed_inside_a_transaction_writes_its_batch_once(
     store.close()
 
 
+@pytest.mark.slow
 def test_a_lock_wait_timeout_runs_the_transaction_again(mysql_db: DatabaseURL) -> None:
     store = _empty_store(mysql_db)
     with store._conn.cursor() as cur:
@@ -253,6 +254,7 @@ def test_a_passing_error_is_given_up_on_after_its_tries(mysql_db: DatabaseURL) -
     store.close()
 
 
+@pytest.mark.slow
 def test_the_schema_is_created_by_one_process_while_the_others_wait(mysql_db: DatabaseURL) -> None:
     name = f"{mysql_db.database}_lock"
     conn = _server(mysql_db)

@@ -57,6 +57,7 @@ def test_the_schedule_is_seeded_and_says_which_version_is_live() -> None:
         ChangeSchedule(start=0.0, changing=0.8, gone=0.3)
 
 
+@pytest.mark.slow
 def test_a_changing_web_answers_conditional_gets_and_takes_pages_away() -> None:
     sched = ChangeSchedule(
         start=time.time(), seed=3, changing=0.5, gone=0.3, periods=(1.0,), gone_after=2.0

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import requests
 
 from srcrawl.testweb import canonical, generate, read_access_log
@@ -46,6 +47,7 @@ def free_port_base(n: int) -> int:
                 s.close()
 
 
+@pytest.mark.slow
 def test_graph_prints_the_model_edges(tmp_path: Path) -> None:
     r = run(
         [
@@ -144,6 +146,7 @@ def test_serve_on_a_taken_port_is_one_line_and_exit_2() -> None:
     assert r.stdout == ""
 
 
+@pytest.mark.slow
 def test_bad_options_are_usage_errors() -> None:
     r = run(["graph", "--hosts", "0"])
     assert r.returncode == 2 and "Traceback" not in r.stderr

@@ -21,6 +21,8 @@ from srcrawl.testweb import TestWeb, canonical, read_access_log
 from srcrawl.testweb.traps import is_trap
 from srcrawl.testweb.urls import origin_of
 
+pytestmark = pytest.mark.slow  # every test here runs for more than a second
+
 FETCH_TIMEOUT = 0.3
 
 

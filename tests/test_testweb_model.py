@@ -403,6 +403,7 @@ def test_known_items() -> None:
     assert {u for _, u in web.known_items(within=crawl)} <= set(crawl)
 
 
+@pytest.mark.slow
 def test_planted_terms_single_out_their_page_after_segmentation() -> None:
     """Every token of a known-item query occurs together in that page's text only."""
     import jieba

@@ -124,7 +124,7 @@ def extract_links(
 # ---- what is served is what the model says
 
 
-@pytest.mark.parametrize("parser", ["lxml", "bs4"])
+@pytest.mark.parametrize("parser", ["lxml", pytest.param("bs4", marks=pytest.mark.slow)])
 def test_served_html_links_match_the_model(
     served: TestWeb, http: requests.Session, parser: str
 ) -> None:
@@ -158,6 +158,7 @@ def test_a_prerendered_web_serves_the_same_bytes_without_rendering_again(
         assert site.respond(host, url) == expected[url]
 
 
+@pytest.mark.slow
 def test_a_prerendered_web_is_served_from_its_process(http: requests.Session) -> None:
     with TestWeb.generate(3, 10, seed=4, prerender=True) as tw:
         for url, page in sorted(tw.web.pages.items()):
@@ -311,6 +312,7 @@ def test_truncated_response(served: TestWeb) -> None:
         requests.get(url, timeout=10)
 
 
+@pytest.mark.slow
 def test_timeout_pages(served: TestWeb, http: requests.Session) -> None:
     s = served.special
     t0 = time.monotonic()
@@ -429,6 +431,7 @@ def test_address_mode_serves_each_host_on_its_own_address() -> None:
 # ---- the access log
 
 
+@pytest.mark.slow
 def test_access_log_records_every_request(tmp_path: Path) -> None:
     log = tmp_path / "access.jsonl"
     with TestWeb.generate(2, 5, seed=1, access_log=log, slow_seconds=SLOW) as tw:

@@ -168,6 +168,7 @@ def _eager_tokens(seg, stop: frozenset[str], text: str) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 def test_tokens_are_the_same_as_with_jieba_loaded_up_front(tmp_path, monkeypatch) -> None:
     import jieba
 
@@ -203,6 +204,7 @@ print("jieba" in sys.modules, tok._jieba is not None, "pkg_resources" in sys.mod
 """
 
 
+@pytest.mark.slow
 def test_text_without_chinese_never_loads_jieba(python, tmp_path) -> None:
     texts = ["Hello WORLD 2024", "café Привет カタカナ 한국어 ＦＵＬＬ１２３", "😀 ... the of", ""]
     env = {**os.environ, ENV_CACHE_DIR: str(tmp_path / "cache")}
@@ -221,6 +223,7 @@ def test_text_without_chinese_never_loads_jieba(python, tmp_path) -> None:
     assert all(tok.needs_segmenter(t) for t in ("ok ⼈", "\uf900", "人"))
 
 
+@pytest.mark.slow
 def test_the_prefix_dictionary_is_cached_in_the_cache_dir_and_read_back(
     tmp_path, monkeypatch
 ) -> None:
@@ -247,6 +250,7 @@ def test_the_prefix_dictionary_is_cached_in_the_cache_dir_and_read_back(
     assert load_jieba().FREQ == first.FREQ and cache.stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_a_cache_dir_that_cannot_be_made_falls_back_to_jiebas_default(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -255,6 +259,7 @@ def test_a_cache_dir_that_cannot_be_made_falls_back_to_jiebas_default(tmp_path, 
     assert Tokenizer().tokens("我来到北京清华大学") == ["来到", "北京", "清华大学"]
 
 
+@pytest.mark.slow
 def test_a_changed_user_dictionary_is_seen_by_the_next_tokenizer(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv(ENV_CACHE_DIR, str(tmp_path / "cache"))
     words = tmp_path / "words.txt"

@@ -69,6 +69,7 @@ def crawl(
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["option", "env"])
 def test_every_request_carries_the_agent_and_robots_match_its_name(
     tmp_path, redis_url, keys, how
@@ -98,6 +99,7 @@ def test_every_request_carries_the_agent_and_robots_match_its_name(
     assert "warning" not in r.stderr  # loopback only
 
 
+@pytest.mark.slow
 def test_robots_rules_naming_the_agent_are_obeyed(tmp_path, redis_url, keys) -> None:
     robots = "User-agent: MyBot\nDisallow: /\n\nUser-agent: *\nAllow: /\n"
     with served(tmp_path, robots) as tw:
@@ -117,6 +119,7 @@ def test_robots_rules_naming_the_agent_are_obeyed(tmp_path, redis_url, keys) -> 
     assert entries[0]["agent"] == AGENT
 
 
+@pytest.mark.slow
 def test_the_default_agent_names_the_project_and_is_sent(tmp_path, redis_url, keys) -> None:
     assert product_token(DEFAULT_USER_AGENT) == "srcrawl" and has_contact(DEFAULT_USER_AGENT)
     assert "loopback" not in DEFAULT_USER_AGENT
@@ -129,6 +132,7 @@ def test_the_default_agent_names_the_project_and_is_sent(tmp_path, redis_url, ke
     assert {e["agent"] for e in entries} == {DEFAULT_USER_AGENT}
 
 
+@pytest.mark.slow
 def test_a_crawl_beyond_loopback_without_a_contact_is_warned_once(
     tmp_path, redis_url, keys
 ) -> None:

@@ -515,6 +515,13 @@ def _names_its_original(request: Any, revisit: Any, responses: dict, at: float) 
     assert request.get_header("WARC-Concurrent-To") == revisit.get_header("WARC-Record-ID")
 
 
+def _refetched(url: str, body: bytes, text: str, at: float, request: bytes) -> Any:
+    """A 200 of ``url`` fetched again at ``at``, without validators."""
+    return prepare_fetch(
+        url, status=200, headers={}, body=body, ip="", fetched_at=at, request=request, text=text
+    )
+
+
 def test_unchanged_recrawls_are_revisits_and_a_new_body_moves_the_row(tmp_path) -> None:
     then, now, req = 1.7e9, 1.7e9 + 60, b"GET / HTTP/1.1\r\n\r\n"
     bodies = {fp: f"<html><title>t</title>words {fp}</html>".encode() for fp in (1, 2, 3)}
@@ -526,27 +533,9 @@ def test_unchanged_recrawls_are_revisits_and_a_new_body_moves_the_row(tmp_path) 
     not_modified = prepare_not_modified(
         urls[1], headers={"etag": '"0"'}, ip="127.0.0.1", fetched_at=now, request=req
     )
-    same = prepare_fetch(
-        urls[2],
-        status=200,
-        headers={},
-        body=bodies[2],
-        ip="",
-        fetched_at=now,
-        request=req,
-        text="words 2",
-    )
+    same = _refetched(urls[2], bodies[2], "words 2", now, req)
     markup = bodies[3].replace(b"<html>", b'<html lang="en">')
-    moved = prepare_fetch(
-        urls[3],
-        status=200,
-        headers={},
-        body=markup,
-        ip="",
-        fetched_at=now,
-        request=req,
-        text="words 3",
-    )
+    moved = _refetched(urls[3], markup, "words 3", now, req)
     touches = [(fp, now, 3, None, None, 60.0, now + 60) for fp in urls]
     writer.touch(touches, [(1, not_modified), (2, same), (3, moved)])
     assert writer.flush() == 0 and writer.revisits == 2

@@ -22,9 +22,9 @@ from srcrawl.defaults import (
 )
 
 
-def generator_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """The options that decide the web (``serve`` and ``graph`` agree when they agree)."""
-    options = [
+def _layout_options() -> list[Callable]:
+    """How many hosts and pages, drawn from which seed, at which addresses."""
+    return [
         click.option(
             "--hosts",
             type=click.IntRange(1),
@@ -59,6 +59,12 @@ def generator_options(f: Callable[..., Any]) -> Callable[..., Any]:
             is_flag=True,
             help="One loopback address per host (127.0.0.2, …) instead of one port.",
         ),
+    ]
+
+
+def _behaviour_options() -> list[Callable]:
+    """How the hosts behave (delays, failures, stalls, sizes), and the name they go by."""
+    return [
         click.option(
             "--crawl-delay",
             type=click.FloatRange(0),
@@ -96,6 +102,11 @@ def generator_options(f: Callable[..., Any]) -> Callable[..., Any]:
             "PORT_BASE+i.",
         ),
     ]
+
+
+def generator_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The options that decide the web (``serve`` and ``graph`` agree when they agree)."""
+    options = [*_layout_options(), *_behaviour_options()]
     for option in reversed(options):
         f = option(f)
     return f

@@ -258,15 +258,7 @@ def generate(
     host_list = _hosts(endpoints, host_name, crawl_delay, robots_failures, late_robots)
     rng = random.Random(seed)
     terms = words.TermPool(rng)
-    regular = [[h.origin + regular_path(n) for n in range(pages)] for h in host_list]
-    links = _regular_links(regular, pages, rng)
-    out: dict[str, Page] = {}
-    for url in (url for urls in regular for url in urls):
-        out[url] = Page(url=url, template="regular", links=tuple(links[url]), terms=terms.pair())
-    for i, h in enumerate(host_list):
-        _add_host_pages(out, h, host_list, regular[i], terms, rng)
-    special_pages, names = specials.build(host_list, regular[0], terms)
-    out.update(special_pages)
+    out, regular, names = _pages(host_list, pages, terms, rng)
     queries = known.plant(out, host_list, regular, seed) if known_items else []
     files, found = {}, {}
     if sitemaps:  # last: the rest of the web is the same with or without them
@@ -285,6 +277,23 @@ def generate(
         sitemap_pages=found,
         changes=changes,
     )
+
+
+def _pages(
+    host_list: list[Host], pages: int, terms: words.TermPool, rng: random.Random
+) -> tuple[dict[str, Page], list[list[str]], dict]:
+    """Every page but the sitemaps: by URL, then each host's regular URLs, then the
+    special pages' names (:func:`specials.build`)."""
+    regular = [[h.origin + regular_path(n) for n in range(pages)] for h in host_list]
+    links = _regular_links(regular, pages, rng)
+    out: dict[str, Page] = {}
+    for url in (url for urls in regular for url in urls):
+        out[url] = Page(url=url, template="regular", links=tuple(links[url]), terms=terms.pair())
+    for i, h in enumerate(host_list):
+        _add_host_pages(out, h, host_list, regular[i], terms, rng)
+    special_pages, names = specials.build(host_list, regular[0], terms)
+    out.update(special_pages)
+    return out, regular, names
 
 
 def _check_sizes(

@@ -132,16 +132,31 @@ def build(hosts: list[Host], regular: list[str], terms: words.TermPool) -> tuple
     b = _Builder(hosts, terms)
     o = b.o
     _redirects(b)
-    b.add("not_found", Page(url=f"{o}/missing.html", status=404, template="error"), entry=True)
-    b.add("server_error", Page(url=f"{o}/error.html", status=500, template="error"), entry=True)
+    _errors_and_files(b)
+    _bad_pages(b, regular)
+    _robots_meta(b)
+    _structure(b, regular)
+    # Traps are computed on lookup, never stored.
+    for name, path in (("calendar", traps.CALENDAR_START), ("repeat", traps.REPEAT_START)):
+        b.names[name] = o + path
+        b.entries.append(o + path)
+    index_links = [Link(target=u, href=u[len(o) :]) for u in b.entries]
+    b.page("index", "/special/", index_links, template="index", entry=False)
+    return b.pages, b.names
+
+
+def _errors_and_files(b: _Builder) -> None:
+    """Error statuses, stalled answers, encodings and files that are not HTML."""
+    b.add("not_found", Page(url=f"{b.o}/missing.html", status=404, template="error"), entry=True)
+    b.add("server_error", Page(url=f"{b.o}/error.html", status=500, template="error"), entry=True)
     b.add(
         "timeout_headers",
-        Page(url=f"{o}/slow/headers.html", template="leaf", behavior="stall-headers"),
+        Page(url=f"{b.o}/slow/headers.html", template="leaf", behavior="stall-headers"),
         entry=True,
     )
     b.add(
         "timeout_body",
-        Page(url=f"{o}/slow/body.html", template="leaf", behavior="stall-body"),
+        Page(url=f"{b.o}/slow/body.html", template="leaf", behavior="stall-body"),
         entry=True,
     )
     for name, (encoding, where) in ENCODED.items():
@@ -157,7 +172,11 @@ def build(hosts: list[Host], regular: list[str], terms: words.TermPool) -> tuple
         )
     for name, (path, ctype) in FILES.items():
         template = "binary" if ctype == "text/html" else name
-        b.add(name, Page(url=o + path, template=template, content_type=ctype), entry=True)
+        b.add(name, Page(url=b.o + path, template=template, content_type=ctype), entry=True)
+
+
+def _bad_pages(b: _Builder, regular: list[str]) -> None:
+    """A large page, broken markup, a cut-off body and links that are no URLs."""
     child = b.leaf("large_child", "/large-child.html")
     b.page(
         "large",
@@ -180,7 +199,7 @@ def build(hosts: list[Host], regular: list[str], terms: words.TermPool) -> tuple
         )
     b.add(
         "truncated",
-        Page(url=f"{o}/bad/truncated.html", template="leaf", behavior="truncate"),
+        Page(url=f"{b.o}/bad/truncated.html", template="leaf", behavior="truncate"),
         entry=True,
     )
     good = b.leaf("bad_links_good", "/links/good.html")
@@ -191,15 +210,6 @@ def build(hosts: list[Host], regular: list[str], terms: words.TermPool) -> tuple
         template="bad-links",
         dropped=BAD_HREFS,
     )
-    _robots_meta(b)
-    _structure(b, regular)
-    # Traps are computed on lookup, never stored.
-    for name, path in (("calendar", traps.CALENDAR_START), ("repeat", traps.REPEAT_START)):
-        b.names[name] = o + path
-        b.entries.append(o + path)
-    index_links = [Link(target=u, href=u[len(o) :]) for u in b.entries]
-    b.page("index", "/special/", index_links, template="index", entry=False)
-    return b.pages, b.names
 
 
 def _redirects(b: _Builder) -> None:
@@ -265,6 +275,31 @@ def _structure(b: _Builder, regular: list[str]) -> None:
         base_href=f"{o}/base/sub/",
         template="base",
     )
+    _frames_and_maps(b)
+    _paged(b)
+    sib = b.leaf("relative_sibling", "/rel/dir/sibling.html")
+    sibq = b.leaf("relative_sibling_query", "/rel/dir/sibling.html?a=1&b=2")
+    selfq = b.leaf("relative_self_query", "/rel/dir/page.html?a=1&b=2")
+    up = b.leaf("relative_up", "/rel/up.html")
+    top = b.leaf("relative_top", "/rel/top.html")
+    b.page(
+        "relative",
+        "/rel/dir/page.html",
+        [
+            Link(target=sib, href="./sibling.html"),
+            Link(target=up, href="../up.html"),
+            Link(target=regular[0], href="../../p/0.html#frag"),
+            Link(target=sibq, href="sibling.html?b=2&a=1"),
+            Link(target=sibq, href="./sibling.html?a=1&b=2#x"),
+            Link(target=sib, href="./../dir/./sibling.html"),
+            Link(target=top, href="../../../../rel/top.html"),
+            Link(target=selfq, href="?b=2&a=1"),
+        ],
+    )
+
+
+def _frames_and_maps(b: _Builder) -> None:
+    """Links in frames, an iframe and an image map."""
     left = b.leaf("frame_left", "/frames/left.html")
     right = b.leaf("frame_right", "/frames/right.html")
     b.page(
@@ -290,6 +325,10 @@ def _structure(b: _Builder, regular: list[str]) -> None:
         ],
         template="imagemap",
     )
+
+
+def _paged(b: _Builder) -> None:
+    """Three pages each linking the next by rel=next."""
     p3 = b.page("paged_3", "/paged/3.html", [], template="paged", entry=False)
     p2 = b.page(
         "paged_2",
@@ -300,23 +339,4 @@ def _structure(b: _Builder, regular: list[str]) -> None:
     )
     b.page(
         "paged", "/paged/1.html", [Link(target=p2, href="2.html", kind="next")], template="paged"
-    )
-    sib = b.leaf("relative_sibling", "/rel/dir/sibling.html")
-    sibq = b.leaf("relative_sibling_query", "/rel/dir/sibling.html?a=1&b=2")
-    selfq = b.leaf("relative_self_query", "/rel/dir/page.html?a=1&b=2")
-    up = b.leaf("relative_up", "/rel/up.html")
-    top = b.leaf("relative_top", "/rel/top.html")
-    b.page(
-        "relative",
-        "/rel/dir/page.html",
-        [
-            Link(target=sib, href="./sibling.html"),
-            Link(target=up, href="../up.html"),
-            Link(target=regular[0], href="../../p/0.html#frag"),
-            Link(target=sibq, href="sibling.html?b=2&a=1"),
-            Link(target=sibq, href="./sibling.html?a=1&b=2#x"),
-            Link(target=sib, href="./../dir/./sibling.html"),
-            Link(target=top, href="../../../../rel/top.html"),
-            Link(target=selfq, href="?b=2&a=1"),
-        ],
     )
