@@ -118,7 +118,7 @@ def _handler(redis_url: str, keys, tmp_path, hostile: HostileWeb, **strategy) ->
     seed = hostile.origin + "/"
     seeded = CrawlStrategy(seed_hosts=(host_of(seed),), seed_origins=(origin(seed),), **strategy)
     publish(cfg.redis(), keys, seeded)
-    return CrawlHandler(cfg, threads=4)
+    return CrawlHandler.from_config(cfg, threads=4)
 
 
 def test_a_page_slow_to_parse_holds_up_no_other_page(hostile, redis_url, keys, tmp_path) -> None:
