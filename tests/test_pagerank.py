@@ -722,8 +722,8 @@ class Clumsy(RankHandler):
 
     fail_every = 2
 
-    def __init__(self, cfg: Config) -> None:
-        super().__init__(cfg)
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        super().__init__(client, keys)
         self.writes = 0
         write = self.bulk.set_while
 
