@@ -37,7 +37,9 @@ from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.slave.crawl_tools import CrawlTools
 from srcrawl.slave.fetch import Fetcher, FetchMulti, FetchResult
 from srcrawl.slave.links import LinkEmitter
-from srcrawl.slave.links import canonical_anchors as canonical_anchors  # its old home
+
+# slave/warc_import.py imports it from here
+from srcrawl.slave.links import canonical_anchors as canonical_anchors
 from srcrawl.slave.page_outcome import PageOutcomes
 from srcrawl.slave.page_writer import PageWriter
 from srcrawl.slave.revisit import conditional_headers
