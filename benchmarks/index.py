@@ -146,7 +146,7 @@ def run_index(
             if time.monotonic() > deadline:
                 raise BenchmarkError(f"index slaves not ready after {wait_ready:.0f} s")
             time.sleep(0.1)
-        master = IndexMaster(bcfg)
+        master = IndexMaster.from_config(bcfg)
         cpu0 = _cpu_s()
         report = master.run(slaves=local, progress=progress, progress_interval=1.0)
         master_cpu = _cpu_s() - cpu0

@@ -36,7 +36,7 @@ from srcrawl.benchmarks.startup import (
 )
 from srcrawl.config import Config
 from srcrawl.queues.crawl_protocol import canonical_links
-from srcrawl.slave.crawl import canonical_anchors
+from srcrawl.slave.links import canonical_anchors
 from srcrawl.slave.parse import parse_html
 from srcrawl.sql.database_url import DatabaseURL
 from srcrawl.sql.pages import Page

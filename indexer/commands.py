@@ -101,7 +101,7 @@ def index_command(
         raise click.BadParameter("must be more than 0", param_hint="--max-delay")
     _use_user_dict(user_dict)
     stopping = threading.Event()
-    master = IndexMaster(
+    master = IndexMaster.from_config(
         cfg, batch_pages=batch_pages, follow=max_delay if follow else None, stopping=stopping
     )
     with PhaseRun(cfg, "index", slaves) as run:

@@ -37,7 +37,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import redis
 
@@ -53,6 +54,7 @@ from srcrawl.defaults import (
     DEFAULT_INDEX_REAP_INTERVAL,
     DEFAULT_INDEX_REMOVE_BATCH,
     DEFAULT_INDEX_WINDOW,
+    DEFAULT_MASTER_LEASE_TTL,
 )
 from srcrawl.errors import EnvelopeError, LeaseLost, SrcrawlError
 from srcrawl.indexer.documents import unpack
@@ -68,11 +70,15 @@ from srcrawl.indexer.protocol import (
     failed_tasks,
 )
 from srcrawl.indexer.tokenizer import dictionary_id, user_dict_from_env
+from srcrawl.keys import Keys
 from srcrawl.outage import REDIS_DOWN, master_waits_out
 from srcrawl.queues.envelope import Message, decode
 from srcrawl.queues.lease import MasterLease, holder_id
 from srcrawl.queues.protocol import PhaseQueues, new_worker_id
 from srcrawl.queues.workers import Worker, reap, reaped_sentences, requeued
+
+if TYPE_CHECKING:
+    from srcrawl.sql.store import Store
 
 log = logging.getLogger("srcrawl.indexer")
 
@@ -129,8 +135,12 @@ class IndexMaster:
 
     def __init__(
         self,
-        cfg: Config,
+        client: redis.Redis,
+        store: Store,
+        keys: Keys,
+        index_path: Path,
         *,
+        lease_ttl: float = DEFAULT_MASTER_LEASE_TTL,
         batch_pages: int = DEFAULT_INDEX_BATCH_PAGES,
         window: int = DEFAULT_INDEX_WINDOW,
         merge_docs: int = DEFAULT_INDEX_MERGE_DOCS,
@@ -142,17 +152,15 @@ class IndexMaster:
         follow: float | None = None,
         stopping: threading.Event | None = None,
     ) -> None:
-        """``follow``: keep indexing new pages, aiming at this delay in seconds (see the
-        module doc); None: index what is unindexed and end. ``stopping``: once set, a
-        run ends after the step it is in."""
+        """The master of ``keys``'s job, writing the index at ``index_path`` under a
+        lease of ``lease_ttl`` seconds. ``follow``: keep indexing new pages, aiming at
+        this delay in seconds (see the module doc); None: index what is unindexed and
+        end. ``stopping``: once set, a run ends after the step it is in."""
         if batch_pages < 1 or window < 1 or merge_docs < 1:
             raise ValueError("batch_pages, window and merge_docs must be positive")
         self.stopping = stopping if stopping is not None else threading.Event()
         merge_wait = self._set_follow(follow, merge_wait)
-        self.cfg = cfg
-        self.client = cfg.redis()
-        self.store = cfg.store()
-        self.keys = cfg.keys
+        self.client, self.store, self.keys = client, store, keys
         self.q = PhaseQueues(self.client, self.keys, "index")
         self.batch_pages, self.window = batch_pages, window
         self.merge_docs, self.merge_wait = merge_docs, merge_wait
@@ -165,10 +173,10 @@ class IndexMaster:
             self.client, self.keys, self.id, [self.q.nrq], role="master", ttl=heartbeat_ttl
         )
         self.lease = MasterLease(
-            self.client, self.keys.master_lease("index"), holder_id(self.id), cfg.lease_ttl
+            self.client, self.keys.master_lease("index"), holder_id(self.id), lease_ttl
         )
         # renewed well within its TTL, however short the TTL is set
-        self.renew_interval = min(DEFAULT_HEARTBEAT_INTERVAL, cfg.lease_ttl / 3)
+        self.renew_interval = min(DEFAULT_HEARTBEAT_INTERVAL, lease_ttl / 3)
         self._ack_merged = self.lease.script(_ACK_MERGED)
         self.report = IndexReport()
         self._outstanding: dict[int, int] = {}  # batch serial -> pages
@@ -176,7 +184,7 @@ class IndexMaster:
         self._scanned_all = False
         self._held: list[bytes] = []  # results popped, not yet merged nor acknowledged
         self._batches: list[list[IndexDoc]] = []  # their documents
-        self.writer = IndexWriter(cfg.index_path)  # it commits only under the lease
+        self.writer = IndexWriter(index_path)  # it commits only under the lease
         self._held_docs = 0
         self._held_since = 0.0
         self._handlers: dict[str, Callable[[Message], None]] = {
@@ -184,6 +192,13 @@ class IndexMaster:
             REFUSED: self._on_refused,
             ERROR: self._on_error,
         }
+
+    @classmethod
+    def from_config(cls, cfg: Config, **options: Any) -> IndexMaster:
+        """The master of the configured job; ``options`` as for the constructor."""
+        return cls(
+            cfg.redis(), cfg.store(), cfg.keys, cfg.index_path, lease_ttl=cfg.lease_ttl, **options
+        )
 
     def _set_follow(self, follow: float | None, merge_wait: float) -> float:
         """Set up following (None: a single pass); the merge wait to use."""
@@ -222,7 +237,7 @@ class IndexMaster:
         t0 = time.perf_counter()
         started = time.time()
         self.freshness = Freshness(since=started)
-        self.store.set_job(self.cfg.job, "index", "running", started_at=started)
+        self.store.set_job(self.keys.job, "index", "running", started_at=started)
         state: str | None = "failed"
         try:
             self.worker.beat(self._stats())
@@ -251,15 +266,19 @@ class IndexMaster:
             with contextlib.suppress(*REDIS_DOWN):
                 self.lease.release()
             if state is not None:
-                self.store.set_job(
-                    self.cfg.job,
-                    "index",
-                    state,
-                    self.report.as_dict(),
-                    started_at=started,
-                    finished_at=time.time(),
-                )
+                self._record(state, started)
         return self.report
+
+    def _record(self, state: str, started: float) -> None:
+        """The run's end in the job's record: its state and report."""
+        self.store.set_job(
+            self.keys.job,
+            "index",
+            state,
+            self.report.as_dict(),
+            started_at=started,
+            finished_at=time.time(),
+        )
 
     def _loop(
         self,
@@ -366,18 +385,7 @@ class IndexMaster:
                 log.warning("%s", sentence)
 
     def _fenced(self, fill: Callable[[redis.client.Pipeline], object]) -> None:
-        """Run the commands ``fill`` queues as one transaction, only while the lease is ours."""
-        while True:
-            # transaction=True: a cluster client's pipelines default to none
-            with self.client.pipeline(transaction=True) as pipe:
-                self.lease.guard(pipe)
-                fill(pipe)
-                try:
-                    pipe.execute()
-                    return
-                except redis.WatchError:
-                    # the lease changed meanwhile: LeaseLost if it is no longer ours
-                    self.lease.keep()
+        fenced(self.client, self.lease, fill)
 
     def _top_up(self) -> None:
         """Queue tasks until the window is full or every unindexed page is scheduled."""
@@ -514,3 +522,20 @@ class IndexMaster:
                 if fresh[name] is not None:
                     stats[name] = fresh[name]
         return stats
+
+
+def fenced(
+    client: redis.Redis, lease: MasterLease, fill: Callable[[redis.client.Pipeline], object]
+) -> None:
+    """Run the commands ``fill`` queues as one transaction, only while ``lease`` is held."""
+    while True:
+        # transaction=True: a cluster client's pipelines default to none
+        with client.pipeline(transaction=True) as pipe:
+            lease.guard(pipe)
+            fill(pipe)
+            try:
+                pipe.execute()
+                return
+            except redis.WatchError:
+                # the lease changed meanwhile: LeaseLost if it is no longer ours
+                lease.keep()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from srcrawl.config import Config
 from srcrawl.defaults import DEFAULT_INDEX_MAX_CHARS
@@ -20,6 +21,9 @@ from srcrawl.indexer.engine import IndexDoc
 from srcrawl.indexer.protocol import DocumentsResult, IndexTask, Refusal
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
 from srcrawl.urls import host_of
+
+if TYPE_CHECKING:
+    from srcrawl.sql.store import Store
 
 MAX_ANCHOR_FIELD_CHARS = 16_000
 """Characters of anchor text indexed per page (the texts of MAX_ANCHORS_PER_PAGE links)."""
@@ -74,8 +78,10 @@ class IndexHandler:
     batch_size = 1
     threads = 1
 
-    def __init__(self, cfg: Config, *, user_dict: str | None = None) -> None:
-        self.store = cfg.store()
+    def __init__(self, store: Store, *, user_dict: str | None = None) -> None:
+        """``store``: where the pages are read; ``user_dict``: jieba's user dictionary
+        (None: ``SRCRAWL_USER_DICT``)."""
+        self.store = store
         self.boilerplate = HostBoilerplate(self.store)
         self.tokenizer = get_tokenizer(user_dict if user_dict is not None else user_dict_from_env())
         # load jieba now: the first batch then costs what every batch costs,
@@ -87,6 +93,11 @@ class IndexHandler:
         self.busy_s = 0.0
         self.cpu_s = 0.0  # CPU time of this process's consumer thread inside handle()
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, cfg: Config, *, user_dict: str | None = None) -> IndexHandler:
+        """The handler of the configured store."""
+        return cls(cfg.store(), user_dict=user_dict)
 
     def handle(self, tasks: list[bytes]) -> list[bytes]:
         """One result per task: the documents, or a refusal naming the reason."""

@@ -49,6 +49,7 @@ from srcrawl.defaults import (
     DEFAULT_PAGERANK_WRITE_TRIES,
 )
 from srcrawl.errors import EnvelopeError
+from srcrawl.keys import Keys
 from srcrawl.pagerank.protocol import (
     LOAD_ROUND,
     GraphHeader,
@@ -146,10 +147,10 @@ class RankHandler:
     batch_size = 1  # one shard per pop: idle slaves take the remaining shards
     threads = 1  # numpy does the work; one core per slave process
 
-    def __init__(self, cfg: Config) -> None:
-        self.client: redis.Redis = cfg.redis()
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.client = client
         self.bulk = TransientWriter(self.client)
-        self.keys = cfg.keys
+        self.keys = keys
         self._lock = threading.Lock()
         self._version: int | None = None
         self._graph: GraphFacts | None = None
@@ -177,6 +178,11 @@ class RankHandler:
         self.compute_s = 0.0
         self.vector_s = 0.0
         self.write_s = 0.0
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> RankHandler:
+        """The handler of the configured Redis and job."""
+        return cls(cfg.redis(), cfg.keys)
 
     def handle(self, tasks: list[bytes]) -> list[bytes]:
         with self._lock:

@@ -26,6 +26,7 @@ import threading
 import time
 import traceback
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from srcrawl.config import Config
 from srcrawl.defaults import (
@@ -40,7 +41,21 @@ from srcrawl.queues.partitions import PartitionedQueues
 from srcrawl.queues.protocol import PhaseQueues, new_worker_id
 from srcrawl.queues.workers import Worker
 from srcrawl.signals import install_stop_handlers
-from srcrawl.slave.handler import MultiplexedHandler, PhaseHandler, is_multiplexed
+from srcrawl.slave.handler import (
+    Closes,
+    CountsMetrics,
+    Flushes,
+    Forgets,
+    KnowsDrained,
+    MultiplexedHandler,
+    PhaseHandler,
+    RoutesElsewhere,
+)
+
+if TYPE_CHECKING:
+    import redis
+
+    from srcrawl.keys import Keys
 
 log = logging.getLogger("srcrawl.slave")
 
@@ -50,7 +65,8 @@ class Slave:
 
     def __init__(
         self,
-        cfg: Config,
+        client: redis.Redis,
+        keys: Keys,
         handlers: Sequence[PhaseHandler],
         *,
         worker_id: str | None = None,
@@ -58,20 +74,22 @@ class Slave:
         heartbeat_ttl: float = DEFAULT_HEARTBEAT_TTL,
         block_timeout: float = DEFAULT_BLOCK_TIMEOUT,
     ) -> None:
-        self.cfg = cfg
+        """``client``: the process's Redis client, the one its handlers use, so that
+        their commands too wait out an outage."""
+        self.keys = keys
         self.stopping = threading.Event()
-        self.client = cfg.redis()
+        self.client = client
         # every Redis command of this process (the handlers' too) waits out an outage
         wait_out_outages(self.client, RedisOutage(log, stopping=self.stopping))
         self.handlers = list(handlers)
         self.queues: dict[str, PhaseQueues | PartitionedQueues] = {
-            h.phase: PartitionedQueues(self.client, cfg.keys, h.phase)
+            h.phase: PartitionedQueues(self.client, keys, h.phase)
             if h.phase == "crawl"
-            else PhaseQueues(self.client, cfg.keys, h.phase)
+            else PhaseQueues(self.client, keys, h.phase)
             for h in self.handlers
         }
-        self.id = worker_id or new_worker_id(self.client, cfg.keys, "slave")
-        self.worker = Worker(self.client, cfg.keys, self.id, self._srqs(), ttl=heartbeat_ttl)
+        self.id = worker_id or new_worker_id(self.client, keys, "slave")
+        self.worker = Worker(self.client, keys, self.id, self._srqs(), ttl=heartbeat_ttl)
         for q in self.queues.values():
             if isinstance(q, PartitionedQueues):  # a crawl started anew with other partitions
                 q.on_change = lambda _srqs: self.worker.set_queues(self._srqs())
@@ -85,6 +103,11 @@ class Slave:
         """When and why a flush last failed, until one succeeds: in the heartbeat, where
         `srcrawl health slave` reads it (a slave that cannot store is not healthy)."""
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, cfg: Config, handlers: Sequence[PhaseHandler], **options: Any) -> Slave:
+        """A slave of the configured Redis and job; ``options`` as for the constructor."""
+        return cls(cfg.redis(), cfg.keys, handlers, **options)
 
     def _srqs(self) -> list:
         return [srq for q in self.queues.values() for srq in q.srqs]
@@ -142,11 +165,10 @@ class Slave:
         None: the store is down (StoreError); the handler keeps what it could
         not write and the groups must not be acknowledged yet.
         """
-        flush = getattr(handler, "flush", None)
-        if flush is None:
+        if not isinstance(handler, Flushes):
             return groups
         try:
-            flush()
+            handler.flush()
         except StoreError as e:
             self.store_error = (time.time(), f"{handler.phase}: {e}")
             log.exception("%s: store down, %d batches wait", handler.phase, len(groups))
@@ -167,8 +189,7 @@ class Slave:
         # Retrying is safe: an ack that went through but whose reply was lost
         # finds its tasks gone the second time and pushes nothing again.
         delay = 0.1
-        take_routed = getattr(handler, "take_routed", None)
-        routed = take_routed() if take_routed is not None else {}
+        routed = handler.take_routed() if isinstance(handler, RoutesElsewhere) else {}
         while True:
             try:
                 # links for other partitions go first: until the ack, the task is in
@@ -201,9 +222,8 @@ class Slave:
         that fetching them again sends everything again.
         """
         log.warning("%d finished batches were no longer this slave's; they run again", n)
-        forget = getattr(handler, "forget", None)
-        if forget is not None:
-            forget()
+        if isinstance(handler, Forgets):
+            handler.forget()
 
     def _heartbeat(self) -> None:
         while not self.stopping.wait(self.heartbeat_interval):
@@ -218,9 +238,8 @@ class Slave:
     def publish_metrics(self) -> None:
         """Add what the handlers counted since the last heartbeat to the job's metrics."""
         for h in self.handlers:
-            counted = getattr(h, "metrics", None)
-            if counted is not None:
-                counted().flush(self.client, self.cfg.keys)
+            if isinstance(h, CountsMetrics):
+                h.metrics().flush(self.client, self.keys)
 
     def stats(self) -> dict[str, float | str]:
         out: dict[str, float | str] = {
@@ -308,9 +327,9 @@ class _Phase:
         A handler that knows its phase's state says (the crawl: see
         ``CrawlHandler.drained``); for the others an empty srq is all there is.
         """
-        drained = getattr(self.handler, "drained", None)
+        handler = self.handler
         try:
-            return drained() if drained is not None else True
+            return handler.drained() if isinstance(handler, KnowsDrained) else True
         except REDIS_DOWN:  # only once stopping: leave
             return True
 
@@ -406,10 +425,11 @@ class _MultiplexedPhase(_Phase):
     def __init__(
         self,
         slave: Slave,
-        handler: PhaseHandler,
+        handler: MultiplexedHandler,
         q: PhaseQueues | PartitionedQueues,
         burst: bool,
     ) -> None:
+        self.mux = handler
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -466,7 +486,7 @@ class _MultiplexedPhase(_Phase):
 
     def _drive(self) -> None:
         """Start the tasks the feeder popped, collect those that finished, until it ends."""
-        handler: MultiplexedHandler = self.handler  # type: ignore[assignment]
+        handler = self.mux
         ending = False
         try:
             while True:
@@ -484,9 +504,8 @@ class _MultiplexedPhase(_Phase):
                         pass
                 self._finished(finished)
         finally:
-            close = getattr(handler, "close", None)
-            if close is not None:
-                close()
+            if isinstance(handler, Closes):
+                handler.close()
 
     def _start_handed_over(self, handler: MultiplexedHandler, ending: bool) -> bool:
         """Start what the feeder handed over; True once it said it is done."""
@@ -535,4 +554,4 @@ class _MultiplexedPhase(_Phase):
 
 def _phase_of(handler: PhaseHandler) -> type[_Phase]:
     """How the runtime drives ``handler``."""
-    return _MultiplexedPhase if is_multiplexed(handler) else _ThreadedPhase
+    return _MultiplexedPhase if isinstance(handler, MultiplexedHandler) else _ThreadedPhase

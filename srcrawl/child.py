@@ -37,7 +37,7 @@ def serve(cfg: Config, role: SlaveRole, *, announce: Callable[[str], None] = _st
     """Serve the role's phases until stopped (the first SIGTERM finishes the batch)."""
     from srcrawl.slave.runtime import Slave
 
-    worker = Slave(
+    worker = Slave.from_config(
         cfg,
         build_handlers(cfg, role),
         heartbeat_ttl=role.heartbeat_ttl,

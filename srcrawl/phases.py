@@ -20,19 +20,19 @@ from srcrawl.slave.handler import PhaseHandler
 def _crawl(cfg: Config, role: SlaveRole) -> PhaseHandler:
     from srcrawl.slave.crawl import CrawlHandler
 
-    return CrawlHandler(cfg, threads=role.threads, parser=role.parser)
+    return CrawlHandler.from_config(cfg, threads=role.threads, parser=role.parser)
 
 
 def _index(cfg: Config, role: SlaveRole) -> PhaseHandler:
     from srcrawl.indexer.slave import IndexHandler
 
-    return IndexHandler(cfg)
+    return IndexHandler.from_config(cfg)
 
 
 def _pagerank(cfg: Config, role: SlaveRole) -> PhaseHandler:
     from srcrawl.pagerank.slave import RankHandler
 
-    return RankHandler(cfg)
+    return RankHandler.from_config(cfg)
 
 
 HANDLERS: dict[str, Callable[[Config, SlaveRole], PhaseHandler]] = {

@@ -108,7 +108,7 @@ def test_a_late_host_gives_a_shorter_path_to_a_url_found_deeper(redis_url, keys,
         cfg, [f"{A}/0", f"{B}/0"], CrawlStrategy(max_depth=4, delay=0, delay_factor=0, max_delay=0)
     )
     handler = LateHostHandler(graph, B, defers=3)
-    slave = Slave(cfg, [handler], block_timeout=0.05)
+    slave = Slave.from_config(cfg, [handler], block_timeout=0.05)
     t = threading.Thread(target=slave.run, daemon=True)
     t.start()
     try:

@@ -117,7 +117,7 @@ def cfg_for(redis_url: str, job: str, tmp_path) -> Config:
 
 
 def run_slave_thread(cfg: Config, handler: GraphHandler) -> tuple[Slave, threading.Thread]:
-    slave = Slave(cfg, [handler], block_timeout=0.05)
+    slave = Slave.from_config(cfg, [handler], block_timeout=0.05)
     t = threading.Thread(target=slave.run, daemon=True)
     t.start()
     return slave, t

@@ -120,7 +120,7 @@ def _handler(redis_url: str, keys, tmp_path, hostile: HostileWeb, **strategy) ->
     seed = hostile.origin + "/"
     seeded = CrawlStrategy(seed_hosts=(host_of(seed),), seed_origins=(origin(seed),), **strategy)
     publish(cfg.redis(), keys, seeded)
-    return CrawlHandler(cfg, threads=4)
+    return CrawlHandler.from_config(cfg, threads=4)
 
 
 @pytest.mark.slow

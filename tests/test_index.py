@@ -74,11 +74,11 @@ def configs(redis_url: str, db_url, job: str, tmp_path) -> tuple[Config, Config]
 
 def run_index(master_cfg: Config, slave_cfg: Config, **kw) -> IndexReport:
     """One index run with one slave in a thread of this process."""
-    slave = Slave(slave_cfg, [IndexHandler(slave_cfg)], block_timeout=0.1)
+    slave = Slave.from_config(slave_cfg, [IndexHandler.from_config(slave_cfg)], block_timeout=0.1)
     thread = threading.Thread(target=slave.run, daemon=True)
     thread.start()
     try:
-        master = IndexMaster(master_cfg, block_timeout=0.1, merge_wait=0.2, **kw)
+        master = IndexMaster.from_config(master_cfg, block_timeout=0.1, merge_wait=0.2, **kw)
         return master.run()
     finally:
         slave.stopping.set()
@@ -173,7 +173,7 @@ def test_a_document_of_text_fetched_since_is_not_written(
 ) -> None:
     store.put_pages([page("A", *CORPUS["A"], fetched_at=5000.0)])
     master_cfg, _ = configs(redis_url, db_url, keys.job, tmp_path)
-    master = IndexMaster(master_cfg)
+    master = IndexMaster.from_config(master_cfg)
     master.lease.acquire(what="index master")
     old = _docs("A", fetched_at=1000.0)  # the text of an earlier fetch
     gone = tokenize_document(get_tokenizer(), FP["F"], 1000.0, "127.0.0.1:9", "", "旧")
@@ -233,7 +233,7 @@ def test_a_slave_with_another_user_dictionary_refuses_and_nothing_is_lost(
     assert any("user dictionary" in e for e in report.errors)
     assert unindexed(store) == set(FP[k] for k in CORPUS)  # left for a later run
     # the refusal itself, as a slave sends it
-    handler = IndexHandler(slave_cfg)
+    handler = IndexHandler.from_config(slave_cfg)
     [raw] = handler.handle([IndexTask(7, [FP["A"]], "abc").encode()])
     msg = decode(raw)
     assert msg.kind == REFUSED and msg.get("batch") == 7
@@ -247,7 +247,7 @@ def test_a_second_master_refuses_to_start(
     cfg = Config(redis_url=redis_url, db=db_url, job=keys.job, home=tmp_path)
     redis_client.set(keys.master_lease("index"), "index-master-99", px=10_000)
     with pytest.raises(LeaseHeld, match=r"another index master \(index-master-99\)"):
-        IndexMaster(cfg).run()
+        IndexMaster.from_config(cfg).run()
     assert redis_client.get(keys.master_lease("index")) == b"index-master-99"
     cfg.close()
 
@@ -259,7 +259,7 @@ def test_the_merges_that_end_a_run_halve_so_the_last_one_is_small(
     # it: once every page is scheduled, held results are merged as soon as
     # they are as many as the pages still out with slaves.
     cfg = Config(redis_url=redis_url, db=db_url, job=keys.job, home=tmp_path)
-    master = IndexMaster(cfg, merge_docs=5000, merge_wait=60.0)
+    master = IndexMaster.from_config(cfg, merge_docs=5000, merge_wait=60.0)
     master._held_since = time.monotonic()
     master._outstanding = {1: 50, 2: 50, 3: 50}
 

@@ -53,11 +53,13 @@ def test_hostile_documents_are_indexed_without_loss(
     store.put_pages(pages.values())
     master_cfg = Config(redis_url=redis_url, db=db_url, job=keys.job, home=tmp_path)
     slave_cfg = Config(redis_url=redis_url, db=db_url, job=keys.job, home=tmp_path)
-    slave = Slave(slave_cfg, [IndexHandler(slave_cfg)], block_timeout=0.1)
+    slave = Slave.from_config(slave_cfg, [IndexHandler.from_config(slave_cfg)], block_timeout=0.1)
     thread = threading.Thread(target=slave.run, daemon=True)
     thread.start()
     try:
-        report = IndexMaster(master_cfg, batch_pages=2, block_timeout=0.1, merge_wait=0.2).run()
+        report = IndexMaster.from_config(
+            master_cfg, batch_pages=2, block_timeout=0.1, merge_wait=0.2
+        ).run()
     finally:
         slave.stopping.set()
         thread.join(timeout=30)

@@ -26,7 +26,9 @@ def test_killing_a_slave_mid_batch_loses_and_doubles_nothing(
     urls = store_pages(store, "big", PAGES, REPEAT)
     cfg = Config(redis_url=redis_url, db=db_url, job=keys.job, home=tmp_path)
     q = PhaseQueues(redis_client, keys, "index")
-    master = IndexMaster(cfg, batch_pages=10, block_timeout=0.1, merge_wait=0.2, reap_interval=0.2)
+    master = IndexMaster.from_config(
+        cfg, batch_pages=10, block_timeout=0.1, merge_wait=0.2, reap_interval=0.2
+    )
     outcome: dict = {}
     runner = threading.Thread(target=lambda: outcome.update(report=master.run()), daemon=True)
     runner.start()

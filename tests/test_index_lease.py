@@ -33,7 +33,7 @@ from srcrawl.config import Config
 from srcrawl.indexer.engine import IndexWriter
 from srcrawl.indexer.master import IndexMaster
 cfg = Config.load()
-master = IndexMaster(cfg, batch_pages=1, window=4, merge_docs=10_000,
+master = IndexMaster.from_config(cfg, batch_pages=1, window=4, merge_docs=10_000,
                      merge_wait=float(sys.argv[1]), block_timeout=0.1, reap_interval=0.2,
                      heartbeat_ttl=1.0)
 print(master.id, flush=True)
@@ -145,7 +145,7 @@ def test_a_merge_after_the_lease_was_taken_writes_nothing_and_acknowledges_nothi
     fp = fingerprint("http://127.0.0.1:9/one")
     store.put_pages([Page(fp=fp, url="http://127.0.0.1:9/one", host="h", fetched_at=1.0)])
     cfg = Config(redis_url=redis_url, db=db_url, job=keys.job, home=tmp_path)
-    master = IndexMaster(cfg)
+    master = IndexMaster.from_config(cfg)
     master.lease.acquire()
     raw = DocumentsResult(1, 1, 0, pack([IndexDoc(fp, 1.0, "h", "", "词 词")])).encode()
     q = PhaseQueues(redis_client, keys, "index")

@@ -506,7 +506,7 @@ def test_results_refused_after_a_presumed_death_make_the_handler_forget(
 
     cfg = Config.load(env=env_for(tmp_path, keys.job, redis_url))
     handler = Remembering()
-    slave = Slave(cfg, [handler])
+    slave = Slave.from_config(cfg, [handler])
     q = PhaseQueues(redis_client, keys, "index")
     q.srq.push([b"a", b"b"])
     tasks = q.srq.pop(slave.id, 2)

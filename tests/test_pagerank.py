@@ -62,7 +62,9 @@ def put_web(store: Store, pages: dict[int, str], links: list[tuple[int, int]]) -
 @contextlib.contextmanager
 def thread_slaves(cfg: Config, n: int, handler=RankHandler):
     """``n`` in-process slaves serving the pagerank phase, stopped after the block."""
-    slaves = [Slave(cfg, [handler(cfg)], block_timeout=0.1) for _ in range(n)]
+    slaves = [
+        Slave.from_config(cfg, [handler.from_config(cfg)], block_timeout=0.1) for _ in range(n)
+    ]
     threads = [threading.Thread(target=s.run, daemon=True) for s in slaves]
     for t in threads:
         t.start()
@@ -344,7 +346,7 @@ class Slow(RankHandler):
         return super().handle(tasks)
 
 cfg = Config.load()
-Slave(cfg, [Slow(cfg)], heartbeat_interval=0.2, heartbeat_ttl=1.0).run()
+Slave.from_config(cfg, [Slow.from_config(cfg)], heartbeat_interval=0.2, heartbeat_ttl=1.0).run()
 """
 
 
@@ -456,7 +458,7 @@ def test_slaves_that_missed_the_load_round_load_shards_as_they_claim_them(
 
     # the slave of the load round leaves before the first iteration; one that
     # never saw the round does every iteration
-    first = Slave(cfg, [RankHandler(cfg)], block_timeout=0.1)
+    first = Slave.from_config(cfg, [RankHandler.from_config(cfg)], block_timeout=0.1)
     runner = threading.Thread(target=first.run, daemon=True)
     runner.start()
     joined: list[Slave] = []
@@ -464,7 +466,7 @@ def test_slaves_that_missed_the_load_round_load_shards_as_they_claim_them(
     def swap(report) -> None:
         first.stopping.set()
         runner.join(timeout=10)
-        joined.append(Slave(cfg, [RankHandler(cfg)], block_timeout=0.1))
+        joined.append(Slave.from_config(cfg, [RankHandler.from_config(cfg)], block_timeout=0.1))
         threading.Thread(target=joined[0].run, daemon=True).start()
 
     result = RankMaster(redis_client, keys, on_load=swap).run(graph, shards, params)
@@ -589,7 +591,7 @@ def test_cli_refuses_bad_input_with_one_line(redis_url, keys, tmp_path, python) 
 
 def test_slave_answers_malformed_and_stale_tasks_without_raising(redis_url, keys, tmp_path) -> None:
     cfg = sqlite_cfg(redis_url, keys, tmp_path)
-    handler = RankHandler(cfg)
+    handler = RankHandler.from_config(cfg)
     bad, gone = handler.handle([b"garbage", MapTask(41, 1).encode()])
     assert decode(bad).kind == "error" and decode(bad).payload == b"garbage"
     assert decode(gone).kind == "stale" and decode(gone).get("iteration") == 1
@@ -640,7 +642,7 @@ def test_a_task_claims_a_shard_and_writes_its_piece_while_the_iteration_is_open(
     monkeypatch.setattr("srcrawl.pagerank.slave.DEFAULT_PAGERANK_STEAL_AFTER", 0.0)
     cfg = sqlite_cfg(redis_url, keys, tmp_path)
     shards, expected = _publish_cycle(redis_client, keys, 5)
-    handler = RankHandler(cfg)
+    handler = RankHandler.from_config(cfg)
     task = MapTask(5, 1).encode()
     claimed = [
         _claim_and_check(handler, task, shards, expected, redis_client, keys) for _ in shards
@@ -662,7 +664,7 @@ def test_a_task_claims_a_shard_and_writes_its_piece_while_the_iteration_is_open(
     assert handler.stats()["pieces_read"] == 2 and handler.stats()["shard_loads"] == 2
     handler.flush()
     # another slave prefers the shard it holds
-    other = RankHandler(cfg)
+    other = RankHandler.from_config(cfg)
     redis_client.sadd(keys.rank_unclaimed(5, 1), 1)
     other.handle([task])
     redis_client.sadd(keys.rank_unclaimed(5, 1), 0, 1)
@@ -683,7 +685,7 @@ def test_a_task_claims_a_shard_and_writes_its_piece_while_the_iteration_is_open(
     assert handler.stats()["late"] == 1
     # a slave which has none of the pieces finds the iteration gone
     redis_client.sadd(keys.rank_unclaimed(5, 1), 1)
-    [gone] = RankHandler(cfg).handle([task])
+    [gone] = RankHandler.from_config(cfg).handle([task])
     assert decode(gone).kind == "stale" and "gone" in decode(gone).get("reason")
     cfg.close()
 
@@ -695,7 +697,7 @@ def test_a_slave_leaves_the_shards_others_hold_to_them_for_a_while(
     _publish_cycle(redis_client, keys, 6)
     srq, unclaimed = keys.srq("pagerank"), keys.rank_unclaimed(6, 1)
     task = MapTask(6, 1).encode()
-    a, b = RankHandler(cfg), RankHandler(cfg)
+    a, b = RankHandler.from_config(cfg), RankHandler.from_config(cfg)
     [x] = [ShardDone.from_message(decode(m)).shard for m in a.handle([task])]
     [y] = [ShardDone.from_message(decode(m)).shard for m in b.handle([task])]
     assert {x, y} == {0, 1}
@@ -730,8 +732,8 @@ class Clumsy(RankHandler):
 
     fail_every = 2
 
-    def __init__(self, cfg: Config) -> None:
-        super().__init__(cfg)
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        super().__init__(client, keys)
         self.writes = 0
         write = self.bulk.set_while
 

@@ -88,7 +88,7 @@ def test_the_index_master_waits_out_a_killed_redis(aof_redis, keys, tmp_path, ca
     cfg = config(aof_redis, tmp_path, keys.job)
     pages, repeat = 40, 1500  # ~90 KB of Chinese a page: jieba takes a while
     urls = store_pages(cfg.store(), "big", pages, repeat)
-    master = IndexMaster(cfg, batch_pages=4, block_timeout=0.1, merge_wait=0.2)
+    master = IndexMaster.from_config(cfg, batch_pages=4, block_timeout=0.1, merge_wait=0.2)
     outcome: dict = {}
     with LocalSlaves(cfg, 2, ["index"]):
         t = in_thread(master.run, outcome)

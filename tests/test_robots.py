@@ -342,7 +342,7 @@ def test_the_crawl_handler_fetches_robots_txt_on_its_multi_handle(
         cfg.keys,
         CrawlStrategy(seed_hosts=tuple(host_of(o + "/") for o in seeds), seed_origins=seeds),
     )
-    handler = CrawlHandler(cfg, threads=4)
+    handler = CrawlHandler.from_config(cfg, threads=4)
 
     def task(url: str, fp: int) -> bytes:
         return fetch_task(url, fp, 1, "q").encode()

@@ -52,7 +52,7 @@ def test_burst_drains_every_task_once_with_threads(redis_url, redis_client, keys
     tasks = [b"t%03d" % i for i in range(300)]
     q.srq.push(tasks)
     handler = Upper()
-    slave = Slave(cfg, [handler])
+    slave = Slave.from_config(cfg, [handler])
     assert slave.id.startswith("slave-")
     slave.run(burst=True)
     results = q.nrq.pop("m", 1000)
@@ -70,7 +70,7 @@ def test_a_handler_bug_reports_the_batch_instead_of_looping(
     q.srq.push([b"ok", b"boom"])
     handler = Upper()
     handler.threads = 1
-    slave = Slave(cfg, [handler])
+    slave = Slave.from_config(cfg, [handler])
     slave.run(burst=True)
     [err] = q.nrq.pop("m", 10)
     msg = decode(err)
@@ -110,12 +110,12 @@ def test_results_are_acknowledged_only_after_flush(redis_url, redis_client, keys
     tasks = [b"t%03d" % i for i in range(200)]
     q.srq.push(tasks)
     handler = Stored()
-    Slave(cfg, [handler]).run(burst=True)
+    Slave.from_config(cfg, [handler]).run(burst=True)
     assert handler.durable == set(tasks)
     assert sorted(q.nrq.pop("m", 1000)) == sorted(t.upper() for t in tasks)
     # a flush that fails turns the batches it covered into reported failures
     q.srq.push([b"lost"])
-    slave = Slave(cfg, [handler])
+    slave = Slave.from_config(cfg, [handler])
     slave.run(burst=True)
     [err] = q.nrq.pop("m", 10)
     assert decode(err).kind == "error" and decode(err).payload == b"lost"
@@ -148,7 +148,7 @@ def test_a_store_outage_delays_the_ack_and_loses_nothing(
     tasks = [b"t%03d" % i for i in range(40)]
     q.srq.push(tasks)
     handler = Outage(failures=2)
-    slave = Slave(cfg, [handler])
+    slave = Slave.from_config(cfg, [handler])
     slave.run(burst=True)
     # every task acknowledged once, each with its result, none as an error
     assert handler.failures == 0 and handler.durable == set(tasks)
@@ -165,7 +165,7 @@ def test_a_slave_stopping_during_an_outage_hands_its_tasks_back(
     q = PhaseQueues(redis_client, keys, "index")
     q.srq.push([b"a", b"b"])
     handler = Outage(failures=10**6)
-    slave = Slave(cfg, [handler], block_timeout=0.1)
+    slave = Slave.from_config(cfg, [handler], block_timeout=0.1)
     t = threading.Thread(target=slave.run)
     t.start()
     deadline = time.monotonic() + 10
@@ -184,7 +184,7 @@ def test_a_slave_stopping_during_an_outage_hands_its_tasks_back(
 
 def test_stop_flag_ends_a_blocking_slave(redis_url, keys, tmp_path) -> None:
     cfg = make_cfg(redis_url, keys.job, tmp_path)
-    slave = Slave(cfg, [Upper()], block_timeout=0.1)
+    slave = Slave.from_config(cfg, [Upper()], block_timeout=0.1)
     t = threading.Thread(target=slave.run)
     t.start()
     slave.stopping.set()

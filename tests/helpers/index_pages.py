@@ -15,8 +15,8 @@ from srcrawl.config import Config
 from srcrawl.indexer.slave import IndexHandler
 from srcrawl.slave.runtime import Slave
 cfg = Config.load()
-Slave(cfg, [IndexHandler(cfg)], worker_id=sys.argv[1], heartbeat_interval=0.2,
-      heartbeat_ttl=1.0, block_timeout=0.2).run()
+Slave.from_config(cfg, [IndexHandler.from_config(cfg)], worker_id=sys.argv[1],
+                  heartbeat_interval=0.2, heartbeat_ttl=1.0, block_timeout=0.2).run()
 """
 
 SENTENCES = "我来到北京清华大学，他来到了网易杭研大厦。"  # 我 他 了: stop words
