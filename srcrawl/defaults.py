@@ -39,6 +39,11 @@ DEFAULT_HEARTBEAT_TTL = 15.0
 DEFAULT_HEARTBEAT_INTERVAL = 3.0
 """Seconds between heartbeats of a live worker (well below the TTL)."""
 
+STORE_ERROR_FRESH = 300.0
+"""Seconds a slave's failed store write keeps `srcrawl health slave` failing when no
+write has succeeded since: a slave with work retries within seconds (and clears it),
+an idle one never writes again, and then the check's own store probe speaks."""
+
 DEFAULT_MASTER_LEASE_TTL = 15.0
 """Seconds a phase master's lease lives unrenewed; a master silent this long loses the phase to
 a successor, and every commit it tries after that is refused (``queues/lease.py``)."""

@@ -6,8 +6,9 @@ what the running process itself found, not only that a server answers:
 
 - ``slave``: a slave process of this host beats (its heartbeat names the host),
   its last attempt to store results did not fail (the heartbeat carries the
-  error until a flush succeeds), and this process, as the same user, can write
-  the WARC directory (when the crawl writes WARC files) and read the store.
+  error until a flush succeeds; an error older than ``STORE_ERROR_FRESH`` with no
+  write since, an idle slave's, is left to this check's own store probe), and this
+  process, as the same user, can write the WARC directory (when the crawl writes WARC files) and read the store.
 - ``master``, ``indexer``, ``ranker``: a process of this host holds the phase's
   lease (``queues/lease.py``: the holder id names the host and pid, and the pid
   runs), or says that it waits for it (a standby, a master waiting for its
@@ -20,11 +21,13 @@ from __future__ import annotations
 import json
 import socket
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from srcrawl.config import Config
+from srcrawl.defaults import STORE_ERROR_FRESH
 from srcrawl.errors import SrcrawlError
 from srcrawl.keys import lease_waiting_key
 from srcrawl.queues import crawl_strategy as strategies
@@ -66,8 +69,9 @@ def _slave(cfg: Config) -> str:
     ]
     if not mine:
         raise Unhealthy(f"no slave of job {cfg.job!r} on {host} beats (none runs, or it hangs)")
+    now = time.time()
     for w in mine:
-        failed = w.stats.get("store_error")
+        failed = recent_store_error(w.stats, now)
         if failed:
             raise Unhealthy(f"{w.id} cannot store what it fetched: {failed}")
     strategy = strategies.load(cfg.redis(), cfg.keys)
@@ -75,6 +79,19 @@ def _slave(cfg: Config) -> str:
         _probe_directory(cfg.warc_root / cfg.job)
     _probe_store(cfg)
     return f"{len(mine)} slave(s) on {host} beat and store; {cfg.warc_root} is writable"
+
+
+def recent_store_error(stats: dict, now: float) -> str | None:
+    """The store error a slave's heartbeat carries, unless it is older than
+    ``STORE_ERROR_FRESH`` (no write since: the slave is idle, not failing)."""
+    failed = stats.get("store_error")
+    if not failed:
+        return None
+    try:
+        at = float(stats["store_error_at"])
+    except (KeyError, TypeError, ValueError):
+        at = now  # when is unknown: counted as fresh, the safe side
+    return str(failed) if now - at < STORE_ERROR_FRESH else None
 
 
 def _probe_directory(path: Path) -> None:

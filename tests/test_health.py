@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from srcrawl.defaults import STORE_ERROR_FRESH
+from srcrawl.health import recent_store_error
+
 from .conftest import cli_env, run_cli
 from .test_fetch_policy import page, serve
 from .test_lifecycle import CLI
@@ -206,3 +209,14 @@ def test_a_check_that_cannot_reach_redis_or_is_misconfigured_answers_1(tmp_path)
     r = health("master", {**env, "SRCRAWL_DB_URL": "sqlite:/x"})  # malformed: not exit 2
     assert r.returncode == 1 and "SRCRAWL_DB_URL is malformed" in r.stderr
     assert len(r.stderr.splitlines()) == 1
+
+
+def test_a_failed_store_write_fails_the_check_until_it_is_old_and_nothing_was_written() -> None:
+    # a slave with work retries at once and clears it; an idle one would carry it for good
+    now = 1_000_000.0
+    fresh = {"store_error": "crawl: disk full", "store_error_at": now - 10}
+    assert recent_store_error(fresh, now) == "crawl: disk full"
+    old = {**fresh, "store_error_at": now - STORE_ERROR_FRESH - 1}
+    assert recent_store_error(old, now) is None
+    assert recent_store_error({"store_error_at": now}, now) is None
+    assert recent_store_error({"store_error": "x", "store_error_at": "?"}, now) == "x"
