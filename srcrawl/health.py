@@ -8,7 +8,8 @@ what the running process itself found, not only that a server answers:
   its last attempt to store results did not fail (the heartbeat carries the
   error until a flush succeeds; an error older than ``STORE_ERROR_FRESH`` with no
   write since, an idle slave's, is left to this check's own store probe), and this
-  process, as the same user, can write the WARC directory (when the crawl writes WARC files) and read the store.
+  process, as the same user, can write the WARC directory (when the crawl writes
+  WARC files) and read the store.
 - ``master``, ``indexer``, ``ranker``: a process of this host holds the phase's
   lease (``queues/lease.py``: the holder id names the host and pid, and the pid
   runs), or says that it waits for it (a standby, a master waiting for its
