@@ -126,7 +126,9 @@ def pagerank_command(
                     break
                 began = time.monotonic()
                 try:
-                    result = rank_job(cfg, params, options, slaves=run.local, echo=click.echo)
+                    result = rank_job(
+                        cfg, params, options, slaves=run.local, echo=click.echo, stopping=stopping
+                    )
                 except PageRankError as e:  # the store was emptied meanwhile
                     record_rank_run(cfg.redis(), cfg.keys, time.monotonic() - began, ok=False)
                     click.echo(f"srcrawl: {e}; trying again in {every:g} s", err=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,8 +50,10 @@ def rank_graph(
     shards: int | None = None,
     slaves: SlaveProcesses | None = None,
     echo: Callable[[str], None] = lambda line: None,
+    stopping: threading.Event | None = None,
 ) -> RankResult:
-    """Iterate ``graph`` over the job's queues; with ``slaves``, give up if they all exit."""
+    """Iterate ``graph`` over the job's queues; with ``slaves``, give up if they all exit;
+    with ``stopping`` set, stop waiting out a Redis outage (RankMaster)."""
     count = shards or shard_count(graph.m, graph.n, DEFAULT_PAGERANK_SHARD_EDGES)
     cut = cut_shards(graph.src, graph.dst, graph.n, count)
 
@@ -73,6 +76,7 @@ def rank_graph(
         on_load=loaded,
         on_wait=echo,
         slaves_alive=(lambda: slaves.alive() > 0) if slaves else None,
+        stopping=stopping,
     )
     return master.run(graph, cut, params)
 
@@ -84,6 +88,7 @@ def rank_job(
     *,
     slaves: SlaveProcesses | None = None,
     echo: Callable[[str], None] = lambda line: None,
+    stopping: threading.Event | None = None,
 ) -> RankResult:
     """Rank every stored page and replace the store's ranks with the result.
 
@@ -102,7 +107,15 @@ def rank_job(
             f"graph: {graph.n} pages, {graph.m} links, {dangling} without out-links "
             f"(read in {time.perf_counter() - t0:.2f} s)"
         )
-        result = rank_graph(cfg, graph, params, shards=options.shards, slaves=slaves, echo=echo)
+        result = rank_graph(
+            cfg,
+            graph,
+            params,
+            shards=options.shards,
+            slaves=slaves,
+            echo=echo,
+            stopping=stopping,
+        )
         t1 = time.perf_counter()
         written = store.replace_ranks(zip(result.fps.tolist(), result.ranks.tolist(), strict=True))
         echo(f"ranks of {written} pages written to the store in {time.perf_counter() - t1:.2f} s")

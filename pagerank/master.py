@@ -225,12 +225,15 @@ class RankMaster:
         on_load: Callable[[LoadReport], None] | None = None,
         on_wait: Callable[[str], None] | None = None,
         slaves_alive: Callable[[], bool] | None = None,
+        stopping: threading.Event | None = None,
     ) -> None:
         """``slaves_alive``, when given, says whether the slaves this run relies on
         still exist; the master gives up when it returns False. ``lease_ttl``:
-        the seconds this master's lease lives unrenewed (``Config.lease_ttl``)."""
+        the seconds this master's lease lives unrenewed (``Config.lease_ttl``).
+        ``stopping``: once set, a Redis outage ends the run with its error instead of
+        being waited out (``pagerank --every`` told to stop while Redis is gone)."""
         self.client = client
-        self.outage = master_waits_out(client, log)  # as the crawl master does
+        self.outage = master_waits_out(client, log, stopping)  # as the crawl master does
         self.keys = keys
         self.queues = PhaseQueues(client, keys, PHASE)
         self.reap_interval = reap_interval

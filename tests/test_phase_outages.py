@@ -135,3 +135,41 @@ def test_pagerank_runs_again_when_redis_comes_back_without_its_shards(
     assert cfg.store().page_ranks(list(got)) == pytest.approx(got, rel=1e-9)  # what was stored
     assert said(caplog, "srcrawl.pagerank", GONE) == said(caplog, "srcrawl.pagerank", BACK) == 1
     cfg.close()
+
+
+@pytest.mark.slow
+def test_a_pagerank_run_told_to_stop_while_redis_is_gone_ends(
+    aof_redis, keys, tmp_path, caplog
+) -> None:
+    # `pagerank --every` stopped (SIGTERM) during an outage that may never end: it must
+    # not wait out the outage for good
+    caplog.set_level(logging.WARNING, logger="srcrawl.pagerank")
+    cfg = config(aof_redis, tmp_path, keys.job)
+    pages, links = random_web(20_000, seed=9)
+    put_web(cfg.store(), pages, links)
+    lines: list[str] = []
+    stopping = threading.Event()
+    outcome: dict = {}
+    params = RankParams(iterations=500, tol=1e-13)
+    with LocalSlaves(cfg, 1, ["pagerank"]):
+        t = in_thread(
+            lambda: rank_job(
+                cfg, params, RankOptions(shards=4), echo=lines.append, stopping=stopping
+            ),
+            outcome,
+        )
+        deadline = time.monotonic() + 120
+        while not any(line.startswith("iteration   2") for line in lines):
+            assert t.is_alive() and time.monotonic() < deadline, (outcome, lines)
+            time.sleep(0.01)
+        aof_redis.proc.send_signal(signal.SIGKILL)
+        aof_redis.proc.wait(timeout=10)
+        while not said(caplog, "srcrawl.pagerank", GONE):
+            assert t.is_alive() and time.monotonic() < deadline, (outcome, lines)
+            time.sleep(0.05)
+        time.sleep(1.0)  # waiting out the outage now
+        assert t.is_alive(), outcome
+        stopping.set()
+        t.join(timeout=30)
+        assert not t.is_alive(), "the run still waits for Redis after being told to stop"
+    assert "error" in outcome and "result" not in outcome, outcome
