@@ -25,7 +25,8 @@ from srcrawl.defaults import (
 )
 
 if TYPE_CHECKING:
-    from srcrawl.pagerank.master import RankResult
+    from srcrawl.pagerank.job import RankOptions, SlaveProcesses
+    from srcrawl.pagerank.master import RankParams, RankResult
 
 
 def _config(ctx: click.Context) -> Config:
@@ -97,12 +98,9 @@ def pagerank_command(
     poll: float,
 ) -> None:
     """Rank every stored page with PageRank over the job's slaves; store the ranks."""
-    from srcrawl.pagerank.errors import PageRankError
     from srcrawl.pagerank.job import RankOptions, rank_job
     from srcrawl.pagerank.master import PHASE, RankParams
     from srcrawl.runner import PhaseRun
-    from srcrawl.signals import stop_gently
-    from srcrawl.telemetry import record_rank_run
 
     cfg = _config(ctx)
     cfg.check()
@@ -118,26 +116,53 @@ def pagerank_command(
                 _closing_line(rank_job(cfg, params, options, slaves=run.local, echo=click.echo))
             )
             return
-        stopping = threading.Event()
-        with stop_gently(stopping):
-            runs = 0
-            while not stopping.is_set():
-                if runs == 0 and not _first_pages(cfg, poll, stopping):
-                    break
-                began = time.monotonic()
-                try:
-                    result = rank_job(
-                        cfg, params, options, slaves=run.local, echo=click.echo, stopping=stopping
-                    )
-                except PageRankError as e:  # the store was emptied meanwhile
-                    record_rank_run(cfg.redis(), cfg.keys, time.monotonic() - began, ok=False)
-                    click.echo(f"srcrawl: {e}; trying again in {every:g} s", err=True)
-                else:
-                    record_rank_run(cfg.redis(), cfg.keys, time.monotonic() - began, ok=True)
-                    runs += 1
-                    click.echo(f"{_closing_line(result)}; run {runs}, next in {every:g} s")
-                _wait_for_turn(cfg, every, stopping)
-        click.echo(f"pagerank --every stopped after {runs} run(s)")
+        _rank_every(cfg, run.local, params, options, every, poll)
+
+
+def _rank_every(
+    cfg: Config,
+    local: SlaveProcesses | None,
+    params: RankParams,
+    options: RankOptions,
+    every: float,
+    poll: float,
+) -> None:
+    """`pagerank --every`: a run as soon as there are pages and links, then one every
+    ``every`` seconds, until SIGTERM or Ctrl-C."""
+    from srcrawl.outage import REDIS_DOWN
+    from srcrawl.pagerank.errors import PageRankError
+    from srcrawl.pagerank.job import rank_job
+    from srcrawl.signals import stop_gently
+    from srcrawl.telemetry import record_rank_run
+
+    stopping = threading.Event()
+    runs = 0
+    with stop_gently(stopping):
+        while not stopping.is_set():
+            if runs == 0 and not _first_pages(cfg, poll, stopping):
+                break
+            began = time.monotonic()
+            try:
+                result = rank_job(
+                    cfg, params, options, slaves=local, echo=click.echo, stopping=stopping
+                )
+            except REDIS_DOWN as e:
+                if not stopping.is_set():
+                    raise
+                # told to stop while Redis was gone: the run is dropped, not waited out
+                raise click.ClickException(
+                    f"pagerank --every stopped during a Redis outage ({e}); "
+                    f"the run in progress did not finish, after {runs} whole run(s)"
+                ) from None
+            except PageRankError as e:  # the store was emptied meanwhile
+                record_rank_run(cfg.redis(), cfg.keys, time.monotonic() - began, ok=False)
+                click.echo(f"srcrawl: {e}; trying again in {every:g} s", err=True)
+            else:
+                record_rank_run(cfg.redis(), cfg.keys, time.monotonic() - began, ok=True)
+                runs += 1
+                click.echo(f"{_closing_line(result)}; run {runs}, next in {every:g} s")
+            _wait_for_turn(cfg, every, stopping)
+    click.echo(f"pagerank --every stopped after {runs} run(s)")
 
 
 def _wait_for_turn(cfg: Config, seconds: float, stopping: threading.Event) -> None:
