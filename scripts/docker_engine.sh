@@ -34,6 +34,7 @@ engine_start() {
   ENGINE_BIN=$(mktemp -d)
   ln -s /usr/bin/docker "$ENGINE_BIN/docker"
   export PATH="$ENGINE_BIN:$PATH"
+  mkdir -p "$TRIAL_DIR"  # a fresh machine has none yet
   if ! "$KIT/start_dockerd.sh" >"$TRIAL_DIR/start_dockerd.out" 2>&1; then
     die "this machine cannot run dockerd: $(grep -v '^ *$' "$TRIAL_DIR/start_dockerd.out" | tail -1) (all of it: $TRIAL_DIR/dockerd.log)"
   fi
