@@ -20,7 +20,6 @@ import logging
 import select
 import threading
 import traceback
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -106,8 +105,6 @@ class CrawlHandler:
         self.outcomes = PageOutcomes(self._tools, writer, self.links, parser)
         self.sitemaps = HostSitemaps(self._tools, self._closing)
         self._multi: FetchMulti | None = None
-        self._arrived: deque[tuple[object, FetchResult]] = deque()
-        """Fetches finished and not yet made outcomes (:meth:`poll` takes one page a call)."""
         self._side = SideWork()
         self._telemetry = Telemetry()
         self._warc_totals = Cumulative()
@@ -200,25 +197,15 @@ class CrawlHandler:
         return None
 
     def poll(self, timeout: float, wake_fd: int) -> list[tuple[bytes, bytes]]:
-        """Wait up to ``timeout`` s for fetches and parses (or ``wake_fd``); the finished tasks.
-
-        Of the fetches that finished, one page is parsed per call (the others wait in
-        :attr:`_arrived`; the next calls take them before they wait again): its outcome
-        goes to the runtime, and on to the store and the master, without waiting for the
-        parse of every page that arrived with it. A host crawled at its --per-host bound
-        gets its next task only once the master has this outcome, so that wait was a
-        slot left idle.
-        """
+        """Wait up to ``timeout`` s for fetches and parses (or ``wake_fd``); the finished tasks."""
         if self._multi is None:
             if timeout > 0:
                 select.select([wake_fd], [], [], timeout)
             return []
         out: list[tuple[bytes, bytes]] = []
+        pages: list[_Page] = []
         fds = [fd for fd in (wake_fd, self._side.fileno()) if fd >= 0]
-        if not self._arrived:
-            self._arrived.extend(self._multi.wait(timeout, fds))
-        while self._arrived:
-            (raw, what, extra), result = self._arrived.popleft()  # type: ignore[misc]
+        for (raw, what, extra), result in self._multi.wait(timeout, fds):  # type: ignore[misc]
             if isinstance(what, RobotsMiss):
                 outcome = self._robots_fetched(raw, what, extra, result)
                 if outcome is not None:
@@ -228,8 +215,9 @@ class CrawlHandler:
             retry = self.outcomes.retry(what, extra, result)
             if retry is not None:
                 out.append((raw, retry))
-            elif self._parse((raw, what, extra, result), out):
-                break  # parsed here: hand it over before the next one
+            else:
+                pages.append((raw, what, extra, result))
+        self._parse(pages, out)
         self._side.collect(out)
         return out
 
@@ -262,22 +250,24 @@ class CrawlHandler:
             log.exception("crawl handler failed on %s", task.url)
             return task_error(raw, traceback.format_exc(limit=3))
 
-    def _parse(self, page: _Page, out: list[tuple[bytes, bytes]]) -> bool:
-        """Parse a small page here, in the driver (its outcome joins ``out``: True), and
-        hand a large one to the parse threads (False). A hand-off costs 10-15 % more CPU
-        than the parse of a typical page, and libxml2's time grows with the bytes, so a
-        page under DEFAULT_PARSE_INLINE_BYTES holds the other fetches a few ms at most; a
-        large (or hostile) one is parsed beside them, so it costs no other host's pages."""
-        if len(page[3].body) > DEFAULT_PARSE_INLINE_BYTES:
-            self._side.parse([page], self._outcome)
-            return False
-        out.append((page[0], self._outcome(*page)))
-        return True
+    def _parse(self, pages: list[_Page], out: list[tuple[bytes, bytes]]) -> None:
+        """Parse the small pages here, in the driver (their outcomes join ``out``), and hand
+        the large ones to the parse threads. A hand-off costs 10-15 % more CPU than the
+        parse of a typical page, and libxml2's time grows with the bytes, so a page under
+        DEFAULT_PARSE_INLINE_BYTES holds the other fetches a few ms at most; a large (or
+        hostile) one is parsed beside them, so it costs no other host's pages."""
+        large = []
+        for page in pages:
+            if len(page[3].body) > DEFAULT_PARSE_INLINE_BYTES:
+                large.append(page)
+            else:
+                out.append((page[0], self._outcome(*page)))
+        if large:
+            self._side.parse(large, self._outcome)
 
     def in_flight(self) -> int:
         """Tasks started and not yet returned by :meth:`poll`."""
-        fetching = len(self._multi) if self._multi is not None else 0
-        return fetching + len(self._arrived) + self._side.pending
+        return (len(self._multi) if self._multi is not None else 0) + self._side.pending
 
     def close(self) -> None:
         """Drop the open connections (fetches still running are abandoned)."""
@@ -287,7 +277,6 @@ class CrawlHandler:
         if self._multi is not None:
             self._multi.close()
             self._multi = None
-        self._arrived.clear()
         self.writer.close()
 
     # -- the parts of a task ---------------------------------------------------
