@@ -17,6 +17,13 @@ Beside pages/s, each run reports what the master and the slaves saw:
   emitted, from their heartbeats (sampled while the crawl runs: a slave's
   heartbeat leaves with it), each slave weighted by its pages.
 
+- slots busy (single site only): the requests in flight at the web on
+  average, from the test web's access log (from the run's first request's
+  start to its last one's end), as a fraction of ``--per-host``: 100 % is
+  every slot the host allows in use all the time. It tells a crawl held
+  back by its own round trips (a slot idle between a response and the
+  next request) from one held back by the web.
+
 With ``peer="scrapy"`` a plain Scrapy spider (:mod:`srcrawl.benchmarks.scrapy_peer`)
 crawls the same web after each srcrawl run, at the same total concurrency and
 the same requests in flight per host (``CONCURRENT_REQUESTS_PER_DOMAIN``).
@@ -36,12 +43,14 @@ from pathlib import Path
 
 from srcrawl.benchmarks.scaling import Column, Row, ScalingResult, median_of_rounds, round_orders
 from srcrawl.config import Config, DatabaseURL
+from srcrawl.defaults import DEFAULT_TESTWEB_LOG_FLUSH
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.scope import DENIED, OUT_OF_SCOPE, TOO_DEEP, TOO_LONG, TRAP
 from srcrawl.queues.workers import workers
 from srcrawl.runner import run_local_crawl
 from srcrawl.testweb import TestWeb
+from srcrawl.testweb.accesslog import mean_in_flight
 
 JUDGED = ("scheduled", "duplicates", "host_cap", OUT_OF_SCOPE, DENIED, TOO_LONG, TRAP, TOO_DEEP)
 """Crawl counters that each count one link the master judged."""
@@ -49,6 +58,8 @@ FETCH_TIMEOUT = 1.0
 """Seconds a fetch may wait for bytes (the web answers within --latency-ms)."""
 SAMPLE_INTERVAL = 1.0
 """Seconds between two reads of the slaves' heartbeats during a run."""
+LOG_SETTLE = DEFAULT_TESTWEB_LOG_FLUSH * 1.5
+"""Seconds to wait after a run for the test web's access log to hold all its requests."""
 
 Progress = Callable[[str], None]
 
@@ -117,6 +128,9 @@ def run_crawl_benchmark(
     result.columns.append(Column("links_mb", "links MB", ",.2f"))
     result.columns.append(Column("warc_mb", "WARC MB", ",.2f"))
     series = [(p, b) for p in per_host for b in body_stores]
+    single = _hosts_crawled(hosts) == "1 host"
+    if single:
+        result.columns.append(Column("slots_busy", "slots busy", ".0%"))
     runs = _CrawlRuns(
         cfg,
         fetches=fetches,
@@ -127,8 +141,9 @@ def run_crawl_benchmark(
     )
     with (
         tempfile.TemporaryDirectory(prefix="srcrawl-bench-") as tmp,
-        _bench_web(hosts, pages, latency_ms) as web,
+        _bench_web(hosts, pages, latency_ms, Path(tmp) / "access.jsonl" if single else None) as web,
     ):
+        runs.web = web if single else None
         # host 0 carries the special pages (timeouts, traps, huge pages):
         # they measure robustness, not throughput, so the benchmark leaves it out
         seeds = web.seed_urls[1:] if len(web.seed_urls) > 1 else web.seed_urls
@@ -182,8 +197,9 @@ def _hosts_crawled(hosts: int) -> str:
     return f"{n} host{'s' if n > 1 else ''}"
 
 
-def _bench_web(hosts: int, pages: int, latency_ms: float) -> TestWeb:
-    """The synthetic web the benchmark crawls (a context manager that serves it)."""
+def _bench_web(hosts: int, pages: int, latency_ms: float, access_log: Path | None) -> TestWeb:
+    """The synthetic web the benchmark crawls (a context manager that serves it), keeping
+    ``access_log`` if given (single site: what the slots-busy column reads)."""
     return TestWeb.generate(
         hosts=hosts,
         pages=pages,
@@ -196,6 +212,7 @@ def _bench_web(hosts: int, pages: int, latency_ms: float) -> TestWeb:
         # every page is rendered before the crawl starts: rendering is the
         # remote sites' CPU, which here would come out of the crawl's cores
         prerender=True,
+        access_log=access_log,
     )
 
 
@@ -218,6 +235,8 @@ class _CrawlRuns:
         self.progress = progress
         self.ours: dict[tuple[int, str], list[dict[int, Row]]] = {p: [] for p in per_host}
         self.theirs: dict[tuple[int, str], list[dict[int, Row]]] = {p: [] for p in per_host}
+        self.web: TestWeb | None = None
+        """The web, when its access log measures how busy the host's slots were."""
 
     def round(self, tmp: Path, seeds: list[str], r: int, rounds: int, order: list[int]) -> None:
         """Round ``r``: one crawl per slave count in ``order`` and ``--per-host`` value (in
@@ -233,9 +252,11 @@ class _CrawlRuns:
         for n in order:
             for p in round_orders(self.per_host, r + 1)[r]:
                 run = _Run(n, self.fetches, self.depth, p[0], p[1])
-                self.ours[p][-1][n] = _crawl_once(
-                    self.cfg, tmp / f"{r}-{n}-{p[0]}-{p[1]}.db", seeds, run, say
-                )
+                since = time.monotonic()
+                row = _crawl_once(self.cfg, tmp / f"{r}-{n}-{p[0]}-{p[1]}.db", seeds, run, say)
+                if self.web is not None:
+                    row.extra["slots_busy"] = _slots_busy(self.web, since, run.per_host)
+                self.ours[p][-1][n] = row
                 if self.peer == "scrapy" and p[1] == self.per_host[0][1]:
                     self.theirs[p][-1][n] = _scrapy_once(seeds, run, say)
 
@@ -314,6 +335,14 @@ class _Run:
         per_host = f", --per-host {self.per_host}" if self.per_host > 1 else ""
         bodies = f", bodies in {self.body_store}" if self.body_store != "warc" else ""
         return f"{self.slaves} slave(s){per_host}{bodies}"
+
+
+def _slots_busy(web: TestWeb, since: float, per_host: int) -> float:
+    """The mean requests in flight at the one host crawled since ``since`` (monotonic), as
+    a fraction of ``per_host``, once the web's access log holds them all."""
+    time.sleep(LOG_SETTLE)
+    entries = [e for e in web.log_entries() if e["start_mono"] >= since]
+    return mean_in_flight(entries) / per_host
 
 
 def _crawl_once(cfg: Config, db: Path, seeds: list[str], run: _Run, say: Progress) -> Row:

@@ -139,6 +139,11 @@ class PartitionedQueues:
             self.refresh(consumer=consumer)
         return items
 
+    @property
+    def left(self) -> int:
+        """Tasks the partitions' srqs still held after this slave's last pop of each."""
+        return sum(q.srq.left for q in self.parts)
+
     def _note(self, items: list[bytes], p: int) -> None:
         with self._lock:
             for raw in items:

@@ -28,6 +28,11 @@ class PhaseQueues:
     def pop(self, consumer: str, count: int, timeout: float = 0.0) -> list[bytes]:
         return self.srq.pop(consumer, count, timeout=timeout)
 
+    @property
+    def left(self) -> int:
+        """Tasks srq still held after the last :meth:`pop`."""
+        return self.srq.left
+
     def ack_groups(
         self, consumer: str, groups: Sequence[tuple[Sequence[bytes], Sequence[bytes]]]
     ) -> list[bool]:

@@ -19,7 +19,7 @@ from srcrawl.keys import processing_key
 
 # KEYS[1] queue, KEYS[2] processing list; ARGV[1] how many.
 # Moves up to ARGV[1] messages from the head of the queue to the tail of the
-# processing list; returns them in queue order.
+# processing list; returns them in queue order, and how many the queue still holds.
 _POP = f"""
 local items = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
 local n = #items
@@ -29,7 +29,7 @@ if n > 0 then
     redis.call('RPUSH', KEYS[2], unpack(items, i, math.min(i + {LUA_UNPACK_CHUNK - 1}, n)))
   end
 end
-return items
+return {{items, redis.call('LLEN', KEYS[1])}}
 """
 
 # KEYS[1] processing list, KEYS[2] result queue; ARGV[1] number of tasks n,
@@ -116,6 +116,10 @@ class WorkQueue:
         self._ack = client.register_script(_ACK)
         self._ack_groups = client.register_script(_ACK_GROUPS)
         self._requeue = client.register_script(_REQUEUE)
+        self.left = 0
+        """Messages the queue still held after this object's last :meth:`pop` (0 after a
+        blocking pop that took the one that came): a consumer whose pop came back full
+        tells a queue with more waiting from one it emptied."""
 
     def processing_key(self, consumer: str) -> str:
         return processing_key(self.key, consumer)
@@ -142,14 +146,18 @@ class WorkQueue:
         batch without blocking; no polling loop hammers Redis.
         """
         proc = self.processing_key(consumer)
-        items = self._pop(keys=[self.key, proc], args=[count])
+        items = self._take(proc, count)
         if items or timeout <= 0:
-            return list(items)
+            return items
         first = self.client.blmove(self.key, proc, timeout, "LEFT", "RIGHT")
         if first is None:
             return []
-        rest = self._pop(keys=[self.key, proc], args=[count - 1]) if count > 1 else []
+        rest = self._take(proc, count - 1) if count > 1 else []
         return [first, *rest]
+
+    def _take(self, proc: str, count: int) -> list[bytes]:
+        items, self.left = self._pop(keys=[self.key, proc], args=[count])
+        return list(items)
 
     def ack(
         self,

@@ -447,10 +447,13 @@ class _MultiplexedPhase(_Phase):
         """Pop tasks into the multiplexed handler's free slots; the first pop blocks.
 
         While the queue holds more than the slave takes (the last pop came
-        back full) the feeder waits for a quarter of the slots to be free,
-        so that one round trip fills several and a finished task does not
-        wake it each time; when tasks are scarce any free slot is filled at
-        once.
+        back full and left tasks behind) the feeder waits for a quarter of
+        the slots to be free, so that one round trip fills several and a
+        finished task does not wake it each time; when tasks are scarce any
+        free slot is filled at once. A pop that came back full but emptied
+        the queue says tasks are scarce: the master releases them one
+        finished task at a time (one site at its --per-host bound), and a
+        task left in srq until a second slot frees is a slot idle meanwhile.
         """
         try:
             while not self.slave.stopping.is_set():
@@ -462,7 +465,7 @@ class _MultiplexedPhase(_Phase):
                     return
                 with self.slots:
                     self.free += take - len(tasks)
-                    self.plenty = len(tasks) == take
+                    self.plenty = len(tasks) == take and self.q.left > 0
                 if tasks:
                     self.work.put(tasks)
                     self._wake()

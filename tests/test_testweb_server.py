@@ -19,7 +19,7 @@ import requests
 from bs4 import BeautifulSoup
 
 from srcrawl.testweb import TestWeb, TestWebError, canonical, content, generate, read_access_log
-from srcrawl.testweb.accesslog import by_host, gaps, overlaps
+from srcrawl.testweb.accesslog import by_host, gaps, mean_in_flight, overlaps
 from srcrawl.testweb.content import render
 from srcrawl.testweb.server import Site
 from srcrawl.testweb.specials import BAD_HREFS
@@ -491,6 +491,15 @@ def test_access_log_shows_overlap_and_gaps(tmp_path: Path) -> None:
     assert overlaps(entries) == [(a, b)]
     assert gaps(entries)[0][1] >= 0.25 and gaps(entries)[0][0] < 0
     assert overlaps([a, c]) == [] and gaps([c]) == {0: []}
+
+
+def test_mean_in_flight_is_busy_time_over_the_span() -> None:
+    """Two requests of 1 s overlapping for half of one, then 1 s of nothing, then one of 1 s:
+    3 s busy over 3.5 s (what `bench crawl --single-site` shows as slots busy)."""
+    spans = [(0.0, 1.0), (0.5, 1.5), (2.5, 3.5)]
+    entries = [{"start_mono": a, "end_mono": b} for a, b in spans]
+    assert mean_in_flight(entries) == pytest.approx(3.0 / 3.5)
+    assert mean_in_flight([]) == 0.0
 
 
 @pytest.mark.parametrize("in_process", [True, False])

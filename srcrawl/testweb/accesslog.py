@@ -141,6 +141,17 @@ def most_in_flight(entries: list[dict[str, Any]]) -> dict[int, int]:
     return out
 
 
+def mean_in_flight(entries: list[dict[str, Any]]) -> float:
+    """Requests in flight at the web on average, from the first request's start to the last
+    one's end (0 without any): how full a crawl kept the slots it may use."""
+    if not entries:
+        return 0.0
+    start = min(e["start_mono"] for e in entries)
+    end = max(e["end_mono"] for e in entries)
+    busy = sum(e["end_mono"] - e["start_mono"] for e in entries)
+    return busy / (end - start) if end > start else 0.0
+
+
 def idle_stretches(entries: list[dict[str, Any]]) -> list[float]:
     """Seconds of each stretch with no request in flight at all, from the first request's
     start to the last one's end, longest first: what a crawl spent waiting on nothing the
