@@ -87,6 +87,7 @@ class TransientWriter:
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = bulk_client(client)
+        self.own_pool = self.client is not client
         self._set = self.client.register_script(_SET_UNLOGGED)
         self._set_guarded = self.client.register_script(_SET_GUARDED)
         self._list = self.client.register_script(_LIST_UNLOGGED)
@@ -107,4 +108,10 @@ class TransientWriter:
         return bool(self._set_guarded(keys=[key, guard], args=[value, ttl]))
 
     def close(self) -> None:
+        """Close this writer's connections. The pool :func:`bulk_client` made is this
+        writer's own, and redis-py closes a pool given to a client only when asked: left
+        open, a ``pagerank --every`` holds a run's sockets until the garbage collector
+        finds them (open files climbing run after run)."""
         self.client.close()
+        if self.own_pool:
+            self.client.connection_pool.disconnect()

@@ -7,6 +7,7 @@ Expected ranks come from elsewhere: a linear solve with numpy for a
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import signal
@@ -262,6 +263,28 @@ def test_tol_stops_early_and_iterations_cap(redis_url, keys, tmp_path) -> None:
     assert loose.converged and deltas[-1] < 1e-4 <= min(deltas[:-1])
     assert 3 < len(deltas) < 100
     assert not capped.converged and len(capped.reports) == 3
+    cfg.close()
+
+
+def test_runs_one_after_another_leave_no_connection_open(redis_url, keys, tmp_path) -> None:
+    # `pagerank --every` makes a master per run: each run's sockets must close with it,
+    # not when the garbage collector finds them (it is off here)
+    pages, links = random_web(500, seed=3)
+    cfg = sqlite_cfg(redis_url, keys, tmp_path)
+    put_web(cfg.store(), pages, links)
+    graph = load_graph(cfg.store())
+    fds = lambda: len(os.listdir("/proc/self/fd"))  # noqa: E731
+    with thread_slaves(cfg, 1):
+        rank_graph(cfg, graph, RankParams(iterations=3))  # the clients a first run opens
+        gc.disable()
+        try:
+            before = fds()
+            for _ in range(4):
+                rank_graph(cfg, graph, RankParams(iterations=3))
+            after = fds()
+        finally:
+            gc.enable()
+    assert after <= before, (before, after)
     cfg.close()
 
 
