@@ -332,10 +332,19 @@ def scheduled(cfg: Config) -> Counter:
             pipe.lrange(key, 0, -1)
         due, inflight, *queued = pipe.execute()
     held: Counter = Counter(int(fp) for fp in due)
-    for raw in [*inflight, *(m for q in queued for m in q)]:
-        msg = decode(raw)
-        if msg.kind != "seed":
-            held[FetchTask.from_message(msg).fp] += 1
+    where = {}
+    for fp in due:
+        where.setdefault(int(fp), []).append("due")
+    for name, raws in [("inflight", inflight), *zip(lists, queued)]:
+        for raw in raws:
+            msg = decode(raw)
+            if msg.kind != "seed":
+                f = FetchTask.from_message(msg).fp
+                held[f] += 1
+                where.setdefault(f, []).append((name, msg.kind))
+    for f, n in held.items():
+        if n > 1:
+            print("DOUBLE", f, where[f], flush=True)
     return held
 
 
