@@ -316,36 +316,62 @@ def _finds(searcher: Searcher, tw: TestWeb, url: str) -> bool:
     return url in [h.url for h in searcher.search(term, top=5).hits]
 
 
+_SNAPSHOT = """
+local out = {redis.call('ZRANGE', KEYS[1], 0, -1), redis.call('HVALS', KEYS[2])}
+local keys = {ARGV[1], ARGV[2]}
+for i = 3, #ARGV do
+  for _, key in ipairs(redis.call('KEYS', ARGV[i])) do table.insert(keys, key) end
+end
+for _, key in ipairs(keys) do
+  if redis.call('TYPE', key).ok == 'list' then
+    table.insert(out, key)
+    table.insert(out, redis.call('LRANGE', key, 0, -1))
+  end
+end
+return out
+"""
+
+
 def scheduled(cfg: Config) -> Counter:
     """fp → how many times the crawl holds a task or outcome of it, read atomically:
     the recrawl schedule, host queues, tasks in flight, srq and nrq with their
     processing lists."""
     client, k = cfg.redis(), cfg.keys
-    lists = [key.decode() for key in client.scan_iter(match=f"{k.crawl_queue_prefix}*")]
-    for queue in (k.srq("crawl"), k.nrq("crawl")):
-        held = client.scan_iter(match=processing_pattern(queue))
-        lists += [queue, *(key.decode() for key in held)]
-    with client.pipeline(transaction=True) as pipe:
-        pipe.zrange(k.crawl_due, 0, -1)
-        pipe.hvals(k.crawl_inflight)
-        for key in lists:
-            pipe.lrange(key, 0, -1)
-        due, inflight, *queued = pipe.execute()
+    # one script: the lists are found and read in one atomic step (a SCAN before the
+    # read would miss a processing list a restarted slave makes in between)
+    patterns = [
+        f"{k.crawl_queue_prefix}*",
+        *(processing_pattern(q) for q in (k.srq("crawl"), k.nrq("crawl"))),
+    ]
+    found = client.eval(
+        _SNAPSHOT, 2, k.crawl_due, k.crawl_inflight, k.srq("crawl"), k.nrq("crawl"), *patterns
+    )
+    due, inflight, named = found[0], found[1], found[2:]
+    lists = [key.decode() for key in named[0::2]]
+    queued = named[1::2]
     held: Counter = Counter(int(fp) for fp in due)
-    where = {}
-    for fp in due:
-        where.setdefault(int(fp), []).append("due")
-    for name, raws in [("inflight", inflight), *zip(lists, queued)]:
-        for raw in raws:
-            msg = decode(raw)
-            if msg.kind != "seed":
-                f = FetchTask.from_message(msg).fp
-                held[f] += 1
-                where.setdefault(f, []).append((name, msg.kind))
-    for f, n in held.items():
-        if n > 1:
-            print("DOUBLE", f, where[f], flush=True)
+    # a task in flight is held twice by design: its host queue's slot (crawl:inflight)
+    # keeps it from release to commit, while the task itself moves through srq, a
+    # slave's processing list and, as its outcome, nrq; it counts once
+    flying = Counter(_fps(inflight))
+    moving = Counter(
+        _fps(m for key, q in zip(lists, queued, strict=True) if _moving(key, k) for m in q)
+    )
+    held.update(
+        _fps(m for key, q in zip(lists, queued, strict=True) if not _moving(key, k) for m in q)
+    )
+    for fp in flying.keys() | moving.keys():
+        held[fp] += max(flying[fp], moving[fp])
     return held
+
+
+def _moving(key: str, k: Keys) -> bool:
+    """Whether ``key`` is srq or nrq or one of their processing lists."""
+    return any(key == q or key.startswith(q + ":") for q in (k.srq("crawl"), k.nrq("crawl")))
+
+
+def _fps(raws) -> list[int]:
+    return [FetchTask.from_message(m).fp for m in map(decode, raws) if m.kind != "seed"]
 
 
 @pytest.mark.slow
