@@ -73,14 +73,21 @@ def parse(text: str) -> ParsedQuery:
     return parsed
 
 
-def _fields_query(term: str, boost: float = 1.0) -> Query:
-    """``term`` (a token) in any text field, each field weighed."""
+Clauses = list[tuple[Occur, Query]]
+
+
+def _fields_clauses(term: str, boost: float = 1.0) -> Clauses:
+    """``term`` (a token) in each text field, weighed: a boosted term query a field."""
     s, stemmed = schema(), stem(term)
-    subs = [
+    return [
         (Occur.Should, Query.boost_query(Query.term_query(s, f, stemmed), w * boost))
         for f, w in FIELD_BOOSTS.items()
     ]
-    return Query.boolean_query(subs)
+
+
+def _fields_query(term: str, boost: float = 1.0) -> Query:
+    """``term`` (a token) in any text field, each field weighed."""
+    return Query.boolean_query(_fields_clauses(term, boost))
 
 
 def _phrase_query(tokens: list[str]) -> Query:
@@ -98,7 +105,11 @@ class Units:
     """A query's units (see the module doc), what they search for, and the rest."""
 
     required: list[Query] = field(default_factory=list)  # words and identifiers
+    # each required unit's boosted term queries (its score is their sum), or None for a
+    # unit that is more than terms (an identifier's phrase)
+    required_terms: list[Clauses | None] = field(default_factory=list)
     optional: list[Query] = field(default_factory=list)  # lone Chinese characters
+    optional_terms: list[Clauses] = field(default_factory=list)
     phrases: list[Query] = field(default_factory=list)
     excluded: list[Query] = field(default_factory=list)
     sites: list[Query] = field(default_factory=list)
@@ -108,6 +119,10 @@ class Units:
     @property
     def positive(self) -> int:
         return len(self.required) + len(self.phrases)
+
+    def keep_required(self, n: int) -> None:
+        """Keep the first ``n`` required units (and their terms)."""
+        del self.required[n:], self.required_terms[n:], self.terms[n:]
 
 
 def _lone_han(token: str) -> bool:
@@ -131,6 +146,7 @@ def _word_units(tokenizer: Tokenizer, word: str, units: Units) -> None:
         if parts:
             alternatives.append((Occur.Should, _phrase_query(parts)))
         units.required.append(Query.boolean_query(alternatives))
+        units.required_terms.append(None)
         units.terms.append(idents[0])  # (its parts alone are not marked in snippets)
         return
     for token in tokenizer.tokens(word):
@@ -138,15 +154,15 @@ def _word_units(tokenizer: Tokenizer, word: str, units: Units) -> None:
             continue
         units.terms.append(token)
         if _lone_han(token):
-            units.optional.append(_fields_query(token, LONE_HAN_BOOST))
+            clauses = _fields_clauses(token, LONE_HAN_BOOST)
+            units.optional.append(Query.boolean_query(clauses))
+            units.optional_terms.append(clauses)
             continue
-        parts = tokenizer.search_parts(token)
-        if not parts:
-            units.required.append(_fields_query(token))
-            continue
-        alternatives = [(Occur.Should, _fields_query(token))]
-        alternatives += [(Occur.Should, _fields_query(p, SEARCH_PART_BOOST)) for p in parts]
-        units.required.append(Query.boolean_query(alternatives))
+        clauses = _fields_clauses(token)
+        for p in tokenizer.search_parts(token):
+            clauses += _fields_clauses(p, SEARCH_PART_BOOST)
+        units.required.append(Query.boolean_query(clauses))
+        units.required_terms.append(clauses)
 
 
 def _phrase_unit(tokenizer: Tokenizer, text: str) -> tuple[Query | None, list[str]]:
@@ -166,6 +182,7 @@ def units_of(tokenizer: Tokenizer, parsed: ParsedQuery) -> Units:
     if not units.required and not parsed.phrases:
         # nothing but lone characters ("书"): they are what is searched for
         units.required, units.optional = units.optional, []
+        units.required_terms, units.optional_terms = list(units.optional_terms), []
     for phrase in parsed.phrases:
         q, tokens = _phrase_unit(tokenizer, phrase)
         if q is not None:
@@ -213,4 +230,10 @@ def some_words(units: Units) -> Query:
         return Query.boolean_query(
             [(Occur.Must, Query.boolean_query(some)), *wanted, *_filters(units)]
         )
-    return Query.boolean_query([*some, *_filters(units)], minimum_number_should_match=1)
+    filters = _filters(units)
+    if not filters and None not in units.required_terms:
+        # One flat disjunction of every unit's term queries: the same pages and the same
+        # sums, but a union of term queries is what Tantivy prunes by block-max WAND (a
+        # union of unions it scores page by page: most of the index for common words).
+        return Query.boolean_query([c for terms in units.required_terms for c in terms])
+    return Query.boolean_query([*some, *filters], minimum_number_should_match=1)

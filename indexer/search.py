@@ -169,8 +169,7 @@ class Searcher:
             )
         if len(units.required) > DEFAULT_MAX_QUERY_TERMS:
             notes.append(f"only the first {DEFAULT_MAX_QUERY_TERMS} distinct words were used")
-            del units.required[DEFAULT_MAX_QUERY_TERMS:]
-            del units.terms[DEFAULT_MAX_QUERY_TERMS:]
+            units.keep_required(DEFAULT_MAX_QUERY_TERMS)
         return units, notes
 
     def search(self, query: str, top: int = DEFAULT_SEARCH_TOP, offset: int = 0) -> SearchResult:
