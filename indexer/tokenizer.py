@@ -8,43 +8,34 @@ for unknown words); runs of other letters and digits (Latin, Cyrillic, kana,
 characters) separates tokens. Stop words of the shipped Chinese and English
 lists and tokens longer than :data:`MAX_TERM_CHARS` are dropped.
 
-jieba (its import and its prefix dictionary, most of a search command's
-start-up) is loaded once per process, and only when a text holds a run of
-Chinese characters: text without one never loads it. The prefix dictionary is
-kept by jieba as a marshal cache file, which :func:`jieba_cache_dir` puts in a
-directory of this user rather than the shared temporary directory. A user
-dictionary (jieba's format: ``word [frequency] [tag]`` per line, UTF-8) named
-by ``SRCRAWL_USER_DICT`` adds words; slaves and the search command must see
-the same one, which is why its content hash travels with every index task.
+jieba runs as jieba-rs (the ``rjieba`` package): jieba's dictionary, DAG and
+HMM in Rust, which segments as the Python jieba does (tests/test_tokenizer.py
+compares them) about twelve times as fast; segmenting is most of the index
+phase's CPU. It is loaded once per process, and only when a text holds a run of
+Chinese characters: text without one never loads it. A user dictionary
+(jieba's format: ``word [frequency] [tag]`` per line, UTF-8) named by
+``SRCRAWL_USER_DICT`` adds words; slaves and the search command must see the
+same one, which is why its content hash travels with every index task.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import logging
-import marshal
 import os
 import re
-import sys
 import threading
 import unicodedata
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from srcrawl.defaults import MAX_TERM_CHARS
 from srcrawl.errors import ConfigError
 
-if TYPE_CHECKING:
-    import jieba
-
 ENV_USER_DICT = "SRCRAWL_USER_DICT"
 """Environment variable naming a jieba user dictionary."""
-
-ENV_CACHE_DIR = "SRCRAWL_CACHE_DIR"
-"""Environment variable naming the directory of srcrawl's caches (jieba's prefix dictionary)."""
 
 STOPWORD_FILES = ("stopwords_zh.txt", "stopwords_en.txt")
 
@@ -106,93 +97,45 @@ def dictionary_id(user_dict: str | None) -> str:
     return hashlib.sha1(data).hexdigest()[:12]
 
 
-def jieba_cache_dir() -> Path | None:
-    """The directory jieba keeps its prefix-dictionary cache in: ``SRCRAWL_CACHE_DIR``,
-    else ``$XDG_CACHE_HOME/srcrawl``, else ``~/.cache/srcrawl``; None (jieba's default,
-    the temporary directory) if it cannot be created or written.
+_USER_WORD = re.compile(r"^(.+?)( [0-9]+)?( [a-z]+)?$")
+"""A user dictionary line as jieba's ``load_userdict`` reads it: word, frequency, tag."""
 
-    A directory of this user's, not the shared temporary one: jieba loads whatever
-    cache file it finds there, and a file another user left cannot be replaced.
+
+def _import_segmenter() -> ModuleType:
+    """``import rjieba``: jieba's segmentation (its dictionary, DAG and HMM) in Rust."""
+    import rjieba
+
+    return rjieba
+
+
+def load_segmenter(user_dict: str | None = None) -> Segmenter:
+    """jieba's segmenter with its default dictionary, and the words of ``user_dict`` (read
+    as jieba's ``load_userdict`` reads it) added to a copy of its own.
+
+    Raises DictionaryError for a file that cannot be read or is not UTF-8.
     """
-    named = os.environ.get(ENV_CACHE_DIR)
-    if named:
-        where = Path(named)
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        where = Path(base) / "srcrawl"
+    rjieba = _import_segmenter()
+    if not user_dict:
+        return rjieba  # the module's own instance, loaded by its import
+    seg = rjieba.Jieba()
     try:
-        where.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    return where if os.access(where, os.W_OK | os.X_OK) else None
-
-
-def _import_jieba() -> ModuleType:
-    """``import jieba``, without its import of pkg_resources when nothing has imported that.
-
-    jieba reads its packaged files through pkg_resources if it can be imported, and
-    by path (its own fallback) if not; pkg_resources alone costs about as much to
-    import as jieba does, and a search command has no other use for it.
-    """
-    if "jieba" in sys.modules or "pkg_resources" in sys.modules:
-        import jieba
-
-        return jieba
-    sys.modules["pkg_resources"] = None  # type: ignore[assignment]  # "not installed"
-    try:
-        import jieba
-    finally:
-        if sys.modules.get("pkg_resources", 0) is None:
-            del sys.modules["pkg_resources"]
-    return jieba
-
-
-def _cache_name(jieba_module: ModuleType) -> str:
-    """The prefix-dictionary cache file of this jieba and its dictionary.
-
-    jieba trusts a cache of its default dictionary without comparing dates, so the
-    name carries the version and the dictionary file's size and time: an upgrade of
-    jieba gets a cache of its own.
-    """
-    dict_txt = Path(jieba_module.__file__).with_name(jieba_module.DEFAULT_DICT_NAME)
-    try:
-        st = dict_txt.stat()
-        stamp = f"{st.st_size}-{st.st_mtime_ns}"
-    except OSError:
-        stamp = "0"
-    return f"jieba-{jieba_module.__version__}-{stamp}.cache"
-
-
-def load_jieba() -> jieba.Tokenizer:
-    """A new jieba tokenizer with its default dictionary loaded, from the marshal cache
-    jieba keeps in :func:`jieba_cache_dir` (jieba builds and writes it the first time)."""
-    jieba = _import_jieba()
-    jieba.setLogLevel(logging.WARNING)
-    seg = jieba.Tokenizer()
-    where = jieba_cache_dir()
-    if where is not None:
-        seg.tmp_dir, seg.cache_file = str(where), _cache_name(jieba)
-        if _read_cache(seg, where / seg.cache_file):
-            return seg
-    seg.initialize()  # jieba reads its cache, or builds the dictionary and writes the cache
+        lines = Path(user_dict).read_text("utf-8").removeprefix("\ufeff").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise DictionaryError(f"user dictionary {user_dict!r} is unusable: {e}") from e
+    for line in lines:
+        m = _USER_WORD.match(line.strip())
+        if m:
+            word, freq, tag = m.groups()
+            seg.add_word(word, int(freq) if freq else None, tag.strip() if tag else None)
     return seg
 
 
-def _read_cache(seg: jieba.Tokenizer, path: Path) -> bool:
-    """Load jieba's cache file into ``seg`` as its ``initialize`` would; False if there is
-    none or it is unreadable (jieba then builds it anew).
+class Segmenter(Protocol):
+    """What the tokenizer uses of jieba: its accurate and search modes."""
 
-    The file is read whole and then unmarshalled: jieba's ``marshal.load`` from the
-    open file takes three times as long, reading it in small pieces.
-    """
-    try:
-        freq, total = marshal.loads(path.read_bytes())
-    except (OSError, EOFError, ValueError, TypeError):
-        return False
-    if not isinstance(freq, dict) or not isinstance(total, int):
-        return False
-    seg.FREQ, seg.total, seg.initialized = freq, total, True
-    return True
+    def cut(self, text: str, hmm: bool = True) -> list[str]: ...
+
+    def cut_for_search(self, text: str, hmm: bool = True) -> list[str]: ...
 
 
 class Tokenizer:
@@ -202,24 +145,15 @@ class Tokenizer:
         self.user_dict = user_dict
         self.dictionary_id = dictionary_id(user_dict)
         self.stopwords = load_stopwords()
-        self._jieba: jieba.Tokenizer | None = None
+        self._jieba: Segmenter | None = None
         self._lock = threading.Lock()
 
-    def _segmenter(self) -> jieba.Tokenizer:
+    def _segmenter(self) -> Segmenter:
         """jieba, with its dictionary (and the user's) loaded on first use."""
         if self._jieba is None:
             with self._lock:
                 if self._jieba is None:
-                    seg = load_jieba()
-                    if self.user_dict:
-                        # read afresh each time (never cached), so an edit is always seen
-                        try:
-                            seg.load_userdict(self.user_dict)
-                        except (OSError, ValueError, UnicodeDecodeError) as e:
-                            raise DictionaryError(
-                                f"user dictionary {self.user_dict!r} is unusable: {e}"
-                            ) from e
-                    self._jieba = seg
+                    self._jieba = load_segmenter(self.user_dict)
         return self._jieba
 
     def needs_segmenter(self, text: str) -> bool:
@@ -250,7 +184,7 @@ class Tokenizer:
                 continue
             if cut is None:
                 cut = self._segmenter().cut
-            for word in cut(m.group(1), HMM=True):
+            for word in cut(m.group(1), True):
                 if word not in stop and len(word) <= MAX_TERM_CHARS:
                     append(word)
         return out
@@ -271,7 +205,7 @@ class Tokenizer:
         (``中华人民共和国``: ``中华``, ``人民``, ``共和国``, …), stop words left out."""
         if not _HAN_ONLY_RE.match(word) or len(word) < 3:
             return []
-        parts = self._segmenter().cut_for_search(word, HMM=True)
+        parts = self._segmenter().cut_for_search(word, True)
         return [p for p in dict.fromkeys(parts) if p != word and p not in self.stopwords]
 
     def overlong(self, text: str) -> list[str]:
@@ -279,7 +213,9 @@ class Tokenizer:
         MAX_TERM_CHARS (no page can hold them as terms), in order."""
         out = []
         for m in _runs().finditer(normalize(text)):
-            words = [m.group(2)] if m.group(2) is not None else self._segmenter().cut(m.group(1))
+            words = (
+                [m.group(2)] if m.group(2) is not None else self._segmenter().cut(m.group(1), True)
+            )
             out += [w for w in words if len(w) > MAX_TERM_CHARS]
         return out
 

@@ -14,7 +14,7 @@ from srcrawl.config import Config
 from srcrawl.indexer.master import IndexMaster
 from srcrawl.queues.protocol import PhaseQueues
 
-REPEAT = 1500
+REPEAT = 5000
 PAGES = 30
 
 
@@ -22,7 +22,7 @@ PAGES = 30
 def test_killing_a_slave_mid_batch_loses_and_doubles_nothing(
     store, db_url, redis_url, redis_client, keys, tmp_path, python
 ) -> None:
-    # ~90 KB of Chinese a page: a task of 10 pages keeps jieba busy for a while
+    # ~300 KB of Chinese a page: a task of 10 pages keeps jieba busy for a while
     urls = store_pages(store, "big", PAGES, REPEAT)
     cfg = Config(redis_url=redis_url, db=db_url, job=keys.job, home=tmp_path)
     q = PhaseQueues(redis_client, keys, "index")

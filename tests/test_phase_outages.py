@@ -86,7 +86,7 @@ def in_thread(run, outcome: dict) -> threading.Thread:
 def test_the_index_master_waits_out_a_killed_redis(aof_redis, keys, tmp_path, caplog) -> None:
     caplog.set_level(logging.WARNING, logger="srcrawl.indexer")
     cfg = config(aof_redis, tmp_path, keys.job)
-    pages, repeat = 40, 1500  # ~90 KB of Chinese a page: jieba takes a while
+    pages, repeat = 40, 5000  # ~300 KB of Chinese a page: jieba takes a while
     urls = store_pages(cfg.store(), "big", pages, repeat)
     master = IndexMaster.from_config(cfg, batch_pages=4, block_timeout=0.1, merge_wait=0.2)
     outcome: dict = {}

@@ -1,4 +1,4 @@
-"""The one tokenizer of documents and queries, and how it loads jieba."""
+"""The one tokenizer of documents and queries, its jieba segments, and when it loads jieba."""
 
 from __future__ import annotations
 
@@ -10,14 +10,11 @@ import pytest
 
 from srcrawl.defaults import MAX_TERM_CHARS
 from srcrawl.indexer.tokenizer import (
-    ENV_CACHE_DIR,
     DictionaryError,
     Tokenizer,
     _runs,
     dictionary_id,
     get_tokenizer,
-    jieba_cache_dir,
-    load_jieba,
     load_stopwords,
     normalize,
 )
@@ -158,36 +155,52 @@ PIECES = [
 ]
 
 
-def _eager_tokens(seg, stop: frozenset[str], text: str) -> list[str]:
-    """The tokens as the tokenizer made them before loading jieba lazily: jieba loaded
-    up front by jieba itself, every Chinese run cut by it."""
+def _jieba_tokens(seg, stop: frozenset[str], text: str) -> list[str]:
+    """The tokens as the Python jieba makes them: every Chinese run cut by it."""
     out = []
     for m in _runs().finditer(normalize(text)):
-        words = [m.group(2)] if m.group(2) is not None else seg.cut(m.group(1), HMM=True)
+        words = [m.group(2)] if m.group(2) is not None else seg.lcut(m.group(1), HMM=True)
         out += [w for w in words if w not in stop and len(w) <= MAX_TERM_CHARS]
     return out
 
 
 @pytest.mark.slow
-def test_tokens_are_the_same_as_with_jieba_loaded_up_front(tmp_path, monkeypatch) -> None:
+def test_tokens_are_the_python_jiebas(tmp_path) -> None:
+    """jieba-rs segments as jieba does: the tokenizer's tokens, search parts and overlong
+    words against the Python jieba's, on mixed pieces, generated pages of jieba's own
+    dictionary words, and with a user dictionary loaded in both."""
     import jieba
+
+    from srcrawl.indexer.corpus import Corpus
 
     reference = jieba.Tokenizer()
     reference.tmp_dir = str(tmp_path)  # jieba's own load, from its own cache file
     reference.initialize()
-    monkeypatch.setenv(ENV_CACHE_DIR, str(tmp_path / "cache"))
-    lazy, stop = Tokenizer(), load_stopwords()
+    ours, stop = Tokenizer(), load_stopwords()
     rng = random.Random(7)
     texts = ["".join(rng.choices(PIECES, k=rng.randint(1, 12))) for _ in range(400)]
     texts += [" ".join(rng.choices(PIECES, k=rng.randint(1, 12))) for _ in range(400)]
+    texts += [f"{p.title} {p.text}" for p in Corpus(seed=11, zh_words=20_000).pages(150)]
     for text in texts:
-        assert lazy.tokens(text) == _eager_tokens(reference, stop, text), text
-        assert lazy.overlong(text) == [
+        assert ours.tokens(text) == _jieba_tokens(reference, stop, text), text
+        assert ours.overlong(text) == [
             w
             for m in _runs().finditer(normalize(text))
-            for w in ([m.group(2)] if m.group(2) is not None else reference.cut(m.group(1)))
+            for w in ([m.group(2)] if m.group(2) is not None else reference.lcut(m.group(1)))
             if len(w) > MAX_TERM_CHARS
         ]
+    for word in {t for text in texts[-150:] for t in ours.tokens(text) if len(t) >= 3}:
+        want = [p for p in dict.fromkeys(reference.lcut_for_search(word)) if p != word]
+        assert ours.search_parts(word) == [p for p in want if p not in stop], word
+
+    user = tmp_path / "user.txt"
+    user.write_text("\ufeff江大桥\n通车仪式 20000 n\n杭研大厦 5\n", "utf-8")
+    with_user = Tokenizer(str(user))
+    reference.load_userdict(str(user))
+    for text in ["江州市长江大桥参加了长江大桥的通车仪式", "他来到了网易杭研大厦", *texts[-20:]]:
+        assert with_user.tokens(text) == _jieba_tokens(reference, stop, text), text
+    assert "通车仪式" in with_user.tokens("参加了通车仪式")
+    assert "通车仪式" not in ours.tokens("参加了通车仪式")
 
 
 # Runs in a new interpreter: whether jieba is imported is a property of the process.
@@ -198,16 +211,16 @@ tok = get_tokenizer(None)
 for text in sys.argv[1:]:
     tok.tokens(text), tok.overlong(text)
     tok.warm_up(text)
-print("jieba" in sys.modules, tok._jieba is not None)
+print("rjieba" in sys.modules, tok._jieba is not None)
 tok.tokens("⼈")  # a Kangxi radical: folds to 人, a Chinese character
-print("jieba" in sys.modules, tok._jieba is not None, "pkg_resources" in sys.modules)
+print("rjieba" in sys.modules, tok._jieba is not None, "jieba" in sys.modules)
 """
 
 
 @pytest.mark.slow
 def test_text_without_chinese_never_loads_jieba(python, tmp_path) -> None:
     texts = ["Hello WORLD 2024", "café Привет カタカナ 한국어 ＦＵＬＬ１２３", "😀 ... the of", ""]
-    env = {**os.environ, ENV_CACHE_DIR: str(tmp_path / "cache")}
+    env = dict(os.environ)
     run = subprocess.run(
         [python, "-c", WITHOUT_CHINESE, *texts],
         env=env,
@@ -221,51 +234,3 @@ def test_text_without_chinese_never_loads_jieba(python, tmp_path) -> None:
     tok = Tokenizer()
     assert not any(tok.needs_segmenter(t) for t in texts)
     assert all(tok.needs_segmenter(t) for t in ("ok ⼈", "\uf900", "人"))
-
-
-@pytest.mark.slow
-def test_the_prefix_dictionary_is_cached_in_the_cache_dir_and_read_back(
-    tmp_path, monkeypatch
-) -> None:
-    import jieba
-
-    cache_dir = tmp_path / "cache"
-    monkeypatch.setenv(ENV_CACHE_DIR, str(cache_dir))
-    assert jieba_cache_dir() == cache_dir
-    first = load_jieba()  # built by jieba from its dictionary, and written
-    [cache] = cache_dir.iterdir()
-    assert cache.name.startswith(f"jieba-{jieba.__version__}-") and cache.suffix == ".cache"
-
-    def no_build(*_args):
-        raise AssertionError("the dictionary was built again: the cache was not read")
-
-    monkeypatch.setattr(jieba.Tokenizer, "gen_pfdict", staticmethod(no_build))
-    again = load_jieba()
-    assert again.FREQ == first.FREQ and again.total == first.total and again.initialized
-    assert again.lcut("他来到了网易杭研大厦") == first.lcut("他来到了网易杭研大厦")
-    monkeypatch.undo()
-
-    monkeypatch.setenv(ENV_CACHE_DIR, str(cache_dir))
-    cache.write_bytes(b"not marshal")  # a broken cache is built and written anew
-    assert load_jieba().FREQ == first.FREQ and cache.stat().st_size > 1000
-
-
-@pytest.mark.slow
-def test_a_cache_dir_that_cannot_be_made_falls_back_to_jiebas_default(tmp_path, monkeypatch):
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    monkeypatch.setenv(ENV_CACHE_DIR, str(blocker / "cache"))
-    assert jieba_cache_dir() is None
-    assert Tokenizer().tokens("我来到北京清华大学") == ["来到", "北京", "清华大学"]
-
-
-@pytest.mark.slow
-def test_a_changed_user_dictionary_is_seen_by_the_next_tokenizer(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv(ENV_CACHE_DIR, str(tmp_path / "cache"))
-    words = tmp_path / "words.txt"
-    words.write_text("杭研大厦 100 n\n", encoding="utf-8")
-    assert Tokenizer(str(words)).tokens("他来到了网易杭研大厦") == ["来到", "网易", "杭研大厦"]
-    words.write_text("网易杭研 100 n\n", encoding="utf-8")
-    changed = Tokenizer(str(words))
-    assert changed.tokens("他来到了网易杭研大厦") == ["来到", "网易杭研", "大厦"]
-    assert Tokenizer().tokens("他来到了网易杭研大厦") == ["来到", "网易", "杭研", "大厦"]

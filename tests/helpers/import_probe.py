@@ -8,6 +8,7 @@ import sys
 # Heavy libraries a command imports only if it needs them, and the command modules.
 WATCHED = (
     "jieba",
+    "rjieba",
     "redis",
     "pymysql",
     "lxml",
