@@ -279,10 +279,11 @@ class IndexWriter:
 class IndexReader:
     """A job's index opened for searching; cheap to share between threads.
 
-    Tantivy's reader follows the directory's commits on its own (its reload
-    policy watches ``meta.json``); :meth:`searcher` also reloads at most every
-    ``refresh`` seconds, so a commit is seen even where file watching is not
-    available (a network volume).
+    :meth:`searcher` reloads the index at most every ``refresh`` seconds, so a commit
+    is seen within that time (file watching is not used: it is not available on every
+    volume). Only those reloads change the searcher (Tantivy's reload policy is
+    manual), so a commit's searcher has a memo of its own (:meth:`snapshot`): values
+    computed from the searcher, kept until a reload finds another commit.
     """
 
     def __init__(self, path: Path, *, refresh: float = 1.0) -> None:
@@ -291,27 +292,53 @@ class IndexReader:
         self._index: tantivy.Index | None = None
         self._lock = threading.Lock()
         self._loaded = 0.0
+        self._memo: dict[str, float] = {}
+        self._commit: bytes | None = None  # meta.json of the loaded commit, if known
 
     @property
     def index(self) -> tantivy.Index:
         if self._index is None:
             with self._lock:
                 if self._index is None:
-                    self._index = open_index(self.path)
+                    index = open_index(self.path)
+                    index.config_reader("Manual", 0)
                     self._loaded = time.monotonic()
+                    self._index = index
         return self._index
 
     def searcher(self) -> tantivy.Searcher:
+        return self.snapshot()[0]
+
+    def snapshot(self) -> tuple[tantivy.Searcher, dict[str, float]]:
+        """A searcher and the memo of its commit."""
         index = self.index
-        if time.monotonic() - self._loaded >= self.refresh:
-            index.reload()
-            self._loaded = time.monotonic()
-        return index.searcher()
+        with self._lock:
+            if time.monotonic() - self._loaded >= self.refresh:
+                self._reload(index)
+            return index.searcher(), self._memo
 
     def reload(self) -> None:
         """See the latest commit now."""
-        self.index.reload()
+        index = self.index
+        with self._lock:
+            self._reload(index)
+
+    def _reload(self, index: tantivy.Index) -> None:
+        # the commit is known when meta.json did not change while the reload read it
+        before = self._meta()
+        index.reload()
+        after = self._meta()
         self._loaded = time.monotonic()
+        commit = after if before == after else None
+        if commit is None or commit != self._commit:
+            self._memo = {}
+        self._commit = commit
+
+    def _meta(self) -> bytes | None:
+        try:
+            return (self.path / "meta.json").read_bytes()
+        except OSError:
+            return None
 
     def num_docs(self) -> int:
         return self.searcher().num_docs

@@ -219,6 +219,17 @@ def every_word(units: Units) -> Query:
     return Query.boolean_query(clauses)
 
 
+def flat(units: Units) -> bool:
+    """Whether every unit is a plain word (its score the sum of its term queries'): no
+    phrase, identifier, ``site:`` or exclusion."""
+    return (
+        bool(units.required)
+        and None not in units.required_terms
+        and not units.phrases
+        and not _filters(units)
+    )
+
+
 def some_words(units: Units) -> Query:
     """Pages with at least one word unit, or with the phrases if there are any (and the
     filters): the fill after every_word."""
@@ -230,10 +241,9 @@ def some_words(units: Units) -> Query:
         return Query.boolean_query(
             [(Occur.Must, Query.boolean_query(some)), *wanted, *_filters(units)]
         )
-    filters = _filters(units)
-    if not filters and None not in units.required_terms:
+    if flat(units):
         # One flat disjunction of every unit's term queries: the same pages and the same
         # sums, but a union of term queries is what Tantivy prunes by block-max WAND (a
         # union of unions it scores page by page: most of the index for common words).
         return Query.boolean_query([c for terms in units.required_terms for c in terms])
-    return Query.boolean_query([*some, *filters], minimum_number_should_match=1)
+    return Query.boolean_query([*some, *_filters(units)], minimum_number_should_match=1)

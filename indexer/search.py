@@ -8,7 +8,8 @@ SOME_WORDS_SHARE of their worth. The two lists merge by score: a page that
 lacks a word ranks above one with every word only when its words score more
 than 1/SOME_WORDS_SHARE (four) times as much (a section that names the topic
 throughout but says "move" where the query says "migrate" passes a table of
-contents that happens to hold every word once).
+contents that happens to hold every word once). The second query is left out
+when no page lacking a word can reach the results (:func:`_fill_cannot_rise`).
 
 PageRank is a bounded, query-independent prior on both queries' scores, with
 pr the page's score and m the mean score of the ranked pages::
@@ -66,6 +67,11 @@ from srcrawl.urls import host_of
 MAX_POOL = 20_000
 """Hits a tier reads at most while widening its pool for the prior (a query asks for at
 most a few hundred)."""
+
+
+BEST_SCORES_KEPT = 10_000
+"""Words whose best score a commit's memo keeps (a key is a query's structure, up to a
+few KB): past that it starts again."""
 
 
 class QueryError(SrcrawlError):
@@ -181,7 +187,7 @@ class Searcher:
         t0 = time.perf_counter()
         units, notes = self.units(query)
         try:
-            searcher = self.reader.searcher()
+            searcher, memo = self.reader.snapshot()
         except IndexUnavailable as e:
             raise QueryError(str(e)) from e
         if searcher.num_docs == 0:
@@ -190,7 +196,9 @@ class Searcher:
             prior = _Prior(ranks, self.rank_weight)
             found, matches = self._tier(searcher, q.every_word(units), top, prior)
             mode = "and" if found else "none"
-            if units.positive > 1:
+            if units.positive > 1 and not _fill_cannot_rise(
+                searcher, memo, units, found, top, prior
+            ):
                 more, some = self._tier(searcher, q.some_words(units), top, prior)
                 found = _merge(found, more, top)
                 if mode == "none" and more:
@@ -251,12 +259,56 @@ class Searcher:
         return {p.fp: p.url for p in self.store.get_pages(fps)} if fps else {}
 
 
+def _fill_cannot_rise(
+    searcher: tantivy.Searcher,
+    memo: dict[str, float],
+    units: q.Units,
+    found: list[_Scored],
+    top: int,
+    prior: _Prior,
+) -> bool:
+    """Whether no page of the pages-with-some-words query can enter the ``top`` pages with
+    every word ``found``, so that query need not run (on common words it scores most of
+    the index).
+
+    A page there either holds every word (then it is one of ``found``, folded into one,
+    or ranked below the last of them, and its share of its score lower still) or lacks
+    a word: it scores at most every unit's best score but the lowest best of a required
+    one, times SOME_WORDS_SHARE and the prior's most. Only for the queries whose units
+    are all plain words (no phrase, identifier or filter).
+
+    A unit's best score is a top-1 query, kept in the commit's ``memo``: on a word of
+    most pages, whose blocks all score alike, block-max WAND skips few of them, and the
+    common words are the ones asked again and again.
+    """
+    if len(found) < top or not q.flat(units):
+        return False
+    best = [_best_score(searcher, memo, u) for u in units.required]
+    most = sum(best) - min(best) + sum(_best_score(searcher, memo, u) for u in units.optional)
+    most *= SOME_WORDS_SHARE * (1 + prior.weight if prior.active else 1)
+    return most * (1 + 1e-6) < found[-1].score  # (Tantivy sums in single precision)
+
+
+def _best_score(searcher: tantivy.Searcher, memo: dict[str, float], query: tantivy.Query) -> float:
+    key = repr(query)  # the query's whole structure: its terms, fields and boosts
+    best = memo.get(key)
+    if best is None:
+        hits = searcher.search(query, 1, count=False).hits
+        best = hits[0][0] if hits else 0.0
+        if len(memo) >= BEST_SCORES_KEPT:
+            memo.clear()
+        memo[key] = best
+    return best
+
+
 def _merge(every: list[_Scored], some: list[_Scored], top: int) -> list[_Scored]:
     """The ``top`` best of the pages with every word and those with some (the latter's
     scores times SOME_WORDS_SHARE): exact, as each list is its tier's best ``top`` (a page
     of the second tier left out has ``top`` pages of its tier above it, each still above it
-    after the share, and the pages with every word score as much in either tier)."""
-    seen = {s.fp for s in every}
+    after the share, and the pages with every word score as much in either tier). A page
+    folded into a hit of the first tier (a duplicate of it) does not come back through
+    the second."""
+    seen = {s.fp for s in every} | {m for s in every for m in s.members}
     for s in some:
         if s.fp not in seen:
             s.score *= SOME_WORDS_SHARE

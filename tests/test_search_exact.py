@@ -5,6 +5,7 @@ re.IGNORECASE."""
 
 from __future__ import annotations
 
+import collections
 import random
 import re
 import sys
@@ -15,6 +16,7 @@ import tantivy
 from tantivy_index import index_in_process
 
 from srcrawl.indexer import query
+from srcrawl.indexer import search as search_module
 from srcrawl.indexer.corpus import Corpus
 from srcrawl.indexer.search import Searcher
 from srcrawl.indexer.snippets import _HAN, _OTHER_CASES, _fold_table, nfkc, term_pattern
@@ -119,6 +121,73 @@ def test_the_flat_some_words_query_scores_as_its_units_do(store, pages, tmp_path
         assert got.keys() == want.keys(), text
         assert all(got[fp] == pytest.approx(want[fp], rel=1e-5) for fp in want), text
     assert flat_seen >= 10
+
+
+def test_leaving_out_the_some_words_query_changes_no_ranking(
+    store, pages, tmp_path, monkeypatch
+) -> None:
+    """The pages-with-some-words query is left out when no page lacking a word can rise
+    into the results (search.py's _fill_cannot_rise): the results must be those of
+    running it, BM25 alone and with the prior, and it must have been left out."""
+    index(store, tmp_path, pages)
+    rng = random.Random(3)
+    tok = get_tokenizer(None)
+    common = [
+        t
+        for t, _n in collections.Counter(tok.tokens(" ".join(p.text for p in pages))).most_common(
+            40
+        )
+    ]
+    texts = [" ".join(rng.sample(common, k)) for k in (2, 2, 3) for _ in range(12)]
+    texts += queries(pages)
+    verdicts: list[bool] = []
+    real = search_module._fill_cannot_rise
+
+    def counted(*args):
+        verdicts.append(real(*args))
+        return verdicts[-1]
+
+    searcher = Searcher(store, tmp_path)
+    for ranks in ({}, {p.fp: rng.paretovariate(1.0) for p in pages[::2]}):
+        store.replace_ranks(ranks.items())
+        for text in texts:
+            monkeypatch.setattr(search_module, "_fill_cannot_rise", counted)
+            got = searcher.search(text, top=10)
+            monkeypatch.setattr(search_module, "_fill_cannot_rise", lambda *_a: False)
+            want = searcher.search(text, top=10)
+            assert ranked(got) == ranked(want), text
+            assert (got.mode, got.matches) == (want.mode, want.matches), text
+    assert verdicts.count(True) >= 5 and verdicts.count(False) >= 1
+
+
+def test_a_new_commit_is_judged_by_its_own_best_scores(store, pages, tmp_path) -> None:
+    """The best scores kept for leaving out the some-words query belong to one commit: a
+    page committed later that scores higher on a word than any before, and lacks the
+    other word, is found after the reload that shows it."""
+    index(store, tmp_path, pages)
+    tok = get_tokenizer(None)
+    counts = collections.Counter(t for p in pages for t in set(tok.tokens(p.text)))
+    titled = {t for p in pages for t in tok.tokens(p.title)}
+    # a word of many pages but of no title: the new page's title makes it score high
+    a, b = [t for t, _n in counts.most_common(50) if t.isascii() and t not in titled][:2]
+    text = f"{a} {b}"
+    searcher = Searcher(store, tmp_path)
+    before = searcher.search(text)
+    assert before.mode == "and"
+    loud = Page(
+        fp=fingerprint("http://127.0.0.1:9/loud"),
+        url="http://127.0.0.1:9/loud",
+        host="127.0.0.1:9",
+        fetched_at=2.0,
+        title=a,
+        text=f"{a} " * 20,
+    )
+    index(store, tmp_path, [loud])
+    searcher.reader.reload()
+    got = searcher.search(text)
+    fresh = Searcher(store, tmp_path)  # nothing kept from the earlier commit
+    assert ranked(got) == ranked(fresh.search(text))
+    assert loud.fp in [h.fp for h in got.hits]
 
 
 def test_the_portal_finds_a_page_indexed_after_it_started(store, db_url, pages, tmp_path) -> None:
