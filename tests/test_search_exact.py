@@ -9,6 +9,7 @@ import collections
 import random
 import re
 import sys
+import time
 import unicodedata
 
 import pytest
@@ -18,6 +19,7 @@ from tantivy_index import index_in_process
 from srcrawl.indexer import query
 from srcrawl.indexer import search as search_module
 from srcrawl.indexer.corpus import Corpus
+from srcrawl.indexer.engine import IndexReader
 from srcrawl.indexer.search import Searcher
 from srcrawl.indexer.snippets import _HAN, _OTHER_CASES, _fold_table, nfkc, term_pattern
 from srcrawl.indexer.tokenizer import get_tokenizer
@@ -188,6 +190,17 @@ def test_a_new_commit_is_judged_by_its_own_best_scores(store, pages, tmp_path) -
     fresh = Searcher(store, tmp_path)  # nothing kept from the earlier commit
     assert ranked(got) == ranked(fresh.search(text))
     assert loud.fp in [h.fp for h in got.hits]
+
+
+def test_a_reader_sees_a_commit_on_its_own_within_its_refresh(store, pages, tmp_path) -> None:
+    index(store, tmp_path, pages[:50])
+    reader = IndexReader(tmp_path, refresh=0.2)
+    assert reader.num_docs() == 50
+    index(store, tmp_path, pages[50:60])
+    deadline = time.monotonic() + 5
+    while reader.num_docs() != 60:
+        assert time.monotonic() < deadline, "the new commit was never seen"
+        time.sleep(0.05)
 
 
 def test_the_portal_finds_a_page_indexed_after_it_started(store, db_url, pages, tmp_path) -> None:
