@@ -212,6 +212,10 @@ def _filters(units: Units) -> list[tuple[Occur, Query]]:
 
 def every_word(units: Units) -> Query:
     """Pages with every unit (and the filters)."""
+    if len(units.required) == 1 and flat(units) and not units.optional:
+        # one plain word: its term queries themselves, which Tantivy prunes by block-max
+        # WAND (wrapped as a required clause, it scores every page that holds the word)
+        return Query.boolean_query(units.required_terms[0])
     clauses = [(Occur.Must, q) for q in units.required] + _filters(units)
     clauses += [(Occur.Should, q) for q in units.optional]
     if not units.positive:  # only site: (and exclusions): every page of the site
