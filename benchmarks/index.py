@@ -38,7 +38,7 @@ from srcrawl.indexer.engine import IndexReader
 from srcrawl.indexer.master import IndexMaster, IndexReport
 from srcrawl.indexer.search import Searcher
 from srcrawl.indexer.slave import document_text, tokenize_document
-from srcrawl.indexer.tokenizer import Tokenizer
+from srcrawl.indexer.tokenizer import Tokenizer, python_jieba
 from srcrawl.local import LocalSlaves
 from srcrawl.queues.workers import workers
 from srcrawl.sql.store import Store
@@ -215,8 +215,7 @@ class _OneProcess:
     """Raw jieba and srcrawl's tokenizer over the corpus in this process: the baseline."""
 
     def __init__(self, store: Store) -> None:
-        import jieba
-
+        jieba = python_jieba()
         self.docs = _texts(store)
         self.texts = [document_text(title, text) for _fp, _at, title, text in self.docs]
         self.megabytes = sum(len(t.encode()) for t in self.texts) / 1e6

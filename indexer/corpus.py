@@ -9,10 +9,11 @@ text. The same seed and page number always give the same page.
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import random
 from collections.abc import Iterator
-from importlib import resources
+from pathlib import Path
 
 from srcrawl.sql.pages import Page
 from srcrawl.urls import fingerprint
@@ -24,7 +25,7 @@ _SYLLABLES = [c + v for c in "bcdfghjklmnprstvwz" for v in ("a", "e", "i", "o", 
 def _chinese_vocabulary(size: int) -> tuple[list[str], list[float]]:
     """The ``size`` most frequent all-Chinese words of jieba's dictionary, and cum. weights."""
     words: list[tuple[int, str]] = []
-    text = resources.files("jieba").joinpath("dict.txt").read_text("utf-8")
+    text = _jieba_dictionary().read_text("utf-8")
     for line in text.splitlines():
         parts = line.split(" ")
         if len(parts) >= 2 and 1 <= len(parts[0]) <= 4 and all(ord(c) in _HAN for c in parts[0]):
@@ -32,6 +33,15 @@ def _chinese_vocabulary(size: int) -> tuple[list[str], list[float]]:
     words.sort(reverse=True)
     words = words[:size]
     return [w for _, w in words], list(itertools.accumulate(float(f) for f, _ in words))
+
+
+def _jieba_dictionary() -> Path:
+    """The dictionary file of the jieba package, found without importing jieba (whose
+    import imports pkg_resources, deprecated and slow to load)."""
+    spec = importlib.util.find_spec("jieba")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("the jieba package (its dictionary makes the pages) is missing")
+    return Path(next(iter(spec.submodule_search_locations))) / "dict.txt"
 
 
 def _english_vocabulary(size: int, seed: int) -> tuple[list[str], list[float]]:

@@ -24,6 +24,7 @@ import functools
 import hashlib
 import os
 import re
+import sys
 import threading
 import unicodedata
 from importlib import resources
@@ -128,6 +129,24 @@ def load_segmenter(user_dict: str | None = None) -> Segmenter:
             word, freq, tag = m.groups()
             seg.add_word(word, int(freq) if freq else None, tag.strip() if tag else None)
     return seg
+
+
+def python_jieba() -> ModuleType:
+    """The Python jieba (the reference of tests/test_tokenizer.py, the raw baseline of
+    ``bench index``), imported without its import of pkg_resources when nothing has
+    imported that: jieba then reads its files by path (its own fallback), and
+    pkg_resources, deprecated, costs as much to import as jieba."""
+    if "jieba" in sys.modules or "pkg_resources" in sys.modules:
+        import jieba
+
+        return jieba
+    sys.modules["pkg_resources"] = None  # type: ignore[assignment]  # "not installed"
+    try:
+        import jieba
+    finally:
+        if sys.modules.get("pkg_resources", 0) is None:
+            del sys.modules["pkg_resources"]
+    return jieba
 
 
 class Segmenter(Protocol):

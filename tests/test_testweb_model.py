@@ -406,9 +406,10 @@ def test_known_items() -> None:
 @pytest.mark.slow
 def test_planted_terms_single_out_their_page_after_segmentation() -> None:
     """Every token of a known-item query occurs together in that page's text only."""
-    import jieba
-
+    from srcrawl.indexer.tokenizer import python_jieba
     from srcrawl.testweb.content import render
+
+    jieba = python_jieba()
 
     seg = jieba.Tokenizer()
     seg.initialize()

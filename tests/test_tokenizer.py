@@ -17,6 +17,7 @@ from srcrawl.indexer.tokenizer import (
     get_tokenizer,
     load_stopwords,
     normalize,
+    python_jieba,
 )
 
 
@@ -169,11 +170,9 @@ def test_tokens_are_the_python_jiebas(tmp_path) -> None:
     """jieba-rs segments as jieba does: the tokenizer's tokens, search parts and overlong
     words against the Python jieba's, on mixed pieces, generated pages of jieba's own
     dictionary words, and with a user dictionary loaded in both."""
-    import jieba
-
     from srcrawl.indexer.corpus import Corpus
 
-    reference = jieba.Tokenizer()
+    reference = python_jieba().Tokenizer()
     reference.tmp_dir = str(tmp_path)  # jieba's own load, from its own cache file
     reference.initialize()
     ours, stop = Tokenizer(), load_stopwords()
