@@ -102,20 +102,14 @@ _USER_WORD = re.compile(r"^(.+?)( [0-9]+)?( [a-z]+)?$")
 """A user dictionary line as jieba's ``load_userdict`` reads it: word, frequency, tag."""
 
 
-def _import_segmenter() -> ModuleType:
-    """``import rjieba``: jieba's segmentation (its dictionary, DAG and HMM) in Rust."""
-    import rjieba
-
-    return rjieba
-
-
 def load_segmenter(user_dict: str | None = None) -> Segmenter:
     """jieba's segmenter with its default dictionary, and the words of ``user_dict`` (read
     as jieba's ``load_userdict`` reads it) added to a copy of its own.
 
     Raises DictionaryError for a file that cannot be read or is not UTF-8.
     """
-    rjieba = _import_segmenter()
+    import rjieba  # jieba's segmentation (its dictionary, DAG and HMM) in Rust
+
     if not user_dict:
         return rjieba  # the module's own instance, loaded by its import
     seg = rjieba.Jieba()
