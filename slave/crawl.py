@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from srcrawl.defaults import DEFAULT_FETCH_THREADS, DEFAULT_PARSE_INLINE_BYTES
+from srcrawl.defaults import DEFAULT_FETCH_THREADS, DEFAULT_PARSE_INLINE_BYTES, HOST_SLOT_MARGIN
 from srcrawl.errors import EnvelopeError
 from srcrawl.queues.crawl_protocol import (
     Deferred,
@@ -36,6 +36,7 @@ from srcrawl.queues.crawl_protocol import (
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.slave.crawl_tools import CrawlTools
 from srcrawl.slave.fetch import Fetcher, FetchMulti, FetchResult
+from srcrawl.slave.host_slots import HostSlots
 from srcrawl.slave.links import LinkEmitter
 from srcrawl.slave.page_outcome import PageOutcomes
 from srcrawl.slave.page_writer import PageWriter
@@ -106,6 +107,12 @@ class CrawlHandler:
         self.sitemaps = HostSitemaps(self._tools, self._closing)
         self._multi: FetchMulti | None = None
         self._side = SideWork()
+        self._slots = HostSlots(
+            client,
+            keys,
+            lambda fetch_ms, crawl_delay: self.strategy.politeness_ms(fetch_ms, crawl_delay),
+            lambda: self.tools()[0].deadline + HOST_SLOT_MARGIN,
+        )
         self._telemetry = Telemetry()
         self._warc_totals = Cumulative()
 
@@ -179,7 +186,9 @@ class CrawlHandler:
 
         Its fetch joins the multi handle: the page's, or on a host whose
         robots.txt is not cached yet, the robots.txt's (this task's request
-        to the host; the page waits its politeness turn).
+        to the host; the page waits its politeness turn). A host spread over
+        several queues has its page and sitemap requests start only with one
+        of its slots (slave/host_slots.py).
         """
         step = self._begin(raw)
         if isinstance(step, bytes):
@@ -187,13 +196,27 @@ class CrawlHandler:
         fetcher, _robots = self.tools()
         if self._multi is None:
             self._multi = FetchMulti(fetcher.host_pools)
+        multi = self._multi
         if isinstance(step, RobotsMiss):
-            self._multi.add(fetcher, robots_url(step.site), (raw, step, 0))
-        elif isinstance(step, SitemapsOnly):
-            self._side.sitemaps(raw, self.sitemaps.only, step)
+            multi.add(fetcher, robots_url(step.site), (raw, step, 0))
+            return None
+        if isinstance(step, SitemapsOnly):
+            task, rules = step.task, step.rules
+
+            def go() -> None:
+                self._side.sitemaps(raw, self.sitemaps.only, step)
         else:
             task, rules = step
-            self._multi.add(fetcher, task.url, (raw, task, rules), conditional_headers(task))
+
+            def go() -> None:
+                multi.add(fetcher, task.url, (raw, task, rules), conditional_headers(task))
+
+        host, sep, k = task.queue.rpartition("#")
+        if not (sep and k.isdigit()):
+            go()  # the master holds a host of one queue to one request itself
+            return None
+        limit = 1 if rules.crawl_delay else self.strategy.per_host
+        self._slots.want(raw, host, limit, rules.crawl_delay, go)
         return None
 
     def poll(self, timeout: float, wake_fd: int) -> list[tuple[bytes, bytes]]:
@@ -204,22 +227,41 @@ class CrawlHandler:
             return []
         out: list[tuple[bytes, bytes]] = []
         pages: list[_Page] = []
+        slots = self._slots
+        if slots.due():
+            slots.run()
         fds = [fd for fd in (wake_fd, self._side.fileno()) if fd >= 0]
-        for (raw, what, extra), result in self._multi.wait(timeout, fds):  # type: ignore[misc]
-            if isinstance(what, RobotsMiss):
-                outcome = self._robots_fetched(raw, what, extra, result)
-                if outcome is not None:
-                    out.append((raw, outcome))
-                continue
-            self._count(result)
-            retry = self.outcomes.retry(what, extra, result)
-            if retry is not None:
-                out.append((raw, retry))
-            else:
-                pages.append((raw, what, extra, result))
+        self._collect(self._multi.wait(slots.wait_s(timeout), fds), out, pages)
         self._parse(pages, out)
         self._side.collect(out)
+        for raw, _outcome in out:  # a host's sitemaps read: their slot is free
+            slots.done(raw, 0.0)
         return out
+
+    def _collect(self, finished: list, out: list[tuple[bytes, bytes]], pages: list[_Page]) -> None:
+        """Sort the fetches that ended: outcomes at once to ``out``, pages to parse to
+        ``pages``. Their host slots go to the tasks waiting for one at once, and those
+        requests leave before any page is parsed."""
+        slots = self._slots
+        while finished:
+            for (raw, what, extra), result in finished:
+                if isinstance(what, RobotsMiss):
+                    outcome = self._robots_fetched(raw, what, extra, result)
+                    if outcome is not None:
+                        out.append((raw, outcome))
+                    continue
+                slots.done(raw, result.elapsed_ms)
+                self._count(result)
+                retry = self.outcomes.retry(what, extra, result)
+                if retry is not None:
+                    out.append((raw, retry))
+                else:
+                    pages.append((raw, what, extra, result))
+            finished = []
+            if slots.due():
+                slots.run()
+                assert self._multi is not None  # the fetches came from it
+                finished = self._multi.tick()
 
     def _robots_fetched(
         self, raw: bytes, miss: RobotsMiss, redirects: int, result: FetchResult
@@ -257,22 +299,34 @@ class CrawlHandler:
         DEFAULT_PARSE_INLINE_BYTES holds the other fetches a few ms at most; a large (or
         hostile) one is parsed beside them, so it costs no other host's pages."""
         large = []
-        for page in pages:
+        i = 0
+        while i < len(pages):
+            page = pages[i]
+            i += 1
             if len(page[3].body) > DEFAULT_PARSE_INLINE_BYTES:
                 large.append(page)
-            else:
-                out.append((page[0], self._outcome(*page)))
+                continue
+            out.append((page[0], self._outcome(*page)))
+            if self._slots.busy and self._multi is not None:
+                # the fetches that ended meanwhile pass their host slots on now, not after
+                # the whole poll's parsing (their pages join the ones to parse)
+                self._collect(self._multi.tick(), out, pages)
         if large:
             self._side.parse(large, self._outcome)
 
     def in_flight(self) -> int:
         """Tasks started and not yet returned by :meth:`poll`."""
-        return (len(self._multi) if self._multi is not None else 0) + self._side.pending
+        started = len(self._multi) if self._multi is not None else 0
+        return started + self._side.pending + len(self._slots)
 
     def close(self) -> None:
         """Drop the open connections (fetches still running are abandoned)."""
         self._closing.set()  # a sitemap read in progress sends no more requests
         self._side.close()
+        try:
+            self._slots.close()
+        except Exception:  # Redis gone while stopping: the slots lapse on their own
+            log.warning("host slots not given back; they lapse within the fetch deadline")
         self._closing.clear()
         if self._multi is not None:
             self._multi.close()

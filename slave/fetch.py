@@ -552,6 +552,14 @@ class FetchMulti:
         finally:
             self._left = time.monotonic()
 
+    def tick(self) -> list[tuple[object, FetchResult]]:
+        """Move the fetches on without waiting (the ones just added connect or send their
+        request now, not at the next :meth:`wait`); return those that finished."""
+        if self._running:
+            self._perform()
+        done, self._done = self._done, []
+        return done
+
     def _excuse(self, gone: float) -> None:
         """The caller was away ``gone`` s: that time counts against no running fetch.
 

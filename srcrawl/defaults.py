@@ -163,6 +163,20 @@ A depth level lasts at least as long as its longest queue takes one URL at a tim
 over more queues than its limit, a host's longest queue is shorter, and whichever of its
 queues are longest fill the N slots as they come free."""
 
+HOST_TASKS_OUT = 2
+"""Tasks of a host allowed N requests in flight (N > 1) that the master hands out at once:
+HOST_TASKS_OUT × N. The slaves hold the N themselves (slave/host_slots.py), so when a
+request ends the host's next task is already with a slave or in srq, not behind the
+master's commit and schedule (20-40 ms of every slot's cycle otherwise)."""
+
+HOST_SLOT_RETRY = 0.005
+"""Seconds between a slave's tries for a host slot while tasks of the host wait in it and
+none of its own requests to the host ends (a slot another slave frees says nothing)."""
+
+HOST_SLOT_MARGIN = 10.0
+"""Seconds past the fetch deadline after which a request's host slot is free whatever
+became of it: a slave killed mid-request holds its slots no longer."""
+
 DEFAULT_ROBOTS_TRIES = 5
 """Deferrals (robots.txt 5xx or unreachable) before a URL is given up."""
 

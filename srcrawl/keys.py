@@ -221,6 +221,12 @@ class Keys:
         their politeness: queue whose request freed the slot -> when it is free (epoch ms)."""
         return f"{self.prefix}:crawl:cooling:"
 
+    def crawl_host_slots(self, host: str) -> str:
+        """Sorted set of a host's request slots taken by the slaves (--per-host N > 1): slot
+        -> when it is free again (epoch ms, the Redis server's clock). Under the job's own
+        hash tag, so one script call takes and frees the slots of several hosts."""
+        return f"{self.job_prefix}:crawl:slots:{host}"
+
     @property
     def crawl_lagging(self) -> str:
         """Set of frontier queues whose head task waits on a robots.txt deferral: the depth

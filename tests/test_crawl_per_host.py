@@ -1,21 +1,23 @@
-"""`--per-host N`: a host's URLs over N frontier queues, at most N of its requests in flight.
+"""`--per-host N`: a host's URLs over 4N frontier queues, at most N of its requests in flight.
 
-Three levels, all against a real Redis: the frontier's scripts alone (the
-host limit, parked queues, a Crawl-delay learnt while requests are out), the
-crawl master with slaves answering from a known graph (exact set, at most N
-per host), and `srcrawl crawl` over the served test web, whose access log
-shows what the server saw in flight at once.
+Four levels, all against a real Redis: the frontier's scripts alone (HOST_TASKS_OUT × N
+of a host's tasks out, parked queues, a Crawl-delay learnt while tasks are out), the
+slaves' host slots alone (N at most, cooling, lapsing), the crawl master with slaves
+answering from a known graph through the host slots (exact set, at most N per host),
+and `srcrawl crawl` over the served test web, whose access log shows what the server
+saw in flight at once.
 """
 
 from __future__ import annotations
 
 import collections
 import json
+import threading
 import time
 
 import pytest
 
-from srcrawl.defaults import QUEUES_PER_LIMIT
+from srcrawl.defaults import HOST_TASKS_OUT, QUEUES_PER_LIMIT
 from srcrawl.errors import ConfigError
 from srcrawl.master.commands import resumed_strategy
 from srcrawl.master.crawl_run import start_crawl
@@ -25,6 +27,7 @@ from srcrawl.queues.crawl_protocol import FetchTask
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.envelope import decode
 from srcrawl.queues.lease import MasterLease
+from srcrawl.slave.host_slots import HostSlots
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.accesslog import gaps, most_in_flight
 
@@ -33,6 +36,7 @@ from .test_crawl import expected
 from .test_crawl_master import GraphHandler, bfs, cfg_for, crawl_with, make_graph
 
 HOST = "127.0.0.1:9000"
+OUT = HOST_TASKS_OUT
 
 
 def _frontier(redis_client, keys) -> tuple[Frontier, str]:
@@ -82,7 +86,8 @@ def test_frontier_holds_a_host_to_its_limit(redis_client, keys) -> None:
     assert frontier.schedule() == (1, -1)
     [first] = _out(redis_client, srq)
     assert frontier.schedule() == (0, -1)
-    # it came back with robots.txt read, no Crawl-delay: the host may have 4 out
+    # it came back with robots.txt read, no Crawl-delay: the host may have 4 requests in
+    # flight, so 4 × HOST_TASKS_OUT tasks out (the 4 queues have one each out at most)
     frontier.commit(Batch(done={first: now_ms()}, limits={HOST: 4}), b"")
     released, _ = frontier.schedule()
     assert released == 4 and sorted(_out(redis_client, srq)) == queues
@@ -99,7 +104,7 @@ def test_frontier_holds_a_host_to_its_limit(redis_client, keys) -> None:
     assert released == 0 and due >= back + 200
     time.sleep((due - now_ms()) / 1000 + 0.01)
     assert frontier.schedule()[0] == 1
-    assert frontier.schedule()[0] == 0  # and one at a time from now on
+    assert frontier.schedule()[0] == 0  # and one at a time from now on (no task beyond it)
     assert redis_client.hgetall(keys.crawl_host_inflight) == {HOST.encode(): b"1"}
 
 
@@ -118,42 +123,45 @@ def test_frontier_wakes_as_many_parked_queues_as_slots_free_longest_first(
     redis_client, keys
 ) -> None:
     frontier, srq = _frontier(redis_client, keys)
-    lengths = {f"{HOST}#{k}": k + 1 for k in range(8)}  # #7 the longest
+    out = 2 * OUT  # a host allowed 2 requests has 2 × HOST_TASKS_OUT tasks out
+    n = out + 6
+    lengths = {f"{HOST}#{k}": k + 1 for k in range(n)}  # the last the longest
     _queued(frontier, lengths, 2)
-    assert frontier.schedule()[0] == 2
-    assert sorted(_out(redis_client, srq)) == [f"{HOST}#6", f"{HOST}#7"]
+    assert frontier.schedule()[0] == out
+    assert sorted(_out(redis_client, srq)) == sorted(f"{HOST}#{k}" for k in range(6, n))
     parked = keys.crawl_parked_prefix + HOST
     assert redis_client.scard(parked) == 6
-    # one request back: one slot free, so one parked queue is woken (the longest, #5),
-    # not all six to be parked again; #7 itself still holds the most
-    frontier.commit(Batch(done={f"{HOST}#7": now_ms()}), b"")
+    # one task back: one free, so one parked queue is woken (the longest, #5), not all
+    # six to be parked again; the queue back itself still holds the most
+    last, first_out = f"{HOST}#{n - 1}", f"{HOST}#6"
+    frontier.commit(Batch(done={last: now_ms()}), b"")
     assert redis_client.scard(parked) == 5
     assert frontier.schedule()[0] == 1
-    assert _out(redis_client, srq) == [f"{HOST}#7"]
-    frontier.commit(Batch(done={f"{HOST}#6": now_ms()}), b"")
+    assert _out(redis_client, srq) == [last]
+    frontier.commit(Batch(done={first_out: now_ms()}), b"")
     assert frontier.schedule()[0] == 1
-    assert _out(redis_client, srq) == [f"{HOST}#5"]  # 6 tasks left in #7, 6 in #6, 6 in #5
-    assert redis_client.hget(keys.crawl_host_inflight, HOST) == b"2"
+    assert _out(redis_client, srq) == [f"{HOST}#5"]  # 6 tasks left in #6, 6 in #5: a tie
+    assert int(redis_client.hget(keys.crawl_host_inflight, HOST)) == out
 
 
 def test_frontier_holds_each_slot_for_its_politeness_wait(redis_client, keys) -> None:
     # 4 queues per slot: the host's delay holds its slots, not only its queues, so the
     # host gets no more requests per delay than with one queue per slot
     frontier, srq = _frontier(redis_client, keys)
-    _queued(frontier, {f"{HOST}#{k}": 2 for k in range(8)}, 2)
-    assert frontier.schedule()[0] == 2
-    first, second = _out(redis_client, srq)
+    _queued(frontier, {f"{HOST}#{k}": 2 for k in range(4 * OUT)}, 2)
+    assert frontier.schedule()[0] == 2 * OUT
+    first, second, *_ = _out(redis_client, srq)
     back = now_ms()
     frontier.commit(Batch(done={first: back + 300}), b"")
     released, due = frontier.schedule()
-    # six queues are due, but one slot is out and the other waits out its delay
+    # queues are due, but the other tasks are out and this one's turn waits out its delay
     assert released == 0 and back + 300 <= due <= back + 400
     frontier.commit(Batch(done={second: now_ms()}), b"")  # no wait: its slot is free
     assert frontier.schedule()[0] == 1
     assert frontier.schedule()[0] == 0
     time.sleep((due - now_ms()) / 1000 + 0.01)
     assert frontier.schedule()[0] == 1  # the first slot is free again
-    assert int(redis_client.hget(keys.crawl_host_inflight, HOST)) == 2
+    assert int(redis_client.hget(keys.crawl_host_inflight, HOST)) == 2 * OUT
 
 
 def test_frontier_robots_read_frees_the_other_slots_at_once(redis_client, keys) -> None:
@@ -165,7 +173,7 @@ def test_frontier_robots_read_frees_the_other_slots_at_once(redis_client, keys) 
     # out, the host's two others are free at once
     task = FetchTask(f"http://{HOST}/again", 7, 0, first)
     frontier.commit(Batch(retry=[Requeue(task, now_ms() + 300)], limits={HOST: 3}), b"")
-    assert frontier.schedule()[0] == 2
+    assert frontier.schedule()[0] == 3 * OUT - 1
     assert frontier.schedule()[0] == 0
 
 
@@ -182,7 +190,7 @@ def test_crawl_with_per_host_is_exact_and_holds_the_limit(
         seeds,
         CrawlStrategy(max_depth=3, delay=0, delay_factor=0, max_delay=0, per_host=per_host),
     )
-    handler = PerHostHandler(graph, fetch_s=0.01)
+    handler = PerHostHandler(graph, fetch_s=0.01, slots=_slots(cfg), per_host=per_host)
     handler.threads = 16
     crawl_with(cfg, handler)
     fetched = dict(handler.fetched)
@@ -193,30 +201,60 @@ def test_crawl_with_per_host_is_exact_and_holds_the_limit(
     stats = cfg.redis().hgetall(cfg.keys.stats("crawl"))
     assert int(stats.get(b"levels_overlapped", 0)) >= 1
     assert handler.max_active == 1  # per queue, as always
-    assert max(handler.host_max.values()) == per_host  # per host: up to N, and reached
+    # per host: up to N requests, and reached, while more tasks than that were out
+    assert max(handler.host_max.values()) == per_host
+    if per_host > 1:
+        assert max(handler.host_waiting.values()) >= 1
     assert redis_client_left(cfg) == {}
 
 
-class PerHostHandler(GraphHandler):
-    """The graph's slave, counting the most tasks in flight per host."""
+def _slots(cfg) -> HostSlots:
+    return HostSlots(cfg.redis(), cfg.keys, lambda _ms, _delay: 0, lambda: 30.0)
 
-    def __init__(self, graph: dict[str, list[str]], fetch_s: float) -> None:
+
+class PerHostHandler(GraphHandler):
+    """The graph's slave, its requests taking host slots as the crawl's slaves do
+    (slave/host_slots.py, one instance shared by its threads), counting the most
+    requests in flight per host and the most tasks waiting for a slot."""
+
+    def __init__(
+        self, graph: dict[str, list[str]], fetch_s: float, slots: HostSlots, per_host: int
+    ) -> None:
         super().__init__(graph, fetch_s)
+        self.slots = slots
+        self.per_host = per_host
+        self.slots_lock = threading.Lock()
         self.hosts: collections.Counter[str] = collections.Counter()
         self.host_max: collections.Counter[str] = collections.Counter()
+        self.host_waiting: collections.Counter[str] = collections.Counter()
 
     def handle(self, tasks: list[bytes]) -> list[bytes]:
-        hosts = [decode(raw).get("q").partition("#")[0] for raw in tasks]
+        return [self._one(raw) for raw in tasks]
+
+    def _one(self, raw: bytes) -> bytes:
+        q = decode(raw).get("q")
+        host, sep, _k = q.partition("#")
+        if sep:
+            started = threading.Event()
+            with self.slots_lock:
+                self.slots.want(raw, host, self.per_host, None, started.set)
+                self.host_waiting[host] = max(self.host_waiting[host], len(self.slots))
+            while not started.is_set():
+                with self.slots_lock:
+                    self.slots.run()
+                started.wait(0.002)
         with self.lock:
-            for h in hosts:
-                self.hosts[h] += 1
-                self.host_max[h] = max(self.host_max[h], self.hosts[h])
+            self.hosts[host] += 1
+            self.host_max[host] = max(self.host_max[host], self.hosts[host])
         try:
-            return super().handle(tasks)
+            return super().handle([raw])[0]
         finally:
             with self.lock:
-                for h in hosts:
-                    self.hosts[h] -= 1
+                self.hosts[host] -= 1
+            if sep:
+                with self.slots_lock:
+                    self.slots.done(raw, 0.0)
+                    self.slots.run()
 
 
 def redis_client_left(cfg) -> dict:

@@ -77,7 +77,7 @@ local function free_host(h, q, t)
   if t > now then redis.call('ZADD', cooling, t, q) end
   -- slots free now (a limit just raised frees several), then this one at t; the other
   -- cooling slots woke their own queues when they were freed
-  local free = limit - out - redis.call('ZCARD', cooling)
+  local free = tasks_out(limit) - out - redis.call('ZCARD', cooling)
   wake(h, free, now)
   if t > now then wake(h, free + 1, t) end
 end

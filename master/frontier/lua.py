@@ -17,7 +17,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from srcrawl.defaults import LUA_UNPACK_CHUNK
+from srcrawl.defaults import HOST_TASKS_OUT, LUA_UNPACK_CHUNK
 from srcrawl.master.frontier.depth_record import BUCKET_BITS, ENTRY, NONE
 from srcrawl.queues.crawl_protocol import QUEUE_FIELD
 
@@ -26,6 +26,7 @@ PARKED = 10**15
 
 CONSTANTS: Mapping[str, int | str] = {
     "PARKED": PARKED,
+    "HOST_TASKS_OUT": HOST_TASKS_OUT,
     "QUEUE_FIELD": QUEUE_FIELD,
     "UNPACK_CHUNK": LUA_UNPACK_CHUNK,
     # the depth record's layout (depth_record.py)

@@ -3,6 +3,14 @@
 -- the host of a queue that is one of several of its host (``host#k``), or nil
 local function host_of(q) return string.match(q, '^(.+)#%d+$') end
 
+-- how many tasks of a host allowed ``limit`` requests in flight may be out with the
+-- slaves: a limit above 1 is held by the slaves' host slots (slave/host_slots.py), so
+-- the next tasks can wait there; a host held to 1 is held here
+local function tasks_out(limit)
+  if limit > 1 then return limit * HOST_TASKS_OUT end
+  return limit
+end
+
 -- unless queue q has a fetch in flight, makes it ready no earlier than its next
 -- allowed time (qnext) and not before now; a queue ready already keeps its time
 local function make_ready(q, now, ready, inflight, qnext)

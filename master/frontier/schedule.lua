@@ -2,7 +2,7 @@
 -- First puts the tasks whose back-off is over back at the head of their queues (ready
 -- no earlier than the queue's own next time). Then moves the head task of due queues
 -- into srq, the queues with the most tasks first, and marks them in flight. A queue of
--- a host with all its requests out is parked instead (scored PARKED, named in the
+-- a host with all its tasks out (tasks_out) is parked instead (scored PARKED, named in the
 -- host's parked set) until one of them comes back; a queue of a host whose free slots
 -- all wait out their politeness (cooling), or of a host held to 1 whose next request
 -- may not start yet, is scored at that time. -1 too when due queues wait for room in
@@ -42,8 +42,9 @@ local function admitted(q)
   local h = host_of(q)
   if not h then return true end
   local limit = tonumber(redis.call('HGET', k_host_limit, h) or '1')
+  local most = tasks_out(limit)
   local out = tonumber(redis.call('HGET', k_host_inflight, h) or '0')
-  if out >= limit then
+  if out >= most then
     redis.call('ZADD', k_ready, 'XX', PARKED, q)
     redis.call('SADD', a_parked_prefix .. h, q)
     return false
@@ -54,7 +55,7 @@ local function admitted(q)
   else
     local cooling = a_cooling_prefix .. h
     redis.call('ZREMRANGEBYSCORE', cooling, '-inf', now)
-    if out + redis.call('ZCARD', cooling) >= limit then
+    if out + redis.call('ZCARD', cooling) >= most then
       t = tonumber(redis.call('ZRANGE', cooling, 0, 0, 'WITHSCORES')[2])
     end
   end
