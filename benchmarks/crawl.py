@@ -131,6 +131,7 @@ def run_crawl_benchmark(
     single = _hosts_crawled(hosts) == "1 host"
     if single:
         result.columns.append(Column("slots_busy", "slots busy", ".0%"))
+        result.columns.append(Column("web_rate", "pages/s at the web", ",.1f"))
     runs = _CrawlRuns(
         cfg,
         fetches=fetches,
@@ -255,10 +256,14 @@ class _CrawlRuns:
                 since = time.monotonic()
                 row = _crawl_once(self.cfg, tmp / f"{r}-{n}-{p[0]}-{p[1]}.db", seeds, run, say)
                 if self.web is not None:
-                    row.extra["slots_busy"] = _slots_busy(self.web, since, run.per_host)
+                    row.extra.update(_at_the_web(self.web, since, run.per_host, row.items))
                 self.ours[p][-1][n] = row
                 if self.peer == "scrapy" and p[1] == self.per_host[0][1]:
-                    self.theirs[p][-1][n] = _scrapy_once(seeds, run, say)
+                    since = time.monotonic()
+                    peer = _scrapy_once(seeds, run, say)
+                    if self.web is not None:
+                        peer.extra.update(_at_the_web(self.web, since, run.per_host, peer.items))
+                    self.theirs[p][-1][n] = peer
 
 
 def _add_crawl_rows(
@@ -337,12 +342,20 @@ class _Run:
         return f"{self.slaves} slave(s){per_host}{bodies}"
 
 
-def _slots_busy(web: TestWeb, since: float, per_host: int) -> float:
-    """The mean requests in flight at the one host crawled since ``since`` (monotonic), as
-    a fraction of ``per_host``, once the web's access log holds them all."""
+def _at_the_web(web: TestWeb, since: float, per_host: int, pages: int) -> dict[str, float]:
+    """What the one host crawled since ``since`` (monotonic) saw, once the web's access log
+    holds it all: the mean requests in flight as a fraction of ``per_host`` (slots busy),
+    and ``pages`` over the time from the first request's start to the last one's end
+    (pages/s at the web: the crawl's rate without its processes' start and end)."""
     time.sleep(LOG_SETTLE)
     entries = [e for e in web.log_entries() if e["start_mono"] >= since]
-    return mean_in_flight(entries) / per_host
+    if not entries:
+        return {"slots_busy": 0.0, "web_rate": 0.0}
+    span = max(e["end_mono"] for e in entries) - min(e["start_mono"] for e in entries)
+    return {
+        "slots_busy": mean_in_flight(entries) / per_host,
+        "web_rate": pages / span if span > 0 else 0.0,
+    }
 
 
 def _crawl_once(cfg: Config, db: Path, seeds: list[str], run: _Run, say: Progress) -> Row:

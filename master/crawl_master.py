@@ -423,6 +423,8 @@ def reset_crawl(cfg: Config) -> None:
             doomed += [key for key in client.scan_iter(match=f"{prefix}*", count=1000)]
         for queue in (q.srq, q.nrq):
             doomed += list(client.scan_iter(match=processing_pattern(queue.key), count=1000))
+    # the slaves' host slots: a reset crawl starts with every slot free
+    doomed += list(client.scan_iter(match=job.crawl_host_slots("*"), count=1000))
     for lease in {
         job.master_lease("crawl"),
         *(k.master_lease("crawl") for k in partition_keys(client, job)),

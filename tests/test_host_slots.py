@@ -1,12 +1,16 @@
 """Host slots (slave/host_slots.py) against a real Redis: two slaves' drivers share a host's
 N slots; a slot cools for its politeness wait; a killed slave's slots lapse; a slave that
-stops gives its slots back; a Crawl-delay's limit of 1 holds while more are out."""
+stops gives its slots back; a Crawl-delay's limit of 1 holds while more are out; a reset
+crawl forgets them."""
 
 from __future__ import annotations
 
 import time
 
+from srcrawl.master.crawl_master import reset_crawl
 from srcrawl.slave.host_slots import HostSlots
+
+from .test_crawl_master import cfg_for
 
 HOST = "127.0.0.1:9000"
 
@@ -106,3 +110,12 @@ def test_a_crawl_delay_learnt_while_tasks_are_out_lets_them_go_one_at_a_time(
     a.slots.done(b"3", 10.0)
     a.slots.run()
     assert a.started == [b"1", b"2", b"3", b"4"]
+
+
+def test_a_reset_crawl_starts_with_every_slot_free(redis_url, keys, tmp_path) -> None:
+    cfg = cfg_for(redis_url, keys.job, tmp_path)
+    a = Driver(cfg.redis(), cfg.keys)
+    a.want(b"1", b"2")
+    assert cfg.redis().exists(cfg.keys.crawl_host_slots(HOST))
+    reset_crawl(cfg)
+    assert not cfg.redis().exists(cfg.keys.crawl_host_slots(HOST))

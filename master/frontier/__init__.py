@@ -23,16 +23,18 @@ outcome comes back, the queue returns to ``ready`` scored
 With ``--per-host N`` > 1 a host's URLs are spread over 4N queues ``host#k``
 (k = fingerprint mod 4N, see QUEUES_PER_LIMIT), so that each depth level's longest
 queue is short, and up to N of its requests are in flight. The host's limit
-is checked in the same scripts: ``hostinflight`` counts its requests out,
-``hostlimit`` says how many it may have — N once its robots.txt was read
-without a Crawl-delay, 1 with one, and 1 while it is not read yet. The N are
-*slots*: a request's slot is busy until its response plus the politeness wait
-it earned (``cooling``, per host), so the host gets no more requests per
---delay than N queues of their own would give it. A due queue of a host with
-all its requests out is *parked* (left in ``ready`` with the score PARKED,
-named in the host's parked set); when a slot comes free, as many parked
-queues as the host has free slots are made due at that time, the longest
-first (they hold the level longest). A host held to 1 keeps one
+is checked in the same scripts: ``hostinflight`` counts its tasks out,
+``hostlimit`` says how many requests it may have in flight — N once its
+robots.txt was read without a Crawl-delay, 1 with one, and 1 while it is not
+read yet. A limit above 1 lets HOST_TASKS_OUT × N tasks out, and the slaves
+hold the N requests themselves (slave/host_slots.py): the next task waits
+with a slave, not behind this master's commit and schedule. The tasks out
+are *slots* here too: one is busy until its outcome plus the politeness wait
+it earned (``cooling``, per host). A due queue of a host with all its tasks
+out is *parked* (left in ``ready`` with the score PARKED, named in the
+host's parked set); when a slot comes free, as many parked queues as the
+host has free slots are made due at that time, the longest first (they hold
+the level longest). A host held to 1 keeps one
 next-request time for all its queues (``hostnext``), so its Crawl-delay holds
 between any two of its requests, whichever queues they came from. A
 Crawl-delay learnt while several requests are out lets no new one go until
