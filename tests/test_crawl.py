@@ -161,8 +161,10 @@ def test_gbk_and_big5_pages_are_stored_as_correct_text(web, redis_url, keys, tmp
 
 
 @pytest.mark.slow
-def test_slave_killed_mid_fetch_loses_no_url(redis_url, keys, tmp_path) -> None:
-    # slow pages keep every slave busy mid-fetch when it is killed
+@pytest.mark.parametrize("per_host", [1, 4])
+def test_slave_killed_mid_fetch_loses_no_url(redis_url, keys, tmp_path, per_host) -> None:
+    # slow pages keep every slave busy mid-fetch when it is killed; with --per-host 4 it
+    # dies holding host slots, which lapse (the rescuer crawls on with the others meanwhile)
     with TestWeb.generate(hosts=3, pages=15, seed=9, latency_ms=150) as tw:
         seeds = tw.seed_urls
         env = env_for(redis_url, keys.job, tmp_path)
@@ -173,7 +175,13 @@ def test_slave_killed_mid_fetch_loses_no_url(redis_url, keys, tmp_path) -> None:
             cfg,
             seeds,
             CrawlStrategy(
-                max_depth=2, delay=0, delay_factor=0, max_delay=0, fetch_timeout=2, robots_defer=0.3
+                max_depth=2,
+                delay=0,
+                delay_factor=0,
+                max_delay=0,
+                fetch_timeout=2,
+                robots_defer=0.3,
+                per_host=per_host,
             ),
         )
         short_ttl = {**env}
@@ -192,7 +200,11 @@ def test_slave_killed_mid_fetch_loses_no_url(redis_url, keys, tmp_path) -> None:
                     for k in client.scan_iter(match=f"{cfg.keys.srq('crawl')}:processing:*")
                     if client.llen(k)
                 ]
-                if held and int(client.hget(cfg.keys.stats("crawl"), "pages") or 0) >= 3:
+                slots = sum(
+                    client.zcard(k) for k in client.scan_iter(match=cfg.keys.crawl_host_slots("*"))
+                )
+                pages = int(client.hget(cfg.keys.stats("crawl"), "pages") or 0)
+                if held and pages >= 3 and (per_host == 1 or slots):
                     break
                 time.sleep(0.02)
             victim.send_signal(signal.SIGKILL)
@@ -205,6 +217,7 @@ def test_slave_killed_mid_fetch_loses_no_url(redis_url, keys, tmp_path) -> None:
             for p in (master, victim):
                 if p.poll() is None:
                     p.kill()
+        assert per_host == 1 or slots  # the victim died holding host slots
         pages = stored(env)
         want = expected(tw, seeds, 2)
         assert {p["url"]: p["depth"] for p in pages} == want
