@@ -279,3 +279,19 @@ def test_terms_are_found_as_re_ignorecase_finds_them() -> None:
         fast = term_pattern(terms)
         assert fast is not None
         assert [m.span() for m in fast.finditer(text)] == [m.span() for m in plain.finditer(text)]
+
+
+def test_a_page_folded_into_a_first_tier_hit_does_not_come_back_through_the_second() -> None:
+    # pure logic: page 2 is a duplicate folded into hit 1 (it has every word); the pages
+    # with some of the words list it again, above page 3, which alone joins the results
+    scored = search_module._Scored
+    every = [scored(fp=1, bm25=9.0, score=9.0, digest=1, simhash=1, similar=1, members=[2])]
+    some = [
+        scored(fp=2, bm25=8.0, score=8.0, digest=1, simhash=1),
+        scored(fp=3, bm25=4.0, score=4.0, digest=3, simhash=3),
+        scored(fp=1, bm25=9.0, score=9.0, digest=1, simhash=1),
+    ]
+    merged = search_module._merge(every, some, top=10)
+    assert [s.fp for s in merged] == [1, 3]
+    assert merged[0].score == 9.0  # the first tier's hit keeps its score
+    assert merged[1].score == pytest.approx(4.0 * search_module.SOME_WORDS_SHARE)
