@@ -1,13 +1,16 @@
 """Host slots (slave/host_slots.py) against a real Redis: two slaves' drivers share a host's
 N slots; a slot cools for its politeness wait; a killed slave's slots lapse; a slave that
 stops gives its slots back; a Crawl-delay's limit of 1 holds while more are out; a reset
-crawl forgets them."""
+crawl forgets them; on a Redis Cluster one call spans several hosts."""
 
 from __future__ import annotations
 
 import time
 
+import pytest
+
 from srcrawl.master.crawl_master import reset_crawl
+from srcrawl.redis_connect import connect
 from srcrawl.slave.host_slots import HostSlots
 
 from .test_crawl_master import cfg_for
@@ -119,3 +122,20 @@ def test_a_reset_crawl_starts_with_every_slot_free(redis_url, keys, tmp_path) ->
     assert cfg.redis().exists(cfg.keys.crawl_host_slots(HOST))
     reset_crawl(cfg)
     assert not cfg.redis().exists(cfg.keys.crawl_host_slots(HOST))
+
+
+@pytest.mark.slow
+def test_the_slots_of_several_hosts_in_one_call_on_a_redis_cluster(redis_cluster, keys) -> None:
+    # the slot sets share the job's hash tag: one script call spans hosts on one node
+    client = connect(redis_cluster.url)
+    slots = HostSlots(client, keys, lambda _ms, _d: 0, lambda: 30.0)
+    started: list[bytes] = []
+    for raw, host in ((b"a1", "a:1"), (b"a2", "a:1"), (b"b1", "b:1"), (b"b2", "b:1")):
+        slots.want(raw, host, 1, None, lambda raw=raw: started.append(raw))
+    slots.run()
+    assert started == [b"a1", b"b1"]
+    slots.done(b"a1", 10.0)
+    slots.done(b"b1", 10.0)
+    slots.run()
+    assert started == [b"a1", b"b1", b"a2", b"b2"]
+    assert client.zcard(keys.crawl_host_slots("a:1")) == 1
