@@ -6,8 +6,11 @@ The master hands out up to HOST_TASKS_OUT × N of such a host's tasks at once
 slave or in srq: the freed slot is taken by the next request in one Redis round trip,
 where the master's commit, its schedule and the slave's pop used to take 20-40 ms of
 every slot's cycle. A task that finds every slot taken waits in its slave and tries
-again as soon as one of that slave's own requests to the host ends, or every
-HOST_SLOT_RETRY (a slot another slave frees says nothing).
+again as soon as one of that slave's own requests to the host ends, or after
+HOST_SLOT_RETRY (a slot another slave frees says nothing), a wait that doubles up to
+HOST_SLOT_RETRY_MAX while tries find nothing and nothing of its own ends, so slaves
+idle on a busy host do not keep Redis busy. A try asks for no more of a host's slots
+than its limit: the rest could not have one.
 
 A slot is a member of the host's sorted set (``Keys.crawl_host_slots``) scored by when
 it is free again: while its request runs, by the request's end at the latest (the
@@ -28,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from srcrawl.defaults import HOST_SLOT_RETRY
+from srcrawl.defaults import HOST_SLOT_RETRY, HOST_SLOT_RETRY_MAX
 
 if TYPE_CHECKING:
     import redis
@@ -118,6 +121,7 @@ class HostSlots:
         self._freed: list[tuple[_Held, int]] = []
         self._untried = False
         self._retry_at = 0.0
+        self._retry_wait = HOST_SLOT_RETRY
 
     def __len__(self) -> int:
         """Tasks waiting for a slot."""
@@ -168,7 +172,11 @@ class HostSlots:
         """Give back the freed slots and take slots for the waiting tasks, starting those
         that got one (oldest first for each host), in one round trip."""
         freed, self._freed = self._freed, []
-        wanted = [(host, w) for host, ws in self._waiting.items() for w in ws]
+        wanted = [
+            (host, w)
+            for host, ws in self._waiting.items()
+            for w in itertools.islice(ws, ws[0].limit)
+        ]
         if not freed and not wanted:
             return
         index: dict[str, int] = {}
@@ -190,7 +198,11 @@ class HostSlots:
             args += [key_of(host), names[-1], w.limit, hold_ms]
         granted = self._script(keys=keys, args=args) if keys else []
         self._untried = False
-        self._retry_at = time.monotonic() + HOST_SLOT_RETRY
+        if freed or any(granted):
+            self._retry_wait = HOST_SLOT_RETRY
+        else:
+            self._retry_wait = min(2 * self._retry_wait, HOST_SLOT_RETRY_MAX)
+        self._retry_at = time.monotonic() + self._retry_wait
         for (host, w), name, ok in zip(wanted, names, granted, strict=True):
             if not ok:
                 continue

@@ -173,6 +173,10 @@ HOST_SLOT_RETRY = 0.005
 """Seconds between a slave's tries for a host slot while tasks of the host wait in it and
 none of its own requests to the host ends (a slot another slave frees says nothing)."""
 
+HOST_SLOT_RETRY_MAX = 0.04
+"""The longest wait between a slave's tries for a host slot: the retry wait doubles up to it
+while tries find none and none of the slave's own requests ends."""
+
 HOST_SLOT_MARGIN = 10.0
 """Seconds past the fetch deadline after which a request's host slot is free whatever
 became of it: a slave killed mid-request holds its slots no longer."""

@@ -5,10 +5,12 @@ crawl forgets them; on a Redis Cluster one call spans several hosts."""
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
 
+from srcrawl.defaults import HOST_SLOT_RETRY, HOST_SLOT_RETRY_MAX
 from srcrawl.master.crawl_master import reset_crawl
 from srcrawl.redis_connect import connect
 from srcrawl.slave.host_slots import HostSlots
@@ -139,3 +141,21 @@ def test_the_slots_of_several_hosts_in_one_call_on_a_redis_cluster(redis_cluster
     slots.run()
     assert started == [b"a1", b"b1", b"a2", b"b2"]
     assert client.zcard(keys.crawl_host_slots("a:1")) == 1
+
+
+def test_a_slave_finding_no_slot_tries_less_often_until_it_gets_one(redis_client, keys) -> None:
+    a, b = Driver(redis_client, keys), Driver(redis_client, keys)
+    a.want(b"a1", b"a2")
+    b.want(b"b1", b"b2")  # a first try: nothing
+    waits = [b.slots.wait_s(1.0)]
+    for _ in range(4):
+        b.slots.run()
+        waits.append(b.slots.wait_s(1.0))
+    assert all(later >= before - 0.002 for before, later in itertools.pairwise(waits))
+    assert waits[-1] <= HOST_SLOT_RETRY_MAX
+    assert waits[-1] > 4 * HOST_SLOT_RETRY  # Redis is asked a few times a second, not 200
+    a.slots.done(b"a1", 10.0)
+    a.slots.run()
+    b.slots.run()
+    assert b.started == [b"b1"]
+    assert b.slots.wait_s(1.0) <= HOST_SLOT_RETRY  # a slot came: quick tries again
