@@ -259,6 +259,12 @@ class CrawlStrategy:
             except re.error as e:
                 raise ConfigError(f"bad regex {pattern!r}: {e}") from e
 
+    def host_limit(self, crawl_delay: float | None) -> int:
+        """Requests in flight a host spread over several queues may have once its robots.txt
+        is read: --per-host, or 1 with a Crawl-delay. The master hands out tasks by it, the
+        slaves take host slots by it (slave/host_slots.py)."""
+        return 1 if crawl_delay else self.per_host
+
     def politeness_ms(self, fetch_ms: float, crawl_delay: float | None) -> int:
         """Wait after a request: clamp(factor × fetch time, delay, max_delay), ≥ Crawl-delay."""
         wait = min(max(self.delay_factor * fetch_ms / 1000.0, self.delay), self.max_delay)
@@ -275,6 +281,13 @@ class CrawlStrategy:
         known = {f.name for f in fields(cls)}
         data = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in known}
         return cls(**data)
+
+
+def spread_host(queue: str) -> str | None:
+    """The host of a frontier queue that is one of several of its host (``host#k``, see
+    --per-host), else None."""
+    host, sep, k = queue.rpartition("#")
+    return host if sep and k.isdigit() else None
 
 
 def publish(client: redis.Redis, keys: Keys, strategy: CrawlStrategy) -> CrawlStrategy:

@@ -33,7 +33,7 @@ from srcrawl.queues.crawl_protocol import (
     task_error,
     work_left,
 )
-from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import CrawlStrategy, spread_host
 from srcrawl.slave.crawl_tools import CrawlTools
 from srcrawl.slave.fetch import Fetcher, FetchMulti, FetchResult
 from srcrawl.slave.host_slots import HostSlots
@@ -211,11 +211,11 @@ class CrawlHandler:
             def go() -> None:
                 multi.add(fetcher, task.url, (raw, task, rules), conditional_headers(task))
 
-        host, sep, k = task.queue.rpartition("#")
-        if not (sep and k.isdigit()):
+        host = spread_host(task.queue)
+        if host is None:
             go()  # the master holds a host of one queue to one request itself
             return None
-        limit = 1 if rules.crawl_delay else self.strategy.per_host
+        limit = self.strategy.host_limit(rules.crawl_delay)
         self._slots.want(raw, host, limit, rules.crawl_delay, go)
         return None
 

@@ -196,7 +196,7 @@ class HostSlots:
         for host, w in wanted:
             names.append(next(self._names))
             args += [key_of(host), names[-1], w.limit, hold_ms]
-        granted = self._script(keys=keys, args=args) if keys else []
+        granted = self._script(keys=keys, args=args)
         self._untried = False
         if freed or any(granted):
             self._retry_wait = HOST_SLOT_RETRY

@@ -13,7 +13,7 @@ from srcrawl.defaults import DEFAULT_MAX_RETRY_BACKOFF, QUEUES_PER_LIMIT
 from srcrawl.master.frontier.batch import BatchWork, Requeue, now_ms
 from srcrawl.master.frontier.rules import CrawlRules
 from srcrawl.queues.crawl_protocol import ERROR_CONNECT, Deferred, FetchTask, Retry
-from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.queues.crawl_strategy import CrawlStrategy, spread_host
 
 
 def retry_ms(strategy: CrawlStrategy, failed: int, retry_after: float | None) -> int:
@@ -56,10 +56,10 @@ class Politeness:
     def learn_limit(self, task: FetchTask, crawl_delay: float | None, w: BatchWork) -> None:
         """The task's host answered after its robots.txt was read: a host spread over several
         queues may have them all in flight from now on, or only one with a Crawl-delay."""
-        host, sep, _k = task.queue.rpartition("#")
-        if not sep:
+        host = spread_host(task.queue)
+        if host is None:
             return
-        limit = 1 if crawl_delay else self.rules.strategy.per_host
+        limit = self.rules.strategy.host_limit(crawl_delay)
         if self.host_limits.get(host) != limit:
             self.host_limits[host] = w.batch.limits[host] = limit
 
