@@ -300,9 +300,14 @@ class IndexReader:
         if self._index is None:
             with self._lock:
                 if self._index is None:
+                    before = self._meta()
                     index = open_index(self.path)
                     index.config_reader("Manual", 0)
+                    after = self._meta()
                     self._loaded = time.monotonic()
+                    # the commit opened is known (as in _reload), so the first reload that
+                    # finds no new one keeps what the memo gathered since
+                    self._commit = after if before == after else None
                     self._index = index
         return self._index
 

@@ -209,6 +209,25 @@ def test_a_reader_sees_a_commit_on_its_own_within_its_refresh(store, pages, tmp_
         time.sleep(0.05)
 
 
+def test_what_a_commit_s_memo_holds_outlives_reloads_that_find_no_other_commit(
+    store, pages, tmp_path
+) -> None:
+    """The memo (each word's best score) is kept from the index's opening through every
+    reload that finds the same commit, and dropped by the one that finds another."""
+    index(store, tmp_path, pages[:50])
+    reader = IndexReader(tmp_path, refresh=0.05)
+    _searcher, memo = reader.snapshot()
+    memo["best of a word"] = 1.0
+    time.sleep(0.1)
+    _searcher, memo = reader.snapshot()  # the first reload: the same commit
+    assert memo.get("best of a word") == 1.0
+    index(store, tmp_path, pages[50:60])
+    time.sleep(0.1)
+    searcher, memo = reader.snapshot()
+    assert searcher.num_docs == 60
+    assert "best of a word" not in memo
+
+
 def test_the_portal_finds_a_page_indexed_after_it_started(store, db_url, pages, tmp_path) -> None:
     index(store, tmp_path, pages[:100])
     pool = SearchPool(db_url, tmp_path, threads=1)
