@@ -232,7 +232,7 @@ class Searcher:
             matches = len(hits)
             if not hits:
                 return [], matches
-            kept = _collapse(_scored(searcher, hits, prior), top)
+            kept = _collapsed(searcher, hits, prior, top)
             if len(hits) < limit or limit >= MAX_POOL:
                 return kept, matches
             floor = hits[-1][0] * (1 + prior.weight if prior.active else 1)
@@ -353,30 +353,31 @@ class _Prior:
         return [1 + w * pr / (pr + m) if (pr := scores.get(fp, 0.0)) > 0 else 1.0 for fp in fps]
 
 
-def _scored(searcher: tantivy.Searcher, hits: list, prior: _Prior) -> list[_Scored]:
-    """The hits with their pages, digests and blended scores, best first (ties by page)."""
+def _collapsed(searcher: tantivy.Searcher, hits: list, prior: _Prior, top: int) -> list[_Scored]:
+    """The ``top`` best of ``hits`` (ties by page) with the prior blended in, each page
+    whose body equals (digest) or nearly equals (simhash) that of a better ranked one
+    folded into it and counted in its ``similar`` (pages past the ``top`` only counted).
+
+    The pool is held in arrays: only the pages walked until ``top`` are kept become
+    objects (a pool is 200 hits or more, a result 10).
+    """
     addresses = [address for _score, address in hits]
-    fps = searcher.fast_field_values("fp", addresses)
-    digests = searcher.fast_field_values("digest", addresses)
-    simhashes = searcher.fast_field_values("simhash", addresses)
-    factors = prior.factors(fps)
-    out = [
-        _Scored(fp, bm25, bm25 * f, d or 0, sh or 0)
-        for (bm25, _a), fp, d, sh, f in zip(hits, fps, digests, simhashes, factors, strict=True)
-    ]
-    out.sort(key=lambda s: (-s.score, s.fp))
-    return out
-
-
-def _collapse(scored: list[_Scored], top: int) -> list[_Scored]:
-    """The ``top`` best pages, each page whose body equals (digest) or nearly equals
-    (simhash) that of a better ranked one folded into it and counted in its ``similar``
-    (pages past the ``top`` only counted)."""
+    fps = np.array(searcher.fast_field_values("fp", addresses), np.int64)
+    digests = _int64s(searcher.fast_field_values("digest", addresses))
+    simhashes = _int64s(searcher.fast_field_values("simhash", addresses))
+    bm25 = np.array([score for score, _address in hits], np.float64)
+    scores = bm25 * np.array(prior.factors(fps.tolist()), np.float64)
+    order = np.lexsort((fps, -scores))  # best first, ties by page
     kept: list[_Scored] = []
     by_digest: dict[int, _Scored] = {}
-    i = 0
-    while i < len(scored) and len(kept) < top:
-        s = scored[i]
+    n = 0
+    for i in order.tolist():
+        if len(kept) == top:
+            break
+        n += 1
+        s = _Scored(
+            int(fps[i]), float(bm25[i]), float(scores[i]), int(digests[i]), int(simhashes[i])
+        )
         same = _same(s, kept, by_digest)
         if same is not None:
             same.similar += 1
@@ -385,10 +386,15 @@ def _collapse(scored: list[_Scored], top: int) -> list[_Scored]:
             kept.append(s)
             if s.digest:
                 by_digest[s.digest] = s
-        i += 1
-    if i < len(scored) and kept:
-        _count_rest(scored[i:], kept)
+    if n < len(order) and kept:
+        rest = order[n:]
+        _count_rest(fps[rest], digests[rest], simhashes[rest].view(np.uint64), kept)
     return kept
+
+
+def _int64s(values: list[int | None]) -> np.ndarray:
+    """Fast-field values as int64 (0 for a page without one)."""
+    return np.array([v or 0 for v in values], np.int64)
 
 
 def _same(s: _Scored, kept: list[_Scored], by_digest: dict[int, _Scored]) -> _Scored | None:
@@ -401,10 +407,11 @@ def _same(s: _Scored, kept: list[_Scored], by_digest: dict[int, _Scored]) -> _Sc
     return same
 
 
-def _count_rest(rest: list[_Scored], kept: list[_Scored]) -> None:
-    """Count each page of ``rest`` in the first kept page it duplicates (all at once)."""
-    sims = np.fromiter((s.simhash for s in rest), np.int64, len(rest)).view(np.uint64)
-    digests = np.fromiter((s.digest for s in rest), np.int64, len(rest))
+def _count_rest(
+    fps: np.ndarray, digests: np.ndarray, sims: np.ndarray, kept: list[_Scored]
+) -> None:
+    """Count each page of the rest (its page, digest and simhash arrays) in the first kept
+    page it duplicates (all at once)."""
     ksims = np.fromiter((k.simhash for k in kept), np.int64, len(kept)).view(np.uint64)
     kdigests = np.fromiter((k.digest for k in kept), np.int64, len(kept))
     near = np.bitwise_count(sims[:, None] ^ ksims[None, :]) <= NEAR
@@ -413,7 +420,7 @@ def _count_rest(rest: list[_Scored], kept: list[_Scored]) -> None:
     hit = np.flatnonzero(near.any(axis=1))
     for i, j in zip(hit.tolist(), near.argmax(axis=1)[hit].tolist(), strict=True):
         kept[j].similar += 1
-        kept[j].members.append(rest[i].fp)
+        kept[j].members.append(int(fps[i]))
 
 
 _U64 = (1 << 64) - 1
