@@ -13,7 +13,9 @@ and on a scratch job in the configured Redis (removed afterwards).
   times each in alternating order, each N's median run in the table.
 - search: 100 (``--queries``) known-item queries of 1–3 terms drawn from
   random pages, timed one by one on one :class:`Searcher`, first with BM25
-  alone, then with a PageRank table (random heavy-tailed scores) blended in.
+  alone, then with a PageRank table (random heavy-tailed scores) blended in;
+  beside them, Tantivy alone on the same index and tokens (:func:`engine_alone`):
+  what the engine itself takes for the plainest ranked form of each query.
 """
 
 from __future__ import annotations
@@ -29,12 +31,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import tantivy
+
 from srcrawl.benchmarks.scaling import Column, Row, ScalingResult, median_of_rounds, round_orders
 from srcrawl.config import Config, DatabaseURL
 from srcrawl.defaults import DEFAULT_HEARTBEAT_INTERVAL
 from srcrawl.errors import SrcrawlError
 from srcrawl.indexer.corpus import Corpus
-from srcrawl.indexer.engine import IndexReader
+from srcrawl.indexer.engine import IndexReader, schema, stem
 from srcrawl.indexer.master import IndexMaster, IndexReport
 from srcrawl.indexer.search import Searcher
 from srcrawl.indexer.slave import document_text, tokenize_document
@@ -436,6 +440,40 @@ def make_queries(store: Store, tok: Tokenizer, n: int, seed: int) -> list[tuple[
     return out
 
 
+def engine_alone(tokens: list[str]) -> tantivy.Query:
+    """The plainest ranked form of a query in Tantivy: every token required, in the title
+    or the body, BM25 summed; no field weights, lone characters, second tier, prior,
+    duplicates or pages read. What the engine takes for it bounds what srcrawl can."""
+    s, must, should = schema(), tantivy.Occur.Must, tantivy.Occur.Should
+    Query = tantivy.Query
+    return Query.boolean_query(
+        [
+            (must, Query.boolean_query([(should, Query.term_query(s, f, stem(t))) for f in _PLAIN]))
+            for t in dict.fromkeys(tokens)
+        ]
+    )
+
+
+_PLAIN = ("title", "body")
+
+
+def _time_engine_alone(
+    reader: IndexReader, tok: Tokenizer, queries: list[tuple[str, int]]
+) -> LatencySet:
+    ms, cpu, found, first, top = [], [], 0, 0, 0
+    for query, fp in queries:
+        tokens = tok.tokens(query)
+        t0, c0 = time.perf_counter(), time.thread_time()
+        hits = reader.searcher().search(engine_alone(tokens), 10, count=False).hits
+        ms.append((time.perf_counter() - t0) * 1000)
+        cpu.append((time.thread_time() - c0) * 1000)
+        fps = reader.searcher().fast_field_values("fp", [a for _s, a in hits])
+        found += bool(fps)
+        first += bool(fps) and fps[0] == fp
+        top += fp in fps
+    return LatencySet("Tantivy alone", ms, cpu, {"and": found}, 0, first, top)
+
+
 def _time_queries(label: str, searcher: Searcher, queries: list[tuple[str, int]]) -> LatencySet:
     ms, cpu, modes, capped, first, top = [], [], {}, 0, 0, 0
     for query, fp in queries:
@@ -471,6 +509,7 @@ def run_search_benchmark(
         store.replace_ranks([])
         searcher = Searcher(store, bcfg.index_path, tokenizer=tok)
         _time_queries("warm-up", searcher, qs)  # the index's files into the page cache
+        result.sets.append(_time_engine_alone(searcher.reader, tok, qs))
         result.sets.append(_time_queries("BM25", searcher, qs))
         rng = random.Random(f"ranks-{seed}")
         fps = [p.fp for p in store.iter_pages(batch=5000)]
