@@ -150,5 +150,12 @@ def test_children_find_the_default_store_where_its_directories_may_be_created(tm
     child = Config.load(env=cfg.child_env())
     assert child.db.path == str((tmp_path / "h" / "srcrawl.db").resolve())
     assert (tmp_path / "h").is_dir()  # the child may not create it: its path is a named one
-    named = Config.load(env={"SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db"})
+    # (a Redis URL of its own: without one, child_env() starts the embedded Redis in ./.srcrawl)
+    named = Config.load(
+        env={
+            "SRCRAWL_REDIS_URL": "redis://127.0.0.1:1/0",
+            "SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db",
+        },
+        home=tmp_path / "n",
+    )
     assert not Config.load(env=named.child_env()).db.create_dirs
