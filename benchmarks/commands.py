@@ -701,9 +701,9 @@ def _bench_corpora(
 @click.option(
     "--threads",
     type=click.IntRange(0, 64),
-    default=4,
-    show_default=True,
-    help="The portal's search threads (in each worker; 0: searches in its event loop).",
+    default=None,
+    help="The portal's search threads (in each worker; 0: searches in its event loop) "
+    "[default: srcrawl serve's for the benchmark's SQLite store, 0].",
 )
 @click.option(
     "--workers",
@@ -733,7 +733,7 @@ def bench_serve(
     seconds: float,
     rounds: int,
     spawns: int,
-    threads: int,
+    threads: int | None,
     workers: int | None,
     client: str | None,
     base: str | None,

@@ -419,7 +419,7 @@ def run_serve_benchmark(
     seconds: float = 5.0,
     rounds: int = 1,
     spawns: int = 5,
-    threads: int = 4,
+    threads: int | None = None,
     workers: int | None = None,
     client: str | None = None,
     base: str | None = None,
@@ -429,7 +429,7 @@ def run_serve_benchmark(
 ) -> ServeBenchmark:
     """Each round: per language and client count, the portal (and the base tree's, beside it);
     then per language the spawned searches."""
-    from srcrawl.portal.server import default_workers
+    from srcrawl.portal.server import default_threads, default_workers
 
     client = client or default_client()
     workers = workers or default_workers()  # named, so the report says what ran
@@ -442,17 +442,16 @@ def run_serve_benchmark(
         tok.warm_up()
         store = bcfg.store()
         queries = {lang: two_word_queries(store, tok, 200, lang, seed) for lang in ("en", "zh")}
-        servers = {"now": " ".join(serve_options(threads, workers))}
+        now_options = serve_options(default_threads(bcfg) if threads is None else threads, workers)
+        servers = {"now": " ".join(now_options)}
         # the base may not know --workers, nor --threads 0: it runs as it would by default
-        base_options = serve_options(threads or 4, None)
+        base_options = serve_options(threads, None) if threads else []
         if base is not None:
-            servers["base"] = " ".join(base_options)
+            servers["base"] = " ".join(base_options) or "(its defaults)"
         result = ServeBenchmark(pages, build, seconds, client, servers)
         load = _Load(client, seconds, clients)
         with contextlib.ExitStack() as stack:
-            running = {
-                "now": stack.enter_context(portal_process(bcfg, serve_options(threads, workers)))
-            }
+            running = {"now": stack.enter_context(portal_process(bcfg, now_options))}
             if base is not None:
                 running["base"] = stack.enter_context(portal_process(bcfg, base_options, tree=base))
             say("portals at " + ", ".join(f"{c} {s.url}" for c, s in running.items()))

@@ -1,7 +1,8 @@
 """The portal's ASGI app: search page, JSON API, status page, metrics, health, control.
 
 Every search runs in :class:`~srcrawl.portal.search_pool.SearchPool`'s threads,
-so the event loop keeps answering while searches run. Everything shown that
+so the event loop keeps answering while searches run, or with none (the default
+with a SQLite store) in the event loop itself. Everything shown that
 came from crawled pages goes through Jinja2's autoescape.
 """
 

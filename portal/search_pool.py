@@ -1,4 +1,5 @@
-"""Searches run in a pool of threads, each with its own store connection.
+"""Searches run in a pool of threads, each with its own store connection (or, with no
+threads, in the event loop: portal/server.py's default_threads says when).
 
 The tokenizer (jieba's dictionary, the user dictionary) is loaded once, at
 start-up, and shared; so is the index reader (Tantivy's searchers are shared
@@ -88,6 +89,7 @@ class SearchPool:
         warc_root: Path | None = None,
     ) -> None:
         self.db = db
+        self.threads = threads
         self.reader = IndexReader(index)
         self.warc_root = warc_root
         """Where the page texts of a crawl with ``--body-store warc`` are (the snippets')."""

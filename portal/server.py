@@ -27,6 +27,7 @@ from srcrawl.portal.search_pool import SearchPool
 DEFAULT_BIND = "127.0.0.1"
 DEFAULT_PORT = 8080
 DEFAULT_SEARCH_THREADS = 4
+"""Search threads a server process has with a MySQL/MariaDB store (see default_threads)."""
 MAX_WORKERS = 8
 ENV_THREADS = "SRCRAWL_PORTAL_THREADS"
 ENV_USER_DICT = "SRCRAWL_PORTAL_USER_DICT"
@@ -42,16 +43,26 @@ def default_workers() -> int:
     return max(1, min(cores, MAX_WORKERS))
 
 
+def default_threads(cfg: Config) -> int:
+    """A server process's search threads for ``cfg``'s store. With SQLite none: each search
+    runs in the event loop, its store reads being local file reads, and the hand-off to a
+    thread costs more CPU a request than it spares (docs/BENCHMARKS.md, "Serve: no search
+    threads with SQLite"). With MySQL, DEFAULT_SEARCH_THREADS: a search waits on the
+    server's round trips, which would hold up the process's other requests."""
+    return 0 if cfg.db.kind == "sqlite" else DEFAULT_SEARCH_THREADS
+
+
 def build_portal(
     cfg: Config,
     *,
-    threads: int = DEFAULT_SEARCH_THREADS,
+    threads: int | None = None,
     user_dict: str | None = None,
     admin_token: str | None = None,
 ) -> Portal:
     """The portal of ``cfg``'s job and store: the store's schema applied, the tokenizer loaded."""
     cfg.store()  # the schema is there before any search thread opens its own connection
     token = admin_token if admin_token is not None else os.environ.get(ENV_ADMIN_TOKEN) or None
+    threads = default_threads(cfg) if threads is None else threads
     pool = SearchPool(
         cfg.db, cfg.index_path, threads=threads, user_dict=user_dict, warc_root=cfg.warc_root
     )
@@ -108,9 +119,11 @@ def serve(
 
 def worker_app() -> FastAPI:
     """The app of one worker process, its portal built from the environment."""
-    threads = int(os.environ.get(ENV_THREADS) or DEFAULT_SEARCH_THREADS)
+    threads = os.environ.get(ENV_THREADS)
     user_dict = os.environ.get(ENV_USER_DICT) or None
-    return create_app(build_portal(Config.load(), threads=threads, user_dict=user_dict))
+    return create_app(
+        build_portal(Config.load(), threads=int(threads) if threads else None, user_dict=user_dict)
+    )
 
 
 def serve_workers(
@@ -119,7 +132,7 @@ def serve_workers(
     bind: str = DEFAULT_BIND,
     port: int = DEFAULT_PORT,
     *,
-    threads: int = DEFAULT_SEARCH_THREADS,
+    threads: int | None = None,
     user_dict: str | None = None,
     announce: Callable[[str], None] = print,
 ) -> None:
@@ -128,7 +141,7 @@ def serve_workers(
     sock = _bound_socket(bind, port)  # ours: uvicorn's own socket would lack TCP_NODELAY
     # the workers are spawned, not forked: what they need to build the portal is in the env
     os.environ.update(cfg.child_env())
-    os.environ[ENV_THREADS] = str(threads)
+    os.environ[ENV_THREADS] = str(default_threads(cfg) if threads is None else threads)
     os.environ[ENV_USER_DICT] = user_dict or ""
     config = uvicorn.Config(
         WORKER_APP,

@@ -275,12 +275,11 @@ def demo(ctx: click.Context, slaves: int, serve_portal: bool | None) -> None:
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
 @click.option(
     "--threads",
-    default=4,
-    show_default=True,
+    default=None,
     type=click.IntRange(0, 64),
     help="Searches that run at once in each server process (0: each in the process's "
     "event loop, with no hand-off to a thread; a long search then holds up the "
-    "process's other requests).",
+    "process's other requests) [default: 0 with a SQLite store, 4 with MySQL].",
 )
 @click.option(
     "--workers",
@@ -294,7 +293,7 @@ def serve(
     ctx: click.Context,
     bind: str,
     port: int,
-    threads: int,
+    threads: int | None,
     workers: int | None,
     user_dict: str | None,
 ) -> None:

@@ -22,7 +22,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from srcrawl.config import Config
 from srcrawl.portal.search_pool import MAX_QUERY_CHARS
-from srcrawl.portal.server import build_portal, serving_in_thread
+from srcrawl.portal.server import (
+    DEFAULT_SEARCH_THREADS,
+    build_portal,
+    default_threads,
+    serving_in_thread,
+)
 from srcrawl.slave.parse import parse_html
 from srcrawl.sql.pages import Page
 from srcrawl.testweb.content import render
@@ -215,6 +220,21 @@ def test_a_portal_without_search_threads_answers_alike(indexed, portal_url) -> N
             a.pop("elapsed_ms", None), b.pop("elapsed_ms", None)
             assert a == b
         assert _get(url, "/", q=word).status_code == 200
+
+
+def test_searches_run_in_the_event_loop_with_sqlite_and_in_threads_with_mysql(tmp_path) -> None:
+    """`srcrawl serve`'s default --threads: none with a SQLite store (local reads: the
+    hand-off to a thread costs more than it spares), four with MySQL (round trips)."""
+    env = {"SRCRAWL_REDIS_URL": "redis://127.0.0.1:1/0"}
+    sqlite = Config.load(env={**env, "SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db"})
+    mysql = Config.load(env={**env, "SRCRAWL_DB_URL": "mysql://root@127.0.0.1:3306/test"})
+    assert default_threads(sqlite) == 0
+    assert default_threads(mysql) == DEFAULT_SEARCH_THREADS > 0
+    portal = build_portal(sqlite)
+    try:
+        assert portal.pool.threads == 0
+    finally:
+        portal.pool.close()
 
 
 def test_openapi_describes_what_the_api_returns(indexed, portal_url) -> None:
