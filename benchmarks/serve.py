@@ -253,7 +253,8 @@ class ServeBenchmark:
         for code, mb in self.rss_mb.items():
             lines.append(
                 f"  {code}: largest portal process after the load: RSS {mb['rss']:.0f} MB "
-                f"(anonymous {mb['anon']:.0f} MB, mapped files {mb['file']:.0f} MB)"
+                f"(anonymous {mb['anon']:.0f} MB, mapped files {mb['file']:.0f} MB; "
+                f"its share, PSS, {mb['pss']:.0f} MB)"
             )
         return "\n".join(lines)
 
@@ -292,8 +293,19 @@ def largest_rss_mb(pid: int) -> dict[str, float] | None:
                 k: int(fields[v].split()[0])
                 for k, v in (("rss", "VmRSS"), ("anon", "RssAnon"), ("file", "RssFile"))
             }
+            kb["pss"] = _pss_kb(n)
             found.append({k: v / 1024 for k, v in kb.items()})
     return max(found, key=lambda f: f["rss"]) if found else None
+
+
+def _pss_kb(pid: int) -> int:
+    """The process's proportional share of its resident set: each page shared by n
+    processes (the index's mapped files, by every worker) counted 1/n; 0 where unknown."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    return 0
 
 
 def tree_cpu_seconds(pid: int) -> float | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -259,6 +260,8 @@ def test_bench_serve_with_wrk_takes_a_fraction_of_a_second(tmp_path, env) -> Non
         requests, req_s, errors = int(row[3]), float(row[6]), int(row[8])
         assert requests > 0 and errors == 0, row
         assert req_s == pytest.approx(requests, rel=0.2), row  # about one second a cell
+    memory = re.search(r"RSS (\d+) MB .*its share, PSS, (\d+) MB", r.stdout)
+    assert memory and 0 < int(memory[2]) <= int(memory[1]), r.stdout
 
 
 @pytest.mark.slow
