@@ -77,10 +77,14 @@ Clauses = list[tuple[Occur, Query]]
 
 
 def _fields_clauses(term: str, boost: float = 1.0) -> Clauses:
-    """``term`` (a token) in each text field, weighed: a boosted term query a field."""
+    """``term`` (a token) in each text field, weighed: a boosted term query a field.
+
+    The term queries read frequencies only: BM25 needs no positions, and reading them (the
+    bindings' default) decoded them for nothing and kept the index's position files in
+    every portal worker's memory (docs/BENCHMARKS.md)."""
     s, stemmed = schema(), stem(term)
     return [
-        (Occur.Should, Query.boost_query(Query.term_query(s, f, stemmed), w * boost))
+        (Occur.Should, Query.boost_query(Query.term_query(s, f, stemmed, "freq"), w * boost))
         for f, w in FIELD_BOOSTS.items()
     ]
 

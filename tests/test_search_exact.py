@@ -168,6 +168,38 @@ def test_leaving_out_the_some_words_query_changes_no_ranking(
     assert verdicts.count(True) >= 5 and verdicts.count(False) >= 1
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps")
+def test_words_are_scored_without_reading_positions(store, pages, tmp_path) -> None:
+    """A word's term queries ask Tantivy for frequencies only (BM25 needs no more): the
+    index's position files stay out of memory until a phrase needs them. Read with the
+    positions, they were a quarter of a portal worker's memory at 500k pages."""
+    index(store, tmp_path, pages)
+    searcher = Searcher(store, tmp_path)
+    for q in queries(pages):
+        searcher.search(q)
+    files = len(list(tmp_path.glob("*.pos")))
+    words = _resident_kb(tmp_path, ".pos")
+    # at most the footer of each file (its fields' sections), with the pages the kernel maps
+    # around a page read (fault-around: 64 KB)
+    assert words <= 64 * files, words
+    phrase = " ".join(get_tokenizer(None).tokens(pages[5].text)[:2])
+    assert searcher.search(f'"{phrase}"').hits
+    assert _resident_kb(tmp_path, ".pos") > words  # (the measure sees them once read)
+
+
+def _resident_kb(directory, suffix: str) -> int:
+    """Kilobytes of this process's mappings of ``directory``'s ``suffix`` files in memory."""
+    total, mapped = 0, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 6 and not head[0].endswith(":"):
+                mapped = head[-1].startswith(str(directory)) and head[-1].endswith(suffix)
+            elif mapped and head[0] == "Rss:":
+                total += int(head[1])
+    return total
+
+
 def test_a_new_commit_is_judged_by_its_own_best_scores(store, pages, tmp_path) -> None:
     """The best scores kept for leaving out the some-words query belong to one commit: a
     page committed later that scores higher on a word than any before, and lacks the
