@@ -446,12 +446,12 @@ def engine_alone(tokens: list[str]) -> tantivy.Query:
     duplicates or pages read. What the engine takes for it bounds what srcrawl can."""
     s, must, should = schema(), tantivy.Occur.Must, tantivy.Occur.Should
     Query = tantivy.Query
-    return Query.boolean_query(
-        [
-            (must, Query.boolean_query([(should, Query.term_query(s, f, stem(t))) for f in _PLAIN]))
-            for t in dict.fromkeys(tokens)
-        ]
-    )
+
+    def word(t: str) -> tantivy.Query:  # (frequencies only: BM25 reads no positions)
+        fields = [(should, Query.term_query(s, f, stem(t), "freq")) for f in _PLAIN]
+        return Query.boolean_query(fields)
+
+    return Query.boolean_query([(must, word(t)) for t in dict.fromkeys(tokens)])
 
 
 _PLAIN = ("title", "body")
