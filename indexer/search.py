@@ -34,8 +34,6 @@ and footers, taken out as the index did) with its original punctuation.
 
 from __future__ import annotations
 
-import functools
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +57,7 @@ from srcrawl.errors import SrcrawlError
 from srcrawl.indexer import query as q
 from srcrawl.indexer.boilerplate import HostBoilerplate
 from srcrawl.indexer.engine import IndexReader, IndexUnavailable, stem
-from srcrawl.indexer.snippets import SNIPPET_SCAN_CHARS, make_snippet
+from srcrawl.indexer.snippets import SNIPPET_SCAN_CHARS, make_snippet, words_starting
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
 from srcrawl.sql.store import Store
 from srcrawl.urls import host_of
@@ -323,16 +321,9 @@ def snippet_terms(text: str, terms: list[str]) -> list[str]:
     stems = tuple(sorted({stem(t) for t in terms if t.isascii()}))
     if not stems:
         return terms
-    words = {w.lower() for w in _stem_words(stems).findall(text, 0, SNIPPET_SCAN_CHARS)}
+    words = {w.lower() for w in words_starting(stems).findall(text, 0, SNIPPET_SCAN_CHARS)}
     extra = [w for w in words if w not in terms and stem(w) in stems]
     return [*terms, *sorted(extra)]
-
-
-@functools.lru_cache(maxsize=256)
-def _stem_words(stems: tuple[str, ...]) -> re.Pattern[str]:
-    """The words that begin with one of ``stems`` (a stem begins the words it stems)."""
-    alternatives = "|".join(re.escape(s) for s in sorted(stems, key=len, reverse=True))
-    return re.compile(f"(?<![a-z0-9])(?:{alternatives})[a-z0-9]*", re.IGNORECASE)
 
 
 class _Prior:

@@ -122,6 +122,9 @@ def fold_aligned(text: str) -> str:
     return text
 
 
+_ASCII_WORD = "(?i:[a-z0-9])"
+"""A letter or digit of a word stems are found in (in any case, as re.IGNORECASE takes it)."""
+
 _OTHER_CASES = {"i": "İı", "k": "\u212a", "s": "ſ"}
 """What re.IGNORECASE takes for an ASCII letter besides its two cases (checked over all
 of Unicode by tests/test_search_cache.py)."""
@@ -152,18 +155,41 @@ def _term_pattern(terms: tuple[str, ...]) -> re.Pattern[str] | None:
     firsts = [_case_class(t[0]) if t else None for t in ordered]
     if None in firsts:
         return re.compile("|".join(re.escape(t) for t in ordered), re.IGNORECASE)
-    # the same matches, found faster: a case-sensitive class of every first character
-    # lets the regex engine skip to where a term can start (it cannot under IGNORECASE)
+    starts, branches = _first_class_alternatives(ordered, firsts)
+    return re.compile(f"{starts}(?:{branches})")
+
+
+def _first_class_alternatives(ordered: list[str], firsts: list[str | None]) -> tuple[str, str]:
+    """``ordered`` as case-insensitive alternatives behind a case-sensitive class of their
+    first characters (``firsts``: each one's cases), ``(class, alternatives)``: the same
+    matches as the alternatives under IGNORECASE, found faster, as the class lets the
+    regex engine skip to where a term can start (it cannot under IGNORECASE)."""
     starts = _char_class("".join(dict.fromkeys("".join(f or "" for f in firsts))))
     branches = "|".join(
         f"(?<={_char_class(f or '')})(?i:{re.escape(t[1:])})"
         for t, f in zip(ordered, firsts, strict=True)
     )
-    return re.compile(f"{starts}(?:{branches})")
+    return starts, branches
 
 
 def _char_class(chars: str) -> str:
     return "[" + "".join(re.escape(c) for c in chars) + "]"
+
+
+@functools.lru_cache(maxsize=256)  # one query's hits share it
+def words_starting(stems: tuple[str, ...]) -> re.Pattern[str]:
+    """A pattern finding the ASCII words (letters and digits, in any case) that begin with
+    one of ``stems`` (ASCII, non-empty): ``split`` finds ``Splitting`` and not ``resplit``.
+
+    The same matches as ``(?<![a-z0-9])(?:stem|…)[a-z0-9]*`` under IGNORECASE, found
+    faster: the test of the character before a word comes after its first character, so
+    the engine skips to where a word can start (a lookbehind first would stop that).
+    """
+    ordered = sorted(set(stems), key=len, reverse=True)
+    starts, branches = _first_class_alternatives(ordered, [_case_class(t[0]) for t in ordered])
+    # after the first character, two back: the one before the word, then that first one
+    # (a letter or digit: "." takes it)
+    return re.compile(f"{starts}(?<!{_ASCII_WORD}.)(?:{branches}){_ASCII_WORD}*")
 
 
 def find_terms(text: str, terms: Sequence[str], limit: int = _MAX_MATCHES) -> list[re.Match[str]]:

@@ -21,7 +21,14 @@ from srcrawl.indexer import search as search_module
 from srcrawl.indexer.corpus import Corpus
 from srcrawl.indexer.engine import IndexReader
 from srcrawl.indexer.search import Searcher
-from srcrawl.indexer.snippets import _HAN, _OTHER_CASES, _fold_table, nfkc, term_pattern
+from srcrawl.indexer.snippets import (
+    _HAN,
+    _OTHER_CASES,
+    _fold_table,
+    nfkc,
+    term_pattern,
+    words_starting,
+)
 from srcrawl.indexer.tokenizer import get_tokenizer
 from srcrawl.portal.search_pool import SearchPool
 from srcrawl.sql.pages import Page
@@ -330,6 +337,29 @@ def test_terms_are_found_as_re_ignorecase_finds_them() -> None:
         fast = term_pattern(terms)
         assert fast is not None
         assert [m.span() for m in fast.finditer(text)] == [m.span() for m in plain.finditer(text)]
+
+
+def test_words_are_found_by_their_stems_as_re_ignorecase_finds_them() -> None:
+    # words_starting puts the test of the character before a word after its first one:
+    # the same words as the plain pattern with the lookbehind first, on the letters whose
+    # cases re.IGNORECASE widens, and at the text's start
+    rng = random.Random(5)
+    alphabet = "abkisKIS\u212aſıİ1 \n-_é搜"
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(30))
+        stems = tuple(
+            "".join(rng.choice("abkisKIS1") for _ in range(rng.randint(1, 3)))
+            for _ in range(rng.randint(1, 3))
+        )
+        ordered = sorted(set(stems), key=len, reverse=True)
+        words = "|".join(re.escape(s) for s in ordered)
+        plain = re.compile(f"(?<![a-z0-9])(?:{words})[a-z0-9]*", re.IGNORECASE)
+        assert words_starting(stems).findall(text) == plain.findall(text), (stems, text)
+    assert words_starting(("split",)).findall("Splitting resplit\nSPLITS _split") == [
+        "Splitting",
+        "SPLITS",
+        "split",
+    ]
 
 
 def test_a_page_folded_into_a_first_tier_hit_does_not_come_back_through_the_second() -> None:
