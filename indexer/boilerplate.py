@@ -71,6 +71,7 @@ class OwnText:
         self.frequent = frequent
         self._chunks: list[str] | None = None
         self._body = ""
+        self._last = (0, 0)  # the last position asked about and its chunk's index
 
     def _covered(self, chunks: list[str], i: int) -> bool:
         """Whether chunk ``i`` is in a frequent shingle."""
@@ -82,8 +83,13 @@ class OwnText:
     def _index(self, body: str, pos: int) -> tuple[list[str], int]:
         """The chunks of ``body`` and the index of the one holding ``pos``."""
         if self._chunks is None or body is not self._body:
-            self._body, self._chunks = body, body.split(" ")
-        return self._chunks, body.count(" ", 0, pos)
+            self._body, self._chunks, self._last = body, body.split(" "), (0, 0)
+        # a snippet asks in order (its matches): count on from the last position, not from
+        # the start each time (64 matches on a page of 60,000 characters: 2 MB counted)
+        last, i = self._last if self._last[0] <= pos else (0, 0)
+        i += body.count(" ", last, pos)
+        self._last = (pos, i)
+        return self._chunks, i
 
     def covered(self, body: str, pos: int) -> bool:
         """Whether ``pos`` of ``body`` (whitespace-collapsed) is in repeated text."""
