@@ -25,6 +25,7 @@ from srcrawl.indexer.snippets import (
     _HAN,
     _OTHER_CASES,
     _fold_table,
+    find_terms,
     nfkc,
     term_pattern,
     words_starting,
@@ -337,6 +338,40 @@ def test_terms_are_found_as_re_ignorecase_finds_them() -> None:
         fast = term_pattern(terms)
         assert fast is not None
         assert [m.span() for m in fast.finditer(text)] == [m.span() for m in plain.finditer(text)]
+
+
+def test_terms_found_in_the_lower_cased_copy_are_the_pattern_s_matches() -> None:
+    # find_terms looks for ASCII and Chinese terms with str.find in a lower-cased copy:
+    # the same spans as term_pattern's matches kept as whole tokens, with the letters
+    # re.IGNORECASE widens, terms inside others, repeated and overlapping, and the
+    # match limit
+    rng = random.Random(6)
+    alphabet = "abkisKIS\u212aſıİ搜索引擎 x1-é"
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        terms = [
+            "".join(rng.choice("abkisKIS搜索引擎x1") for _ in range(rng.randint(1, 3)))
+            for _ in range(rng.randint(1, 4))
+        ]
+        limit = rng.choice([2, 64])
+        pattern = term_pattern(terms)
+        assert pattern is not None
+        expected = []
+        for m in pattern.finditer(text):
+            start, end = m.span()
+            whole = not (
+                (start > 0 and re.match(r"[^\W_]", text[start - 1]) and not han(text[start - 1]))
+                or (end < len(text) and re.match(r"[^\W_]", text[end]) and not han(text[end]))
+            )
+            if all(han(c) for c in m.group(0)) or whole:
+                expected.append((start, end))
+        assert find_terms(text, terms, limit) == expected[:limit], (terms, text)
+    assert find_terms("Engineer engine ENGINE", ["engine"]) == [(9, 15), (16, 22)]
+    assert find_terms("搜索引擎的引擎", ["引擎", "搜索"]) == [(0, 2), (2, 4), (5, 7)]
+
+
+def han(c: str) -> bool:
+    return re.fullmatch(f"[{_HAN}]", c) is not None
 
 
 def test_words_are_found_by_their_stems_as_re_ignorecase_finds_them() -> None:
