@@ -64,51 +64,60 @@ def split_boilerplate(text: str, frequent: frozenset[int]) -> tuple[str, str]:
 
 class OwnText:
     """Which positions of a page's whitespace-collapsed text are its own text, read near
-    the positions asked about only (a snippet needs a few; splitting a whole page of
-    megabytes would cost more than the search)."""
+    the positions asked about only: a chunk and the SHINGLE - 1 on either side, found
+    with ``str.find`` (a snippet asks about a few positions; splitting a page of 60,000
+    characters into its chunks would cost more than the search)."""
 
     def __init__(self, frequent: frozenset[int]) -> None:
         self.frequent = frequent
-        self._chunks: list[str] | None = None
-        self._body = ""
-        self._last = (0, 0)  # the last position asked about and its chunk's index
 
-    def _covered(self, chunks: list[str], i: int) -> bool:
-        """Whether chunk ``i`` is in a frequent shingle."""
+    def _chunk_at(self, body: str, pos: int) -> int:
+        """Where the chunk holding ``pos`` starts (the chunk after it, at a space)."""
+        return body.rfind(" ", 0, pos) + 1
+
+    def _covered_at(self, body: str, start: int) -> bool:
+        """Whether the chunk starting at ``start`` is in a frequent shingle."""
+        first = start  # back over up to SHINGLE - 1 chunks
+        for _ in range(SHINGLE - 1):
+            if first == 0:
+                break
+            first = body.rfind(" ", 0, first - 1) + 1
+        end = start  # on to the end of up to SHINGLE - 1 chunks after it
+        for _ in range(SHINGLE):
+            end = body.find(" ", end + 1) if end < len(body) else -1
+            if end < 0:
+                end = len(body)
+                break
+        chunks = body[first:end].split(" ")
+        at = body.count(" ", first, start)  # the chunk's index among them
         return any(
             hash(tuple(chunks[j : j + SHINGLE])) in self.frequent
-            for j in range(max(0, i - SHINGLE + 1), min(i, len(chunks) - SHINGLE) + 1)
+            for j in range(max(0, at - SHINGLE + 1), min(at, len(chunks) - SHINGLE) + 1)
         )
-
-    def _index(self, body: str, pos: int) -> tuple[list[str], int]:
-        """The chunks of ``body`` and the index of the one holding ``pos``."""
-        if self._chunks is None or body is not self._body:
-            self._body, self._chunks, self._last = body, body.split(" "), (0, 0)
-        # a snippet asks in order (its matches): count on from the last position, not from
-        # the start each time (64 matches on a page of 60,000 characters: 2 MB counted)
-        last, i = self._last if self._last[0] <= pos else (0, 0)
-        i += body.count(" ", last, pos)
-        self._last = (pos, i)
-        return self._chunks, i
 
     def covered(self, body: str, pos: int) -> bool:
         """Whether ``pos`` of ``body`` (whitespace-collapsed) is in repeated text."""
-        chunks, i = self._index(body, pos)
-        return self._covered(chunks, i)
+        return self._covered_at(body, self._chunk_at(body, pos))
 
     def run_start(self, body: str, pos: int) -> int | None:
         """Where the run of own text holding ``pos`` starts (looking back a few hundred
         characters at most); at 0, where the page's first own text starts (None: none
         in its first 2,000 chunks)."""
-        chunks, i = self._index(body, pos)
         if pos == 0:
-            while i < min(len(chunks), 2000) and self._covered(chunks, i):
-                i += 1
-            return len(" ".join(chunks[:i])) + (1 if i else 0) if i < len(chunks) else None
-        start = body.rfind(" ", 0, pos) + 1  # back over own chunks, up to a covered one
-        while i > 0 and not self._covered(chunks, i - 1) and pos - start < 400:
-            i -= 1
-            start = body.rfind(" ", 0, start - 1) + 1
+            start = 0
+            for _ in range(2000):
+                if not self._covered_at(body, start):
+                    return start
+                start = body.find(" ", start) + 1
+                if start == 0:  # that was the last chunk
+                    return None
+            return start
+        start = self._chunk_at(body, pos)  # back over own chunks, up to a covered one
+        while start > 0 and pos - start < 400:
+            before = self._chunk_at(body, start - 1)
+            if self._covered_at(body, before):
+                break
+            start = before
         return start
 
 

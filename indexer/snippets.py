@@ -275,6 +275,16 @@ class OwnText(Protocol):
     def run_start(self, body: str, pos: int) -> int | None: ...
 
 
+def collapsed(text: str) -> str:
+    """``text`` with its whitespace runs made one space and none at the ends, as
+    ``" ".join(text.split())`` gives it. A crawled page's text is stored so already
+    (slave/parse.py): then it is returned as it is, found in C passes over it rather
+    than by splitting it into its words."""
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text  # printable: no whitespace but the space (the others are separators)
+    return " ".join(text.split())
+
+
 def make_snippet(
     text: str,
     terms: Sequence[str],
@@ -289,7 +299,7 @@ def make_snippet(
     occurrences in the host's repeated text (menus) are passed over, and the window
     starts no earlier than the run of the page's own text it is built on.
     """
-    body = " ".join(text[:SNIPPET_SCAN_CHARS].split())
+    body = collapsed(text[:SNIPPET_SCAN_CHARS])
     folded = fold_aligned(body)
     matches = find_terms(folded, terms)
     if own is not None:

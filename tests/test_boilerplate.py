@@ -23,18 +23,48 @@ def test_few_pages_have_no_boilerplate() -> None:
     assert split_boilerplate(MENU, frozenset()) == (MENU, "")
 
 
-def test_own_text_answers_alike_in_any_order_of_positions() -> None:
-    # OwnText counts chunks on from the last position it was asked about: asked in
-    # order, backwards or at random, each position gets the answer of a fresh reader
-    pages = [f"{MENU} page{i} alpha{i} beta{i} gamma{i} {MENU} tail{i}" for i in range(8)]
-    frequent = frequent_shingles(pages)
-    body = " ".join([pages[2], "own words here", pages[5]])
-    positions = list(range(len(body)))
-    fresh = [OwnText(frequent).covered(body, p) for p in positions]
-    assert any(fresh) and not all(fresh)
+def test_own_text_read_near_a_position_is_what_the_whole_page_s_chunks_say() -> None:
+    # OwnText reads only the chunks around a position: the same answers as the page cut
+    # into all its chunks, over every position, with a menu over 2,000 chunks long
     rng = random.Random(3)
-    for order in (positions, positions[::-1], rng.sample(positions, len(positions))):
+    words = ["menu", "home", "docs", "about", "x", "y", "搜索"]
+    for _trial in range(300):
+        pages = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 30))) for _ in range(8)]
+        frequent = frequent_shingles(pages)
+        body = " ".join(rng.choice(words) for _ in range(rng.randint(0, 40)))
         reader = OwnText(frequent)
-        assert [reader.covered(body, p) for p in order] == [fresh[p] for p in order]
-        starts = [OwnText(frequent).run_start(body, p) for p in order]
-        assert [reader.run_start(body, p) for p in order] == starts
+        for pos in range(len(body) + 1):
+            assert reader.covered(body, pos) == _covered(body, pos, frequent), (body, pos)
+            assert reader.run_start(body, pos) == _run_start(body, pos, frequent), (body, pos)
+    frequent = frequent_shingles([f"{MENU} page{i}" for i in range(8)])
+    long_menu = " ".join([MENU] * 500)  # 3,000 chunks, all covered
+    assert OwnText(frequent).run_start(long_menu, 0) == len(" ".join(long_menu.split()[:2000])) + 1
+    assert OwnText(frequent).run_start(MENU, 0) is None
+    assert OwnText(frequent).run_start(MENU + " own", 0) == len(MENU) + 1
+
+
+def _chunk_covered(chunks: list[str], i: int, frequent: frozenset[int]) -> bool:
+    """Chunk ``i`` is in a frequent shingle (by the definition: every chunk cut out)."""
+    return any(
+        hash(tuple(chunks[j : j + 3])) in frequent
+        for j in range(max(0, i - 2), i + 1)
+        if j + 3 <= len(chunks)
+    )
+
+
+def _covered(body: str, pos: int, frequent: frozenset[int]) -> bool:
+    return _chunk_covered(body.split(" "), body.count(" ", 0, pos), frequent)
+
+
+def _run_start(body: str, pos: int, frequent: frozenset[int]) -> int | None:
+    chunks, i = body.split(" "), body.count(" ", 0, pos)
+    starts = [0]
+    for c in chunks[:-1]:
+        starts.append(starts[-1] + len(c) + 1)
+    if pos == 0:
+        while i < min(len(chunks), 2000) and _chunk_covered(chunks, i, frequent):
+            i += 1
+        return starts[i] if i < len(chunks) else None
+    while i > 0 and not _chunk_covered(chunks, i - 1, frequent) and pos - starts[i] < 400:
+        i -= 1
+    return starts[i]

@@ -25,6 +25,7 @@ from srcrawl.indexer.snippets import (
     _HAN,
     _OTHER_CASES,
     _fold_table,
+    collapsed,
     find_terms,
     nfkc,
     term_pattern,
@@ -372,6 +373,20 @@ def test_terms_found_in_the_lower_cased_copy_are_the_pattern_s_matches() -> None
 
 def han(c: str) -> bool:
     return re.fullmatch(f"[{_HAN}]", c) is not None
+
+
+def test_text_is_collapsed_as_split_and_join_collapse_it() -> None:
+    # collapsed returns a printable text without double or outer spaces as it is: it
+    # rests on every character str.split splits on being unprintable but the space
+    spaces = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
+    assert [c for c in spaces if c.isprintable()] == [" "]
+    rng = random.Random(7)
+    alphabet = ["a", "搜", "，", " ", " ", "\n", "\x00", "\u200b", *spaces]
+    for _ in range(5000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        assert collapsed(text) == " ".join(text.split()), repr(text)
+    page = "a crawled page, 已经 collapsed"
+    assert collapsed(page) is page
 
 
 def test_words_are_found_by_their_stems_as_re_ignorecase_finds_them() -> None:
