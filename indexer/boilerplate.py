@@ -75,29 +75,43 @@ class OwnText:
         """Where the chunk holding ``pos`` starts (the chunk after it, at a space)."""
         return body.rfind(" ", 0, pos) + 1
 
-    def _covered_at(self, body: str, start: int) -> bool:
-        """Whether the chunk starting at ``start`` is in a frequent shingle."""
-        first = start  # back over up to SHINGLE - 1 chunks
+    def _flags(self, body: str, first: int, last: int) -> tuple[list[int], list[bool]]:
+        """The starts of the chunks from the one starting at ``first`` to the one starting
+        at ``last``, and whether each is in a frequent shingle: one split of them and
+        the SHINGLE - 1 chunks on either side."""
+        lo = first  # back over up to SHINGLE - 1 chunks
         for _ in range(SHINGLE - 1):
-            if first == 0:
+            if lo == 0:
                 break
-            first = body.rfind(" ", 0, first - 1) + 1
-        end = start  # on to the end of up to SHINGLE - 1 chunks after it
+            lo = body.rfind(" ", 0, lo - 1) + 1
+        hi = last  # on to the end of up to SHINGLE - 1 chunks after it
         for _ in range(SHINGLE):
-            end = body.find(" ", end + 1) if end < len(body) else -1
-            if end < 0:
-                end = len(body)
+            hi = body.find(" ", hi + 1)
+            if hi < 0:
+                hi = len(body)
                 break
-        chunks = body[first:end].split(" ")
-        at = body.count(" ", first, start)  # the chunk's index among them
-        return any(
-            hash(tuple(chunks[j : j + SHINGLE])) in self.frequent
-            for j in range(max(0, at - SHINGLE + 1), min(at, len(chunks) - SHINGLE) + 1)
-        )
+        chunks = body[lo:hi].split(" ")
+        k0 = body.count(" ", lo, first)  # the first's index among them
+        starts, flags = [], []
+        at = lo
+        for k, chunk in enumerate(chunks):
+            if k >= k0:
+                if at > last:
+                    break
+                starts.append(at)
+                flags.append(
+                    any(
+                        hash(tuple(chunks[j : j + SHINGLE])) in self.frequent
+                        for j in range(max(0, k - SHINGLE + 1), min(k, len(chunks) - SHINGLE) + 1)
+                    )
+                )
+            at += len(chunk) + 1
+        return starts, flags
 
     def covered(self, body: str, pos: int) -> bool:
         """Whether ``pos`` of ``body`` (whitespace-collapsed) is in repeated text."""
-        return self._covered_at(body, self._chunk_at(body, pos))
+        start = self._chunk_at(body, pos)
+        return self._flags(body, start, start)[1][0]
 
     def run_start(self, body: str, pos: int) -> int | None:
         """Where the run of own text holding ``pos`` starts (looking back a few hundred
@@ -106,18 +120,22 @@ class OwnText:
         if pos == 0:
             start = 0
             for _ in range(2000):
-                if not self._covered_at(body, start):
+                if not self._flags(body, start, start)[1][0]:
                     return start
                 start = body.find(" ", start) + 1
                 if start == 0:  # that was the last chunk
                     return None
             return start
         start = self._chunk_at(body, pos)  # back over own chunks, up to a covered one
-        while start > 0 and pos - start < 400:
-            before = self._chunk_at(body, start - 1)
-            if self._covered_at(body, before):
-                break
-            start = before
+        if start == 0:
+            return 0
+        # the chunks the walk may pass: from the one holding 400 characters back
+        starts, flags = self._flags(
+            body, self._chunk_at(body, max(0, pos - 401)), self._chunk_at(body, start - 1)
+        )
+        i = len(starts) - 1  # the chunk before start
+        while start > 0 and pos - start < 400 and not flags[i]:
+            start, i = starts[i], i - 1
         return start
 
 
