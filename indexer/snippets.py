@@ -199,12 +199,14 @@ def find_terms(text: str, terms: Sequence[str], limit: int = _MAX_MATCHES) -> li
     other terms only as whole tokens (``engine`` is not found inside ``engineer``).
 
     The matches of :func:`term_pattern` (case-insensitive, at each position the longest
-    term, then on from its end). Terms of ASCII and Chinese characters are found with
-    ``str.find`` in a lower-cased copy, many times faster than the regex engine steps
-    through a long page; other terms by the pattern."""
-    low = _lowered(text)
+    term, then on from its end). In a text of FIND_MIN_CHARS or more, ASCII terms are
+    found with ``str.find`` in a lower-cased copy, faster than the regex engine steps
+    through a long page of Latin script; Chinese terms, other terms and shorter texts
+    by the pattern, which is faster there (docs/BENCHMARKS.md, "Snippets on real
+    pages")."""
     plain = {t.lower() for t in terms if t}
-    if low is not None and plain and all(_ASCII_OR_HAN.match(t) for t in plain):
+    low = _lowered(text) if len(text) >= FIND_MIN_CHARS and plain else None
+    if low is not None and all(t.isascii() for t in plain):
         found = _found_in_lowered(low, plain)
     else:
         pattern = term_pattern(terms)
@@ -223,7 +225,8 @@ def find_terms(text: str, terms: Sequence[str], limit: int = _MAX_MATCHES) -> li
 
 
 Span = tuple[int, int]
-_ASCII_OR_HAN = re.compile(f"^[\x00-\x7f{_HAN}]+$")
+FIND_MIN_CHARS = 2_000
+"""The text length from which ASCII terms are found with ``str.find`` (find_terms)."""
 _ODD_CASES = str.maketrans({"İ": "i", "ı": "i", "ſ": "s", "\u212a": "k"})
 """The characters re.IGNORECASE takes for an ASCII letter whose lower case is another
 (_OTHER_CASES), as that letter."""
@@ -241,7 +244,7 @@ def _lowered(text: str) -> str | None:
 
 
 def _found_in_lowered(low: str, terms: set[str]) -> Iterator[Span]:
-    """The spans the pattern of ``terms`` (lower-cased, of ASCII and Chinese characters)
+    """The spans the pattern of ``terms`` (lower-cased, of ASCII characters)
     matches in ``low``: the nearest occurrence of any term, the longest there, then on
     from its end. Each term's next occurrence is kept in a heap and looked for again
     only once a match has passed it."""

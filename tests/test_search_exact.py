@@ -18,6 +18,7 @@ from tantivy_index import index_in_process
 
 from srcrawl.indexer import query
 from srcrawl.indexer import search as search_module
+from srcrawl.indexer import snippets as snippets_module
 from srcrawl.indexer.corpus import Corpus
 from srcrawl.indexer.engine import IndexReader
 from srcrawl.indexer.search import Searcher
@@ -341,11 +342,12 @@ def test_terms_are_found_as_re_ignorecase_finds_them() -> None:
         assert [m.span() for m in fast.finditer(text)] == [m.span() for m in plain.finditer(text)]
 
 
-def test_terms_found_in_the_lower_cased_copy_are_the_pattern_s_matches() -> None:
-    # find_terms looks for ASCII and Chinese terms with str.find in a lower-cased copy:
-    # the same spans as term_pattern's matches kept as whole tokens, with the letters
-    # re.IGNORECASE widens, terms inside others, repeated and overlapping, and the
-    # match limit
+def test_terms_found_in_the_lower_cased_copy_are_the_pattern_s_matches(monkeypatch) -> None:
+    # find_terms looks for ASCII terms with str.find in a lower-cased copy of a long
+    # text (here of any): the same spans as term_pattern's matches kept as whole tokens,
+    # with the letters re.IGNORECASE widens, terms inside others, repeated and
+    # overlapping, Chinese terms beside them, and the match limit
+    monkeypatch.setattr(snippets_module, "FIND_MIN_CHARS", 0)
     rng = random.Random(6)
     alphabet = "abkisKIS\u212aſıİ搜索引擎 x1-é"
     for _ in range(3000):
@@ -368,6 +370,14 @@ def test_terms_found_in_the_lower_cased_copy_are_the_pattern_s_matches() -> None
                 expected.append((start, end))
         assert find_terms(text, terms, limit) == expected[:limit], (terms, text)
     assert find_terms("Engineer engine ENGINE", ["engine"]) == [(9, 15), (16, 22)]
+    monkeypatch.undo()  # the threshold as shipped: a long page and a short one
+    long_text = "Ｋelvin Sparks ſpark İnk " * 100
+    assert len(long_text) >= snippets_module.FIND_MIN_CHARS
+    for text in (long_text, long_text[:50]):
+        spans = [m.span() for m in term_pattern(["spark", "ink"]).finditer(text)]
+        assert find_terms(text, ["spark", "ink"], 500) == [
+            (a, b) for a, b in spans if not text[b : b + 1].isalnum()
+        ]
     assert find_terms("搜索引擎的引擎", ["引擎", "搜索"]) == [(0, 2), (2, 4), (5, 7)]
 
 
