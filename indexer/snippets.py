@@ -24,7 +24,6 @@ SNIPPET_SCAN_CHARS = 60_000
 shorter; the scan of a longer one costs more than the search)."""
 _MAX_MATCHES = 64
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff"
-_HAN_ONLY = re.compile(f"^[{_HAN}]+$")
 _HAN_RUN = re.compile(f"[{_HAN}]+")
 # a letter or digit that is not Chinese: what may not touch a non-Chinese term
 _WORD_CHAR = re.compile(f"[^\\W_{_HAN}]")
@@ -137,7 +136,7 @@ def _case_class(c: str) -> str | None:
     if c.isascii():
         low = c.lower()
         return "".join(dict.fromkeys(low + c.upper() + _OTHER_CASES.get(low, "")))
-    return c if _HAN_ONLY.match(c) else None  # Chinese has no case
+    return c if _HAN_RUN.fullmatch(c) else None  # Chinese has no case
 
 
 def term_pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
@@ -205,8 +204,9 @@ def find_terms(text: str, terms: Sequence[str], limit: int = _MAX_MATCHES) -> li
     by the pattern, which is faster there (docs/BENCHMARKS.md, "Snippets on real
     pages")."""
     plain = {t.lower() for t in terms if t}
-    low = _lowered(text) if len(text) >= FIND_MIN_CHARS and plain else None
-    if low is not None and all(t.isascii() for t in plain):
+    fast = len(text) >= FIND_MIN_CHARS and plain and all(t.isascii() for t in plain)
+    low = _lowered(text) if fast else None  # (a Chinese query's page is not lower-cased)
+    if low is not None:
         found = _found_in_lowered(low, plain)
     else:
         pattern = term_pattern(terms)
