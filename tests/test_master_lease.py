@@ -13,12 +13,14 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import redis
 
 from srcrawl.config import Config
 from srcrawl.errors import LeaseLost
+from srcrawl.keys import Keys
 from srcrawl.master.crawl_master import CrawlMaster
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.master.frontier.outcomes import REJECTED, REJECTED_LINKS
@@ -93,7 +95,9 @@ def _job_state(client: redis.Redis, cfg: Config) -> dict[bytes, bytes | None]:
     return {k: client.dump(k) for k in sorted(found) if k != lease}
 
 
-def test_a_master_that_lost_its_lease_to_another_commits_nothing(redis_url, keys, tmp_path) -> None:
+def test_a_master_that_lost_its_lease_to_another_commits_nothing(
+    redis_url: str, keys: Keys, tmp_path: Path
+) -> None:
     # The end-to-end takeover below stops the stale master at its renewal, before it
     # writes: here it skips the renewal and goes straight to its writes, so only the
     # fence (the lease must hold *this* master's id, not merely exist) keeps it out.
