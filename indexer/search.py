@@ -103,7 +103,6 @@ class SearchResult:
     terms: list[str]  # the tokens searched for
     mode: str  # "and" (every word), "or" (no page had every word: some), "none"
     matches: int  # pages with every word (mode "or": with some), counted up to the pool
-    approximate: bool  # always False: every tier is ranked exactly
     ranked: bool  # PageRank was blended in
     hits: list[Hit]
     elapsed_ms: float
@@ -209,7 +208,6 @@ class Searcher:
             terms=units.terms,
             mode=mode,
             matches=matches,
-            approximate=False,
             ranked=prior.active,
             hits=self._hits(found[offset:top], units.terms),
             elapsed_ms=(time.perf_counter() - t0) * 1000,

@@ -29,78 +29,42 @@ _HAN_RUN = re.compile(f"[{_HAN}]+")
 _WORD_CHAR = re.compile(f"[^\\W_{_HAN}]")
 
 
-# -- NFKC, fast for the common text -------------------------------------------------
-# unicodedata.normalize("NFKC") takes ~0.1 ms a kilobyte of Chinese text, most of a
-# snippet's cost. Text made only of characters that NFKC leaves alone or maps on their
-# own (ASCII, CJK ideographs and punctuation, full-width forms) and none that combine,
-# is folded character by character instead: no character of it has a combining class
-# or composes with a neighbour, so NFKC of the whole is the concatenation of NFKC of
-# each character (tests/test_search_cache.py checks every one against unicodedata).
-_CHECKED_RANGES = ((0x0000, 0x007F), (0x3000, 0x303F))
-"""ASCII, CJK symbols and punctuation: the characters NFKC keeps that are starters are
-found when the table is built."""
-_IDEOGRAPHS = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF))
-"""CJK ideographs (extension A, the unified block): starters without a decomposition,
-every one (taken whole, not checked at start-up: the test checks them)."""
+# -- folding that keeps positions ---------------------------------------------------
+# Terms are found in a copy of the page's text folded as the tokenizer folds it (NFKC),
+# as far as that keeps every character in its place: a character NFKC maps onto one
+# other, stable character is so mapped (full-width letters, digits and punctuation,
+# the ideographic space); any other is left. A match in the copy
+# is then the same characters in the original. tests/test_search_exact.py checks the
+# map against unicodedata over all of Unicode.
+_STABLE_RANGES = ((0x0000, 0x007F), (0x3000, 0x303F), (0x3400, 0x4DBF), (0x4E00, 0x9FFF))
+"""What a mapped character may fold onto: ASCII, CJK symbols and punctuation, CJK
+ideographs (extension A, the unified block), each still only if NFKC keeps it."""
 _MAPPED_RANGES = ((0x3000, 0x303F), (0xFF00, 0xFFEF))
 """Where NFKC maps characters onto stable ones: the ideographic space and numerals,
 full-width and half-width forms."""
 
 
 @functools.cache
-def _fold_table() -> tuple[re.Pattern[str], re.Pattern[str], dict[str, str]]:
-    """(a pattern matching text made only of characters folded one by one, one finding
-    those NFKC maps to others, their map)."""
-
-    def stable(c: str) -> bool:
-        return not unicodedata.combining(c) and unicodedata.normalize("NFKC", c) == c
-
-    codes = [c for lo, hi in _CHECKED_RANGES for c in range(lo, hi + 1) if stable(chr(c))]
-
-    def stable_code(code: int) -> bool:
-        in_range = any(lo <= code <= hi for lo, hi in _CHECKED_RANGES + _IDEOGRAPHS)
-        return in_range and stable(chr(code))
-
-    table: dict[str, str] = {}
-    for lo, hi in _MAPPED_RANGES:
-        for code in range(lo, hi + 1):
-            folded = unicodedata.normalize("NFKC", chr(code))
-            if (
-                folded != chr(code)
-                and not unicodedata.combining(chr(code))
-                and all(stable_code(ord(f)) for f in folded)
-            ):
-                table[chr(code)] = folded
-    runs: list[list[int]] = []  # the codes as ranges [first, last], for a short pattern
-    for code in sorted({*codes, *map(ord, table)}):
-        if runs and runs[-1][1] == code - 1:
-            runs[-1][1] = code
-        else:
-            runs.append([code, code])
-    runs += [list(r) for r in _IDEOGRAPHS]
-    ranges = "".join(f"{re.escape(chr(lo))}-{re.escape(chr(hi))}" for lo, hi in runs)
-    mapped = "".join(re.escape(c) for c in table)
-    return re.compile(f"[{ranges}]*"), re.compile(f"[{mapped}]"), table
-
-
-def nfkc(text: str) -> str:
-    """``unicodedata.normalize("NFKC", text)``, without its cost for common text."""
-    if text.isascii():
-        return text
-    foldable, mapped, table = _fold_table()
-    if foldable.fullmatch(text):
-        # str.translate would look every character up in a dict; only a few need it
-        for c in set(mapped.findall(text)):
-            text = text.replace(c, table[c])
-        return text
-    return unicodedata.normalize("NFKC", text)
-
-
-@functools.cache
 def _aligned_table() -> tuple[re.Pattern[str], dict[str, str]]:
-    """A pattern finding the characters NFKC maps to one other character (of
-    :func:`_fold_table`'s), and their map."""
-    table = {c: f for c, f in _fold_table()[2].items() if len(f) == 1}
+    """A pattern finding the characters NFKC maps to one stable character, and their map
+    (built on first use: a few thousand normalizations)."""
+
+    def stable(code: int) -> bool:
+        c = chr(code)
+        return (
+            any(lo <= code <= hi for lo, hi in _STABLE_RANGES)
+            and not unicodedata.combining(c)
+            and unicodedata.normalize("NFKC", c) == c
+        )
+
+    def onto(c: str) -> str | None:
+        folded = unicodedata.normalize("NFKC", c)
+        if len(folded) != 1 or folded == c or unicodedata.combining(c):
+            return None
+        return folded if stable(ord(folded)) else None
+
+    chars = (chr(code) for lo, hi in _MAPPED_RANGES for code in range(lo, hi + 1))
+    table = {c: folded for c in chars if (folded := onto(c)) is not None}
     return re.compile("[" + "".join(re.escape(c) for c in table) + "]"), table
 
 
@@ -128,7 +92,7 @@ _ASCII_WORD = "(?i:[a-z0-9])"
 
 _OTHER_CASES = {"i": "İı", "k": "\u212a", "s": "ſ"}
 """What re.IGNORECASE takes for an ASCII letter besides its two cases (checked over all
-of Unicode by tests/test_search_cache.py)."""
+of Unicode by tests/test_search_exact.py)."""
 
 
 def _case_class(c: str) -> str | None:
