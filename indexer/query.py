@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 import tantivy
 
 from srcrawl.indexer.engine import schema, site_values, stem
-from srcrawl.indexer.tokenizer import Tokenizer, normalize
+from srcrawl.indexer.text import fold
+from srcrawl.indexer.tokenizer import Tokenizer
 
 Occur = tantivy.Occur
 Query = tantivy.Query
@@ -143,7 +144,7 @@ def _lone_han(token: str) -> bool:
 
 def _word_units(tokenizer: Tokenizer, word: str, units: Units) -> None:
     idents = tokenizer.identifiers(word)
-    if idents and idents[0] == normalize(word).strip(".,;:!?()[]{}'"):
+    if idents and idents[0] == fold(word).strip(".,;:!?()[]{}'"):
         parts = tokenizer.tokens(word)
         ident = Query.boost_query(Query.term_query(schema(), "ident", idents[0]), IDENT_BOOST)
         alternatives = [(Occur.Should, ident)]

@@ -1,8 +1,8 @@
 """Snippets: a window of page text around the query terms, the terms marked.
 
 The text is shown as the page has it (full-width punctuation, case); terms are
-found in a folded copy of the same length (:func:`fold_aligned`), so a match
-there is the same characters in the original."""
+found in a folded copy of the same length (indexer/text.py's ``fold_aligned``), so a
+match there is the same characters in the original."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import bisect
 import functools
 import heapq
 import re
-import unicodedata
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 from srcrawl.defaults import DEFAULT_SNIPPET_CHARS
+from srcrawl.indexer.text import HAN_RUN, OTHER_WORD_CHAR, fold_aligned
 
 MARK_OPEN, MARK_CLOSE = "«", "»"
 """How a query term is marked in a snippet."""
@@ -23,68 +23,8 @@ SNIPPET_SCAN_CHARS = 60_000
 """Text searched for the terms; a term found later is not shown (the text of most pages is
 shorter; the scan of a longer one costs more than the search)."""
 _MAX_MATCHES = 64
-_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff"
-_HAN_RUN = re.compile(f"[{_HAN}]+")
 # a letter or digit that is not Chinese: what may not touch a non-Chinese term
-_WORD_CHAR = re.compile(f"[^\\W_{_HAN}]")
-
-
-# -- folding that keeps positions ---------------------------------------------------
-# Terms are found in a copy of the page's text folded as the tokenizer folds it (NFKC),
-# as far as that keeps every character in its place: a character NFKC maps onto one
-# other, stable character is so mapped (full-width letters, digits and punctuation,
-# the ideographic space); any other is left. A match in the copy
-# is then the same characters in the original. tests/test_search_exact.py checks the
-# map against unicodedata over all of Unicode.
-_STABLE_RANGES = ((0x0000, 0x007F), (0x3000, 0x303F), (0x3400, 0x4DBF), (0x4E00, 0x9FFF))
-"""What a mapped character may fold onto: ASCII, CJK symbols and punctuation, CJK
-ideographs (extension A, the unified block), each still only if NFKC keeps it."""
-_MAPPED_RANGES = ((0x3000, 0x303F), (0xFF00, 0xFFEF))
-"""Where NFKC maps characters onto stable ones: the ideographic space and numerals,
-full-width and half-width forms."""
-
-
-@functools.cache
-def _aligned_table() -> tuple[re.Pattern[str], dict[str, str]]:
-    """A pattern finding the characters NFKC maps to one stable character, and their map
-    (built on first use: a few thousand normalizations)."""
-
-    def stable(code: int) -> bool:
-        c = chr(code)
-        return (
-            any(lo <= code <= hi for lo, hi in _STABLE_RANGES)
-            and not unicodedata.combining(c)
-            and unicodedata.normalize("NFKC", c) == c
-        )
-
-    def onto(c: str) -> str | None:
-        folded = unicodedata.normalize("NFKC", c)
-        if len(folded) != 1 or folded == c or unicodedata.combining(c):
-            return None
-        return folded if stable(ord(folded)) else None
-
-    chars = (chr(code) for lo, hi in _MAPPED_RANGES for code in range(lo, hi + 1))
-    table = {c: folded for c in chars if (folded := onto(c)) is not None}
-    return re.compile("[" + "".join(re.escape(c) for c in table) + "]"), table
-
-
-_NEEDS_FOLD = re.compile("[\uff10-\uff19\uff21-\uff3a\uff41-\uff5a\uff66-\uff9f\u3000]")
-"""Characters a term can be written in that fold to others (full-width letters and digits,
-half-width katakana, the ideographic space): text without them is matched as it is (a
-term holds no punctuation, so full-width punctuation needs no folding to be passed)."""
-
-
-def fold_aligned(text: str) -> str:
-    """``text`` with each character that NFKC maps to one other character so mapped
-    (full-width letters, digits and punctuation to ASCII): what terms are matched in,
-    position for position with ``text``."""
-    if text.isascii() or not _NEEDS_FOLD.search(text):
-        return text
-    mapped, table = _aligned_table()
-    # str.translate would look every character up in a dict; only a few need it
-    for c in set(mapped.findall(text)):
-        text = text.replace(c, table[c])
-    return text
+_WORD_CHAR = re.compile(OTHER_WORD_CHAR)
 
 
 _ASCII_WORD = "(?i:[a-z0-9])"
@@ -100,7 +40,7 @@ def _case_class(c: str) -> str | None:
     if c.isascii():
         low = c.lower()
         return "".join(dict.fromkeys(low + c.upper() + _OTHER_CASES.get(low, "")))
-    return c if _HAN_RUN.fullmatch(c) else None  # Chinese has no case
+    return c if HAN_RUN.fullmatch(c) else None  # Chinese has no case
 
 
 def term_pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
@@ -177,7 +117,7 @@ def find_terms(text: str, terms: Sequence[str], limit: int = _MAX_MATCHES) -> li
         found = ((m.start(), m.end()) for m in pattern.finditer(text)) if pattern else iter(())
     spans: list[Span] = []
     for start, end in found:
-        if not _HAN_RUN.fullmatch(text, start, end) and (
+        if not HAN_RUN.fullmatch(text, start, end) and (
             (start > 0 and _WORD_CHAR.match(text, start - 1))
             or (end < len(text) and _WORD_CHAR.match(text, end))
         ):

@@ -23,14 +23,13 @@ from srcrawl.indexer.corpus import Corpus
 from srcrawl.indexer.engine import IndexReader
 from srcrawl.indexer.search import Searcher
 from srcrawl.indexer.snippets import (
-    _HAN,
     _OTHER_CASES,
     collapsed,
     find_terms,
-    fold_aligned,
     term_pattern,
     words_starting,
 )
+from srcrawl.indexer.text import HAN, fold_aligned
 from srcrawl.indexer.tokenizer import get_tokenizer
 from srcrawl.portal.search_pool import SearchPool
 from srcrawl.sql.pages import Page
@@ -322,7 +321,7 @@ def test_terms_are_found_as_re_ignorecase_finds_them() -> None:
         takes = {o for o in others if re.fullmatch(re.escape(c), o, re.IGNORECASE)}
         assert takes == set(_OTHER_CASES.get(c.lower(), "")), c
     # and none for a Chinese one but itself
-    han = re.compile(f"[{_HAN}]", re.IGNORECASE)
+    han = re.compile(f"[{HAN}]", re.IGNORECASE)
     assert all(han.fullmatch(chr(c)) is None for c in range(0x3000) if not 0xD800 <= c <= 0xDFFF)
     for c in (0x4E00, 0x6C49, 0x9FFF):
         assert [x for x in range(0x3400, 0xA000) if re.fullmatch(chr(c), chr(x), re.I)] == [c]
@@ -381,7 +380,7 @@ def test_terms_found_in_the_lower_cased_copy_are_the_pattern_s_matches(monkeypat
 
 
 def han(c: str) -> bool:
-    return re.fullmatch(f"[{_HAN}]", c) is not None
+    return re.fullmatch(f"[{HAN}]", c) is not None
 
 
 def test_text_is_collapsed_as_split_and_join_collapse_it() -> None:
