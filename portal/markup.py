@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from markupsafe import Markup, escape
 
-from srcrawl.indexer.snippets import MARK_CLOSE, MARK_OPEN
+from srcrawl.indexer.search.snippets import MARK_CLOSE, MARK_OPEN
 
 _MARKED = re.compile(f"{re.escape(MARK_OPEN)}([^{MARK_OPEN}{MARK_CLOSE}]*){re.escape(MARK_CLOSE)}")
 

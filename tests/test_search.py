@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 from tantivy_index import index_in_process
 
-import srcrawl.indexer.search as search_module
-from srcrawl.indexer.search import QueryError, Searcher
-from srcrawl.indexer.snippets import make_snippet
+from srcrawl.indexer.search import QueryError, Searcher, collect
+from srcrawl.indexer.search.snippets import make_snippet
 from srcrawl.sql.pages import Page
 from srcrawl.sql.ranks import RANK_MEAN
 from srcrawl.urls import fingerprint
@@ -98,7 +97,7 @@ def test_a_page_short_of_a_word_passes_only_when_it_scores_far_more(store, index
     assert [h.url.rsplit("/", 1)[1] for h in result.hits] == ["answer", "toc"]
     # the share is what lets it pass: counted at a tenth, it stays below
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(search_module, "SOME_WORDS_SHARE", 0.1)
+        mp.setattr(collect, "SOME_WORDS_SHARE", 0.1)
         low = searcher.search("migrate iptables nftables")
     assert [h.url.rsplit("/", 1)[1] for h in low.hits] == ["toc", "answer"]
 

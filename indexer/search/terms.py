@@ -1,27 +1,28 @@
-"""Snippets: a window of page text around the query terms, the terms marked.
+"""Where query terms are in a page's text, as fast as the snippets need it.
 
-The text is shown as the page has it (full-width punctuation, case); terms are
-found in a folded copy of the same length (indexer/text.py's ``fold_aligned``), so a
-match there is the same characters in the original."""
+A Chinese term is found anywhere (Chinese is written without spaces), any
+other term only as a whole token (``engine`` not inside ``engineer``), in any
+case; the text searched is folded in place (indexer/text.py's
+``fold_aligned``), so a span found is the same characters in the page's text.
+The patterns are built so that the regex engine can skip to where a term may
+start, and a long page of Latin script is searched with ``str.find`` instead
+(tests/test_search_exact.py checks both against the plain patterns).
+"""
 
 from __future__ import annotations
 
-import bisect
 import functools
 import heapq
 import re
 from collections.abc import Iterator, Sequence
-from typing import Protocol
 
-from srcrawl.defaults import DEFAULT_SNIPPET_CHARS
-from srcrawl.indexer.text import HAN_RUN, OTHER_WORD_CHAR, fold_aligned
+from srcrawl.indexer.text import HAN_RUN, OTHER_WORD_CHAR
 
-MARK_OPEN, MARK_CLOSE = "«", "»"
-"""How a query term is marked in a snippet."""
+Span = tuple[int, int]
+"""Where a term is in a text: (start, end)."""
 
-SNIPPET_SCAN_CHARS = 60_000
-"""Text searched for the terms; a term found later is not shown (the text of most pages is
-shorter; the scan of a longer one costs more than the search)."""
+FIND_MIN_CHARS = 2_000
+"""The text length from which ASCII terms are found with ``str.find`` (find_terms)."""
 _MAX_MATCHES = 64
 # a letter or digit that is not Chinese: what may not touch a non-Chinese term
 _WORD_CHAR = re.compile(OTHER_WORD_CHAR)
@@ -128,9 +129,6 @@ def find_terms(text: str, terms: Sequence[str], limit: int = _MAX_MATCHES) -> li
     return spans
 
 
-Span = tuple[int, int]
-FIND_MIN_CHARS = 2_000
-"""The text length from which ASCII terms are found with ``str.find`` (find_terms)."""
 _ODD_CASES = str.maketrans({"İ": "i", "ı": "i", "ſ": "s", "\u212a": "k"})
 """The characters re.IGNORECASE takes for an ASCII letter whose lower case is another
 (_OTHER_CASES), as that letter."""
@@ -171,80 +169,3 @@ def _found_in_lowered(low: str, terms: set[str]) -> Iterator[Span]:
             heapq.heappop(heap)
         else:
             heapq.heapreplace(heap, (nxt, neg, t))
-
-
-class OwnText(Protocol):
-    """Which positions of a page's whitespace-collapsed text are its own (not its host's
-    menus and footers); see indexer/boilerplate.py."""
-
-    def covered(self, body: str, pos: int) -> bool: ...
-
-    def run_start(self, body: str, pos: int) -> int | None: ...
-
-
-def collapsed(text: str) -> str:
-    """``text`` with its whitespace runs made one space and none at the ends, as
-    ``" ".join(text.split())`` gives it. A crawled page's text is stored so already
-    (slave/parse.py): then it is returned as it is, found in C passes over it rather
-    than by splitting it into its words."""
-    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
-        return text  # printable: no whitespace but the space (the others are separators)
-    return " ".join(text.split())
-
-
-def make_snippet(
-    text: str,
-    terms: Sequence[str],
-    width: int = DEFAULT_SNIPPET_CHARS,
-    own: OwnText | None = None,
-) -> str:
-    """About ``width`` characters of ``text`` holding as many distinct terms as it can.
-
-    Whitespace is collapsed, the text otherwise as the page has it; each
-    occurrence of a term inside the window is wrapped in « ». Without any
-    occurrence, the start of the text. With ``own`` (indexer/boilerplate.py),
-    occurrences in the host's repeated text (menus) are passed over, and the window
-    starts no earlier than the run of the page's own text it is built on.
-    """
-    body = collapsed(text[:SNIPPET_SCAN_CHARS])
-    folded = fold_aligned(body)
-    matches = find_terms(folded, terms)
-    if own is not None:
-        matches = [m for m in matches if not own.covered(body, m[0])]
-    if not matches:
-        start = (own.run_start(body, 0) or 0) if own is not None else 0
-        return (
-            ("…" if start else "")
-            + body[start : start + width]
-            + ("…" if len(body) > start + width else "")
-        )
-    return _window(body, folded, matches, width, own)
-
-
-def _window(body: str, folded: str, matches: list[Span], width: int, own: OwnText | None) -> str:
-    """The window of ``width`` characters with the most distinct terms, them marked."""
-    # the window starting a quarter width before each match: the distinct terms wholly in
-    # it are a run of the matches (in order, never overlapping), found by bisection
-    starts = [start for start, _end in matches]
-    ends = [end for _start, end in matches]
-    words = [folded[start:end].lower() for start, end in matches]  # one word however written
-    best_start, best_count, best_i = 0, -1, 0
-    for i, first in enumerate(starts):
-        start = max(0, first - width // 4)
-        lo, hi = bisect.bisect_left(starts, start, 0, i), bisect.bisect_right(ends, start + width)
-        count = len(set(words[lo : max(i, hi)]))
-        if count > best_count:
-            best_start, best_count, best_i = start, count, i
-    if own is not None:  # not from the menu before the page's own text
-        best_start = max(best_start, own.run_start(body, starts[best_i]) or 0)
-    start, end = best_start, min(len(body), best_start + width)
-    parts = ["…"] if start > 0 else []
-    pos = start
-    for at, to in matches:
-        if at >= start and to <= end:
-            parts += [body[pos:at], MARK_OPEN, body[at:to], MARK_CLOSE]
-            pos = to
-    parts.append(body[pos:end])
-    if end < len(body):
-        parts.append("…")
-    return "".join(parts)
