@@ -113,14 +113,19 @@ def _get(url: str, path: str, **params) -> requests.Response:
 def test_a_snippet_is_escaped_but_for_the_marks_of_query_terms() -> None:
     from markupsafe import Markup
 
+    from srcrawl.indexer.search.snippets import Snippet
     from srcrawl.portal.markup import marked
 
-    out = marked("a <b> «engine» & «<i>» «other» «ＥＮＧＩＮＥ»", ["engine", "<i>"])
+    text = "a <b> engine & <i> «other» ＥＮＧＩＮＥ"
+    spans = [(6, 12), (15, 18), (27, 33)]
+    out = marked(Snippet(text, tuple(spans)))
+    assert [text[a:b] for a, b in spans] == ["engine", "<i>", "ＥＮＧＩＮＥ"]
     assert isinstance(out, Markup)  # Jinja2 shows it as it is
     assert str(out) == (
         "a &lt;b&gt; <mark>engine</mark> &amp; <mark>&lt;i&gt;</mark> «other» "
         "<mark>ＥＮＧＩＮＥ</mark>"
     )
+    assert str(marked(Snippet("«x»"))) == "«x»"  # the page's own marks are only text
 
 
 # -- the JSON API -----------------------------------------------------------------

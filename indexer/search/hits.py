@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from srcrawl.defaults import DEFAULT_SNIPPET_CHARS, SIMILAR_URLS
 from srcrawl.indexer.boilerplate import HostBoilerplate
 from srcrawl.indexer.search.collect import Scored
-from srcrawl.indexer.search.snippets import make_snippet, snippet_terms
+from srcrawl.indexer.search.snippets import Snippet, make_snippet, snippet_terms
 from srcrawl.sql.store import Store
 from srcrawl.urls import host_of
 
@@ -22,7 +22,7 @@ class Hit:
     url: str
     title: str
     score: float
-    snippet: str
+    snippet: Snippet
     fp: int
     similar: int = 0  # duplicates and near-duplicates collapsed into this hit
     similar_urls: list[str] = field(default_factory=list)  # theirs (at most SIMILAR_URLS)
@@ -32,7 +32,7 @@ class Hit:
             "url": self.url,
             "title": self.title,
             "score": round(self.score, 6),
-            "snippet": self.snippet,
+            "snippet": self.snippet.marked(),  # « »: the plain text the API has always had
             "similar": self.similar,
             "similar_urls": self.similar_urls,
         }
