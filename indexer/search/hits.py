@@ -19,6 +19,8 @@ from srcrawl.urls import host_of
 
 @dataclass
 class Hit:
+    """One result as shown: a page, its blended score and snippet, its duplicates."""
+
     url: str
     title: str
     score: float

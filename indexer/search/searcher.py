@@ -57,6 +57,8 @@ class QueryError(SrcrawlError):
 
 @dataclass
 class SearchResult:
+    """What a search found: its hits (one page of results) and how it went."""
+
     query: str
     terms: list[str]  # the tokens searched for
     mode: str  # "and" (every word), "or" (no page had every word: some), "none"
