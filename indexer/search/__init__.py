@@ -4,7 +4,8 @@
 through these modules in order:
 
 - ``query``: what was typed (words, "phrases", -word, site:) into Tantivy
-  queries, its words tokenized and stemmed as pages are;
+  queries, its words tokenized and stemmed as pages are, within the limits of
+  a query (an unusable one is a QueryError);
 - ``searcher``: the Tantivy queries of a search (pages with every word, then
   with some), the pool widened until the ranking is exact;
 - ``collect``: each tier's hits with the PageRank prior blended in,
@@ -18,6 +19,7 @@ tokenizer and the snippets alike.
 """
 
 from srcrawl.indexer.search.hits import Hit
-from srcrawl.indexer.search.searcher import QueryError, Searcher, SearchResult
+from srcrawl.indexer.search.query import QueryError
+from srcrawl.indexer.search.searcher import Searcher, SearchResult
 
 __all__ = ["Hit", "QueryError", "SearchResult", "Searcher"]

@@ -28,31 +28,24 @@ from pathlib import Path
 import tantivy
 
 from srcrawl.defaults import (
-    DEFAULT_MAX_QUERY_CHARS,
-    DEFAULT_MAX_QUERY_TERMS,
     DEFAULT_RANK_WEIGHT,
     DEFAULT_RERANK_POOL,
     DEFAULT_SEARCH_TOP,
     DEFAULT_SNIPPET_CHARS,
-    MAX_TERM_CHARS,
 )
-from srcrawl.errors import SrcrawlError
 from srcrawl.indexer.boilerplate import HostBoilerplate
 from srcrawl.indexer.engine import IndexReader, IndexUnavailable
 from srcrawl.indexer.search import collect
 from srcrawl.indexer.search import query as q
 from srcrawl.indexer.search.collect import Prior, Scored
 from srcrawl.indexer.search.hits import Hit, HitReader
+from srcrawl.indexer.search.query import QueryError
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
 from srcrawl.sql.store import Store
 
 MAX_POOL = 20_000
 """Hits a tier reads at most while widening its pool for the prior (a query asks for at
 most a few hundred)."""
-
-
-class QueryError(SrcrawlError):
-    """A query that cannot be answered: empty, nothing searchable, no index."""
 
 
 @dataclass
@@ -94,32 +87,8 @@ class Searcher:
         self.hit_reader = HitReader(store, boilerplate, snippet_chars)
 
     def units(self, query: str) -> tuple[q.Units, list[str]]:
-        """The query's units and notes on what was left out; raise QueryError if it is
-        empty or has nothing searchable."""
-        if not query or not query.strip():
-            raise QueryError("empty query: give one or more words to search for")
-        notes = []
-        if len(query) > DEFAULT_MAX_QUERY_CHARS:
-            query = query[:DEFAULT_MAX_QUERY_CHARS]
-            notes.append(f"only the first {DEFAULT_MAX_QUERY_CHARS:,} characters were used")
-        parsed = q.parse(query)
-        units = q.units_of(self.tokenizer, parsed)
-        overlong = self.tokenizer.overlong(" ".join(parsed.words + parsed.phrases))
-        if overlong:
-            # no page holds such a word as a term: say so rather than search without it
-            shown = ", ".join(repr(w[:20] + "…") for w in dict.fromkeys(overlong))
-            dropped = f"words over {MAX_TERM_CHARS} characters are not indexed: {shown}"
-            if not units.positive and not units.sites:
-                raise QueryError(f"the query has no searchable words ({dropped})")
-            notes.append(f"left out, {dropped}")
-        if not units.positive and not units.sites:
-            raise QueryError(
-                "the query has no searchable words (only stop words, punctuation or symbols)"
-            )
-        if len(units.required) > DEFAULT_MAX_QUERY_TERMS:
-            notes.append(f"only the first {DEFAULT_MAX_QUERY_TERMS} distinct words were used")
-            units.keep_required(DEFAULT_MAX_QUERY_TERMS)
-        return units, notes
+        """The query's units and notes on what was left out (:func:`query.lower`)."""
+        return q.lower(self.tokenizer, query)
 
     def search(self, query: str, top: int = DEFAULT_SEARCH_TOP, offset: int = 0) -> SearchResult:
         """The ``top`` best pages for ``query``; raise QueryError if it is unusable.
