@@ -149,6 +149,16 @@ def _print_index_report(cfg: Config, report: IndexReport, *, as_json: bool) -> N
         click.echo(f"srcrawl: {error}", err=True)
 
 
+def _term_marks() -> tuple[str, str]:
+    """How ``srcrawl search`` marks the query terms of a snippet: bold on a terminal
+    (unless NO_COLOR is set), else « » (text piped on keeps marks it can read)."""
+    if sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
+        return "\x1b[1m", "\x1b[22m"  # bold on, and off again (normal intensity)
+    from srcrawl.indexer.search.snippets import MARK_CLOSE, MARK_OPEN
+
+    return MARK_OPEN, MARK_CLOSE
+
+
 @click.command("search")
 @click.argument("query")
 @click.option(
@@ -159,7 +169,11 @@ def _print_index_report(cfg: Config, report: IndexReport, *, as_json: bool) -> N
     help="Hits to show.",
 )
 @click.option(
-    "--json", "as_json", is_flag=True, help="Print a JSON list of {url, title, score, snippet}."
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print a JSON list of {url, title, score, snippet, similar, similar_urls} (terms "
+    "marked «like this» in the snippet).",
 )
 @user_dict_option
 @click.pass_context
@@ -187,11 +201,12 @@ def search_command(
             click.echo(f"note: {note}", err=True)
         click.echo(found, err=True)
         return
+    marks = _term_marks()
     for i, hit in enumerate(result.hits, 1):
         click.echo(f"{i:>2}. {hit.title.strip() or hit.url}")
         click.echo(f"    {hit.url}")
         if hit.snippet:
-            click.echo(f"    {hit.snippet}")
+            click.echo(f"    {hit.snippet.marked(*marks)}")
         similar = f"  ({hit.similar} similar pages)" if hit.similar else ""
         click.echo(f"    score {hit.score:.4f}{similar}")
     for note in result.notes:

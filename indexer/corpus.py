@@ -18,7 +18,9 @@ from pathlib import Path
 from srcrawl.sql.pages import Page
 from srcrawl.urls import fingerprint
 
-_HAN = range(0x4E00, 0xA000)
+_CJK = range(0x4E00, 0xA000)
+"""The CJK unified block: the corpus's words are the dictionary's made of its characters
+(the common ones), none of the extensions indexer/text.py's HAN holds too."""
 _SYLLABLES = [c + v for c in "bcdfghjklmnprstvwz" for v in ("a", "e", "i", "o", "u", "ai", "ou")]
 
 
@@ -28,7 +30,7 @@ def _chinese_vocabulary(size: int) -> tuple[list[str], list[float]]:
     text = _jieba_dictionary().read_text("utf-8")
     for line in text.splitlines():
         parts = line.split(" ")
-        if len(parts) >= 2 and 1 <= len(parts[0]) <= 4 and all(ord(c) in _HAN for c in parts[0]):
+        if len(parts) >= 2 and 1 <= len(parts[0]) <= 4 and all(ord(c) in _CJK for c in parts[0]):
             words.append((int(parts[1]), parts[0]))
     words.sort(reverse=True)
     words = words[:size]

@@ -26,7 +26,6 @@ import os
 import re
 import sys
 import threading
-import unicodedata
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
@@ -34,14 +33,12 @@ from typing import Protocol
 
 from srcrawl.defaults import MAX_TERM_CHARS
 from srcrawl.errors import ConfigError
+from srcrawl.indexer.text import HAN, HAN_RUN, OTHER_WORD_CHAR, fold
 
 ENV_USER_DICT = "SRCRAWL_USER_DICT"
 """Environment variable naming a jieba user dictionary."""
 
 STOPWORD_FILES = ("stopwords_zh.txt", "stopwords_en.txt")
-
-_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff"
-_HAN_ONLY_RE = re.compile(f"^[{_HAN}]+$")
 
 
 @functools.cache
@@ -50,7 +47,7 @@ def _runs() -> re.Pattern[str]:
 
     Compiled on first use (tens of milliseconds: the classes are large).
     """
-    return re.compile(f"([{_HAN}]+)|([^\\W_{_HAN}]+)")
+    return re.compile(f"([{HAN}]+)|({OTHER_WORD_CHAR}+)")
 
 
 _IDENTIFIER = re.compile(r"(?<![\w.])[a-z0-9]+(?:[._][a-z0-9]+)+(?![\w]|\.\w)")
@@ -70,13 +67,8 @@ def load_stopwords() -> frozenset[str]:
         for line in text.splitlines():
             line = line.strip()
             if line and not line.startswith("#"):
-                words.add(normalize(line))
+                words.add(fold(line))
     return frozenset(words)
-
-
-def normalize(text: str) -> str:
-    """NFKC-folded, lower-cased text: the form tokens and snippets are matched in."""
-    return unicodedata.normalize("NFKC", text).lower()
 
 
 def user_dict_from_env() -> str | None:
@@ -172,7 +164,7 @@ class Tokenizer:
     def needs_segmenter(self, text: str) -> bool:
         """Whether tokenizing ``text`` loads jieba: it holds Chinese once folded (a
         Kangxi radical, say, folds to a Chinese character)."""
-        return any(m.group(1) is not None for m in _runs().finditer(normalize(text)))
+        return any(m.group(1) is not None for m in _runs().finditer(fold(text)))
 
     def warm_up(self, text: str | None = None) -> None:
         """Load jieba and the dictionaries now rather than on the first Chinese text (a
@@ -189,7 +181,7 @@ class Tokenizer:
         stop = self.stopwords
         out: list[str] = []
         append = out.append
-        for m in _runs().finditer(normalize(text)):
+        for m in _runs().finditer(fold(text)):
             word = m.group(2)
             if word is not None:
                 if len(word) <= MAX_TERM_CHARS and word not in stop:
@@ -216,7 +208,7 @@ class Tokenizer:
     def search_parts(self, word: str) -> list[str]:
         """The shorter words jieba's search mode finds inside a Chinese ``word``
         (``中华人民共和国``: ``中华``, ``人民``, ``共和国``, …), stop words left out."""
-        if not _HAN_ONLY_RE.match(word) or len(word) < 3:
+        if len(word) < 3 or not HAN_RUN.fullmatch(word):
             return []
         parts = self._segmenter().cut_for_search(word, True)
         return [p for p in dict.fromkeys(parts) if p != word and p not in self.stopwords]
@@ -225,7 +217,7 @@ class Tokenizer:
         """The words of ``text`` that :meth:`tokens` drops for being longer than
         MAX_TERM_CHARS (no page can hold them as terms), in order."""
         out = []
-        for m in _runs().finditer(normalize(text)):
+        for m in _runs().finditer(fold(text)):
             words = (
                 [m.group(2)] if m.group(2) is not None else self._segmenter().cut(m.group(1), True)
             )

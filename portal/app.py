@@ -22,7 +22,6 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from srcrawl import __version__
 from srcrawl.config import Config
 from srcrawl.errors import SrcrawlError
 from srcrawl.portal.cluster import CrawlRate, snapshot
@@ -36,7 +35,14 @@ from srcrawl.portal.hot import (
 )
 from srcrawl.portal.markup import link_target, marked
 from srcrawl.portal.metrics import PortalMetrics
-from srcrawl.portal.schemas import ErrorOut, SearchOut, SeedsIn, SeedsOut, StatusOut
+from srcrawl.portal.schemas import (
+    API_VERSION,
+    ErrorOut,
+    SearchOut,
+    SeedsIn,
+    SeedsOut,
+    StatusOut,
+)
 from srcrawl.portal.search_pool import MAX_PAGE_SIZE, SearchPool
 
 HERE = Path(__file__).parent
@@ -80,7 +86,7 @@ def create_app(portal: Portal) -> FastAPI:
 
     app = FastAPI(
         title="srcrawl portal",
-        version=__version__,
+        version=API_VERSION,
         lifespan=lifespan,
         description="Search the crawled pages; watch the crawl.",
     )

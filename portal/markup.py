@@ -2,32 +2,20 @@
 
 from __future__ import annotations
 
-import re
-import unicodedata
-from collections.abc import Sequence
-
 from markupsafe import Markup, escape
 
-from srcrawl.indexer.snippets import MARK_CLOSE, MARK_OPEN
-
-_MARKED = re.compile(f"{re.escape(MARK_OPEN)}([^{MARK_OPEN}{MARK_CLOSE}]*){re.escape(MARK_CLOSE)}")
+from srcrawl.indexer.search.snippets import Snippet
 
 
-def marked(snippet: str, terms: Sequence[str]) -> Markup:
-    """The snippet escaped, each «term» of ``terms`` as ``<mark>term</mark>``.
-
-    Text the page itself had between « and » stays as it was: only a query term is marked.
-    """
-    wanted = {unicodedata.normalize("NFKC", t).casefold() for t in terms}
+def marked(snippet: Snippet) -> Markup:
+    """The snippet's text escaped, each query term in it as ``<mark>term</mark>``: the
+    marks are the snippet's ranges, so whatever the page's text holds is only text."""
     # the pieces escaped one by one and joined as plain text: joining Markup escapes (and
     # copies) every piece again, most of the page's rendering time
-    out, at = [], 0
-    for m in _MARKED.finditer(snippet):
-        if unicodedata.normalize("NFKC", m.group(1)).casefold() not in wanted:
-            continue
-        out += [escape(snippet[at : m.start()]), "<mark>", escape(m.group(1)), "</mark>"]
-        at = m.end()
-    out.append(escape(snippet[at:]))
+    out = [
+        f"<mark>{escape(piece)}</mark>" if term else escape(piece)
+        for piece, term in snippet.pieces()
+    ]
     return Markup("".join(out))
 
 

@@ -6,6 +6,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+API_VERSION = "0.2.0"
+"""The JSON API's version, the OpenAPI document's ``info.version``: its minor number goes up
+when a response loses or changes a field (pre-1.0: a change a client may have to follow).
+0.1.0: the first; 0.2.0: ``approximate`` left the search answer (it was always false:
+the ranking is exact)."""
+
 
 class HitOut(BaseModel):
     """One result, as ``srcrawl search --json`` prints it."""
@@ -30,7 +36,6 @@ class SearchOut(BaseModel):
         description="Pages that matched, counted up to the ranking pool (200, or 4 × the "
         "results asked for): more may match"
     )
-    approximate: bool = Field(description="Always false: the ranking is exact")
     ranked: bool = Field(description="PageRank was blended into the scores")
     page: int
     size: int

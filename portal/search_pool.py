@@ -63,7 +63,6 @@ class ResultPage:
             "terms": r.terms,
             "mode": r.mode,
             "matches": r.matches,
-            "approximate": r.approximate,
             "ranked": r.ranked,
             "page": self.page,
             "size": self.size,

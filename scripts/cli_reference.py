@@ -31,7 +31,9 @@ def contexts(
     command: click.Command, name: str, parent: click.Context | None = None
 ) -> Iterator[click.Context]:
     """The context of ``command`` and of every command under it, depth first, by name."""
-    ctx = click.Context(command, info_name=name, parent=parent, terminal_width=WIDTH)
+    # the command's own settings (`-h` beside `--help`), as click's make_context applies them
+    settings = {"terminal_width": WIDTH, **command.context_settings}
+    ctx = click.Context(command, info_name=name, parent=parent, **settings)
     yield ctx
     if isinstance(command, click.Group):
         for sub_name in command.list_commands(ctx):

@@ -513,7 +513,7 @@ something, keeps MRR 0.997)."""
 
 SOME_WORDS_SHARE = 0.25
 """What the score of a page lacking one or more of a query's words counts against pages
-with every word (indexer/search.py): a soft "every word first". Strict tiers (a page with
+with every word (indexer/search/collect.py): a soft "every word first". Strict tiers (a page with
 every word always first) put a table of contents that holds each word once above the
 section that answers in other words. On the real-corpus evaluation every share from 0.25
 to 0.75 gave debian-handbook-zh 1.000 on all three figures (strict tiers: success@1

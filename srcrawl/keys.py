@@ -153,7 +153,7 @@ class Keys:
     @property
     def crawl_masters(self) -> str:
         """Hash: crawl master process id -> when its registration lapses (epoch ms); how the
-        masters of a partitioned crawl know their fair share (master/partitions.py)."""
+        masters of a partitioned crawl know their fair share (master/partitioned.py)."""
         return f"{self.job_prefix}:crawl:masters"
 
     @property

@@ -160,6 +160,23 @@ def test_gbk_and_big5_pages_are_stored_as_correct_text(web, redis_url, keys, tmp
     cfg.close()
 
 
+def _slave_mid_work(client, keys, *, need_slots: bool) -> tuple[list, list]:
+    """Wait until a slave holds tasks mid-crawl (and host slots, if ``need_slots``), at
+    least 3 pages stored: its processing lists and the slot keys. Fails rather than
+    let a kill of an idle slave test nothing."""
+    processing = f"{keys.srq('crawl')}:processing:*"
+    pages = 0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        held = [k for k in client.scan_iter(match=processing) if client.llen(k)]
+        slots = list(client.scan_iter(match=keys.crawl_host_slots("*")))
+        pages = int(client.hget(keys.stats("crawl"), "pages") or 0)
+        if held and pages >= 3 and (slots or not need_slots):
+            return held, slots
+        time.sleep(0.02)
+    raise AssertionError(f"the slave never held work mid-crawl ({pages} pages)")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("per_host", [1, 4])
 def test_slave_killed_mid_fetch_loses_no_url(redis_url, keys, tmp_path, per_host) -> None:
@@ -193,18 +210,7 @@ def test_slave_killed_mid_fetch_loses_no_url(redis_url, keys, tmp_path, per_host
         )
         try:
             client = cfg.redis()
-            processing = f"{cfg.keys.srq('crawl')}:processing:*"
-            pages = 0
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                held = [k for k in client.scan_iter(match=processing) if client.llen(k)]
-                slots = list(client.scan_iter(match=cfg.keys.crawl_host_slots("*")))
-                pages = int(client.hget(cfg.keys.stats("crawl"), "pages") or 0)
-                if held and pages >= 3 and (per_host == 1 or slots):
-                    break
-                time.sleep(0.02)
-            else:  # a kill of an idle slave would test nothing: fail rather than pass
-                raise AssertionError(f"the slave never held work mid-crawl ({pages} pages)")
+            held, slots = _slave_mid_work(client, cfg.keys, need_slots=per_host > 1)
             victim.send_signal(signal.SIGKILL)
             victim.wait()
             # it died holding tasks (the master reaps them only once its heartbeat

@@ -21,6 +21,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from srcrawl.config import Config
+from srcrawl.portal.schemas import API_VERSION
 from srcrawl.portal.search_pool import MAX_QUERY_CHARS
 from srcrawl.portal.server import (
     DEFAULT_SEARCH_THREADS,
@@ -112,14 +113,19 @@ def _get(url: str, path: str, **params) -> requests.Response:
 def test_a_snippet_is_escaped_but_for_the_marks_of_query_terms() -> None:
     from markupsafe import Markup
 
+    from srcrawl.indexer.search.snippets import Snippet
     from srcrawl.portal.markup import marked
 
-    out = marked("a <b> «engine» & «<i>» «other» «ＥＮＧＩＮＥ»", ["engine", "<i>"])
+    text = "a <b> engine & <i> «other» ＥＮＧＩＮＥ"
+    spans = [(6, 12), (15, 18), (27, 33)]
+    out = marked(Snippet(text, tuple(spans)))
+    assert [text[a:b] for a, b in spans] == ["engine", "<i>", "ＥＮＧＩＮＥ"]
     assert isinstance(out, Markup)  # Jinja2 shows it as it is
     assert str(out) == (
         "a &lt;b&gt; <mark>engine</mark> &amp; <mark>&lt;i&gt;</mark> «other» "
         "<mark>ＥＮＧＩＮＥ</mark>"
     )
+    assert str(marked(Snippet("«x»"))) == "«x»"  # the page's own marks are only text
 
 
 # -- the JSON API -----------------------------------------------------------------
@@ -240,12 +246,14 @@ def test_searches_run_in_the_event_loop_with_sqlite_and_in_threads_with_mysql(tm
 def test_openapi_describes_what_the_api_returns(indexed, portal_url) -> None:
     _cfg, _env, word = indexed
     spec = _get(portal_url, "/openapi.json").json()
+    assert spec["info"]["version"] == API_VERSION
     op = spec["paths"]["/api/search"]["get"]
     assert {p["name"] for p in op["parameters"]} == {"q", "page", "size"}
     ref = op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
     schema = spec["components"]["schemas"][ref.rsplit("/", 1)[1]]
     body = _get(portal_url, "/api/search", q=word).json()
     assert set(body) == set(schema["properties"]) and set(schema["required"]) <= set(body)
+    assert "approximate" not in body  # gone in API 0.2.0: the ranking is always exact
     hit_schema = spec["components"]["schemas"]["HitOut"]
     assert set(body["hits"][0]) == set(hit_schema["properties"])
     assert {"/api/search", "/api/status", "/healthz"} <= set(spec["paths"])

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 from tantivy_index import index_in_process
 
-import srcrawl.indexer.search as search_module
-from srcrawl.indexer.search import QueryError, Searcher
-from srcrawl.indexer.snippets import make_snippet
+from srcrawl.indexer.search import QueryError, Searcher, collect
+from srcrawl.indexer.search.snippets import Snippet, make_snippet
 from srcrawl.sql.pages import Page
 from srcrawl.sql.ranks import RANK_MEAN
 from srcrawl.urls import fingerprint
@@ -64,8 +63,9 @@ def test_a_known_item_query_returns_the_planted_page_first(store, index) -> None
     assert [h.url for h in result.hits] == ["http://127.0.0.1:9/planted"]
     hit = result.hits[0]
     assert hit.title == "量子纠缠 tesseract" and hit.score > 0
-    assert "«量子»«纠缠»" in hit.snippet and "«tesseract»" in hit.snippet
-    assert result.elapsed_ms > 0 and not result.ranked and not result.approximate
+    snippet = hit.snippet.marked()
+    assert "«量子»«纠缠»" in snippet and "«tesseract»" in snippet
+    assert result.elapsed_ms > 0 and not result.ranked
 
 
 def test_pages_with_every_word_come_first_then_pages_with_most(store, index) -> None:
@@ -98,7 +98,7 @@ def test_a_page_short_of_a_word_passes_only_when_it_scores_far_more(store, index
     assert [h.url.rsplit("/", 1)[1] for h in result.hits] == ["answer", "toc"]
     # the share is what lets it pass: counted at a tenth, it stays below
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(search_module, "SOME_WORDS_SHARE", 0.1)
+        mp.setattr(collect, "SOME_WORDS_SHARE", 0.1)
         low = searcher.search("migrate iptables nftables")
     assert [h.url.rsplit("/", 1)[1] for h in low.hits] == ["toc", "answer"]
 
@@ -116,7 +116,7 @@ def test_english_words_are_stemmed(store, index) -> None:
     searcher = index_pages(store, index, pages)
     result = searcher.search("split tables partition")
     assert result.mode == "and" and result.hits[0].url.endswith("/split")
-    assert "«table»" in result.hits[0].snippet
+    assert "«table»" in result.hits[0].snippet.marked()
 
 
 def test_phrases_exclusions_and_sites(store, index) -> None:
@@ -152,7 +152,7 @@ def test_identifiers_are_found_whole_and_in_parts(store, index) -> None:
     searcher = index_pages(store, index, pages)
     hits = searcher.search("pg_hba.conf").hits
     assert [h.url.rsplit("/", 1)[1] for h in hits] == ["hba"]
-    assert "«pg_hba.conf»" in hits[0].snippet
+    assert "«pg_hba.conf»" in hits[0].snippet.marked()
     assert searcher.search("pg_dump").hits[0].url.endswith("/dump")
     assert searcher.search("dump").hits[0].url.endswith("/dump")  # a part alone
 
@@ -249,9 +249,9 @@ def test_snippets_come_from_the_pages_own_text_with_its_punctuation(store, index
         for i in range(8)
     ]
     searcher = index_pages(store, index, pages)
-    hit = searcher.search("连接 方法").hits[0]
-    assert "Prev" not in hit.snippet  # the host's repeated menu is not the page's text
-    assert "«连接»：«方法»" in hit.snippet and "，" in hit.snippet  # full-width kept
+    snippet = searcher.search("连接 方法").hits[0].snippet.marked()
+    assert "Prev" not in snippet  # the host's repeated menu is not the page's text
+    assert "«连接»：«方法»" in snippet and "，" in snippet  # full-width kept
     assert searcher.search("prev").hits  # but the menu is still searchable
 
 
@@ -354,7 +354,22 @@ def test_no_index_and_an_empty_index_are_clear_errors(store, index) -> None:
 def test_snippets_mark_whole_words_only() -> None:
     text = "An engineer builds an engine. 搜索引擎很快。" + "padding " * 100
     snippet = make_snippet(text, ["engine", "搜索引擎"], width=60)
-    assert "«engine»" in snippet and "«engineer»" not in snippet and "«搜索引擎»" in snippet
-    assert make_snippet("ＦＵＬＬ width，好", ["full"]) == "«ＦＵＬＬ» width，好"
-    assert make_snippet("no match here", ["zzz"]) == "no match here"
-    assert make_snippet("x" * 500, ["zzz"], width=10) == "x" * 10 + "…"
+    assert [snippet.text[a:b] for a, b in snippet.marks] == ["engine", "搜索引擎"]
+    assert make_snippet("ＦＵＬＬ width，好", ["full"]).marked() == "«ＦＵＬＬ» width，好"
+    assert make_snippet("no match here", ["zzz"]) == Snippet("no match here")
+    assert make_snippet("x" * 500, ["zzz"], width=10) == Snippet("x" * 10 + "…")
+
+
+def test_a_snippet_s_marks_are_ranges_of_its_text_the_page_s_own_marks_only_text() -> None:
+    # the marks are where the terms are in the fragment shown, "…" before it counted;
+    # a « » the page itself has is text, never taken for a mark
+    text = "Lead-in words, " * 20 + "the «vacuum» command: VACUUM FULL reclaims space"
+    snippet = make_snippet(text, ["vacuum", "full"], width=60)
+    assert snippet.text.startswith("…") and snippet.text.count("«") == 1
+    assert [snippet.text[a:b] for a, b in snippet.marks] == ["vacuum", "VACUUM", "FULL"]
+    assert "«vacuum» command" in snippet.text  # the page's own, unmarked
+    assert snippet.marked("[", "]").endswith(
+        "the «[vacuum]» command: [VACUUM] [FULL] reclaims space"
+    )
+    assert snippet.marked() == snippet.marked("«", "»")
+    assert not make_snippet("", ["x"])  # nothing to show

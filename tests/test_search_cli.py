@@ -104,3 +104,40 @@ def test_a_search_imports_only_what_it_needs_and_starts_no_redis(python, env, tm
     assert json.loads(chinese.stdout)[0]["url"] == "http://127.0.0.1:9/planted"
     assert imported == {"rjieba", "numpy", "srcrawl.indexer.commands"}
     assert not (tmp_path / "fresh-home" / "redis.url").exists()
+
+
+def test_a_terminal_sees_the_terms_in_bold_and_a_pipe_between_marks(python, env) -> None:
+    assert cli(python, env, "index", "--slaves", "1").returncode == 0
+    env = {k: v for k, v in env.items() if k != "NO_COLOR"}
+    bold = _on_terminal([python, "-m", "srcrawl.cli", "search", "TESSERACT", "--top", "1"], env)
+    assert "\x1b[1mtesseract\x1b[22m" in bold and "«" not in bold
+    plain = _on_terminal(
+        [python, "-m", "srcrawl.cli", "search", "TESSERACT", "--top", "1"], {**env, "NO_COLOR": "1"}
+    )
+    assert "«tesseract»" in plain and "\x1b[" not in plain
+    piped = cli(python, env, "search", "TESSERACT", "--top", "1")
+    assert "«tesseract»" in piped.stdout and "\x1b[" not in piped.stdout
+
+
+def _on_terminal(args: list[str], env: dict) -> str:
+    """What ``args`` prints when its output is a terminal (a pseudo-terminal here; the
+    output must fit in its buffer: the process is read once it has ended)."""
+    import pty
+
+    main, sub = pty.openpty()
+    try:
+        done = subprocess.run(args, env=env, stdout=sub, stderr=subprocess.PIPE, timeout=300)
+    finally:
+        os.close(sub)
+    assert done.returncode == 0, done.stderr
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 65536)
+        except OSError:  # EIO: the terminal's other end is closed and nothing is left
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(main)
+    return b"".join(chunks).decode()

@@ -1,6 +1,6 @@
 """Search ranks exactly: the PageRank prior and the duplicates' collapse over a small pool
 give the ranking of the whole match set, page 2 included; the portal sees new commits;
-the fast NFKC and term-finding paths of snippets agree with unicodedata and
+the in-place folding and term-finding paths of snippets agree with unicodedata and
 re.IGNORECASE."""
 
 from __future__ import annotations
@@ -16,22 +16,13 @@ import pytest
 import tantivy
 from tantivy_index import index_in_process
 
-from srcrawl.indexer import query
-from srcrawl.indexer import search as search_module
-from srcrawl.indexer import snippets as snippets_module
 from srcrawl.indexer.corpus import Corpus
 from srcrawl.indexer.engine import IndexReader
-from srcrawl.indexer.search import Searcher
-from srcrawl.indexer.snippets import (
-    _HAN,
-    _OTHER_CASES,
-    _fold_table,
-    collapsed,
-    find_terms,
-    nfkc,
-    term_pattern,
-    words_starting,
-)
+from srcrawl.indexer.search import Searcher, collect, query
+from srcrawl.indexer.search import terms as terms_module
+from srcrawl.indexer.search.snippets import collapsed
+from srcrawl.indexer.search.terms import _OTHER_CASES, find_terms, term_pattern, words_starting
+from srcrawl.indexer.text import HAN, fold_aligned
 from srcrawl.indexer.tokenizer import get_tokenizer
 from srcrawl.portal.search_pool import SearchPool
 from srcrawl.sql.pages import Page
@@ -145,7 +136,7 @@ def test_leaving_out_the_some_words_query_changes_no_ranking(
     store, pages, tmp_path, monkeypatch
 ) -> None:
     """The pages-with-some-words query is left out when no page lacking a word can rise
-    into the results (search.py's _fill_cannot_rise): the results must be those of
+    into the results (indexer/search/collect.py's fill_cannot_rise): the results must be those of
     running it, BM25 alone and with the prior, and it must have been left out."""
     index(store, tmp_path, pages)
     rng = random.Random(3)
@@ -159,7 +150,7 @@ def test_leaving_out_the_some_words_query_changes_no_ranking(
     texts = [" ".join(rng.sample(common, k)) for k in (2, 2, 3) for _ in range(12)]
     texts += queries(pages)
     verdicts: list[bool] = []
-    real = search_module._fill_cannot_rise
+    real = collect.fill_cannot_rise
 
     def counted(*args):
         verdicts.append(real(*args))
@@ -169,9 +160,9 @@ def test_leaving_out_the_some_words_query_changes_no_ranking(
     for ranks in ({}, {p.fp: rng.paretovariate(1.0) for p in pages[::2]}):
         store.replace_ranks(ranks.items())
         for text in texts:
-            monkeypatch.setattr(search_module, "_fill_cannot_rise", counted)
+            monkeypatch.setattr(collect, "fill_cannot_rise", counted)
             got = searcher.search(text, top=10)
-            monkeypatch.setattr(search_module, "_fill_cannot_rise", lambda *_a: False)
+            monkeypatch.setattr(collect, "fill_cannot_rise", lambda *_a: False)
             want = searcher.search(text, top=10)
             assert ranked(got) == ranked(want), text
             assert (got.mode, got.matches) == (want.mode, want.matches), text
@@ -298,21 +289,21 @@ def test_the_portal_finds_a_page_indexed_after_it_started(store, db_url, pages, 
         pool.close()
 
 
-def test_nfkc_of_common_text_is_unicodedata_s() -> None:
-    foldable, _mapped, _table = _fold_table()
-    chars = [
-        chr(c)
-        for c in range(sys.maxunicode + 1)
-        if not 0xD800 <= c <= 0xDFFF and foldable.fullmatch(chr(c))
-    ]
-    assert len(chars) > 27_000 and "，" in chars and "ｶ" not in chars and "\u3099" not in chars
-    for c in chars:
-        assert nfkc(c) == unicodedata.normalize("NFKC", c), hex(ord(c))
-    rng = random.Random(1)
-    tricky = ["ｶﾞ", "e\u0301", "ﬁ", "①", "\u212a", "Å", "\u3000", "ı"]
-    for _ in range(2000):
-        text = "".join(rng.choice(chars if rng.random() < 0.97 else tricky) for _ in range(40))
-        assert nfkc(text) == unicodedata.normalize("NFKC", text), text
+def test_text_is_folded_in_place_as_nfkc_folds_it() -> None:
+    # each character is left, or mapped as NFKC maps it onto one character NFKC keeps
+    # (beside a full-width letter: a text holding no letter, digit or space to fold is
+    # left whole, its full-width punctuation with it, as no term can match there)
+    changed = 0
+    for c in map(chr, range(sys.maxunicode + 1)):
+        if 0xD800 <= ord(c) <= 0xDFFF:
+            continue
+        folded = fold_aligned("Ａ" + c)[1:]
+        if folded != c:
+            changed += 1
+            assert folded == unicodedata.normalize("NFKC", c), hex(ord(c))
+            assert unicodedata.normalize("NFKC", folded) == folded, hex(ord(c))
+    assert changed > 100 and fold_aligned("ＦＵＬＬ，好\u3000１") == "FULL,好 1"
+    assert fold_aligned("，好") == "，好"
 
 
 def test_terms_are_found_as_re_ignorecase_finds_them() -> None:
@@ -323,7 +314,7 @@ def test_terms_are_found_as_re_ignorecase_finds_them() -> None:
         takes = {o for o in others if re.fullmatch(re.escape(c), o, re.IGNORECASE)}
         assert takes == set(_OTHER_CASES.get(c.lower(), "")), c
     # and none for a Chinese one but itself
-    han = re.compile(f"[{_HAN}]", re.IGNORECASE)
+    han = re.compile(f"[{HAN}]", re.IGNORECASE)
     assert all(han.fullmatch(chr(c)) is None for c in range(0x3000) if not 0xD800 <= c <= 0xDFFF)
     for c in (0x4E00, 0x6C49, 0x9FFF):
         assert [x for x in range(0x3400, 0xA000) if re.fullmatch(chr(c), chr(x), re.I)] == [c]
@@ -347,7 +338,7 @@ def test_terms_found_in_the_lower_cased_copy_are_the_pattern_s_matches(monkeypat
     # text (here of any): the same spans as term_pattern's matches kept as whole tokens,
     # with the letters re.IGNORECASE widens, terms inside others, repeated and
     # overlapping, Chinese terms beside them, and the match limit
-    monkeypatch.setattr(snippets_module, "FIND_MIN_CHARS", 0)
+    monkeypatch.setattr(terms_module, "FIND_MIN_CHARS", 0)
     rng = random.Random(6)
     alphabet = "abkisKIS\u212aſıİ搜索引擎 x1-é"
     for _ in range(3000):
@@ -372,7 +363,7 @@ def test_terms_found_in_the_lower_cased_copy_are_the_pattern_s_matches(monkeypat
     assert find_terms("Engineer engine ENGINE", ["engine"]) == [(9, 15), (16, 22)]
     monkeypatch.undo()  # the threshold as shipped: a long page and a short one
     long_text = "Ｋelvin Sparks ſpark İnk " * 100
-    assert len(long_text) >= snippets_module.FIND_MIN_CHARS
+    assert len(long_text) >= terms_module.FIND_MIN_CHARS
     for text in (long_text, long_text[:50]):
         spans = [m.span() for m in term_pattern(["spark", "ink"]).finditer(text)]
         assert find_terms(text, ["spark", "ink"], 500) == [
@@ -382,7 +373,7 @@ def test_terms_found_in_the_lower_cased_copy_are_the_pattern_s_matches(monkeypat
 
 
 def han(c: str) -> bool:
-    return re.fullmatch(f"[{_HAN}]", c) is not None
+    return re.fullmatch(f"[{HAN}]", c) is not None
 
 
 def test_text_is_collapsed_as_split_and_join_collapse_it() -> None:
@@ -425,14 +416,14 @@ def test_words_are_found_by_their_stems_as_re_ignorecase_finds_them() -> None:
 def test_a_page_folded_into_a_first_tier_hit_does_not_come_back_through_the_second() -> None:
     # pure logic: page 2 is a duplicate folded into hit 1 (it has every word); the pages
     # with some of the words list it again, above page 3, which alone joins the results
-    scored = search_module._Scored
+    scored = collect.Scored
     every = [scored(fp=1, bm25=9.0, score=9.0, digest=1, simhash=1, similar=1, members=[2])]
     some = [
         scored(fp=2, bm25=8.0, score=8.0, digest=1, simhash=1),
         scored(fp=3, bm25=4.0, score=4.0, digest=3, simhash=3),
         scored(fp=1, bm25=9.0, score=9.0, digest=1, simhash=1),
     ]
-    merged = search_module._merge(every, some, top=10)
+    merged = collect.merge(every, some, top=10)
     assert [s.fp for s in merged] == [1, 3]
     assert merged[0].score == 9.0  # the first tier's hit keeps its score
-    assert merged[1].score == pytest.approx(4.0 * search_module.SOME_WORDS_SHARE)
+    assert merged[1].score == pytest.approx(4.0 * collect.SOME_WORDS_SHARE)

@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from srcrawl.defaults import MAX_TERM_CHARS
+from srcrawl.indexer.text import fold
 from srcrawl.indexer.tokenizer import (
     DictionaryError,
     Tokenizer,
@@ -16,7 +17,6 @@ from srcrawl.indexer.tokenizer import (
     dictionary_id,
     get_tokenizer,
     load_stopwords,
-    normalize,
     python_jieba,
 )
 
@@ -159,7 +159,7 @@ PIECES = [
 def _jieba_tokens(seg, stop: frozenset[str], text: str) -> list[str]:
     """The tokens as the Python jieba makes them: every Chinese run cut by it."""
     out = []
-    for m in _runs().finditer(normalize(text)):
+    for m in _runs().finditer(fold(text)):
         words = [m.group(2)] if m.group(2) is not None else seg.lcut(m.group(1), HMM=True)
         out += [w for w in words if w not in stop and len(w) <= MAX_TERM_CHARS]
     return out
@@ -184,7 +184,7 @@ def test_tokens_are_the_python_jiebas(tmp_path) -> None:
         assert ours.tokens(text) == _jieba_tokens(reference, stop, text), text
         assert ours.overlong(text) == [
             w
-            for m in _runs().finditer(normalize(text))
+            for m in _runs().finditer(fold(text))
             for w in ([m.group(2)] if m.group(2) is not None else reference.lcut(m.group(1)))
             if len(w) > MAX_TERM_CHARS
         ]

@@ -214,6 +214,22 @@ def _warc_bytes(cfg: Config) -> int:
     return sum(f.stat().st_size for f in Path(cfg.warc_root).rglob("*") if f.is_file())
 
 
+def _slave_mid_write(client, cfg: Config) -> list:
+    """Wait until a slave is mid-write: it wrote pages into its WARC file (8 or more)
+    and holds more to write; its processing lists. Killed idle or before it wrote, it
+    would test nothing: fail instead."""
+    processing = f"{cfg.keys.srq('crawl')}:processing:*"
+    pages = 0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pages = int(client.hget(cfg.keys.stats("crawl"), "pages") or 0)
+        held = [k for k in client.scan_iter(match=processing) if client.llen(k)]
+        if pages >= 8 and held and _warc_bytes(cfg) > 0:
+            return held
+        time.sleep(0.02)
+    raise AssertionError(f"the slave was never mid-write ({pages} pages)")
+
+
 @pytest.mark.slow
 def test_slave_killed_mid_write_leaves_every_stored_page_readable(redis_url, keys, tmp_path):
     with TestWeb.generate(hosts=3, pages=15, seed=9, latency_ms=100) as tw:
@@ -240,18 +256,7 @@ def test_slave_killed_mid_write_leaves_every_stored_page_readable(redis_url, key
         )
         try:
             client = cfg.redis()
-            processing = f"{cfg.keys.srq('crawl')}:processing:*"
-            pages = 0
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                # mid-write: it wrote pages into its WARC file and holds more to write
-                pages = int(client.hget(cfg.keys.stats("crawl"), "pages") or 0)
-                held = [k for k in client.scan_iter(match=processing) if client.llen(k)]
-                if pages >= 8 and held and _warc_bytes(cfg) > 0:
-                    break
-                time.sleep(0.02)
-            else:  # killed idle or before it wrote, it would test nothing: fail instead
-                raise AssertionError(f"the slave was never mid-write ({pages} pages)")
+            held = _slave_mid_write(client, cfg)
             victim.send_signal(signal.SIGKILL)
             victim.wait()
             # it died with tasks in hand (reaped only once its heartbeat lapses, a

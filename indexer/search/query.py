@@ -14,7 +14,8 @@ the shorter words jieba's search mode finds in it, weighed less. A Chinese
 character standing alone in the query (用, 到) is wanted, not required
 (:func:`_lone_han`). A phrase is a unit too. The required query holds every
 unit; the fill query (pages with some of the words) any of them, but still
-every phrase, ``site:`` and exclusion.
+every phrase, ``site:`` and exclusion. :func:`lower` takes a query from what
+was typed to its units, within a query's limits.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ from dataclasses import dataclass, field
 
 import tantivy
 
+from srcrawl.defaults import DEFAULT_MAX_QUERY_CHARS, DEFAULT_MAX_QUERY_TERMS, MAX_TERM_CHARS
+from srcrawl.errors import SrcrawlError
 from srcrawl.indexer.engine import schema, site_values, stem
-from srcrawl.indexer.tokenizer import Tokenizer, normalize
+from srcrawl.indexer.text import fold
+from srcrawl.indexer.tokenizer import Tokenizer
 
 Occur = tantivy.Occur
 Query = tantivy.Query
@@ -41,6 +45,11 @@ LONE_HAN_BOOST = 0.3
 """A Chinese character jieba leaves standing alone in a query (用, 到, 下): wanted, not
 required (see :func:`_lone_han`)."""
 PHRASE_FIELDS = ("title", "body", "anchor")
+
+
+class QueryError(SrcrawlError):
+    """A query that cannot be answered: empty, nothing searchable, no index."""
+
 
 _PIECE = re.compile(r'(-?)"([^"]*)"?|(-?)site:(\S+)|(\S+)')
 
@@ -144,7 +153,7 @@ def _lone_han(token: str) -> bool:
 
 def _word_units(tokenizer: Tokenizer, word: str, units: Units) -> None:
     idents = tokenizer.identifiers(word)
-    if idents and idents[0] == normalize(word).strip(".,;:!?()[]{}'"):
+    if idents and idents[0] == fold(word).strip(".,;:!?()[]{}'"):
         parts = tokenizer.tokens(word)
         ident = Query.boost_query(Query.term_query(schema(), "ident", idents[0]), IDENT_BOOST)
         alternatives = [(Occur.Should, ident)]
@@ -203,6 +212,36 @@ def units_of(tokenizer: Tokenizer, parsed: ParsedQuery) -> Units:
     for host in parsed.excluded_sites:
         units.excluded_sites.append(Query.term_query(s, "site", site_values(host)[0]))
     return units
+
+
+def lower(tokenizer: Tokenizer, query: str) -> tuple[Units, list[str]]:
+    """What was typed as the units to search for, and notes on what was left out (the
+    query cut at DEFAULT_MAX_QUERY_CHARS, words too long to be indexed, words past
+    DEFAULT_MAX_QUERY_TERMS); raise QueryError if it is empty or has nothing searchable."""
+    if not query or not query.strip():
+        raise QueryError("empty query: give one or more words to search for")
+    notes = []
+    if len(query) > DEFAULT_MAX_QUERY_CHARS:
+        query = query[:DEFAULT_MAX_QUERY_CHARS]
+        notes.append(f"only the first {DEFAULT_MAX_QUERY_CHARS:,} characters were used")
+    parsed = parse(query)
+    units = units_of(tokenizer, parsed)
+    overlong = tokenizer.overlong(" ".join(parsed.words + parsed.phrases))
+    if overlong:
+        # no page holds such a word as a term: say so rather than search without it
+        shown = ", ".join(repr(w[:20] + "…") for w in dict.fromkeys(overlong))
+        dropped = f"words over {MAX_TERM_CHARS} characters are not indexed: {shown}"
+        if not units.positive and not units.sites:
+            raise QueryError(f"the query has no searchable words ({dropped})")
+        notes.append(f"left out, {dropped}")
+    if not units.positive and not units.sites:
+        raise QueryError(
+            "the query has no searchable words (only stop words, punctuation or symbols)"
+        )
+    if len(units.required) > DEFAULT_MAX_QUERY_TERMS:
+        notes.append(f"only the first {DEFAULT_MAX_QUERY_TERMS} distinct words were used")
+        units.keep_required(DEFAULT_MAX_QUERY_TERMS)
+    return units, notes
 
 
 def _filters(units: Units) -> list[tuple[Occur, Query]]:

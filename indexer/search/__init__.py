@@ -1,0 +1,25 @@
+"""Search over the index, in seams that each do one thing.
+
+``srcrawl search`` and the portal ask a :class:`Searcher`; a query goes
+through these modules in order:
+
+- ``query``: what was typed (words, "phrases", -word, site:) into Tantivy
+  queries, its words tokenized and stemmed as pages are, within the limits of
+  a query (an unusable one is a QueryError);
+- ``searcher``: the Tantivy queries of a search (pages with every word, then
+  with some), the pool widened until the ranking is exact;
+- ``collect``: each tier's hits with the PageRank prior blended in,
+  duplicates collapsed, the tiers merged;
+- ``hits``: the hits shown, read from the store, each with its snippet;
+- ``snippets`` and ``terms``: a window of the page's own text around the
+  query terms, and where the terms are in it.
+
+Text is folded, and Chinese told apart, as indexer/text.py says, for the
+tokenizer and the snippets alike.
+"""
+
+from srcrawl.indexer.search.hits import Hit
+from srcrawl.indexer.search.query import QueryError
+from srcrawl.indexer.search.searcher import Searcher, SearchResult
+
+__all__ = ["Hit", "QueryError", "SearchResult", "Searcher"]

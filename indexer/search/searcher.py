@@ -1,0 +1,152 @@
+"""Ranked search: a query's two Tantivy queries, their hits collected, then read.
+
+A query (indexer/search/query.py) is answered by two Tantivy queries: the
+pages with every word, by BM25 over the fields (block-max WAND, exact top-k),
+and, when the query has more than one word, the pages with some of the words
+(a disjunction, where a page with more of them scores more), whose scores
+count SOME_WORDS_SHARE of their worth. The two lists merge by score: a page
+that lacks a word ranks above one with every word only when its words score
+more than 1/SOME_WORDS_SHARE (four) times as much (a section that names the
+topic throughout but says "move" where the query says "migrate" passes a table
+of contents that happens to hold every word once). The second query is left
+out when no page lacking a word can reach the results.
+
+Each tier's hits are collected (indexer/search/collect.py: the PageRank prior,
+duplicates collapsed) from its best DEFAULT_RERANK_POOL; the pool is widened
+until no page below it could rise into the results (a page below scores at most
+the pool's lowest, so at most that times the prior's largest factor), so the
+ranking stays exact. Only the hits shown are then read from the store, with
+their snippets (indexer/search/hits.py).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tantivy
+
+from srcrawl.defaults import (
+    DEFAULT_RANK_WEIGHT,
+    DEFAULT_RERANK_POOL,
+    DEFAULT_SEARCH_TOP,
+    DEFAULT_SNIPPET_CHARS,
+)
+from srcrawl.indexer.boilerplate import HostBoilerplate
+from srcrawl.indexer.engine import IndexReader, IndexUnavailable
+from srcrawl.indexer.search import collect
+from srcrawl.indexer.search import query as q
+from srcrawl.indexer.search.collect import Prior, Scored
+from srcrawl.indexer.search.hits import Hit, HitReader
+from srcrawl.indexer.search.query import QueryError
+from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
+from srcrawl.sql.store import Store
+
+MAX_POOL = 20_000
+"""Hits a tier reads at most while widening its pool for the prior (a query asks for at
+most a few hundred)."""
+
+
+@dataclass
+class SearchResult:
+    """What a search found: its hits (one page of results) and how it went."""
+
+    query: str
+    terms: list[str]  # the tokens searched for
+    mode: str  # "and" (every word), "or" (no page had every word: some), "none"
+    matches: int  # pages with every word (mode "or": with some), counted up to the pool
+    ranked: bool  # PageRank was blended in
+    hits: list[Hit]
+    elapsed_ms: float
+    notes: list[str] = field(default_factory=list)
+
+
+class Searcher:
+    """Answers queries from a job's index and store; cheap to keep across queries.
+
+    ``index``: the index directory, or an :class:`IndexReader` to share.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        index: IndexReader | Path | str,
+        *,
+        tokenizer: Tokenizer | None = None,
+        rank_weight: float = DEFAULT_RANK_WEIGHT,
+        snippet_chars: int = DEFAULT_SNIPPET_CHARS,
+        pool: int = DEFAULT_RERANK_POOL,
+        boilerplate: HostBoilerplate | None = None,
+    ) -> None:
+        self.store = store
+        self.reader = index if isinstance(index, IndexReader) else IndexReader(Path(index))
+        self.tokenizer = tokenizer or get_tokenizer(user_dict_from_env())
+        self.rank_weight = rank_weight
+        self.pool = pool
+        self.hit_reader = HitReader(store, boilerplate, snippet_chars)
+
+    def units(self, query: str) -> tuple[q.Units, list[str]]:
+        """The query's units and notes on what was left out (:func:`query.lower`)."""
+        return q.lower(self.tokenizer, query)
+
+    def search(self, query: str, top: int = DEFAULT_SEARCH_TOP, offset: int = 0) -> SearchResult:
+        """The ``top`` best pages for ``query``; raise QueryError if it is unusable.
+
+        With ``offset`` (a later page of results), the hits are those ranked from
+        ``offset + 1`` to ``top``.
+        """
+        t0 = time.perf_counter()
+        units, notes = self.units(query)
+        try:
+            searcher, memo = self.reader.snapshot()
+        except IndexUnavailable as e:
+            raise QueryError(str(e)) from e
+        if searcher.num_docs == 0:
+            raise QueryError("the index is empty: run `srcrawl index` first")
+        with self.store.rank_snapshot() as ranks:
+            prior = Prior(ranks, self.rank_weight)
+            found, matches = self._tier(searcher, q.every_word(units), top, prior)
+            mode = "and" if found else "none"
+            if units.positive > 1 and not collect.fill_cannot_rise(
+                searcher, memo, units, found, top, prior
+            ):
+                more, some = self._tier(searcher, q.some_words(units), top, prior)
+                found = collect.merge(found, more, top)
+                if mode == "none" and more:
+                    mode, matches = "or", some
+                    notes.append("no page holds every word; pages holding some of them are shown")
+        if mode == "none":
+            notes.append("no page holds these words")
+        return SearchResult(
+            query=query,
+            terms=units.terms,
+            mode=mode,
+            matches=matches,
+            ranked=prior.active,
+            hits=self.hit_reader.hits(found[offset:top], units.terms),
+            elapsed_ms=(time.perf_counter() - t0) * 1000,
+            notes=notes,
+        )
+
+    def _tier(
+        self, searcher: tantivy.Searcher, query: tantivy.Query, top: int, prior: Prior
+    ) -> tuple[list[Scored], int]:
+        """The ``top`` best pages of one tier, the prior blended in and duplicates collapsed
+        (exactly: the pool widens until nothing below it can rise into them), and how
+        many pages match, counted up to the pool (counting every match would take
+        Tantivy's top-k pruning away: each match would be scored)."""
+        limit = max(self.pool, 4 * top)
+        while True:
+            # count=False: Tantivy skips the blocks that cannot reach the top (block-max WAND)
+            hits = searcher.search(query, limit, count=False).hits
+            matches = len(hits)
+            if not hits:
+                return [], matches
+            kept = collect.collapsed(searcher, hits, prior, top)
+            if len(hits) < limit or limit >= MAX_POOL:
+                return kept, matches
+            floor = hits[-1][0] * prior.most()
+            if len(kept) == top and kept[-1].score > floor:
+                return kept, matches
+            limit *= 4

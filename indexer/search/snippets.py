@@ -1,0 +1,138 @@
+"""Snippets: a window of page text around the query terms, the terms marked.
+
+The text is shown as the page has it (full-width punctuation, case); terms are
+found (indexer/search/terms.py) in a folded copy of the same length
+(indexer/text.py's ``fold_aligned``), so a match there is the same characters in
+the original."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from srcrawl.defaults import DEFAULT_SNIPPET_CHARS
+from srcrawl.indexer.engine import stem
+from srcrawl.indexer.search.terms import Span, find_terms, words_starting
+from srcrawl.indexer.text import fold_aligned
+
+MARK_OPEN, MARK_CLOSE = "«", "»"
+"""How a query term is marked in a snippet written as plain text (``srcrawl search``,
+the JSON API's ``snippet``)."""
+
+SNIPPET_SCAN_CHARS = 60_000
+"""Text searched for the terms; a term found later is not shown (the text of most pages is
+shorter; the scan of a longer one costs more than the search)."""
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """A fragment of a page's text and where the query terms are in it: ``marks`` are
+    (start, end) offsets into ``text``, in order, never overlapping. Each reader renders
+    them its own way (HTML ``<mark>``, « », bold on a terminal): the text itself holds no
+    mark, so a page's own « » can never be taken for one."""
+
+    text: str
+    marks: tuple[Span, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.text)
+
+    def pieces(self) -> Iterator[tuple[str, bool]]:
+        """The text in order as (piece, whether it is a query term), empty pieces left out."""
+        pos = 0
+        for start, end in self.marks:
+            if start > pos:
+                yield self.text[pos:start], False
+            yield self.text[start:end], True
+            pos = end
+        if pos < len(self.text):
+            yield self.text[pos:], False
+
+    def marked(self, open_mark: str = MARK_OPEN, close_mark: str = MARK_CLOSE) -> str:
+        """The text with each query term between ``open_mark`` and ``close_mark``."""
+        return "".join(f"{open_mark}{p}{close_mark}" if term else p for p, term in self.pieces())
+
+
+class OwnText(Protocol):
+    """Which positions of a page's whitespace-collapsed text are its own (not its host's
+    menus and footers); see indexer/boilerplate.py."""
+
+    def covered(self, body: str, pos: int) -> bool: ...
+
+    def run_start(self, body: str, pos: int) -> int | None: ...
+
+
+def collapsed(text: str) -> str:
+    """``text`` with its whitespace runs made one space and none at the ends, as
+    ``" ".join(text.split())`` gives it. A crawled page's text is stored so already
+    (slave/parse.py): then it is returned as it is, found in C passes over it rather
+    than by splitting it into its words."""
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text  # printable: no whitespace but the space (the others are separators)
+    return " ".join(text.split())
+
+
+def make_snippet(
+    text: str,
+    terms: Sequence[str],
+    width: int = DEFAULT_SNIPPET_CHARS,
+    own: OwnText | None = None,
+) -> Snippet:
+    """About ``width`` characters of ``text`` holding as many distinct terms as it can.
+
+    Whitespace is collapsed, the text otherwise as the page has it; each
+    occurrence of a term inside the window is marked. Without any occurrence, the
+    start of the text. With ``own`` (indexer/boilerplate.py),
+    occurrences in the host's repeated text (menus) are passed over, and the window
+    starts no earlier than the run of the page's own text it is built on.
+    """
+    body = collapsed(text[:SNIPPET_SCAN_CHARS])
+    folded = fold_aligned(body)
+    matches = find_terms(folded, terms)
+    if own is not None:
+        matches = [m for m in matches if not own.covered(body, m[0])]
+    if not matches:
+        start = (own.run_start(body, 0) or 0) if own is not None else 0
+    else:
+        start = _window(body, folded, matches, width, own)
+    return _fragment(body, start, min(len(body), start + width), matches)
+
+
+def _window(body: str, folded: str, matches: list[Span], width: int, own: OwnText | None) -> int:
+    """Where the window of ``width`` characters with the most distinct terms starts."""
+    # the window starting a quarter width before each match: the distinct terms wholly in
+    # it are a run of the matches (in order, never overlapping), found by bisection
+    starts = [start for start, _end in matches]
+    ends = [end for _start, end in matches]
+    words = [folded[start:end].lower() for start, end in matches]  # one word however written
+    best_start, best_count, best_i = 0, -1, 0
+    for i, first in enumerate(starts):
+        start = max(0, first - width // 4)
+        lo, hi = bisect.bisect_left(starts, start, 0, i), bisect.bisect_right(ends, start + width)
+        count = len(set(words[lo : max(i, hi)]))
+        if count > best_count:
+            best_start, best_count, best_i = start, count, i
+    if own is not None:  # not from the menu before the page's own text
+        best_start = max(best_start, own.run_start(body, starts[best_i]) or 0)
+    return best_start
+
+
+def _fragment(body: str, start: int, end: int, matches: list[Span]) -> Snippet:
+    """``body[start:end]``, with "…" where it is cut, and the matches wholly inside it."""
+    lead = "…" if start > 0 else ""
+    shift = len(lead) - start
+    marks = tuple((at + shift, to + shift) for at, to in matches if at >= start and to <= end)
+    return Snippet(lead + body[start:end] + ("…" if end < len(body) else ""), marks)
+
+
+def snippet_terms(text: str, terms: list[str]) -> list[str]:
+    """``terms`` and the words of ``text`` that the index stems as one of them
+    (``splitting`` for ``split``), so a snippet marks what matched."""
+    stems = tuple(sorted({stem(t) for t in terms if t.isascii()}))
+    if not stems:
+        return terms
+    words = {w.lower() for w in words_starting(stems).findall(text, 0, SNIPPET_SCAN_CHARS)}
+    extra = [w for w in words if w not in terms and stem(w) in stems]
+    return [*terms, *sorted(extra)]

@@ -1,0 +1,171 @@
+"""Where query terms are in a page's text, as fast as the snippets need it.
+
+A Chinese term is found anywhere (Chinese is written without spaces), any
+other term only as a whole token (``engine`` not inside ``engineer``), in any
+case; the text searched is folded in place (indexer/text.py's
+``fold_aligned``), so a span found is the same characters in the page's text.
+The patterns are built so that the regex engine can skip to where a term may
+start, and a long page of Latin script is searched with ``str.find`` instead
+(tests/test_search_exact.py checks both against the plain patterns).
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import re
+from collections.abc import Iterator, Sequence
+
+from srcrawl.indexer.text import HAN_RUN, OTHER_WORD_CHAR
+
+Span = tuple[int, int]
+"""Where a term is in a text: (start, end)."""
+
+FIND_MIN_CHARS = 2_000
+"""The text length from which ASCII terms are found with ``str.find`` (find_terms)."""
+_MAX_MATCHES = 64
+# a letter or digit that is not Chinese: what may not touch a non-Chinese term
+_WORD_CHAR = re.compile(OTHER_WORD_CHAR)
+
+
+_ASCII_WORD = "(?i:[a-z0-9])"
+"""A letter or digit of a word stems are found in (in any case, as re.IGNORECASE takes it)."""
+
+_OTHER_CASES = {"i": "İı", "k": "\u212a", "s": "ſ"}
+"""What re.IGNORECASE takes for an ASCII letter besides its two cases (checked over all
+of Unicode by tests/test_search_exact.py)."""
+
+
+def _case_class(c: str) -> str | None:
+    """Every character re.IGNORECASE takes for ``c`` (None: not known here)."""
+    if c.isascii():
+        low = c.lower()
+        return "".join(dict.fromkeys(low + c.upper() + _OTHER_CASES.get(low, "")))
+    return c if HAN_RUN.fullmatch(c) else None  # Chinese has no case
+
+
+def term_pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
+    """A case-insensitive pattern finding the terms anywhere (None without terms).
+
+    Kept to plain alternatives (the per-query pattern must compile fast);
+    :func:`find_terms` then keeps only whole-token matches of non-Chinese terms.
+    """
+    return _term_pattern(tuple(terms))
+
+
+@functools.lru_cache(maxsize=256)  # one query's hits share it
+def _term_pattern(terms: tuple[str, ...]) -> re.Pattern[str] | None:
+    ordered = sorted(set(terms), key=len, reverse=True)
+    if not ordered:
+        return None
+    firsts = [_case_class(t[0]) if t else None for t in ordered]
+    if None in firsts:
+        return re.compile("|".join(re.escape(t) for t in ordered), re.IGNORECASE)
+    starts, branches = _first_class_alternatives(ordered, firsts)
+    return re.compile(f"{starts}(?:{branches})")
+
+
+def _first_class_alternatives(ordered: list[str], firsts: list[str | None]) -> tuple[str, str]:
+    """``ordered`` as case-insensitive alternatives behind a case-sensitive class of their
+    first characters (``firsts``: each one's cases), ``(class, alternatives)``: the same
+    matches as the alternatives under IGNORECASE, found faster, as the class lets the
+    regex engine skip to where a term can start (it cannot under IGNORECASE)."""
+    starts = _char_class("".join(dict.fromkeys("".join(f or "" for f in firsts))))
+    branches = "|".join(
+        f"(?<={_char_class(f or '')})(?i:{re.escape(t[1:])})"
+        for t, f in zip(ordered, firsts, strict=True)
+    )
+    return starts, branches
+
+
+def _char_class(chars: str) -> str:
+    return "[" + "".join(re.escape(c) for c in chars) + "]"
+
+
+@functools.lru_cache(maxsize=256)  # one query's hits share it
+def words_starting(stems: tuple[str, ...]) -> re.Pattern[str]:
+    """A pattern finding the ASCII words (letters and digits, in any case) that begin with
+    one of ``stems`` (ASCII, non-empty): ``split`` finds ``Splitting`` and not ``resplit``.
+
+    The same matches as ``(?<![a-z0-9])(?:stem|…)[a-z0-9]*`` under IGNORECASE, found
+    faster: the test of the character before a word comes after its first character, so
+    the engine skips to where a word can start (a lookbehind first would stop that).
+    """
+    ordered = sorted(set(stems), key=len, reverse=True)
+    starts, branches = _first_class_alternatives(ordered, [_case_class(t[0]) for t in ordered])
+    # after the first character, two back: the one before the word, then that first one
+    # (a letter or digit: "." takes it)
+    return re.compile(f"{starts}(?<!{_ASCII_WORD}.)(?:{branches}){_ASCII_WORD}*")
+
+
+def find_terms(text: str, terms: Sequence[str], limit: int = _MAX_MATCHES) -> list[Span]:
+    """Where the terms are in ``text`` (start, end), in order: Chinese terms anywhere,
+    other terms only as whole tokens (``engine`` is not found inside ``engineer``).
+
+    The matches of :func:`term_pattern` (case-insensitive, at each position the longest
+    term, then on from its end). In a text of FIND_MIN_CHARS or more, ASCII terms are
+    found with ``str.find`` in a lower-cased copy, faster than the regex engine steps
+    through a long page of Latin script; Chinese terms, other terms and shorter texts
+    by the pattern, which is faster there (docs/benchmarks-journal.md, "Snippets on real
+    pages")."""
+    plain = {t.lower() for t in terms if t}
+    fast = len(text) >= FIND_MIN_CHARS and plain and all(t.isascii() for t in plain)
+    low = _lowered(text) if fast else None  # (a Chinese query's page is not lower-cased)
+    if low is not None:
+        found = _found_in_lowered(low, plain)
+    else:
+        pattern = term_pattern(terms)
+        found = ((m.start(), m.end()) for m in pattern.finditer(text)) if pattern else iter(())
+    spans: list[Span] = []
+    for start, end in found:
+        if not HAN_RUN.fullmatch(text, start, end) and (
+            (start > 0 and _WORD_CHAR.match(text, start - 1))
+            or (end < len(text) and _WORD_CHAR.match(text, end))
+        ):
+            continue
+        spans.append((start, end))
+        if len(spans) >= limit:
+            break
+    return spans
+
+
+_ODD_CASES = str.maketrans({"İ": "i", "ı": "i", "ſ": "s", "\u212a": "k"})
+"""The characters re.IGNORECASE takes for an ASCII letter whose lower case is another
+(_OTHER_CASES), as that letter."""
+
+
+def _lowered(text: str) -> str | None:
+    """``text`` lower-cased position for position, with each character re.IGNORECASE
+    takes for an ASCII letter as that letter; None if a position would move."""
+    if text.isascii():
+        return text.lower()
+    if any(c in text for c in "İıſ\u212a"):
+        text = text.translate(_ODD_CASES)
+    low = text.lower()
+    return low if len(low) == len(text) else None
+
+
+def _found_in_lowered(low: str, terms: set[str]) -> Iterator[Span]:
+    """The spans the pattern of ``terms`` (lower-cased, of ASCII characters)
+    matches in ``low``: the nearest occurrence of any term, the longest there, then on
+    from its end. Each term's next occurrence is kept in a heap and looked for again
+    only once a match has passed it."""
+    heap = [(at, -len(t), t) for t in terms if (at := low.find(t)) >= 0]
+    heapq.heapify(heap)
+    end = 0
+    while heap:
+        at, neg, t = heap[0]
+        if at < end:  # passed over by the last match: its next one from there
+            at = low.find(t, end)
+            if at < 0:
+                heapq.heappop(heap)
+            else:
+                heapq.heapreplace(heap, (at, neg, t))
+            continue
+        end = at - neg
+        yield at, end
+        nxt = low.find(t, end)
+        if nxt < 0:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, (nxt, neg, t))
