@@ -93,7 +93,7 @@ class CrawlMaster:
         # the partition's frontier, queues and counters (the job's own keys when P = 1)
         self.keys = keys = job_keys.partition(partition, self.partitions)
         self.queues = PhaseQueues(client, keys, "crawl")
-        # its lease, renewal and outage wait (see MasterSession: a partitioned one's too)
+        # lease, renewal, outage wait (wait_out=False: a partitioned process waits for all)
         self.session = MasterSession(
             client,
             keys,

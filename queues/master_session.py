@@ -85,11 +85,11 @@ class MasterSession:
     """One master's lease, heartbeat and outage wait (see the module doc).
 
     ``worker_queues``: the queues whose processing lists the master holds (its nrq); it
-    then registers as a worker, with an id from ``role`` (default ``<phase>-master``), and
-    retires at the end of a run.
-    Without, it holds no queue and has no heartbeat (the crawl master publishes its
-    process figures itself). ``wait_out``: make the client wait out Redis outages (a
-    partitioned crawl's process does that once for the client its masters share).
+    then registers as a worker, with an id from ``role`` (default ``<phase>-master``),
+    beats with ``stats`` (the master sets them) and retires at the end of a run. Without,
+    it holds no queue and has no heartbeat (the crawl master publishes its process
+    figures itself). ``wait_out``: make the client wait out Redis outages (a partitioned
+    crawl's process does that once for the client its masters share).
     """
 
     def __init__(
