@@ -18,7 +18,6 @@ sitemaps' lastmods and the links forwarded to other partitions.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import socket
@@ -39,7 +38,6 @@ from srcrawl.defaults import (
     DEFAULT_RECRAWL_BATCH,
     DEFAULT_REVISIT_FETCH_VALUE,
 )
-from srcrawl.errors import LeaseLost
 from srcrawl.keys import Keys, lease_waiting_key, processing_pattern
 from srcrawl.master.frontier import Frontier, now_ms
 from srcrawl.master.frontier.admission import Admission, HeldLinks
@@ -51,10 +49,9 @@ from srcrawl.master.frontier.recrawl import Recrawl
 from srcrawl.master.frontier.rules import CrawlRules, wait_for_strategy
 from srcrawl.master.frontier.seen import SeenSet
 from srcrawl.master.guards import CrawlGuards
-from srcrawl.outage import REDIS_DOWN, master_waits_out
 from srcrawl.queues.crawl_protocol import MASTER_ID
 from srcrawl.queues.crawl_strategy import CrawlStrategy
-from srcrawl.queues.lease import MasterLease, holder_id
+from srcrawl.queues.master_session import MasterSession
 from srcrawl.queues.partitions import partition_keys
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import process_stats, reap, reaped_sentences, workers
@@ -96,19 +93,24 @@ class CrawlMaster:
         # the partition's frontier, queues and counters (the job's own keys when P = 1)
         self.keys = keys = job_keys.partition(partition, self.partitions)
         self.queues = PhaseQueues(client, keys, "crawl")
-        holder = holder_id("crawl-master")
-        self.lease = MasterLease(client, keys.master_lease("crawl"), holder, lease_ttl)
+        # lease, renewal, outage wait (wait_out=False: a partitioned process waits for all)
+        self.session = MasterSession(
+            client,
+            keys,
+            "crawl",
+            lease_ttl=lease_ttl,
+            log=log,
+            stopping=stopping,
+            wait_out=wait_out,
+        )
+        self.lease, self.stopping = self.session.lease, self.session.stopping
         nrq = self.queues.nrq
         self.frontier = Frontier(
             self.lease, keys, self.queues.srq.key, nrq.key, nrq.processing_key(MASTER_ID)
         )
         self.batch = batch
-        self.stopping = stopping if stopping is not None else threading.Event()
-        if wait_out:  # every Redis command waits out an outage (until told to stop); a
-            # partitioned master's process sets that once for the client its threads share
-            master_waits_out(client, log, self.stopping)
         self.slaves = SlaveWatch()
-        self._last_reap = self._last_renew = 0.0
+        self._last_reap = 0.0
         self.backlog = 0
         """Most tasks waiting in srq (0: no bound until slaves report their fetch threads)."""
         self.seen = SeenSet(client, keys, error_rate=self.strategy.bloom_error_rate)
@@ -159,12 +161,8 @@ class CrawlMaster:
         lapses (one that died on this host is taken over at once): wait that long.
         """
         part = f" partition {self.partition}" if self.partitions > 1 else ""
-        self.lease.acquire(
-            self.lease.ttl_ms / 1000 + 1 if wait else 0,
-            what=f"crawl master of job {self.job!r}{part}",
-            stopping=self.stopping.is_set,
-        )
-        self._last_renew = time.monotonic()
+        wait_for = self.session.takeover_wait if wait else 0
+        self.session.acquire(wait_for, what=f"crawl master of job {self.job!r}{part}")
         # a crawl that ended with hosts deferred by robots.txt tries them again now
         if self.client.hexists(self.keys.crawl_state, "deferred"):
             self.frontier.retry_lagging()
@@ -194,19 +192,9 @@ class CrawlMaster:
         """
         if not acquired:
             self.acquire()
-        try:
+        with self.session.running():
             return self._loop(keep_running, end_deferred and self.partitions == 1)
-        except LeaseLost as e:
-            log.error("%s: it stops, having changed nothing since", e)
-            raise
-        except REDIS_DOWN:
-            if not self.stopping.is_set():
-                raise
-            log.error("stopped while Redis is unreachable")
-            return False
-        finally:
-            with contextlib.suppress(*REDIS_DOWN):
-                self.release()
+        return False  # stopped while Redis was unreachable
 
     # -- the loop ----------------------------------------------------------------
     def _loop(self, keep_running: bool, end_deferred: bool = False) -> bool:
@@ -281,9 +269,7 @@ class CrawlMaster:
     def _housekeeping(self) -> None:
         now = time.monotonic()
         # renewed a few times per TTL: a lease lost meanwhile ends the master here
-        if now - self._last_renew >= self.lease.ttl_ms / 3000:
-            self.lease.keep()
-            self._last_renew = now
+        self.session.keep_alive()
         if now - self._last_reap < DEFAULT_HEARTBEAT_INTERVAL:
             return
         self._last_reap = now

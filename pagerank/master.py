@@ -58,25 +58,19 @@ from srcrawl.defaults import (
     DEFAULT_PAGERANK_STALL_TIMEOUT,
     DEFAULT_PAGERANK_TOL,
 )
-from srcrawl.errors import EnvelopeError, LeaseLost
+from srcrawl.errors import LeaseLost
 from srcrawl.keys import Keys
-from srcrawl.outage import master_waits_out, wait_out_outages
+from srcrawl.outage import wait_out_outages
+from srcrawl.pagerank.collect import ACK, Collector, Tally
 from srcrawl.pagerank.errors import PageRankError, RunStateLost
 from srcrawl.pagerank.graph import Graph
-from srcrawl.pagerank.protocol import (
-    LOAD_ROUND,
-    GraphHeader,
-    MapTask,
-    ShardDone,
-    pack_vector,
-    unpack_vector,
-)
+from srcrawl.pagerank.protocol import LOAD_ROUND, GraphHeader, MapTask, pack_vector, unpack_vector
 from srcrawl.pagerank.shards import Shard
 from srcrawl.pagerank.transport import TransientWriter
-from srcrawl.queues.envelope import Message, decode
-from srcrawl.queues.lease import MasterLease, holder_id
-from srcrawl.queues.protocol import PhaseQueues, new_worker_id
-from srcrawl.queues.workers import Worker, reap, requeued, workers
+from srcrawl.queues.master_session import MasterSession
+from srcrawl.queues.protocol import PhaseQueues
+
+__all__ = ["IterationReport", "LoadReport", "RankMaster", "RankParams", "RankResult", "Tally"]
 
 PHASE = "pagerank"
 
@@ -96,24 +90,12 @@ for i = 3, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[2]) end
 return #ARGV - 2
 """
 
-# KEYS[1] this master's processing list of nrq; ARGV[1] how many results it took.
-# Acknowledges them: the master pops into its own, empty processing list and
-# handles all it popped, so they are its head.
-_ACK = """
-redis.call('LTRIM', KEYS[1], tonumber(ARGV[1]), -1)
-return 1
-"""
-
 # KEYS: keys to delete (closing an iteration: its unclaimed set and pieces, after
 # which no late slave can write a piece of the next one; or a run's leftovers).
 _DELETE = """
 for i = 1, #KEYS do redis.call('DEL', KEYS[i]) end
 return #KEYS
 """
-
-
-def _round(iteration: int) -> str:
-    return "the load round" if iteration == LOAD_ROUND else f"iteration {iteration}"
 
 
 @dataclass(frozen=True)
@@ -171,43 +153,6 @@ class RankResult:
     load: LoadReport | None = None
 
 
-class Tally:
-    """The results of one iteration: exactly one per shard is taken."""
-
-    def __init__(self, version: int, iteration: int, shards: list[Shard]) -> None:
-        self.version = version
-        self.iteration = iteration
-        self._slot = {s.index: i for i, s in enumerate(shards)}
-        self._deltas = np.zeros(len(shards))
-        self._missing = set(self._slot)
-
-    @property
-    def missing(self) -> int:
-        return len(self._missing)
-
-    @property
-    def missing_shards(self) -> list[int]:
-        return sorted(self._missing)
-
-    def is_missing(self, version: int, iteration: int, shard: int) -> bool:
-        """Whether the shard of that iteration is one this tally still waits for."""
-        return (version, iteration) == (self.version, self.iteration) and shard in self._missing
-
-    def offer(self, done: ShardDone) -> bool:
-        """Take ``done`` if it is this iteration's first result for its shard."""
-        if not self.is_missing(done.version, done.iteration, done.shard):
-            return False
-        self._missing.discard(done.shard)
-        self._deltas[self._slot[done.shard]] = done.delta
-        return True
-
-    @property
-    def delta(self) -> float:
-        """The L1 change of the iteration: its shards' parts, added in shard order
-        (so a run gives the same figure whatever order the results came in)."""
-        return float(self._deltas.sum())
-
-
 class RankMaster:
     """Runs the iterations of one graph over the pagerank queues of a job."""
 
@@ -232,73 +177,78 @@ class RankMaster:
         the seconds this master's lease lives unrenewed (``Config.lease_ttl``).
         ``stopping``: once set, a Redis outage ends the run with its error instead of
         being waited out (``pagerank --every`` told to stop while Redis is gone)."""
-        self.client = client
-        self.outage = master_waits_out(client, log, stopping)  # as the crawl master does
-        self.keys = keys
+        self.client, self.keys = client, keys
         self.queues = PhaseQueues(client, keys, PHASE)
-        self.reap_interval = reap_interval
-        self.stall_timeout = DEFAULT_PAGERANK_STALL_TIMEOUT
-        self.block_timeout = block_timeout
-        self.heartbeat_interval = heartbeat_interval
-        self.heartbeat_ttl = heartbeat_ttl
+        # the lease, the heartbeat, the outage wait and the run's endings
+        self.session = MasterSession(
+            client,
+            keys,
+            PHASE,
+            role="master",
+            lease_ttl=lease_ttl,
+            log=log,
+            stopping=stopping,
+            worker_queues=[self.queues.nrq],
+            heartbeat_ttl=heartbeat_ttl,
+            heartbeat_interval=heartbeat_interval,
+        )
+        self.session.stats = lambda: {"iteration": self._iteration}
+        self.id, self.lease, self.outage = self.session.id, self.session.lease, self.session.outage
         self.on_iteration = on_iteration or (lambda report: None)
         self.on_load = on_load or (lambda report: None)
         self.on_wait = on_wait or (lambda message: None)
-        self.slaves_alive = slaves_alive
-        self.id = new_worker_id(client, keys, "master")
-        self.lease = MasterLease(client, keys.master_lease(PHASE), holder_id(self.id), lease_ttl)
-        # renewed well within its TTL, however short the TTL is set
-        self.renew_interval = min(heartbeat_interval, lease_ttl / 3)
         self._offer_script = self.lease.script(_OFFER)
-        self._ack_script = self.lease.script(_ACK)
         self._delete_script = self.lease.script(_DELETE)
+        self.collector = Collector(
+            client,
+            keys,
+            self.queues,
+            self.id,
+            ack=self.lease.script(ACK),
+            offer=self._offer,
+            check=self._check_state,
+            reap_interval=reap_interval,
+            block_timeout=block_timeout,
+            stall_timeout=DEFAULT_PAGERANK_STALL_TIMEOUT,
+            on_wait=self.on_wait,
+            slaves_alive=slaves_alive,
+        )
         self.bulk = TransientWriter(client)
         wait_out_outages(self.bulk.client, self.outage)
-        self._comebacks = 0
-        self._stop_beat = threading.Event()
-        self._lost_lock = False
-        self._iteration = 0
+        self._iteration = 0  # the round the heartbeat reports
 
     # -- the whole run -------------------------------------------------------
     def run(self, graph: Graph, shards: list[Shard], params: RankParams) -> RankResult:
         """Rank ``graph`` (cut into ``shards``) and return the ranks."""
         if graph.n == 0:
             raise PageRankError("the graph has no nodes")
-        self.lease.acquire(what="pagerank master")
-        self._stop_beat.clear()
-        self._lost_lock = False
-        worker = Worker(
-            self.client,
-            self.keys,
-            self.id,
-            [self.queues.nrq],
-            role="master",
-            ttl=self.heartbeat_ttl,
-        )
-        beat = threading.Thread(target=self._heartbeat, args=(worker,), daemon=True)
+        self.session.acquire(what="pagerank master")
         self._version: int | None = None
+        # renewed by a thread: publishing a graph may outlast a renewal; a Redis outage
+        # met once told to stop is the caller's to say (pagerank --every)
         try:
-            # tasks and results of a dead run are worthless: drop them
-            self._delete_script(keys=[self.queues.srq.key, self.queues.nrq.key])
-            worker.beat()
-            beat.start()
-            for restart in range(DEFAULT_PAGERANK_RESTARTS + 1):
+            with self.session.running(background=True, outage_stops=False):
                 try:
-                    return self._attempt(graph, shards, params)
-                except RunStateLost as e:
-                    if restart == DEFAULT_PAGERANK_RESTARTS:
-                        raise
-                    self.on_wait(f"{e}: the run starts again")
+                    # tasks and results of a dead run are worthless: drop them
+                    self._delete_script(keys=[self.queues.srq.key, self.queues.nrq.key])
+                    return self._attempts(graph, shards, params)
+                finally:
                     self._drop_leftovers(self._version, shards)
-            raise AssertionError("unreachable")
         finally:
-            self._stop_beat.set()
-            if beat.is_alive():
-                beat.join()
-            self._drop_leftovers(self._version, shards)
-            worker.retire()
-            self.lease.release()
             self.bulk.close()
+        raise AssertionError("unreachable: a Redis outage is raised, not ended quietly")
+
+    def _attempts(self, graph: Graph, shards: list[Shard], params: RankParams) -> RankResult:
+        """Run until one whole run gets through; again when Redis lost its state."""
+        for restart in range(DEFAULT_PAGERANK_RESTARTS + 1):
+            try:
+                return self._attempt(graph, shards, params)
+            except RunStateLost as e:
+                if restart == DEFAULT_PAGERANK_RESTARTS:
+                    raise
+                self.on_wait(f"{e}: the run starts again")
+                self._drop_leftovers(self._version, shards)
+        raise AssertionError("unreachable")
 
     def _attempt(self, graph: Graph, shards: list[Shard], params: RankParams) -> RankResult:
         """One whole run under a new graph version; RunStateLost if its graph went."""
@@ -350,7 +300,7 @@ class RankMaster:
         t0 = time.perf_counter()
         self._offer(version, LOAD_ROUND, [s.index for s in shards])
         tally = Tally(version, LOAD_ROUND, shards)
-        if not self._collect(tally, result, patient=False):
+        if not self.collector.collect(tally, result, patient=False):
             # the shards left are loaded by the slaves that claim them in an
             # iteration; the round's tasks left in srq would find nothing to claim
             self.client.lrem(self.queues.srq.key, 0, MapTask(version, LOAD_ROUND).encode())
@@ -372,7 +322,7 @@ class RankMaster:
             # the pieces of this iteration are all written before any of its tasks exists
             self._offer(version, iteration, [s.index for s in shards])
             tally = Tally(version, iteration, shards)
-            self._collect(tally, result)
+            self.collector.collect(tally, result)
             # closed: from now on no slave can write a piece of the next iteration
             closed = [self.keys.rank_piece(version, iteration, s.index) for s in shards]
             self._delete_script(keys=[self.keys.rank_unclaimed(version, iteration), *closed])
@@ -409,149 +359,13 @@ class RankMaster:
             ranks[shard.lo : shard.hi] = piece
         return ranks
 
-    # -- collecting one iteration's results ---------------------------------------
-    def _collect(self, tally: Tally, result: RankResult, *, patient: bool = True) -> bool:
-        """Take results until every shard of the iteration has one; whether it did.
-
-        When no result came for the stall timeout, a patient collection offers
-        the missing shards again; an impatient one gives up.
-        """
-        nrq = self.queues.nrq
-        next_check = last_result = last_offer = time.monotonic()
-        next_check += self.reap_interval
-        warned = False
-        while tally.missing:
-            if self._lost_lock:
-                self.lease.keep()  # raises LeaseLost, naming who holds the lease now
-            self._check_state(tally.version)
-            wait = min(self.block_timeout, max(0.01, next_check - time.monotonic()))
-            raw = self._pop(tally.missing, wait)
-            for message in raw:
-                self._take(message, tally, result)
-            if raw:
-                # acknowledged by count: this master pops into its own, empty
-                # processing list and handles all it popped, so they are its head
-                self._ack_script(keys=[nrq.processing_key(self.id)], args=[len(raw)])
-                last_result, warned = time.monotonic(), False
-            if time.monotonic() >= next_check:
-                next_check = time.monotonic() + self.reap_interval
-                self._reap(tally, result)
-                idle = time.monotonic() - last_result
-                if idle > self.stall_timeout and time.monotonic() - last_offer > self.stall_timeout:
-                    if not patient:
-                        return False
-                    last_offer = time.monotonic()
-                    self._offer_if_no_task(tally)
-                if not warned and idle > 5 * self.reap_interval and not self._live_slaves():
-                    warned = True
-                    self.on_wait(
-                        "waiting for a pagerank slave (start one with "
-                        "`srcrawl slave start --phases pagerank`)"
-                    )
-        return True
-
     def _check_state(self, version: int) -> None:
-        """RunStateLost if Redis came back from an outage without this run's graph (a
+        """LeaseLost (naming who holds the lease now) if the renewal found the lease gone;
+        RunStateLost if Redis came back from an outage without this run's graph (a
         restarted server keeps nothing written out of its AOF)."""
+        self.session.check()
         if self.outage.comebacks == self._comebacks:
             return
         self._comebacks = self.outage.comebacks
         if not self.client.exists(self.keys.rank_graph(version)):
             raise RunStateLost("Redis came back without this run's graph (kept out of its AOF)")
-
-    def _pop(self, count: int, timeout: float) -> list[bytes]:
-        """Move up to ``count`` results into this master's processing list.
-
-        One pipelined LMOVE per message, in one round trip; blocks up to
-        ``timeout`` for the first when there is none.
-        """
-        nrq = self.queues.nrq
-        proc = nrq.processing_key(self.id)
-        pipe = self.client.pipeline(transaction=False)
-        for _ in range(count):
-            pipe.lmove(nrq.key, proc, "LEFT", "RIGHT")
-        got = [m for m in pipe.execute() if m is not None]
-        if got or timeout <= 0:
-            return got
-        first = self.client.blmove(nrq.key, proc, timeout, "LEFT", "RIGHT")
-        return [] if first is None else [first]
-
-    def _take(self, raw: bytes, tally: Tally, result: RankResult) -> None:
-        try:
-            msg = decode(raw)
-            if msg.kind == "done":
-                if not tally.offer(ShardDone.from_message(msg)):
-                    result.dropped += 1
-                return
-        except EnvelopeError:
-            result.dropped += 1
-            return
-        if msg.kind == "error":
-            self._raise_if_ours(msg, tally)
-        elif msg.kind == "stale" and (msg.get("version"), msg.get("iteration")) == (
-            tally.version,
-            tally.iteration,
-        ):
-            shard = msg.get("shard")
-            if shard is None or (
-                isinstance(shard, int) and tally.is_missing(tally.version, tally.iteration, shard)
-            ):
-                # the header, a shard or the pieces of the running iteration vanished
-                raise RunStateLost(
-                    f"a slave found {_round(tally.iteration)} unavailable: {msg.get('reason')}"
-                )
-        result.dropped += 1
-
-    def _raise_if_ours(self, msg: Message, tally: Tally) -> None:
-        for raw_task in msg.payload.split(b"\n"):
-            try:
-                task = MapTask.decode(raw_task)
-            except EnvelopeError:
-                continue
-            if (task.version, task.iteration) == (tally.version, tally.iteration):
-                raise PageRankError(
-                    f"a slave failed in {_round(task.iteration)}: {msg.get('error')}"
-                )
-
-    def _reap(self, tally: Tally, result: RankResult) -> None:
-        """Requeue the tasks of dead slaves and make the shards they may have claimed
-        claimable again; raise if this run's own slaves are all gone."""
-        # only a task of this phase can have claimed a shard: a dead slave of
-        # another phase (the same job's crawl, say) costs no offer
-        returned = requeued(reap(self.client, self.keys), self.queues.srq.key)
-        if returned:
-            result.requeued += returned
-            # which shard a dead slave held is not recorded: offer every missing
-            # one again; a shard computed twice writes the same bytes, and the
-            # master takes one answer per shard
-            self._offer(tally.version, tally.iteration, tally.missing_shards)
-        if self.slaves_alive is not None and not self.slaves_alive():
-            raise PageRankError("every slave of this run has exited")
-
-    def _offer_if_no_task(self, tally: Tally) -> None:
-        """Offer the missing shards again when no map task is left to compute them.
-
-        A slave that retires hands its unacknowledged task back to srq, but a
-        shard it had claimed stays claimed; the task, taken again, finds no
-        shard to claim. Recomputing a shard writes the same bytes and the
-        master takes one answer per shard, so offering again is always safe.
-        """
-        if self.client.llen(self.queues.srq.key) == 0:
-            self._offer(tally.version, tally.iteration, tally.missing_shards)
-
-    def _live_slaves(self) -> int:
-        srq = self.queues.srq.key
-        return sum(w.alive and srq in w.queues for w in workers(self.client, self.keys))
-
-    # -- one master per job ------------------------------------------------------
-    def _heartbeat(self, worker: Worker) -> None:
-        last_beat = time.monotonic()
-        while not self._stop_beat.wait(self.renew_interval):
-            try:
-                if not self.lease.renew():
-                    self._lost_lock = True
-                if time.monotonic() - last_beat >= self.heartbeat_interval:
-                    worker.beat({"iteration": self._iteration})
-                    last_beat = time.monotonic()
-            except redis.RedisError:
-                pass  # the next beat tries again; the wait loop sees Redis errors itself

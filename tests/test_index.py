@@ -177,7 +177,7 @@ def test_a_document_of_text_fetched_since_is_not_written(
     master.lease.acquire(what="index master")
     old = _docs("A", fetched_at=1000.0)  # the text of an earlier fetch
     gone = tokenize_document(get_tokenizer(), FP["F"], 1000.0, "127.0.0.1:9", "", "旧")
-    master._batches, master._held_docs = [[*old, gone]], 2
+    master.held.batches, master.held.docs = [[*old, gone]], 2
     master._merge()
     master.writer.close()
     master.lease.release()
@@ -260,19 +260,20 @@ def test_the_merges_that_end_a_run_halve_so_the_last_one_is_small(
     # they are as many as the pages still out with slaves.
     cfg = Config(redis_url=redis_url, db=db_url, job=keys.job, home=tmp_path)
     master = IndexMaster.from_config(cfg, merge_docs=5000, merge_wait=60.0)
-    master._held_since = time.monotonic()
-    master._outstanding = {1: 50, 2: 50, 3: 50}
+    master.held.since = time.monotonic()
+    out = master.tasks.outstanding
+    out.update({1: 50, 2: 50, 3: 50})
 
     def due(held: int, scanned_all: bool) -> bool:
-        master._held_docs, master._scanned_all = held, scanned_all
+        master.held.docs, master.tasks.scanned_all = held, scanned_all
         return master._merge_due()
 
     assert not due(149, True) and due(150, True)
     assert not due(4999, False) and due(5000, False)  # pages still to schedule: gather
-    master._outstanding = {}
+    out.clear()
     assert due(1, False)  # nothing out: merge what is held
-    master._outstanding = {1: 50}
-    master._held_since -= 61.0
+    out[1] = 50
+    master.held.since -= 61.0
     assert due(1, False)  # held for longer than merge_wait
     cfg.close()
 

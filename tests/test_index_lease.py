@@ -150,7 +150,7 @@ def test_a_merge_after_the_lease_was_taken_writes_nothing_and_acknowledges_nothi
     raw = DocumentsResult(1, 1, 0, pack([IndexDoc(fp, 1.0, "h", "", "词 词")])).encode()
     q = PhaseQueues(redis_client, keys, "index")
     q.nrq.push([raw])
-    master._take(q.nrq.pop(master.id, 10))
+    master.held.take(q.nrq.pop(master.id, 10))
     before = index_rows(store, cfg.index_path)
     redis_client.set(master.lease.key, "successor", px=60_000)  # it stalled; B took over
     with pytest.raises(LeaseLost, match="successor holds it now"):

@@ -465,7 +465,7 @@ def test_slaves_that_missed_the_load_round_load_shards_as_they_claim_them(
     # iterations wait for slaves, which load every shard as they claim it
     loads = []
     master = RankMaster(redis_client, keys, reap_interval=0.1, on_load=loads.append)
-    master.stall_timeout = 0.5
+    master.collector.stall_timeout = 0.5
     outcome: dict = {}
     t = threading.Thread(target=lambda: outcome.update(result=master.run(graph, shards, params)))
     t.start()
@@ -816,14 +816,14 @@ def test_only_a_dead_worker_of_this_phase_makes_the_master_offer_shards_again(
     crawl_q.srq.push([b"a crawl task"])
     crawl_q.srq.pop("crawler", 1)
     time.sleep(0.3)
-    master._reap(tally, result)
+    master.collector.reap(tally, result)
     assert len(crawl_q.srq) == 1 and len(rank_q.srq) == 0 and result.requeued == 0
 
     Worker(redis_client, keys, "ranker", [rank_q.srq], ttl=0.1).beat()
     rank_q.srq.push([MapTask(7, 2).encode()])
     rank_q.srq.pop("ranker", 1)
     time.sleep(0.3)
-    master._reap(tally, result)
+    master.collector.reap(tally, result)
     assert result.requeued == 1
     assert len(rank_q.srq) == 1 + 3  # its task back, and one task per missing shard
     assert redis_client.smembers(keys.rank_unclaimed(7, 2)) == {b"0", b"1", b"2"}
