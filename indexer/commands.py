@@ -190,9 +190,12 @@ def search_command(
     # jieba's load is start-up, not query time; a query without Chinese never loads it
     searcher.tokenizer.warm_up(query)
     result = searcher.search(query, top=top)
+    words = "some words"
+    if result.mode == "and":  # (the pages with some words are counted too when listed)
+        words = "every word" if result.every == result.matches else f"{result.every} every word"
     found = (
         f"{len(result.hits)} of {result.matches} "
-        f"pages ({'every word' if result.mode == 'and' else 'some words'}"
+        f"pages ({words}"
         f"{', PageRank blended' if result.ranked else ''}) in {result.elapsed_ms:.1f} ms"
     )
     if as_json:

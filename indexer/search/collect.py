@@ -186,6 +186,15 @@ def fill_cannot_rise(
     return most * (1 + 1e-6) < found[-1].score  # (Tantivy sums in single precision)
 
 
+def unmatched(searcher: tantivy.Searcher, memo: dict[str, float], units: q.Units) -> list[str]:
+    """The words of ``units`` that no page holds (each a top-1 query, kept in ``memo``)."""
+    return [
+        word
+        for word, unit in zip(units.words, units.required, strict=True)
+        if _best_score(searcher, memo, unit) <= 0.0
+    ]
+
+
 def _best_score(searcher: tantivy.Searcher, memo: dict[str, float], query: tantivy.Query) -> float:
     key = repr(query)  # the query's whole structure: its terms, fields and boosts
     best = memo.get(key)

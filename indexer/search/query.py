@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import tantivy
 
@@ -51,18 +52,35 @@ class QueryError(SrcrawlError):
     """A query that cannot be answered: empty, nothing searchable, no index."""
 
 
-_PIECE = re.compile(r'(-?)"([^"]*)"?|(-?)site:(\S+)|(\S+)')
+# a quote opens a phrase only where a later one closes it: an unclosed quote is part of a
+# word (see parse), so a stray one never turns the rest of the query into a phrase
+_PIECE = re.compile(r'(-?)"([^"]*)"|(-?)site:(\S+)|(\S+)')
 
 
 @dataclass
 class ParsedQuery:
-    """A query's parts as typed."""
+    """A query's parts as typed, and notes on what was read otherwise than typed."""
 
     words: list[str] = field(default_factory=list)
     phrases: list[str] = field(default_factory=list)
     excluded: list[str] = field(default_factory=list)  # words and phrases
     sites: list[str] = field(default_factory=list)
     excluded_sites: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def site_host(value: str) -> tuple[str, str]:
+    """What follows ``site:`` as the host it names, and what of it was left out: a pasted
+    URL (``https://docs.example.com/guide/``) is its host (and port), its path dropped."""
+    value = value.strip().lower()
+    if "://" in value:
+        split = urlsplit(value)
+        host = split.netloc.rsplit("@", 1)[-1]
+        rest = value[value.index(split.netloc) + len(split.netloc) :] if split.netloc else value
+    else:
+        host, slash, path = value.partition("/")
+        rest = slash + path
+    return host, rest.rstrip("/")
 
 
 def parse(text: str) -> ParsedQuery:
@@ -73,12 +91,17 @@ def parse(text: str) -> ParsedQuery:
         if phrase is not None:
             (parsed.excluded if neg_phrase else parsed.phrases).append(phrase)
         elif site is not None:
-            host = site.strip().lower().rstrip("/")
+            host, dropped = site_host(site)
+            if dropped:
+                parsed.notes.append(f"site: takes a host: {host} searched, {dropped} left out")
             (parsed.excluded_sites if neg_site else parsed.sites).append(host)
         elif word.startswith("-") and len(word) > 1:
             parsed.excluded.append(word[1:])
         else:
             parsed.words.append(word)
+    if text.count('"') % 2:
+        # the words after it are searched as words, as typed, and the quote said
+        parsed.notes.append('a quote (") is not closed: the words after it were searched as words')
     return parsed
 
 
@@ -129,6 +152,7 @@ class Units:
     sites: list[Query] = field(default_factory=list)
     excluded_sites: list[Query] = field(default_factory=list)
     terms: list[str] = field(default_factory=list)  # every token searched for (snippets)
+    words: list[str] = field(default_factory=list)  # each required unit's word (messages)
 
     @property
     def positive(self) -> int:
@@ -136,7 +160,7 @@ class Units:
 
     def keep_required(self, n: int) -> None:
         """Keep the first ``n`` required units (and their terms)."""
-        del self.required[n:], self.required_terms[n:], self.terms[n:]
+        del self.required[n:], self.required_terms[n:], self.terms[n:], self.words[n:]
 
 
 def _lone_han(token: str) -> bool:
@@ -161,6 +185,7 @@ def _word_units(tokenizer: Tokenizer, word: str, units: Units) -> None:
             alternatives.append((Occur.Should, _phrase_query(parts)))
         units.required.append(Query.boolean_query(alternatives))
         units.required_terms.append(None)
+        units.words.append(idents[0])
         units.terms.append(idents[0])  # (its parts alone are not marked in snippets)
         return
     for token in tokenizer.tokens(word):
@@ -177,6 +202,7 @@ def _word_units(tokenizer: Tokenizer, word: str, units: Units) -> None:
             clauses += _fields_clauses(p, SEARCH_PART_BOOST)
         units.required.append(Query.boolean_query(clauses))
         units.required_terms.append(clauses)
+        units.words.append(token)
 
 
 def _phrase_unit(tokenizer: Tokenizer, text: str) -> tuple[Query | None, list[str]]:
@@ -197,6 +223,7 @@ def units_of(tokenizer: Tokenizer, parsed: ParsedQuery) -> Units:
         # nothing but lone characters ("书"): they are what is searched for
         units.required, units.optional = units.optional, []
         units.required_terms, units.optional_terms = list(units.optional_terms), []
+        units.words = list(units.terms)  # (the lone characters are all the terms)
     for phrase in parsed.phrases:
         q, tokens = _phrase_unit(tokenizer, phrase)
         if q is not None:
@@ -217,7 +244,8 @@ def units_of(tokenizer: Tokenizer, parsed: ParsedQuery) -> Units:
 def lower(tokenizer: Tokenizer, query: str) -> tuple[Units, list[str]]:
     """What was typed as the units to search for, and notes on what was left out (the
     query cut at DEFAULT_MAX_QUERY_CHARS, words too long to be indexed, words past
-    DEFAULT_MAX_QUERY_TERMS); raise QueryError if it is empty or has nothing searchable."""
+    DEFAULT_MAX_QUERY_TERMS) or read otherwise than typed (an unclosed quote, a URL
+    given to ``site:``); raise QueryError if it is empty or has nothing searchable."""
     if not query or not query.strip():
         raise QueryError("empty query: give one or more words to search for")
     notes = []
@@ -225,6 +253,7 @@ def lower(tokenizer: Tokenizer, query: str) -> tuple[Units, list[str]]:
         query = query[:DEFAULT_MAX_QUERY_CHARS]
         notes.append(f"only the first {DEFAULT_MAX_QUERY_CHARS:,} characters were used")
     parsed = parse(query)
+    notes += parsed.notes
     units = units_of(tokenizer, parsed)
     overlong = tokenizer.overlong(" ".join(parsed.words + parsed.phrases))
     if overlong:
@@ -235,13 +264,39 @@ def lower(tokenizer: Tokenizer, query: str) -> tuple[Units, list[str]]:
             raise QueryError(f"the query has no searchable words ({dropped})")
         notes.append(f"left out, {dropped}")
     if not units.positive and not units.sites:
-        raise QueryError(
-            "the query has no searchable words (only stop words, punctuation or symbols)"
-        )
+        raise QueryError(_nothing_searchable(tokenizer, parsed))
     if len(units.required) > DEFAULT_MAX_QUERY_TERMS:
         notes.append(f"only the first {DEFAULT_MAX_QUERY_TERMS} distinct words were used")
         units.keep_required(DEFAULT_MAX_QUERY_TERMS)
     return units, notes
+
+
+def _nothing_searchable(tokenizer: Tokenizer, parsed: ParsedQuery) -> str:
+    """Why a query has nothing to search for, in the words of what was typed."""
+    stop = [w for w in parsed.words + parsed.phrases if _only_stop_words(tokenizer, w)]
+    if stop:
+        # the index leaves them out (they are on nearly every page): no page can be
+        # found by them, as typed or otherwise
+        shown = ", ".join(f"«{w}»" for w in dict.fromkeys(stop))
+        return (
+            f"no searchable words: {shown} are stop words, which the index leaves out as "
+            "they are on nearly every page; add a word that is not one"
+        )
+    if parsed.excluded or parsed.excluded_sites:
+        left_out = [f"-{w}" for w in parsed.excluded]
+        left_out += [f"-site:{h}" for h in parsed.excluded_sites]
+        shown = " ".join(left_out)
+        return (
+            f"only pages to leave out ({shown}): give a word to search for as well, "
+            f"as in «word {shown}»"
+        )
+    return "the query has no searchable words (only punctuation or symbols)"
+
+
+def _only_stop_words(tokenizer: Tokenizer, text: str) -> bool:
+    """Whether ``text`` has words and each is a stop word."""
+    words = [w for w in re.split(r"[^\w]+", fold(text)) if w]
+    return bool(words) and all(w in tokenizer.stopwords for w in words)
 
 
 def _filters(units: Units) -> list[tuple[Occur, Query]]:

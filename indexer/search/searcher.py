@@ -55,11 +55,15 @@ class SearchResult:
     query: str
     terms: list[str]  # the tokens searched for
     mode: str  # "and" (every word), "or" (no page had every word: some), "none"
-    matches: int  # pages with every word (mode "or": with some), counted up to the pool
+    # the pages with every word, counted up to the pool, and those with some listed among
+    # the ``top`` (mode "or": the pages with some, counted up to the pool)
+    matches: int
     ranked: bool  # PageRank was blended in
     hits: list[Hit]
     elapsed_ms: float
     notes: list[str] = field(default_factory=list)
+    every: int = 0  # of the matches, the pages with every word
+    missing: list[str] = field(default_factory=list)  # words no page holds (mode not "and")
 
 
 class Searcher:
@@ -104,29 +108,53 @@ class Searcher:
             raise QueryError(str(e)) from e
         if searcher.num_docs == 0:
             raise QueryError("the index is empty: run `srcrawl index` first")
+        missing: list[str] = []
         with self.store.rank_snapshot() as ranks:
             prior = Prior(ranks, self.rank_weight)
             found, matches = self._tier(searcher, q.every_word(units), top, prior)
+            every = matches
             mode = "and" if found else "none"
             if units.positive > 1 and not collect.fill_cannot_rise(
                 searcher, memo, units, found, top, prior
             ):
                 more, some = self._tier(searcher, q.some_words(units), top, prior)
+                every_fps = {s.fp for s in found}
                 found = collect.merge(found, more, top)
-                if mode == "none" and more:
+                # the list holds pages with some of the words too: they are counted, those
+                # listed (the same whether or not this query ran: when it is left out,
+                # none of its pages could be listed), so the count is never short of it
+                matches += sum(1 for s in found if s.fp not in every_fps)
+                if mode == "none" and more:  # every page listed has some: their count
                     mode, matches = "or", some
                     notes.append("no page holds every word; pages holding some of them are shown")
-        if mode == "none":
+            if mode != "and":
+                # only when something is lacking: which word no page holds at all (each
+                # word's best score, kept in the commit's memo)
+                missing = collect.unmatched(searcher, memo, units)
+        if mode == "none" and not missing:
             notes.append("no page holds these words")
+        if missing:
+            shown = ", ".join(f"«{w}»" for w in missing)
+            notes.append(f"no page holds {shown}: check the spelling, or try another form")
+        shown = found[offset:top]
+        hits = self.hit_reader.hits(shown, units.terms)
+        if len(hits) < len(shown):
+            # the index names pages this store lacks: most likely another job's store
+            notes.append(
+                f"{len(shown) - len(hits)} of the pages found are not in the store: "
+                "is it the store this index was built from?"
+            )
         return SearchResult(
             query=query,
             terms=units.terms,
             mode=mode,
             matches=matches,
             ranked=prior.active,
-            hits=self.hit_reader.hits(found[offset:top], units.terms),
+            hits=hits,
             elapsed_ms=(time.perf_counter() - t0) * 1000,
             notes=notes,
+            every=every,
+            missing=missing,
         )
 
     def _tier(
