@@ -301,6 +301,42 @@ def test_unusable_queries_raise_a_clear_error(store, index) -> None:
             searcher.search(query)
 
 
+def test_an_unusable_query_is_told_in_the_words_typed(store, index) -> None:
+    searcher = index_pages(store, index, corpus())
+    for query, message in [
+        ("to be or not to be", "«to», «be», «or», «not» are stop words"),
+        ("-village", r"only pages to leave out \(-village\)"),
+        ("-site:example.com", r"only pages to leave out \(-site:example.com\)"),
+    ]:
+        with pytest.raises(QueryError, match=message):
+            searcher.search(query)
+
+
+def test_site_takes_a_url_and_an_unclosed_quote_is_searched_as_words(store, index) -> None:
+    from srcrawl.indexer.search.query import parse
+
+    assert parse("site:https://Docs.Example.com:8080/guide/?x=1").sites == ["docs.example.com:8080"]
+    assert parse("site:example.com/a/b").sites == ["example.com"]
+    assert parse("site:example.com").notes == []
+    stray = parse('village "xqz abc')
+    assert stray.words == ["village", '"xqz', "abc"] and stray.phrases == []
+    assert "not closed" in stray.notes[0]
+    assert parse('"a b" c').phrases == ["a b"] and parse('"a b" c').notes == []
+    searcher = index_pages(store, index, corpus())
+    result = searcher.search('"tesseract')
+    assert result.mode == "and" and any("not closed" in n for n in result.notes)
+    url = searcher.search("tesseract site:http://127.0.0.1:9/some/path")
+    assert url.hits and any("site: takes a host" in n for n in url.notes)
+
+
+def test_a_word_no_page_holds_is_named(store, index) -> None:
+    searcher = index_pages(store, index, corpus())
+    assert searcher.search("tesseract vilagee").missing == ["vilagee"]
+    none = searcher.search("crawlingzz")
+    assert none.missing == ["crawlingzz"] and any("«crawlingzz»" in n for n in none.notes)
+    assert searcher.search("tesseract").missing == []
+
+
 def test_a_word_too_long_to_be_indexed_is_named_not_called_a_stop_word(store, index) -> None:
     searcher = index_pages(store, index, corpus())
     long = "x" * 100
