@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import importlib.util
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,9 +24,11 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from srcrawl.config import Config
+from srcrawl.defaults import DEFAULT_MAX_QUERY_TERMS
 from srcrawl.errors import SrcrawlError
 from srcrawl.portal.cluster import CrawlRate, snapshot
 from srcrawl.portal.hot import (
+    DOCS_HEADERS,
     JSON_TYPE,
     PAGE_HEADERS,
     PAGE_SIZE,
@@ -35,6 +38,7 @@ from srcrawl.portal.hot import (
 )
 from srcrawl.portal.markup import link_target, marked
 from srcrawl.portal.metrics import PortalMetrics
+from srcrawl.portal.readiness import Readiness
 from srcrawl.portal.schemas import (
     API_VERSION,
     ErrorOut,
@@ -43,9 +47,11 @@ from srcrawl.portal.schemas import (
     SeedsOut,
     StatusOut,
 )
-from srcrawl.portal.search_pool import MAX_PAGE_SIZE, SearchPool
+from srcrawl.portal.search_pool import MAX_PAGE_SIZE, MAX_QUERY_CHARS, SearchPool
 
 HERE = Path(__file__).parent
+SWAGGER_UI = Path(importlib.util.find_spec("fastapi_offline").origin).parent / "static"
+"""Swagger UI's files as fastapi-offline ships them (its bundle and style sheet)."""
 STATUS_REFRESH_S = 5
 ENV_ADMIN_TOKEN = "SRCRAWL_ADMIN_TOKEN"
 
@@ -59,6 +65,11 @@ class Portal:
     admin_token: str | None = None
     rate: CrawlRate = field(default_factory=CrawlRate)
     metrics: PortalMetrics | None = None
+    readiness: Readiness | None = None
+    """What keeps the job from being searched (none: ready), shown on the search page."""
+
+    def problems(self) -> list[str]:
+        return self.readiness.current() if self.readiness is not None else []
 
     def snapshot(self) -> dict[str, Any]:
         return snapshot(self.cfg, self.rate)
@@ -89,11 +100,17 @@ def create_app(portal: Portal) -> FastAPI:
         version=API_VERSION,
         lifespan=lifespan,
         description="Search the crawled pages; watch the crawl.",
+        # FastAPI's own pages load Swagger UI from a CDN and start it by an inline script:
+        # blank offline and under a CSP. The portal serves its own (see _docs_routes)
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.portal = portal
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    app.mount("/swagger-ui", StaticFiles(directory=SWAGGER_UI), name="swagger-ui")
     templates = _templates()
     _search_routes(app, portal, templates)
+    _docs_routes(app, templates)
     _status_routes(app, portal, templates)
     if portal.admin_token:
         _control_routes(app, portal)
@@ -134,6 +151,33 @@ def _search_routes(app: FastAPI, portal: Portal, templates: Jinja2Templates) -> 
         # validating and re-encoding every answer against it is work no client needs
         status, body = await search_json(portal, q, page, size)
         return Response(body, status_code=status, media_type=JSON_TYPE)
+
+
+def _docs_routes(app: FastAPI, templates: Jinja2Templates) -> None:
+    """The syntax help, and the API's Swagger UI from the portal itself (fastapi-offline's
+    files, started by a script of the portal's: no inline script), so that both work
+    offline and under a CSP."""
+
+    @app.get("/help", response_class=HTMLResponse, include_in_schema=False)
+    async def help_page(request: Request) -> HTMLResponse:
+        return _html(
+            templates,
+            request,
+            "help.html",
+            max_chars=MAX_QUERY_CHARS,
+            max_terms=DEFAULT_MAX_QUERY_TERMS,
+        )
+
+    @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+    async def api_docs(request: Request) -> HTMLResponse:
+        response = templates.TemplateResponse(request, "docs.html", {})
+        response.headers.update(DOCS_HEADERS)
+        return response
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:
+        # browsers ask for it whatever the page links to
+        return Response((HERE / "static" / "favicon.svg").read_bytes(), media_type="image/svg+xml")
 
 
 def _status_routes(app: FastAPI, portal: Portal, templates: Jinja2Templates) -> None:

@@ -25,7 +25,7 @@ from jinja2 import Template
 
 from srcrawl.indexer.search import QueryError
 from srcrawl.portal.markup import page_links
-from srcrawl.portal.search_pool import MAX_PAGE_SIZE, MAX_QUERY_CHARS, QueryTooLong
+from srcrawl.portal.search_pool import MAX_PAGE_SIZE, MAX_QUERY_CHARS, PastLastPage
 
 if TYPE_CHECKING:
     from srcrawl.portal.app import Portal
@@ -36,8 +36,15 @@ CSP = "default-src 'self'; script-src 'none'; object-src 'none'; frame-ancestors
 JSON_TYPE = "application/json"
 HTML_TYPE = "text/html; charset=utf-8"
 PAGE_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff"}
+# the API page runs Swagger UI: scripts of the portal's own origin only (no inline script,
+# no eval), and the inline styles and data: images its widgets set
+DOCS_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; object-src 'none'; frame-ancestors 'none'"
+)
+DOCS_HEADERS = {"Content-Security-Policy": DOCS_CSP, "X-Content-Type-Options": "nosniff"}
 _PLAIN_NUMBER = re.compile(r"[1-9][0-9]{0,8}")
-_UNUSABLE = (QueryError, QueryTooLong, ValueError)
+_UNUSABLE = (QueryError, ValueError)
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -64,18 +71,21 @@ def page_number(raw: str) -> int:
 
 async def search_html(portal: Portal, template: Template, q: str, page: str) -> tuple[int, str]:
     """(status, HTML) of the search page ``/`` for the query ``q``, its page ``page``."""
-    query = q.strip()
+    query = q.strip()[:MAX_QUERY_CHARS]  # (the box shows what was searched)
+    setup = portal.problems()  # a job or store missing or empty: said above any answer
     if not query:
-        return 200, template.render(query="", max_chars=MAX_QUERY_CHARS)
+        return 200, template.render(query="", max_chars=MAX_QUERY_CHARS, setup=setup)
     try:
-        found = await portal.pool.search_async(query, page_number(page), PAGE_SIZE)
+        found = await portal.pool.search_async(q.strip(), page_number(page), PAGE_SIZE)
     except _UNUSABLE as e:
-        status = 400 if isinstance(e, QueryTooLong) else 200
-        return status, template.render(
-            query=query[:MAX_QUERY_CHARS], problem=str(e), max_chars=MAX_QUERY_CHARS
+        last = e.last if isinstance(e, PastLastPage) else None
+        return 200, template.render(
+            query=query, problem=str(e), last=last, max_chars=MAX_QUERY_CHARS, setup=setup
         )
     links = page_links(found.page, found.pages)
-    return 200, template.render(query=query, found=found, links=links, max_chars=MAX_QUERY_CHARS)
+    return 200, template.render(
+        query=query, found=found, links=links, max_chars=MAX_QUERY_CHARS, setup=setup
+    )
 
 
 def plain_params(query_string: bytes) -> dict[str, str] | None:

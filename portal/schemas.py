@@ -6,11 +6,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-API_VERSION = "0.2.0"
+API_VERSION = "0.3.0"
 """The JSON API's version, the OpenAPI document's ``info.version``: its minor number goes up
 when a response loses or changes a field (pre-1.0: a change a client may have to follow).
 0.1.0: the first; 0.2.0: ``approximate`` left the search answer (it was always false:
-the ranking is exact)."""
+the ranking is exact); 0.3.0: ``matches`` counts the pages with some of the words that
+the results list too (``every``: those with every word), a query over 256 characters
+is searched by its first 256 (it was a 400), and ``missing`` names the words no page holds."""
 
 
 class HitOut(BaseModel):
@@ -33,9 +35,12 @@ class SearchOut(BaseModel):
         description="and: pages with every word first; or: no page held every word; none"
     )
     matches: int = Field(
-        description="Pages that matched, counted up to the ranking pool (200, or 4 × the "
-        "results asked for): more may match"
+        description="Pages that matched: those with every word, counted up to the ranking "
+        "pool (200, or 4 × the results asked for: more may match), and those with some of "
+        "the words listed up to this page (mode or: those with some, up to the pool)"
     )
+    every: int = Field(description="Of the matches, the pages with every word")
+    missing: list[str] = Field(description="Words no page holds (only when some is lacking)")
     ranked: bool = Field(description="PageRank was blended into the scores")
     page: int
     size: int

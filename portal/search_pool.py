@@ -27,15 +27,21 @@ from srcrawl.sql.database_url import DatabaseURL
 from srcrawl.sql.store import Store, open_store
 
 MAX_QUERY_CHARS = 256
-"""Longer queries are refused with a friendly page: no one types more into a search box."""
+"""The characters of a query searched: the rest is left out, and the answer says so (no one
+types more into a search box; a pasted text is searched by its start)."""
 MAX_PAGE_SIZE = 50
 MAX_RESULT_DEPTH = 500
 """Results reachable by paging (page × size): deeper pages are refused."""
 WARM_UP_TEXT = "分布式搜索引擎 search engine"  # one CJK string loads jieba's dictionary now
 
 
-class QueryTooLong(ValueError):
-    """A query over :data:`MAX_QUERY_CHARS` characters."""
+class PastLastPage(ValueError):
+    """A page of results beyond the last one; ``last`` is the last (1 when none)."""
+
+    def __init__(self, page: int, last: int, deep: bool) -> None:
+        why = f" (only the first {MAX_RESULT_DEPTH} results can be paged through)" if deep else ""
+        super().__init__(f"page {page} is past the last page of results, {last}{why}")
+        self.page, self.last = page, last
 
 
 @dataclass
@@ -54,7 +60,9 @@ class ResultPage:
     def pages(self) -> int:
         """How many pages of results can be reached."""
         reachable = min(self.result.matches, MAX_RESULT_DEPTH)
-        return max(1, -(-reachable // self.size))
+        counted = max(1, -(-reachable // self.size))
+        # a later page may list pages with some of the words that page 1 did not count
+        return max(counted, self.page) if self.result.hits else counted
 
     def as_json(self) -> dict:
         r = self.result
@@ -63,6 +71,8 @@ class ResultPage:
             "terms": r.terms,
             "mode": r.mode,
             "matches": r.matches,
+            "every": r.every,
+            "missing": r.missing,
             "ranked": r.ranked,
             "page": self.page,
             "size": self.size,
@@ -112,24 +122,30 @@ class SearchPool:
         return searcher
 
     def search(self, query: str, page: int = 1, size: int = 10) -> ResultPage:
-        """One page of results for ``query`` (in the calling thread).
+        """One page of results for ``query`` (in the calling thread), the query cut at
+        MAX_QUERY_CHARS (and a note saying so).
 
-        Raises QueryTooLong, ValueError for a page beyond the reachable
-        results, and QueryError for an unusable query.
+        Raises PastLastPage for a page beyond the last, and QueryError for an unusable query.
         """
-        if len(query) > MAX_QUERY_CHARS:
-            raise QueryTooLong(
-                f"the query is {len(query):,} characters long; at most {MAX_QUERY_CHARS} are taken"
-            )
+        cut = len(query) > MAX_QUERY_CHARS
+        query = query[:MAX_QUERY_CHARS]
         if page * size > MAX_RESULT_DEPTH:
-            raise ValueError(f"only the first {MAX_RESULT_DEPTH} results can be paged through")
+            # too deep to search: the first page says where the results end (an error
+            # path, so the one search more costs nothing to the others)
+            first = self.search(query, 1, size)
+            raise PastLastPage(page, first.pages, first.result.matches > MAX_RESULT_DEPTH)
         t0 = time.perf_counter()
         try:
             result = self._searcher().search(query, top=page * size, offset=(page - 1) * size)
         finally:
             if self.on_search is not None:
                 self.on_search(time.perf_counter() - t0)
-        return ResultPage(result, page, size)
+        if cut:
+            result.notes.insert(0, f"only the first {MAX_QUERY_CHARS} characters were searched")
+        found = ResultPage(result, page, size)
+        if page > found.pages:
+            raise PastLastPage(page, found.pages, False)
+        return found
 
     async def search_async(self, query: str, page: int = 1, size: int = 10) -> ResultPage:
         """:meth:`search` in the pool, so the event loop goes on serving meanwhile (without

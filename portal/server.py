@@ -22,6 +22,7 @@ from uvicorn.supervisors import Multiprocess
 from srcrawl.config import Config
 from srcrawl.errors import SrcrawlError
 from srcrawl.portal.app import ENV_ADMIN_TOKEN, Portal, create_app
+from srcrawl.portal.readiness import Readiness, problems, serve_command
 from srcrawl.portal.search_pool import SearchPool
 
 DEFAULT_BIND = "127.0.0.1"
@@ -66,7 +67,7 @@ def build_portal(
     pool = SearchPool(
         cfg.db, cfg.index_path, threads=threads, user_dict=user_dict, warc_root=cfg.warc_root
     )
-    return Portal(cfg=cfg, pool=pool, admin_token=token)
+    return Portal(cfg=cfg, pool=pool, admin_token=token, readiness=Readiness(cfg))
 
 
 def _bound_socket(bind: str, port: int) -> socket.socket:
@@ -114,7 +115,18 @@ def serve(
     """Serve until SIGINT/SIGTERM (uvicorn's handlers end it gracefully)."""
     sock = _bound_socket(bind, port)
     announce(f"srcrawl portal: search at {url_of(sock)} (Ctrl-C stops it)")
+    _announce_job(portal.cfg, portal.problems(), announce)
     _server(portal, access_log=access_log).run(sockets=[sock])
+
+
+def _announce_job(cfg: Config, found: list[str], announce: Callable[[str], None]) -> None:
+    """The job and store served, and what keeps them from being searched: a first run's
+    wrong job or store is said at once, not found out query by query."""
+    announce(f"  job {cfg.job!r}, index {cfg.index_path}, store {cfg.db.redacted()}")
+    for line in found:
+        announce(f"  warning: {line}")
+    if not found:
+        announce(f"  (this job again: `{serve_command(cfg)}`)")
 
 
 def worker_app() -> FastAPI:
@@ -155,6 +167,7 @@ def serve_workers(
     announce(
         f"srcrawl portal: search at {url_of(sock)}, {workers} worker processes (Ctrl-C stops it)"
     )
+    _announce_job(cfg, problems(cfg), announce)
     try:
         Multiprocess(config, sockets=[sock]).run()
     finally:

@@ -78,18 +78,23 @@ def run_demo(
         queries += [q for q, _ in web.web.known_items(within=crawled, lang="zh")[:1]]
         for q in queries:
             step("search", ["search", q, "--top", "3"])
+    from srcrawl.portal.readiness import serve_command
+
     store = "" if cfg.db.kind != "sqlite" else f" --db-url sqlite:///{cfg.db.path}"
     query = queries[0] if queries else "..."
+    # the demo's job and store are not the defaults: a bare `srcrawl serve` would open
+    # another (empty) job, so the commands printed name both
     echo(
         f"\ndemo done in {time.monotonic() - t_start:.1f} s; the job is {cfg.job!r}, "
         f"its store {cfg.db.redacted()}. Look at the result with:\n"
         f"  srcrawl --job {cfg.job}{store} status\n"
-        f"  srcrawl --job {cfg.job}{store} search {shlex.quote(query)}"
+        f"  srcrawl --job {cfg.job}{store} search {shlex.quote(query)}\n"
+        f"  {serve_command(cfg)}   (the search portal)"
     )
     if cfg.embedded:
         echo("The embedded Redis keeps running for them; `srcrawl down` stops it.")
     if serve:
-        serve_demo_portal(cfg, echo, f"srcrawl --job {cfg.job}{store} serve")
+        serve_demo_portal(cfg, echo, serve_command(cfg))
 
 
 class _Steps:

@@ -247,6 +247,8 @@ def test_the_demo_shows_progress_and_how_to_look_at_the_result(tmp_path) -> None
         r = subprocess.run(
             [*CLI, "demo", "--slaves", "2"], env=env, capture_output=True, text=True, timeout=300
         )
+        if r.returncode == 0:
+            _the_demo_s_serve_command_opens_its_result(r.stdout, env, tmp_path)
     finally:
         embedded.stop(tmp_path / "home")
     out = r.stdout + r.stderr
@@ -263,6 +265,54 @@ def test_the_demo_shows_progress_and_how_to_look_at_the_result(tmp_path) -> None
     assert f"srcrawl --job demo --db-url {db} status" in r.stdout
     assert f"srcrawl --job demo --db-url {db} search " in r.stdout
     assert "`srcrawl down` stops it" in r.stdout
+
+
+def _the_demo_s_serve_command_opens_its_result(
+    out: str, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A first run (#44): the demo prints the `serve` command of its job and store, which
+    finds what the demo's search found; a bare `srcrawl serve` (job default, the default
+    store) says at start that it has no index and names that command."""
+    db = f"sqlite:///{(tmp_path / 'home' / 'demo.db')}"
+    command = f"srcrawl --job demo --db-url {db} serve"
+    assert command in out, out[-2000:]
+    query = re.search(r"srcrawl --job demo --db-url \S+ search (.+)", out)
+    assert query, out[-2000:]
+    bare = {k: v for k, v in env.items() if k != "SRCRAWL_JOB"}
+    said = _serve_until_healthy(["serve"], bare)
+    assert "warning: job 'default' has no index" in said and command in said, said
+    args = command.split()[1:]
+    said = _serve_until_healthy(args, env, q=query[1].strip("'"))
+    assert "warning" not in said, said
+
+
+def _serve_until_healthy(args: list[str], env: dict[str, str], q: str | None = None) -> str:
+    """`srcrawl ARGS --port P --workers 1` until /healthz answers (and, given ``q``, until
+    a search for it has hits); what it printed."""
+    import socket
+
+    import requests
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = start([*args, "--port", str(port), "--workers", "1"], env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None and time.monotonic() < deadline, "the portal did not start"
+            with contextlib.suppress(requests.ConnectionError):
+                if requests.get(url + "/healthz", timeout=10).status_code == 200:
+                    break
+            time.sleep(0.2)
+        if q is not None:
+            found = requests.get(url + "/api/search", params={"q": q}, timeout=30).json()
+            assert found["hits"] and found["matches"] >= len(found["hits"]), found
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=30)
+    return stdout + stderr
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ import socket
 import uuid
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 import redis
@@ -50,6 +51,24 @@ CHROMIUM_ARGS = [
 HOSTILE_TITLE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 HOSTILE_URL = "http://127.0.0.1:9/hostile"
 HOSTILE_TERM = "zyxwvhostile"
+SCHEME_URLS = ["javascript:window.__pwned=4", "data:text/html,<script>window.__pwned=5</script>"]
+STEM_TERM = "zyxwvstem"
+CHARS = "涮尥俅薹"  # four characters jieba leaves alone: each its own word
+
+
+def _extra_pages() -> list[tuple[str, str, str]]:
+    """(url, title, text) of the pages the tests of one behaviour each look for."""
+    pages = [
+        (
+            "http://127.0.0.1:9/village",
+            "Village notes",
+            f"{STEM_TERM} Village elders met; villages",
+        ),
+        ("http://127.0.0.1:9/chars", "all four", f"{CHARS} 全在"),
+    ]
+    for c in CHARS[:2]:
+        pages.append((f"http://127.0.0.1:9/char-{c}", f"one of them {c}", f"只有{c}一个"))
+    return pages
 
 
 def _store_test_web(cfg: Config) -> Counter:
@@ -83,6 +102,8 @@ def _store_test_web(cfg: Config) -> Counter:
             text=f"{HOSTILE_TERM} <b>bold</b> «not a mark» {HOSTILE_TERM}",
         )
     )
+    for url, title, text in _extra_pages():
+        pages.append(Page(fingerprint(url), url, "127.0.0.1:9", status=200, title=title, text=text))
     cfg.store().put_pages(pages)
     return words
 
@@ -158,7 +179,6 @@ def test_unusable_queries_get_400_and_never_500(portal_url) -> None:
         ("", "empty query"),
         ("   ", "empty query"),
         ("the of 的", "no searchable"),
-        ("x" * (MAX_QUERY_CHARS + 1), "characters long"),
     ]:
         r = _get(portal_url, "/api/search", q=q)
         assert r.status_code == 400 and message in r.json()["error"], (q, r.text)
@@ -404,9 +424,15 @@ def test_a_hostile_title_is_text_and_runs_nothing(portal_url, page) -> None:
 def test_empty_and_overlong_queries_get_a_friendly_page(portal_url, page) -> None:
     page.goto(portal_url + "?q=+++")
     assert page.locator("input[name=q]").is_visible() and page.locator("li.hit").count() == 0
-    response = page.goto(portal_url + "?q=" + "w" * (MAX_QUERY_CHARS + 50))
-    assert response.status == 400
-    assert "at most" in page.inner_text("#problem")
+    # over the limit: its start is searched, and the page says so (the box shows that start)
+    long = f"{HOSTILE_TERM} " + "w" * (MAX_QUERY_CHARS + 50)
+    response = page.goto(portal_url + "?q=" + long)
+    assert response.status == 200
+    assert f"only the first {MAX_QUERY_CHARS} characters" in page.inner_text("main")
+    assert page.locator("li.hit").count() == 1
+    assert page.input_value("input[name=q]") == long[:MAX_QUERY_CHARS]
+    api = _get(portal_url, "/api/search", q=long).json()
+    assert len(api["hits"]) == 1 and any(str(MAX_QUERY_CHARS) in n for n in api["notes"])
     page.goto(portal_url + "?q=the+of")
     assert "no searchable words" in page.inner_text("#problem")
     assert page.locator("input[name=q]").get_attribute("maxlength") == str(MAX_QUERY_CHARS)
@@ -516,3 +542,203 @@ def test_serve_with_worker_processes(indexed, portal_url) -> None:
     while [pid for pid in workers if Path(f"/proc/{pid}").exists()]:
         assert time.monotonic() < deadline, f"workers left running: {workers}"
         time.sleep(0.1)
+
+
+# -- a new user's first searches (issue #44) ------------------------------------------
+def _other_store(cfg: Config, path: Path) -> Config:
+    """``cfg`` with another, empty SQLite store."""
+    from dataclasses import replace
+
+    from srcrawl.config import DatabaseURL
+
+    return replace(cfg, db=DatabaseURL(kind="sqlite", path=str(path), create_dirs=True), _cache={})
+
+
+@pytest.mark.slow
+def test_a_missing_index_or_an_empty_store_is_named_at_start_and_on_the_page(
+    indexed, page, tmp_path
+) -> None:
+    """`srcrawl serve` of a job without an index, or over a store without its pages, says
+    which job, index and store it opened, and which jobs have an index."""
+    from srcrawl.portal.readiness import problems
+    from srcrawl.portal.server import _announce_job
+
+    cfg, _env, word = indexed
+    no_index = cfg.with_job("default")
+    lines: list[str] = []
+    _announce_job(no_index, problems(no_index), lines.append)
+    assert "job 'default'" in lines[0] and str(no_index.index_path) in lines[0]
+    assert any("warning: job 'default' has no index" in line for line in lines), lines
+    assert any(f"`srcrawl --job {cfg.job}" in line for line in lines), lines
+    with serving_in_thread(build_portal(no_index, threads=0)) as url:
+        page.goto(url)
+        setup = " ".join(page.locator(".setup").all_inner_texts())
+        assert "job 'default' has no index" in setup and f"srcrawl --job {cfg.job}" in setup
+        page.goto(url + f"?q={word}")
+        assert "no index" in page.inner_text("#problem") and page.locator(".setup").count()
+    empty = _other_store(cfg, tmp_path / "empty.db")
+    with serving_in_thread(build_portal(empty, threads=0)) as url:
+        page.goto(url + f"?q={word}")
+        assert f"{empty.db.redacted()} holds no pages" in page.inner_text(".setup")
+        # what the index found and the store lacks is said, not shown as a count alone
+        assert "not in the store" in page.inner_text("main")
+    ready: list[str] = []
+    _announce_job(cfg, problems(cfg), ready.append)
+    assert not [line for line in ready if "warning" in line] and "serve" in ready[-1]
+
+
+@pytest.mark.slow
+def test_a_stemmed_word_is_marked_as_the_page_writes_it(portal_url, page) -> None:
+    page.goto(portal_url + f"?q=villages+{STEM_TERM}")
+    marks = page.locator("li.hit mark").all_inner_texts()
+    assert {"Village", "villages", STEM_TERM} <= set(marks), marks
+    assert "«" not in page.inner_text("li.hit .snippet")
+
+
+@pytest.mark.slow
+def test_the_count_is_that_of_the_pages_listed(portal_url, page) -> None:
+    """One page holds the four characters, two others one each: the list shows the three,
+    and so does the count (one of them with every word)."""
+    api = _get(portal_url, "/api/search", q=CHARS).json()
+    n = len(api["hits"])  # (a page of the test web may hold one of them too)
+    assert (api["matches"], api["every"], api["pages"]) == (n, 1, 1) and n >= 3, api
+    page.goto(portal_url + f"?q={CHARS}")
+    assert page.locator("li.hit").count() == n
+    summary = " ".join(page.inner_text("#summary").split())
+    assert summary.startswith(f"{n} pages, 1 with every word"), summary
+
+
+@pytest.mark.slow
+def test_each_unusual_query_gets_its_own_message(portal_url, page) -> None:
+    def problem(q: str, page_no: int = 1) -> str:
+        page.goto(portal_url + "?" + urlencode({"q": q, "page": page_no}))
+        return page.inner_text("#problem")
+
+    for n in (3, 99):  # one result: within the reachable depth or past it
+        assert f"page {n} is past the last page of results, 1" in problem(STEM_TERM, n)
+        page.click("#last-page")
+        assert page.locator("li.hit").count() == 1
+    assert "only pages to leave out (-village)" in problem("-village")
+    assert "stop words" in problem("to be or not to be")
+    for q in ("-village", "to be or not to be", "-site:example.com"):
+        assert _get(portal_url, "/api/search", q=q).status_code == 400
+    # a pasted URL: its host; an unclosed quote: its words as words; both said
+    for q, note in (
+        (f"{HOSTILE_TERM} site:http://127.0.0.1:9/some/path?x=1", "site: takes a host"),
+        (f'"elders {STEM_TERM}', "is not closed"),
+    ):
+        page.goto(portal_url + "?" + urlencode({"q": q}))
+        assert page.locator("li.hit").count() == 1, q
+        assert note in page.inner_text("main"), q
+
+
+@pytest.mark.slow
+def test_a_word_no_page_holds_is_named(portal_url, page) -> None:
+    page.goto(portal_url + f"?q={STEM_TERM}+vilagee")
+    assert page.locator("li.hit").count() == 1
+    assert "no page holds «vilagee»" in page.inner_text("main")
+    page.goto(portal_url + "?q=crawlingzz")
+    assert page.locator("li.hit").count() == 0
+    assert "no page holds «crawlingzz»" in page.inner_text("main")
+    api = _get(portal_url, "/api/search", q=f"{STEM_TERM} vilagee").json()
+    assert api["missing"] == ["vilagee"] and api["mode"] == "or"
+    assert _get(portal_url, "/api/search", q=STEM_TERM).json()["missing"] == []
+
+
+@pytest.mark.slow
+def test_the_api_page_works_offline_under_the_csp(portal_url, page) -> None:
+    """Swagger UI's files come from the portal: with every other host cut off, the page
+    lists the API's operations, and its policy refuses nothing they need."""
+    own = portal_url.rstrip("/")
+    outside: list[str] = []
+
+    def offline(route) -> None:
+        if route.request.url.startswith(own):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", offline)
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    response = page.goto(own + "/docs")
+    assert "script-src 'self'" in response.headers["content-security-policy"]
+    page.wait_for_selector(".opblock", timeout=15_000)
+    assert "/api/search" in page.inner_text("#swagger-ui")
+    assert outside == [] and errors == [], (outside, errors)
+    assert _get(portal_url, "/redoc").status_code == 404  # (it would load from a CDN)
+
+
+@pytest.mark.slow
+def test_the_syntax_help_is_linked_from_the_search_page(portal_url, page) -> None:
+    page.goto(portal_url)
+    page.click(".help-link a")
+    assert page.inner_text("h1") == "Search syntax"
+    text = page.inner_text("main")
+    for said in ('"create index"', "-full", "site:", "stem", "jieba", "Stop words"):
+        assert said in text, said
+
+
+@pytest.mark.slow
+def test_dark_mode_headings_favicon_and_focus(browser, indexed, portal_url) -> None:
+    _cfg, _env, word = indexed
+    context = browser.new_context(color_scheme="dark")
+    page = context.new_page()
+    try:
+        page.goto(portal_url)
+        background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert background not in ("rgb(255, 255, 255)", "rgba(0, 0, 0, 0)"), background
+        assert page.locator("input[name=q]").get_attribute("autofocus") is not None
+        assert page.locator("h1").count() == 1
+        icon = page.get_attribute("link[rel=icon]", "href")
+        for path in (icon, "/favicon.ico"):
+            r = _get(portal_url, path)
+            assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg")
+        page.goto(portal_url + f"?q={word}")
+        # a result page: no focus taken from the reader (the keys scroll the page)
+        assert page.locator("input[name=q]").get_attribute("autofocus") is None
+        assert page.evaluate("document.activeElement.tagName") == "BODY"
+        assert page.locator("h2").inner_text() == "Results"
+        assert page.locator("li.hit h3 a.title").count() == 10
+    finally:
+        context.close()
+
+
+@pytest.mark.slow
+def test_an_echoed_query_and_a_hit_of_another_scheme_run_nothing(portal_url, page) -> None:
+    hostile = '</title><script>window.__pwned=6</script>"><img src=x onerror="window.__pwned=7">'
+    page.goto(portal_url + "?" + urlencode({"q": f"{HOSTILE_TERM} {hostile}"}))
+    assert page.title().startswith(f"{HOSTILE_TERM} {hostile}")  # the characters, as text
+    assert page.input_value("input[name=q]") == f"{HOSTILE_TERM} {hostile}"
+    assert page.locator("img, script").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    # a crawl stores http(s) pages only: a hit of another scheme is rendered here, and the
+    # page loaded without the portal's CSP, so that link_target alone keeps it from running
+    html = _page_of_hits([_hit(url) for url in SCHEME_URLS])
+    page.set_content(html)
+    assert sorted(page.locator("li.hit .url").all_inner_texts()) == sorted(SCHEME_URLS)
+    for i in range(len(SCHEME_URLS)):
+        link = page.locator("li.hit a.title").nth(i)
+        assert link.get_attribute("href") == "#"
+        link.click()
+        assert page.evaluate("window.__pwned") is None
+
+
+def _hit(url: str):
+    from srcrawl.indexer.search import Hit
+    from srcrawl.indexer.search.snippets import Snippet
+
+    return Hit(url, "a page", 1.0, Snippet("some text"), fingerprint("http://x/" + url))
+
+
+def _page_of_hits(hits: list) -> str:
+    """The search page as the portal renders it for ``hits``."""
+    from srcrawl.indexer.search import SearchResult
+    from srcrawl.portal.app import _templates
+    from srcrawl.portal.search_pool import ResultPage
+
+    result = SearchResult("q", ["q"], "and", len(hits), False, hits, 1.0, every=len(hits))
+    found = ResultPage(result, 1, 10)
+    template = _templates().get_template("search.html")
+    return template.render(query="q", found=found, links=[1], max_chars=MAX_QUERY_CHARS)
