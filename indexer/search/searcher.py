@@ -136,26 +136,29 @@ class Searcher:
         if missing:
             shown = ", ".join(f"«{w}»" for w in missing)
             notes.append(f"no page holds {shown}: check the spelling, or try another form")
-        shown = found[offset:top]
-        hits = self.hit_reader.hits(shown, units.terms)
-        if len(hits) < len(shown):
-            # the index names pages this store lacks: most likely another job's store
-            notes.append(
-                f"{len(shown) - len(hits)} of the pages found are not in the store: "
-                "is it the store this index was built from?"
-            )
         return SearchResult(
             query=query,
             terms=units.terms,
             mode=mode,
             matches=matches,
             ranked=prior.active,
-            hits=hits,
+            hits=self._hits(found[offset:top], units.terms, notes),
             elapsed_ms=(time.perf_counter() - t0) * 1000,
             notes=notes,
             every=every,
             missing=missing,
         )
+
+    def _hits(self, shown: list[Scored], terms: list[str], notes: list[str]) -> list[Hit]:
+        """The hits of ``shown`` read from the store; a note if it lacks some of them."""
+        hits = self.hit_reader.hits(shown, terms)
+        if len(hits) < len(shown):
+            # the index names pages this store lacks: most likely another job's store
+            notes.append(
+                f"{len(shown) - len(hits)} of the pages found are not in the store: "
+                "is it the store this index was built from?"
+            )
+        return hits
 
     def _tier(
         self, searcher: tantivy.Searcher, query: tantivy.Query, top: int, prior: Prior
