@@ -574,6 +574,7 @@ def test_a_missing_index_or_an_empty_store_is_named_at_start_and_on_the_page(
         page.goto(url)
         setup = " ".join(page.locator(".setup").all_inner_texts())
         assert "job 'default' has no index" in setup and f"srcrawl --job {cfg.job}" in setup
+        _shot(page, "portal-no-index.png")
         page.goto(url + f"?q={word}")
         assert "no index" in page.inner_text("#problem") and page.locator(".setup").count()
     empty = _other_store(cfg, tmp_path / "empty.db")
@@ -701,6 +702,7 @@ def test_dark_mode_headings_favicon_and_focus(browser, indexed, portal_url) -> N
         assert page.evaluate("document.activeElement.tagName") == "BODY"
         assert page.locator("h2").inner_text() == "Results"
         assert page.locator("li.hit h3 a.title").count() == 10
+        _shot(page, "portal-dark.png")
     finally:
         context.close()
 
