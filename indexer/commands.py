@@ -198,9 +198,12 @@ def search_command(
         f"pages ({words}"
         f"{', PageRank blended' if result.ranked else ''}) in {result.elapsed_ms:.1f} ms"
     )
+    notes = list(result.notes)
+    if result.suggestion:
+        notes.append(f"did you mean: {result.suggestion}")
     if as_json:
         click.echo(json.dumps([h.as_json() for h in result.hits], ensure_ascii=False, indent=2))
-        for note in result.notes:
+        for note in notes:
             click.echo(f"note: {note}", err=True)
         click.echo(found, err=True)
         return
@@ -212,6 +215,6 @@ def search_command(
             click.echo(f"    {hit.snippet.marked(*marks)}")
         similar = f"  ({hit.similar} similar pages)" if hit.similar else ""
         click.echo(f"    score {hit.score:.4f}{similar}")
-    for note in result.notes:
+    for note in notes:
         click.echo(f"note: {note}")
     click.echo(found if result.hits else f"no results ({result.elapsed_ms:.1f} ms)")

@@ -12,7 +12,8 @@ when a response loses or changes a field (pre-1.0: a change a client may have to
 0.1.0: the first; 0.2.0: ``approximate`` left the search answer (it was always false:
 the ranking is exact); 0.3.0: ``matches`` counts the pages with some of the words that
 the results list too (``every``: those with every word), a query over 256 characters
-is searched by its first 256 (it was a 400), and ``missing`` names the words no page holds."""
+is searched by its first 256 (it was a 400), ``missing`` names the words no page holds and
+``suggestion`` the query with the nearest words the index has."""
 
 
 class HitOut(BaseModel):
@@ -41,6 +42,9 @@ class SearchOut(BaseModel):
     )
     every: int = Field(description="Of the matches, the pages with every word")
     missing: list[str] = Field(description="Words no page holds (only when some is lacking)")
+    suggestion: str | None = Field(
+        description="The query with those words spelt as the index has them (none found: null)"
+    )
     ranked: bool = Field(description="PageRank was blended into the scores")
     page: int
     size: int

@@ -73,6 +73,7 @@ class ResultPage:
             "matches": r.matches,
             "every": r.every,
             "missing": r.missing,
+            "suggestion": r.suggestion,
             "ranked": r.ranked,
             "page": self.page,
             "size": self.size,

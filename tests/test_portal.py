@@ -643,6 +643,12 @@ def test_a_word_no_page_holds_is_named(portal_url, page) -> None:
     assert "no page holds «crawlingzz»" in page.inner_text("main")
     api = _get(portal_url, "/api/search", q=f"{STEM_TERM} vilagee").json()
     assert api["missing"] == ["vilagee"] and api["mode"] == "or"
+    # a did-you-mean from the index's own terms, a link to its search
+    page.goto(portal_url + "?q=vilage+elderz")
+    assert page.inner_text("#suggestion") == "Did you mean village elder?"  # (stems as one)
+    page.click("#suggestion a")
+    assert page.input_value("input[name=q]") == "village elder"
+    assert page.locator("li.hit").count() >= 1 and page.locator("#suggestion").count() == 0
     assert _get(portal_url, "/api/search", q=STEM_TERM).json()["missing"] == []
 
 

@@ -335,6 +335,19 @@ def test_a_word_no_page_holds_is_named(store, index) -> None:
     none = searcher.search("crawlingzz")
     assert none.missing == ["crawlingzz"] and any("«crawlingzz»" in n for n in none.notes)
     assert searcher.search("tesseract").missing == []
+    assert none.suggestion is None  # nothing near it
+
+
+def test_a_misspelt_word_gets_a_suggestion_from_the_index_s_terms(store, index) -> None:
+    pages = [make_page("village", "The village elders met in the village hall."), *corpus()]
+    searcher = index_pages(store, index, pages)
+    # a letter swapped, one left out: the nearest term; the stem "villag" given back the
+    # ending the stemmer took from the word typed
+    result = searcher.search("Tesserakt vilage -zebra")
+    assert result.missing == ["tesserakt", "vilage"]
+    assert result.suggestion == "tesseract village -zebra"
+    assert searcher.search("tesseract village").suggestion is None
+    assert searcher.search("qqqqqqq").suggestion is None
 
 
 def test_a_word_too_long_to_be_indexed_is_named_not_called_a_stop_word(store, index) -> None:

@@ -69,6 +69,9 @@ def test_index_with_local_slaves_then_search(python, env) -> None:
     assert plain.returncode == 0
     assert plain.stdout.count("http://127.0.0.1:9/p") == 3
     assert "3 of 30 pages (every word)" in plain.stdout and " ms" in plain.stdout
+    typo = cli(python, env, "search", "tesserakt")  # a word no page holds: the nearest
+    assert "note: no page holds «tesserakt»" in typo.stdout
+    assert "note: did you mean: tesseract" in typo.stdout
 
     again = cli(python, env, "index", "--slaves", "1", "--json")
     assert again.returncode == 0 and json.loads(again.stdout)["scheduled"] == 0

@@ -12,7 +12,9 @@ through these modules in order:
   duplicates collapsed, the tiers merged;
 - ``hits``: the hits shown, read from the store, each with its snippet;
 - ``snippets`` and ``terms``: a window of the page's own text around the
-  query terms, and where the terms are in it.
+  query terms, and where the terms are in it;
+- ``suggest``: for a word no page holds, the nearest the index has (a "did
+  you mean").
 
 Text is folded, and Chinese told apart, as indexer/text.py says, for the
 tokenizer and the snippets alike.

@@ -21,6 +21,7 @@ their snippets (indexer/search/hits.py).
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,7 @@ from srcrawl.indexer.search import query as q
 from srcrawl.indexer.search.collect import Prior, Scored
 from srcrawl.indexer.search.hits import Hit, HitReader
 from srcrawl.indexer.search.query import QueryError
+from srcrawl.indexer.search.suggest import suggest
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
 from srcrawl.sql.store import Store
 
@@ -64,6 +66,7 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
     every: int = 0  # of the matches, the pages with every word
     missing: list[str] = field(default_factory=list)  # words no page holds (mode not "and")
+    suggestion: str | None = None  # the query with those words spelt as the index has them
 
 
 class Searcher:
@@ -89,6 +92,9 @@ class Searcher:
         self.rank_weight = rank_weight
         self.pool = pool
         self.hit_reader = HitReader(store, boilerplate, snippet_chars)
+        # the suggestions for words no page holds, of the commit whose memo is _suggested_in
+        self._suggested: dict[str, str | None] = {}
+        self._suggested_in: object = None
 
     def units(self, query: str) -> tuple[q.Units, list[str]]:
         """The query's units and notes on what was left out (:func:`query.lower`)."""
@@ -147,7 +153,28 @@ class Searcher:
             notes=notes,
             every=every,
             missing=missing,
+            suggestion=self._suggestion(searcher, memo, query, missing) if missing else None,
         )
+
+    def _suggestion(
+        self, searcher: tantivy.Searcher, memo: object, query: str, missing: list[str]
+    ) -> str | None:
+        """``query`` with each word no page holds replaced by the nearest the index has
+        (indexer/search/suggest.py), or None when there is none. Kept for the commit:
+        the same misspelling, asked again, walks the index's terms once."""
+        if memo is not self._suggested_in:
+            self._suggested, self._suggested_in = {}, memo
+        fixed = query
+        for word in missing:
+            if word not in self._suggested:
+                if len(self._suggested) >= collect.BEST_SCORES_KEPT:
+                    self._suggested.clear()
+                self._suggested[word] = suggest(searcher, word)
+            fix = self._suggested[word]
+            if fix is not None:
+                pattern = rf"(?<![\w-]){re.escape(word)}(?!\w)"
+                fixed = re.sub(pattern, fix, fixed, flags=re.IGNORECASE)
+        return fixed if fixed != query else None
 
     def _hits(self, shown: list[Scored], terms: list[str], notes: list[str]) -> list[Hit]:
         """The hits of ``shown`` read from the store; a note if it lacks some of them."""
