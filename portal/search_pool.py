@@ -131,10 +131,14 @@ class SearchPool:
         cut = len(query) > MAX_QUERY_CHARS
         query = query[:MAX_QUERY_CHARS]
         if page * size > MAX_RESULT_DEPTH:
-            # too deep to search: the first page says where the results end (an error
-            # path, so the one search more costs nothing to the others)
-            first = self.search(query, 1, size)
-            raise PastLastPage(page, first.pages, first.result.matches > MAX_RESULT_DEPTH)
+            # too deep to search: the deepest page that may be reached says where the
+            # results end (the search a request for that page costs, no more)
+            deepest = max(1, MAX_RESULT_DEPTH // size)
+            try:
+                self.search(query, deepest, size)
+            except PastLastPage as e:
+                raise PastLastPage(page, e.last, False) from None
+            raise PastLastPage(page, deepest, True)
         t0 = time.perf_counter()
         try:
             result = self._searcher().search(query, top=page * size, offset=(page - 1) * size)

@@ -750,3 +750,22 @@ def _page_of_hits(hits: list) -> str:
     found = ResultPage(result, 1, 10)
     template = _templates().get_template("search.html")
     return template.render(query="q", found=found, links=[1], max_chars=MAX_QUERY_CHARS)
+
+
+def test_a_page_past_the_reachable_depth_names_the_last_page(indexed, monkeypatch) -> None:
+    """Past MAX_RESULT_DEPTH, the last page named is the deepest that can be reached when
+    the results go on that far, and the last of them when they end before."""
+    from srcrawl.portal import search_pool
+    from srcrawl.portal.search_pool import PastLastPage
+
+    cfg, _env, word = indexed  # a word of 15 to 60 pages
+    monkeypatch.setattr(search_pool, "MAX_RESULT_DEPTH", 10)
+    pool = build_portal(cfg, threads=0).pool
+    try:
+        with pytest.raises(PastLastPage, match=r"page 9 is past the last page of results, 2 "):
+            pool.search(word, page=9, size=5)  # 10 results reachable: 2 pages of 5
+        with pytest.raises(PastLastPage) as e:
+            pool.search(STEM_TERM, page=9, size=5)
+        assert e.value.last == 1 and "only the first" not in str(e.value)
+    finally:
+        pool.close()
