@@ -13,17 +13,17 @@ from pathlib import Path
 
 import click
 
+from srcrawl.app.cli_options import DURATION, fetches_option
 from srcrawl.benchmarks.scaling import (
     ScalingResult,
     check_outputs,
     parse_slave_counts,
     scaling_options,
 )
-from srcrawl.cli_options import DURATION, fetches_option
-from srcrawl.config import Config
-from srcrawl.defaults import BODY_STORES, DEFAULT_PAGERANK_ITERATIONS
-from srcrawl.errors import ConfigError
-from srcrawl.progress import ProgressLine
+from srcrawl.core.defaults import BODY_STORES, DEFAULT_PAGERANK_ITERATIONS
+from srcrawl.core.errors import ConfigError
+from srcrawl.core.progress import ProgressLine
+from srcrawl.settings.config import Config
 
 
 def _config(ctx: click.Context) -> Config:

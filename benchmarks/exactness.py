@@ -30,11 +30,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from srcrawl import embedded
+from srcrawl.core import embedded
+from srcrawl.core.urls import host_of
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.scope import Scope
 from srcrawl.testweb import TestWeb
-from srcrawl.urls import host_of
 
 LAGGING_COUNTERS = ("robots_deferred", "depth_improved", "refetched")
 HOSTS = 6
@@ -121,7 +121,7 @@ def _env(redis_url: str, directory: Path) -> dict[str, str]:
 
 def _stored(env: dict[str, str]) -> dict[str, int]:
     out = subprocess.run(
-        [sys.executable, "-m", "srcrawl.cli", "export", "pages"],
+        [sys.executable, "-m", "srcrawl.app.cli", "export", "pages"],
         env=env,
         capture_output=True,
         text=True,
@@ -152,7 +152,7 @@ def one_run(run: int, redis_url: str, partitions: int = 1) -> ExactnessRun:
                 [
                     sys.executable,
                     "-m",
-                    "srcrawl.cli",
+                    "srcrawl.app.cli",
                     "crawl",
                     *tw.seed_urls,
                     "--depth",

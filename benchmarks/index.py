@@ -1,6 +1,6 @@
 """``srcrawl bench index`` and ``srcrawl bench search``.
 
-Both work on generated pages (:mod:`srcrawl.indexer.corpus`) written through
+Both work on generated pages (:mod:`srcrawl.lab.corpus`) written through
 the store's normal page path into a scratch SQLite file under
 ``$SRCRAWL_HOME/bench/`` (kept, so a later run on the same corpus reuses it),
 and on a scratch job in the configured Redis (removed afterwards).
@@ -33,18 +33,18 @@ from pathlib import Path
 
 import tantivy
 
+from srcrawl.app.local import LocalSlaves
 from srcrawl.benchmarks.scaling import Column, Row, ScalingResult, median_of_rounds, round_orders
-from srcrawl.config import Config, DatabaseURL
-from srcrawl.defaults import DEFAULT_HEARTBEAT_INTERVAL
-from srcrawl.errors import SrcrawlError
-from srcrawl.indexer.corpus import Corpus
+from srcrawl.core.defaults import DEFAULT_HEARTBEAT_INTERVAL
+from srcrawl.core.errors import SrcrawlError
 from srcrawl.indexer.engine import IndexReader, schema, stem
 from srcrawl.indexer.master import IndexMaster, IndexReport
 from srcrawl.indexer.search import Searcher
 from srcrawl.indexer.slave import document_text, tokenize_document
 from srcrawl.indexer.tokenizer import Tokenizer, python_jieba
-from srcrawl.local import LocalSlaves
+from srcrawl.lab.corpus import Corpus
 from srcrawl.queues.workers import workers
+from srcrawl.settings.config import Config, DatabaseURL
 from srcrawl.sql.store import Store
 
 Progress = Callable[[str], None]

@@ -30,13 +30,13 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from srcrawl.app.local import popen_child, stop_children
 from srcrawl.benchmarks.bm25 import BM25
 from srcrawl.benchmarks.index import BenchmarkError, _drop_job_keys
 from srcrawl.benchmarks.known_queries import QueryFile, check_answers, rank_of_answer
 from srcrawl.benchmarks.ranking import Scores
-from srcrawl.config import Config
-from srcrawl.defaults import BENCH_CORPUS_DEPTH, DEFAULT_SEARCH_TOP
-from srcrawl.local import popen_child, stop_children
+from srcrawl.core.defaults import BENCH_CORPUS_DEPTH, DEFAULT_SEARCH_TOP
+from srcrawl.settings.config import Config
 from srcrawl.sql.database_url import DatabaseURL
 from srcrawl.sql.store import Store
 
@@ -147,7 +147,7 @@ def _step(jcfg: Config, args: list[str], say: Progress) -> tuple[float, str]:
     say(f"$ srcrawl {' '.join(args)}")
     t0 = time.monotonic()
     proc = popen_child(
-        [sys.executable, "-m", "srcrawl.cli", *args],
+        [sys.executable, "-m", "srcrawl.app.cli", *args],
         jcfg.child_env(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
-from srcrawl.cli_options import BYTE_SIZE, DURATION, fetches_option
-from srcrawl.config import Config
-from srcrawl.defaults import (
+from srcrawl.app.cli_options import BYTE_SIZE, DURATION, fetches_option
+from srcrawl.app.durations import format_duration
+from srcrawl.core.defaults import (
     BODY_STORES,
     DEFAULT_BLOOM_ERROR_RATE,
     DEFAULT_DELAY,
@@ -40,12 +40,12 @@ from srcrawl.defaults import (
     DEFAULT_WARC_MAX_BYTES,
     MAX_PARTITIONS,
 )
-from srcrawl.durations import format_duration
-from srcrawl.errors import ConfigError
+from srcrawl.core.errors import ConfigError
+from srcrawl.core.progress import ProgressLine
+from srcrawl.core.useragent import ENV_USER_AGENT, contact_warning
 from srcrawl.master.guards import ENV_MAX_REDIS_MEMORY, ENV_MIN_FREE_DISK
-from srcrawl.progress import ProgressLine
 from srcrawl.queues.crawl_strategy import QUEUE_POLICIES, CrawlStrategy
-from srcrawl.useragent import ENV_USER_AGENT, contact_warning
+from srcrawl.settings.config import Config
 
 EXIT_DEFERRED = 3
 """`srcrawl crawl`'s exit status when the crawl ended with hosts whose robots.txt could not
@@ -439,10 +439,10 @@ def master_start(
     ctx: click.Context, seeds: tuple[str, ...], keep_running: bool, **opts: Any
 ) -> None:
     """Run the crawl master of the job. With SEEDS, start a new crawl first."""
-    from srcrawl.child import run_crawl_master
+    from srcrawl.app.child import run_crawl_master
+    from srcrawl.app.roles import CrawlMasterRole
+    from srcrawl.core.outage import REDIS_DOWN
     from srcrawl.master.crawl_run import start_crawl
-    from srcrawl.outage import REDIS_DOWN
-    from srcrawl.roles import CrawlMasterRole
 
     cfg = _config(ctx)
     cfg.check()
@@ -480,10 +480,10 @@ def crawl_command(
     **opts: Any,
 ) -> None:
     """Crawl from SEEDS with a master and --slaves local slaves until done."""
+    from srcrawl.app.runner import run_local_crawl
+    from srcrawl.core.signals import exit_code_of
     from srcrawl.master.crawl_run import start_crawl
     from srcrawl.queues import crawl_strategy as strategies
-    from srcrawl.runner import run_local_crawl
-    from srcrawl.signals import exit_code_of
 
     cfg = _config(ctx)
     cfg.check()

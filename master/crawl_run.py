@@ -1,6 +1,6 @@
 """Starting a crawl, adding seeds to it, and what it has done so far.
 
-Running it on one machine is :func:`srcrawl.runner.run_local_crawl`.
+Running it on one machine is :func:`srcrawl.app.runner.run_local_crawl`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from srcrawl.config import Config
-from srcrawl.errors import ConfigError, StoreError
+from srcrawl.core.errors import ConfigError, StoreError
+from srcrawl.core.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
 from srcrawl.master.crawl_master import reset_crawl
 from srcrawl.master.frontier import now_ms
 from srcrawl.queues import crawl_strategy as strategies
@@ -21,7 +21,7 @@ from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.partitions import partition_keys, partition_of_url
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import workers
-from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
+from srcrawl.settings.config import Config
 
 log = logging.getLogger("srcrawl.seed")
 

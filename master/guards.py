@@ -30,10 +30,10 @@ from pathlib import Path
 
 import redis
 
-from srcrawl.config import Config
-from srcrawl.errors import StoreError
-from srcrawl.keys import Keys
-from srcrawl.telemetry import redis_memory
+from srcrawl.core.errors import StoreError
+from srcrawl.core.keys import Keys
+from srcrawl.core.telemetry import redis_memory
+from srcrawl.settings.config import Config
 
 log = logging.getLogger("srcrawl.master.guards")
 

@@ -22,8 +22,7 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from srcrawl.config import Config
-from srcrawl.errors import SrcrawlError
+from srcrawl.core.errors import SrcrawlError
 from srcrawl.portal.cluster import CrawlRate, snapshot
 from srcrawl.portal.hot import (
     JSON_TYPE,
@@ -44,6 +43,7 @@ from srcrawl.portal.schemas import (
     StatusOut,
 )
 from srcrawl.portal.search_pool import MAX_PAGE_SIZE, SearchPool
+from srcrawl.settings.config import Config
 
 HERE = Path(__file__).parent
 STATUS_REFRESH_S = 5

@@ -19,10 +19,10 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.supervisors import Multiprocess
 
-from srcrawl.config import Config
-from srcrawl.errors import SrcrawlError
+from srcrawl.core.errors import SrcrawlError
 from srcrawl.portal.app import ENV_ADMIN_TOKEN, Portal, create_app
 from srcrawl.portal.search_pool import SearchPool
+from srcrawl.settings.config import Config
 
 DEFAULT_BIND = "127.0.0.1"
 DEFAULT_PORT = 8080

@@ -29,11 +29,11 @@ from typing import Any
 
 import redis
 
-from srcrawl.errors import EnvelopeError
-from srcrawl.keys import Keys, processing_key
+from srcrawl.core.errors import EnvelopeError
+from srcrawl.core.keys import Keys, processing_key
+from srcrawl.core.urls import MAX_URL_LENGTH, InvalidURL, canonicalize, fingerprint
 from srcrawl.queues.change_rate import ChangeHistory
 from srcrawl.queues.envelope import Message, decode, encode
-from srcrawl.urls import MAX_URL_LENGTH, InvalidURL, canonicalize, fingerprint
 
 MASTER_ID = "master"
 """The crawl master's consumer id on nrq: its processing list holds the batch in hand."""

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from srcrawl.config import Config
-from srcrawl.errors import ConfigError
+from srcrawl.core.errors import ConfigError
+from srcrawl.settings.config import Config
 
 if TYPE_CHECKING:
     from srcrawl.warc.storage import LocalWarcStorage

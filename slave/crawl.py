@@ -24,8 +24,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from srcrawl.defaults import DEFAULT_FETCH_THREADS, DEFAULT_PARSE_INLINE_BYTES, HOST_SLOT_MARGIN
-from srcrawl.errors import EnvelopeError
+from srcrawl.core.defaults import (
+    DEFAULT_FETCH_THREADS,
+    DEFAULT_PARSE_INLINE_BYTES,
+    HOST_SLOT_MARGIN,
+)
+from srcrawl.core.errors import EnvelopeError
+from srcrawl.core.telemetry import Cumulative, Telemetry
+from srcrawl.core.urls import origin
 from srcrawl.queues.crawl_protocol import (
     Deferred,
     Disallowed,
@@ -44,16 +50,14 @@ from srcrawl.slave.revisit import conditional_headers
 from srcrawl.slave.robots import RobotsCache, RobotsRules, robots_url
 from srcrawl.slave.robots_outcome import HostSitemaps, RobotsMiss, SitemapsOnly, robots_outcome
 from srcrawl.slave.side_work import SideWork
-from srcrawl.telemetry import Cumulative, Telemetry
-from srcrawl.urls import origin
 from srcrawl.warc.output import WarcOutput
 from srcrawl.warc.storage import LocalWarcStorage
 
 if TYPE_CHECKING:
     import redis
 
-    from srcrawl.config import Config
-    from srcrawl.keys import Keys
+    from srcrawl.core.keys import Keys
+    from srcrawl.settings.config import Config
 
 log = logging.getLogger("srcrawl.slave")
 

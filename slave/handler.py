@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from srcrawl.telemetry import Telemetry
+    from srcrawl.core.telemetry import Telemetry
 
 
 class PhaseHandler(Protocol):

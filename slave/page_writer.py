@@ -47,7 +47,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from srcrawl.errors import StoreDataError, StoreError
+from srcrawl.core.errors import StoreDataError, StoreError
 from srcrawl.sql.pages import Link, Moved, Page, Touch
 from srcrawl.sql.store import Store
 from srcrawl.sql.warc_pointers import StoredPayload

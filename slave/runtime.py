@@ -13,7 +13,7 @@ pops into its free slots and collects them as they finish, ``threads`` of
 them in flight at once. The first SIGTERM/SIGINT
 lets every consumer finish its batch; a second one exits at once (what it
 held is requeued by the master once the heartbeat lapses). While Redis
-cannot be reached, every command waits for it (see :mod:`srcrawl.outage`).
+cannot be reached, every command waits for it (see :mod:`srcrawl.core.outage`).
 """
 
 from __future__ import annotations
@@ -28,19 +28,19 @@ import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from srcrawl.config import Config
-from srcrawl.defaults import (
+from srcrawl.core.defaults import (
     DEFAULT_BLOCK_TIMEOUT,
     DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_HEARTBEAT_TTL,
 )
-from srcrawl.errors import StoreError
-from srcrawl.outage import REDIS_DOWN, RedisOutage, wait_out_outages
+from srcrawl.core.errors import StoreError
+from srcrawl.core.outage import REDIS_DOWN, RedisOutage, wait_out_outages
+from srcrawl.core.signals import install_stop_handlers
 from srcrawl.queues.envelope import encode
 from srcrawl.queues.partitions import PartitionedQueues
 from srcrawl.queues.protocol import PhaseQueues, new_worker_id
 from srcrawl.queues.workers import Worker
-from srcrawl.signals import install_stop_handlers
+from srcrawl.settings.config import Config
 from srcrawl.slave.handler import (
     Closes,
     CountsMetrics,
@@ -55,7 +55,7 @@ from srcrawl.slave.handler import (
 if TYPE_CHECKING:
     import redis
 
-    from srcrawl.keys import Keys
+    from srcrawl.core.keys import Keys
 
 log = logging.getLogger("srcrawl.slave")
 

@@ -22,9 +22,9 @@ import pymysql
 import pytest
 import redis
 
-from srcrawl import embedded
-from srcrawl.config import DatabaseURL
-from srcrawl.keys import Keys
+from srcrawl.core import embedded
+from srcrawl.core.keys import Keys
+from srcrawl.settings.config import DatabaseURL
 from srcrawl.sql.base import TABLES
 from srcrawl.sql.store import Store, open_store
 from srcrawl.testweb import TestWeb
@@ -135,7 +135,7 @@ def run_cli(
 ) -> subprocess.CompletedProcess:
     """`srcrawl ARGS` in a new process with ``env``, its output captured as text."""
     return subprocess.run(
-        [sys.executable, "-m", "srcrawl.cli", *args],
+        [sys.executable, "-m", "srcrawl.app.cli", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -184,7 +184,7 @@ def logged_requests(web: TestWeb, timeout: float = 30.0) -> list[dict[str, Any]]
 @pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory):
     """A real Redis Cluster of 3 primaries with one replica each, on free loopback ports."""
-    from srcrawl.testcluster import RedisClusterProcesses
+    from srcrawl.lab.testcluster import RedisClusterProcesses
 
     cluster = RedisClusterProcesses(tmp_path_factory.mktemp("cluster")).start()
     yield cluster

@@ -14,7 +14,7 @@ import requests
 import yaml
 from click_parse import parse_command
 
-from srcrawl.config import ENV_VARS
+from srcrawl.settings.config import ENV_VARS
 from srcrawl.testweb import TestWeb
 
 COMPOSE = Path(__file__).resolve().parent.parent / "docker-compose.yml"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from srcrawl.config import Config, DatabaseURL
-from srcrawl.errors import ConfigError
+from srcrawl.core.errors import ConfigError
+from srcrawl.settings.config import Config, DatabaseURL
 from srcrawl.sql.migrations import SCHEMA_VERSION
 
 
@@ -116,7 +116,7 @@ def test_check_connects_both(redis_url, tmp_path) -> None:
     ],
 )
 def test_redacted_urls_hide_the_password(url: str, shown: str) -> None:
-    from srcrawl.credentials import redact_url
+    from srcrawl.core.credentials import redact_url
 
     assert redact_url(url) == shown
 

@@ -18,14 +18,14 @@ from typing import ClassVar
 
 import pytest
 
-from srcrawl.config import Config
+from srcrawl.core.urls import fingerprint
 from srcrawl.master.crawl_master import CrawlMaster
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.queues.crawl_protocol import Deferred, Fetched, FetchTask, canonical_links
 from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.settings.config import Config
 from srcrawl.slave.runtime import Slave
 from srcrawl.testweb import TestWeb
-from srcrawl.urls import fingerprint
 
 from .conftest import cli_env as env_for
 from .conftest import logged_requests
@@ -36,7 +36,7 @@ B = "http://127.0.0.1:9101"
 
 def srcrawl(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "srcrawl.cli", *args],
+        [sys.executable, "-m", "srcrawl.app.cli", *args],
         env=env,
         capture_output=True,
         text=True,

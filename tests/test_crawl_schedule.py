@@ -16,10 +16,10 @@ import time
 
 import pytest
 
-from srcrawl.config import Config
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.queues import crawl_strategy as strategies
 from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.settings.config import Config
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.accesslog import gaps
 
@@ -133,7 +133,7 @@ def test_a_dead_seed_is_reported_at_once_and_fails_the_crawl(redis_url, keys, tm
         [
             sys.executable,
             "-m",
-            "srcrawl.cli",
+            "srcrawl.app.cli",
             "crawl",
             f"http://127.0.0.1:{port}/",
             "--slaves",

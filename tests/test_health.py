@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from srcrawl.defaults import STORE_ERROR_FRESH
-from srcrawl.health import recent_store_error
+from srcrawl.app.health import recent_store_error
+from srcrawl.core.defaults import STORE_ERROR_FRESH
 
 from .conftest import cli_env, run_cli
 from .test_fetch_policy import page, serve

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from srcrawl.defaults import HOST_SLOT_RETRY, HOST_SLOT_RETRY_MAX
+from srcrawl.core.defaults import HOST_SLOT_RETRY, HOST_SLOT_RETRY_MAX
+from srcrawl.core.redis_connect import connect
 from srcrawl.master.crawl_master import reset_crawl
-from srcrawl.redis_connect import connect
 from srcrawl.slave.host_slots import HostSlots
 
 from .test_crawl_master import cfg_for

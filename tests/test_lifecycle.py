@@ -20,14 +20,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from srcrawl import embedded
-from srcrawl.config import Config
+from srcrawl.core import embedded
+from srcrawl.core.urls import host_of
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.scope import Scope
+from srcrawl.settings.config import Config
 from srcrawl.testweb import TestWeb
-from srcrawl.urls import host_of
 
-CLI = [sys.executable, "-m", "srcrawl.cli"]
+CLI = [sys.executable, "-m", "srcrawl.app.cli"]
 FAST = [
     "--delay",
     "0.05",
@@ -367,8 +367,8 @@ def test_an_orphaned_slave_waits_for_redis_quietly_and_leaves_with_its_parent(
     # a parent that starts a slave as every local run does, then waits
     parent_code = (
         "import time, os\n"
-        "from srcrawl.local import spawn_child\n"
-        "from srcrawl.roles import SlaveRole\n"
+        "from srcrawl.app.local import spawn_child\n"
+        "from srcrawl.app.roles import SlaveRole\n"
         f"out = open({str(log)!r}, 'ab')\n"
         "spawn_child(SlaveRole(phases=('crawl',)), dict(os.environ), output=out)\n"
         "time.sleep(600)\n"

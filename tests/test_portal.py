@@ -20,7 +20,7 @@ import redis
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from srcrawl.config import Config
+from srcrawl.core.urls import fingerprint
 from srcrawl.portal.schemas import API_VERSION
 from srcrawl.portal.search_pool import MAX_QUERY_CHARS
 from srcrawl.portal.server import (
@@ -29,11 +29,11 @@ from srcrawl.portal.server import (
     default_threads,
     serving_in_thread,
 )
+from srcrawl.settings.config import Config
 from srcrawl.slave.parse import parse_html
 from srcrawl.sql.pages import Page
 from srcrawl.testweb.content import render
 from srcrawl.testweb.generator import generate
-from srcrawl.urls import fingerprint
 
 from .conftest import cli_env, run_cli
 
@@ -490,7 +490,7 @@ def test_serve_with_worker_processes(indexed, portal_url) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    args = [sys.executable, "-m", "srcrawl.cli", "serve", "--port", str(port), "--workers", "2"]
+    args = [sys.executable, "-m", "srcrawl.app.cli", "serve", "--port", str(port), "--workers", "2"]
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     try:

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from tantivy_index import index_in_process
 
+from srcrawl.core.urls import fingerprint
 from srcrawl.indexer.search import QueryError, Searcher, collect
 from srcrawl.indexer.search.snippets import Snippet, make_snippet
 from srcrawl.sql.pages import Page
 from srcrawl.sql.ranks import RANK_MEAN
-from srcrawl.urls import fingerprint
 
 FILLER = [
     "北京的天气很好，我们去公园散步。Weather report for the city.",

@@ -26,8 +26,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from srcrawl.config import Config, DatabaseURL
-from srcrawl.embedded import free_port, redis_server_binary
+from srcrawl.core.embedded import free_port, redis_server_binary
+from srcrawl.settings.config import Config, DatabaseURL
 from srcrawl.sql.pages import Page
 from srcrawl.sql.store import open_store
 from srcrawl.testweb import TestWeb
@@ -337,7 +337,7 @@ def srcrawl(
     full = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
     full.update(env)
     return subprocess.run(
-        [sys.executable, "-m", "srcrawl.cli", *args],
+        [sys.executable, "-m", "srcrawl.app.cli", *args],
         cwd=cwd,
         env=full,
         capture_output=True,
@@ -571,7 +571,7 @@ def _run_watched(
 ) -> str:
     """Run `srcrawl ARGS` under :func:`_watch`; it must succeed. Its output, both streams."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "srcrawl.cli", *args],
+        [sys.executable, "-m", "srcrawl.app.cli", *args],
         env=env,
         cwd=cwd,
         stdout=subprocess.PIPE,

@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from srcrawl.config import Config
-from srcrawl.errors import StoreError
-from srcrawl.keys import processing_key
+from srcrawl.core.errors import StoreError
+from srcrawl.core.keys import processing_key
 from srcrawl.queues.envelope import decode
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import workers
+from srcrawl.settings.config import Config
 from srcrawl.slave.runtime import Slave
 
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 import tantivy
 
-from srcrawl.defaults import DEFAULT_MAX_QUERY_CHARS, DEFAULT_MAX_QUERY_TERMS, MAX_TERM_CHARS
-from srcrawl.errors import SrcrawlError
+from srcrawl.core.defaults import DEFAULT_MAX_QUERY_CHARS, DEFAULT_MAX_QUERY_TERMS, MAX_TERM_CHARS
+from srcrawl.core.errors import SrcrawlError
 from srcrawl.indexer.engine import schema, site_values, stem
 from srcrawl.indexer.text import fold
 from srcrawl.indexer.tokenizer import Tokenizer

@@ -9,8 +9,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
-from srcrawl.defaults import DEFAULT_ROBOTS_TRIES, DEFAULT_ROBOTS_TRIES_UNREACHABLE
-from srcrawl.errors import EnvelopeError
+from srcrawl.core.defaults import DEFAULT_ROBOTS_TRIES, DEFAULT_ROBOTS_TRIES_UNREACHABLE
+from srcrawl.core.errors import EnvelopeError
+from srcrawl.core.urls import host_of
 from srcrawl.master.frontier.admission import Admission
 from srcrawl.master.frontier.batch import BatchWork, Requeue
 from srcrawl.master.frontier.politeness import Politeness
@@ -30,7 +31,6 @@ from srcrawl.queues.crawl_protocol import (
     queue_of,
     read_outcome,
 )
-from srcrawl.urls import host_of
 
 log = logging.getLogger("srcrawl.master")
 

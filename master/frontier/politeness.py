@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from srcrawl.defaults import DEFAULT_MAX_RETRY_BACKOFF, QUEUES_PER_LIMIT
+from srcrawl.core.defaults import DEFAULT_MAX_RETRY_BACKOFF, QUEUES_PER_LIMIT
 from srcrawl.master.frontier.batch import BatchWork, Requeue, now_ms
 from srcrawl.master.frontier.rules import CrawlRules
 from srcrawl.queues.crawl_protocol import ERROR_CONNECT, Deferred, FetchTask, Retry

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from srcrawl.errors import StoreError
+from srcrawl.core.errors import StoreError
 
 WARC_SUFFIX = ".warc.gz"
 

@@ -1,7 +1,7 @@
 """Every default value srcrawl uses, in one place.
 
 Each constant is documented where it is defined; options and environment
-variables override them through :class:`srcrawl.config.Config`.
+variables override them through :class:`srcrawl.settings.config.Config`.
 """
 
 from srcrawl import __version__
@@ -551,7 +551,7 @@ DEFAULT_MAX_QUERY_CHARS = 10_000
 DEFAULT_SNIPPET_CHARS = 160
 """Characters of page text around the query terms shown per hit."""
 
-# -- metrics and guards (srcrawl/telemetry.py, master/guards.py, portal/metrics.py) --
+# -- metrics and guards (srcrawl/core/telemetry.py, master/guards.py, portal/metrics.py) --
 FETCH_SECONDS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """Upper bounds (s) of the fetch time histogram the slaves publish."""
 DEFAULT_MIN_FREE_DISK = 2 * 2**30

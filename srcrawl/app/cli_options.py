@@ -53,14 +53,14 @@ def fetches_option(default: int, help: str) -> Callable[[Callable[..., Any]], Ca
 
 
 class DurationType(click.ParamType):
-    """A click type for durations: ``90``, ``90s``, ``6h``, ``1d`` (srcrawl/durations.py)."""
+    """A click type for durations: ``90``, ``90s``, ``6h``, ``1d`` (srcrawl/app/durations.py)."""
 
     name = "duration"
 
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
-        from srcrawl.durations import parse_duration
+        from srcrawl.app.durations import parse_duration
 
         try:
             return parse_duration(value)

@@ -27,13 +27,13 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from srcrawl.config import Config
-from srcrawl.defaults import STORE_ERROR_FRESH
-from srcrawl.errors import SrcrawlError
-from srcrawl.keys import lease_waiting_key
+from srcrawl.core.defaults import STORE_ERROR_FRESH
+from srcrawl.core.errors import SrcrawlError
+from srcrawl.core.keys import lease_waiting_key
 from srcrawl.queues import crawl_strategy as strategies
 from srcrawl.queues.lease import holder_lives_here
 from srcrawl.queues.workers import workers
+from srcrawl.settings.config import Config
 
 ROLES = ("slave", "master", "indexer", "ranker", "portal")
 PHASE_OF = {"master": "crawl", "indexer": "index", "ranker": "pagerank"}

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
 
-from srcrawl.credentials import FILE_SUFFIX, read_setting, redact_url
-from srcrawl.defaults import (
+from srcrawl.core.credentials import FILE_SUFFIX, read_setting, redact_url
+from srcrawl.core.defaults import (
     DEFAULT_HOME,
     DEFAULT_INDEX_DIR_NAME,
     DEFAULT_JOB,
@@ -25,9 +25,9 @@ from srcrawl.defaults import (
     REDIS_CONNECT_TIMEOUT,
     REDIS_SOCKET_TIMEOUT,
 )
-from srcrawl.errors import ConfigError, SrcrawlError
-from srcrawl.keys import Keys
-from srcrawl.redis_connect import CLUSTER_SCHEMES, cluster_nodes, connect
+from srcrawl.core.errors import ConfigError, SrcrawlError
+from srcrawl.core.keys import Keys
+from srcrawl.core.redis_connect import CLUSTER_SCHEMES, cluster_nodes, connect
 from srcrawl.sql.database_url import ENV_DB_URL, DatabaseURL
 
 if TYPE_CHECKING:
@@ -216,7 +216,7 @@ class Config:
             return self.redis_url
         if "embedded_url" not in self._cache:
             try:
-                from srcrawl import embedded
+                from srcrawl.core import embedded
 
                 self._cache["embedded_url"] = embedded.ensure_running(self.home)
             except SrcrawlError as e:
