@@ -25,6 +25,7 @@ from srcrawl.defaults import (
     DEFAULT_WARC_SPOOL_DIR_NAME,
     REDIS_CONNECT_TIMEOUT,
     REDIS_SOCKET_TIMEOUT,
+    WARC_OBJECT_MAX_AGE,
 )
 from srcrawl.errors import ConfigError, SrcrawlError
 from srcrawl.keys import Keys
@@ -42,6 +43,7 @@ ENV_JOB = "SRCRAWL_JOB"
 ENV_HOME = "SRCRAWL_HOME"
 ENV_LEASE_TTL = "SRCRAWL_MASTER_LEASE_TTL"
 ENV_WARC_DIR = "SRCRAWL_WARC_DIR"
+ENV_WARC_PUBLISH_AGE = "SRCRAWL_WARC_PUBLISH_AGE"
 ENV_INDEX_DIR = "SRCRAWL_INDEX_DIR"
 ENV_REDIS_URL_FILE = ENV_REDIS_URL + FILE_SUFFIX
 ENV_DB_URL_FILE = ENV_DB_URL + FILE_SUFFIX
@@ -54,6 +56,7 @@ ENV_VARS = (
     ENV_DB_URL_FILE,
     ENV_LEASE_TTL,
     ENV_WARC_DIR,
+    ENV_WARC_PUBLISH_AGE,
     ENV_INDEX_DIR,
 )
 """Every environment variable the configuration reads."""
@@ -134,6 +137,19 @@ def _warc_url(env: Mapping[str, str]) -> str | None:
     return raw.rstrip("/")
 
 
+def _publish_age(env: Mapping[str, str]) -> float:
+    raw = env.get(ENV_WARC_PUBLISH_AGE)
+    if not raw:
+        return WARC_OBJECT_MAX_AGE
+    try:
+        age = float(raw)
+    except ValueError:
+        age = -1.0
+    if not 0 <= age <= 3600:
+        raise ConfigError(f"{ENV_WARC_PUBLISH_AGE} is malformed: {raw!r} (seconds, 0 to 3600)")
+    return age
+
+
 def _lease_ttl(env: Mapping[str, str]) -> float:
     raw = env.get(ENV_LEASE_TTL)
     if not raw:
@@ -166,6 +182,9 @@ class Config:
     warc_url: str | None = None
     """The object store that keeps the WARC files instead, ``s3://BUCKET/PREFIX``
     (``SRCRAWL_WARC_DIR`` naming one); its endpoint and keys are the AWS SDK's variables."""
+    warc_publish_age: float = WARC_OBJECT_MAX_AGE
+    """Seconds after which a slave publishes its spool file however small
+    (``SRCRAWL_WARC_PUBLISH_AGE``): how long at most its pages' rows and acks wait."""
     index_dir: Path | None = None
     """The job's search index, a Tantivy directory (``SRCRAWL_INDEX_DIR``); None:
     ``home/index/<job>``. The index master writes it; the CLI and the portal read it."""
@@ -212,6 +231,7 @@ class Config:
             lease_ttl=_lease_ttl(env),
             warc_dir=_warc_dir(env),
             warc_url=_warc_url(env),
+            warc_publish_age=_publish_age(env),
             index_dir=Path(env[ENV_INDEX_DIR]) if env.get(ENV_INDEX_DIR) else None,
         )
 
@@ -235,7 +255,7 @@ class Config:
                 from srcrawl.warc.objects import ObjectWarcStorage
 
                 spool = self.home / DEFAULT_WARC_SPOOL_DIR_NAME
-                storage = ObjectWarcStorage(self.warc_url, spool)
+                storage = ObjectWarcStorage(self.warc_url, spool, max_age=self.warc_publish_age)
             else:
                 storage = LocalWarcStorage(self.warc_root)
             self._cache["warc"] = storage

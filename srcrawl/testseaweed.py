@@ -40,6 +40,7 @@ class SeaweedFS:
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
         self.s3_port = free_port()
         self.proc: subprocess.Popen | None = None
 

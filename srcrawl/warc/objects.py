@@ -33,7 +33,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from srcrawl.defaults import WARC_OBJECT_CACHE_BYTES, WARC_OBJECT_MAX_BYTES
+from srcrawl.defaults import WARC_OBJECT_CACHE_BYTES, WARC_OBJECT_MAX_AGE, WARC_OBJECT_MAX_BYTES
 from srcrawl.warc.storage import WARC_SUFFIX, WarcError, WarcStorage
 
 log = logging.getLogger("srcrawl.warc")
@@ -96,8 +96,15 @@ class ObjectWarcStorage(WarcStorage):
     publishes = True
     max_file_bytes = WARC_OBJECT_MAX_BYTES
 
-    def __init__(self, url: str, spool: Path, cache_bytes: int = WARC_OBJECT_CACHE_BYTES) -> None:
+    def __init__(
+        self,
+        url: str,
+        spool: Path,
+        cache_bytes: int = WARC_OBJECT_CACHE_BYTES,
+        max_age: float = WARC_OBJECT_MAX_AGE,
+    ) -> None:
         self.url = url
+        self.max_file_age = max_age
         self.bucket, self.prefix = parse_url(url)
         self.spool = Path(spool)
         self._store: Any = None

@@ -19,7 +19,6 @@ import time
 from collections.abc import Sequence
 from typing import BinaryIO
 
-from srcrawl.defaults import WARC_OBJECT_MAX_AGE
 from srcrawl.warc.storage import WARC_SUFFIX, Pointer, WarcError, WarcStorage
 
 log = logging.getLogger("srcrawl.warc")
@@ -36,13 +35,14 @@ class WarcOutput:
         storage: WarcStorage,
         job: str,
         max_bytes: int,
-        max_age: float = WARC_OBJECT_MAX_AGE,
+        max_age: float | None = None,
     ) -> None:
         self.storage = storage
         self.job = job
         self.max_bytes = max_bytes
-        self.max_age = max_age
-        """Seconds after which a file with records is published (an object store only)."""
+        self.max_age = storage.max_file_age if max_age is None else max_age
+        """Seconds after which a file with records is closed and published (an object
+        store only; None: never by age)."""
         stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
         host = "".join(c if c.isalnum() or c in "-." else "_" for c in socket.gethostname())
         self._stem = f"{job}/{job}-{stamp}-{host}-{os.getpid()}"
@@ -139,6 +139,14 @@ class WarcOutput:
         self._retry = _RETRY_FIRST
         return True
 
+    def _old(self) -> bool:
+        age = time.monotonic() - self._opened
+        return self.max_age is not None and age >= self.max_age
+
+    def _old(self) -> bool:
+        age = time.monotonic() - self._opened
+        return self.max_age is not None and age >= self.max_age
+
     def publish_due(self, *, final: bool = False) -> bool:
         """Close the open file when it is full or old (``final``: whatever it holds) and
         publish the closed files; True once every record appended so far is in the store
@@ -146,15 +154,8 @@ class WarcOutput:
         with self._lock:
             if not self.storage.publishes:
                 return True
-            if (
-                self._fh is not None
-                and self._size
-                and (
-                    final
-                    or self._size >= self._limit()
-                    or time.monotonic() - self._opened >= self.max_age
-                )
-            ):
+            full = self._size >= self._limit() or self._old()
+            if self._fh is not None and self._size and (final or full):
                 self._close_for_publication()
             done = self._publish_waiting(force=final)
             return done and not (self._fh is not None and self._size)

@@ -29,6 +29,8 @@ class WarcStorage(ABC):
     max_file_bytes: int | None = None
     """Bytes after which a writer closes its file whatever the crawl allows (None: the
     crawl's ``--warc-max-bytes`` alone)."""
+    max_file_age: float | None = None
+    """Seconds after which a writer closes a file with records (None: never by age)."""
 
     def publish(self, name: str, fh: BinaryIO) -> None:
         """Make the closed file ``name`` (open as ``fh``) readable by every reader, and
