@@ -234,6 +234,8 @@ def test_a_crawl_keeps_every_body_and_text_in_objects(s3, redis_url, keys, tmp_p
     responses = [r for name in names for r in _warcio(_whole(storage, name)) if r[0] == "response"]
     assert {u for _t, u, _p in responses} >= {p.url for p in pages}
     assert _spooled(env) == []  # every spool file published and removed
+    listed = run_cli(["export", "warc"], env)
+    assert listed.stdout.split() == [f"{url}/{n}" for n in names], listed.stderr
     cfg.close()
 
 
