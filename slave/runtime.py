@@ -361,7 +361,7 @@ class _Phase:
             with self.done_cond:
                 while not self.done and not self.fed and not held:
                     self.done_cond.wait()
-                if held and not self.done:
+                if held and (not self.done or len(held) >= hold_max):
                     self.done_cond.wait(timeout=_HOLD_TICK)
                 room = max(0, hold_max - len(held))
                 groups = held + self.done[:room]

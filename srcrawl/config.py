@@ -254,12 +254,21 @@ class Config:
             if self.warc_url is not None:
                 from srcrawl.warc.objects import ObjectWarcStorage
 
-                spool = self.home / DEFAULT_WARC_SPOOL_DIR_NAME
-                storage = ObjectWarcStorage(self.warc_url, spool, max_age=self.warc_publish_age)
+                storage = ObjectWarcStorage(
+                    self.warc_url, self.warc_volume, max_age=self.warc_publish_age
+                )
             else:
                 storage = LocalWarcStorage(self.warc_root)
             self._cache["warc"] = storage
         return storage
+
+    @property
+    def warc_volume(self) -> Path:
+        """The local directory a slave's WARC writes fill: the WARC directory, or the spool
+        files' (``home/warc-spool``) when the files go to an object store."""
+        if self.warc_url is not None:
+            return self.home / DEFAULT_WARC_SPOOL_DIR_NAME
+        return self.warc_root
 
     @property
     def warc_source(self) -> Path | WarcStorage:

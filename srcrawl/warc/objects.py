@@ -39,6 +39,8 @@ from srcrawl.warc.storage import WARC_SUFFIX, WarcError, WarcStorage
 log = logging.getLogger("srcrawl.warc")
 
 SCHEME = "s3://"
+_NEW = ".new"
+"""Suffix of a spool file being created (locked, then linked to its name)."""
 BLOCK = 64 << 10
 """Bytes of a cached block: a page's records (request, response, text) are mostly in one."""
 
@@ -132,10 +134,18 @@ class ObjectWarcStorage(WarcStorage):
     def create(self, name: str) -> BinaryIO:
         p = self.path(name)
         p.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(p, "xb")  # noqa: SIM115 - the writer keeps it open until published
-        # held until the file is published and removed: a writer starting beside this one
-        # (recover) leaves a locked spool file alone
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # locked before it has its name: a writer starting beside this one (recover)
+        # leaves a locked spool file alone, and never sees this one unlocked
+        new = p.with_name(f"{p.name}.{os.getpid()}{_NEW}")
+        fh = open(new, "xb")  # noqa: SIM115 - the writer keeps it open until published
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.link(new, p)  # FileExistsError when the name is taken
+        except BaseException:
+            fh.close()
+            raise
+        finally:
+            new.unlink(missing_ok=True)
         return fh
 
     def make_durable(self, fh: BinaryIO) -> None:
@@ -201,7 +211,7 @@ class ObjectWarcStorage(WarcStorage):
         if not d.is_dir():
             return gone
         for p in sorted(d.iterdir()):
-            if not p.name.endswith(WARC_SUFFIX):
+            if not p.name.endswith((WARC_SUFFIX, _NEW)):
                 continue
             try:
                 with open(p, "rb") as fh:
@@ -212,7 +222,8 @@ class ObjectWarcStorage(WarcStorage):
             except OSError as e:
                 log.warning("cannot discard spool file %s: %s", p, e)
                 continue
-            gone.append(f"{job}/{p.name}")
+            if p.name.endswith(WARC_SUFFIX):
+                gone.append(f"{job}/{p.name}")
         if gone:
             log.warning(
                 "discarded %d unpublished WARC spool file(s) of a stopped writer in %s "
@@ -224,10 +235,14 @@ class ObjectWarcStorage(WarcStorage):
 
     # -- reading ---------------------------------------------------------------
     def read(self, name: str, offset: int, length: int) -> bytes:
-        if length <= 0:
-            return b""
+        if Path(name).is_absolute():  # an imported archive: a local file
+            with open(name, "rb") as fh:
+                fh.seek(offset)
+                return fh.read(length)
         size = self._size(name)
         end = min(offset + length, size)
+        if length <= 0 or offset >= size:
+            return b""
         first, last = offset // BLOCK, (max(end, offset + 1) - 1) // BLOCK
         with self._lock:
             have = {i: self._hit((name, i)) for i in range(first, last + 1)}
