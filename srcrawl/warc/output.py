@@ -140,10 +140,7 @@ class WarcOutput:
         return True
 
     def _old(self) -> bool:
-        age = time.monotonic() - self._opened
-        return self.max_age is not None and age >= self.max_age
-
-    def _old(self) -> bool:
+        """Whether the open file is past its age (a writer to an object store)."""
         age = time.monotonic() - self._opened
         return self.max_age is not None and age >= self.max_age
 
