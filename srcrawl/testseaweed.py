@@ -88,9 +88,10 @@ class SeaweedFS:
             f"-dir={data}",
             "-s3",
             f"-s3.config={config}",
-            # small volumes: a test server preallocates little and starts fast
-            "-master.volumeSizeLimitMB=64",
-            "-volume.max=20",
+            # each bucket is a collection that takes several volumes at its first PUT: many
+            # small (sparse) volume slots, so that a test session's buckets never run out
+            "-master.volumeSizeLimitMB=16",
+            "-volume.max=1000",
             "-volume.preStopSeconds=0",  # it stops at once, not 10 s later
             "-s3.port.iceberg=0",  # catalogs it would serve on fixed ports: not needed
             "-s3.port.lance=0",
