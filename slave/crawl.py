@@ -47,7 +47,7 @@ from srcrawl.slave.side_work import SideWork
 from srcrawl.telemetry import Cumulative, Telemetry
 from srcrawl.urls import origin
 from srcrawl.warc.output import WarcOutput
-from srcrawl.warc.storage import LocalWarcStorage
+from srcrawl.warc.storage import LocalWarcStorage, WarcStorage
 
 if TYPE_CHECKING:
     import redis
@@ -61,9 +61,11 @@ _Page = tuple[bytes, FetchTask, RobotsRules, FetchResult]
 """A fetched page waiting for its outcome: the raw task, the task, its host's rules, the fetch."""
 
 
-def warc_output(root: Path, job: str) -> Callable[[int], WarcOutput]:
-    """The job's WARC output in ``root`` (files of at most the given bytes), made on demand."""
-    return lambda max_bytes: WarcOutput(LocalWarcStorage(root), job, max_bytes)
+def warc_output(root: Path | WarcStorage, job: str) -> Callable[[int], WarcOutput]:
+    """The job's WARC output in ``root`` (a directory, or a storage such as an object
+    store's; files of at most the given bytes), made on demand."""
+    storage = LocalWarcStorage(root) if isinstance(root, Path) else root
+    return lambda max_bytes: WarcOutput(storage, job, max_bytes)
 
 
 class CrawlHandler:
@@ -125,7 +127,7 @@ class CrawlHandler:
             cfg.redis(),
             cfg.keys,
             PageWriter(cfg.store()),
-            warc_output(cfg.warc_root, cfg.job),
+            warc_output(cfg.warc_storage(), cfg.job),
             threads=threads,
             parser=parser,
         )
@@ -375,6 +377,11 @@ class CrawlHandler:
     def flush(self) -> None:
         """Store the pages of every task handled so far (the runtime calls it before an ack)."""
         self.writer.flush()
+
+    def held(self, final: bool) -> bool:
+        """Whether the rows flushed so far wait for their WARC object (an object store);
+        ``final``: publish the open spool file now (see :meth:`PageWriter.release`)."""
+        return self.writer.release(final)
 
     def stats(self) -> dict[str, float]:
         counts = self.outcomes.counts
