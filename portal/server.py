@@ -64,7 +64,7 @@ def build_portal(
     token = admin_token if admin_token is not None else os.environ.get(ENV_ADMIN_TOKEN) or None
     threads = default_threads(cfg) if threads is None else threads
     pool = SearchPool(
-        cfg.db, cfg.index_path, threads=threads, user_dict=user_dict, warc_root=cfg.warc_root
+        cfg.db, cfg.index_path, threads=threads, user_dict=user_dict, warc_root=cfg.warc_source
     )
     return Portal(cfg=cfg, pool=pool, admin_token=token)
 

@@ -51,7 +51,7 @@ from srcrawl.slave.robots import RobotsCache, RobotsRules, robots_url
 from srcrawl.slave.robots_outcome import HostSitemaps, RobotsMiss, SitemapsOnly, robots_outcome
 from srcrawl.slave.side_work import SideWork
 from srcrawl.warc.output import WarcOutput
-from srcrawl.warc.storage import LocalWarcStorage
+from srcrawl.warc.storage import LocalWarcStorage, WarcStorage
 
 if TYPE_CHECKING:
     import redis
@@ -65,9 +65,11 @@ _Page = tuple[bytes, FetchTask, RobotsRules, FetchResult]
 """A fetched page waiting for its outcome: the raw task, the task, its host's rules, the fetch."""
 
 
-def warc_output(root: Path, job: str) -> Callable[[int], WarcOutput]:
-    """The job's WARC output in ``root`` (files of at most the given bytes), made on demand."""
-    return lambda max_bytes: WarcOutput(LocalWarcStorage(root), job, max_bytes)
+def warc_output(root: Path | WarcStorage, job: str) -> Callable[[int], WarcOutput]:
+    """The job's WARC output in ``root`` (a directory, or a storage such as an object
+    store's; files of at most the given bytes), made on demand."""
+    storage = LocalWarcStorage(root) if isinstance(root, Path) else root
+    return lambda max_bytes: WarcOutput(storage, job, max_bytes)
 
 
 class CrawlHandler:
@@ -129,7 +131,7 @@ class CrawlHandler:
             cfg.redis(),
             cfg.keys,
             PageWriter(cfg.store()),
-            warc_output(cfg.warc_root, cfg.job),
+            warc_output(cfg.warc_storage(), cfg.job),
             threads=threads,
             parser=parser,
         )
@@ -379,6 +381,11 @@ class CrawlHandler:
     def flush(self) -> None:
         """Store the pages of every task handled so far (the runtime calls it before an ack)."""
         self.writer.flush()
+
+    def held(self, final: bool) -> bool:
+        """Whether the rows flushed so far wait for their WARC object (an object store);
+        ``final``: publish the open spool file now (see :meth:`PageWriter.release`)."""
+        return self.writer.release(final)
 
     def stats(self) -> dict[str, float]:
         counts = self.outcomes.counts

@@ -56,6 +56,17 @@ class Flushes(Protocol):
 
 
 @runtime_checkable
+class Holds(Protocol):
+    """A :class:`Flushes` handler whose flush may leave results waiting (the crawl's rows,
+    until the WARC object their records are in is published)."""
+
+    def held(self, final: bool) -> bool:
+        """After a flush: whether results of tasks flushed so far still wait, so that none
+        of those tasks may be acknowledged yet. ``final``: no more tasks come, finish now."""
+        ...
+
+
+@runtime_checkable
 class RoutesElsewhere(Protocol):
     """A handler whose tasks produce messages for other partitions' queues (the crawl)."""
 

@@ -46,6 +46,7 @@ from srcrawl.slave.handler import (
     CountsMetrics,
     Flushes,
     Forgets,
+    Holds,
     KnowsDrained,
     MultiplexedHandler,
     PhaseHandler,
@@ -58,6 +59,13 @@ if TYPE_CHECKING:
     from srcrawl.core.keys import Keys
 
 log = logging.getLogger("srcrawl.slave")
+
+
+_HELD: list = []
+"""What :meth:`Slave._flush` returns when the flushed results still wait (a :class:`Holds`
+handler): the batches are kept, not acknowledged, and flushed again soon."""
+_HOLD_TICK = 0.2
+"""Seconds between two flushes while results are held (each may publish what is due)."""
 
 
 class Slave:
@@ -158,17 +166,23 @@ class Slave:
         return [encode("error", fields, b"\n".join(tasks))]
 
     def _flush(
-        self, handler: PhaseHandler, groups: list[tuple[list[bytes], list[bytes]]]
+        self,
+        handler: PhaseHandler,
+        groups: list[tuple[list[bytes], list[bytes]]],
+        final: bool = False,
     ) -> list | None:
         """Make what ``groups`` produced durable before their ack (see PhaseHandler).
 
         None: the store is down (StoreError); the handler keeps what it could
-        not write and the groups must not be acknowledged yet.
+        not write and the groups must not be acknowledged yet. :data:`_HELD`: stored
+        but not yet acknowledgeable (see :class:`Holds`; ``final``: no more come).
         """
         if not isinstance(handler, Flushes):
             return groups
         try:
             handler.flush()
+            if isinstance(handler, Holds) and handler.held(final):
+                return _HELD
         except StoreError as e:
             self.store_error = (time.time(), f"{handler.phase}: {e}")
             log.exception("%s: store down, %d batches wait", handler.phase, len(groups))
@@ -334,17 +348,30 @@ class _Phase:
             return True
 
     def _acks(self) -> None:
-        """Acknowledge every batch finished since the last round trip, in one."""
+        """Acknowledge every batch finished since the last round trip, in one.
+
+        Batches whose results the handler holds (:class:`Holds`: the crawl's rows wait
+        for their WARC object) are kept and flushed again with the next ones, every
+        :data:`_HOLD_TICK` at least, until they may be acknowledged; at most
+        ``16 * backlog`` of them, past which the phase stops starting tasks (the
+        backlog fills), as when the store is down."""
+        held: list[tuple[list[bytes], list[bytes]]] = []
+        hold_max = 16 * self.backlog
         while True:
             with self.done_cond:
-                while not self.done and not self.fed:
+                while not self.done and not self.fed and not held:
                     self.done_cond.wait()
-                groups, self.done = self.done, []
+                if held and (not self.done or len(held) >= hold_max):
+                    self.done_cond.wait(timeout=_HOLD_TICK)
+                room = max(0, hold_max - len(held))
+                groups = held + self.done[:room]
+                self.done = self.done[room:]
                 self.done_cond.notify_all()
                 if not groups and self.fed:
                     return
+                final = self.fed and not self.done
             delay = 0.5
-            while (flushed := self.slave._flush(self.handler, groups)) is None:
+            while (flushed := self.slave._flush(self.handler, groups, final)) is None:
                 if self.slave.stopping.is_set():
                     # leave the groups unacknowledged: their tasks go back to the
                     # queue when the slave retires (or to the reaper if it dies)
@@ -352,6 +379,13 @@ class _Phase:
                     return
                 time.sleep(delay)
                 delay = min(delay * 2, 10.0)
+            if flushed is _HELD:
+                held = groups
+                if final and self.slave.stopping.is_set():
+                    log.error("stopping with %d batches whose WARC object is not stored", len(held))
+                    return
+                continue
+            held = []
             self.slave._ack(self.handler, self.q, flushed)
 
 

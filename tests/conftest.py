@@ -1,4 +1,5 @@
-"""Shared fixtures: a real Redis on a free port, and the SQL stores.
+"""Shared fixtures: a real Redis on a free port, the SQL stores, and a real SeaweedFS (an
+S3 store for WARC objects, started only by the tests that ask for it).
 
 The Redis server is started by the session (never port 6379) from the same
 code as the embedded default. SQLite always runs; MySQL/MariaDB runs when
@@ -43,6 +44,24 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory):
     yield url
     proc.terminate()
     proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory):
+    """A real SeaweedFS (``weed server -s3``) on free loopback ports, for the session."""
+    from srcrawl.testseaweed import SeaweedFS
+
+    server = SeaweedFS(tmp_path_factory.mktemp("seaweedfs")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3(seaweedfs, monkeypatch: pytest.MonkeyPatch):
+    """The session's SeaweedFS, its endpoint and keys in this process's AWS variables."""
+    for name, value in seaweedfs.env().items():
+        monkeypatch.setenv(name, value)
+    return seaweedfs
 
 
 @pytest.fixture

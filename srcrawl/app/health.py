@@ -77,9 +77,9 @@ def _slave(cfg: Config) -> str:
             raise Unhealthy(f"{w.id} cannot store what it fetched: {failed}")
     strategy = strategies.load(cfg.redis(), cfg.keys)
     if strategy is None or strategy.body_store == "warc":  # a crawl's default is WARC
-        _probe_directory(cfg.warc_root / cfg.job)
+        _probe_directory(cfg.warc_volume / cfg.job)
     _probe_store(cfg)
-    return f"{len(mine)} slave(s) on {host} beat and store; {cfg.warc_root} is writable"
+    return f"{len(mine)} slave(s) on {host} beat and store; {cfg.warc_volume} is writable"
 
 
 def recent_store_error(stats: dict, now: float) -> str | None:

@@ -23,6 +23,23 @@ DEFAULT_INDEX_DIR_NAME = "index"
 DEFAULT_WARC_MAX_BYTES = 1_000_000_000
 """Bytes after which a slave closes its WARC file and starts the next (``--warc-max-bytes``)."""
 
+DEFAULT_WARC_SPOOL_DIR_NAME = "warc-spool"
+"""Under the home: the files a slave writes before it publishes each as one object, when the
+WARC location is an object store (``SRCRAWL_WARC_DIR=s3://BUCKET/PREFIX``)."""
+
+WARC_OBJECT_MAX_BYTES = 4 << 20
+"""Bytes after which a slave publishes its spool file as one object (when the crawl's
+``--warc-max-bytes`` is not smaller): a few MB keep a PUT short and a slave's rows waiting
+a few seconds at most."""
+
+WARC_OBJECT_MAX_AGE = 5.0
+"""Seconds after which a spool file with records is published however small: the rows of
+its pages (and the acknowledgement of their tasks) wait that long at most."""
+
+WARC_OBJECT_CACHE_BYTES = 64 << 20
+"""Bytes of object blocks a reader keeps (an LRU), so that a page's records read one after
+the other (its body, then its text) cost one ranged GET."""
+
 BODY_STORES = ("warc", "sql")
 """Where a crawl keeps the pages' bodies (``--body-store``): WARC files beside the store, or
 compressed in the store's pages table (as before schema 6)."""
