@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from srcrawl.testseaweed import SeaweedFS
+from srcrawl.lab.seaweedfs import SeaweedFS
 
 CLIENTS = ("boto3", "obstore", "minio")
 

@@ -49,7 +49,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="session")
 def seaweedfs(tmp_path_factory: pytest.TempPathFactory):
     """A real SeaweedFS (``weed server -s3``) on free loopback ports, for the session."""
-    from srcrawl.testseaweed import SeaweedFS
+    from srcrawl.lab.seaweedfs import SeaweedFS
 
     server = SeaweedFS(tmp_path_factory.mktemp("seaweedfs")).start()
     yield server

@@ -35,7 +35,7 @@ ALLOWED = {
     # the WARC files: written by the slaves, read by the store (page texts) and the index
     "warc": {"core"},
     "sql": {"core", "warc"},
-    "settings": {"core", "sql"},
+    "settings": {"core", "sql", "warc"},
     "master": {"core", "settings", "queues", "sql"},
     "slave": {"core", "settings", "queues", "sql", "warc"},
     "indexer": {"core", "settings", "queues", "sql", "slave", "warc"},

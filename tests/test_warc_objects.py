@@ -159,8 +159,8 @@ def test_rows_wait_for_their_object(s3, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_an_outage_of_the_store_is_waited_out_and_said_once(tmp_path, monkeypatch, caplog):
+    from srcrawl.lab.seaweedfs import SeaweedFS
     from srcrawl.slave.page_writer import PageWriter
-    from srcrawl.testseaweed import SeaweedFS
 
     server = SeaweedFS(tmp_path / "weed").start()
     try:
@@ -210,7 +210,7 @@ def _spooled(env: dict[str, str]) -> list[Path]:
 
 @pytest.mark.slow
 def test_a_crawl_keeps_every_body_and_text_in_objects(s3, redis_url, keys, tmp_path) -> None:
-    from srcrawl.config import Config
+    from srcrawl.settings.config import Config
     from srcrawl.testweb import TestWeb
 
     from .conftest import run_cli
@@ -246,9 +246,9 @@ def test_a_slave_killed_before_publishing_loses_nothing(s3, redis_url, keys, tmp
     import sys
     import time
 
-    from srcrawl.config import Config
     from srcrawl.master.crawl_run import start_crawl
     from srcrawl.queues.crawl_strategy import CrawlStrategy
+    from srcrawl.settings.config import Config
     from srcrawl.testweb import TestWeb
 
     with TestWeb.generate(hosts=3, pages=15, seed=9, latency_ms=100) as tw:
@@ -261,7 +261,7 @@ def test_a_slave_killed_before_publishing_loses_nothing(s3, redis_url, keys, tmp
                 max_depth=3, delay=0, delay_factor=0, max_delay=0, fetch_timeout=2, robots_defer=0.3
             ),
         )
-        cmd = [sys.executable, "-m", "srcrawl.cli"]
+        cmd = [sys.executable, "-m", "srcrawl.app.cli"]
         master = subprocess.Popen([*cmd, "master", "start"], env=env)
         # a spool file is published only after an hour: the kill finds rows held
         victim_env = {**env, "SRCRAWL_WARC_PUBLISH_AGE": "3600"}

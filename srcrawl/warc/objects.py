@@ -33,7 +33,11 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from srcrawl.defaults import WARC_OBJECT_CACHE_BYTES, WARC_OBJECT_MAX_AGE, WARC_OBJECT_MAX_BYTES
+from srcrawl.core.defaults import (
+    WARC_OBJECT_CACHE_BYTES,
+    WARC_OBJECT_MAX_AGE,
+    WARC_OBJECT_MAX_BYTES,
+)
 from srcrawl.warc.storage import WARC_SUFFIX, WarcError, WarcStorage
 
 log = logging.getLogger("srcrawl.warc")

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from srcrawl.embedded import free_port
+from srcrawl.core.embedded import free_port
 
 ACCESS_KEY = "srcrawl-test"
 SECRET_KEY = "srcrawl-test-secret"  # a test server's, on loopback only
