@@ -45,7 +45,7 @@ ALLOWED = {
     # the WARC files: written by the slaves, read by the store (page texts) and the index
     "warc": {"core"},
     "sql": {"core", "warc"},
-    "config": {"core", "sql"},
+    "config": {"core", "sql", "warc"},
     "master": {"core", "config", "queues", "sql"},
     "slave": {"core", "config", "queues", "sql", "warc"},
     "indexer": {"core", "config", "queues", "sql", "slave", "warc"},
