@@ -157,8 +157,11 @@ def _word_units(tokenizer: Tokenizer, word: str, units: Units) -> None:
         parts = tokenizer.tokens(word)
         ident = Query.boost_query(Query.term_query(schema(), "ident", idents[0]), IDENT_BOOST)
         alternatives = [(Occur.Should, ident)]
-        if parts:
+        if len(parts) > 1:
             alternatives.append((Occur.Should, _phrase_query(parts)))
+        elif parts:  # one part left (from_response: "from" is a stop word); Tantivy
+            # refuses, with a panic, a phrase of fewer than two terms
+            alternatives.append((Occur.Should, _fields_query(parts[0])))
         units.required.append(Query.boolean_query(alternatives))
         units.required_terms.append(None)
         units.terms.append(idents[0])  # (its parts alone are not marked in snippets)
