@@ -435,22 +435,32 @@ def test_compose_publishes_the_portal_with_a_health_check() -> None:
 
 
 def test_keep_alive_answers_without_a_delayed_ack_wait(portal_url) -> None:
-    """Answers on a kept-alive connection come at once (TCP_NODELAY on the server's side:
-    without it each one waited 40 ms for the client's delayed ACK)."""
+    """Answers on a kept-alive connection come at once: TCP_NODELAY on the server's side of
+    the connection (without it each one waited 40 ms for the client's delayed ACK). The
+    portal serves in this process: its side of the connection is read by its descriptor,
+    not timed (a time against a margin of milliseconds fails on a busy machine)."""
     import http.client
-    import statistics
-    import time
+    import socket
+
+    import psutil
 
     host, port = portal_url.split("//")[1].rstrip("/").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=10)
-    ms = []
-    for _ in range(15):
-        t0 = time.perf_counter()
+    for _ in range(3):  # one connection, kept alive
         conn.request("GET", "/healthz")
         assert conn.getresponse().read() == b'{"ok":true}'
-        ms.append((time.perf_counter() - t0) * 1000)
+    client_port = conn.sock.getsockname()[1]
+    [served] = [
+        c
+        for c in psutil.Process().net_connections(kind="tcp")
+        if c.laddr.port == int(port) and c.raddr and c.raddr.port == client_port
+    ]
+    server_side = socket.socket(fileno=os.dup(served.fd))
+    try:
+        assert server_side.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        server_side.close()
     conn.close()
-    assert statistics.median(ms) < 30, ms
 
 
 def _children(pid: int) -> list[int]:
