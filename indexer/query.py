@@ -81,7 +81,8 @@ def _fields_clauses(term: str, boost: float = 1.0) -> Clauses:
 
     The term queries read frequencies only: BM25 needs no positions, and reading them (the
     bindings' default) decoded them for nothing and kept the index's position files in
-    every portal worker's memory (docs/BENCHMARKS.md)."""
+    every portal worker's memory (docs/benchmarks-journal.md, "Words read frequencies, not
+    positions")."""
     s, stemmed = schema(), stem(term)
     return [
         (Occur.Should, Query.boost_query(Query.term_query(s, f, stemmed, "freq"), w * boost))

@@ -201,7 +201,7 @@ def find_terms(text: str, terms: Sequence[str], limit: int = _MAX_MATCHES) -> li
     term, then on from its end). In a text of FIND_MIN_CHARS or more, ASCII terms are
     found with ``str.find`` in a lower-cased copy, faster than the regex engine steps
     through a long page of Latin script; Chinese terms, other terms and shorter texts
-    by the pattern, which is faster there (docs/BENCHMARKS.md, "Snippets on real
+    by the pattern, which is faster there (docs/benchmarks-journal.md, "Snippets on real
     pages")."""
     plain = {t.lower() for t in terms if t}
     fast = len(text) >= FIND_MIN_CHARS and plain and all(t.isascii() for t in plain)

@@ -46,7 +46,7 @@ def default_workers() -> int:
 def default_threads(cfg: Config) -> int:
     """A server process's search threads for ``cfg``'s store. With SQLite none: each search
     runs in the event loop, its store reads being local file reads, and the hand-off to a
-    thread costs more CPU a request than it spares (docs/BENCHMARKS.md, "… no search threads
+    thread costs more CPU a request than it spares (docs/benchmarks-journal.md, "… no search threads
     with SQLite"). With MySQL, DEFAULT_SEARCH_THREADS: a search waits on the
     server's round trips, which would hold up the process's other requests."""
     return 0 if cfg.db.kind == "sqlite" else DEFAULT_SEARCH_THREADS

@@ -25,7 +25,7 @@ unacknowledged, so the page is fetched again. A failed fsync writes no row: the
 whole batch waits for the next flush and is written again to a new file. The
 fsync runs before the store's transaction rather than beside it (waiting for
 it inside the transaction held SQLite's write lock from the other slaves;
-docs/BENCHMARKS.md, "Rows only after their records are durable"). A page whose
+docs/benchmarks-journal.md, "Rows only after their records are durable"). A page whose
 body the store already holds under the same payload digest gets a revisit
 record, and its row keeps pointing at the first one.
 

@@ -504,7 +504,8 @@ rank by half of it). Small, because rank is query-independent: on real documenta
 tables of contents and chapter pages hold the most rank and outranked the sections that
 answer (MRR 0.82 blended at 0.5 on the SQL index, 0.90 without rank). Chosen on the
 real-corpus evaluation (`srcrawl bench search --corpus django-en --corpus
-debian-handbook-zh`, docs/BENCHMARKS.md): on the Tantivy index every weight from 0 to 0.3
+debian-handbook-zh`, docs/benchmarks-journal.md, "Ranking on real documentation, on the
+Tantivy index"): on the Tantivy index every weight from 0 to 0.3
 gives the same ranks on both corpora, 0.5 and 1.0 put one more English answer second
 (success@1 0.912 -> 0.895); 0.2 keeps a margin below that and still orders pages whose
 text scores within 20 % of each other (the known-item test web, where links mean

@@ -9,13 +9,17 @@ server; either way in a scratch database of its own.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import pymysql
 import pytest
@@ -26,6 +30,7 @@ from srcrawl.config import DatabaseURL
 from srcrawl.keys import Keys
 from srcrawl.sql.base import TABLES
 from srcrawl.sql.store import Store, open_store
+from srcrawl.testweb import TestWeb
 
 MYSQL_ENV = "SRCRAWL_TEST_MYSQL_URL"
 HELPERS = Path(__file__).parent / "helpers"
@@ -162,6 +167,37 @@ def stored_pages(env: dict[str, str]) -> list[dict]:
     out = run_cli(["export", "pages"], env)
     assert out.returncode == 0, out.stderr
     return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+LOG_MARK = "/srcrawl-test-log-mark/"
+"""The path of the requests :func:`logged_requests` makes (a 404), left out of what it returns."""
+
+
+def logged_requests(web: TestWeb, timeout: float = 30.0) -> list[dict[str, Any]]:
+    """Every request ``web`` answered before this call, from its access log.
+
+    The server writes its log in batches, every flush interval: read after a fixed
+    sleep, the log may still lack the crawl's last requests, and a check of them
+    ("asked once", "no overlap", "gap ≥ delay") passes without them. So a request of
+    our own goes last, and we wait for its line: the server logs each request as it
+    ends, in that order, and writes the lines in order, so once ours is in the file
+    every request that ended before it was sent is too.
+    """
+    mark = f"{LOG_MARK}{uuid.uuid4().hex}"
+    origin = urlsplit(web.base_url(0))
+    conn = http.client.HTTPConnection(origin.hostname or "", origin.port, timeout=10)
+    try:
+        conn.request("GET", mark)
+        conn.getresponse().read()
+    finally:
+        conn.close()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        entries = web.log_entries()
+        if any(e["path"] == mark for e in entries):
+            return [e for e in entries if not e["path"].startswith(LOG_MARK)]
+        time.sleep(0.02)
+    raise AssertionError(f"the access log did not show {mark} within {timeout} s")
 
 
 @pytest.fixture(scope="session")

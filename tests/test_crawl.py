@@ -23,6 +23,7 @@ from srcrawl.testweb.accesslog import gaps, overlaps
 from srcrawl.urls import host_of
 
 from .conftest import cli_env as env_for
+from .conftest import logged_requests
 from .conftest import run_cli as srcrawl
 from .conftest import stored_pages as stored
 
@@ -125,8 +126,7 @@ def test_crawl_fetches_exactly_the_reachable_set(web, redis_url, keys, tmp_path,
 
     # the server saw the crawl: nothing disallowed, one request at a time per
     # host, never a shorter pause than the delay
-    time.sleep(1.2)  # the access log is flushed every second
-    entries = [e for e in web.log_entries() if e["start_mono"] >= started - 1]
+    entries = [e for e in logged_requests(web) if e["start_mono"] >= started - 1]
     assert entries
     for e in entries:
         assert e["path"] == "/robots.txt" or web.web.robots_allows(e["url"]), e["url"]
@@ -193,20 +193,23 @@ def test_slave_killed_mid_fetch_loses_no_url(redis_url, keys, tmp_path, per_host
         )
         try:
             client = cfg.redis()
+            processing = f"{cfg.keys.srq('crawl')}:processing:*"
+            pages = 0
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                held = [
-                    k
-                    for k in client.scan_iter(match=f"{cfg.keys.srq('crawl')}:processing:*")
-                    if client.llen(k)
-                ]
+                held = [k for k in client.scan_iter(match=processing) if client.llen(k)]
                 slots = list(client.scan_iter(match=cfg.keys.crawl_host_slots("*")))
                 pages = int(client.hget(cfg.keys.stats("crawl"), "pages") or 0)
                 if held and pages >= 3 and (per_host == 1 or slots):
                     break
                 time.sleep(0.02)
+            else:  # a kill of an idle slave would test nothing: fail rather than pass
+                raise AssertionError(f"the slave never held work mid-crawl ({pages} pages)")
             victim.send_signal(signal.SIGKILL)
             victim.wait()
+            # it died holding tasks (the master reaps them only once its heartbeat
+            # lapses, a second from now): the rescue below has work to recover
+            assert sum(client.llen(k) for k in held) > 0, "the slave held nothing when killed"
             rescuer = subprocess.Popen([*cmd, "slave", "start", "--phases", "crawl"], env=env)
             assert master.wait(timeout=180) == 0
             rescuer.send_signal(signal.SIGTERM)

@@ -28,6 +28,7 @@ from srcrawl.testweb import TestWeb
 from srcrawl.urls import fingerprint
 
 from .conftest import cli_env as env_for
+from .conftest import logged_requests
 
 A = "http://127.0.0.1:9100"
 B = "http://127.0.0.1:9101"
@@ -169,8 +170,7 @@ def broken_host():
 
 def good_site_seconds(web: TestWeb, since: float) -> float:
     """Seconds from ``since`` to the end of the good site's last request."""
-    time.sleep(0.3)  # the access log is flushed every 0.1 s
-    return max(e["end_mono"] for e in web.log_entries() if e["start_mono"] >= since) - since
+    return max(e["end_mono"] for e in logged_requests(web) if e["start_mono"] >= since) - since
 
 
 # --robots-defer: how long the broken host is deferred after each failed robots.txt

@@ -24,7 +24,7 @@ from srcrawl.testweb import TestWeb
 from srcrawl.testweb.sitemaps import OFF_SCOPE
 from srcrawl.urls import fingerprint, host_of
 
-from .conftest import cli_env, run_cli, stored_pages
+from .conftest import cli_env, logged_requests, run_cli, stored_pages
 
 FAST = [
     "--depth",
@@ -73,8 +73,7 @@ def expected(tw: TestWeb, *, sitemaps: bool) -> dict[str, int]:
 
 
 def requests_since(tw: TestWeb, t0: float) -> list[dict]:
-    time.sleep(0.4)  # the access log is flushed every 0.1 s
-    return [e for e in tw.log_entries() if e["start_mono"] >= t0]
+    return [e for e in logged_requests(tw) if e["start_mono"] >= t0]
 
 
 @pytest.mark.slow

@@ -209,6 +209,11 @@ def test_crawl_keeps_bodies_in_warc_and_a_second_fetch_is_a_revisit(
     cfg.close()
 
 
+def _warc_bytes(cfg: Config) -> int:
+    """How many bytes the job's WARC files hold so far."""
+    return sum(f.stat().st_size for f in Path(cfg.warc_root).rglob("*") if f.is_file())
+
+
 @pytest.mark.slow
 def test_slave_killed_mid_write_leaves_every_stored_page_readable(redis_url, keys, tmp_path):
     with TestWeb.generate(hosts=3, pages=15, seed=9, latency_ms=100) as tw:
@@ -235,13 +240,23 @@ def test_slave_killed_mid_write_leaves_every_stored_page_readable(redis_url, key
         )
         try:
             client = cfg.redis()
+            processing = f"{cfg.keys.srq('crawl')}:processing:*"
+            pages = 0
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                if int(client.hget(cfg.keys.stats("crawl"), "pages") or 0) >= 8:
+                # mid-write: it wrote pages into its WARC file and holds more to write
+                pages = int(client.hget(cfg.keys.stats("crawl"), "pages") or 0)
+                held = [k for k in client.scan_iter(match=processing) if client.llen(k)]
+                if pages >= 8 and held and _warc_bytes(cfg) > 0:
                     break
                 time.sleep(0.02)
+            else:  # killed idle or before it wrote, it would test nothing: fail instead
+                raise AssertionError(f"the slave was never mid-write ({pages} pages)")
             victim.send_signal(signal.SIGKILL)
             victim.wait()
+            # it died with tasks in hand (reaped only once its heartbeat lapses, a
+            # second from now): pages it had not written when the kill came
+            assert sum(client.llen(k) for k in held) > 0, "the slave held nothing when killed"
             acked = {p.fp for p in cfg.store().iter_pages()}
             rescuer = subprocess.Popen([*cmd, "slave", "start", "--phases", "crawl"], env=env)
             assert master.wait(timeout=180) == 0

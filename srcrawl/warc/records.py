@@ -17,7 +17,7 @@ NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modif
 _COMPRESSION_LEVEL = 1
 """ISA-L's gzip level of each record: on the test web's pages ISA-L at level 1 compresses
 a record in about a third of zlib's time at its fastest levels, the files 1.4 % larger
-(docs/BENCHMARKS.md, "WARC records by ISA-L")."""
+(docs/benchmarks-journal.md, "WARC records by ISA-L")."""
 _DROPPED_HEADERS = frozenset({"content-encoding", "transfer-encoding", "content-length"})
 
 
@@ -153,7 +153,7 @@ def prepare_fetch(
 
     No ``metadata`` record: its outlinks and fetch time are in the store's rows, and
     it took a ninth of the WARC bytes and one more compression a page
-    (docs/BENCHMARKS.md, "WARC storage, again").
+    (docs/benchmarks-journal.md, "WARC storage, again").
     """
     date = warc_date(fetched_at)
     digest = payload_digest(body)
