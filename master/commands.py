@@ -481,6 +481,7 @@ def crawl_command(
 ) -> None:
     """Crawl from SEEDS with a master and --slaves local slaves until done."""
     from srcrawl.master.crawl_run import start_crawl
+    from srcrawl.master.crawl_summary import crawl_summary, summary_line
     from srcrawl.queues import crawl_strategy as strategies
     from srcrawl.runner import run_local_crawl
     from srcrawl.signals import exit_code_of
@@ -513,20 +514,12 @@ def crawl_command(
     finally:
         line.done()
     deferred = watch.deferred_hosts()
-    click.echo(
-        json.dumps(
-            {"job": cfg.job, **final, **({"deferred_hosts": deferred} if deferred else {})},
-            sort_keys=True,
-        )
-    )
+    click.echo(json.dumps(crawl_summary(cfg.job, final, deferred), sort_keys=True))
     failed = watch.nothing_fetched(final)
     if failed:
         line.say(f"srcrawl: {failed}")
         sys.exit(1)
-    line.say(
-        f"crawl complete: {final.get('pages', 0)} pages, {final.get('scheduled', 0)} URLs "
-        f"scheduled, {final.get('fetch_errors', 0)} fetch errors"
-    )
+    line.say(summary_line(final, cfg.job))
     if deferred:
         line.say(watch.deferred_note(deferred))
         sys.exit(EXIT_DEFERRED)
@@ -552,7 +545,9 @@ class _CrawlWatch:
         )
 
         for host, record in host_errors(self.cfg).items():
-            if self.shown.get(host) != record and len(self.shown) < HOST_ERRORS_SHOWN:
+            # a host shown already is shown again at each try, however many others are
+            known = host in self.shown or len(self.shown) < HOST_ERRORS_SHOWN
+            if self.shown.get(host) != record and known:
                 self.shown[host] = record
                 self.line.say(describe_host_error(host, record))
         self.bound.append(waiting_on(self.cfg))
