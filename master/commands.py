@@ -666,7 +666,8 @@ def seed_command(
 @click.command("pages")
 @click.pass_context
 def export_pages(ctx: click.Context) -> None:
-    """One JSON object per fetched URL: url, status, depth, content_type, title, error,
+    """One JSON object per URL the crawl ended: url, status, depth, content_type, title,
+    error (why it has no page: a fetch's error, robots_gave_up, …; null for a page),
     body_state."""
     store = _config(ctx).store()
     out = sys.stdout

@@ -3,7 +3,7 @@
 Host 0 (the seed) has ``pages`` pages in a long chain: page ``i`` links to
 ``i + 1`` and to two random later pages, so most pages are many hops from
 its root. Each other host is *late*: its robots.txt answers 500 a few times
-(1 to ``max_failures``, drawn per host) before it allows everything. Its
+(``min_failures`` to ``max_failures``, drawn per host) before it allows everything. Its
 root links to three deep pages of host 0 (the shortcuts: a breadth-first
 crawl reaches them through the late host only) and to one page of its own.
 Host 0 links to the late hosts' roots from various depths, the first few
@@ -35,6 +35,7 @@ def shortcut_web(
     seed: int,
     *,
     pages: int = 400,
+    min_failures: int = 2,
     max_failures: int = 3,
     address: str = "127.0.0.1",
 ) -> Web:
@@ -50,7 +51,7 @@ def shortcut_web(
                 port=port,
                 robots_mode="flaky",
                 robots_text=LATE_TEXT,
-                robots_failures=rng.randint(2, max_failures),
+                robots_failures=rng.randint(min_failures, max_failures),
             )
         )
     good = hosts[0].origin
