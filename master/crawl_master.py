@@ -343,7 +343,8 @@ class CrawlMaster:
         # before the commit, not fenced and replay-safe (see the module doc)
         self.recrawl.record(w)
         self.admission.forward(self.client, self.job_keys, w)
-        store_given_up(self.store(), w.gave_up)  # rows first: a replayed batch writes them again
+        if w.gave_up:  # their rows first: a batch replayed writes them again, alike
+            store_given_up(self.store(), w.gave_up)
         journal = self.seen.take_journal()
         try:
             self.frontier.commit(w.batch, journal)
