@@ -189,3 +189,34 @@ def _crawl(seeds: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
         text=True,
         timeout=120,
     )
+
+
+def test_the_summary_names_every_reason_a_url_was_not_fetched() -> None:
+    from srcrawl.master.crawl_summary import crawl_summary, summary_line
+
+    counters = {"pages": 7, "scheduled": 10, "fetch_errors": 2, "error_timeout": 2}
+    counters |= {"robots_gave_up": 1, "error_address_refused": 0}
+    summary = crawl_summary("j", counters, [])
+    assert summary["not_fetched"] == {"robots_gave_up": 1, "timeout": 2}
+    assert summary["all_fetched"] is False
+    assert summary_line(counters, "j") == (
+        "crawl complete: 7 pages, 10 URLs scheduled, 2 fetch errors; not fetched: "
+        "robots_gave_up 1, timeout 2 (`srcrawl --job j export pages` lists each with its "
+        "error; `srcrawl --job j seed URL…` fetches one again)"
+    )
+    clean = {"pages": 3, "scheduled": 3}
+    assert crawl_summary("j", clean, [])["all_fetched"] is True
+    assert crawl_summary("j", clean, ["h:1"])["all_fetched"] is False
+    assert summary_line(clean, "j").endswith("0 fetch errors")
+
+
+def test_a_deferred_task_is_not_released_before_its_deferral_ends() -> None:
+    from srcrawl.master.frontier.politeness import Politeness
+    from srcrawl.master.frontier.rules import CrawlRules
+
+    politeness = Politeness(CrawlRules(CrawlStrategy(delay=0, delay_factor=0, max_delay=0)))
+    task = FetchTask("http://127.0.0.1:9/", 1, 1, "127.0.0.1:9")
+    until = time.time() + 30.0004  # a deferral ending within a millisecond
+    retry_at, lagging = politeness.deferred_at(Deferred(task, until, "HTTP 500"))
+    assert retry_at / 1000 >= until and retry_at - until * 1000 < 1
+    assert lagging == 1
