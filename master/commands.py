@@ -519,7 +519,7 @@ def crawl_command(
     if failed:
         line.say(f"srcrawl: {failed}")
         sys.exit(1)
-    line.say(summary_line(final, cfg.job))
+    line.say(summary_line(final, cfg.job, deferred))
     if deferred:
         line.say(watch.deferred_note(deferred))
         sys.exit(EXIT_DEFERRED)

@@ -8,7 +8,7 @@ master). The JSON summary's ``not_fetched`` maps each reason to its count, and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from srcrawl.queues.crawl_protocol import ERROR_ROBOTS_GAVE_UP
 
@@ -46,11 +46,14 @@ def crawl_summary(job: str, counters: Mapping[str, int], deferred_hosts: list[st
     return out
 
 
-def summary_line(counters: Mapping[str, int], job: str) -> str:
+def summary_line(counters: Mapping[str, int], job: str, deferred_hosts: Sequence[str] = ()) -> str:
     """The last line of a crawl: its pages, URLs, fetch errors, and every reason a URL
-    was not fetched with its count, and how to see and retry them."""
+    was not fetched with its count, and how to see and retry them. A crawl that left
+    hosts deferred (their URLs still queued, neither fetched nor given up) is not
+    complete: it ended."""
+    state = "ended" if deferred_hosts else "complete"
     line = (
-        f"crawl complete: {counters.get('pages', 0)} pages, {counters.get('scheduled', 0)} URLs "
+        f"crawl {state}: {counters.get('pages', 0)} pages, {counters.get('scheduled', 0)} URLs "
         f"scheduled, {counters.get('fetch_errors', 0)} fetch errors"
     )
     failed = not_fetched(counters)

@@ -208,6 +208,8 @@ def test_the_summary_names_every_reason_a_url_was_not_fetched() -> None:
     assert crawl_summary("j", clean, [])["all_fetched"] is True
     assert crawl_summary("j", clean, ["h:1"])["all_fetched"] is False
     assert summary_line(clean, "j").endswith("0 fetch errors")
+    # hosts left deferred: their URLs are still queued, so the crawl is not complete
+    assert summary_line(clean, "j", ["h:1"]).startswith("crawl ended: 3 pages")
 
 
 def test_a_deferred_task_is_not_released_before_its_deferral_ends() -> None:
