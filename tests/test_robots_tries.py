@@ -222,3 +222,31 @@ def test_a_deferred_task_is_not_released_before_its_deferral_ends() -> None:
     retry_at, lagging = politeness.deferred_at(Deferred(task, until, "HTTP 500"))
     assert retry_at / 1000 >= until and retry_at - until * 1000 < 1
     assert lagging == 1
+
+
+def test_the_progress_shows_each_try_of_a_host_however_many_hosts_are_late(monkeypatch) -> None:
+    import io
+
+    from srcrawl.master import crawl_run
+    from srcrawl.master.commands import HOST_ERRORS_SHOWN, _CrawlWatch
+    from srcrawl.progress import ProgressLine
+
+    hosts = [f"127.0.0.1:{9300 + i}" for i in range(HOST_ERRORS_SHOWN + 2)]
+    tries = {"n": 1}
+
+    def errors(cfg) -> dict:
+        record = {"reason": "HTTP 500", "try": tries["n"], "tries": 5, "retry_at": time.time()}
+        return {h: record for h in hosts}
+
+    monkeypatch.setattr(crawl_run, "host_errors", errors)
+    monkeypatch.setattr(crawl_run, "waiting_on", lambda cfg: None)
+    out = io.StringIO()
+    watch = _CrawlWatch(None, ProgressLine(out))
+    progress = {"pages": 0, "queued": 1, "in_flight": 0}
+    watch.report(progress, 1.0)
+    tries["n"] = 2
+    watch.report(progress, 2.0)
+    said = out.getvalue()
+    # the first HOST_ERRORS_SHOWN hosts are named, and each of them again at its next try
+    assert said.count("(try 1 of 5)") == HOST_ERRORS_SHOWN
+    assert said.count("(try 2 of 5)") == HOST_ERRORS_SHOWN
