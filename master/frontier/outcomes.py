@@ -232,8 +232,10 @@ class Outcomes:
         limit = DEFAULT_ROBOTS_TRIES_UNREACHABLE if reason in UNREACHABLE else DEFAULT_ROBOTS_TRIES
         retry_at = None
         if task.tries >= limit:
-            batch.count("robots_gave_up")
-            if not task.sitemaps:  # a sitemap read is no URL of the crawl's
+            if task.sitemaps:  # a sitemap read is no URL of the crawl's: no row
+                batch.count("sitemap_robots_gave_up")
+            else:
+                batch.count("robots_gave_up")
                 w.gave_up.append(task)
             batch.done[task.queue] = None
             batch.lag[task.queue] = 0
