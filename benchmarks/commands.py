@@ -201,19 +201,39 @@ def bench_failover(
     help="Frontier partitions of each crawl.",
 )
 @click.option(
+    "--web",
+    type=click.Choice(["late", "shortcuts"]),
+    default="late",
+    show_default=True,
+    help="late: seeds beside five late seeds; shortcuts: a long host and twelve late hosts "
+    "(robots.txt 500 two or three times) holding shortcuts into it.",
+)
+@click.option(
+    "--load",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 64),
+    help="Busy processes beside the crawls (each keeps a core busy).",
+)
+@click.option(
     "--json",
     "json_path",
     type=click.Path(dir_okay=False),
     default=None,
     help="Also write every run as JSON.",
 )
-def bench_exactness(runs: int, first: int, partitions: int, json_path: str | None) -> None:
-    """Crawls beside late hosts against a BFS of the test web: every URL, every depth."""
+def bench_exactness(
+    runs: int, first: int, partitions: int, web: str, load: int, json_path: str | None
+) -> None:
+    """Crawls beside late hosts against a BFS of the test web: every URL, every depth.
+    Exits 1 unless every run is exact (a URL given up, even with its row, is not)."""
     from srcrawl.benchmarks.exactness import as_json, render, run_exactness_benchmark
 
     check_outputs(json_path=json_path, plot_path=None)
     line = ProgressLine()
-    result = run_exactness_benchmark(runs, say=line.update, first=first, partitions=partitions)
+    result = run_exactness_benchmark(
+        runs, say=line.update, first=first, partitions=partitions, web=web, load=load
+    )
     line.done()
     click.echo(render(result))
     if json_path:

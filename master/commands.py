@@ -483,6 +483,7 @@ def crawl_command(
     from srcrawl.app.runner import run_local_crawl
     from srcrawl.core.signals import exit_code_of
     from srcrawl.master.crawl_run import start_crawl
+    from srcrawl.master.crawl_summary import crawl_summary, summary_line
     from srcrawl.queues import crawl_strategy as strategies
 
     cfg = _config(ctx)
@@ -513,20 +514,12 @@ def crawl_command(
     finally:
         line.done()
     deferred = watch.deferred_hosts()
-    click.echo(
-        json.dumps(
-            {"job": cfg.job, **final, **({"deferred_hosts": deferred} if deferred else {})},
-            sort_keys=True,
-        )
-    )
+    click.echo(json.dumps(crawl_summary(cfg.job, final, deferred), sort_keys=True))
     failed = watch.nothing_fetched(final)
     if failed:
         line.say(f"srcrawl: {failed}")
         sys.exit(1)
-    line.say(
-        f"crawl complete: {final.get('pages', 0)} pages, {final.get('scheduled', 0)} URLs "
-        f"scheduled, {final.get('fetch_errors', 0)} fetch errors"
-    )
+    line.say(summary_line(final, cfg.job, deferred))
     if deferred:
         line.say(watch.deferred_note(deferred))
         sys.exit(EXIT_DEFERRED)
@@ -552,7 +545,9 @@ class _CrawlWatch:
         )
 
         for host, record in host_errors(self.cfg).items():
-            if self.shown.get(host) != record and len(self.shown) < HOST_ERRORS_SHOWN:
+            # a host shown already is shown again at each try, however many others are
+            known = host in self.shown or len(self.shown) < HOST_ERRORS_SHOWN
+            if self.shown.get(host) != record and known:
                 self.shown[host] = record
                 self.line.say(describe_host_error(host, record))
         self.bound.append(waiting_on(self.cfg))
@@ -671,7 +666,8 @@ def seed_command(
 @click.command("pages")
 @click.pass_context
 def export_pages(ctx: click.Context) -> None:
-    """One JSON object per fetched URL: url, status, depth, content_type, title, error,
+    """One JSON object per URL the crawl ended: url, status, depth, content_type, title,
+    error (why it has no page: a fetch's error, robots_gave_up, …; null for a page),
     body_state."""
     store = _config(ctx).store()
     out = sys.stdout

@@ -49,6 +49,7 @@ from srcrawl.master.frontier.politeness import Politeness
 from srcrawl.master.frontier.recrawl import Recrawl
 from srcrawl.master.frontier.rules import CrawlRules, wait_for_strategy
 from srcrawl.master.frontier.seen import SeenSet
+from srcrawl.master.given_up import store_given_up
 from srcrawl.master.guards import CrawlGuards
 from srcrawl.queues.crawl_protocol import MASTER_ID
 from srcrawl.queues.crawl_strategy import CrawlStrategy
@@ -328,6 +329,8 @@ class CrawlMaster:
         # before the commit, not fenced and replay-safe (see the module doc)
         self.recrawl.record(w)
         self.admission.forward(self.client, self.job_keys, w)
+        if w.gave_up:  # their rows first: a batch replayed writes them again, alike
+            store_given_up(self.store(), w.gave_up)
         journal = self.seen.take_journal()
         try:
             self.frontier.commit(w.batch, journal)

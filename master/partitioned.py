@@ -64,6 +64,7 @@ _FINISHED = (
     "recrawled",
     "robots_disallowed",
     "robots_gave_up",
+    "sitemap_robots_gave_up",
     "slave_errors",
 )
 

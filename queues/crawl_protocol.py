@@ -55,6 +55,9 @@ QUEUE_FIELD = "q"
 ERROR_ADDRESS_REFUSED = "address_refused"
 """A fetch's error when the address it resolved to is not one the crawl may reach."""
 
+ERROR_ROBOTS_GAVE_UP = "robots_gave_up"
+"""The error of a URL's row when its host's robots.txt failed every try: never requested."""
+
 ERROR_CONNECT = "connect"
 """A fetch's error when no connection was made (refused, unknown host, reset) or it closed
 before any response: the master backs off the whole host, not the URL."""

@@ -235,9 +235,12 @@ def test_the_crawl_says_when_politeness_holds_it_and_ends_on_its_own_line(
     summary = json.loads(r.stdout)
     pages, scheduled = summary["pages"], summary["scheduled"]
     errors = summary["fetch_errors"]
-    assert lines[-1] == (
+    assert lines[-1].startswith(
         f"crawl complete: {pages} pages, {scheduled} URLs scheduled, {errors} fetch errors"
     )
+    # the special pages' failures, each kind with its count
+    kinds = ", ".join(f"{e} {n}" for e, n in summary["not_fetched"].items())
+    assert f"; not fetched: {kinds} (" in lines[-1] if kinds else lines[-1].endswith("errors")
     assert lines[-2].startswith(f"pages {pages}  queued 0  in flight 0"), lines
     assert sum("crawl complete" in ln for ln in lines) == 1
 

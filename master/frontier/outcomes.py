@@ -211,16 +211,32 @@ class Outcomes:
     def _on_deferred(self, deferred: Deferred, w: BatchWork) -> None:
         """A task whose host's robots.txt could not be had: retry it later, or give it up.
 
+        Only a request the host failed is a try. A task that found the host's
+        deferral in the cache (no request: its reason is None) waits for that
+        deferral's end and tries nothing: it met a deferral another request
+        earned (a task released a moment before the deferral ended, or another
+        task of the host), and counting it spent the host's tries on nothing.
+
         A host that could not even be connected to gets fewer tries than one
         that answered 5xx: it is most likely a mistyped or stopped seed.
         """
         batch = w.batch
-        task = replace(deferred.task, tries=deferred.task.tries + 1)
         reason = deferred.reason  # only when robots.txt was just fetched, not from the cache
+        if not reason:
+            batch.count("robots_waited")
+            retry_at, lagging = self.politeness.deferred_at(deferred)
+            batch.retry.append(Requeue(deferred.task, retry_at))
+            batch.lag[deferred.task.queue] = lagging
+            return
+        task = replace(deferred.task, tries=deferred.task.tries + 1)
         limit = DEFAULT_ROBOTS_TRIES_UNREACHABLE if reason in UNREACHABLE else DEFAULT_ROBOTS_TRIES
         retry_at = None
         if task.tries >= limit:
-            batch.count("robots_gave_up")
+            if task.sitemaps:  # a sitemap read is no URL of the crawl's: no row
+                batch.count("sitemap_robots_gave_up")
+            else:
+                batch.count("robots_gave_up")
+                w.gave_up.append(task)
             batch.done[task.queue] = None
             batch.lag[task.queue] = 0
             if task.sitemaps:  # the host may answer again by the next time
@@ -230,12 +246,11 @@ class Outcomes:
             retry_at, lagging = self.politeness.deferred_at(deferred)
             batch.retry.append(Requeue(task, retry_at))
             batch.lag[task.queue] = lagging
-        if reason:
-            record = {
-                "what": "robots.txt",
-                "reason": reason,
-                "try": task.tries,
-                "tries": limit,
-                "retry_at": retry_at / 1000 if retry_at else None,
-            }
-            batch.errors[host_of(task.url)] = json.dumps(record)
+        record = {
+            "what": "robots.txt",
+            "reason": reason,
+            "try": task.tries,
+            "tries": limit,
+            "retry_at": retry_at / 1000 if retry_at else None,
+        }
+        batch.errors[host_of(task.url)] = json.dumps(record)
