@@ -58,6 +58,9 @@ ERROR_ADDRESS_REFUSED = "address_refused"
 ERROR_ROBOTS_GAVE_UP = "robots_gave_up"
 """The error of a URL's row when its host's robots.txt failed every try: never requested."""
 
+ERROR_SLAVE = "slave_error"
+"""The error of a URL's row when a slave's handler failed on its task (its log says why)."""
+
 ERROR_CONNECT = "connect"
 """A fetch's error when no connection was made (refused, unknown host, reset) or it closed
 before any response: the master backs off the whole host, not the URL."""
@@ -653,6 +656,14 @@ def read_outcome(raw: bytes) -> Outcome:
     if kind is None:
         raise EnvelopeError(f"the crawl has no {msg.kind!r} message")
     return kind.from_message(msg)
+
+
+def task_of(raw: bytes) -> FetchTask | None:
+    """The fetch task a raw srq message holds, or None when it holds none (malformed)."""
+    try:
+        return FetchTask.decode(raw)
+    except EnvelopeError:
+        return None
 
 
 def queue_of(raw: bytes) -> str | None:

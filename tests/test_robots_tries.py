@@ -250,3 +250,34 @@ def test_the_progress_shows_each_try_of_a_host_however_many_hosts_are_late(monke
     # the first HOST_ERRORS_SHOWN hosts are named, and each of them again at its next try
     assert said.count("(try 1 of 5)") == HOST_ERRORS_SHOWN
     assert said.count("(try 2 of 5)") == HOST_ERRORS_SHOWN
+
+
+def test_a_url_whose_slave_failed_on_it_ends_as_a_row_with_its_reason(
+    redis_url, keys, tmp_path
+) -> None:
+    """A slave's handler that fails on a task sends it back as a task error: its URL is
+    stored as a row with error ``slave_error`` (unless it has a page already), counted,
+    and named by the summary; a malformed task in the same error writes nothing."""
+    from srcrawl.core.urls import fingerprint
+    from srcrawl.master.crawl_summary import not_fetched
+    from srcrawl.queues.crawl_protocol import TaskError
+
+    cfg = Config.load(
+        env={
+            "SRCRAWL_REDIS_URL": redis_url,
+            "SRCRAWL_JOB": keys.job,
+            "SRCRAWL_DB_URL": f"sqlite:///{tmp_path}/s.db",
+        }
+    )
+    start_crawl(cfg, ["http://127.0.0.1:9/"], CrawlStrategy(max_depth=1))
+    master = CrawlMaster.from_config(cfg)
+    master.acquire(wait=False)
+    url = "http://127.0.0.1:9/a.html"
+    task = FetchTask(url=url, fp=fingerprint(url), depth=1, queue="127.0.0.1:9")
+    master.process([TaskError("boom", (task.encode(), b"not a task")).encode()])
+    (row,) = cfg.store().get_pages([task.fp])
+    assert (row.url, row.error, row.depth, row.status) == (url, "slave_error", 1, 0)
+    counters = {k.decode(): int(v) for k, v in cfg.redis().hgetall(cfg.keys.stats("crawl")).items()}
+    assert not_fetched(counters) == {"slave_error": 1}
+    master.release()
+    cfg.close()

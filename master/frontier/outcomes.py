@@ -19,6 +19,8 @@ from srcrawl.master.frontier.recrawl import Recrawl
 from srcrawl.master.frontier.rules import CrawlRules
 from srcrawl.queues.crawl_protocol import (
     ERROR_ADDRESS_REFUSED,
+    ERROR_ROBOTS_GAVE_UP,
+    ERROR_SLAVE,
     UNREACHABLE,
     Deferred,
     Disallowed,
@@ -30,6 +32,7 @@ from srcrawl.queues.crawl_protocol import (
     TaskError,
     queue_of,
     read_outcome,
+    task_of,
 )
 
 log = logging.getLogger("srcrawl.master")
@@ -126,6 +129,9 @@ class Outcomes:
             queue = queue_of(raw)
             if queue is not None:
                 w.batch.done[queue] = None
+            task = task_of(raw)
+            if task is not None and not task.sitemaps:  # its URL ends as a row, its reason named
+                w.gave_up.append((task, ERROR_SLAVE))
 
     def _on_disallowed(self, disallowed: Disallowed, w: BatchWork) -> None:
         w.count("robots_disallowed")
@@ -236,7 +242,7 @@ class Outcomes:
                 batch.count("sitemap_robots_gave_up")
             else:
                 batch.count("robots_gave_up")
-                w.gave_up.append(task)
+                w.gave_up.append((task, ERROR_ROBOTS_GAVE_UP))
             batch.done[task.queue] = None
             batch.lag[task.queue] = 0
             if task.sitemaps:  # the host may answer again by the next time
