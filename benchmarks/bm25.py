@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from srcrawl.defaults import BM25_B, BM25_K1
+from srcrawl.core.defaults import BM25_B, BM25_K1
 
 
 class BM25:

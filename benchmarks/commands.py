@@ -13,17 +13,17 @@ from pathlib import Path
 
 import click
 
+from srcrawl.app.cli_options import DURATION, fetches_option
 from srcrawl.benchmarks.scaling import (
     ScalingResult,
     check_outputs,
     parse_slave_counts,
     scaling_options,
 )
-from srcrawl.cli_options import DURATION, fetches_option
-from srcrawl.config import Config
-from srcrawl.defaults import BODY_STORES, DEFAULT_PAGERANK_ITERATIONS
-from srcrawl.errors import ConfigError
-from srcrawl.progress import ProgressLine
+from srcrawl.core.defaults import BODY_STORES, DEFAULT_PAGERANK_ITERATIONS
+from srcrawl.core.errors import ConfigError
+from srcrawl.core.progress import ProgressLine
+from srcrawl.settings.config import Config
 
 
 def _config(ctx: click.Context) -> Config:
@@ -201,19 +201,39 @@ def bench_failover(
     help="Frontier partitions of each crawl.",
 )
 @click.option(
+    "--web",
+    type=click.Choice(["late", "shortcuts"]),
+    default="late",
+    show_default=True,
+    help="late: seeds beside five late seeds; shortcuts: a long host and twelve late hosts "
+    "(robots.txt 500 two or three times) holding shortcuts into it.",
+)
+@click.option(
+    "--load",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 64),
+    help="Busy processes beside the crawls (each keeps a core busy).",
+)
+@click.option(
     "--json",
     "json_path",
     type=click.Path(dir_okay=False),
     default=None,
     help="Also write every run as JSON.",
 )
-def bench_exactness(runs: int, first: int, partitions: int, json_path: str | None) -> None:
-    """Crawls beside late hosts against a BFS of the test web: every URL, every depth."""
+def bench_exactness(
+    runs: int, first: int, partitions: int, web: str, load: int, json_path: str | None
+) -> None:
+    """Crawls beside late hosts against a BFS of the test web: every URL, every depth.
+    Exits 1 unless every run is exact (a URL given up, even with its row, is not)."""
     from srcrawl.benchmarks.exactness import as_json, render, run_exactness_benchmark
 
     check_outputs(json_path=json_path, plot_path=None)
     line = ProgressLine()
-    result = run_exactness_benchmark(runs, say=line.update, first=first, partitions=partitions)
+    result = run_exactness_benchmark(
+        runs, say=line.update, first=first, partitions=partitions, web=web, load=load
+    )
     line.done()
     click.echo(render(result))
     if json_path:
@@ -559,9 +579,11 @@ def bench_index(
     "--corpus",
     "corpora",
     multiple=True,
-    help="Instead: crawl, index and rank a real documentation corpus (django-en, "
-    "debian-handbook-zh, or a directory of HTML with --query-file) and score its known-item "
-    "queries, srcrawl beside plain BM25 (repeatable).",
+    help="Instead: crawl, index and rank a real documentation corpus (a shipped one: "
+    "django-en, flask-en, sphinx-en, scrapy-en, pytest-en, debian-handbook-zh, "
+    "debian-installer-zh, securing-debian-zh; `all` for every one; or a directory of HTML "
+    "with --query-file) and score its known-item queries, srcrawl beside plain BM25 "
+    "(repeatable; several: their figures together too).",
 )
 @click.option(
     "--query-file",
@@ -633,19 +655,30 @@ def _bench_corpora(
     slaves: int,
     json_path: str | None,
 ) -> None:
-    """`bench search --corpus`: each corpus's table (and all of them as JSON)."""
-    from srcrawl.benchmarks.known_queries import BUILTIN, builtin_query_file, read_query_file
-    from srcrawl.benchmarks.real_corpora import run_corpus
+    """`bench search --corpus`: each corpus's table, then with several corpora their figures
+    together (and all of them as JSON)."""
+    from srcrawl.benchmarks.known_queries import (
+        ALL,
+        BUILTIN,
+        builtin_query_file,
+        expand_corpora,
+        read_query_file,
+    )
+    from srcrawl.benchmarks.real_corpora import Overall, run_corpus
 
-    line = ProgressLine()
-    runs = []
-    for corpus in corpora:
-        tree = None if corpus in BUILTIN else Path(corpus)
-        if tree is not None and not tree.is_dir():
+    names = expand_corpora(corpora)
+    for corpus in names:  # every name checked before the first corpus costs minutes
+        if corpus not in BUILTIN and not Path(corpus).is_dir():
             raise click.BadParameter(
-                f"{corpus!r} is neither {' nor '.join(BUILTIN)} nor a directory",
+                f"{corpus!r} is neither {ALL}, a shipped corpus ({', '.join(BUILTIN)}), "
+                "nor a directory",
                 param_hint="--corpus",
             )
+    line = ProgressLine()
+    runs = []
+    results = []
+    for corpus in names:
+        tree = None if corpus in BUILTIN else Path(corpus)
         qpath = (
             builtin_query_file(corpus)
             if tree is None
@@ -663,9 +696,16 @@ def _bench_corpora(
         finally:
             line.done()
         click.echo(result.render())
+        results.append(result)
         runs.append(result.as_json())
         if json_path:  # after each corpus: a later one failing keeps the earlier figures
             Path(json_path).write_text(json.dumps({"corpora": runs}, indent=2, ensure_ascii=False))
+    if len(results) > 1:
+        overall = Overall(results)
+        click.echo(overall.render())
+        if json_path:
+            out = {"corpora": runs, "overall": overall.as_json()}
+            Path(json_path).write_text(json.dumps(out, indent=2, ensure_ascii=False))
 
 
 @bench.command("serve")

@@ -41,14 +41,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from srcrawl.app.runner import run_local_crawl
 from srcrawl.benchmarks.scaling import Column, Row, ScalingResult, median_of_rounds, round_orders
-from srcrawl.config import Config, DatabaseURL
-from srcrawl.defaults import DEFAULT_TESTWEB_LOG_FLUSH
+from srcrawl.core.defaults import DEFAULT_TESTWEB_LOG_FLUSH
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.scope import DENIED, OUT_OF_SCOPE, TOO_DEEP, TOO_LONG, TRAP
 from srcrawl.queues.workers import workers
-from srcrawl.runner import run_local_crawl
+from srcrawl.settings.config import Config, DatabaseURL
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.accesslog import mean_in_flight
 

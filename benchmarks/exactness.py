@@ -18,6 +18,7 @@ exact.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -25,16 +26,17 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from srcrawl import embedded
+from srcrawl.core import embedded
+from srcrawl.core.urls import host_of
+from srcrawl.queues.crawl_protocol import ERROR_ROBOTS_GAVE_UP
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.scope import Scope
 from srcrawl.testweb import TestWeb
-from srcrawl.urls import host_of
 
 LAGGING_COUNTERS = ("robots_deferred", "depth_improved", "refetched")
 HOSTS = 6
@@ -93,22 +95,36 @@ class ExactnessRun:
     """URL → (stored depth, BFS depth)."""
     counters: dict[str, int] = field(default_factory=dict)
     """The crawl's counters of the lagging path: deferrals, depths improved, refetches."""
+    web: str = "late"
+    """The kind of test web: ``late`` (late seeds) or ``shortcuts`` (see exactness_shortcuts.py)."""
+    given_up: dict[str, str] = field(default_factory=dict)
+    """URL → the reason of its row, for URLs the crawl ended without a request (a BFS URL
+    among them is missing, with its reason stated)."""
+    unaccounted: list[str] = field(default_factory=list)
+    """Missing URLs with no row that no URL given up explains: lost without a word."""
 
     @property
     def exact(self) -> bool:
-        return self.exit_code == 0 and not (self.missing or self.unexpected or self.wrong_depth)
+        wrong = self.missing or self.unexpected or self.wrong_depth or self.given_up
+        return self.exit_code == 0 and not wrong
 
 
-def expected_pages(tw: TestWeb, depth: int, sitemaps: bool) -> dict[str, int]:
-    """The BFS of the test web's model from its seeds: URL → depth."""
+def expected_pages(
+    tw: TestWeb, depth: int, sitemaps: bool, blocked: set[str] | frozenset[str] = frozenset()
+) -> dict[str, int]:
+    """The BFS of the test web's model from its seeds: URL → depth (``blocked``: URLs not
+    fetched, nor what only they lead to)."""
     seeds = tw.seed_urls
     scope = Scope(CrawlStrategy(seed_hosts=tuple({host_of(s) for s in seeds}), max_depth=depth))
     return tw.web.expected_crawl(
-        seeds, depth, lambda url: scope.reject(url, 0) is None, sitemaps=sitemaps
+        seeds,
+        depth,
+        lambda url: url not in blocked and scope.reject(url, 0) is None,
+        sitemaps=sitemaps,
     )
 
 
-def _env(redis_url: str, directory: Path) -> dict[str, str]:
+def bench_env(redis_url: str, directory: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
     env.update(
         SRCRAWL_REDIS_URL=redis_url,
@@ -119,15 +135,49 @@ def _env(redis_url: str, directory: Path) -> dict[str, str]:
     return env
 
 
-def _stored(env: dict[str, str]) -> dict[str, int]:
+NO_REQUEST_ERRORS = frozenset({ERROR_ROBOTS_GAVE_UP})
+"""Row errors of URLs given up without a request: no fetch of the BFS's."""
+
+
+def stored_rows(env: dict[str, str]) -> tuple[dict[str, int], dict[str, str]]:
+    """What `srcrawl export pages` lists: URL → depth of every fetch (a failed one too),
+    and URL → reason of the URLs given up without a request."""
     out = subprocess.run(
-        [sys.executable, "-m", "srcrawl.cli", "export", "pages"],
+        [sys.executable, "-m", "srcrawl.app.cli", "export", "pages"],
         env=env,
         capture_output=True,
         text=True,
         check=True,
     )
-    return {p["url"]: p["depth"] for p in map(json.loads, out.stdout.splitlines())}
+    fetched, given_up = {}, {}
+    for p in map(json.loads, out.stdout.splitlines()):
+        if p["error"] in NO_REQUEST_ERRORS:
+            given_up[p["url"]] = p["error"]
+        else:
+            fetched[p["url"]] = p["depth"]
+    return fetched, given_up
+
+
+def compared(
+    run: ExactnessRun,
+    want: dict[str, int],
+    got: dict[str, int],
+    given_up: dict[str, str],
+    reachable: Callable[[set[str]], set[str]],
+) -> ExactnessRun:
+    """``run`` with the store compared to the BFS ``want``. ``reachable(blocked)``: the
+    BFS's URLs when ``blocked`` URLs are not fetched, so that a missing URL a URL given
+    up explains (it was never found) is told from one lost without a row."""
+    run.stored, run.expected = len(got), len(want)
+    run.missing = sorted(set(want) - set(got))
+    run.unexpected = sorted(set(got) - set(want))
+    run.wrong_depth = {
+        u: (got[u], want[u]) for u in sorted(set(got) & set(want)) if got[u] != want[u]
+    }
+    run.given_up = dict(sorted(given_up.items()))
+    explained = set(want) - reachable(set(given_up)) if given_up else set()
+    run.unaccounted = [u for u in run.missing if u not in given_up and u not in explained]
+    return run
 
 
 def one_run(run: int, redis_url: str, partitions: int = 1) -> ExactnessRun:
@@ -146,13 +196,13 @@ def one_run(run: int, redis_url: str, partitions: int = 1) -> ExactnessRun:
             late_robots=late_hosts(run),
         )
         with web as tw:
-            env = _env(redis_url, directory)
+            env = bench_env(redis_url, directory)
             started = time.monotonic()
             crawl = subprocess.run(
                 [
                     sys.executable,
                     "-m",
-                    "srcrawl.cli",
+                    "srcrawl.app.cli",
                     "crawl",
                     *tw.seed_urls,
                     "--depth",
@@ -169,24 +219,24 @@ def one_run(run: int, redis_url: str, partitions: int = 1) -> ExactnessRun:
             )
             seconds = time.monotonic() - started
             want = expected_pages(tw, depth, sitemaps)
-        got = _stored(env) if crawl.returncode == 0 else {}
+
+            def reachable(blocked: set[str]) -> set[str]:
+                return set(expected_pages(tw, depth, sitemaps, blocked))
+
+            got, given_up = stored_rows(env) if crawl.returncode == 0 else ({}, {})
     summary = json.loads(crawl.stdout) if crawl.returncode == 0 else {}
     counters = {k: int(summary.get(k, 0)) for k in LAGGING_COUNTERS}
-    return ExactnessRun(
+    result = ExactnessRun(
         run=run,
         depth=depth,
         sitemaps=sitemaps,
         exit_code=crawl.returncode,
         seconds=round(seconds, 2),
-        expected=len(want),
-        stored=len(got),
-        missing=sorted(set(want) - set(got)),
-        unexpected=sorted(set(got) - set(want)),
-        wrong_depth={
-            u: (got[u], want[u]) for u in sorted(set(got) & set(want)) if got[u] != want[u]
-        },
+        expected=0,
+        stored=0,
         counters=counters,
     )
+    return compared(result, want, got, given_up, reachable)
 
 
 def run_exactness_benchmark(
@@ -196,10 +246,16 @@ def run_exactness_benchmark(
     first: int = 0,
     partitions: int = 1,
     redis_url: str | None = None,
+    web: str = "late",
+    load: int = 0,
 ) -> list[ExactnessRun]:
-    """``runs`` crawls in a row (runs ``first`` … ``first + runs - 1``), on a Redis server
-    of their own unless ``redis_url`` names one."""
-    with tempfile.TemporaryDirectory(prefix="srcrawl-exact-redis-") as tmp:
+    """``runs`` crawls in a row (runs ``first`` … ``first + runs - 1``) of ``web``'s kind
+    (``late`` or ``shortcuts``), beside ``load`` busy processes, on a Redis server of their
+    own unless ``redis_url`` names one."""
+    from srcrawl.benchmarks.exactness_shortcuts import shortcut_run
+
+    one = shortcut_run if web == "shortcuts" else one_run
+    with tempfile.TemporaryDirectory(prefix="srcrawl-exact-redis-") as tmp, cpu_load(load):
         proc = None
         if redis_url is None:
             redis_url, proc = embedded.start_server(Path(tmp), appendonly=False, daemonize=False)
@@ -208,12 +264,28 @@ def run_exactness_benchmark(
             for n in range(first, first + runs):
                 exact = sum(r.exact for r in out)
                 say(f"run {n - first + 1}/{runs} ({exact} exact so far)")
-                out.append(one_run(n, redis_url, partitions))
+                out.append(one(n, redis_url, partitions))
             return out
         finally:
             if proc is not None:
                 proc.terminate()
                 proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def cpu_load(n: int) -> Iterator[None]:
+    """``n`` processes that keep a core busy each while the block runs: the crawls' timing
+    under a loaded machine, where races between hosts, levels and slaves show."""
+    busy = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+        for _ in range(n)
+    ]
+    try:
+        yield
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait(timeout=10)
 
 
 def in_a_row(runs: list[ExactnessRun]) -> int:
@@ -252,6 +324,14 @@ def render(runs: list[ExactnessRun]) -> str:
                 f"run {r.run}: missing {r.missing[:3]} extra {r.unexpected[:3]} "
                 f"stored/BFS depth {sample}"
             )
+            if r.given_up or r.unaccounted:
+                # every URL not stored is a row with its reason, or the check says it is not
+                reasons = sorted(set(r.given_up.values()))
+                lines.append(
+                    f"run {r.run}: {len(r.given_up)} URLs given up, each a row with its "
+                    f"reason ({', '.join(reasons) or '-'}); {len(r.unaccounted)} missing "
+                    f"with no row and nothing given up before them {r.unaccounted[:3]}"
+                )
     return "\n".join(lines)
 
 

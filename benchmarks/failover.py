@@ -35,13 +35,13 @@ from typing import Any
 
 import redis
 
-from srcrawl.keys import Keys
+from srcrawl.core.keys import Keys
+from srcrawl.core.urls import host_of
+from srcrawl.lab.testcluster import RedisClusterProcesses
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.scope import Scope
-from srcrawl.testcluster import RedisClusterProcesses
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.accesslog import read_access_log
-from srcrawl.urls import host_of
 
 DEPTH = 3
 CRAWL_FLAGS = [
@@ -89,7 +89,7 @@ def _env(url: str, job: str, directory: Path) -> dict[str, str]:
 
 def _stored(env: dict[str, str]) -> dict[str, int]:
     out = subprocess.run(
-        [sys.executable, "-m", "srcrawl.cli", "export", "pages"],
+        [sys.executable, "-m", "srcrawl.app.cli", "export", "pages"],
         env=env,
         capture_output=True,
         text=True,
@@ -156,7 +156,7 @@ def one_run(
                 started = time.monotonic()
                 flags = [*CRAWL_FLAGS, "--partitions", str(partitions)]
                 crawl = subprocess.Popen(
-                    [sys.executable, "-m", "srcrawl.cli", "crawl", *tw.seed_urls, *flags],
+                    [sys.executable, "-m", "srcrawl.app.cli", "crawl", *tw.seed_urls, *flags],
                     env=env,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,

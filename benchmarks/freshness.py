@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from srcrawl.config import Config
+from srcrawl.settings.config import Config
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.changes import SITEMAP_PATH, ChangeSchedule, live_version, version_of_etag
 
@@ -144,7 +144,7 @@ def _options(setup: FreshnessSetup, policy: str) -> list[str]:
 
 def _start(run: FreshnessRun, setup: FreshnessSetup, log: Path) -> None:
     env = run.cfg.child_env()
-    cli = [sys.executable, "-m", "srcrawl.cli"]
+    cli = [sys.executable, "-m", "srcrawl.app.cli"]
     seeds = [h.root for h in run.web.web.hosts[1:]]
     out = open(log, "a")  # noqa: SIM115 - the children hold it
     master = [*cli, "master", "start", *seeds, *_options(setup, run.policy), "--keep-running"]

@@ -1,6 +1,6 @@
 """``srcrawl bench index`` and ``srcrawl bench search``.
 
-Both work on generated pages (:mod:`srcrawl.indexer.corpus`) written through
+Both work on generated pages (:mod:`srcrawl.lab.corpus`) written through
 the store's normal page path into a scratch SQLite file under
 ``$SRCRAWL_HOME/bench/`` (kept, so a later run on the same corpus reuses it),
 and on a scratch job in the configured Redis (removed afterwards).
@@ -33,18 +33,18 @@ from pathlib import Path
 
 import tantivy
 
+from srcrawl.app.local import LocalSlaves
 from srcrawl.benchmarks.scaling import Column, Row, ScalingResult, median_of_rounds, round_orders
-from srcrawl.config import Config, DatabaseURL
-from srcrawl.defaults import DEFAULT_HEARTBEAT_INTERVAL
-from srcrawl.errors import SrcrawlError
-from srcrawl.indexer.corpus import Corpus
+from srcrawl.core.defaults import DEFAULT_HEARTBEAT_INTERVAL
+from srcrawl.core.errors import SrcrawlError
 from srcrawl.indexer.engine import IndexReader, schema, stem
 from srcrawl.indexer.master import IndexMaster, IndexReport
 from srcrawl.indexer.search import Searcher
 from srcrawl.indexer.slave import document_text, tokenize_document
 from srcrawl.indexer.tokenizer import Tokenizer, python_jieba
-from srcrawl.local import LocalSlaves
+from srcrawl.lab.corpus import Corpus
 from srcrawl.queues.workers import workers
+from srcrawl.settings.config import Config, DatabaseURL
 from srcrawl.sql.store import Store
 
 Progress = Callable[[str], None]
@@ -384,7 +384,6 @@ class LatencySet:
     ms: list[float]
     cpu_ms: list[float]  # this thread's CPU time a query: what other load changes less
     modes: dict[str, int]
-    approximate: int
     found_at_1: int
     found_in_top: int
 
@@ -398,7 +397,7 @@ class LatencySet:
         return (
             f"  {self.label:16} p50 {self.quantile(50):6.2f} ms  p95 {self.quantile(95):6.2f} ms  "
             f"max {max(self.ms):6.1f} ms  (CPU p50 {self.quantile(50, True):5.2f} ms "
-            f"p95 {self.quantile(95, True):5.2f} ms)  | {modes}; capped {self.approximate}; "
+            f"p95 {self.quantile(95, True):5.2f} ms)  | {modes}; "
             f"source page 1st {self.found_at_1}/{n}, top 10 {self.found_in_top}/{n}"
         )
 
@@ -472,22 +471,21 @@ def _time_engine_alone(
         found += bool(fps)
         first += bool(fps) and fps[0] == fp
         top += fp in fps
-    return LatencySet("Tantivy alone", ms, cpu, {"and": found}, 0, first, top)
+    return LatencySet("Tantivy alone", ms, cpu, {"and": found}, first, top)
 
 
 def _time_queries(label: str, searcher: Searcher, queries: list[tuple[str, int]]) -> LatencySet:
-    ms, cpu, modes, capped, first, top = [], [], {}, 0, 0, 0
+    ms, cpu, modes, first, top = [], [], {}, 0, 0
     for query, fp in queries:
         t0, c0 = time.perf_counter(), time.thread_time()
         result = searcher.search(query, top=10)
         ms.append((time.perf_counter() - t0) * 1000)
         cpu.append((time.thread_time() - c0) * 1000)
         modes[result.mode] = modes.get(result.mode, 0) + 1
-        capped += result.approximate
         fps = [h.fp for h in result.hits]
         first += bool(fps) and fps[0] == fp
         top += fp in fps
-    return LatencySet(label, ms, cpu, modes, capped, first, top)
+    return LatencySet(label, ms, cpu, modes, first, top)
 
 
 def run_search_benchmark(

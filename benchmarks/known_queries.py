@@ -22,8 +22,31 @@ from urllib.parse import unquote, urlsplit
 
 from srcrawl.benchmarks.index import BenchmarkError
 
-BUILTIN = ("django-en", "debian-handbook-zh")
-"""The shipped corpora: ``benchmarks/corpora/NAME.tsv``."""
+BUILTIN = (
+    "django-en",
+    "debian-handbook-zh",
+    "flask-en",
+    "sphinx-en",
+    "scrapy-en",
+    "pytest-en",
+    "debian-installer-zh",
+    "securing-debian-zh",
+)
+"""The shipped corpora: ``benchmarks/corpora/NAME.tsv``. Several projects' manuals in
+each language, so that no ranking weight can be fitted to one of them."""
+
+ALL = "all"
+"""The ``--corpus`` name standing for every shipped corpus."""
+
+
+def expand_corpora(names: Sequence[str]) -> list[str]:
+    """``names`` with ``all`` replaced by every shipped corpus, each name once, in order."""
+    out: list[str] = []
+    for name in names:
+        for one in BUILTIN if name == ALL else (name,):
+            if one not in out:
+                out.append(one)
+    return out
 
 
 @dataclass(frozen=True)

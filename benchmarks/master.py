@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import redis
 
-from srcrawl.config import Config
-from srcrawl.defaults import DEFAULT_SEEN_CACHE
-from srcrawl.keys import Keys
+from srcrawl.core.defaults import DEFAULT_SEEN_CACHE
+from srcrawl.core.keys import Keys
+from srcrawl.core.urls import InvalidURL, canonicalize, fingerprint
 from srcrawl.master.crawl_master import CrawlMaster, reset_crawl
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.master.frontier.seen import SeenSet
@@ -27,7 +27,7 @@ from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.envelope import encode
 from srcrawl.queues.link_cache import ClockCache
 from srcrawl.queues.scope import Scope
-from srcrawl.urls import InvalidURL, canonicalize, fingerprint
+from srcrawl.settings.config import Config
 
 
 def link_stream(n: int, hosts: int, pages: int, seed: int = 1) -> list[str]:

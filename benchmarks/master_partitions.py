@@ -26,13 +26,13 @@ from dataclasses import dataclass
 import psutil
 import redis
 
-from srcrawl.config import Config
+from srcrawl.core.urls import fingerprint
 from srcrawl.master.crawl_master import reset_crawl
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.queues.crawl_protocol import Links
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.partitions import partition_of_url
-from srcrawl.urls import fingerprint
+from srcrawl.settings.config import Config
 
 _LINKS_PER_MESSAGE = 50
 _LEASE_TTL = 30
@@ -96,7 +96,7 @@ def _one(
     env = {**job.child_env(), "SRCRAWL_LEASE_TTL": str(_LEASE_TTL)}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "srcrawl.cli", "master", "start"],
+            [sys.executable, "-m", "srcrawl.app.cli", "master", "start"],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -31,15 +31,15 @@ from typing import Any
 
 import redis
 
-from srcrawl import embedded
-from srcrawl.config import Config
-from srcrawl.defaults import DEFAULT_BLOOM_ERROR_RATE
+from srcrawl.core import embedded
+from srcrawl.core.defaults import DEFAULT_BLOOM_ERROR_RATE
 from srcrawl.master.crawl_master import CrawlMaster
 from srcrawl.master.crawl_run import progress, start_crawl
 from srcrawl.master.frontier import Batch
 from srcrawl.queues.crawl_protocol import canonical_links
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.envelope import encode
+from srcrawl.settings.config import Config
 
 LINKS_PER_PAGE = 50
 BATCH_PAGES = 500

@@ -14,15 +14,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from srcrawl.app.local import LocalSlaves
+from srcrawl.app.runner import PhaseRun
 from srcrawl.benchmarks.scaling import Column, Row, ScalingResult
-from srcrawl.config import Config
-from srcrawl.local import LocalSlaves
 from srcrawl.pagerank.errors import PageRankError
 from srcrawl.pagerank.graph import Graph, GraphBuilder, distinct_sorted, load_graph
 from srcrawl.pagerank.job import rank_graph
 from srcrawl.pagerank.master import PHASE, RankParams, RankResult
 from srcrawl.queues.workers import workers
-from srcrawl.runner import PhaseRun
+from srcrawl.settings.config import Config
 from srcrawl.sql.pages import Page
 from srcrawl.sql.store import Store
 from srcrawl.testweb.loadgen import process_cpu_seconds

@@ -24,7 +24,7 @@ from urllib.parse import quote
 from lxml import etree
 from selectolax.lexbor import LexborHTMLParser
 
-from srcrawl.errors import SrcrawlError
+from srcrawl.core.errors import SrcrawlError
 from srcrawl.slave.decode import decode_html, utf8_source
 from srcrawl.slave.parse import ParsedPage, parse_html
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import redis
 
-from srcrawl.keys import Keys
+from srcrawl.core.keys import Keys
 from srcrawl.queues.protocol import PhaseQueues
 
 

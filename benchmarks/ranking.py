@@ -34,8 +34,9 @@ from srcrawl.benchmarks.startup import (
     _index_copy,
     index_dir_of,
 )
-from srcrawl.config import Config
+from srcrawl.core.urls import fingerprint, host_of
 from srcrawl.queues.crawl_protocol import canonical_links
+from srcrawl.settings.config import Config
 from srcrawl.slave.links import canonical_anchors
 from srcrawl.slave.parse import parse_html
 from srcrawl.sql.database_url import DatabaseURL
@@ -44,7 +45,6 @@ from srcrawl.sql.store import open_store
 from srcrawl.testweb.content import render
 from srcrawl.testweb.generator import generate
 from srcrawl.testweb.model import KnownItem
-from srcrawl.urls import fingerprint, host_of
 
 Progress = Callable[[str], None]
 CUTOFFS = (1, 3, 10)

@@ -30,18 +30,19 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from srcrawl.app.local import popen_child, stop_children
 from srcrawl.benchmarks.bm25 import BM25
 from srcrawl.benchmarks.index import BenchmarkError, _drop_job_keys
 from srcrawl.benchmarks.known_queries import QueryFile, check_answers, rank_of_answer
 from srcrawl.benchmarks.ranking import Scores
-from srcrawl.config import Config
-from srcrawl.defaults import BENCH_CORPUS_DEPTH, DEFAULT_SEARCH_TOP
-from srcrawl.local import popen_child, stop_children
+from srcrawl.core.defaults import BENCH_CORPUS_DEPTH, DEFAULT_SEARCH_TOP
+from srcrawl.settings.config import Config
 from srcrawl.sql.database_url import DatabaseURL
 from srcrawl.sql.store import Store
 
 Progress = Callable[[str], None]
 TOP = DEFAULT_SEARCH_TOP  # MRR@10: the hits a search shows
+SYSTEMS = ("srcrawl", "bm25")  # srcrawl's search, and the plain BM25 beside it
 
 
 # -- the corpus ------------------------------------------------------------------
@@ -147,7 +148,7 @@ def _step(jcfg: Config, args: list[str], say: Progress) -> tuple[float, str]:
     say(f"$ srcrawl {' '.join(args)}")
     t0 = time.monotonic()
     proc = popen_child(
-        [sys.executable, "-m", "srcrawl.cli", *args],
+        [sys.executable, "-m", "srcrawl.app.cli", *args],
         jcfg.child_env(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -298,7 +299,7 @@ class CorpusResult:
             f"{sum(self.search_ms) / 1000:.2f} s",
             f"  {'':<9}{'success@1':>10}{'success@3':>11}{'MRR@10':>8}",
         ]
-        for system in ("srcrawl", "bm25"):
+        for system in SYSTEMS:
             sc = self.scores(system)
             lines.append(f"  {system:<9}{sc.success(1):>10.3f}{sc.success(3):>11.3f}{sc.mrr:>8.3f}")
         if self.unindexed:
@@ -326,8 +327,55 @@ class CorpusResult:
             "search_p50_ms": statistics.median(self.search_ms),
             "search_total_s": sum(self.search_ms) / 1000,
             "unindexed_answers": self.unindexed,
-            **{s: self.figures(s) for s in ("srcrawl", "bm25")},
+            **{s: self.figures(s) for s in SYSTEMS},
             "outcomes": [o.as_json() for o in self.outcomes],
+        }
+
+
+@dataclass
+class Overall:
+    """Several corpora's figures together, two ways: every query pooled (a corpus weighs
+    as many queries as it has), and the mean of the corpora's own figures (each corpus
+    weighs one, so a large corpus does not hide a weak one)."""
+
+    results: list[CorpusResult]
+
+    def pooled(self, system: str) -> dict[str, float]:
+        sc = Scores([getattr(o, f"{system}_rank") for r in self.results for o in r.outcomes])
+        return {"success@1": sc.success(1), "success@3": sc.success(3), "mrr@10": sc.mrr}
+
+    def mean(self, system: str) -> dict[str, float]:
+        figures = [r.figures(system) for r in self.results]
+        return {k: statistics.fmean(f[k] for f in figures) for k in figures[0]}
+
+    def render(self) -> str:
+        queries = sum(len(r.outcomes) for r in self.results)
+        lines = [
+            f"all {len(self.results)} corpora ({queries} queries)",
+            f"  {'':<9}{'':<18}{'success@1':>10}{'success@3':>11}{'MRR@10':>8}",
+        ]
+        for label, of in (("pooled queries", self.pooled), ("mean of corpora", self.mean)):
+            for system in SYSTEMS:
+                f = of(system)
+                lines.append(
+                    f"  {system:<9}{label:<18}{f['success@1']:>10.3f}{f['success@3']:>11.3f}"
+                    f"{f['mrr@10']:>8.3f}"
+                )
+        lines.append(f"  {'corpus':<22}{'queries':>8}  srcrawl s@1/s@3/MRR   BM25 s@1/s@3/MRR")
+        for r in self.results:
+            mine, base = (r.figures(s) for s in SYSTEMS)
+            lines.append(
+                f"  {r.name:<22}{len(r.outcomes):>8}  "
+                + "  ".join("/".join(f"{v:.3f}" for v in f.values()) for f in (mine, base))
+            )
+        return "\n".join(lines)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "corpora": [r.name for r in self.results],
+            "queries": sum(len(r.outcomes) for r in self.results),
+            "pooled": {s: self.pooled(s) for s in SYSTEMS},
+            "mean_of_corpora": {s: self.mean(s) for s in SYSTEMS},
         }
 
 

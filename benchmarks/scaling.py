@@ -32,7 +32,7 @@ from typing import Any
 import click
 
 from srcrawl import __version__
-from srcrawl.errors import ConfigError
+from srcrawl.core.errors import ConfigError
 
 MAX_SLAVES = 64
 """Largest slave count a benchmark accepts."""

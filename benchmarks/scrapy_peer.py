@@ -47,8 +47,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-from srcrawl.defaults import DEFAULT_USER_AGENT
-from srcrawl.errors import ConfigError, SrcrawlError
+from srcrawl.core.defaults import DEFAULT_USER_AGENT
+from srcrawl.core.errors import ConfigError, SrcrawlError
 
 LINK_TAGS = ("a", "area", "frame", "iframe", "link")
 LINK_ATTRS = ("href", "src")

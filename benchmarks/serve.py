@@ -38,16 +38,16 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from srcrawl.app.local import popen_child, stop_children
 from srcrawl.benchmarks.index import (
     BenchmarkError,
     _drop_job_keys,
     bench_config,
     build_index_once,
 )
-from srcrawl.config import Config
 from srcrawl.indexer.slave import document_text
 from srcrawl.indexer.tokenizer import Tokenizer
-from srcrawl.local import popen_child, stop_children
+from srcrawl.settings.config import Config
 from srcrawl.sql.store import Store
 from srcrawl.testweb.loadgen import timed_get
 
@@ -347,7 +347,7 @@ def portal_process(
     env = bcfg.child_env()
     if tree is not None:
         env["PYTHONPATH"] = str(Path(tree).resolve())
-    args = [sys.executable, "-m", "srcrawl.cli", "serve", "--port", str(port), *options]
+    args = [sys.executable, "-m", "srcrawl.app.cli", "serve", "--port", str(port), *options]
     proc = popen_child(args, env, stdin=subprocess.DEVNULL, cwd=tree)
     url = f"http://127.0.0.1:{port}/"
     try:
@@ -374,7 +374,7 @@ def _spawned(bcfg: Config, lang: str, queries: Sequence[str]) -> Cell:
     for q in queries:
         t = time.perf_counter()
         run = subprocess.run(
-            [sys.executable, "-m", "srcrawl.cli", "search", q, "--top", "10", "--json"],
+            [sys.executable, "-m", "srcrawl.app.cli", "search", q, "--top", "10", "--json"],
             env=env,
             capture_output=True,
             check=False,

@@ -37,7 +37,7 @@ from statistics import median
 import psutil
 import requests
 
-from srcrawl.config import Config
+from srcrawl.settings.config import Config
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.changes import ChangeSchedule
 
@@ -131,7 +131,7 @@ class _Engine:
         for name, args in commands.items():
             log = open(self.tmp / f"{name}.log", "a")  # noqa: SIM115 - the child holds it
             self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "srcrawl.cli", *args],
+                [sys.executable, "-m", "srcrawl.app.cli", *args],
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -5,7 +5,7 @@ The benchmark generates a small corpus once (Chinese and English pages), then
 indexes a copy of it with each code it compares (``srcrawl index`` of that
 code, on the configured Redis), so every code searches an index it wrote
 itself. Each round runs every command once per code, the codes in alternating
-order, each as ``python -m srcrawl.cli …`` in a scratch directory with
+order, each as ``python -m srcrawl.app.cli …`` in a scratch directory with
 ``PYTHONPATH`` naming the code: wall time from process start to exit, as a
 shell user sees it. One untimed run per command first fills the caches
 (jieba's prefix dictionary, the page cache), as any second search finds them.
@@ -30,9 +30,9 @@ from typing import Any
 import srcrawl
 from srcrawl.benchmarks.index import BenchmarkError, _drop_job_keys
 from srcrawl.benchmarks.scaling import machine_info
-from srcrawl.config import Config
-from srcrawl.indexer.corpus import Corpus
 from srcrawl.indexer.tokenizer import load_stopwords
+from srcrawl.lab.corpus import Corpus
+from srcrawl.settings.config import Config
 from srcrawl.sql.database_url import DatabaseURL
 from srcrawl.sql.store import open_store
 
@@ -144,7 +144,7 @@ def _run(code: Code, args: Sequence[str], cwd: Path, env: dict[str, str]) -> tup
     """Wall seconds and stdout of ``srcrawl ARGS`` run with ``code``; raise if it fails."""
     t0 = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "srcrawl.cli", *args],
+        [sys.executable, "-m", "srcrawl.app.cli", *args],
         cwd=cwd,
         env=env,
         capture_output=True,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 
-from srcrawl.defaults import DEFAULT_INDEX_MAX_CHARS
+from srcrawl.core.defaults import DEFAULT_INDEX_MAX_CHARS
 from srcrawl.sql.store import Store
 
 SHINGLE = 3

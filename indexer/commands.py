@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from srcrawl.cli_options import DURATION
-from srcrawl.config import Config
-from srcrawl.defaults import (
+from srcrawl.app.cli_options import DURATION
+from srcrawl.core.defaults import (
     DEFAULT_INDEX_BATCH_PAGES,
     DEFAULT_INDEX_FOLLOW_DELAY,
     DEFAULT_INDEX_SLAVES,
     DEFAULT_SEARCH_TOP,
 )
 from srcrawl.indexer.tokenizer import ENV_USER_DICT
+from srcrawl.settings.config import Config
 
 if TYPE_CHECKING:
     from srcrawl.indexer.master import IndexReport
@@ -91,9 +91,9 @@ def index_command(
     """Index new and re-fetched pages: this master schedules and merges, slaves tokenize."""
     import threading
 
+    from srcrawl.app.runner import PhaseRun
+    from srcrawl.core.signals import stop_gently
     from srcrawl.indexer.master import IndexMaster
-    from srcrawl.runner import PhaseRun
-    from srcrawl.signals import stop_gently
 
     cfg = _config(ctx)
     cfg.check()

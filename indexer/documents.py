@@ -20,7 +20,7 @@ import numpy as np
 import orjson
 import xxhash
 
-from srcrawl.errors import EnvelopeError
+from srcrawl.core.errors import EnvelopeError
 from srcrawl.indexer.engine import IndexDoc, signed64
 
 COLUMNS = (

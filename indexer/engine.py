@@ -45,8 +45,8 @@ from pathlib import Path
 
 import tantivy
 
-from srcrawl.defaults import DEFAULT_INDEX_WRITER_HEAP, DEFAULT_INDEX_WRITER_WAIT
-from srcrawl.errors import SrcrawlError
+from srcrawl.core.defaults import DEFAULT_INDEX_WRITER_HEAP, DEFAULT_INDEX_WRITER_WAIT
+from srcrawl.core.errors import SrcrawlError
 
 STEMMED = "srcrawl_stem"
 """The analyzer of the text fields: whitespace, then the English stemmer."""

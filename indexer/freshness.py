@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from srcrawl.defaults import DEFAULT_INDEX_FOLLOW_SAMPLES
+from srcrawl.core.defaults import DEFAULT_INDEX_FOLLOW_SAMPLES
 
 
 class Freshness:

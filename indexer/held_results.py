@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from srcrawl.errors import EnvelopeError
+from srcrawl.core.errors import EnvelopeError
 from srcrawl.indexer.documents import unpack
 from srcrawl.indexer.engine import IndexDoc, IndexWriter
 from srcrawl.indexer.freshness import Freshness

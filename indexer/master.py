@@ -40,8 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import redis
 
-from srcrawl.config import Config
-from srcrawl.defaults import (
+from srcrawl.core.defaults import (
     DEFAULT_BLOCK_TIMEOUT,
     DEFAULT_HEARTBEAT_TTL,
     DEFAULT_INDEX_BATCH_PAGES,
@@ -53,17 +52,18 @@ from srcrawl.defaults import (
     DEFAULT_INDEX_WINDOW,
     DEFAULT_MASTER_LEASE_TTL,
 )
-from srcrawl.errors import SrcrawlError
+from srcrawl.core.errors import SrcrawlError
+from srcrawl.core.keys import Keys
 from srcrawl.indexer.engine import IndexWriter
 from srcrawl.indexer.freshness import Freshness
 from srcrawl.indexer.held_results import HeldResults
 from srcrawl.indexer.report import IndexReport
 from srcrawl.indexer.task_window import TaskWindow
 from srcrawl.indexer.tokenizer import dictionary_id, user_dict_from_env
-from srcrawl.keys import Keys
 from srcrawl.queues.master_session import JobRecord, MasterSession
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import requeued
+from srcrawl.settings.config import Config
 
 if TYPE_CHECKING:
     from srcrawl.sql.store import Store
@@ -84,7 +84,7 @@ return 1
 
 
 class LocalSlaves(Protocol):
-    """The slave processes a run started on this machine (``srcrawl.local``)."""
+    """The slave processes a run started on this machine (``srcrawl.app.local``)."""
 
     def alive(self) -> int: ...
 

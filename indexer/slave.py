@@ -12,15 +12,15 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from srcrawl.config import Config
-from srcrawl.defaults import DEFAULT_INDEX_MAX_CHARS
-from srcrawl.errors import EnvelopeError
+from srcrawl.core.defaults import DEFAULT_INDEX_MAX_CHARS
+from srcrawl.core.errors import EnvelopeError
+from srcrawl.core.urls import host_of
 from srcrawl.indexer.boilerplate import HostBoilerplate
 from srcrawl.indexer.documents import pack, simhash, text_digest
 from srcrawl.indexer.engine import IndexDoc
 from srcrawl.indexer.protocol import DocumentsResult, IndexTask, Refusal
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
-from srcrawl.urls import host_of
+from srcrawl.settings.config import Config
 
 if TYPE_CHECKING:
     from srcrawl.sql.store import Store

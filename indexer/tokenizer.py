@@ -31,8 +31,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Protocol
 
-from srcrawl.defaults import MAX_TERM_CHARS
-from srcrawl.errors import ConfigError
+from srcrawl.core.defaults import MAX_TERM_CHARS
+from srcrawl.core.errors import ConfigError
 from srcrawl.indexer.text import HAN, HAN_RUN, OTHER_WORD_CHAR, fold
 
 ENV_USER_DICT = "SRCRAWL_USER_DICT"

@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
-from srcrawl.cli_options import BYTE_SIZE, DURATION, fetches_option
-from srcrawl.config import Config
-from srcrawl.defaults import (
+from srcrawl.app.cli_options import BYTE_SIZE, DURATION, fetches_option
+from srcrawl.app.durations import format_duration
+from srcrawl.core.defaults import (
     BODY_STORES,
     DEFAULT_BLOOM_ERROR_RATE,
     DEFAULT_DELAY,
@@ -40,12 +40,12 @@ from srcrawl.defaults import (
     DEFAULT_WARC_MAX_BYTES,
     MAX_PARTITIONS,
 )
-from srcrawl.durations import format_duration
-from srcrawl.errors import ConfigError
+from srcrawl.core.errors import ConfigError
+from srcrawl.core.progress import ProgressLine
+from srcrawl.core.useragent import ENV_USER_AGENT, contact_warning
 from srcrawl.master.guards import ENV_MAX_REDIS_MEMORY, ENV_MIN_FREE_DISK
-from srcrawl.progress import ProgressLine
 from srcrawl.queues.crawl_strategy import QUEUE_POLICIES, CrawlStrategy
-from srcrawl.useragent import ENV_USER_AGENT, contact_warning
+from srcrawl.settings.config import Config
 
 EXIT_DEFERRED = 3
 """`srcrawl crawl`'s exit status when the crawl ended with hosts whose robots.txt could not
@@ -439,10 +439,10 @@ def master_start(
     ctx: click.Context, seeds: tuple[str, ...], keep_running: bool, **opts: Any
 ) -> None:
     """Run the crawl master of the job. With SEEDS, start a new crawl first."""
-    from srcrawl.child import run_crawl_master
+    from srcrawl.app.child import run_crawl_master
+    from srcrawl.app.roles import CrawlMasterRole
+    from srcrawl.core.outage import REDIS_DOWN
     from srcrawl.master.crawl_run import start_crawl
-    from srcrawl.outage import REDIS_DOWN
-    from srcrawl.roles import CrawlMasterRole
 
     cfg = _config(ctx)
     cfg.check()
@@ -480,10 +480,11 @@ def crawl_command(
     **opts: Any,
 ) -> None:
     """Crawl from SEEDS with a master and --slaves local slaves until done."""
+    from srcrawl.app.runner import run_local_crawl
+    from srcrawl.core.signals import exit_code_of
     from srcrawl.master.crawl_run import start_crawl
+    from srcrawl.master.crawl_summary import crawl_summary, summary_line
     from srcrawl.queues import crawl_strategy as strategies
-    from srcrawl.runner import run_local_crawl
-    from srcrawl.signals import exit_code_of
 
     cfg = _config(ctx)
     cfg.check()
@@ -513,20 +514,12 @@ def crawl_command(
     finally:
         line.done()
     deferred = watch.deferred_hosts()
-    click.echo(
-        json.dumps(
-            {"job": cfg.job, **final, **({"deferred_hosts": deferred} if deferred else {})},
-            sort_keys=True,
-        )
-    )
+    click.echo(json.dumps(crawl_summary(cfg.job, final, deferred), sort_keys=True))
     failed = watch.nothing_fetched(final)
     if failed:
         line.say(f"srcrawl: {failed}")
         sys.exit(1)
-    line.say(
-        f"crawl complete: {final.get('pages', 0)} pages, {final.get('scheduled', 0)} URLs "
-        f"scheduled, {final.get('fetch_errors', 0)} fetch errors"
-    )
+    line.say(summary_line(final, cfg.job, deferred))
     if deferred:
         line.say(watch.deferred_note(deferred))
         sys.exit(EXIT_DEFERRED)
@@ -552,7 +545,9 @@ class _CrawlWatch:
         )
 
         for host, record in host_errors(self.cfg).items():
-            if self.shown.get(host) != record and len(self.shown) < HOST_ERRORS_SHOWN:
+            # a host shown already is shown again at each try, however many others are
+            known = host in self.shown or len(self.shown) < HOST_ERRORS_SHOWN
+            if self.shown.get(host) != record and known:
                 self.shown[host] = record
                 self.line.say(describe_host_error(host, record))
         self.bound.append(waiting_on(self.cfg))
@@ -671,7 +666,8 @@ def seed_command(
 @click.command("pages")
 @click.pass_context
 def export_pages(ctx: click.Context) -> None:
-    """One JSON object per fetched URL: url, status, depth, content_type, title, error,
+    """One JSON object per URL the crawl ended: url, status, depth, content_type, title,
+    error (why it has no page: a fetch's error, robots_gave_up, …; null for a page),
     body_state."""
     store = _config(ctx).store()
     out = sys.stdout

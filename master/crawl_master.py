@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from srcrawl.config import Config
-from srcrawl.defaults import (
+from srcrawl.core.defaults import (
     DEFAULT_CRAWL_BACKLOG_PER_THREAD,
     DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_MASTER_BATCH,
@@ -38,7 +37,9 @@ from srcrawl.defaults import (
     DEFAULT_RECRAWL_BATCH,
     DEFAULT_REVISIT_FETCH_VALUE,
 )
-from srcrawl.keys import Keys, lease_waiting_key, processing_pattern
+from srcrawl.core.keys import Keys, lease_waiting_key, processing_pattern
+from srcrawl.core.signals import install_stop_handlers
+from srcrawl.core.telemetry import publish_process
 from srcrawl.master.frontier import Frontier, now_ms
 from srcrawl.master.frontier.admission import Admission, HeldLinks
 from srcrawl.master.frontier.barrier import ADVANCED, COMPLETE, WAITING, LevelBarrier
@@ -48,6 +49,7 @@ from srcrawl.master.frontier.politeness import Politeness
 from srcrawl.master.frontier.recrawl import Recrawl
 from srcrawl.master.frontier.rules import CrawlRules, wait_for_strategy
 from srcrawl.master.frontier.seen import SeenSet
+from srcrawl.master.given_up import store_given_up
 from srcrawl.master.guards import CrawlGuards
 from srcrawl.queues.crawl_protocol import MASTER_ID
 from srcrawl.queues.crawl_strategy import CrawlStrategy
@@ -55,8 +57,7 @@ from srcrawl.queues.master_session import MasterSession
 from srcrawl.queues.partitions import partition_keys
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import process_stats, reap, reaped_sentences, workers
-from srcrawl.signals import install_stop_handlers
-from srcrawl.telemetry import publish_process
+from srcrawl.settings.config import Config
 
 if TYPE_CHECKING:
     from srcrawl.sql.store import Store
@@ -328,6 +329,8 @@ class CrawlMaster:
         # before the commit, not fenced and replay-safe (see the module doc)
         self.recrawl.record(w)
         self.admission.forward(self.client, self.job_keys, w)
+        if w.gave_up:  # their rows first: a batch replayed writes them again, alike
+            store_given_up(self.store(), w.gave_up)
         journal = self.seen.take_journal()
         try:
             self.frontier.commit(w.batch, journal)

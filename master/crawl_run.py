@@ -1,6 +1,6 @@
 """Starting a crawl, adding seeds to it, and what it has done so far.
 
-Running it on one machine is :func:`srcrawl.runner.run_local_crawl`.
+Running it on one machine is :func:`srcrawl.app.runner.run_local_crawl`.
 """
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from srcrawl.config import Config
-from srcrawl.errors import ConfigError, StoreError
+from srcrawl.core.errors import ConfigError, StoreError
+from srcrawl.core.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
 from srcrawl.master.crawl_master import reset_crawl
 from srcrawl.master.frontier import now_ms
 from srcrawl.queues import crawl_strategy as strategies
-from srcrawl.queues.crawl_protocol import ERROR_ADDRESS_REFUSED, seed_message
+from srcrawl.queues.crawl_protocol import seed_message
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.partitions import partition_keys, partition_of_url
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import workers
-from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
+from srcrawl.settings.config import Config
 
 log = logging.getLogger("srcrawl.seed")
 
@@ -93,7 +93,7 @@ class SeedsAdded:
     queued: list[str] = field(default_factory=list)
     """Canonical seeds queued for the crawl."""
     again: list[str] = field(default_factory=list)
-    """Of those, URLs whose stored fetch the address policy refused: fetched again."""
+    """Of those, URLs stored as failed (refused, timed out, given up, …): fetched again."""
     refused: dict[str, str] = field(default_factory=dict)
     """Canonical seed -> why the address policy refuses it (not queued)."""
     strategy: CrawlStrategy | None = None
@@ -119,7 +119,7 @@ def add_seeds(
     ``allow_private`` and ``allow_networks`` widen the addresses the crawl may reach.
     A seed ``refuse`` refuses (the command line passes the fetch's own address check,
     ``FetchPolicy.refuse_seed``) is not queued, and named in the result; a seed whose
-    stored fetch was refused before is fetched again although seen.
+    stored fetch failed before (or was given up) is fetched again although seen.
     """
     canonical = check_seeds(seeds)
     client = cfg.redis()
@@ -143,20 +143,22 @@ def add_seeds(
     if out.strategy.partitions > 1:  # every partition takes up the crawl again
         for k in cfg.keys.partitions(out.strategy.partitions):
             client.hdel(k.crawl_state, "state")
-    out.again = _refused_before(cfg, out.queued)
+    out.again = _failed_before(cfg, out.queued)
     _push_seeds(cfg, out.queued, out.strategy, out.again)
     return out
 
 
-def _refused_before(cfg: Config, canonical: Sequence[str]) -> list[str]:
-    """The URLs among ``canonical`` stored with a fetch the address policy refused."""
+def _failed_before(cfg: Config, canonical: Sequence[str]) -> list[str]:
+    """The URLs among ``canonical`` stored as failed: a fetch with an error (the address
+    policy refused it, it timed out, …) or given up (its host's robots.txt never answered).
+    """
     by_fp = {fingerprint(u): u for u in canonical}
     try:
         pages = cfg.store().get_pages(list(by_fp))
-    except StoreError as e:  # the seeds still go; only a refused one stays unfetched
-        log.warning("cannot tell whether a seed was refused before (%s)", e)
+    except StoreError as e:  # the seeds still go; only a failed one stays unfetched
+        log.warning("cannot tell whether a seed failed before (%s)", e)
         return []
-    return [by_fp[p.fp] for p in pages if p.error == ERROR_ADDRESS_REFUSED]
+    return [by_fp[p.fp] for p in pages if p.error]
 
 
 def progress(cfg: Config) -> dict[str, int]:

@@ -30,10 +30,10 @@ from pathlib import Path
 
 import redis
 
-from srcrawl.config import Config
-from srcrawl.errors import StoreError
-from srcrawl.keys import Keys
-from srcrawl.telemetry import redis_memory
+from srcrawl.core.errors import StoreError
+from srcrawl.core.keys import Keys
+from srcrawl.core.telemetry import redis_memory
+from srcrawl.settings.config import Config
 
 log = logging.getLogger("srcrawl.master.guards")
 
@@ -56,7 +56,7 @@ def volumes(cfg: Config) -> dict[str, Path]:
     """The volumes the crawl writes to that this process can see: the WARC directory and a
     SQLite store's directory (a database server's disk is asked of the server:
     :meth:`CrawlGuards.store_free`)."""
-    out = {"warc": cfg.warc_root}
+    out = {"warc": cfg.warc_volume}  # an object store's spool files, or the WARC files
     if cfg.db.kind == "sqlite" and cfg.db.path != ":memory:":
         out["store"] = Path(cfg.db.path).parent
     return out

@@ -35,20 +35,20 @@ from dataclasses import dataclass
 
 import redis
 
-from srcrawl.config import Config
-from srcrawl.defaults import (
+from srcrawl.core.defaults import (
     BALANCE_COOLDOWN,
     BALANCE_MIN_LOAD,
     BALANCE_RATIO,
     BALANCE_SUSTAIN,
     MASTER_REGISTRATION_TTL,
 )
-from srcrawl.errors import LeaseHeld, LeaseLost
-from srcrawl.keys import Keys
+from srcrawl.core.errors import LeaseHeld, LeaseLost
+from srcrawl.core.keys import Keys
+from srcrawl.core.outage import REDIS_DOWN, RedisOutage, wait_out_outages
 from srcrawl.master.crawl_master import CrawlMaster, crawl_counters
 from srcrawl.master.frontier.barrier import LevelBarrier
-from srcrawl.outage import REDIS_DOWN, RedisOutage, wait_out_outages
 from srcrawl.queues.lease import clear_waiting, holder_id, mark_waiting
+from srcrawl.settings.config import Config
 
 log = logging.getLogger("srcrawl.master")
 
@@ -64,6 +64,7 @@ _FINISHED = (
     "recrawled",
     "robots_disallowed",
     "robots_gave_up",
+    "sitemap_robots_gave_up",
     "slave_errors",
 )
 
@@ -108,7 +109,7 @@ class PartitionedMaster:
         try:
             while not self.stopping.is_set():
                 self._register()
-                # a co-worker holding no partition (yet) is doing its job (srcrawl/health.py)
+                # a co-worker holding no partition (yet) is doing its job (srcrawl/app/health.py)
                 mark_waiting(self.client, self.keys.master_lease("crawl"), self.id)
                 self._reap_threads()
                 if self._all_complete():
@@ -286,7 +287,7 @@ class PartitionedMaster:
 
     def install_signal_handlers(self) -> None:
         """First signal: every partition finishes its batch. Second: leave at once."""
-        from srcrawl.signals import install_stop_handlers
+        from srcrawl.core.signals import install_stop_handlers
 
         install_stop_handlers(self.stopping)
         threading.Thread(target=self._relay_stop, daemon=True).start()

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import redis
 
-from srcrawl.errors import EnvelopeError
-from srcrawl.keys import Keys
+from srcrawl.core.errors import EnvelopeError
+from srcrawl.core.keys import Keys
 from srcrawl.pagerank.errors import PageRankError, RunStateLost
 from srcrawl.pagerank.protocol import LOAD_ROUND, MapTask, ShardDone
 from srcrawl.pagerank.shards import Shard

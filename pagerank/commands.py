@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from srcrawl.cli_options import DURATION
-from srcrawl.config import Config
-from srcrawl.defaults import (
+from srcrawl.app.cli_options import DURATION
+from srcrawl.core.defaults import (
     DEFAULT_LEASE_WAITING_RENEW,
     DEFAULT_PAGERANK_DAMPING,
     DEFAULT_PAGERANK_ITERATIONS,
@@ -23,6 +22,7 @@ from srcrawl.defaults import (
     DEFAULT_PAGERANK_SLAVES,
     DEFAULT_PAGERANK_TOL,
 )
+from srcrawl.settings.config import Config
 
 if TYPE_CHECKING:
     from srcrawl.pagerank.job import RankOptions, SlaveProcesses
@@ -98,9 +98,9 @@ def pagerank_command(
     poll: float,
 ) -> None:
     """Rank every stored page with PageRank over the job's slaves; store the ranks."""
+    from srcrawl.app.runner import PhaseRun
     from srcrawl.pagerank.job import RankOptions, rank_job
     from srcrawl.pagerank.master import PHASE, RankParams
-    from srcrawl.runner import PhaseRun
 
     cfg = _config(ctx)
     cfg.check()
@@ -129,11 +129,11 @@ def _rank_every(
 ) -> None:
     """`pagerank --every`: a run as soon as there are pages and links, then one every
     ``every`` seconds, until SIGTERM or Ctrl-C."""
-    from srcrawl.outage import REDIS_DOWN
+    from srcrawl.core.outage import REDIS_DOWN
+    from srcrawl.core.signals import stop_gently
+    from srcrawl.core.telemetry import record_rank_run
     from srcrawl.pagerank.errors import PageRankError
     from srcrawl.pagerank.job import rank_job
-    from srcrawl.signals import stop_gently
-    from srcrawl.telemetry import record_rank_run
 
     stopping = threading.Event()
     runs = 0
@@ -167,7 +167,7 @@ def _rank_every(
 
 def _wait_for_turn(cfg: Config, seconds: float, stopping: threading.Event) -> None:
     """Wait ``seconds`` (or until stopped), saying meanwhile that this process waits for
-    the PageRank lease: a ranker between runs is doing its job (srcrawl/health.py)."""
+    the PageRank lease: a ranker between runs is doing its job (srcrawl/app/health.py)."""
     from srcrawl.pagerank.master import PHASE
     from srcrawl.queues.lease import clear_waiting, holder_id, mark_waiting
 

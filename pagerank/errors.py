@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from srcrawl.errors import SrcrawlError
+from srcrawl.core.errors import SrcrawlError
 
 
 class PageRankError(SrcrawlError):

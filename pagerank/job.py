@@ -9,8 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from srcrawl.config import Config
-from srcrawl.defaults import DEFAULT_PAGERANK_SHARD_EDGES
+from srcrawl.core.defaults import DEFAULT_PAGERANK_SHARD_EDGES
 from srcrawl.pagerank.errors import PageRankError
 from srcrawl.pagerank.graph import Graph, load_graph
 from srcrawl.pagerank.master import (
@@ -22,10 +21,11 @@ from srcrawl.pagerank.master import (
     RankResult,
 )
 from srcrawl.pagerank.shards import cut_shards, shard_count
+from srcrawl.settings.config import Config
 
 
 class SlaveProcesses(Protocol):
-    """Slave processes this run started (see ``srcrawl.runner.PhaseRun``)."""
+    """Slave processes this run started (see ``srcrawl.app.runner.PhaseRun``)."""
 
     def alive(self) -> int:
         """How many are still running."""

@@ -20,7 +20,7 @@ of another graph version or iteration, and repeats, are dropped. When it
 reaps a dead slave it offers the missing shards again; one computed twice
 writes the same bytes.
 
-The master waits out a Redis outage as every master does (srcrawl/outage.py).
+The master waits out a Redis outage as every master does (srcrawl/core/outage.py).
 The graph, the shards and the rank pieces are written out of the AOF
 (pagerank/transport.py), so a Redis that was restarted comes back without
 them: the master notices (the graph's key is gone when Redis is back, a
@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import redis
 
-from srcrawl.defaults import (
+from srcrawl.core.defaults import (
     DEFAULT_BLOCK_TIMEOUT,
     DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_HEARTBEAT_TTL,
@@ -58,9 +58,9 @@ from srcrawl.defaults import (
     DEFAULT_PAGERANK_STALL_TIMEOUT,
     DEFAULT_PAGERANK_TOL,
 )
-from srcrawl.errors import LeaseLost
-from srcrawl.keys import Keys
-from srcrawl.outage import wait_out_outages
+from srcrawl.core.errors import LeaseLost
+from srcrawl.core.keys import Keys
+from srcrawl.core.outage import wait_out_outages
 from srcrawl.pagerank.collect import ACK, Collector, Tally
 from srcrawl.pagerank.errors import PageRankError, RunStateLost
 from srcrawl.pagerank.graph import Graph

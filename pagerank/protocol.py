@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from srcrawl.errors import EnvelopeError
+from srcrawl.core.errors import EnvelopeError
 from srcrawl.queues.envelope import Message, decode, encode
 
 LOAD_ROUND = 0

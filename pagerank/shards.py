@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from srcrawl.defaults import DEFAULT_PAGERANK_SHARD_CHUNK
+from srcrawl.core.defaults import DEFAULT_PAGERANK_SHARD_CHUNK
 from srcrawl.queues.envelope import decode, encode
 
 Buffer = bytes | memoryview

@@ -40,16 +40,15 @@ from dataclasses import dataclass
 import numpy as np
 import redis
 
-from srcrawl.config import Config
-from srcrawl.defaults import (
+from srcrawl.core.defaults import (
     DEFAULT_PAGERANK_CLAIM_RETRY,
     DEFAULT_PAGERANK_KEY_TTL,
     DEFAULT_PAGERANK_STEAL_AFTER,
     DEFAULT_PAGERANK_WRITE_RETRY_DELAY,
     DEFAULT_PAGERANK_WRITE_TRIES,
 )
-from srcrawl.errors import EnvelopeError
-from srcrawl.keys import Keys
+from srcrawl.core.errors import EnvelopeError
+from srcrawl.core.keys import Keys
 from srcrawl.pagerank.protocol import (
     LOAD_ROUND,
     GraphHeader,
@@ -61,6 +60,7 @@ from srcrawl.pagerank.protocol import (
 )
 from srcrawl.pagerank.shards import Shard, ShardSums
 from srcrawl.pagerank.transport import TransientWriter
+from srcrawl.settings.config import Config
 
 _FLOAT = np.dtype("<f8")
 

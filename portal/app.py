@@ -23,9 +23,8 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from srcrawl.config import Config
-from srcrawl.defaults import DEFAULT_MAX_QUERY_TERMS
-from srcrawl.errors import SrcrawlError
+from srcrawl.core.defaults import DEFAULT_MAX_QUERY_TERMS
+from srcrawl.core.errors import SrcrawlError
 from srcrawl.portal.cluster import CrawlRate, snapshot
 from srcrawl.portal.hot import (
     DOCS_HEADERS,
@@ -48,6 +47,7 @@ from srcrawl.portal.schemas import (
     StatusOut,
 )
 from srcrawl.portal.search_pool import MAX_PAGE_SIZE, MAX_QUERY_CHARS, SearchPool
+from srcrawl.settings.config import Config
 
 HERE = Path(__file__).parent
 SWAGGER_UI = Path(importlib.util.find_spec("fastapi_offline").origin).parent / "static"

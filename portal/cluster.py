@@ -16,12 +16,12 @@ from typing import Any
 
 import redis
 
-from srcrawl import status as job_status
-from srcrawl.config import Config
-from srcrawl.defaults import DEFAULT_MAX_DELAY
+from srcrawl.app import status as job_status
+from srcrawl.core.defaults import DEFAULT_MAX_DELAY
+from srcrawl.core.telemetry import live_processes, redis_memory
 from srcrawl.queues.partitions import partition_keys
 from srcrawl.queues.workers import process_stats
-from srcrawl.telemetry import live_processes, redis_memory
+from srcrawl.settings.config import Config
 
 LONGEST_QUEUES = 10
 QUEUES_LOOKED_AT = 5000  # frontier queues whose length is read for the longest-queues table

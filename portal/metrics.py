@@ -18,8 +18,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from srcrawl.defaults import FETCH_SECONDS_BUCKETS
-from srcrawl.telemetry import FETCH_ERROR_KINDS, ROBOTS_LOOKUPS, STATUS_CLASSES
+from srcrawl.core.defaults import FETCH_SECONDS_BUCKETS
+from srcrawl.core.telemetry import FETCH_ERROR_KINDS, ROBOTS_LOOKUPS, STATUS_CLASSES
 
 # search latency buckets: the goal is 25 ms at the 95th percentile
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import tantivy
 
-from srcrawl.config import Config
-from srcrawl.defaults import DEFAULT_INDEX_DIR_NAME
-from srcrawl.errors import SrcrawlError
+from srcrawl.core.defaults import DEFAULT_INDEX_DIR_NAME
+from srcrawl.core.errors import SrcrawlError
+from srcrawl.settings.config import Config
 
 RECHECK_S = 5.0
 """How often a portal with a problem looks again (an index run may be under way)."""
@@ -41,7 +41,7 @@ def serve_command(cfg: Config) -> str:
 
 def _other_jobs(cfg: Config) -> list[str]:
     """``serve`` commands for the other jobs with an index under ``cfg``'s home."""
-    from srcrawl.demo import DEMO_JOB, demo_config
+    from srcrawl.app.demo import DEMO_JOB, demo_config
 
     root = cfg.home / DEFAULT_INDEX_DIR_NAME
     if cfg.index_dir is not None or not root.is_dir():
@@ -54,7 +54,7 @@ def _other_jobs(cfg: Config) -> list[str]:
             other = cfg.with_job(d.name)
         except SrcrawlError:  # a directory no job is named after
             continue
-        # the demo keeps its own SQLite file (srcrawl/demo.py): the command must name it
+        # the demo keeps its own SQLite file (srcrawl/app/demo.py): the command must name it
         commands.append(serve_command(demo_config(other) if d.name == DEMO_JOB else other))
     return commands
 

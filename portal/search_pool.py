@@ -25,6 +25,7 @@ from srcrawl.indexer.search import Searcher, SearchResult
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer
 from srcrawl.sql.database_url import DatabaseURL
 from srcrawl.sql.store import Store, open_store
+from srcrawl.warc.storage import WarcStorage
 
 MAX_QUERY_CHARS = 256
 """The characters of a query searched: the rest is left out, and the answer says so (no one
@@ -96,7 +97,7 @@ class SearchPool:
         threads: int = 4,
         user_dict: str | None = None,
         on_search: Callable[[float], None] | None = None,
-        warc_root: Path | None = None,
+        warc_root: Path | WarcStorage | None = None,
     ) -> None:
         self.db = db
         self.threads = threads

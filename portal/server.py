@@ -19,11 +19,11 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.supervisors import Multiprocess
 
-from srcrawl.config import Config
-from srcrawl.errors import SrcrawlError
+from srcrawl.core.errors import SrcrawlError
 from srcrawl.portal.app import ENV_ADMIN_TOKEN, Portal, create_app
 from srcrawl.portal.readiness import Readiness, problems, serve_command
 from srcrawl.portal.search_pool import SearchPool
+from srcrawl.settings.config import Config
 
 DEFAULT_BIND = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -65,7 +65,7 @@ def build_portal(
     token = admin_token if admin_token is not None else os.environ.get(ENV_ADMIN_TOKEN) or None
     threads = default_threads(cfg) if threads is None else threads
     pool = SearchPool(
-        cfg.db, cfg.index_path, threads=threads, user_dict=user_dict, warc_root=cfg.warc_root
+        cfg.db, cfg.index_path, threads=threads, user_dict=user_dict, warc_root=cfg.warc_source
     )
     return Portal(cfg=cfg, pool=pool, admin_token=token, readiness=Readiness(cfg))
 

@@ -29,11 +29,11 @@ from typing import Any
 
 import redis
 
-from srcrawl.errors import EnvelopeError
-from srcrawl.keys import Keys, processing_key
+from srcrawl.core.errors import EnvelopeError
+from srcrawl.core.keys import Keys, processing_key
+from srcrawl.core.urls import MAX_URL_LENGTH, InvalidURL, canonicalize, fingerprint
 from srcrawl.queues.change_rate import ChangeHistory
 from srcrawl.queues.envelope import Message, decode, encode
-from srcrawl.urls import MAX_URL_LENGTH, InvalidURL, canonicalize, fingerprint
 
 MASTER_ID = "master"
 """The crawl master's consumer id on nrq: its processing list holds the batch in hand."""
@@ -54,6 +54,12 @@ QUEUE_FIELD = "q"
 
 ERROR_ADDRESS_REFUSED = "address_refused"
 """A fetch's error when the address it resolved to is not one the crawl may reach."""
+
+ERROR_ROBOTS_GAVE_UP = "robots_gave_up"
+"""The error of a URL's row when its host's robots.txt failed every try: never requested."""
+
+ERROR_SLAVE = "slave_error"
+"""The error of a URL's row when a slave's handler failed on its task (its log says why)."""
 
 ERROR_CONNECT = "connect"
 """A fetch's error when no connection was made (refused, unknown host, reset) or it closed
@@ -650,6 +656,14 @@ def read_outcome(raw: bytes) -> Outcome:
     if kind is None:
         raise EnvelopeError(f"the crawl has no {msg.kind!r} message")
     return kind.from_message(msg)
+
+
+def task_of(raw: bytes) -> FetchTask | None:
+    """The fetch task a raw srq message holds, or None when it holds none (malformed)."""
+    try:
+        return FetchTask.decode(raw)
+    except EnvelopeError:
+        return None
 
 
 def queue_of(raw: bytes) -> str | None:

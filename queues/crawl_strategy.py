@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, fields
 
 import redis
 
-from srcrawl.defaults import (
+from srcrawl.core.defaults import (
     BODY_STORES,
     DEFAULT_BLOOM_ERROR_RATE,
     DEFAULT_DELAY,
@@ -46,10 +46,10 @@ from srcrawl.defaults import (
     DEFAULT_WARC_MAX_BYTES,
     MAX_PARTITIONS,
 )
-from srcrawl.errors import ConfigError
-from srcrawl.keys import Keys
+from srcrawl.core.errors import ConfigError
+from srcrawl.core.keys import Keys
+from srcrawl.core.useragent import check_user_agent
 from srcrawl.queues.change_rate import MAX_GROWTH, ChangeHistory, optimal_interval
-from srcrawl.useragent import check_user_agent
 
 QUEUE_POLICIES = ("host", "hash")
 
@@ -101,7 +101,7 @@ class CrawlStrategy:
     ``<lastmod>`` is newer than its last fetch is due at once."""
     user_agent: str = DEFAULT_USER_AGENT
     """The User-Agent of every request of the crawl; its product token is what
-    robots.txt groups are matched against (see srcrawl/useragent.py)."""
+    robots.txt groups are matched against (see srcrawl/core/useragent.py)."""
     allow_private: bool = False
     """Requests may go to any address: loopback, private, link-local, … (see fetch_policy)."""
     allow_networks: tuple[str, ...] = ()

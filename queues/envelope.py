@@ -21,8 +21,8 @@ from typing import Any
 
 import orjson
 
-from srcrawl.defaults import ENVELOPE_VERSION
-from srcrawl.errors import EnvelopeError
+from srcrawl.core.defaults import ENVELOPE_VERSION
+from srcrawl.core.errors import EnvelopeError
 
 
 @dataclass(frozen=True)

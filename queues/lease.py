@@ -26,9 +26,9 @@ from typing import Any
 
 import redis
 
-from srcrawl.defaults import DEFAULT_LEASE_WAITING_RENEW, DEFAULT_LEASE_WAITING_TTL
-from srcrawl.errors import LeaseHeld, LeaseLost
-from srcrawl.keys import lease_waiting_key
+from srcrawl.core.defaults import DEFAULT_LEASE_WAITING_RENEW, DEFAULT_LEASE_WAITING_TTL
+from srcrawl.core.errors import LeaseHeld, LeaseLost
+from srcrawl.core.keys import lease_waiting_key
 
 # The error a fenced script returns; LeaseLost is raised from it.
 _LOST = "SRCRAWL_LEASE_LOST"
@@ -103,7 +103,7 @@ def _running(pid: int) -> bool:
 def mark_waiting(client: redis.Redis, lease_key: str, holder: str) -> None:
     """Say for DEFAULT_LEASE_WAITING_TTL seconds that ``holder`` (a process of this host)
     waits for the lease ``lease_key``: renewed while it waits, it makes the process
-    healthy (srcrawl/health.py) though it holds nothing yet."""
+    healthy (srcrawl/app/health.py) though it holds nothing yet."""
     key = lease_waiting_key(lease_key, socket.gethostname())
     client.set(key, holder, px=int(DEFAULT_LEASE_WAITING_TTL * 1000))
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from srcrawl.defaults import DEFAULT_LINK_CACHE
+from srcrawl.core.defaults import DEFAULT_LINK_CACHE
 
 
 class ClockCache:

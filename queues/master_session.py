@@ -5,7 +5,7 @@ One master runs a phase of a job at a time (queues/lease.py). Whatever its loop
 does, a master goes through the same steps, and a :class:`MasterSession` takes them:
 
 - from its construction, the master's Redis client waits out outages
-  (srcrawl/outage.py): no command of the master raises because Redis went
+  (srcrawl/core/outage.py): no command of the master raises because Redis went
   away for a while, unless the master was told to stop;
 - :meth:`~MasterSession.acquire` takes the phase's lease, waiting for a holder to let
   go if told to;
@@ -33,10 +33,10 @@ from typing import Any, Protocol
 
 import redis
 
-from srcrawl.defaults import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_TTL
-from srcrawl.errors import LeaseLost
-from srcrawl.keys import Keys
-from srcrawl.outage import REDIS_DOWN, master_waits_out
+from srcrawl.core.defaults import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_TTL
+from srcrawl.core.errors import LeaseLost
+from srcrawl.core.keys import Keys
+from srcrawl.core.outage import REDIS_DOWN, master_waits_out
 from srcrawl.queues.lease import FencedScript, MasterLease, holder_id
 from srcrawl.queues.protocol import new_worker_id
 from srcrawl.queues.work_queue import WorkQueue

@@ -21,11 +21,11 @@ from collections.abc import Callable, Sequence
 
 import redis
 
-from srcrawl.defaults import PARTITION_POLL, PARTITION_REFRESH
-from srcrawl.keys import Keys
+from srcrawl.core.defaults import PARTITION_POLL, PARTITION_REFRESH
+from srcrawl.core.keys import Keys
+from srcrawl.core.urls import host_of
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.work_queue import WorkQueue
-from srcrawl.urls import host_of
 
 _SPACE = 1 << 64
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import redis
 
-from srcrawl.keys import Keys
+from srcrawl.core.keys import Keys
 from srcrawl.queues.tags import TagCounter
 from srcrawl.queues.work_queue import WorkQueue
 

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import redis
 
-from srcrawl.defaults import LUA_UNPACK_CHUNK
-from srcrawl.keys import processing_key
+from srcrawl.core.defaults import LUA_UNPACK_CHUNK
+from srcrawl.core.keys import processing_key
 
 # KEYS[1] queue, KEYS[2] processing list; ARGV[1] how many.
 # Moves up to ARGV[1] messages from the head of the queue to the tail of the

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 import redis
 
-from srcrawl.defaults import DEFAULT_HEARTBEAT_TTL
-from srcrawl.keys import Keys
+from srcrawl.core.defaults import DEFAULT_HEARTBEAT_TTL
+from srcrawl.core.keys import Keys
+from srcrawl.core.telemetry import open_files
 from srcrawl.queues.work_queue import WorkQueue
-from srcrawl.telemetry import open_files
 
 
 def process_stats() -> dict[str, float]:

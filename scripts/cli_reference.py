@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from srcrawl.cli import cli
+from srcrawl.app.cli import cli
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "cli.md"
 # a fixed width, so the page does not depend on the terminal it was made in

@@ -37,11 +37,11 @@ sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
 from click_parse import parse_command  # noqa: E402
 
-from srcrawl.defaults import DEFAULT_MAX_DEPTH  # noqa: E402
+from srcrawl.core.defaults import DEFAULT_MAX_DEPTH  # noqa: E402
+from srcrawl.core.urls import host_of  # noqa: E402
 from srcrawl.queues.crawl_strategy import CrawlStrategy  # noqa: E402
 from srcrawl.queues.scope import Scope  # noqa: E402
 from srcrawl.testweb.commands import _web  # noqa: E402
-from srcrawl.urls import host_of  # noqa: E402
 
 WEB_OPTIONS = (
     "hosts",

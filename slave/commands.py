@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from srcrawl.config import Config
-from srcrawl.errors import ConfigError
+from srcrawl.core.errors import ConfigError
+from srcrawl.settings.config import Config
 
 if TYPE_CHECKING:
     from srcrawl.warc.storage import LocalWarcStorage
@@ -46,6 +46,13 @@ def export_warc(ctx: click.Context, copy_to: str | None, truncate_torn: bool) ->
     from srcrawl.warc.storage import LocalWarcStorage
 
     cfg = _config(ctx)
+    if cfg.warc_url is not None:
+        # objects are whole when published (no torn record to cut): listed by URL
+        if copy_to is not None or truncate_torn:
+            raise click.UsageError("--copy and --truncate-torn work on a WARC directory only")
+        for name in cfg.warc_storage().names(cfg.job):
+            click.echo(f"{cfg.warc_url}/{name}")
+        return
     storage = LocalWarcStorage(cfg.warc_root)
     names = storage.names(cfg.job)
     torn = _check(storage, names, truncate_torn)

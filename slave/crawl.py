@@ -24,8 +24,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from srcrawl.defaults import DEFAULT_FETCH_THREADS, DEFAULT_PARSE_INLINE_BYTES, HOST_SLOT_MARGIN
-from srcrawl.errors import EnvelopeError
+from srcrawl.core.defaults import (
+    DEFAULT_FETCH_THREADS,
+    DEFAULT_PARSE_INLINE_BYTES,
+    HOST_SLOT_MARGIN,
+)
+from srcrawl.core.errors import EnvelopeError
+from srcrawl.core.telemetry import Cumulative, Telemetry
+from srcrawl.core.urls import origin
 from srcrawl.queues.crawl_protocol import (
     Deferred,
     Disallowed,
@@ -44,16 +50,14 @@ from srcrawl.slave.revisit import conditional_headers
 from srcrawl.slave.robots import RobotsCache, RobotsRules, robots_url
 from srcrawl.slave.robots_outcome import HostSitemaps, RobotsMiss, SitemapsOnly, robots_outcome
 from srcrawl.slave.side_work import SideWork
-from srcrawl.telemetry import Cumulative, Telemetry
-from srcrawl.urls import origin
 from srcrawl.warc.output import WarcOutput
-from srcrawl.warc.storage import LocalWarcStorage
+from srcrawl.warc.storage import LocalWarcStorage, WarcStorage
 
 if TYPE_CHECKING:
     import redis
 
-    from srcrawl.config import Config
-    from srcrawl.keys import Keys
+    from srcrawl.core.keys import Keys
+    from srcrawl.settings.config import Config
 
 log = logging.getLogger("srcrawl.slave")
 
@@ -61,9 +65,11 @@ _Page = tuple[bytes, FetchTask, RobotsRules, FetchResult]
 """A fetched page waiting for its outcome: the raw task, the task, its host's rules, the fetch."""
 
 
-def warc_output(root: Path, job: str) -> Callable[[int], WarcOutput]:
-    """The job's WARC output in ``root`` (files of at most the given bytes), made on demand."""
-    return lambda max_bytes: WarcOutput(LocalWarcStorage(root), job, max_bytes)
+def warc_output(root: Path | WarcStorage, job: str) -> Callable[[int], WarcOutput]:
+    """The job's WARC output in ``root`` (a directory, or a storage such as an object
+    store's; files of at most the given bytes), made on demand."""
+    storage = LocalWarcStorage(root) if isinstance(root, Path) else root
+    return lambda max_bytes: WarcOutput(storage, job, max_bytes)
 
 
 class CrawlHandler:
@@ -125,7 +131,7 @@ class CrawlHandler:
             cfg.redis(),
             cfg.keys,
             PageWriter(cfg.store()),
-            warc_output(cfg.warc_root, cfg.job),
+            warc_output(cfg.warc_storage(), cfg.job),
             threads=threads,
             parser=parser,
         )
@@ -375,6 +381,11 @@ class CrawlHandler:
     def flush(self) -> None:
         """Store the pages of every task handled so far (the runtime calls it before an ack)."""
         self.writer.flush()
+
+    def held(self, final: bool) -> bool:
+        """Whether the rows flushed so far wait for their WARC object (an object store);
+        ``final``: publish the open spool file now (see :meth:`PageWriter.release`)."""
+        return self.writer.release(final)
 
     def stats(self) -> dict[str, float]:
         counts = self.outcomes.counts

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from srcrawl.defaults import DEFAULT_FETCH_TRIES
+from srcrawl.core.defaults import DEFAULT_FETCH_TRIES
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.crawl_strategy import load as load_strategy
 from srcrawl.slave.fetch import Fetcher
@@ -25,7 +25,7 @@ from srcrawl.slave.sitemaps import SitemapLimits
 if TYPE_CHECKING:
     import redis
 
-    from srcrawl.keys import Keys
+    from srcrawl.core.keys import Keys
 
 STRATEGY_REFRESH = 5.0
 """Seconds between two reads of the strategy document."""

@@ -19,7 +19,7 @@ import re
 
 from charset_normalizer import from_bytes
 
-from srcrawl.defaults import DEFAULT_CHARSET_DETECT_BYTES, DEFAULT_CHARSET_PRESCAN_BYTES
+from srcrawl.core.defaults import DEFAULT_CHARSET_DETECT_BYTES, DEFAULT_CHARSET_PRESCAN_BYTES
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 """Content types parsed as HTML."""

@@ -34,7 +34,7 @@ from urllib.parse import urljoin, urlsplit
 import certifi
 import pycurl
 
-from srcrawl.defaults import (
+from srcrawl.core.defaults import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_FETCH_DEADLINE,
     DEFAULT_FETCH_HOST_POOLS,

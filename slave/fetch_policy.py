@@ -28,9 +28,9 @@ import socket
 from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit
 
+from srcrawl.core.urls import InvalidURL, canonicalize, host_of, origin
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.scope import Scope
-from srcrawl.urls import InvalidURL, canonicalize, host_of, origin
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from srcrawl.telemetry import Telemetry
+    from srcrawl.core.telemetry import Telemetry
 
 
 class PhaseHandler(Protocol):
@@ -52,6 +52,17 @@ class Flushes(Protocol):
         returned results for. An exception turns the batches about to be
         acknowledged into failed ones (a StoreError: they wait for the store).
         """
+        ...
+
+
+@runtime_checkable
+class Holds(Protocol):
+    """A :class:`Flushes` handler whose flush may leave results waiting (the crawl's rows,
+    until the WARC object their records are in is published)."""
+
+    def held(self, final: bool) -> bool:
+        """After a flush: whether results of tasks flushed so far still wait, so that none
+        of those tasks may be acknowledged yet. ``final``: no more tasks come, finish now."""
         ...
 
 

@@ -31,12 +31,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from srcrawl.defaults import HOST_SLOT_RETRY, HOST_SLOT_RETRY_MAX
+from srcrawl.core.defaults import HOST_SLOT_RETRY, HOST_SLOT_RETRY_MAX
 
 if TYPE_CHECKING:
     import redis
 
-    from srcrawl.keys import Keys
+    from srcrawl.core.keys import Keys
 
 # KEYS: the hosts' slot sets. ARGV: the number of slots freed; then, for each, the index of
 # its key, the slot and its cooling time (ms: 0 frees it now); then for each slot wanted,

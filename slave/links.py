@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import threading
 
-from srcrawl.defaults import DEFAULT_LINK_CACHE
+from srcrawl.core.defaults import DEFAULT_LINK_CACHE
+from srcrawl.core.urls import InvalidURL, canonicalize
 from srcrawl.queues.crawl_protocol import FetchTask, Links
 from srcrawl.queues.link_cache import ClockCache
 from srcrawl.queues.partitions import partition_of_url
 from srcrawl.slave.parse import MAX_ANCHOR_CHARS
-from srcrawl.urls import InvalidURL, canonicalize
 
 
 class LinkEmitter:

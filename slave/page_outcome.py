@@ -16,6 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from srcrawl.core.urls import host_of
 from srcrawl.queues.crawl_protocol import Fetched, FetchTask, Retry, canonical_links
 from srcrawl.slave.crawl_tools import CrawlTools
 from srcrawl.slave.decode import decode_html, is_html, utf8_source
@@ -26,7 +27,6 @@ from srcrawl.slave.parse import parse_html
 from srcrawl.slave.revisit import conditional_headers, is_gone, page_digest, validators
 from srcrawl.slave.robots import RobotsRules
 from srcrawl.sql.pages import Page, Touch, compress_body
-from srcrawl.urls import host_of
 from srcrawl.warc.records import PreparedFetch, prepare_fetch, prepare_not_modified
 
 

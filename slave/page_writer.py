@@ -29,6 +29,16 @@ docs/benchmarks-journal.md, "Rows only after their records are durable"). A page
 body the store already holds under the same payload digest gets a revisit
 record, and its row keeps pointing at the first one.
 
+With an output in an object store (``SRCRAWL_WARC_DIR=s3://…``) a record is readable only
+once its spool file is published as an object, by size or by age (a few seconds), so a
+flush appends the batch's records and *holds* its rows: they are written when every
+record appended so far is published, and until then :meth:`PageWriter.release` says so
+and the runtime acknowledges none of the tasks flushed meanwhile (it keeps them, and
+keeps taking new ones). A slave killed in between leaves a spool file no row points
+into (discarded at the next start) and tasks that are fetched again; a store that does
+not answer holds the rows until it does. Should the spool file fail to be written,
+every held record is appended again to a new one.
+
 A recrawl that found a page unchanged (:meth:`PageWriter.touch`) is written in the
 same flush, beside its touch: its request record and a revisit naming the stored
 page's response record, of the ``server-not-modified`` profile for a 304 and the
@@ -47,7 +57,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from srcrawl.errors import StoreDataError, StoreError
+from srcrawl.core.errors import StoreDataError, StoreError
 from srcrawl.sql.pages import Link, Moved, Page, Touch
 from srcrawl.sql.store import Store
 from srcrawl.sql.warc_pointers import StoredPayload
@@ -81,6 +91,8 @@ class PageWriter:
         self._rechecks: list[tuple[int, PreparedFetch]] = []
         """(fp, records) of unchanged recrawls, for the WARC files (see :meth:`touch`)."""
         self._moves: list[Moved] = []
+        self._held: _Held = _Held()
+        """Rows whose records wait for their object (an output that publishes)."""
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self.stored_bare = 0
@@ -170,6 +182,8 @@ class PageWriter:
                 links, self._links = self._links, []
                 records, self._records = self._records, []
                 rechecks, self._rechecks = self._rechecks, []
+            if self._output is not None and self._output.storage.publishes:
+                return self._flush_held(pages, links, records, rechecks)
             if not records and not rechecks:
                 return self._store_all(pages, links)
             try:
@@ -182,6 +196,61 @@ class PageWriter:
                 self._requeue(pages, links, records, rechecks)
                 raise
             return self._store_all(pages, links, moves)
+
+    def _flush_held(
+        self,
+        pages: list[Page],
+        links: list[Link],
+        records: list[tuple[Page, PreparedFetch]],
+        rechecks: list[tuple[int, PreparedFetch]],
+    ) -> int:
+        """Append the records to the spool file, hold the rows with those held already,
+        and store them all if everything is published (see :meth:`release`)."""
+        held = self._held
+        moves: list[Moved] = []
+        if records or rechecks:
+            try:
+                moves = self._write_warc(records, rechecks)
+                self._output.sync()  # type: ignore[union-attr]
+            except WarcError:
+                # the spool file is dropped: every held record is written again, to a new one
+                self._requeue(
+                    held.pages + pages,
+                    held.links + links,
+                    held.records + records,
+                    held.rechecks + rechecks,
+                )
+                self._held = _Held()
+                raise
+        held.pages += pages
+        held.links += links
+        held.records += records
+        held.rechecks += rechecks
+        held.moves += moves
+        return self._release(final=False)
+
+    def release(self, final: bool = False) -> bool:
+        """Publish what is due (``final``: the open spool file too: nothing more comes) and
+        store the held rows once all their records are published; whether rows are still
+        held (the tasks flushed so far must not be acknowledged yet). Raises StoreError
+        when the store is down (the rows are then queued as any unstored page)."""
+        with self._flush_lock:
+            self._release(final)
+            return self.holding
+
+    @property
+    def holding(self) -> bool:
+        """Whether rows wait for their records' object."""
+        return not self._held.empty
+
+    def _release(self, final: bool) -> int:
+        out = self._output
+        if out is None or not out.storage.publishes:
+            return 0
+        if not out.publish_due(final=final):
+            return 0
+        held, self._held = self._held, _Held()
+        return self._store_all(held.pages, held.links, held.moves)
 
     def _store_all(
         self, pages: list[Page], links: list[Link], moves: list[Moved] | None = None
@@ -371,3 +440,19 @@ class PageWriter:
                 refused,
             )
         return len(pages)
+
+
+@dataclasses.dataclass
+class _Held:
+    """Rows (pages, links, moves) written to a spool file not yet published, and the
+    records they point at (appended again should the spool file be lost)."""
+
+    pages: list[Page] = dataclasses.field(default_factory=list)
+    links: list[Link] = dataclasses.field(default_factory=list)
+    moves: list[Moved] = dataclasses.field(default_factory=list)
+    records: list[tuple[Page, PreparedFetch]] = dataclasses.field(default_factory=list)
+    rechecks: list[tuple[int, PreparedFetch]] = dataclasses.field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.pages or self.links or self.moves or self.records or self.rechecks)

@@ -31,7 +31,7 @@ from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, XMLParsedAsHTMLWar
 from bs4.element import PreformattedString, Tag
 from lxml import etree
 
-from srcrawl.defaults import DEFAULT_FALLBACK_PARSE_CHARS
+from srcrawl.core.defaults import DEFAULT_FALLBACK_PARSE_CHARS
 
 # Pages are whatever servers send: an XHTML page or a bare URL is no mistake here.
 warnings.filterwarnings("ignore", category=XMLParsedAsHTMLWarning)

@@ -35,7 +35,7 @@ import redis
 import xxhash
 from protego import Protego
 
-from srcrawl.defaults import (
+from srcrawl.core.defaults import (
     DEFAULT_ROBOTS_DEFER,
     DEFAULT_ROBOTS_LOCAL_TTL,
     DEFAULT_ROBOTS_MAX_BYTES,
@@ -43,9 +43,9 @@ from srcrawl.defaults import (
     DEFAULT_ROBOTS_MEMO,
     DEFAULT_ROBOTS_TTL,
 )
-from srcrawl.keys import Keys
+from srcrawl.core.keys import Keys
+from srcrawl.core.useragent import product_token
 from srcrawl.slave.fetch import POLICY_ERRORS, Fetcher, FetchResult
-from srcrawl.useragent import product_token
 
 _RULES = b"R"
 _ALLOW_ALL = b"A"

@@ -15,6 +15,7 @@ import re
 import threading
 from dataclasses import dataclass
 
+from srcrawl.core.urls import fingerprint
 from srcrawl.queues.crawl_protocol import (
     COULD_NOT_CONNECT,
     UNKNOWN_HOST,
@@ -26,7 +27,6 @@ from srcrawl.slave.crawl_tools import CrawlTools
 from srcrawl.slave.fetch import FetchResult
 from srcrawl.slave.robots import RobotsRules
 from srcrawl.slave.sitemaps import SitemapReport, read_host_sitemaps
-from srcrawl.urls import fingerprint
 
 log = logging.getLogger("srcrawl.slave")
 

@@ -13,7 +13,7 @@ pops into its free slots and collects them as they finish, ``threads`` of
 them in flight at once. The first SIGTERM/SIGINT
 lets every consumer finish its batch; a second one exits at once (what it
 held is requeued by the master once the heartbeat lapses). While Redis
-cannot be reached, every command waits for it (see :mod:`srcrawl.outage`).
+cannot be reached, every command waits for it (see :mod:`srcrawl.core.outage`).
 """
 
 from __future__ import annotations
@@ -28,24 +28,25 @@ import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from srcrawl.config import Config
-from srcrawl.defaults import (
+from srcrawl.core.defaults import (
     DEFAULT_BLOCK_TIMEOUT,
     DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_HEARTBEAT_TTL,
 )
-from srcrawl.errors import StoreError
-from srcrawl.outage import REDIS_DOWN, RedisOutage, wait_out_outages
+from srcrawl.core.errors import StoreError
+from srcrawl.core.outage import REDIS_DOWN, RedisOutage, wait_out_outages
+from srcrawl.core.signals import install_stop_handlers
 from srcrawl.queues.envelope import encode
 from srcrawl.queues.partitions import PartitionedQueues
 from srcrawl.queues.protocol import PhaseQueues, new_worker_id
 from srcrawl.queues.workers import Worker
-from srcrawl.signals import install_stop_handlers
+from srcrawl.settings.config import Config
 from srcrawl.slave.handler import (
     Closes,
     CountsMetrics,
     Flushes,
     Forgets,
+    Holds,
     KnowsDrained,
     MultiplexedHandler,
     PhaseHandler,
@@ -55,9 +56,16 @@ from srcrawl.slave.handler import (
 if TYPE_CHECKING:
     import redis
 
-    from srcrawl.keys import Keys
+    from srcrawl.core.keys import Keys
 
 log = logging.getLogger("srcrawl.slave")
+
+
+_HELD: list = []
+"""What :meth:`Slave._flush` returns when the flushed results still wait (a :class:`Holds`
+handler): the batches are kept, not acknowledged, and flushed again soon."""
+_HOLD_TICK = 0.2
+"""Seconds between two flushes while results are held (each may publish what is due)."""
 
 
 class Slave:
@@ -158,17 +166,23 @@ class Slave:
         return [encode("error", fields, b"\n".join(tasks))]
 
     def _flush(
-        self, handler: PhaseHandler, groups: list[tuple[list[bytes], list[bytes]]]
+        self,
+        handler: PhaseHandler,
+        groups: list[tuple[list[bytes], list[bytes]]],
+        final: bool = False,
     ) -> list | None:
         """Make what ``groups`` produced durable before their ack (see PhaseHandler).
 
         None: the store is down (StoreError); the handler keeps what it could
-        not write and the groups must not be acknowledged yet.
+        not write and the groups must not be acknowledged yet. :data:`_HELD`: stored
+        but not yet acknowledgeable (see :class:`Holds`; ``final``: no more come).
         """
         if not isinstance(handler, Flushes):
             return groups
         try:
             handler.flush()
+            if isinstance(handler, Holds) and handler.held(final):
+                return _HELD
         except StoreError as e:
             self.store_error = (time.time(), f"{handler.phase}: {e}")
             log.exception("%s: store down, %d batches wait", handler.phase, len(groups))
@@ -334,17 +348,30 @@ class _Phase:
             return True
 
     def _acks(self) -> None:
-        """Acknowledge every batch finished since the last round trip, in one."""
+        """Acknowledge every batch finished since the last round trip, in one.
+
+        Batches whose results the handler holds (:class:`Holds`: the crawl's rows wait
+        for their WARC object) are kept and flushed again with the next ones, every
+        :data:`_HOLD_TICK` at least, until they may be acknowledged; at most
+        ``16 * backlog`` of them, past which the phase stops starting tasks (the
+        backlog fills), as when the store is down."""
+        held: list[tuple[list[bytes], list[bytes]]] = []
+        hold_max = 16 * self.backlog
         while True:
             with self.done_cond:
-                while not self.done and not self.fed:
+                while not self.done and not self.fed and not held:
                     self.done_cond.wait()
-                groups, self.done = self.done, []
+                if held and (not self.done or len(held) >= hold_max):
+                    self.done_cond.wait(timeout=_HOLD_TICK)
+                room = max(0, hold_max - len(held))
+                groups = held + self.done[:room]
+                self.done = self.done[room:]
                 self.done_cond.notify_all()
                 if not groups and self.fed:
                     return
+                final = self.fed and not self.done
             delay = 0.5
-            while (flushed := self.slave._flush(self.handler, groups)) is None:
+            while (flushed := self.slave._flush(self.handler, groups, final)) is None:
                 if self.slave.stopping.is_set():
                     # leave the groups unacknowledged: their tasks go back to the
                     # queue when the slave retires (or to the reaper if it dies)
@@ -352,6 +379,13 @@ class _Phase:
                     return
                 time.sleep(delay)
                 delay = min(delay * 2, 10.0)
+            if flushed is _HELD:
+                held = groups
+                if final and self.slave.stopping.is_set():
+                    log.error("stopping with %d batches whose WARC object is not stored", len(held))
+                    return
+                continue
+            held = []
             self.slave._ack(self.handler, self.q, flushed)
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from srcrawl.defaults import DEFAULT_PARSE_THREADS, DEFAULT_SITEMAP_THREADS
+from srcrawl.core.defaults import DEFAULT_PARSE_THREADS, DEFAULT_SITEMAP_THREADS
 from srcrawl.queues.crawl_protocol import task_error
 
 log = logging.getLogger("srcrawl.slave")

@@ -38,7 +38,7 @@ from datetime import datetime, timezone
 
 from lxml import etree
 
-from srcrawl.defaults import (
+from srcrawl.core.defaults import (
     DEFAULT_ROBOTS_MAX_REDIRECTS,
     DEFAULT_SITEMAP_MAX_BYTES,
     DEFAULT_SITEMAP_MAX_DEPTH,
@@ -46,9 +46,9 @@ from srcrawl.defaults import (
     DEFAULT_SITEMAP_PROBE,
     DEFAULT_SITEMAPS_PER_HOST,
 )
+from srcrawl.core.urls import InvalidURL, canonicalize, origin
 from srcrawl.slave.fetch import Fetcher
 from srcrawl.slave.robots import RobotsRules
-from srcrawl.urls import InvalidURL, canonicalize, origin
 
 _GZIP_MAGIC = b"\x1f\x8b"
 

@@ -16,12 +16,12 @@ from pathlib import Path
 
 from fastwarc.warc import WarcRecord
 
+from srcrawl.core.urls import InvalidURL, canonicalize, fingerprint, host_of
 from srcrawl.queues.crawl_protocol import canonical_links
 from srcrawl.slave.decode import decode_html, is_html, utf8_source
 from srcrawl.slave.links import canonical_anchors
 from srcrawl.sql.pages import Link, Page
 from srcrawl.sql.store import Store
-from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of
 from srcrawl.warc.read import recorded_body, responses
 from srcrawl.warc.storage import WarcError
 

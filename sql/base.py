@@ -16,8 +16,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from srcrawl.defaults import DEFAULT_STORE_BATCH, DEFAULT_STORE_BULK_BATCH
-from srcrawl.errors import StoreTransientError
+from srcrawl.core.defaults import DEFAULT_STORE_BATCH, DEFAULT_STORE_BULK_BATCH
+from srcrawl.core.errors import StoreTransientError
 from srcrawl.sql.retry import Backoff
 
 if TYPE_CHECKING:

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
-from srcrawl.credentials import redact_url
-from srcrawl.defaults import DEFAULT_MYSQL_TLS_MODE
-from srcrawl.errors import ConfigError
+from srcrawl.core.credentials import redact_url
+from srcrawl.core.defaults import DEFAULT_MYSQL_TLS_MODE
+from srcrawl.core.errors import ConfigError
 
 ENV_DB_URL = "SRCRAWL_DB_URL"
 _DB_SCHEMES = ("sqlite", "mysql", "mysql+pymysql")

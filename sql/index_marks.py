@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from srcrawl.defaults import DEFAULT_STORE_BATCH
+from srcrawl.core.defaults import DEFAULT_STORE_BATCH
 from srcrawl.sql.pages import INDEXABLE
 from srcrawl.sql.warc_pointers import TEXT_COLUMNS, WarcPointers
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import pymysql
 
-from srcrawl.defaults import DEFAULT_SCHEMA_LOCK_TIMEOUT
-from srcrawl.errors import StoreDataError, StoreError, StoreTransientError
+from srcrawl.core.defaults import DEFAULT_SCHEMA_LOCK_TIMEOUT
+from srcrawl.core.errors import StoreDataError, StoreError, StoreTransientError
 from srcrawl.sql.base import TABLES
 from srcrawl.sql.migrations import RETIRED_INDEXES
 from srcrawl.sql.pages import upsert_page

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from srcrawl.defaults import (
+from srcrawl.core.defaults import (
     DEFAULT_MAX_STORE_RETRY_DELAY,
     DEFAULT_STORE_RETRY_DELAY,
     DEFAULT_STORE_TRIES,

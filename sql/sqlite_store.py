@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from srcrawl.defaults import DEFAULT_SQLITE_BULK_CACHE_MB
-from srcrawl.errors import StoreDataError, StoreError
+from srcrawl.core.defaults import DEFAULT_SQLITE_BULK_CACHE_MB
+from srcrawl.core.errors import StoreDataError, StoreError
 from srcrawl.sql.migrations import RETIRED_INDEXES, schema_statements
 from srcrawl.sql.pages import upsert_page
 from srcrawl.sql.store import Store

@@ -25,6 +25,7 @@ from srcrawl.sql.jobs import Jobs
 from srcrawl.sql.migrations import Migrations
 from srcrawl.sql.pages import PagesAndLinks
 from srcrawl.warc.read import WarcTexts
+from srcrawl.warc.storage import WarcStorage
 
 if TYPE_CHECKING:
     from srcrawl.sql.database_url import DatabaseURL
@@ -40,9 +41,10 @@ class Store(PagesAndLinks, IndexMarks, Jobs, Migrations):
         self.close()
 
 
-def open_store(db: DatabaseURL, warc_root: Path | None = None) -> Store:
+def open_store(db: DatabaseURL, warc_root: Path | WarcStorage | None = None) -> Store:
     """Open the store a :class:`~srcrawl.sql.database_url.DatabaseURL` names (no schema yet);
-    page texts kept in WARC files are read under ``warc_root``."""
+    page texts kept in WARC files are read under ``warc_root`` (a directory, or the
+    storage of an object store)."""
     store: Store
     if db.kind == "sqlite":
         from srcrawl.sql.sqlite_store import SQLiteStore

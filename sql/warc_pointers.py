@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from srcrawl.errors import StoreError
+from srcrawl.core.errors import StoreError
 from srcrawl.sql.base import StoreBase
 from srcrawl.warc.read import WarcTexts
 

@@ -21,7 +21,7 @@ WITHOUT = (
     "for name in sys.argv[1].split(','):\n"
     "    sys.modules[name] = None\n"
     "sys.argv = ['srcrawl', *sys.argv[2:]]\n"
-    "from srcrawl.cli import main\n"
+    "from srcrawl.app.cli import main\n"
     "main()\n"
 )
 

@@ -19,10 +19,11 @@ from srcrawl.benchmarks.known_queries import (
     builtin_query_file,
     check_answers,
     corpus_path,
+    expand_corpora,
     rank_of_answer,
     read_query_file,
 )
-from srcrawl.benchmarks.real_corpora import CorpusResult, Outcome
+from srcrawl.benchmarks.real_corpora import CorpusResult, Outcome, Overall
 
 from .conftest import cli_env, run_cli
 
@@ -69,6 +70,16 @@ def test_answers_are_judged_by_their_path_and_scored() -> None:
     assert result.figures("bm25") == pytest.approx(
         {"success@1": 1 / 3, "success@3": 1.0, "mrr@10": (1 / 3 + 1 + 1 / 3) / 3}
     )
+    # two corpora together: pooled, the 3 + 1 queries count alike; the mean weighs each corpus
+    other = CorpusResult("d", "dir", pages=1, documents=1, seconds={})
+    other.outcomes = [Outcome("q", ("a",), srcrawl=["a"], bm25=[])]
+    both = Overall([result, other])
+    assert both.pooled("srcrawl") == pytest.approx(
+        {"success@1": 2 / 4, "success@3": 2 / 4, "mrr@10": (1 + 1 / 4 + 1) / 4}
+    )
+    assert both.mean("srcrawl")["success@1"] == pytest.approx((1 / 3 + 1) / 2)
+    assert both.as_json()["pooled"]["bm25"]["success@3"] == pytest.approx(3 / 4)
+    assert "all 2 corpora (4 queries)" in both.render()
 
 
 def test_a_bad_query_file_is_refused_with_its_line(tmp_path: Path) -> None:
@@ -96,6 +107,26 @@ def test_the_shipped_query_files() -> None:
     for qf in files.values():
         assert qf.name == qf.path.stem and qf.seed == "index.html"
         assert len({q.query for q in qf.queries}) == len(qf.queries)  # no query twice
+
+
+def test_every_shipped_corpus_is_a_debian_package_with_30_queries() -> None:
+    """Every .tsv shipped is a corpus `all` runs: it parses, names the package and version
+    it was written on and the folder inside it, and has enough queries to be scored."""
+    shipped = {p.stem for p in builtin_query_file(BUILTIN[0]).parent.glob("*.tsv")}
+    assert shipped == set(BUILTIN)
+    assert expand_corpora(["all"]) == list(BUILTIN)
+    assert expand_corpora(["flask-en", "all", "flask-en"])[0] == "flask-en"  # each once
+    assert len(expand_corpora(["flask-en", "all"])) == len(BUILTIN)
+    assert expand_corpora(["/some/dir"]) == ["/some/dir"]
+    languages = {"en": 0, "zh": 0}
+    for name in BUILTIN:
+        qf = read_query_file(builtin_query_file(name))
+        assert qf.package is not None and qf.package[1][0].isdigit(), name
+        assert qf.header.get("root", "").startswith("usr/share/"), name
+        assert len(qf.queries) >= 30, name
+        assert all(q.answers and all(a.endswith(".html") for a in q.answers) for q in qf.queries)
+        languages[name.rsplit("-", 1)[1]] += 1
+    assert languages["en"] >= 5 and languages["zh"] >= 3  # several manuals in each language
 
 
 PAGES = {
@@ -164,7 +195,7 @@ def test_a_small_corpus_is_crawled_indexed_and_scored(redis_url: str, tmp_path: 
 def test_bad_corpus_arguments_say_what_is_wrong(redis_url: str, tmp_path: Path) -> None:
     env = cli_env(redis_url, f"corpus-{uuid.uuid4().hex[:8]}", tmp_path)
     run = run_cli(["bench", "search", "--corpus", str(tmp_path / "nowhere")], env)
-    assert run.returncode == 2 and "neither django-en nor debian-handbook-zh" in run.stderr
+    assert run.returncode == 2 and "neither all, a shipped corpus (django-en, " in run.stderr
     corpus = tmp_path / "c"
     _write_corpus(corpus)
     (corpus / "roses.html").unlink()

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from srcrawl.errors import EnvelopeError
+from srcrawl.core.errors import EnvelopeError
 from srcrawl.queues.change_rate import ChangeHistory, marginal_value, optimal_interval
 from srcrawl.queues.crawl_protocol import Fetched, FetchTask, read_outcome
 from srcrawl.queues.crawl_strategy import CrawlStrategy

@@ -16,8 +16,8 @@ from click_parse import parse_command
 from import_probe import run_probed
 
 from srcrawl import __version__
-from srcrawl.defaults import DEFAULT_FETCH_THREADS
-from srcrawl.keys import Keys
+from srcrawl.core.defaults import DEFAULT_FETCH_THREADS
+from srcrawl.core.keys import Keys
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import Worker
 
@@ -28,7 +28,7 @@ def run(
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
     full_env.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "srcrawl.cli", *args],
+        [sys.executable, "-m", "srcrawl.app.cli", *args],
         cwd=cwd,
         env=full_env,
         capture_output=True,
@@ -54,7 +54,7 @@ def test_version_and_help_import_no_heavy_library(tmp_path) -> None:
 
 
 def test_every_lazily_registered_command_is_listed_and_found() -> None:
-    from srcrawl.cli import LAZY_COMMANDS, LAZY_EXPORTS, cli
+    from srcrawl.app.cli import LAZY_COMMANDS, LAZY_EXPORTS, cli
 
     ctx = click.Context(cli)
     eager = {"db", "demo", "down", "export", "health", "serve", "slave", "status"}

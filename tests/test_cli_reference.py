@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from srcrawl.cli import cli
+from srcrawl.app.cli import cli
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "cli_reference.py"
 

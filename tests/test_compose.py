@@ -14,7 +14,7 @@ import requests
 import yaml
 from click_parse import parse_command
 
-from srcrawl.config import ENV_VARS
+from srcrawl.settings.config import ENV_VARS
 from srcrawl.testweb import TestWeb
 
 COMPOSE = Path(__file__).resolve().parent.parent / "docker-compose.yml"
@@ -251,6 +251,11 @@ def test_ci_runs_the_readmes_two_commands_and_the_stack() -> None:
     assert "scripts/fresh_machine_check.sh" in ci and "scripts/compose_check.sh" in ci
     # the test run is the README's command, in the container
     assert "pytest" not in ci.replace("PYTEST", "")
+    # a plain container, as a user's: no capability added, no init, no server of the host's
+    fresh = (COMPOSE.parent / "scripts" / "fresh_machine_check.sh").read_text()
+    [run] = re.findall(r"^docker run .*?(?<!\\)\n", fresh, re.S | re.M)
+    assert "--cap-add" not in run and "--init" not in run and "--privileged" not in run
+    assert "MYSQL" not in run and "SRCRAWL_TEST_MYSQL_URL=" not in ci  # the suite starts one
 
 
 def test_scripts_test_names_the_command_that_installs_what_is_missing(tmp_path) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from srcrawl.config import Config, DatabaseURL
-from srcrawl.errors import ConfigError
+from srcrawl.core.errors import ConfigError
+from srcrawl.settings.config import Config, DatabaseURL
 from srcrawl.sql.migrations import SCHEMA_VERSION
 
 
@@ -116,7 +116,7 @@ def test_check_connects_both(redis_url, tmp_path) -> None:
     ],
 )
 def test_redacted_urls_hide_the_password(url: str, shown: str) -> None:
-    from srcrawl.credentials import redact_url
+    from srcrawl.core.credentials import redact_url
 
     assert redact_url(url) == shown
 
@@ -159,3 +159,26 @@ def test_children_find_the_default_store_where_its_directories_may_be_created(tm
         home=tmp_path / "n",
     )
     assert not Config.load(env=named.child_env()).db.create_dirs
+
+
+def test_an_s3_warc_location_is_an_object_store_and_reaches_children(tmp_path) -> None:
+    from srcrawl.warc.objects import ObjectWarcStorage
+    from srcrawl.warc.storage import LocalWarcStorage
+
+    env = {"SRCRAWL_HOME": str(tmp_path), "SRCRAWL_WARC_DIR": "s3://crawl-warc/eu/one/"}
+    cfg = Config.load(env=env)
+    assert cfg.warc_url == "s3://crawl-warc/eu/one" and cfg.warc_dir is None
+    storage = cfg.warc_storage()
+    assert isinstance(storage, ObjectWarcStorage) and storage is cfg.warc_source
+    assert (storage.bucket, storage.prefix) == ("crawl-warc", "eu/one")
+    assert storage.spool == cfg.warc_volume == tmp_path / "warc-spool"
+    assert storage.max_file_age == 5.0
+    assert cfg.child_env()["SRCRAWL_WARC_DIR"] == "s3://crawl-warc/eu/one"
+    aged = Config.load(env={**env, "SRCRAWL_WARC_PUBLISH_AGE": "0.5"})
+    assert aged.warc_storage().max_file_age == 0.5
+    local = Config.load(env={"SRCRAWL_HOME": str(tmp_path)})
+    assert local.warc_url is None and isinstance(local.warc_storage(), LocalWarcStorage)
+    assert local.warc_source == local.warc_volume == tmp_path / "warc"
+    for bad in ({"SRCRAWL_WARC_DIR": "s3://Bad_Bucket/x"}, {"SRCRAWL_WARC_PUBLISH_AGE": "-1"}):
+        with pytest.raises(ConfigError):
+            Config.load(env={**env, **bad})

@@ -15,12 +15,12 @@ import time
 
 import pytest
 
-from srcrawl.config import Config
+from srcrawl.core.urls import host_of
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.scope import Scope
+from srcrawl.settings.config import Config
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.accesslog import gaps, overlaps
-from srcrawl.urls import host_of
 
 from .conftest import cli_env as env_for
 from .conftest import logged_requests
@@ -75,7 +75,7 @@ def background_crawl(seeds: list[str], env: dict[str, str]) -> subprocess.Popen:
         [
             sys.executable,
             "-m",
-            "srcrawl.cli",
+            "srcrawl.app.cli",
             "crawl",
             *seeds,
             "--depth",
@@ -148,7 +148,7 @@ def test_gbk_and_big5_pages_are_stored_as_correct_text(web, redis_url, keys, tmp
     )
     assert r.returncode == 0, r.stderr[-3000:]
     cfg = Config.load(env=env)
-    from srcrawl.urls import fingerprint
+    from srcrawl.core.urls import fingerprint
 
     for name in names:
         page = web.web.page(special[name])
@@ -202,7 +202,7 @@ def test_slave_killed_mid_fetch_loses_no_url(redis_url, keys, tmp_path, per_host
             ),
         )
         short_ttl = {**env}
-        cmd = [sys.executable, "-m", "srcrawl.cli"]
+        cmd = [sys.executable, "-m", "srcrawl.app.cli"]
         master = subprocess.Popen([*cmd, "master", "start"], env=short_ttl)
         victim = subprocess.Popen(
             [*cmd, "slave", "start", "--phases", "crawl", "--threads", "3", "--heartbeat-ttl", "1"],

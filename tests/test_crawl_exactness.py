@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from srcrawl.benchmarks.exactness import one_run
-from srcrawl.keys import Keys
+from srcrawl.core.keys import Keys
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.model import Host, Link, Page, Web
 from srcrawl.testweb.server import free_loopback_sockets

@@ -18,14 +18,14 @@ from typing import ClassVar
 
 import pytest
 
-from srcrawl.config import Config
+from srcrawl.core.urls import fingerprint
 from srcrawl.master.crawl_master import CrawlMaster
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.queues.crawl_protocol import Deferred, Fetched, FetchTask, canonical_links
 from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.settings.config import Config
 from srcrawl.slave.runtime import Slave
 from srcrawl.testweb import TestWeb
-from srcrawl.urls import fingerprint
 
 from .conftest import cli_env as env_for
 from .conftest import logged_requests
@@ -36,7 +36,7 @@ B = "http://127.0.0.1:9101"
 
 def srcrawl(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "srcrawl.cli", *args],
+        [sys.executable, "-m", "srcrawl.app.cli", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -159,6 +159,7 @@ class _Failing(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def broken_host():
     """A host whose every answer, robots.txt included, is a 500."""
+    _Failing.requests.clear()  # counted per test
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Failing)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -172,10 +173,16 @@ def good_site_seconds(web: TestWeb, since: float) -> float:
     return max(e["end_mono"] for e in logged_requests(web) if e["start_mono"] >= since) - since
 
 
+# --robots-defer: how long the broken host is deferred after each failed robots.txt
+DEFER = 30
+
+
 @pytest.mark.slow
 def test_a_broken_seed_does_not_hold_a_good_site(broken_host, redis_url, keys, tmp_path):
     # --robots-defer 30: the crawl would wait minutes for the broken host's five tries;
-    # with nothing else left it ends, names the host and leaves its URL for --resume
+    # with nothing else left it ends, names the host and leaves its URL for --resume.
+    # A good site held by the broken host waits at least one deferral (DEFER s) for it:
+    # the crawls are compared by that unit, not by a ratio a busy machine can break
     log = tmp_path / "access.jsonl"
     opts = [
         "--depth",
@@ -187,7 +194,7 @@ def test_a_broken_seed_does_not_hold_a_good_site(broken_host, redis_url, keys, t
         "--delay-factor",
         "0",
         "--robots-defer",
-        "30",
+        str(DEFER),
         "--fetch-timeout",
         "2",
     ]
@@ -209,8 +216,11 @@ def test_a_broken_seed_does_not_hold_a_good_site(broken_host, redis_url, keys, t
         beside = good_site_seconds(web, t0)
         host = broken_host[7:-1]
         assert r.returncode == 3, r.stderr[-3000:]
-        assert beside <= 1.5 * alone, (alone, beside)
-        assert beside_total <= 1.5 * alone_total, (alone_total, beside_total)
+        # the broken host was asked once: nobody waited for its second try
+        assert _Failing.requests.count("/robots.txt") == 1, _Failing.requests
+        # nor for a deferral: the good site ends, and the crawl, well within one of it
+        assert beside - alone < DEFER / 2, (alone, beside)
+        assert beside_total - alone_total < DEFER / 2, (alone_total, beside_total)
         assert {p["url"]: p["depth"] for p in stored(env)} == want
         summary = json.loads(r.stdout)
         assert summary["deferred_hosts"] == [host]
@@ -224,7 +234,7 @@ def test_a_broken_seed_does_not_hold_a_good_site(broken_host, redis_url, keys, t
         t0 = time.monotonic()
         r = srcrawl(["crawl", "--resume"], env)
         assert r.returncode == 3, r.stderr[-3000:]
-        assert time.monotonic() - t0 < 20
+        assert time.monotonic() - t0 < DEFER  # not after the deferral: at once
         assert _Failing.requests.count("/robots.txt") == asked + 1
         assert json.loads(r.stdout)["deferred_hosts"] == [host]
 

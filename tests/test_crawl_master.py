@@ -18,8 +18,7 @@ import time
 
 import pytest
 
-from srcrawl.config import Config
-from srcrawl.errors import LeaseHeld
+from srcrawl.core.errors import LeaseHeld
 from srcrawl.master.crawl_master import CrawlMaster
 from srcrawl.master.crawl_run import add_seeds, progress, start_crawl
 from srcrawl.master.frontier import Batch, Frontier
@@ -27,6 +26,7 @@ from srcrawl.queues.crawl_protocol import Fetched, FetchTask, canonical_links
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.envelope import decode
 from srcrawl.queues.lease import MasterLease
+from srcrawl.settings.config import Config
 from srcrawl.slave.runtime import Slave
 
 
@@ -48,7 +48,7 @@ def make_graph(hosts: int, pages: int, seed: int = 7) -> dict[str, list[str]]:
 def bfs(
     graph: dict[str, list[str]], seeds: list[str], depth: int, hosts: set[str]
 ) -> dict[str, int]:
-    from srcrawl.urls import InvalidURL, canonicalize, host_of
+    from srcrawl.core.urls import InvalidURL, canonicalize, host_of
 
     found = {s: 0 for s in seeds}
     frontier = list(seeds)
@@ -283,7 +283,7 @@ def test_master_killed_with_sigkill_resumes_exactly(redis_url, keys, tmp_path) -
     handler = GraphHandler(graph, fetch_s=0.002)
     slave, t = run_slave_thread(cfg, handler)
     env = cfg.child_env()
-    cmd = [sys.executable, "-m", "srcrawl.cli", "master", "start"]
+    cmd = [sys.executable, "-m", "srcrawl.app.cli", "master", "start"]
     kills = 0
     for threshold in (len(expected) // 4, len(expected) // 2, 3 * len(expected) // 4):
         master = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)

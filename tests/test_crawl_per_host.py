@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from srcrawl.defaults import HOST_TASKS_OUT, QUEUES_PER_LIMIT
-from srcrawl.errors import ConfigError
+from srcrawl.core.defaults import HOST_TASKS_OUT, QUEUES_PER_LIMIT
+from srcrawl.core.errors import ConfigError
 from srcrawl.master.commands import resumed_strategy
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.master.frontier import Batch, Frontier, Requeue, now_ms

@@ -12,17 +12,17 @@ import time
 
 import pytest
 
-from srcrawl.config import Config
-from srcrawl.errors import EnvelopeError
+from srcrawl.core.errors import EnvelopeError
+from srcrawl.core.urls import fingerprint, host_of
 from srcrawl.master.frontier.recrawl import lastmod_of
 from srcrawl.queues.crawl_protocol import FetchTask, RobotsFetched, read_outcome
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.envelope import encode
 from srcrawl.queues.scope import Scope
+from srcrawl.settings.config import Config
 from srcrawl.slave.robots import RobotsRules
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.sitemaps import OFF_SCOPE
-from srcrawl.urls import fingerprint, host_of
 
 from .conftest import cli_env, logged_requests, run_cli, stored_pages
 

@@ -25,8 +25,8 @@ import redis
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from srcrawl.config import Config
 from srcrawl.portal.server import build_portal, serving_in_thread
+from srcrawl.settings.config import Config
 from srcrawl.testweb import TestWeb
 
 from .conftest import cli_env
@@ -85,7 +85,7 @@ def _free_port() -> int:
 
 def _start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "srcrawl.cli", *args],
+        [sys.executable, "-m", "srcrawl.app.cli", *args],
         env=env,
         stdout=log.open("a"),
         stderr=subprocess.STDOUT,

@@ -12,14 +12,14 @@ import time
 
 import pytest
 
-from srcrawl.config import Config
+from srcrawl.core.urls import fingerprint
 from srcrawl.master.crawl_master import CrawlMaster
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.master.frontier import Batch
 from srcrawl.master.frontier.depth_record import MAX_DEPTH, packed_entries
 from srcrawl.queues.crawl_protocol import Deferred, Fetched, FetchTask, canonical_links
 from srcrawl.queues.crawl_strategy import CrawlStrategy
-from srcrawl.urls import fingerprint
+from srcrawl.settings.config import Config
 
 A = "http://127.0.0.1:9200"
 B = "http://127.0.0.1:9201"

@@ -2,8 +2,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from srcrawl.cli_options import DURATION
-from srcrawl.durations import format_duration, parse_duration
+from srcrawl.app.cli_options import DURATION
+from srcrawl.app.durations import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from srcrawl.config import Config
 from srcrawl.indexer.search import Searcher
+from srcrawl.settings.config import Config
 from srcrawl.testweb import TestWeb
 
 from .test_crawl import POLITE, env_for, srcrawl, stored

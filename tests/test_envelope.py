@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from srcrawl.defaults import ENVELOPE_VERSION
-from srcrawl.errors import EnvelopeError
+from srcrawl.core.defaults import ENVELOPE_VERSION
+from srcrawl.core.errors import EnvelopeError
 from srcrawl.queues.envelope import decode, encode
 
 

@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from srcrawl.config import Config, DatabaseURL
+from srcrawl.core.urls import host_of, origin
 from srcrawl.master.frontier.politeness import retry_ms
 from srcrawl.queues.crawl_protocol import fetch_task
 from srcrawl.queues.crawl_strategy import CrawlStrategy, publish
 from srcrawl.queues.envelope import decode
 from srcrawl.queues.scope import Scope
+from srcrawl.settings.config import Config, DatabaseURL
 from srcrawl.slave.crawl import CrawlHandler
 from srcrawl.slave.fetch import (
     BODY_CAPPED,
@@ -33,7 +34,6 @@ from srcrawl.slave.fetch import (
     FetchMulti,
 )
 from srcrawl.testweb import TestWeb
-from srcrawl.urls import host_of, origin
 
 sys.path.insert(0, str(Path(__file__).parent / "helpers"))
 from hostile_web import PAGES, HostileWeb
@@ -189,7 +189,7 @@ def test_a_passing_failure_is_retried_and_the_last_try_is_stored_failed(
 
 def _srcrawl(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "srcrawl.cli", *args],
+        [sys.executable, "-m", "srcrawl.app.cli", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -272,7 +272,7 @@ def test_the_retry_back_off_doubles_honours_retry_after_and_is_capped() -> None:
 
 
 def test_status_lists_the_failed_fetches_by_kind() -> None:
-    from srcrawl.status import render
+    from srcrawl.app.status import render
 
     counters = {
         "pages": 9,

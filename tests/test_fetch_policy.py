@@ -166,7 +166,7 @@ def test_allowed_networks_and_bad_cidrs() -> None:
     assert policy.refuse_address("192.168.0.1") is not None
     with pytest.raises(ValueError, match="no network"):
         FetchPolicy(networks=["10.0.0.0/33"])
-    from srcrawl.errors import ConfigError
+    from srcrawl.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="--allow-network"):
         CrawlStrategy(allow_networks=("not-a-net",))
@@ -393,7 +393,7 @@ def test_seed_records_the_opt_in_and_the_seeds_origins(redis_url, keys, tmp_path
     assert r.returncode == 0, r.stderr
     import redis
 
-    from srcrawl.keys import Keys
+    from srcrawl.core.keys import Keys
     from srcrawl.queues.crawl_strategy import load
 
     s = load(redis.Redis.from_url(redis_url), Keys(keys.job))

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from srcrawl.keys import Keys
+from srcrawl.core.keys import Keys
 from srcrawl.master.frontier import lua
 from srcrawl.master.frontier.host_queues import script_keys
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import redis
 
+from srcrawl.core.keys import Keys
 from srcrawl.indexer.slave import IndexHandler
-from srcrawl.keys import Keys
 from srcrawl.pagerank.slave import RankHandler
 from srcrawl.slave.crawl import CrawlHandler, warc_output
 from srcrawl.slave.handler import (

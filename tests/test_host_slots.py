@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from srcrawl.defaults import HOST_SLOT_RETRY, HOST_SLOT_RETRY_MAX
+from srcrawl.core.defaults import HOST_SLOT_RETRY, HOST_SLOT_RETRY_MAX
+from srcrawl.core.redis_connect import connect
 from srcrawl.master.crawl_master import reset_crawl
-from srcrawl.redis_connect import connect
 from srcrawl.slave.host_slots import HostSlots
 
 from .test_crawl_master import cfg_for
@@ -56,21 +56,37 @@ def test_two_slaves_hold_a_host_to_its_slots_and_pass_a_freed_one_on(redis_clien
     assert redis_client.zcard(keys.crawl_host_slots(HOST)) == 2
 
 
+def _redis_ms(redis_client) -> int:
+    """The Redis server's clock (the slots' clock), in ms."""
+    seconds, micros = redis_client.time()
+    return seconds * 1000 + micros // 1000
+
+
 def test_a_slot_cools_for_the_politeness_wait_its_request_earned(redis_client, keys) -> None:
-    a = Driver(redis_client, keys, politeness_ms=300)
+    # Times are the Redis server's: the cooling is read from the slot's score, bounded by
+    # that clock read on both sides of the call, and its end is brought forward by moving
+    # the score, so no margin of this machine's speed is assumed.
+    cool_ms = 300_000  # far longer than any stall of a busy machine between two calls
+    a = Driver(redis_client, keys, politeness_ms=cool_ms)
     a.want(b"1", b"2", b"3")
     assert a.started == [b"1", b"2"]
+    key = keys.crawl_host_slots(HOST)
+    held = dict(redis_client.zrange(key, 0, -1, withscores=True))
+    before = _redis_ms(redis_client)
     a.slots.done(b"1", 50.0)
     a.slots.run()
+    after = _redis_ms(redis_client)
     assert a.started == [b"1", b"2"]  # the slot is not free before its wait is over
-    time.sleep(0.2)
+    scores = dict(redis_client.zrange(key, 0, -1, withscores=True))
+    [cooling] = [slot for slot in scores if scores[slot] != held[slot]]
+    assert before + cool_ms <= scores[cooling] <= after + cool_ms, (before, scores, after)
     a.slots.run()
     assert a.started == [b"1", b"2"]
-    time.sleep(0.15)
+    # the wait is over (its end moved to a moment passed): the slot is free at the next try
+    redis_client.zadd(key, {cooling: _redis_ms(redis_client) - 1}, xx=True)
     a.slots.run()
     assert a.started == [b"1", b"2", b"3"]
     # the set lives as long as its last slot, and no longer
-    key = keys.crawl_host_slots(HOST)
     assert 0 < redis_client.pttl(key) <= 30_000 + 1000
 
 

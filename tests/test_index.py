@@ -13,8 +13,8 @@ import time
 import pytest
 from tantivy_index import all_pages, index_terms, num_docs
 
-from srcrawl.config import Config
-from srcrawl.errors import LeaseHeld
+from srcrawl.core.errors import LeaseHeld
+from srcrawl.core.urls import fingerprint
 from srcrawl.indexer.engine import IndexWriter
 from srcrawl.indexer.master import IndexMaster, IndexReport
 from srcrawl.indexer.protocol import REFUSED, IndexTask
@@ -22,9 +22,9 @@ from srcrawl.indexer.slave import IndexHandler, tokenize_document
 from srcrawl.indexer.tokenizer import get_tokenizer
 from srcrawl.queues.envelope import decode
 from srcrawl.queues.protocol import PhaseQueues
+from srcrawl.settings.config import Config
 from srcrawl.slave.runtime import Slave
 from srcrawl.sql.pages import Page
-from srcrawl.urls import fingerprint
 
 URLS = {k: f"http://127.0.0.1:9/{k}" for k in "ABCDEF"}
 FP = {k: fingerprint(u) for k, u in URLS.items()}

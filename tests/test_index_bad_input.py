@@ -8,15 +8,15 @@ import threading
 import pytest
 from tantivy_index import all_pages, index_terms, pages_with
 
-from srcrawl.config import Config
-from srcrawl.defaults import MAX_TERM_CHARS
+from srcrawl.core.defaults import MAX_TERM_CHARS
+from srcrawl.core.urls import fingerprint
 from srcrawl.indexer.master import IndexMaster
 from srcrawl.indexer.search import Searcher
 from srcrawl.indexer.slave import IndexHandler, document_text
 from srcrawl.indexer.tokenizer import Tokenizer
+from srcrawl.settings.config import Config
 from srcrawl.slave.runtime import Slave
 from srcrawl.sql.pages import Page
-from srcrawl.urls import fingerprint
 
 pytestmark = pytest.mark.slow  # every test here runs for more than a second
 

@@ -13,14 +13,14 @@ import time
 import pytest
 import redis
 
-from srcrawl.config import Config, DatabaseURL
+from srcrawl.core.keys import Keys
+from srcrawl.core.urls import fingerprint
 from srcrawl.indexer.freshness import Freshness
 from srcrawl.indexer.search import QueryError, Searcher
 from srcrawl.indexer.tokenizer import get_tokenizer
-from srcrawl.keys import Keys
+from srcrawl.settings.config import Config, DatabaseURL
 from srcrawl.sql.pages import Page
 from srcrawl.sql.store import open_store
-from srcrawl.urls import fingerprint
 
 from .conftest import cli_env, run_cli
 
@@ -64,7 +64,7 @@ def test_follow_indexes_new_and_refetched_pages_then_stops_on_sigterm(
     cmd = [
         sys.executable,
         "-m",
-        "srcrawl.cli",
+        "srcrawl.app.cli",
         "index",
         "--follow",
         "--slaves",

@@ -10,9 +10,9 @@ import time
 import pytest
 from index_pages import SLAVE, assert_indexed_once, store_pages
 
-from srcrawl.config import Config
 from srcrawl.indexer.master import IndexMaster
 from srcrawl.queues.protocol import PhaseQueues
+from srcrawl.settings.config import Config
 
 REPEAT = 5000
 PAGES = 30

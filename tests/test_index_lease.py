@@ -15,21 +15,21 @@ import pytest
 from index_pages import SLAVE, assert_indexed_once, store_pages
 from tantivy_index import all_pages
 
-from srcrawl.config import Config
-from srcrawl.errors import LeaseLost
+from srcrawl.core.errors import LeaseLost
+from srcrawl.core.urls import fingerprint
 from srcrawl.indexer.documents import pack
 from srcrawl.indexer.engine import IndexDoc
 from srcrawl.indexer.master import IndexMaster
 from srcrawl.indexer.protocol import DocumentsResult
 from srcrawl.queues.protocol import PhaseQueues
+from srcrawl.settings.config import Config
 from srcrawl.sql.pages import Page
-from srcrawl.urls import fingerprint
 
 # argv: merge wait. Prints its worker id, then runs; a lost lease is an uncaught
 # LeaseLost (a traceback naming it, exit status 1).
 MASTER = """
 import sys
-from srcrawl.config import Config
+from srcrawl.settings.config import Config
 from srcrawl.indexer.engine import IndexWriter
 from srcrawl.indexer.master import IndexMaster
 cfg = Config.load()

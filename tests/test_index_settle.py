@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from srcrawl.config import Config
+from srcrawl.core.urls import fingerprint
+from srcrawl.settings.config import Config
 from srcrawl.sql.pages import Page
 from srcrawl.sql.store import Store
-from srcrawl.urls import fingerprint
 
 from .conftest import cli_env, run_cli
 

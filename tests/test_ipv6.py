@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from srcrawl.core.urls import canonicalize, host_of, origin
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.scope import Scope
 from srcrawl.slave.fetch import ERROR_ADDRESS_REFUSED, Fetcher
 from srcrawl.slave.fetch_policy import FetchPolicy
 from srcrawl.testweb import TestWeb
-from srcrawl.urls import canonicalize, host_of, origin
 
 
 def _has_ipv6_loopback() -> bool:
@@ -100,7 +100,7 @@ def test_testweb_serve_binds_ipv6(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "srcrawl.cli",
+            "srcrawl.app.cli",
             "testweb",
             "serve",
             "--bind",
@@ -153,7 +153,7 @@ def test_a_crawl_of_the_test_web_on_ipv6_stores_exactly_the_reachable_set(
             SRCRAWL_HOME=str(tmp_path / "home"),
             SRCRAWL_DB_URL=f"sqlite:///{tmp_path}/crawl.db",
         )
-        cli = [sys.executable, "-m", "srcrawl.cli"]
+        cli = [sys.executable, "-m", "srcrawl.app.cli"]
         # no opt-in: the seeds' own [::1] origins are what the user asked for
         r = subprocess.run(
             [*cli, "crawl", *seeds, "--depth", str(DEPTH), "--slaves", "2", *POLITE],

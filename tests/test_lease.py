@@ -9,8 +9,8 @@ import time
 import pytest
 import redis
 
-from srcrawl.errors import LeaseHeld, LeaseLost
-from srcrawl.keys import Keys
+from srcrawl.core.errors import LeaseHeld, LeaseLost
+from srcrawl.core.keys import Keys
 from srcrawl.queues.lease import MasterLease, holder_id
 
 _COUNT = "redis.call('INCR', KEYS[1]) return redis.call('GET', KEYS[1]) + tonumber(ARGV[1])"

@@ -20,14 +20,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from srcrawl import embedded
-from srcrawl.config import Config
+from srcrawl.core import embedded
+from srcrawl.core.defaults import DEFAULT_RETRY_BACKOFF
+from srcrawl.core.urls import host_of
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.scope import Scope
+from srcrawl.settings.config import Config
 from srcrawl.testweb import TestWeb
-from srcrawl.urls import host_of
 
-CLI = [sys.executable, "-m", "srcrawl.cli"]
+CLI = [sys.executable, "-m", "srcrawl.app.cli"]
 FAST = [
     "--delay",
     "0.05",
@@ -255,12 +256,15 @@ def test_the_demo_shows_progress_and_how_to_look_at_the_result(tmp_path) -> None
     assert r.returncode == 0, out[-3000:]
     assert "pages " in r.stderr and "pages/s" in r.stderr  # the crawl's progress line
     assert "iteration" in r.stdout  # what the pagerank step printed
-    # failed URLs back off side by side, not holding their host: no wait of the web as long
-    # as their second back-off (4 s; each first one is 2 s)
+    # failed URLs back off side by side, not holding their host: held, the web waits out
+    # their back-offs (2 s, then 4 s) one after another, idle for some 30 s of the crawl
+    # in all; side by side about 10 s. The bound sits between, far from both: a busy
+    # machine stretches the idle time by seconds, not by half the crawl (the longest
+    # stretch, 2 s against 4 s, left a busy machine no room)
     idle = re.search(
-        r"the web had nothing in flight for [\d.]+ s of it, the longest ([\d.]+) s", r.stdout
+        r"the web had nothing in flight for ([\d.]+) s of it, the longest [\d.]+ s", r.stdout
     )
-    assert idle and float(idle[1]) < 3.5, r.stdout[-3000:]
+    assert idle and float(idle[1]) < 10 * DEFAULT_RETRY_BACKOFF, r.stdout[-3000:]
     db = f"sqlite:///{(tmp_path / 'home' / 'demo.db')}"
     assert f"srcrawl --job demo --db-url {db} status" in r.stdout
     assert f"srcrawl --job demo --db-url {db} search " in r.stdout
@@ -417,8 +421,8 @@ def test_an_orphaned_slave_waits_for_redis_quietly_and_leaves_with_its_parent(
     # a parent that starts a slave as every local run does, then waits
     parent_code = (
         "import time, os\n"
-        "from srcrawl.local import spawn_child\n"
-        "from srcrawl.roles import SlaveRole\n"
+        "from srcrawl.app.local import spawn_child\n"
+        "from srcrawl.app.roles import SlaveRole\n"
         f"out = open({str(log)!r}, 'ab')\n"
         "spawn_child(SlaveRole(phases=('crawl',)), dict(os.environ), output=out)\n"
         "time.sleep(600)\n"

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from srcrawl.config import Config
-from srcrawl.errors import LeaseLost
-from srcrawl.keys import Keys
+from srcrawl.core.errors import LeaseLost
+from srcrawl.core.keys import Keys
+from srcrawl.core.urls import host_of
 from srcrawl.master.crawl_master import CrawlMaster
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.master.frontier.outcomes import REJECTED, REJECTED_LINKS
@@ -29,8 +29,8 @@ from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.envelope import encode
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.scope import Scope
+from srcrawl.settings.config import Config
 from srcrawl.testweb import TestWeb
-from srcrawl.urls import host_of
 
 from .conftest import cli_env, logged_requests, stored_pages
 from .test_crawl_master import FAST, GraphHandler, bfs, cfg_for, make_graph, run_slave_thread
@@ -184,7 +184,7 @@ def web(tmp_path_factory):
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "srcrawl.cli", *args]
+    return [sys.executable, "-m", "srcrawl.app.cli", *args]
 
 
 def _pages(cfg: Config) -> int:

@@ -21,15 +21,15 @@ import redis
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from srcrawl.config import Config
-from srcrawl.keys import Keys
+from srcrawl.core.keys import Keys
+from srcrawl.core.telemetry import Telemetry
+from srcrawl.core.urls import host_of
 from srcrawl.portal.server import build_portal, serving_in_thread
 from srcrawl.queues import crawl_strategy
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.scope import Scope
-from srcrawl.telemetry import Telemetry
+from srcrawl.settings.config import Config
 from srcrawl.testweb import TestWeb
-from srcrawl.urls import host_of
 from srcrawl.warc.storage import WARC_SUFFIX
 
 from .conftest import cli_env, run_cli, stored_pages
@@ -98,9 +98,9 @@ def test_counts_reach_redis_and_a_failed_flush_keeps_them(redis_client, keys) ->
 
 
 def test_every_kind_of_failed_fetch_is_shown_from_the_start() -> None:
+    from srcrawl.core.telemetry import FETCH_ERROR_KINDS
     from srcrawl.queues import crawl_protocol
     from srcrawl.slave import fetch
-    from srcrawl.telemetry import FETCH_ERROR_KINDS
 
     kinds = {v for k, v in vars(fetch).items() if k.startswith("ERROR_")}
     assert kinds | {crawl_protocol.ERROR_ADDRESS_REFUSED} == set(FETCH_ERROR_KINDS)
@@ -151,7 +151,7 @@ def _crawl(
         [
             sys.executable,
             "-m",
-            "srcrawl.cli",
+            "srcrawl.app.cli",
             "crawl",
             *seeds,
             "--depth",
@@ -296,8 +296,8 @@ def test_a_size_option_reads_units_and_refuses_nonsense(redis_url, keys, tmp_pat
 
 @pytest.mark.slow
 def test_redis_memory_of_a_cluster_is_its_fullest_node(redis_cluster, redis_url) -> None:
-    from srcrawl.redis_connect import connect
-    from srcrawl.telemetry import redis_memory
+    from srcrawl.core.redis_connect import connect
+    from srcrawl.core.telemetry import redis_memory
 
     single = redis.Redis.from_url(redis_url)
     used, _max = redis_memory(single)

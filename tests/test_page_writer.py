@@ -6,8 +6,8 @@ import sqlite3
 
 import pytest
 
-from srcrawl.config import DatabaseURL
-from srcrawl.errors import StoreError
+from srcrawl.core.errors import StoreError
+from srcrawl.settings.config import DatabaseURL
 from srcrawl.slave import page_writer
 from srcrawl.slave.page_writer import PageWriter
 from srcrawl.sql.pages import Page

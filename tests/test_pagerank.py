@@ -21,10 +21,9 @@ import numpy as np
 import pytest
 import redis
 
-from srcrawl.config import Config, DatabaseURL
-from srcrawl.errors import LeaseHeld
-from srcrawl.keys import Keys
-from srcrawl.local import LocalSlaves
+from srcrawl.app.local import LocalSlaves
+from srcrawl.core.errors import LeaseHeld
+from srcrawl.core.keys import Keys
 from srcrawl.pagerank.errors import PageRankError
 from srcrawl.pagerank.graph import Graph, load_graph
 from srcrawl.pagerank.job import RankOptions, rank_graph, rank_job
@@ -35,6 +34,7 @@ from srcrawl.pagerank.slave import RankHandler
 from srcrawl.pagerank.transport import TransientWriter
 from srcrawl.queues.envelope import decode
 from srcrawl.queues.protocol import PhaseQueues
+from srcrawl.settings.config import Config, DatabaseURL
 from srcrawl.slave.runtime import Slave
 from srcrawl.sql.pages import Page
 from srcrawl.sql.store import Store
@@ -356,7 +356,7 @@ def test_a_shard_claimed_and_forgotten_is_offered_again(
 
 VICTIM = """
 import sys, time
-from srcrawl.config import Config
+from srcrawl.settings.config import Config
 from srcrawl.pagerank.protocol import MapTask
 from srcrawl.pagerank.slave import RankHandler
 from srcrawl.slave.runtime import Slave
@@ -561,7 +561,11 @@ def run_cli(
         "SRCRAWL_DB_URL": f"sqlite:///{home}/s.db",
     }
     return subprocess.run(
-        [python, "-m", "srcrawl.cli", *args], env=env, capture_output=True, text=True, timeout=120
+        [python, "-m", "srcrawl.app.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -659,7 +663,7 @@ def _claim_and_check(handler, task, shards, expected, redis_client, keys) -> int
 def test_a_task_claims_a_shard_and_writes_its_piece_while_the_iteration_is_open(
     redis_url, redis_client, keys, tmp_path, monkeypatch
 ) -> None:
-    from srcrawl.embedded import free_port
+    from srcrawl.core.embedded import free_port
 
     # one slave takes every shard here, held or not (see the test after this one)
     monkeypatch.setattr("srcrawl.pagerank.slave.DEFAULT_PAGERANK_STEAL_AFTER", 0.0)

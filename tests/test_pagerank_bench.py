@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from srcrawl.benchmarks.pagerank import run_pagerank_benchmark, synthetic_web
-from srcrawl.config import Config
 from srcrawl.pagerank.errors import PageRankError
+from srcrawl.settings.config import Config
 from srcrawl.sql.pages import Page
 
 
@@ -88,7 +88,7 @@ def test_bench_command_prints_the_table(redis_url, keys, tmp_path, python) -> No
         [
             python,
             "-m",
-            "srcrawl.cli",
+            "srcrawl.app.cli",
             "bench",
             "pagerank",
             "--nodes",

@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from srcrawl.config import Config, DatabaseURL
+from srcrawl.core.urls import fingerprint
 from srcrawl.indexer.search import Searcher
 from srcrawl.indexer.tokenizer import get_tokenizer
+from srcrawl.settings.config import Config, DatabaseURL
 from srcrawl.sql.pages import Page
 from srcrawl.sql.store import open_store
-from srcrawl.urls import fingerprint
 
 from .conftest import cli_env, run_cli
 
@@ -76,7 +76,7 @@ def test_pagerank_every_recomputes_while_searches_stay_ranked(redis_url, keys, t
     _store_web(store)
     indexed = run_cli(["index", "--slaves", "1"], env, timeout=120)
     assert indexed.returncode == 0, indexed.stderr
-    cmd = [sys.executable, "-m", "srcrawl.cli", "pagerank", "--every", "1s", "--slaves", "1"]
+    cmd = [sys.executable, "-m", "srcrawl.app.cli", "pagerank", "--every", "1s", "--slaves", "1"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 90
@@ -115,7 +115,7 @@ def test_pagerank_every_ranks_the_first_pages_as_soon_as_they_are_stored(
     cmd = [
         sys.executable,
         "-m",
-        "srcrawl.cli",
+        "srcrawl.app.cli",
         "pagerank",
         "--every",
         "1h",

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from srcrawl.errors import EnvelopeError
+from srcrawl.core.errors import EnvelopeError
 from srcrawl.pagerank.graph import GraphBuilder, host_ids
 from srcrawl.pagerank.master import RankParams, Tally
 from srcrawl.pagerank.protocol import GraphHeader, MapTask, ShardDone, pack_vector, unpack_vector

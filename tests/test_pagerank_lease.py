@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from srcrawl.errors import LeaseLost
+from srcrawl.core.errors import LeaseLost
 from srcrawl.pagerank.graph import load_graph
 from srcrawl.pagerank.master import RankMaster, RankParams
 from srcrawl.pagerank.shards import cut_shards

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from srcrawl.defaults import DEFAULT_STORE_BULK_BATCH
+from srcrawl.core.defaults import DEFAULT_STORE_BULK_BATCH
 from srcrawl.pagerank.graph import load_graph
 from srcrawl.sql.pages import Page
 

@@ -650,7 +650,7 @@ def test_bench_parse_command(tmp_path) -> None:
         [
             sys.executable,
             "-m",
-            "srcrawl.cli",
+            "srcrawl.app.cli",
             "bench",
             "parse",
             "--pages",
@@ -674,7 +674,7 @@ def test_bench_parse_command(tmp_path) -> None:
     assert rows["lxml"][1] == rows["lexbor"][1] == "5" and rows["bs4"][1] == "2"
     assert float(rows["lxml"][4].replace(",", "")) > 0
     bad = subprocess.run(
-        [sys.executable, "-m", "srcrawl.cli", "bench", "parse", "--size-kb", "0"],
+        [sys.executable, "-m", "srcrawl.app.cli", "bench", "parse", "--size-kb", "0"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -694,7 +694,7 @@ def test_bench_parse_over_a_directory_of_pages(tmp_path) -> None:
         [
             sys.executable,
             "-m",
-            "srcrawl.cli",
+            "srcrawl.app.cli",
             "bench",
             "parse",
             "--dir",
@@ -717,7 +717,15 @@ def test_bench_parse_over_a_directory_of_pages(tmp_path) -> None:
     (tmp_path / "text").mkdir()
     (tmp_path / "text" / "notes.txt").write_text("<p>not a page</p>", encoding="utf-8")
     empty = subprocess.run(
-        [sys.executable, "-m", "srcrawl.cli", "bench", "parse", "--dir", str(tmp_path / "text")],
+        [
+            sys.executable,
+            "-m",
+            "srcrawl.app.cli",
+            "bench",
+            "parse",
+            "--dir",
+            str(tmp_path / "text"),
+        ],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -11,8 +11,7 @@ from collections import Counter
 
 import pytest
 
-from srcrawl.config import Config
-from srcrawl.keys import Keys
+from srcrawl.core.keys import Keys
 from srcrawl.queues.partitions import (
     host_hash,
     partition_keys,
@@ -20,6 +19,7 @@ from srcrawl.queues.partitions import (
     partition_of_url,
     range_of,
 )
+from srcrawl.settings.config import Config
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.accesslog import overlaps
 
@@ -104,7 +104,7 @@ def test_a_partitioned_crawl_fetches_exactly_the_reachable_set(web8, redis_url, 
 
 def _master(env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "srcrawl.cli", "master", "start"],
+        [sys.executable, "-m", "srcrawl.app.cli", "master", "start"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -117,7 +117,7 @@ def _slave(env: dict[str, str]) -> subprocess.Popen:
         [
             sys.executable,
             "-m",
-            "srcrawl.cli",
+            "srcrawl.app.cli",
             "slave",
             "start",
             "--phases",

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 from index_pages import assert_indexed_once, store_pages
 
-from srcrawl import embedded
-from srcrawl.config import Config, DatabaseURL
+from srcrawl.app.local import LocalSlaves
+from srcrawl.core import embedded
 from srcrawl.indexer.master import IndexMaster
-from srcrawl.local import LocalSlaves
 from srcrawl.pagerank.job import RankOptions, rank_job
 from srcrawl.pagerank.master import RankParams
+from srcrawl.settings.config import Config, DatabaseURL
 
 from .test_pagerank import l1, networkx_ranks, put_web, random_web
 

@@ -21,7 +21,7 @@ import redis
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from srcrawl.config import Config
+from srcrawl.core.urls import fingerprint
 from srcrawl.portal.schemas import API_VERSION
 from srcrawl.portal.search_pool import MAX_QUERY_CHARS
 from srcrawl.portal.server import (
@@ -30,11 +30,11 @@ from srcrawl.portal.server import (
     default_threads,
     serving_in_thread,
 )
+from srcrawl.settings.config import Config
 from srcrawl.slave.parse import parse_html
 from srcrawl.sql.pages import Page
 from srcrawl.testweb.content import render
 from srcrawl.testweb.generator import generate
-from srcrawl.urls import fingerprint
 
 from .conftest import cli_env, run_cli
 
@@ -468,23 +468,55 @@ def test_compose_publishes_the_portal_with_a_health_check() -> None:
     assert portal["healthcheck"]["test"] == ["CMD", "srcrawl", "health", "portal"]  # /healthz
 
 
-def test_keep_alive_answers_without_a_delayed_ack_wait(portal_url) -> None:
-    """Answers on a kept-alive connection come at once (TCP_NODELAY on the server's side:
-    without it each one waited 40 ms for the client's delayed ACK)."""
+DELAYED_ACK_MS = 40  # Linux's least delayed-ACK wait, which Nagle's algorithm meets
+
+
+def _kept_alive_answers(url: str, n: int = 15) -> list[float]:
+    """Milliseconds of ``n`` answers of /healthz on one kept-alive connection."""
     import http.client
-    import statistics
     import time
+
+    host, port = url.split("//")[1].rstrip("/").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    ms = []
+    try:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            conn.request("GET", "/healthz")
+            assert conn.getresponse().read() == b'{"ok":true}'
+            ms.append((time.perf_counter() - t0) * 1000)
+    finally:
+        conn.close()
+    return ms
+
+
+def test_keep_alive_answers_without_a_delayed_ack_wait(portal_url) -> None:
+    """Answers on a kept-alive connection come at once: TCP_NODELAY on the server's side of
+    the connection (without it each one waited 40 ms for the client's delayed ACK). The
+    portal serves in this process: its side of the connection is read by its descriptor,
+    not timed (a time against a margin of milliseconds fails on a busy machine)."""
+    import http.client
+    import socket
+
+    import psutil
 
     host, port = portal_url.split("//")[1].rstrip("/").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=10)
-    ms = []
-    for _ in range(15):
-        t0 = time.perf_counter()
+    for _ in range(3):  # one connection, kept alive
         conn.request("GET", "/healthz")
         assert conn.getresponse().read() == b'{"ok":true}'
-        ms.append((time.perf_counter() - t0) * 1000)
+    client_port = conn.sock.getsockname()[1]
+    [served] = [
+        c
+        for c in psutil.Process().net_connections(kind="tcp")
+        if c.laddr.port == int(port) and c.raddr and c.raddr.port == client_port
+    ]
+    server_side = socket.socket(fileno=os.dup(served.fd))
+    try:
+        assert server_side.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        server_side.close()
     conn.close()
-    assert statistics.median(ms) < 30, ms
 
 
 def _children(pid: int) -> list[int]:
@@ -516,7 +548,7 @@ def test_serve_with_worker_processes(indexed, portal_url) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    args = [sys.executable, "-m", "srcrawl.cli", "serve", "--port", str(port), "--workers", "2"]
+    args = [sys.executable, "-m", "srcrawl.app.cli", "serve", "--port", str(port), "--workers", "2"]
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     try:
@@ -534,7 +566,11 @@ def test_serve_with_worker_processes(indexed, portal_url) -> None:
         for _ in range(4):  # whichever worker answers, the same answer
             got, want = (_get(u, "/api/search", q=word).json() for u in (url, portal_url))
             assert got["hits"] == want["hits"] and got["matches"] == want["matches"]
-        test_keep_alive_answers_without_a_delayed_ack_wait(url)
+        # the workers' sockets are theirs, not this process's: timed, but by the least of
+        # 15 answers: a delayed-ACK wait adds 40 ms to every one of them, a busy machine
+        # slows some of them, not each
+        ms = _kept_alive_answers(url)
+        assert min(ms) < DELAYED_ACK_MS, ms
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
@@ -549,7 +585,7 @@ def _other_store(cfg: Config, path: Path) -> Config:
     """``cfg`` with another, empty SQLite store."""
     from dataclasses import replace
 
-    from srcrawl.config import DatabaseURL
+    from srcrawl.settings.config import DatabaseURL
 
     return replace(cfg, db=DatabaseURL(kind="sqlite", path=str(path), create_dirs=True), _cache={})
 

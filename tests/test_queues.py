@@ -9,7 +9,7 @@ import time
 import pytest
 import redis
 
-from srcrawl.keys import Keys
+from srcrawl.core.keys import Keys
 from srcrawl.queues.protocol import PhaseQueues, new_worker_id
 from srcrawl.queues.tags import TagCounter
 from srcrawl.queues.work_queue import WorkQueue
@@ -115,7 +115,7 @@ def test_grouped_ack_answers_for_each_group(redis_client, keys) -> None:
 
 _TAKE_TAGS = """
 import sys, redis
-from srcrawl.keys import Keys
+from srcrawl.core.keys import Keys
 from srcrawl.queues.tags import TagCounter
 tags = TagCounter(redis.Redis.from_url(sys.argv[1]), Keys(sys.argv[2]).trq("crawl"))
 print(" ".join(str(tags.next("batch")) for _ in range(int(sys.argv[3]))))

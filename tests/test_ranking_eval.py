@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from srcrawl.benchmarks.ranking import Scores, known_item_store, percentile, rank_of
-from srcrawl.config import Config
+from srcrawl.core.urls import canonicalize
 from srcrawl.indexer.search import Searcher
+from srcrawl.settings.config import Config
 from srcrawl.slave.parse import parse_html
 from srcrawl.sql.database_url import DatabaseURL
 from srcrawl.sql.store import open_store
 from srcrawl.testweb.content import render
 from srcrawl.testweb.generator import generate
 from srcrawl.testweb.urls import origin_of
-from srcrawl.urls import canonicalize
 
 from .conftest import cli_env, run_cli
 

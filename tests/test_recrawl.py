@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from srcrawl.config import Config
+from srcrawl.core.keys import Keys, processing_pattern
 from srcrawl.indexer.search import Searcher
-from srcrawl.keys import Keys, processing_pattern
 from srcrawl.queues.crawl_protocol import FetchTask, sitemap_task
 from srcrawl.queues.envelope import decode
+from srcrawl.settings.config import Config
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.changes import CHANGING, GONE, STATIC, ChangeSchedule, live_version
 from srcrawl.testweb.changes import version_of_etag as etag_version

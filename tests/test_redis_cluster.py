@@ -9,9 +9,9 @@ import time
 import pytest
 from redis.cluster import RedisCluster
 
-from srcrawl.config import Config
-from srcrawl.errors import ConfigError
-from srcrawl.redis_connect import connect
+from srcrawl.core.errors import ConfigError
+from srcrawl.core.redis_connect import connect
+from srcrawl.settings.config import Config
 from srcrawl.testweb import TestWeb
 
 from .test_crawl import (  # noqa: F401
@@ -86,7 +86,7 @@ def redis_cluster_stopped(cluster):
 
 @pytest.mark.slow
 def test_the_crawl_survives_the_death_of_its_primary(keys, tmp_path) -> None:
-    from srcrawl.testcluster import RedisClusterProcesses
+    from srcrawl.lab.testcluster import RedisClusterProcesses
 
     redis_cluster = RedisClusterProcesses(tmp_path / "cluster").start()  # its own: one dies
     with (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from srcrawl.errors import ConfigError, EnvelopeError
+from srcrawl.core.errors import ConfigError, EnvelopeError
 from srcrawl.queues.crawl_protocol import Fetched, FetchTask, read_outcome
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.slave.revisit import conditional_headers, page_digest

@@ -10,14 +10,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from srcrawl.config import Config, DatabaseURL
+from srcrawl.core.urls import fingerprint, host_of
 from srcrawl.queues.crawl_protocol import fetch_task
 from srcrawl.queues.crawl_strategy import CrawlStrategy, publish
 from srcrawl.queues.envelope import Message, decode
+from srcrawl.settings.config import Config, DatabaseURL
 from srcrawl.slave.crawl import CrawlHandler
 from srcrawl.slave.fetch import Fetcher
 from srcrawl.slave.robots import RobotsCache
-from srcrawl.urls import fingerprint, host_of
 
 UA = "srcrawl-test/1.0 (+loopback)"
 ROBOTS = b"""# test rules

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from srcrawl.config import Config
-from srcrawl.errors import ConfigError, SrcrawlError
-from srcrawl.roles import CrawlMasterRole, SlaveRole, role_from_json, role_to_json
-from srcrawl.runner import PhaseRun
+from srcrawl.app.roles import CrawlMasterRole, SlaveRole, role_from_json, role_to_json
+from srcrawl.app.runner import PhaseRun
+from srcrawl.core.errors import ConfigError, SrcrawlError
+from srcrawl.settings.config import Config
 
 
 def test_a_role_crosses_the_process_boundary_as_typed_json() -> None:
@@ -35,7 +35,7 @@ def test_a_role_crosses_the_process_boundary_as_typed_json() -> None:
 
 def test_the_child_entry_point_refuses_a_malformed_role_with_one_line(tmp_path) -> None:
     r = subprocess.run(
-        [sys.executable, "-m", "srcrawl.child"],
+        [sys.executable, "-m", "srcrawl.app.child"],
         input='{"role": "chef"}',
         capture_output=True,
         text=True,

@@ -20,8 +20,8 @@ from srcrawl.benchmarks.scaling import (
     parse_slave_counts,
     round_orders,
 )
-from srcrawl.errors import ConfigError
-from srcrawl.progress import ProgressLine
+from srcrawl.core.errors import ConfigError
+from srcrawl.core.progress import ProgressLine
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from tantivy_index import index_in_process
 
+from srcrawl.core.urls import fingerprint
 from srcrawl.indexer.search import QueryError, Searcher, collect
 from srcrawl.indexer.search.snippets import Snippet, make_snippet
 from srcrawl.sql.pages import Page
 from srcrawl.sql.ranks import RANK_MEAN
-from srcrawl.urls import fingerprint
 
 FILLER = [
     "北京的天气很好，我们去公园散步。Weather report for the city.",
@@ -156,6 +156,14 @@ def test_identifiers_are_found_whole_and_in_parts(store, index) -> None:
     assert "«pg_hba.conf»" in hits[0].snippet.marked()
     assert searcher.search("pg_dump").hits[0].url.endswith("/dump")
     assert searcher.search("dump").hits[0].url.endswith("/dump")  # a part alone
+
+
+def test_an_identifier_with_one_part_left_is_searched(store, index) -> None:
+    # "from" is a stop word: from_response has one part, no phrase (Tantivy panics on one)
+    pages = [make_page("form", "Use FormRequest.from_response to fill a login form."), *corpus()]
+    searcher = index_pages(store, index, pages)
+    assert searcher.search("FormRequest from_response").hits[0].url.endswith("/form")
+    assert searcher.search("from_response").hits[0].url.endswith("/form")
 
 
 def test_chinese_queries_are_segmented_for_search(store, index) -> None:

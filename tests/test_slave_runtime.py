@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from srcrawl.config import Config
-from srcrawl.errors import StoreError
-from srcrawl.keys import processing_key
+from srcrawl.core.errors import StoreError
+from srcrawl.core.keys import processing_key
 from srcrawl.queues.envelope import decode
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import workers
+from srcrawl.settings.config import Config
 from srcrawl.slave.runtime import Slave
 
 
@@ -179,6 +179,59 @@ def test_a_slave_stopping_during_an_outage_hands_its_tasks_back(
     assert q.nrq.pop("m", 10) == []
     assert redis_client.llen(processing_key(q.srq.key, slave.id)) == 0
     assert sorted(redis_client.lrange(q.srq.key, 0, -1)) == [b"a", b"b"]
+    cfg.close()
+
+
+class Holding(Stored):
+    """Results flushed to a spool and held (:class:`~srcrawl.slave.handler.Holds`) until
+    ``publish`` is set, as rows wait for their WARC object."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spooled: list[bytes] = []
+        self.publish = threading.Event()
+        self.finals = 0
+
+    def flush(self) -> None:
+        with self.lock:
+            batch, self.queued = self.queued, []
+            self.spooled += batch
+
+    def held(self, final: bool) -> bool:
+        with self.lock:
+            self.finals += final
+            if not self.publish.is_set():
+                return bool(self.spooled)
+            self.durable.update(self.spooled)
+            self.spooled = []
+            return False
+
+
+def test_held_results_are_acknowledged_only_once_released(
+    redis_url, redis_client, keys, tmp_path
+) -> None:
+    cfg = make_cfg(redis_url, keys.job, tmp_path)
+    q = PhaseQueues(redis_client, keys, "index")
+    tasks = [b"t%03d" % i for i in range(150)]  # more batches than the backlog of 16
+    q.srq.push(tasks)
+    handler = Holding()
+    slave = Slave.from_config(cfg, [handler], block_timeout=0.1)
+    t = threading.Thread(target=slave.run, kwargs={"burst": True})
+    t.start()
+    deadline = time.monotonic() + 30
+    while len(handler.spooled) < len(tasks) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # every task handled and flushed while held (the acker kept taking batches), none
+    # acknowledged: their results are not in nrq, the tasks still in processing
+    assert sorted(handler.spooled) == sorted(tasks)
+    assert q.nrq.pop("m", 1000) == []
+    assert redis_client.llen(processing_key(q.srq.key, slave.id)) == len(tasks)
+    handler.publish.set()
+    t.join(timeout=30)
+    assert not t.is_alive() and handler.finals >= 1  # the last flush said it was final
+    assert handler.durable == set(tasks)
+    assert sorted(q.nrq.pop("m", 1000)) == sorted(t.upper() for t in tasks)
+    assert redis_client.llen(processing_key(q.srq.key, slave.id)) == 0
     cfg.close()
 
 

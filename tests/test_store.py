@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from srcrawl.config import DatabaseURL
-from srcrawl.errors import StoreDataError, StoreError
+from srcrawl.core.errors import StoreDataError, StoreError
+from srcrawl.settings.config import DatabaseURL
 from srcrawl.sql.migrations import OLD_INDEX_META, SCHEMA_VERSION, STEPS
 from srcrawl.sql.pages import (
     MAX_CONTENT_TYPE_CHARS,

@@ -19,14 +19,14 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from srcrawl.errors import StoreError, StoreTransientError
+from srcrawl.core.errors import StoreError, StoreTransientError
+from srcrawl.core.urls import fingerprint
 from srcrawl.sql.database_url import DatabaseURL
 from srcrawl.sql.migrations import SCHEMA_VERSION
 from srcrawl.sql.mysql_store import MySQLStore
 from srcrawl.sql.pages import Page
 from srcrawl.sql.retry import Backoff
 from srcrawl.sql.store import Store, open_store
-from srcrawl.urls import fingerprint
 
 HELPERS = Path(__file__).parent / "helpers"
 sys.path.insert(0, str(HELPERS))

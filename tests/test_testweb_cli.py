@@ -19,7 +19,7 @@ from srcrawl.testweb import canonical, generate, read_access_log
 def run(args: list[str], **kw) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
     return subprocess.run(
-        [sys.executable, "-m", "srcrawl.cli", "testweb", *args],
+        [sys.executable, "-m", "srcrawl.app.cli", "testweb", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -103,7 +103,7 @@ def test_serve_prints_the_seeds_serves_the_graph_and_stops_on_ctrl_c(tmp_path: P
         [
             sys.executable,
             "-m",
-            "srcrawl.cli",
+            "srcrawl.app.cli",
             "testweb",
             "serve",
             *options,

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from srcrawl.defaults import MAX_TERM_CHARS
+from srcrawl.core.defaults import MAX_TERM_CHARS
 from srcrawl.indexer.text import fold
 from srcrawl.indexer.tokenizer import (
     DictionaryError,
@@ -170,7 +170,7 @@ def test_tokens_are_the_python_jiebas(tmp_path) -> None:
     """jieba-rs segments as jieba does: the tokenizer's tokens, search parts and overlong
     words against the Python jieba's, on mixed pieces, generated pages of jieba's own
     dictionary words, and with a user dictionary loaded in both."""
-    from srcrawl.indexer.corpus import Corpus
+    from srcrawl.lab.corpus import Corpus
 
     reference = python_jieba().Tokenizer()
     reference.tmp_dir = str(tmp_path)  # jieba's own load, from its own cache file

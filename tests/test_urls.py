@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from srcrawl.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
+from srcrawl.core.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
 
 
 @pytest.mark.parametrize(

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from srcrawl.defaults import DEFAULT_USER_AGENT
-from srcrawl.errors import ConfigError
+from srcrawl.core.defaults import DEFAULT_USER_AGENT
+from srcrawl.core.errors import ConfigError
+from srcrawl.core.useragent import contact_warning, has_contact, is_loopback_host, product_token
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.testweb import TestWeb
-from srcrawl.useragent import contact_warning, has_contact, is_loopback_host, product_token
 
 AGENT = "mybot/1.0 (+mailto:ops@example.org)"
 FAST = [
@@ -61,7 +61,7 @@ def crawl(
         **(env or {}),
     )
     return subprocess.run(
-        [sys.executable, "-m", "srcrawl.cli", "crawl", *args],
+        [sys.executable, "-m", "srcrawl.app.cli", "crawl", *args],
         env=full,
         capture_output=True,
         text=True,

@@ -17,9 +17,9 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator as WarcioIterator
 from warcio.cli import main as warcio_main
 
-from srcrawl.config import Config
 from srcrawl.master.crawl_run import start_crawl
 from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.settings.config import Config
 from srcrawl.slave.warc_import import import_warc
 from srcrawl.sql.sqlite_store import SQLiteStore
 from srcrawl.testweb import TestWeb
@@ -248,7 +248,7 @@ def test_slave_killed_mid_write_leaves_every_stored_page_readable(redis_url, key
                 warc_max_bytes=20_000,
             ),
         )
-        cmd = [sys.executable, "-m", "srcrawl.cli"]
+        cmd = [sys.executable, "-m", "srcrawl.app.cli"]
         master = subprocess.Popen([*cmd, "master", "start"], env=env)
         victim = subprocess.Popen(
             [*cmd, "slave", "start", "--phases", "crawl", "--threads", "4", "--heartbeat-ttl", "1"],

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import tantivy
 
-from srcrawl.defaults import SIMHASH_NEAR_BITS, SOME_WORDS_SHARE
+from srcrawl.core.defaults import SIMHASH_NEAR_BITS, SOME_WORDS_SHARE
 from srcrawl.indexer.search import query as q
 
 BEST_SCORES_KEPT = 10_000

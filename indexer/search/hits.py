@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from srcrawl.defaults import DEFAULT_SNIPPET_CHARS, SIMILAR_URLS
+from srcrawl.core.defaults import DEFAULT_SNIPPET_CHARS, SIMILAR_URLS
+from srcrawl.core.urls import host_of
 from srcrawl.indexer.boilerplate import HostBoilerplate
 from srcrawl.indexer.search.collect import Scored
 from srcrawl.indexer.search.snippets import Snippet, make_snippet, snippet_terms
 from srcrawl.sql.store import Store
-from srcrawl.urls import host_of
 
 
 @dataclass

@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 
 import tantivy
 
-from srcrawl.defaults import DEFAULT_MAX_QUERY_CHARS, DEFAULT_MAX_QUERY_TERMS, MAX_TERM_CHARS
-from srcrawl.errors import SrcrawlError
+from srcrawl.core.defaults import DEFAULT_MAX_QUERY_CHARS, DEFAULT_MAX_QUERY_TERMS, MAX_TERM_CHARS
+from srcrawl.core.errors import SrcrawlError
 from srcrawl.indexer.engine import schema, site_values, stem
 from srcrawl.indexer.text import fold
 from srcrawl.indexer.tokenizer import Tokenizer
@@ -181,8 +181,11 @@ def _word_units(tokenizer: Tokenizer, word: str, units: Units) -> None:
         parts = tokenizer.tokens(word)
         ident = Query.boost_query(Query.term_query(schema(), "ident", idents[0]), IDENT_BOOST)
         alternatives = [(Occur.Should, ident)]
-        if parts:
+        if len(parts) > 1:
             alternatives.append((Occur.Should, _phrase_query(parts)))
+        elif parts:  # one part left (from_response: "from" is a stop word); Tantivy
+            # refuses, with a panic, a phrase of fewer than two terms
+            alternatives.append((Occur.Should, _fields_query(parts[0])))
         units.required.append(Query.boolean_query(alternatives))
         units.required_terms.append(None)
         units.words.append(idents[0])

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import tantivy
 
-from srcrawl.defaults import (
+from srcrawl.core.defaults import (
     DEFAULT_RANK_WEIGHT,
     DEFAULT_RERANK_POOL,
     DEFAULT_SEARCH_TOP,

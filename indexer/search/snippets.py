@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from srcrawl.defaults import DEFAULT_SNIPPET_CHARS
+from srcrawl.core.defaults import DEFAULT_SNIPPET_CHARS
 from srcrawl.indexer.engine import stem
 from srcrawl.indexer.search.terms import Span, find_terms, words_starting
 from srcrawl.indexer.text import fold_aligned

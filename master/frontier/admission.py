@@ -17,8 +17,9 @@ from dataclasses import replace
 
 import redis
 
-from srcrawl.defaults import DEFAULT_SEEN_CACHE
-from srcrawl.keys import Keys
+from srcrawl.core.defaults import DEFAULT_SEEN_CACHE
+from srcrawl.core.keys import Keys
+from srcrawl.core.urls import host_of
 from srcrawl.master.frontier.batch import BatchWork, Improvement
 from srcrawl.master.frontier.host_queues import Frontier
 from srcrawl.master.frontier.politeness import queue_for
@@ -29,7 +30,6 @@ from srcrawl.queues.crawl_protocol import FetchTask, Links
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.link_cache import ClockCache
 from srcrawl.queues.partitions import partition_of_host
-from srcrawl.urls import host_of
 
 log = logging.getLogger("srcrawl.master")
 

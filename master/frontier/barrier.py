@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import redis
 
-from srcrawl.keys import Keys, processing_key
+from srcrawl.core.keys import Keys, processing_key
 from srcrawl.master.frontier import lua
 from srcrawl.master.frontier.host_queues import script_keys
 from srcrawl.queues.crawl_protocol import MASTER_ID

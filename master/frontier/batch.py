@@ -141,6 +141,9 @@ class BatchWork:
     """Links this batch found for hosts of other partitions: partition -> (url, fp, depth)."""
     held: dict[int, list[tuple[str, int]]] = field(default_factory=dict)
     """Links this batch did not admit (a guard holds admission): depth -> (url, fp)."""
+    gave_up: list[tuple[FetchTask, str]] = field(default_factory=list)
+    """URLs ended without a fetch, each with its reason: their rows (master/given_up.py)."""
+    """Tasks given up (their host's robots.txt never answered): stored as failed rows."""
     fetched_before: dict[int, tuple[float, float, bool]] = field(default_factory=dict)
     """fp → (its fetch before this one, this one, whether this one found it changed),
     for pages of this batch going back on the schedule with a visit record."""

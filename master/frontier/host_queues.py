@@ -10,19 +10,19 @@ from typing import Any
 
 import redis
 
-from srcrawl.defaults import (
+from srcrawl.core.defaults import (
     DEFAULT_DEFERRED_END_WAIT,
     DEFAULT_MASTER_IDLE_WAIT,
     DEFAULT_MASTER_POLL,
     REDIS_TIMER_TICK,
 )
-from srcrawl.keys import Keys
+from srcrawl.core.keys import Keys
+from srcrawl.core.urls import host_of, origin
 from srcrawl.master.frontier import lua
 from srcrawl.master.frontier.batch import Batch, now_ms
 from srcrawl.master.frontier.depth_record import packed_entries, packed_fp, unpacked_depths
 from srcrawl.queues.crawl_protocol import FetchTask
 from srcrawl.queues.lease import FencedScript, MasterLease
-from srcrawl.urls import host_of, origin
 
 
 def script_keys(keys: Keys, srq_key: str, nrq_key: str, in_hand: str) -> dict[str, str]:

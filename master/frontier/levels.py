@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import redis
 
-from srcrawl.keys import Keys
+from srcrawl.core.keys import Keys
 from srcrawl.master.frontier.barrier import LevelBarrier
 from srcrawl.master.frontier.batch import Batch, BatchWork
 from srcrawl.master.frontier.host_queues import Frontier

@@ -17,7 +17,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from srcrawl.defaults import HOST_TASKS_OUT, LUA_UNPACK_CHUNK
+from srcrawl.core.defaults import HOST_TASKS_OUT, LUA_UNPACK_CHUNK
 from srcrawl.master.frontier.depth_record import BUCKET_BITS, ENTRY, NONE
 from srcrawl.queues.crawl_protocol import QUEUE_FIELD
 

@@ -9,8 +9,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
-from srcrawl.defaults import DEFAULT_ROBOTS_TRIES, DEFAULT_ROBOTS_TRIES_UNREACHABLE
-from srcrawl.errors import EnvelopeError
+from srcrawl.core.defaults import DEFAULT_ROBOTS_TRIES, DEFAULT_ROBOTS_TRIES_UNREACHABLE
+from srcrawl.core.errors import EnvelopeError
+from srcrawl.core.urls import host_of
 from srcrawl.master.frontier.admission import Admission
 from srcrawl.master.frontier.batch import BatchWork, Requeue
 from srcrawl.master.frontier.politeness import Politeness
@@ -18,6 +19,8 @@ from srcrawl.master.frontier.recrawl import Recrawl
 from srcrawl.master.frontier.rules import CrawlRules
 from srcrawl.queues.crawl_protocol import (
     ERROR_ADDRESS_REFUSED,
+    ERROR_ROBOTS_GAVE_UP,
+    ERROR_SLAVE,
     UNREACHABLE,
     Deferred,
     Disallowed,
@@ -29,8 +32,8 @@ from srcrawl.queues.crawl_protocol import (
     TaskError,
     queue_of,
     read_outcome,
+    task_of,
 )
-from srcrawl.urls import host_of
 
 log = logging.getLogger("srcrawl.master")
 
@@ -126,6 +129,9 @@ class Outcomes:
             queue = queue_of(raw)
             if queue is not None:
                 w.batch.done[queue] = None
+            task = task_of(raw)
+            if task is not None and not task.sitemaps:  # its URL ends as a row, its reason named
+                w.gave_up.append((task, ERROR_SLAVE))
 
     def _on_disallowed(self, disallowed: Disallowed, w: BatchWork) -> None:
         w.count("robots_disallowed")
@@ -211,16 +217,32 @@ class Outcomes:
     def _on_deferred(self, deferred: Deferred, w: BatchWork) -> None:
         """A task whose host's robots.txt could not be had: retry it later, or give it up.
 
+        Only a request the host failed is a try. A task that found the host's
+        deferral in the cache (no request: its reason is None) waits for that
+        deferral's end and tries nothing: it met a deferral another request
+        earned (a task released a moment before the deferral ended, or another
+        task of the host), and counting it spent the host's tries on nothing.
+
         A host that could not even be connected to gets fewer tries than one
         that answered 5xx: it is most likely a mistyped or stopped seed.
         """
         batch = w.batch
-        task = replace(deferred.task, tries=deferred.task.tries + 1)
         reason = deferred.reason  # only when robots.txt was just fetched, not from the cache
+        if not reason:
+            batch.count("robots_waited")
+            retry_at, lagging = self.politeness.deferred_at(deferred)
+            batch.retry.append(Requeue(deferred.task, retry_at))
+            batch.lag[deferred.task.queue] = lagging
+            return
+        task = replace(deferred.task, tries=deferred.task.tries + 1)
         limit = DEFAULT_ROBOTS_TRIES_UNREACHABLE if reason in UNREACHABLE else DEFAULT_ROBOTS_TRIES
         retry_at = None
         if task.tries >= limit:
-            batch.count("robots_gave_up")
+            if task.sitemaps:  # a sitemap read is no URL of the crawl's: no row
+                batch.count("sitemap_robots_gave_up")
+            else:
+                batch.count("robots_gave_up")
+                w.gave_up.append((task, ERROR_ROBOTS_GAVE_UP))
             batch.done[task.queue] = None
             batch.lag[task.queue] = 0
             if task.sitemaps:  # the host may answer again by the next time
@@ -230,12 +252,11 @@ class Outcomes:
             retry_at, lagging = self.politeness.deferred_at(deferred)
             batch.retry.append(Requeue(task, retry_at))
             batch.lag[task.queue] = lagging
-        if reason:
-            record = {
-                "what": "robots.txt",
-                "reason": reason,
-                "try": task.tries,
-                "tries": limit,
-                "retry_at": retry_at / 1000 if retry_at else None,
-            }
-            batch.errors[host_of(task.url)] = json.dumps(record)
+        record = {
+            "what": "robots.txt",
+            "reason": reason,
+            "try": task.tries,
+            "tries": limit,
+            "retry_at": retry_at / 1000 if retry_at else None,
+        }
+        batch.errors[host_of(task.url)] = json.dumps(record)

@@ -7,9 +7,10 @@ strategy: the slaves use it too.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
-from srcrawl.defaults import DEFAULT_MAX_RETRY_BACKOFF, QUEUES_PER_LIMIT
+from srcrawl.core.defaults import DEFAULT_MAX_RETRY_BACKOFF, QUEUES_PER_LIMIT
 from srcrawl.master.frontier.batch import BatchWork, Requeue, now_ms
 from srcrawl.master.frontier.rules import CrawlRules
 from srcrawl.queues.crawl_protocol import ERROR_CONNECT, Deferred, FetchTask, Retry
@@ -94,5 +95,7 @@ class Politeness:
         longer stops holding the others."""
         strategy = self.rules.strategy
         wait = strategy.politeness_ms(deferred.fetch_ms, None)
-        retry_at = max(int(deferred.until * 1000), now_ms() + wait)
+        # rounded up: a task released in the deferral's last millisecond would find it
+        # still in force (the slaves compare the exact time)
+        retry_at = max(math.ceil(deferred.until * 1000), now_ms() + wait)
         return retry_at, int(retry_at - now_ms() >= strategy.lag_after * 1000)

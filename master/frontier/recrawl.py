@@ -22,14 +22,14 @@ from dataclasses import replace
 
 import redis
 
-from srcrawl.defaults import DEFAULT_SITEMAP_LASTMOD_MAX
-from srcrawl.keys import Keys
+from srcrawl.core.defaults import DEFAULT_SITEMAP_LASTMOD_MAX
+from srcrawl.core.keys import Keys
+from srcrawl.core.urls import host_of, origin
 from srcrawl.master.frontier import lua
 from srcrawl.master.frontier.batch import BatchWork, Requeue, now_ms
 from srcrawl.master.frontier.politeness import queue_for
 from srcrawl.master.frontier.rules import CrawlRules
 from srcrawl.queues.crawl_protocol import FetchTask, sitemap_task
-from srcrawl.urls import host_of, origin
 
 
 def record_lastmod(

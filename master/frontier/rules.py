@@ -6,8 +6,8 @@ import time
 
 import redis
 
-from srcrawl.errors import CrawlRestarted, SrcrawlError
-from srcrawl.keys import Keys
+from srcrawl.core.errors import CrawlRestarted, SrcrawlError
+from srcrawl.core.keys import Keys
 from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.crawl_strategy import load as load_strategy
 from srcrawl.queues.lease import clear_waiting, holder_id, mark_waiting
@@ -52,7 +52,7 @@ def wait_for_strategy(
                 f"job {job!r} has no crawl: start it with `srcrawl crawl SEED…`, "
                 "`srcrawl master start SEED…` or `srcrawl seed URL…`"
             )
-        # waiting for seeds is this master's job for now: healthy (srcrawl/health.py)
+        # waiting for seeds is this master's job for now: healthy (srcrawl/app/health.py)
         mark_waiting(client, job_keys.master_lease("crawl"), holder)
         time.sleep(1.0)
         strategy = load_strategy(client, job_keys)

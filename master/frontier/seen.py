@@ -17,8 +17,8 @@ from collections.abc import Callable
 import redis
 from pybloom_live import ScalableBloomFilter
 
-from srcrawl.defaults import DEFAULT_BLOOM_CAPACITY, DEFAULT_SNAPSHOT_EVERY
-from srcrawl.keys import Keys
+from srcrawl.core.defaults import DEFAULT_BLOOM_CAPACITY, DEFAULT_SNAPSHOT_EVERY
+from srcrawl.core.keys import Keys
 
 Transaction = Callable[[Callable[[redis.client.Pipeline], object]], object]
 """Runs the writes a function queues on a pipeline as one transaction."""

@@ -27,7 +27,7 @@ from json.encoder import encode_basestring_ascii as _esc
 from pathlib import Path
 from typing import Any
 
-from srcrawl.defaults import DEFAULT_TESTWEB_LOG_FLUSH
+from srcrawl.core.defaults import DEFAULT_TESTWEB_LOG_FLUSH
 from srcrawl.testweb.model import TestWebError
 
 

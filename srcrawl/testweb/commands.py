@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from srcrawl.defaults import (
+from srcrawl.core.defaults import (
     DEFAULT_TESTWEB_CRAWL_DELAY,
     DEFAULT_TESTWEB_HOSTS,
     DEFAULT_TESTWEB_LARGE_BYTES,

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from urllib.parse import urlsplit
 
-from srcrawl.defaults import (
+from srcrawl.core.defaults import (
     DEFAULT_TESTWEB_CRAWL_DELAY,
     DEFAULT_TESTWEB_HOSTS,
     DEFAULT_TESTWEB_LARGE_BYTES,

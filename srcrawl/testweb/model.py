@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from protego import Protego
 
-from srcrawl.errors import SrcrawlError
+from srcrawl.core.errors import SrcrawlError
 from srcrawl.testweb import traps
 from srcrawl.testweb.changes import ChangeSchedule
 from srcrawl.testweb.urls import canonical, origin_of

@@ -26,13 +26,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from srcrawl.defaults import (
+from srcrawl.core.defaults import (
     DEFAULT_TESTWEB_HOSTS,
     DEFAULT_TESTWEB_LOG_FLUSH,
     DEFAULT_TESTWEB_PAGES,
     DEFAULT_TESTWEB_SEED,
 )
-from srcrawl.errors import SrcrawlError
+from srcrawl.core.errors import SrcrawlError
 from srcrawl.testweb.accesslog import read_access_log
 from srcrawl.testweb.generator import generate
 from srcrawl.testweb.model import TestWebError, Web
@@ -47,7 +47,7 @@ _READY = b"ready\n"
 # The test webs served by child processes of this process. The server
 # stops when its stdin pipe reaches EOF, that is when every process holding
 # the pipe's write end has closed it or died; a child forked from this
-# process (the local master and slaves, srcrawl.local) would hold it too, and
+# process (the local master and slaves, srcrawl.app.local) would hold it too, and
 # keep the server alive after this process died. Forked children let go.
 _SERVED: weakref.WeakSet[TestWeb] = weakref.WeakSet()
 

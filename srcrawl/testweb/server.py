@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from http import HTTPStatus
 from pathlib import Path
 
-from srcrawl.defaults import DEFAULT_TESTWEB_LOG_FLUSH
+from srcrawl.core.defaults import DEFAULT_TESTWEB_LOG_FLUSH
 from srcrawl.testweb import changes, content
 from srcrawl.testweb.accesslog import AccessLog
 from srcrawl.testweb.content import Response

@@ -27,7 +27,7 @@ import gzip
 from dataclasses import replace
 from datetime import datetime
 
-from srcrawl.defaults import DEFAULT_SITEMAP_MAX_BYTES, DEFAULT_SITEMAP_MAX_URLS
+from srcrawl.core.defaults import DEFAULT_SITEMAP_MAX_BYTES, DEFAULT_SITEMAP_MAX_URLS
 from srcrawl.testweb import words
 from srcrawl.testweb.model import Host, Link, Page
 

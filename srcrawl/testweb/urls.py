@@ -8,7 +8,7 @@ Only ``http`` and ``https`` URLs with a host and a valid port are URLs to
 crawl; everything else (``javascript:``, ``mailto:``, ``data:``, a malformed
 IPv6 host, an out-of-range port, no host) canonicalizes to ``None``.
 
-This is written apart from :mod:`srcrawl.urls` on purpose: the test web is
+This is written apart from :mod:`srcrawl.core.urls` on purpose: the test web is
 the oracle the crawler is checked against, and an oracle that shared the
 crawler's code would share its bugs.
 """

@@ -28,13 +28,16 @@ the stored head drops Content-Encoding and Transfer-Encoding and gives the
 decoded Content-Length (the original encoding is kept in
 ``X-Srcrawl-Content-Encoding``).
 
-Files live behind :class:`~srcrawl.warc.storage.WarcStorage` (a local or shared directory today);
-each writer names its own files (job, host and process of the slave, start
-time, serial) and creates them exclusively, so no two writers share one.
+Files live behind :class:`~srcrawl.warc.storage.WarcStorage`: a local or shared
+directory, or an S3 object store (:mod:`~srcrawl.warc.objects`: a file is spooled
+locally and published whole as one object when closed, and no row points into
+it before). Each writer names its own files (job, host and process of the slave,
+start time, serial) and creates them exclusively, so no two writers share one.
 
 One package writes, reads and checks the files, below both the store (``sql/``, which
 reads page texts) and the slaves (which write the records, and import archives):
 :mod:`~srcrawl.warc.storage` (where files live, where a record is),
+:mod:`~srcrawl.warc.objects` (files as objects of an S3 store),
 :mod:`~srcrawl.warc.records` (the records of a fetch), :mod:`~srcrawl.warc.output` (a
 writer's files), :mod:`~srcrawl.warc.read` (bodies, texts, archives read back) and
 :mod:`~srcrawl.warc.check` (torn records found and cut).

@@ -62,8 +62,10 @@ class WarcTexts:
     or absolute (an imported archive).
     """
 
-    def __init__(self, root: Path | None) -> None:
-        self.root = root
+    def __init__(self, root: Path | WarcStorage | None) -> None:
+        self.storage = root if isinstance(root, WarcStorage) else None
+        """An object store's (``root`` given as one): names not absolute are read there."""
+        self.root = None if isinstance(root, WarcStorage) else root
 
     def path(self, name: str) -> Path:
         p = Path(name)
@@ -76,9 +78,12 @@ class WarcTexts:
     def read(self, name: str, offset: int, length: int) -> str:
         """The text of the conversion record of ``length`` bytes at ``offset`` of ``name``."""
         try:
-            with open(self.path(name), "rb") as fh:
-                fh.seek(offset)
-                data = fh.read(length)
+            if self.storage is not None and not Path(name).is_absolute():
+                data = self.storage.read(name, offset, length)
+            else:
+                with open(self.path(name), "rb") as fh:
+                    fh.seek(offset)
+                    data = fh.read(length)
         except OSError as e:
             raise WarcError(f"cannot read page text from WARC file {name}: {e}") from e
         record = _first_record(data, f"{name}:{offset}", parse_http=False)

@@ -1,5 +1,5 @@
-"""Where WARC files live (:class:`WarcStorage`: a local or shared directory today) and
-where a record is in them (:class:`Pointer`)."""
+"""Where WARC files live (:class:`WarcStorage`: a local or shared directory, or an object
+store, :mod:`srcrawl.warc.objects`) and where a record is in them (:class:`Pointer`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from srcrawl.errors import StoreError
+from srcrawl.core.errors import StoreError
 
 WARC_SUFFIX = ".warc.gz"
 
@@ -20,8 +20,29 @@ class WarcError(StoreError):
 
 
 class WarcStorage(ABC):
-    """Where WARC files live: all a writer and a reader need (a directory today; an
-    object store would implement these five)."""
+    """Where WARC files live: all a writer and a reader need (a directory, or an object
+    store whose writers spool each file locally and publish it whole)."""
+
+    publishes = False
+    """True: a file's records can be read only once the writer has closed it and
+    :meth:`publish` put it in the store, so no row may point into it before."""
+    max_file_bytes: int | None = None
+    """Bytes after which a writer closes its file whatever the crawl allows (None: the
+    crawl's ``--warc-max-bytes`` alone)."""
+    max_file_age: float | None = None
+    """Seconds after which a writer closes a file with records (None: never by age)."""
+
+    def publish(self, name: str, fh: BinaryIO) -> None:
+        """Make the closed file ``name`` (open as ``fh``) readable by every reader, and
+        close ``fh``. A directory's file is there already: made durable, closed."""
+        try:
+            self.make_durable(fh)
+        finally:
+            fh.close()
+
+    def recover(self, job: str) -> list[str]:
+        """Tidy what a killed writer of ``job`` left unpublished; the names dropped."""
+        return []
 
     @abstractmethod
     def create(self, name: str) -> BinaryIO:

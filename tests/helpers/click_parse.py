@@ -10,7 +10,7 @@ import click
 def parse_command(args: list[str]) -> tuple[click.Command, click.Context]:
     """The click command ``srcrawl ARGS`` would run and its parsed context; raises if it
     does not exist or its arguments do not parse."""
-    from srcrawl.cli import cli
+    from srcrawl.app.cli import cli
 
     ctx = cli.make_context("srcrawl", list(args), resilient_parsing=False)
     command: click.Command = cli

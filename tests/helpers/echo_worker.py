@@ -11,7 +11,7 @@ import time
 
 import redis
 
-from srcrawl.keys import Keys
+from srcrawl.core.keys import Keys
 from srcrawl.queues.protocol import PhaseQueues
 from srcrawl.queues.workers import Worker
 

@@ -30,7 +30,7 @@ watched = sys.argv[1].split(",")
 atexit.register(lambda: print("imported:", *[m for m in watched if m in sys.modules],
                               file=sys.stderr))
 sys.argv = ["srcrawl", *sys.argv[2:]]
-from srcrawl.cli import main
+from srcrawl.app.cli import main
 main()
 """
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from srcrawl.core.urls import fingerprint
 from srcrawl.sql.pages import Page
-from srcrawl.urls import fingerprint
 
 # An index slave process with a short heartbeat, so the master presumes it dead quickly.
 SLAVE = """
 import sys
-from srcrawl.config import Config
+from srcrawl.settings.config import Config
 from srcrawl.indexer.slave import IndexHandler
 from srcrawl.slave.runtime import Slave
 cfg = Config.load()

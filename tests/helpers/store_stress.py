@@ -36,7 +36,7 @@ def own_url(worker: int, i: int) -> str:
 
 
 def page(url: str) -> Page:
-    from srcrawl.urls import fingerprint
+    from srcrawl.core.urls import fingerprint
 
     return Page(
         fp=fingerprint(url),

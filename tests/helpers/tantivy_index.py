@@ -9,11 +9,11 @@ from pathlib import Path
 
 import tantivy
 
+from srcrawl.core.urls import host_of
 from srcrawl.indexer.boilerplate import HostBoilerplate
 from srcrawl.indexer.engine import TEXT_FIELDS, IndexReader, IndexWriter, schema, stem
 from srcrawl.indexer.slave import tokenize_document
 from srcrawl.indexer.tokenizer import get_tokenizer
-from srcrawl.urls import host_of
 
 
 def pages_with(index_dir: Path, term: str, fields: Iterable[str] = TEXT_FIELDS) -> set[int]:

@@ -14,32 +14,36 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
 
-from srcrawl.credentials import FILE_SUFFIX, read_setting, redact_url
-from srcrawl.defaults import (
+from srcrawl.core.credentials import FILE_SUFFIX, read_setting, redact_url
+from srcrawl.core.defaults import (
     DEFAULT_HOME,
     DEFAULT_INDEX_DIR_NAME,
     DEFAULT_JOB,
     DEFAULT_MASTER_LEASE_TTL,
     DEFAULT_SQLITE_NAME,
     DEFAULT_WARC_DIR_NAME,
+    DEFAULT_WARC_SPOOL_DIR_NAME,
     REDIS_CONNECT_TIMEOUT,
     REDIS_SOCKET_TIMEOUT,
+    WARC_OBJECT_MAX_AGE,
 )
-from srcrawl.errors import ConfigError, SrcrawlError
-from srcrawl.keys import Keys
-from srcrawl.redis_connect import CLUSTER_SCHEMES, cluster_nodes, connect
+from srcrawl.core.errors import ConfigError, SrcrawlError
+from srcrawl.core.keys import Keys
+from srcrawl.core.redis_connect import CLUSTER_SCHEMES, cluster_nodes, connect
 from srcrawl.sql.database_url import ENV_DB_URL, DatabaseURL
 
 if TYPE_CHECKING:
     import redis
 
     from srcrawl.sql.store import Store
+    from srcrawl.warc.storage import WarcStorage
 
 ENV_REDIS_URL = "SRCRAWL_REDIS_URL"
 ENV_JOB = "SRCRAWL_JOB"
 ENV_HOME = "SRCRAWL_HOME"
 ENV_LEASE_TTL = "SRCRAWL_MASTER_LEASE_TTL"
 ENV_WARC_DIR = "SRCRAWL_WARC_DIR"
+ENV_WARC_PUBLISH_AGE = "SRCRAWL_WARC_PUBLISH_AGE"
 ENV_INDEX_DIR = "SRCRAWL_INDEX_DIR"
 ENV_REDIS_URL_FILE = ENV_REDIS_URL + FILE_SUFFIX
 ENV_DB_URL_FILE = ENV_DB_URL + FILE_SUFFIX
@@ -52,6 +56,7 @@ ENV_VARS = (
     ENV_DB_URL_FILE,
     ENV_LEASE_TTL,
     ENV_WARC_DIR,
+    ENV_WARC_PUBLISH_AGE,
     ENV_INDEX_DIR,
 )
 """Every environment variable the configuration reads."""
@@ -113,6 +118,38 @@ def _check_redis_url(url: str) -> str:
     return url
 
 
+_WARC_SCHEME = "s3://"
+
+
+def _warc_dir(env: Mapping[str, str]) -> Path | None:
+    raw = env.get(ENV_WARC_DIR)
+    return Path(raw) if raw and not raw.startswith(_WARC_SCHEME) else None
+
+
+def _warc_url(env: Mapping[str, str]) -> str | None:
+    """``SRCRAWL_WARC_DIR`` when it names an object store (``s3://BUCKET[/PREFIX]``)."""
+    raw = env.get(ENV_WARC_DIR)
+    if not raw or not raw.startswith(_WARC_SCHEME):
+        return None
+    bucket = raw[len(_WARC_SCHEME) :].split("/", 1)[0]
+    if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket):
+        raise ConfigError(f"{ENV_WARC_DIR} is malformed: {raw!r} (s3://BUCKET/PREFIX)")
+    return raw.rstrip("/")
+
+
+def _publish_age(env: Mapping[str, str]) -> float:
+    raw = env.get(ENV_WARC_PUBLISH_AGE)
+    if not raw:
+        return WARC_OBJECT_MAX_AGE
+    try:
+        age = float(raw)
+    except ValueError:
+        age = -1.0
+    if not 0 <= age <= 3600:
+        raise ConfigError(f"{ENV_WARC_PUBLISH_AGE} is malformed: {raw!r} (seconds, 0 to 3600)")
+    return age
+
+
 def _lease_ttl(env: Mapping[str, str]) -> float:
     raw = env.get(ENV_LEASE_TTL)
     if not raw:
@@ -142,6 +179,12 @@ class Config:
     warc_dir: Path | None = None
     """Where crawl slaves write WARC files (``SRCRAWL_WARC_DIR``); None: ``home/warc``.
     In a cluster, a directory every slave and reader mounts."""
+    warc_url: str | None = None
+    """The object store that keeps the WARC files instead, ``s3://BUCKET/PREFIX``
+    (``SRCRAWL_WARC_DIR`` naming one); its endpoint and keys are the AWS SDK's variables."""
+    warc_publish_age: float = WARC_OBJECT_MAX_AGE
+    """Seconds after which a slave publishes its spool file however small
+    (``SRCRAWL_WARC_PUBLISH_AGE``): how long at most its pages' rows and acks wait."""
     index_dir: Path | None = None
     """The job's search index, a Tantivy directory (``SRCRAWL_INDEX_DIR``); None:
     ``home/index/<job>``. The index master writes it; the CLI and the portal read it."""
@@ -186,7 +229,9 @@ class Config:
             home=home_path,
             redis_url_file=redis_url_file,
             lease_ttl=_lease_ttl(env),
-            warc_dir=Path(env[ENV_WARC_DIR]) if env.get(ENV_WARC_DIR) else None,
+            warc_dir=_warc_dir(env),
+            warc_url=_warc_url(env),
+            warc_publish_age=_publish_age(env),
             index_dir=Path(env[ENV_INDEX_DIR]) if env.get(ENV_INDEX_DIR) else None,
         )
 
@@ -198,6 +243,38 @@ class Config:
     def warc_root(self) -> Path:
         """The directory of the WARC files (``SRCRAWL_WARC_DIR``, else ``home/warc``)."""
         return self.warc_dir if self.warc_dir is not None else self.home / DEFAULT_WARC_DIR_NAME
+
+    def warc_storage(self) -> WarcStorage:
+        """Where the WARC files are: the object store of :attr:`warc_url` (its spool files
+        in ``home/warc-spool``), else the directory :attr:`warc_root` (one per Config)."""
+        storage = self._cache.get("warc")
+        if storage is None:
+            from srcrawl.warc.storage import LocalWarcStorage
+
+            if self.warc_url is not None:
+                from srcrawl.warc.objects import ObjectWarcStorage
+
+                storage = ObjectWarcStorage(
+                    self.warc_url, self.warc_volume, max_age=self.warc_publish_age
+                )
+            else:
+                storage = LocalWarcStorage(self.warc_root)
+            self._cache["warc"] = storage
+        return storage
+
+    @property
+    def warc_volume(self) -> Path:
+        """The local directory a slave's WARC writes fill: the WARC directory, or the spool
+        files' (``home/warc-spool``) when the files go to an object store."""
+        if self.warc_url is not None:
+            return self.home / DEFAULT_WARC_SPOOL_DIR_NAME
+        return self.warc_root
+
+    @property
+    def warc_source(self) -> Path | WarcStorage:
+        """What readers of page texts and bodies read: the WARC directory, or the object
+        store (``SRCRAWL_WARC_DIR=s3://…``)."""
+        return self.warc_storage() if self.warc_url is not None else self.warc_root
 
     @property
     def index_path(self) -> Path:
@@ -216,7 +293,7 @@ class Config:
             return self.redis_url
         if "embedded_url" not in self._cache:
             try:
-                from srcrawl import embedded
+                from srcrawl.core import embedded
 
                 self._cache["embedded_url"] = embedded.ensure_running(self.home)
             except SrcrawlError as e:
@@ -252,7 +329,7 @@ class Config:
         if store is None:
             from srcrawl.sql.store import open_store  # late: keeps `srcrawl --version` fast
 
-            store = open_store(self.db, self.warc_root)
+            store = open_store(self.db, self.warc_source)
             try:
                 store.init_schema()  # idempotent, so no command depends on `db init` first
             except SrcrawlError:
@@ -291,7 +368,9 @@ class Config:
         env[ENV_JOB] = self.job
         env[ENV_HOME] = str(self.home.resolve())
         env.pop(ENV_WARC_DIR, None)
-        if self.warc_dir is not None:
+        if self.warc_url is not None:
+            env[ENV_WARC_DIR] = self.warc_url
+        elif self.warc_dir is not None:
             env[ENV_WARC_DIR] = str(self.warc_dir.resolve())
         env.pop(ENV_INDEX_DIR, None)
         if self.index_dir is not None:

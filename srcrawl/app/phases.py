@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from srcrawl.config import Config
-from srcrawl.defaults import PHASES
-from srcrawl.errors import ConfigError
-from srcrawl.roles import SlaveRole
+from srcrawl.app.roles import SlaveRole
+from srcrawl.core.defaults import PHASES
+from srcrawl.core.errors import ConfigError
+from srcrawl.settings.config import Config
 from srcrawl.slave.handler import PhaseHandler
 
 
@@ -44,7 +44,7 @@ HANDLERS: dict[str, Callable[[Config, SlaveRole], PhaseHandler]] = {
 
 PRELOAD: dict[str, tuple[str, ...]] = {
     "crawl": (
-        "srcrawl.child",
+        "srcrawl.app.child",
         "srcrawl.slave.crawl",
         "srcrawl.slave.runtime",
         "srcrawl.master.crawl_master",

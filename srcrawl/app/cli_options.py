@@ -9,20 +9,34 @@ import click
 from click.core import ParameterSource
 
 _ALIAS_KEY = "srcrawl.fetches_alias"
+_DEFAULTS = (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
 
 
-def _remember_alias(ctx: click.Context, _param: click.Parameter, value: int | None) -> None:
-    if value is not None:
-        ctx.meta[_ALIAS_KEY] = value
-
-
-def _fetches_or_alias(ctx: click.Context, param: click.Parameter, value: int) -> int:
-    # Options given on the command line are processed before defaulted ones,
-    # so a --threads given alone has been remembered by now.
+def _take_alias(ctx: click.Context) -> None:
+    """--fetches, if it is set and came from its default, takes --threads's value."""
     alias = ctx.meta.get(_ALIAS_KEY)
-    if alias is not None and ctx.get_parameter_source(param.name) == ParameterSource.DEFAULT:
-        return alias
-    return value
+    source = ctx.get_parameter_source("fetches")
+    if alias is not None and "fetches" in ctx.params and source in _DEFAULTS:
+        ctx.params["fetches"] = alias
+
+
+class _FetchesOption(click.Option):
+    # Decided once a parameter's value and source are both set (after its callback in
+    # some click versions, before it in others), whichever of the two options is
+    # processed first.
+    def handle_parse_result(self, ctx: click.Context, opts: Any, args: list[str]) -> Any:
+        value, args = super().handle_parse_result(ctx, opts, args)
+        _take_alias(ctx)
+        return ctx.params.get(self.name, value), args
+
+
+class _ThreadsAlias(click.Option):
+    def handle_parse_result(self, ctx: click.Context, opts: Any, args: list[str]) -> Any:
+        value, args = super().handle_parse_result(ctx, opts, args)
+        if value is not None:
+            ctx.meta[_ALIAS_KEY] = value
+            _take_alias(ctx)
+        return value, args
 
 
 def fetches_option(default: int, help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -36,7 +50,7 @@ def fetches_option(default: int, help: str) -> Callable[[Callable[..., Any]], Ca
             default=None,
             hidden=True,
             expose_value=False,
-            callback=_remember_alias,
+            cls=_ThreadsAlias,
         )
         option = click.option(
             "--fetches",
@@ -45,7 +59,7 @@ def fetches_option(default: int, help: str) -> Callable[[Callable[..., Any]], Ca
             show_default=True,
             type=click.IntRange(1),
             help=help,
-            callback=_fetches_or_alias,
+            cls=_FetchesOption,
         )
         return option(alias(f))
 
@@ -53,14 +67,14 @@ def fetches_option(default: int, help: str) -> Callable[[Callable[..., Any]], Ca
 
 
 class DurationType(click.ParamType):
-    """A click type for durations: ``90``, ``90s``, ``6h``, ``1d`` (srcrawl/durations.py)."""
+    """A click type for durations: ``90``, ``90s``, ``6h``, ``1d`` (srcrawl/app/durations.py)."""
 
     name = "duration"
 
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
-        from srcrawl.durations import parse_duration
+        from srcrawl.app.durations import parse_duration
 
         try:
             return parse_duration(value)

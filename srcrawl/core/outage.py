@@ -24,8 +24,8 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ClusterDownError, SlotNotCoveredError, TryAgainError
 from redis.retry import Retry
 
-from srcrawl.defaults import REDIS_OUTAGE_FIRST_WAIT, REDIS_OUTAGE_MAX_WAIT
-from srcrawl.redis_connect import is_cluster
+from srcrawl.core.defaults import REDIS_OUTAGE_FIRST_WAIT, REDIS_OUTAGE_MAX_WAIT
+from srcrawl.core.redis_connect import is_cluster
 
 T = TypeVar("T")
 
@@ -136,7 +136,7 @@ class RedisOutage(Retry):
 
 def wait_out_outages(client: redis.Redis, policy: RedisOutage) -> RedisOutage:
     """Give ``client`` (and its open connections) ``policy``; return it."""
-    if is_cluster(client):  # its retry is a count: see srcrawl/redis_connect.py
+    if is_cluster(client):  # its retry is a count: see srcrawl/core/redis_connect.py
         client.outage = policy
     else:
         client.set_retry(policy)

@@ -2,11 +2,11 @@
 
 ``srcrawl crawl``, ``srcrawl index`` and ``srcrawl pagerank`` each run their
 phase through :class:`PhaseRun`: it starts ``n`` local slave processes of
-the phase (:class:`~srcrawl.local.LocalSlaves`, each running the typed
-:class:`~srcrawl.roles.SlaveRole` through ``python -m srcrawl.child`` or a
+the phase (:class:`~srcrawl.app.local.LocalSlaves`, each running the typed
+:class:`~srcrawl.app.roles.SlaveRole` through ``python -m srcrawl.app.child`` or a
 fork of this process), tells the master whether any of them is still alive
 (a master whose slaves all died early fails instead of waiting forever),
-keeps the progress line (:class:`~srcrawl.progress.ProgressLine`) and stops
+keeps the progress line (:class:`~srcrawl.core.progress.ProgressLine`) and stops
 every child when the run ends or is interrupted. The index and PageRank
 masters run in this process; the crawl master runs as a child of its own
 (:func:`run_local_crawl`), started again should it die before the crawl
@@ -27,17 +27,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from srcrawl import embedded
-from srcrawl.config import Config
-from srcrawl.defaults import DEFAULT_FETCH_THREADS
-from srcrawl.errors import SrcrawlError
-from srcrawl.local import ForkedChild, LocalSlaves, stop_children
+from srcrawl.app.local import ForkedChild, LocalSlaves, stop_children
+from srcrawl.app.phases import PRELOAD
+from srcrawl.app.roles import CrawlMasterRole
+from srcrawl.core import embedded
+from srcrawl.core.defaults import DEFAULT_FETCH_THREADS
+from srcrawl.core.errors import SrcrawlError
+from srcrawl.core.outage import master_waits_out
+from srcrawl.core.progress import ProgressLine
 from srcrawl.master.crawl_master import crawl_state
 from srcrawl.master.crawl_run import progress
-from srcrawl.outage import master_waits_out
-from srcrawl.phases import PRELOAD
-from srcrawl.progress import ProgressLine
-from srcrawl.roles import CrawlMasterRole
+from srcrawl.settings.config import Config
 
 log = logging.getLogger("srcrawl.crawl")
 
@@ -57,7 +57,7 @@ class PhaseRun:
     elsewhere); on leaving it, by its end or a signal, each gets one SIGTERM
     and finishes its batch, and the progress line is closed. A phase whose
     slaves import much before their first task (the crawl's, see
-    :data:`~srcrawl.phases.PRELOAD`) forks them from this process.
+    :data:`~srcrawl.app.phases.PRELOAD`) forks them from this process.
     """
 
     def __init__(

@@ -10,12 +10,12 @@ from typing import Any, NoReturn
 import click
 
 from srcrawl import __version__
-from srcrawl.cli_options import fetches_option
-from srcrawl.config import Config
-from srcrawl.defaults import DEFAULT_FETCH_THREADS, DEFAULT_HEARTBEAT_TTL
-from srcrawl.errors import SrcrawlError
-from srcrawl.local import end_children
-from srcrawl.signals import Interrupted, die_with_parent, interrupts
+from srcrawl.app.cli_options import fetches_option
+from srcrawl.app.local import end_children
+from srcrawl.core.defaults import DEFAULT_FETCH_THREADS, DEFAULT_HEARTBEAT_TTL
+from srcrawl.core.errors import SrcrawlError
+from srcrawl.core.signals import Interrupted, die_with_parent, interrupts
+from srcrawl.settings.config import Config
 
 EXIT_USAGE = 2
 
@@ -152,7 +152,7 @@ def db_init(ctx: click.Context) -> None:
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """Queue lengths per phase, live workers and counters of the job."""
-    from srcrawl import status as job_status
+    from srcrawl.app import status as job_status
 
     cfg = config_of(ctx)
     client = cfg.redis()
@@ -183,7 +183,7 @@ def _megabytes(size: int) -> str:
 @click.pass_context
 def down(ctx: click.Context) -> None:
     """Stop the embedded Redis server of this directory (its data stays)."""
-    from srcrawl import embedded
+    from srcrawl.core import embedded
 
     cfg = config_of(ctx)
     if not cfg.embedded:
@@ -227,9 +227,9 @@ def slave_start(
     ctx: click.Context, phases: str, fetches: int, parser: str, burst: bool, heartbeat_ttl: float
 ) -> None:
     """Serve srq tasks of the given phases until stopped (SIGTERM finishes the batch)."""
-    from srcrawl.child import serve
-    from srcrawl.phases import parse_phases
-    from srcrawl.roles import SlaveRole
+    from srcrawl.app.child import serve
+    from srcrawl.app.phases import parse_phases
+    from srcrawl.app.roles import SlaveRole
 
     cfg = config_of(ctx)
     cfg.check()
@@ -256,7 +256,7 @@ def slave_start(
 @click.pass_context
 def demo(ctx: click.Context, slaves: int, serve_portal: bool | None) -> None:
     """Serve a synthetic web on loopback; crawl, index, rank and search it; serve the portal."""
-    from srcrawl.demo import run_demo
+    from srcrawl.app.demo import run_demo
 
     cfg = config_of(ctx)
     cfg.check()
@@ -324,7 +324,7 @@ def serve(
 def health(ctx: click.Context, role: str, url: str) -> None:
     """Exit 0 when the ROLE service of this host (container) is doing its job, else exit 1
     with one line saying why not: a container's healthcheck."""
-    from srcrawl.health import Unhealthy, check
+    from srcrawl.app.health import Unhealthy, check
 
     try:
         line = check(config_of(ctx), role, url=url)

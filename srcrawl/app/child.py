@@ -1,6 +1,6 @@
 """Running a role: the entry point of every process a local run starts.
 
-``python -m srcrawl.child`` reads its role (:mod:`srcrawl.roles`) as one JSON
+``python -m srcrawl.app.child`` reads its role (:mod:`srcrawl.app.roles`) as one JSON
 object on stdin and runs it; a forked child calls :func:`run_child` with the
 value. ``srcrawl slave start`` and ``srcrawl master start`` run the same
 roles through :func:`serve` and :func:`run_crawl_master`. Exit codes are the
@@ -14,12 +14,12 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from srcrawl.config import Config
-from srcrawl.defaults import DEFAULT_HEARTBEAT_INTERVAL
-from srcrawl.errors import SrcrawlError
-from srcrawl.phases import build_handlers
-from srcrawl.roles import CrawlMasterRole, Role, SlaveRole, role_from_json
-from srcrawl.signals import die_with_parent, exit_code_of
+from srcrawl.app.phases import build_handlers
+from srcrawl.app.roles import CrawlMasterRole, Role, SlaveRole, role_from_json
+from srcrawl.core.defaults import DEFAULT_HEARTBEAT_INTERVAL
+from srcrawl.core.errors import SrcrawlError
+from srcrawl.core.signals import die_with_parent, exit_code_of
+from srcrawl.settings.config import Config
 
 if TYPE_CHECKING:
     from srcrawl.master.crawl_master import CrawlMaster

@@ -1,9 +1,9 @@
 """Child processes of a local run: started with a role, stopped with the run.
 
 Every child is in a process group of its own and dies with the run (see
-:mod:`srcrawl.signals`); :func:`end_children` stops whatever is still
-running when the run ends. A child runs one role (:mod:`srcrawl.roles`):
-as a new interpreter, ``python -m srcrawl.child`` with the role as JSON on
+:mod:`srcrawl.core.signals`); :func:`end_children` stops whatever is still
+running when the run ends. A child runs one role (:mod:`srcrawl.app.roles`):
+as a new interpreter, ``python -m srcrawl.app.child`` with the role as JSON on
 stdin; or forked from this process (:class:`ForkedChild`), which runs the
 same entry point without starting an interpreter.
 """
@@ -22,13 +22,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from srcrawl.config import Config
-from srcrawl.defaults import CHILD_STOP_TIMEOUT, DEFAULT_FETCH_THREADS
-from srcrawl.roles import Role, SlaveRole, role_to_json
-from srcrawl.signals import child_env
+from srcrawl.app.roles import Role, SlaveRole, role_to_json
+from srcrawl.core.defaults import CHILD_STOP_TIMEOUT, DEFAULT_FETCH_THREADS
+from srcrawl.core.signals import child_env
+from srcrawl.settings.config import Config
 
-CHILD_MODULE = "srcrawl.child"
-"""The entry module of every child (``python -m srcrawl.child``)."""
+CHILD_MODULE = "srcrawl.app.child"
+"""The entry module of every child (``python -m srcrawl.app.child``)."""
 
 _CHILDREN: list[subprocess.Popen | ForkedChild] = []
 """Children started by this process that have not been seen to end."""
@@ -41,7 +41,8 @@ def track(child: subprocess.Popen | ForkedChild) -> None:
 
 
 def popen_child(args: Sequence[str], env: dict[str, str], **kwargs: object) -> subprocess.Popen:
-    """``subprocess.Popen`` of a child that leaves with this process (see :mod:`srcrawl.signals`).
+    """``subprocess.Popen`` of a child that leaves with this process (see
+    :mod:`srcrawl.core.signals`).
 
     In a session of its own, so a Ctrl-C in the terminal reaches only this process.
     """
@@ -53,7 +54,7 @@ def popen_child(args: Sequence[str], env: dict[str, str], **kwargs: object) -> s
 def spawn_child(
     role: Role, env: dict[str, str], *, output: int | IO | None = None
 ) -> subprocess.Popen:
-    """``python -m srcrawl.child`` running ``role``; its stdout and stderr go to ``output``."""
+    """``python -m srcrawl.app.child`` running ``role``; its stdout and stderr go to ``output``."""
     proc = popen_child(
         [sys.executable, "-m", CHILD_MODULE],
         env,

@@ -7,8 +7,8 @@ from typing import Any
 
 import redis
 
-from srcrawl.defaults import PHASES
-from srcrawl.keys import Keys, processing_key
+from srcrawl.core.defaults import PHASES
+from srcrawl.core.keys import Keys, processing_key
 from srcrawl.master.guards import guard_sentences
 from srcrawl.queues import workers as worker_registry
 from srcrawl.queues.partitions import partition_keys

@@ -14,7 +14,7 @@ import ipaddress
 import re
 from collections.abc import Iterable
 
-from srcrawl.errors import ConfigError
+from srcrawl.core.errors import ConfigError
 
 ENV_USER_AGENT = "SRCRAWL_USER_AGENT"
 """The environment variable of ``--user-agent``."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from srcrawl.defaults import PHASES
+from srcrawl.core.defaults import PHASES
 
 
 def _check_phase(phase: str) -> str:
@@ -33,7 +33,7 @@ def processing_key(queue_key: str, consumer: str) -> str:
 def lease_waiting_key(lease_key: str, host: str) -> str:
     """A process on ``host`` waiting for the lease ``lease_key`` (a standby master, a master
     waiting for its first seeds, a ranker between runs): its holder id, with a short TTL
-    it renews while it waits. What `srcrawl health` reads (srcrawl/health.py)."""
+    it renews while it waits. What `srcrawl health` reads (srcrawl/app/health.py)."""
     return f"{lease_key}:waiting:{host}"
 
 
@@ -116,14 +116,14 @@ class Keys:
         """Hash of the job's counters published by its processes for ``/metrics``
         (fetches and bytes by status class, fetch time buckets, WARC bytes and files,
         PageRank runs): each process adds what it counted since its last heartbeat, so
-        the totals outlive the process (srcrawl/telemetry.py)."""
+        the totals outlive the process (srcrawl/core/telemetry.py)."""
         return f"{self.job_prefix}:metrics"
 
     @property
     def processes(self) -> str:
         """Hash: process id -> JSON of its memory, open files and CPU (and ``at``), for
         processes with no worker heartbeat (the crawl master); entries older than the
-        heartbeat TTL are stale (srcrawl/telemetry.py)."""
+        heartbeat TTL are stale (srcrawl/core/telemetry.py)."""
         return f"{self.job_prefix}:processes"
 
     @property

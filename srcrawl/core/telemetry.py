@@ -23,10 +23,10 @@ from bisect import bisect_left
 
 import redis
 
-from srcrawl.defaults import DEFAULT_HEARTBEAT_TTL, FETCH_SECONDS_BUCKETS
-from srcrawl.keys import Keys
+from srcrawl.core.defaults import DEFAULT_HEARTBEAT_TTL, FETCH_SECONDS_BUCKETS
+from srcrawl.core.keys import Keys
 
-log = logging.getLogger("srcrawl.telemetry")
+log = logging.getLogger("srcrawl.core.telemetry")
 _said_no_info = threading.Event()
 
 STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx", "1xx", "none")

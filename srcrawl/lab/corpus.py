@@ -15,8 +15,8 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
+from srcrawl.core.urls import fingerprint
 from srcrawl.sql.pages import Page
-from srcrawl.urls import fingerprint
 
 _CJK = range(0x4E00, 0xA000)
 """The CJK unified block: the corpus's words are the dictionary's made of its characters

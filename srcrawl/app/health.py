@@ -27,13 +27,13 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from srcrawl.config import Config
-from srcrawl.defaults import STORE_ERROR_FRESH
-from srcrawl.errors import SrcrawlError
-from srcrawl.keys import lease_waiting_key
+from srcrawl.core.defaults import STORE_ERROR_FRESH
+from srcrawl.core.errors import SrcrawlError
+from srcrawl.core.keys import lease_waiting_key
 from srcrawl.queues import crawl_strategy as strategies
 from srcrawl.queues.lease import holder_lives_here
 from srcrawl.queues.workers import workers
+from srcrawl.settings.config import Config
 
 ROLES = ("slave", "master", "indexer", "ranker", "portal")
 PHASE_OF = {"master": "crawl", "indexer": "index", "ranker": "pagerank"}
@@ -77,9 +77,9 @@ def _slave(cfg: Config) -> str:
             raise Unhealthy(f"{w.id} cannot store what it fetched: {failed}")
     strategy = strategies.load(cfg.redis(), cfg.keys)
     if strategy is None or strategy.body_store == "warc":  # a crawl's default is WARC
-        _probe_directory(cfg.warc_root / cfg.job)
+        _probe_directory(cfg.warc_volume / cfg.job)
     _probe_store(cfg)
-    return f"{len(mine)} slave(s) on {host} beat and store; {cfg.warc_root} is writable"
+    return f"{len(mine)} slave(s) on {host} beat and store; {cfg.warc_volume} is writable"
 
 
 def recent_store_error(stats: dict, now: float) -> str | None:

@@ -1,8 +1,8 @@
 """The roles a process of a local run takes, as typed values that cross a process boundary.
 
-A local run (see :mod:`srcrawl.runner`) starts each child with one role:
+A local run (see :mod:`srcrawl.app.runner`) starts each child with one role:
 forked, it is handed the value; started as a new interpreter
-(``python -m srcrawl.child``), it reads the role as one JSON object on
+(``python -m srcrawl.app.child``), it reads the role as one JSON object on
 stdin. Never as command-line arguments: what a child does is typed and
 checked here, not parsed from strings.
 """
@@ -13,8 +13,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
-from srcrawl.defaults import DEFAULT_FETCH_THREADS, DEFAULT_HEARTBEAT_TTL, PHASES
-from srcrawl.errors import ConfigError
+from srcrawl.core.defaults import DEFAULT_FETCH_THREADS, DEFAULT_HEARTBEAT_TTL, PHASES
+from srcrawl.core.errors import ConfigError
 
 PARSERS = ("lxml", "bs4")
 

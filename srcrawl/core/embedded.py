@@ -18,7 +18,7 @@ from pathlib import Path
 
 import redis
 
-from srcrawl.errors import EmbeddedRedisError
+from srcrawl.core.errors import EmbeddedRedisError
 
 _URL_FILE = "redis.url"
 _PID_FILE = "redis.pid"

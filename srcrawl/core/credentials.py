@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from srcrawl.errors import ConfigError
+from srcrawl.core.errors import ConfigError
 
 FILE_SUFFIX = "_FILE"
 """``NAME_FILE`` names a file holding the value of ``NAME``."""

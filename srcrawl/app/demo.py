@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from srcrawl.config import Config
-from srcrawl.defaults import DEFAULT_SQLITE_NAME, DEFAULT_TESTWEB_LOG_FLUSH
-from srcrawl.errors import SrcrawlError
-from srcrawl.local import popen_child, stop_children
+from srcrawl.app.local import popen_child, stop_children
+from srcrawl.core.defaults import DEFAULT_SQLITE_NAME, DEFAULT_TESTWEB_LOG_FLUSH
+from srcrawl.core.errors import SrcrawlError
+from srcrawl.settings.config import Config
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.accesslog import idle_stretches
 
@@ -29,7 +29,7 @@ def demo_config(cfg: Config) -> Config:
     """The demo's own job, and its own SQLite file when the store is the embedded default."""
     from dataclasses import replace
 
-    from srcrawl.config import DatabaseURL
+    from srcrawl.settings.config import DatabaseURL
 
     demo = cfg.with_job(DEMO_JOB)
     if demo.db.kind == "sqlite" and Path(demo.db.path) == cfg.home / DEFAULT_SQLITE_NAME:
@@ -102,7 +102,7 @@ class _Steps:
 
     def __init__(self, cfg: Config, echo: Callable[[str], None]) -> None:
         self.env = cfg.child_env()
-        self.cli = [sys.executable, "-m", "srcrawl.cli"]
+        self.cli = [sys.executable, "-m", "srcrawl.app.cli"]
         self.echo = echo
 
     def __call__(self, title: str, args: list[str]) -> None:

@@ -21,7 +21,7 @@ from urllib.parse import quote, urlsplit
 import idna
 import xxhash
 
-from srcrawl.errors import SrcrawlError
+from srcrawl.core.errors import SrcrawlError
 
 MAX_URL_LENGTH = 2048
 """Longest canonical URL accepted; longer ones are almost always traps."""

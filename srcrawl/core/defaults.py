@@ -1,7 +1,7 @@
 """Every default value srcrawl uses, in one place.
 
 Each constant is documented where it is defined; options and environment
-variables override them through :class:`srcrawl.config.Config`.
+variables override them through :class:`srcrawl.settings.config.Config`.
 """
 
 from srcrawl import __version__
@@ -22,6 +22,23 @@ DEFAULT_INDEX_DIR_NAME = "index"
 
 DEFAULT_WARC_MAX_BYTES = 1_000_000_000
 """Bytes after which a slave closes its WARC file and starts the next (``--warc-max-bytes``)."""
+
+DEFAULT_WARC_SPOOL_DIR_NAME = "warc-spool"
+"""Under the home: the files a slave writes before it publishes each as one object, when the
+WARC location is an object store (``SRCRAWL_WARC_DIR=s3://BUCKET/PREFIX``)."""
+
+WARC_OBJECT_MAX_BYTES = 4 << 20
+"""Bytes after which a slave publishes its spool file as one object (when the crawl's
+``--warc-max-bytes`` is not smaller): a few MB keep a PUT short and a slave's rows waiting
+a few seconds at most."""
+
+WARC_OBJECT_MAX_AGE = 5.0
+"""Seconds after which a spool file with records is published however small: the rows of
+its pages (and the acknowledgement of their tasks) wait that long at most."""
+
+WARC_OBJECT_CACHE_BYTES = 64 << 20
+"""Bytes of object blocks a reader keeps (an LRU), so that a page's records read one after
+the other (its body, then its text) cost one ranged GET."""
 
 BODY_STORES = ("warc", "sql")
 """Where a crawl keeps the pages' bodies (``--body-store``): WARC files beside the store, or
@@ -551,7 +568,7 @@ DEFAULT_MAX_QUERY_CHARS = 10_000
 DEFAULT_SNIPPET_CHARS = 160
 """Characters of page text around the query terms shown per hit."""
 
-# -- metrics and guards (srcrawl/telemetry.py, master/guards.py, portal/metrics.py) --
+# -- metrics and guards (srcrawl/core/telemetry.py, master/guards.py, portal/metrics.py) --
 FETCH_SECONDS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """Upper bounds (s) of the fetch time histogram the slaves publish."""
 DEFAULT_MIN_FREE_DISK = 2 * 2**30

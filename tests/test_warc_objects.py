@@ -1,0 +1,299 @@
+"""WARC files as objects of a real SeaweedFS (S3): published whole when closed, read back by
+ranges, no row before its object, spool files of a killed writer discarded, an outage
+waited out."""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import logging
+import uuid
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator as WarcioIterator
+
+from srcrawl.sql.sqlite_store import SQLiteStore
+from srcrawl.warc.objects import ObjectWarcStorage, parse_url
+from srcrawl.warc.output import WarcOutput
+from srcrawl.warc.read import WarcTexts, read_payload
+from srcrawl.warc.records import payload_digest, prepare_fetch
+from srcrawl.warc.storage import Pointer
+
+
+def _url() -> str:
+    """A bucket of its own per test, which the storage creates."""
+    return f"s3://warc-{uuid.uuid4().hex[:12]}/crawls/eu"
+
+
+def _fetch(i: int, words: int = 100):
+    body = f"<html><title>{i}</title>{'word ' * (words * (i + 1))}</html>".encode()
+    return prepare_fetch(
+        f"http://127.0.0.1:1/p{i}",
+        status=200,
+        headers={"content-type": "text/html"},
+        body=body,
+        ip="127.0.0.1",
+        fetched_at=1.7e9 + i,
+        request=b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+        text=f"text {i}",
+    ), body
+
+
+def _whole(storage: ObjectWarcStorage, name: str) -> bytes:
+    return storage.read(name, 0, storage._size(name))
+
+
+def _warcio(data: bytes) -> list[tuple[str, str, bytes]]:
+    return [
+        (r.rec_type, r.rec_headers.get_header("WARC-Target-URI"), r.content_stream().read())
+        for r in WarcioIterator(io.BytesIO(data), check_digests="raise")
+    ]
+
+
+def test_parse_url() -> None:
+    assert parse_url("s3://bkt/a/b/") == ("bkt", "a/b")
+    assert parse_url("s3://bkt") == ("bkt", "")
+
+
+def test_a_closed_file_is_one_object_read_back_by_ranges_and_warcio(s3, tmp_path: Path) -> None:
+    url = _url()
+    storage = ObjectWarcStorage(url, tmp_path / "spool")
+    out = WarcOutput(storage, "job", max_bytes=10**9, max_age=3600)
+    made = [_fetch(i) for i in range(6)]
+    placed = out.append([f.records() for f, _b in made], durable=False)
+    out.sync()
+    name = placed[0][1].file
+    assert name.startswith("job/job-") and all(w[1].file == name for w in placed)
+    # appended, not published: not in the store, and publish_due says so
+    assert out.publish_due() is False
+    assert storage.names("job") == [] and storage.path(name).exists()
+    assert out.publish_due(final=True) is True
+    assert storage.names("job") == [name] and not storage.path(name).exists()
+    # a reader elsewhere (its own cache): each body by one ranged read, its text next to it
+    reader = ObjectWarcStorage(url, tmp_path / "other-spool")
+    texts = WarcTexts(reader)
+    for i, ((_fetch_i, body), where) in enumerate(zip(made, placed, strict=True)):
+        assert read_payload(reader, where[1]) == body
+        assert texts.read(where[2].file, where[2].offset, where[2].length) == f"text {i}"
+    gets = reader.gets
+    assert read_payload(reader, placed[3][1]) == made[3][1] and reader.gets == gets  # cached
+    records = _warcio(_whole(reader, name))
+    assert [t for t, _u, _p in records].count("response") == 6
+    assert {u: p for t, u, p in records if t == "response"}["http://127.0.0.1:1/p2"] == made[2][1]
+    out.close()
+
+
+def test_files_are_published_by_size_and_by_age_never_rewritten(s3, tmp_path: Path) -> None:
+    storage = ObjectWarcStorage(_url(), tmp_path / "spool")
+    out = WarcOutput(storage, "job", max_bytes=500, max_age=3600)
+    made = [_fetch(i) for i in range(5)]
+    placed = out.append([f.records() for f, _b in made])
+    files = sorted({w[1].file for w in placed})
+    assert len(files) >= 3  # rotated by size: every file but the open one is published
+    assert storage.names("job") == files[:-1]
+    out.max_age = 0.0  # the open one is old enough now
+    assert out.publish_due() is True and storage.names("job") == files
+    assert out.published == len(files)
+    # a name is never written twice: a second PUT of a different object is refused
+    fh = storage.create(files[0])
+    fh.write(b"other bytes")
+    with pytest.raises(Exception, match="exists"):
+        storage.publish(files[0], fh)
+    assert read_payload(storage, placed[0][1]) == made[0][1]
+
+
+def test_spool_files_of_a_dead_writer_are_discarded_a_live_ones_kept(s3, tmp_path) -> None:
+    spool = tmp_path / "spool"
+    (spool / "job").mkdir(parents=True)
+    dead = spool / "job" / "job-1-host-1-00001.warc.gz"
+    dead.write_bytes(b"records no row points at")
+    live = spool / "job" / "job-1-host-2-00001.warc.gz"
+    with open(live, "wb") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        out = WarcOutput(ObjectWarcStorage(_url(), spool), "job", max_bytes=10**6)
+        assert not dead.exists() and live.exists()
+    out.close()
+
+
+def _page_and_fetch(fp: int):
+    from srcrawl.sql.pages import Page
+
+    fetch, body = _fetch(fp)
+    page = Page(fp=fp, url=fetch_url(fp), host="127.0.0.1", status=200, text=f"text {fp}")
+    page.payload_digest = fetch.digest
+    return page, fetch, body
+
+
+def fetch_url(fp: int) -> str:
+    return f"http://127.0.0.1:1/p{fp}"
+
+
+def test_rows_wait_for_their_object(s3, tmp_path: Path) -> None:
+    from srcrawl.slave.page_writer import PageWriter
+
+    store = SQLiteStore(str(tmp_path / "s.db"))
+    store.init_schema()
+    storage = ObjectWarcStorage(_url(), tmp_path / "spool")
+    writer = PageWriter(store, WarcOutput(storage, "job", max_bytes=10**9, max_age=3600))
+    page, fetch, body = _page_and_fetch(1)
+    writer.add([page], [(1, 2, "a")], [(page, fetch)])
+    assert writer.flush() == 0 and writer.holding  # in the spool file only: no row
+    assert store.get_pages([1]) == [] and writer.release() is True
+    page2, fetch2, body2 = _page_and_fetch(2)
+    writer.add([page2], [], [(page2, fetch2)])
+    assert writer.flush() == 0 and store.get_pages([1, 2]) == []
+    assert writer.release(final=True) is False  # published: both rows written
+    rows = {p.fp: p for p in store.get_pages([1, 2])}
+    assert set(rows) == {1, 2} and rows[1].warc_file == rows[2].warc_file
+    assert rows[1].warc_file in storage.names("job")
+    store.warc_texts = WarcTexts(storage)
+    for fp, want in ((1, body), (2, body2)):
+        row = rows[fp]
+        got = read_payload(storage, Pointer(row.warc_file, row.warc_offset, row.warc_length))
+        assert got == want and payload_digest(got) == row.payload_digest
+        assert store.page_text(row) == f"text {fp}"
+    writer.close()
+    store.close()
+
+
+@pytest.mark.slow
+def test_an_outage_of_the_store_is_waited_out_and_said_once(tmp_path, monkeypatch, caplog):
+    from srcrawl.lab.seaweedfs import SeaweedFS
+    from srcrawl.slave.page_writer import PageWriter
+
+    server = SeaweedFS(tmp_path / "weed").start()
+    try:
+        for k, v in server.env().items():
+            monkeypatch.setenv(k, v)
+        store = SQLiteStore(str(tmp_path / "s.db"))
+        store.init_schema()
+        storage = ObjectWarcStorage(_url(), tmp_path / "spool")
+        writer = PageWriter(store, WarcOutput(storage, "job", max_bytes=10**9, max_age=3600))
+        page, fetch, body = _page_and_fetch(1)
+        writer.add([page], [], [(page, fetch)])
+        writer.flush()
+        server.stop()
+        caplog.set_level(logging.WARNING, logger="srcrawl.warc")
+        for _ in range(3):  # the store is gone: the row waits, said once
+            assert writer.release(final=True) is True
+        assert store.get_pages([1]) == []
+        assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1
+        assert "unreachable" in caplog.records[0].message
+        server.start()
+        assert writer.release(final=True) is False
+        [row] = store.get_pages([1])
+        assert "back after" in caplog.records[-1].message
+        pointer = Pointer(row.warc_file, row.warc_offset, row.warc_length)
+        assert read_payload(storage, pointer) == body
+        writer.close()
+        store.close()
+    finally:
+        server.stop()
+
+
+FAST = ["--delay", "0", "--delay-factor", "0", "--max-delay", "0", "--fetch-timeout", "2"]
+
+
+def _s3_env(redis_url: str, job: str, tmp_path: Path, server) -> tuple[dict[str, str], str]:
+    from .conftest import cli_env
+
+    url = _url()
+    env = {**cli_env(redis_url, job, tmp_path), **server.env(), "SRCRAWL_WARC_DIR": url}
+    env["SRCRAWL_WARC_PUBLISH_AGE"] = "1"  # a test crawl's depths wait 1 s, not 5
+    return env, url
+
+
+def _spooled(env: dict[str, str]) -> list[Path]:
+    return sorted(Path(env["SRCRAWL_HOME"]).glob("warc-spool/*/*.warc.gz"))
+
+
+@pytest.mark.slow
+def test_a_crawl_keeps_every_body_and_text_in_objects(s3, redis_url, keys, tmp_path) -> None:
+    from srcrawl.settings.config import Config
+    from srcrawl.testweb import TestWeb
+
+    from .conftest import run_cli
+
+    with TestWeb.generate(hosts=2, pages=30, seed=3) as web:
+        env, url = _s3_env(redis_url, keys.job, tmp_path, s3)
+        r = run_cli(["crawl", *web.seed_urls[1:], "--depth", "6", "--slaves", "1", *FAST], env)
+        assert r.returncode == 0, r.stderr[-3000:]
+    cfg = Config.load(env=env)
+    assert cfg.warc_url == url
+    store = cfg.store()
+    pages = [p for p in store.iter_pages(with_body=True) if p.status == 200]
+    assert len(pages) >= 20 and all(p.body is None and p.warc_file for p in pages)
+    storage = ObjectWarcStorage(url, tmp_path / "reader-spool")
+    names = storage.names(keys.job)
+    assert names and {p.warc_file for p in pages} <= set(names)
+    for p in pages:  # every body and text read back from the store
+        body = read_payload(storage, Pointer(p.warc_file, p.warc_offset, p.warc_length))
+        assert payload_digest(body) == p.payload_digest
+        assert p.text == "" and p.text_length and p.title.split()[0] in store.page_text(p)
+    responses = [r for name in names for r in _warcio(_whole(storage, name)) if r[0] == "response"]
+    assert {u for _t, u, _p in responses} >= {p.url for p in pages}
+    assert _spooled(env) == []  # every spool file published and removed
+    listed = run_cli(["export", "warc"], env)
+    assert listed.stdout.split() == [f"{url}/{n}" for n in names], listed.stderr
+    cfg.close()
+
+
+@pytest.mark.slow
+def test_a_slave_killed_before_publishing_loses_nothing(s3, redis_url, keys, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from srcrawl.master.crawl_run import start_crawl
+    from srcrawl.queues.crawl_strategy import CrawlStrategy
+    from srcrawl.settings.config import Config
+    from srcrawl.testweb import TestWeb
+
+    with TestWeb.generate(hosts=3, pages=15, seed=9, latency_ms=100) as tw:
+        env, url = _s3_env(redis_url, keys.job, tmp_path, s3)
+        cfg = Config.load(env=env)
+        start_crawl(
+            cfg,
+            tw.seed_urls[1:],
+            CrawlStrategy(
+                max_depth=3, delay=0, delay_factor=0, max_delay=0, fetch_timeout=2, robots_defer=0.3
+            ),
+        )
+        cmd = [sys.executable, "-m", "srcrawl.app.cli"]
+        master = subprocess.Popen([*cmd, "master", "start"], env=env)
+        # a spool file is published only after an hour: the kill finds rows held
+        victim_env = {**env, "SRCRAWL_WARC_PUBLISH_AGE": "3600"}
+        victim = subprocess.Popen(
+            [*cmd, "slave", "start", "--phases", "crawl", "--threads", "4", "--heartbeat-ttl", "1"],
+            env=victim_env,
+        )
+        try:
+            client = cfg.redis()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if int(client.hget(cfg.keys.stats("crawl"), "pages") or 0) >= 8:
+                    break
+                time.sleep(0.02)
+            assert _spooled(env)  # records spooled, not published
+            victim.send_signal(signal.SIGKILL)
+            victim.wait()
+            acked = {p.fp for p in cfg.store().iter_pages()}
+            assert acked == set()  # no row before its object
+            rescuer = subprocess.Popen([*cmd, "slave", "start", "--phases", "crawl"], env=env)
+            assert master.wait(timeout=180) == 0
+            rescuer.send_signal(signal.SIGTERM)
+            rescuer.wait(timeout=30)
+        finally:
+            for p in (master, victim):
+                if p.poll() is None:
+                    p.kill()
+        assert _spooled(env) == []  # the victim's spool discarded, the rescuer's published
+        storage = ObjectWarcStorage(url, tmp_path / "reader-spool")
+        pages = [p for p in cfg.store().iter_pages() if p.status == 200]
+        assert len(pages) >= 30  # every page fetched again by the rescuer
+        for p in pages:
+            body = read_payload(storage, Pointer(p.warc_file, p.warc_offset, p.warc_length))
+            assert payload_digest(body) == p.payload_digest
+        cfg.close()
