@@ -13,10 +13,15 @@ import json
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 
+from srcrawl.master.frontier.batch import Batch, Requeue
 from srcrawl.master.frontier.host_queues import Frontier
+from srcrawl.master.frontier.politeness import Politeness
+from srcrawl.queues.crawl_protocol import FetchTask
+from srcrawl.queues.crawl_strategy import CrawlStrategy
 from srcrawl.queues.lease import MasterLease
 from srcrawl.testweb import TestWeb
 from srcrawl.testweb.slow_host import slow_host
@@ -95,3 +100,22 @@ def test_a_task_backing_off_past_lag_after_is_lagging_work(frontier, keys):
     r.zrem(keys.crawl_backoff, '{"q":"b","n":2}')
     state = frontier.level_state(keys.nrq("crawl"), lag_after=1.0)
     assert state.level_done and state.lagging == 1  # the level may go on, the crawl may not end
+
+
+def test_a_slow_outcome_keeps_its_queue_lagging_a_fast_one_unmarks_it(frontier, keys):
+    r = frontier.client
+    policy = Politeness(SimpleNamespace(strategy=CrawlStrategy(lag_after=1.0)))
+    assert (policy.answer_lag(1_500), policy.answer_lag(200)) == (2, 0)
+    frontier.commit(Batch(lag={"h": policy.answer_lag(1_500)}), b"")
+    assert frontier.lagging() == {"h"} and r.smembers(keys.crawl_slow) == {b"h"}
+    assert r.hget(keys.crawl_state, "record") == b"1"  # switched on with the mark
+    frontier.commit(Batch(lag={"h": policy.answer_lag(200)}), b"")
+    assert frontier.lagging() == set() and r.scard(keys.crawl_slow) == 0
+
+
+@pytest.mark.parametrize(("wait_ms", "record"), [(5_000, b"1"), (300, None)])
+def test_a_long_back_off_switches_the_depth_record_on(frontier, keys, wait_ms, record):
+    now = int(time.time() * 1000)
+    task = FetchTask("http://h/1", 1, 1, "h", failed=1)
+    frontier.commit(Batch(backoff=[Requeue(task, now + wait_ms, slot=now)], lag_after=1000), b"")
+    assert frontier.client.hget(keys.crawl_state, "record") == record
