@@ -7,9 +7,10 @@ then once beside each kind of slow host (srcrawl/testweb/slow_host.py: a body dr
 byte a second, header lines forever, a chunked body that never ends, 500 MB promised, a
 robots.txt that never answers), each answer held open up to ``hold`` seconds. The good
 site's time is that of its own access log: from its first request to its last response.
-The figure is that time beside a slow host over the time alone (1.0: the slow host cost
-nothing); the whole crawl's time is given too (it ends only when the slow host's pages
-reached their deadlines).
+The figure is that time beside a slow host over the time alone just before it (the
+good site is crawled alone again before each kind, so that a machine whose load changes
+compares like with like; 1.0: the slow host cost nothing); the whole crawl's time is
+given too (it ends only when the slow host's pages reached their deadlines).
 """
 
 from __future__ import annotations
@@ -50,6 +51,18 @@ class Run:
     crawl_s: float
     good_requests: int
     exit_code: int
+
+
+@dataclass
+class Pair:
+    """The good site alone, then beside one kind of slow host."""
+
+    alone: Run
+    beside: Run
+
+    @property
+    def ratio(self) -> float:
+        return self.beside.good_s / self.alone.good_s if self.alone.good_s > 0 else float("inf")
 
 
 class _LoggedHandler(SimpleHTTPRequestHandler):
@@ -153,6 +166,34 @@ def _crawl(jcfg: Config, seeds: list[str], slaves: int, say: Progress) -> tuple[
     return time.monotonic() - t0, proc.returncode
 
 
+def _run(
+    cfg: Config,
+    kind: str,
+    seeds: list[str],
+    spans: Callable[[], list[Span]],
+    hold: float,
+    slaves: int,
+    say: Progress,
+) -> Run:
+    """One crawl of the good site, alone or beside a slow host of ``kind``."""
+    jcfg = _job(cfg, kind)
+    seen = len(spans())
+    try:
+        if kind == "alone":
+            crawl_s, code = _crawl(jcfg, seeds, slaves, say)
+        else:
+            with slow_host(kind, hold=hold) as slow:
+                crawl_s, code = _crawl(jcfg, [*seeds, slow.url], slaves, say)
+    finally:
+        _drop_job_keys(jcfg)
+    mine = spans()[seen:]
+    if not mine:
+        raise BenchmarkError(f"{kind}: the good site had no request")
+    good_s = max(e for _, e in mine) - min(s for s, _ in mine)
+    say(f"{kind}: good site {good_s:.2f} s ({len(mine)} requests), crawl {crawl_s:.1f} s")
+    return Run(kind, good_s, crawl_s, len(mine), code)
+
+
 def run_isolation(
     cfg: Config,
     *,
@@ -161,59 +202,50 @@ def run_isolation(
     hold: float = 120.0,
     slaves: int = 2,
     say: Progress = lambda s: None,
-) -> list[Run]:
-    """The good site alone, then beside a slow host of each of ``kinds``."""
-    runs: list[Run] = []
+) -> list[Pair]:
+    """The good site alone then beside a slow host, for each of ``kinds``."""
+    pairs: list[Pair] = []
     with good_site(cfg, synthetic, say) as (seeds, spans):
-        for kind in ("alone", *kinds):
-            jcfg = _job(cfg, kind)
-            seen = len(spans())
-            try:
-                if kind == "alone":
-                    crawl_s, code = _crawl(jcfg, seeds, slaves, say)
-                else:
-                    with slow_host(kind, hold=hold) as slow:
-                        crawl_s, code = _crawl(jcfg, [*seeds, slow.url], slaves, say)
-            finally:
-                _drop_job_keys(jcfg)
-            mine = spans()[seen:]
-            if not mine:
-                raise BenchmarkError(f"{kind}: the good site had no request")
-            good_s = max(e for _, e in mine) - min(s for s, _ in mine)
-            runs.append(Run(kind, good_s, crawl_s, len(mine), code))
-            say(f"{kind}: good site {good_s:.2f} s ({len(mine)} requests), crawl {crawl_s:.1f} s")
-    return runs
+        for kind in kinds:
+            alone = _run(cfg, "alone", seeds, spans, hold, slaves, say)
+            pairs.append(Pair(alone, _run(cfg, kind, seeds, spans, hold, slaves, say)))
+    return pairs
 
 
-def render(runs: list[Run]) -> str:
-    alone = runs[0].good_s
+def render(pairs: list[Pair]) -> str:
     lines = [
-        f"{'beside':<10} {'good site s':>11} {'× alone':>8} {'requests':>9} "
+        f"{'beside':<10} {'alone s':>8} {'beside s':>9} {'× alone':>8} {'requests':>13} "
         f"{'crawl s':>8} {'exit':>5}"
     ]
-    for r in runs:
-        ratio = r.good_s / alone if alone > 0 else float("nan")
-        mark = "" if r.kind == "alone" or ratio <= GOAL else f"  over {GOAL}×"
+    for p in pairs:
+        a, b = p.alone, p.beside
+        mark = "" if p.ratio <= GOAL else f"  over {GOAL}×"
         lines.append(
-            f"{r.kind:<10} {r.good_s:>11.2f} {ratio:>8.2f} {r.good_requests:>9} "
-            f"{r.crawl_s:>8.1f} {r.exit_code:>5}{mark}"
+            f"{b.kind:<10} {a.good_s:>8.2f} {b.good_s:>9.2f} {p.ratio:>8.2f} "
+            f"{f'{a.good_requests} / {b.good_requests}':>13} {b.crawl_s:>8.1f} "
+            f"{b.exit_code:>5}{mark}"
         )
     return "\n".join(lines)
 
 
-def as_json(runs: list[Run]) -> dict[str, Any]:
-    alone = runs[0].good_s
+def as_json(pairs: list[Pair]) -> dict[str, Any]:
+    def run(r: Run) -> dict[str, Any]:
+        return {
+            "good_site_s": round(r.good_s, 3),
+            "good_requests": r.good_requests,
+            "crawl_s": round(r.crawl_s, 2),
+            "exit_code": r.exit_code,
+        }
+
     return {
         "goal": GOAL,
-        "runs": [
+        "pairs": [
             {
-                "beside": r.kind,
-                "good_site_s": round(r.good_s, 3),
-                "ratio": round(r.good_s / alone, 3) if alone > 0 else None,
-                "good_requests": r.good_requests,
-                "crawl_s": round(r.crawl_s, 2),
-                "exit_code": r.exit_code,
+                "beside": p.beside.kind,
+                "alone": run(p.alone),
+                "with": run(p.beside),
+                "ratio": round(p.ratio, 3),
             }
-            for r in runs
+            for p in pairs
         ],
     }
