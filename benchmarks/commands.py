@@ -199,15 +199,28 @@ def bench_failover(
 )
 @click.option("--slaves", type=click.IntRange(1), default=2, show_default=True)
 @click.option(
+    "--rounds",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Crawls alone then beside, for each kind: the figures are their medians.",
+)
+@click.option(
     "--json",
     "json_path",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Also write the figures as JSON.",
+    help="Also write every crawl's figures as JSON.",
 )
 @click.pass_context
 def bench_isolation(
-    ctx: click.Context, synthetic: bool, kinds: str, hold: float, slaves: int, json_path: str | None
+    ctx: click.Context,
+    synthetic: bool,
+    kinds: str,
+    hold: float,
+    slaves: int,
+    rounds: int,
+    json_path: str | None,
 ) -> None:
     """A good site crawled alone then beside a slow host, for each kind: its times, and ratio."""
     from srcrawl.benchmarks.isolation import GOAL, as_json, render, run_isolation
@@ -220,7 +233,13 @@ def bench_isolation(
     line = ProgressLine()
     try:
         runs = run_isolation(
-            _config(ctx), kinds=chosen, synthetic=synthetic, hold=hold, slaves=slaves, say=line.say
+            _config(ctx),
+            kinds=chosen,
+            synthetic=synthetic,
+            hold=hold,
+            slaves=slaves,
+            rounds=rounds,
+            say=line.say,
         )
     finally:
         line.done()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -55,14 +56,24 @@ class Run:
 
 @dataclass
 class Pair:
-    """The good site alone, then beside one kind of slow host."""
+    """The good site alone, then beside one kind of slow host, ``rounds`` times."""
 
-    alone: Run
-    beside: Run
+    kind: str
+    alone: list[Run]
+    beside: list[Run]
+
+    @property
+    def alone_s(self) -> float:
+        return statistics.median(r.good_s for r in self.alone)
+
+    @property
+    def beside_s(self) -> float:
+        return statistics.median(r.good_s for r in self.beside)
 
     @property
     def ratio(self) -> float:
-        return self.beside.good_s / self.alone.good_s if self.alone.good_s > 0 else float("inf")
+        """The medians' ratio: a shared machine's load changes from one crawl to the next."""
+        return self.beside_s / self.alone_s if self.alone_s > 0 else float("inf")
 
 
 class _LoggedHandler(SimpleHTTPRequestHandler):
@@ -201,29 +212,36 @@ def run_isolation(
     synthetic: bool = False,
     hold: float = 120.0,
     slaves: int = 2,
+    rounds: int = 1,
     say: Progress = lambda s: None,
 ) -> list[Pair]:
-    """The good site alone then beside a slow host, for each of ``kinds``."""
+    """The good site alone then beside a slow host, ``rounds`` times for each of ``kinds``."""
     pairs: list[Pair] = []
     with good_site(cfg, synthetic, say) as (seeds, spans):
         for kind in kinds:
-            alone = _run(cfg, "alone", seeds, spans, hold, slaves, say)
-            pairs.append(Pair(alone, _run(cfg, kind, seeds, spans, hold, slaves, say)))
+            pair = Pair(kind, [], [])
+            for _ in range(rounds):
+                pair.alone.append(_run(cfg, "alone", seeds, spans, hold, slaves, say))
+                pair.beside.append(_run(cfg, kind, seeds, spans, hold, slaves, say))
+            pairs.append(pair)
     return pairs
 
 
 def render(pairs: list[Pair]) -> str:
+    """One line a kind: the medians of the good site's time alone and beside, their
+    ratio, the good site's requests, the whole crawl's time beside (median) and its exits."""
     lines = [
-        f"{'beside':<10} {'alone s':>8} {'beside s':>9} {'× alone':>8} {'requests':>13} "
-        f"{'crawl s':>8} {'exit':>5}"
+        f"{'beside':<10} {'rounds':>6} {'alone s':>8} {'beside s':>9} {'× alone':>8} "
+        f"{'requests':>13} {'crawl s':>8} {'exit':>5}"
     ]
     for p in pairs:
-        a, b = p.alone, p.beside
         mark = "" if p.ratio <= GOAL else f"  over {GOAL}×"
+        requests = f"{p.alone[0].good_requests} / {p.beside[0].good_requests}"
+        crawl = statistics.median(r.crawl_s for r in p.beside)
+        exits = ",".join(sorted({str(r.exit_code) for r in p.beside}))
         lines.append(
-            f"{b.kind:<10} {a.good_s:>8.2f} {b.good_s:>9.2f} {p.ratio:>8.2f} "
-            f"{f'{a.good_requests} / {b.good_requests}':>13} {b.crawl_s:>8.1f} "
-            f"{b.exit_code:>5}{mark}"
+            f"{p.kind:<10} {len(p.beside):>6} {p.alone_s:>8.2f} {p.beside_s:>9.2f} "
+            f"{p.ratio:>8.2f} {requests:>13} {crawl:>8.1f} {exits:>5}{mark}"
         )
     return "\n".join(lines)
 
@@ -239,12 +257,12 @@ def as_json(pairs: list[Pair]) -> dict[str, Any]:
 
     return {
         "goal": GOAL,
-        "pairs": [
+        "kinds": [
             {
-                "beside": p.beside.kind,
-                "alone": run(p.alone),
-                "with": run(p.beside),
-                "ratio": round(p.ratio, 3),
+                "beside": p.kind,
+                "alone": [run(r) for r in p.alone],
+                "with": [run(r) for r in p.beside],
+                "ratio_of_medians": round(p.ratio, 3),
             }
             for p in pairs
         ],
