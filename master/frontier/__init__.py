@@ -66,9 +66,9 @@ deferral comes back; a slow one (in ``lagging`` and ``slow``) in the level
 script, which sees how long each task has been out (``flying``: when each
 went), and in the same script switches the depth record on. An outcome that
 took ``--lag-after`` or longer (an answer or a timeout) keeps the queue lagging,
-so a host slow every time holds no level but its first; the queue's next other
-outcome unmarks it (a fast answer, a refusal), and the barrier counts only the
-other queues. Nor does a level wait for a URL backing off ``--lag-after`` or
+so a host slow every time holds the levels for one ``--lag-after`` at most; the
+queue's next other outcome unmarks it (a fast answer, a refusal), and the barrier
+counts only the other queues. Nor does a level wait for a URL backing off ``--lag-after`` or
 longer (a timeout tried again after its back-off): the commit that puts it in
 ``backoff`` switches the depth record on, and the level counts it as lagging
 work, so the record is kept and the crawl does not end until it is fetched.
