@@ -209,7 +209,7 @@ class CrawlMaster:
             if msgs or handed_out:
                 next_ready = now_ms()
                 continue
-            state = self.frontier.level_state(self.queues.nrq.key)
+            state = self.frontier.level_state(self.queues.nrq.key, self.strategy.lag_after)
             if (
                 state.level_done
                 and not self.queues.nrq.pending(MASTER_ID)
@@ -262,7 +262,7 @@ class CrawlMaster:
         """This partition is done with the level: see whether every partition is, and move
         the whole crawl on (LevelBarrier). COMPLETE once the crawl is; ADVANCED when this
         partition released its next level; else WAITING."""
-        if self.levels.barrier.step(keep_running) == COMPLETE:
+        if self.levels.barrier.step(keep_running, self.strategy.lag_after) == COMPLETE:
             self._finish()
             return COMPLETE
         return ADVANCED if self.levels.catch_up() else WAITING
@@ -325,6 +325,7 @@ class CrawlMaster:
         """Turn a batch of nrq messages into one atomic frontier commit."""
         value = int(DEFAULT_REVISIT_FETCH_VALUE * self.strategy.revisit * 1000)
         w = self.levels.start_batch(len(msgs), max(1, value))
+        w.batch.lag_after = int(self.strategy.lag_after * 1000)
         self.outcomes.read(msgs, w)
         # before the commit, not fenced and replay-safe (see the module doc)
         self.recrawl.record(w)

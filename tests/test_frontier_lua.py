@@ -41,7 +41,7 @@ def test_the_frontier_names_every_key_its_scripts_take() -> None:
 
 def test_arguments_are_taken_by_name() -> None:
     assert lua.TAKE.args_of({"count": 5}) == [5]
-    assert lua.COMMIT.argv[-1] == "recording"
+    assert lua.COMMIT.argv[-1] == "lag_after"
     with pytest.raises(TypeError):
         lua.TAKE.args_of({"count": 5, "how_many": 6})
     with pytest.raises(TypeError):

@@ -45,7 +45,8 @@ A failure of the host (no connection; 429, or 503 with Retry-After) holds its
 queue for the back-off; a failure of one URL (a 500, a timeout, a cut-off
 body) holds only the URL: its task waits in ``backoff`` (a sorted set) and
 goes back to the head of its queue when its time comes, while the queue goes
-on at its politeness turn. Tasks backing off count as ready work for the level.
+on at its politeness turn. Tasks backing off count as ready work for the level,
+unless due ``--lag-after`` or more from now: those are lagging work (below).
 
 Depth levels are released one at a time: links found at depth d+1 wait in
 ``nextlevel`` until nothing of depth d is queued or in flight. That is what
@@ -57,9 +58,21 @@ at a time, so of the queues that are due the longest go to ``srq`` first
 
 A level does not wait for a *lagging* queue: one whose head task waits on a
 robots.txt deferral of ``--lag-after`` or longer (the host answered 5xx or not
-at all, for minutes perhaps). The master marks it in ``lagging`` when the
-deferral comes back and unmarks it with the queue's next other outcome; the
-barrier counts only the other queues. What a lagging queue holds is fetched
+at all, for minutes perhaps), or whose host is *slow*: its task has been in
+flight for ``--lag-after`` or longer (a body dripped a byte a second, headers
+that never end, a robots.txt that never answers: up to the fetch's deadline,
+times its tries). The master marks a deferred queue in ``lagging`` when the
+deferral comes back; a slow one (in ``lagging`` and ``slow``) in the level
+script, which sees how long each task has been out (``flying``: when each
+went), and in the same script switches the depth record on. An outcome that
+took ``--lag-after`` or longer (an answer or a timeout) keeps the queue lagging,
+so a host slow every time holds the levels for one ``--lag-after`` at most; the
+queue's next other outcome unmarks it (a fast answer, a refusal), and the barrier
+counts only the other queues. Nor does a level wait for a URL backing off ``--lag-after`` or
+longer (a timeout tried again after its back-off): the commit that puts it in
+``backoff`` switches the depth record on, and the level counts it as lagging
+work, so the record is kept and the crawl does not end until it is fetched.
+What a lagging queue (or such a URL) holds is fetched
 later, behind the level, and its pages — and the pages its host's sitemaps
 name, seeds at depth 0 read only once its robots.txt answers — may give a
 shorter path to a URL already scheduled deeper. The depths stay exact by
@@ -72,10 +85,11 @@ construction:
   most that deep and every link still to come at least one deeper, so no
   path can be shortened and the record is dropped (``strict`` in the crawl
   state: the level so reached). Recording starts at the crawl's start (level
-  0: the seeds' robots.txt is not read yet) and again in the very commit
-  that marks a queue lagging (``record`` in the partition's state): the
-  decision is taken inside the commit script, atomic with the deferral, so
-  no URL scheduled around that moment escapes it. A URL scheduled before it
+  0: the seeds' robots.txt is not read yet) and again in the very script
+  that marks a queue lagging or backs a URL off that long (``record`` in the
+  partition's state): the decision is taken inside the commit or level
+  script, atomic with the deferral, the back-off or the slow fetch, so no
+  URL scheduled around that moment escapes it. A URL scheduled before it
   is at most one level deeper than the level, and a lagging page is at least
   at the level: no shorter path to it can come.
 - A link found behind the level (its depth ≤ the current level) that is a
@@ -104,9 +118,10 @@ advance the record is dropped (no URL scheduled so far can be shortened by a
 tail link) and recording goes on (``strict`` is not set), so it holds about
 two levels' URLs at most; an advance with nothing in flight is strict as before.
 
-The crawl completes when no level is left and no lagging queue has work. A
-one-shot ``srcrawl crawl`` also ends when the lagging queues, none in flight
-and none due within DEFAULT_DEFERRED_END_WAIT, are all that is left: the
+The crawl completes when no level is left, no lagging queue has work and no
+URL backs off. A one-shot ``srcrawl crawl`` also ends when the lagging queues,
+none in flight, none due within DEFAULT_DEFERRED_END_WAIT and none slow, are
+all that is left (no URL backing off): the
 crawl state names their hosts (``deferred``) and the next master to take the
 crawl over (``--resume``) makes them due at once and forgets their hosts'
 robots.txt deferrals.

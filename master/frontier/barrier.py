@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import redis
 
+from srcrawl.core.defaults import DEFAULT_LAG_AFTER
 from srcrawl.core.keys import Keys, processing_key
 from srcrawl.master.frontier import lua
 from srcrawl.master.frontier.host_queues import script_keys
@@ -77,24 +78,28 @@ class LevelBarrier:
     def complete(self) -> bool:
         return self.client.hget(self.job_keys.crawl_state, "state") == b"complete"
 
-    def probe(self, k: Keys) -> PartitionProbe:
+    def probe(self, k: Keys, horizon: int) -> PartitionProbe:
+        """One partition's work; tasks backing off past ``horizon`` (ms) are lagging work."""
         nrq = k.nrq("crawl")
         named = script_keys(k, k.srq("crawl"), nrq, processing_key(nrq, MASTER_ID))
-        return PartitionProbe(*(int(n) for n in self._probe(keys=lua.PROBE.keys_of(named))))
+        keys, args = lua.PROBE.keys_of(named), lua.PROBE.args_of({"horizon": horizon})
+        return PartitionProbe(*(int(n) for n in self._probe(keys=keys, args=args)))
 
-    def probe_all(self) -> list[PartitionProbe]:
-        return [self.probe(k) for k in self.partitions]
+    def probe_all(self, horizon: int) -> list[PartitionProbe]:
+        return [self.probe(k, horizon) for k in self.partitions]
 
-    def step(self, keep_running: bool) -> str:
+    def step(self, keep_running: bool, lag_after: float = DEFAULT_LAG_AFTER) -> str:
         """Move the crawl to its next level, or complete it, if every partition is done
-        with the current one: ADVANCED, COMPLETE (also when it was already) or WAITING."""
+        with the current one: ADVANCED, COMPLETE (also when it was already) or WAITING.
+        A task backing off for ``lag_after`` seconds or more does not hold the level."""
         if self.complete():
             return COMPLETE
         level = self.level()
-        first = self.probe_all()
+        horizon = int(time.time() * 1000 + lag_after * 1000)  # one for both probes
+        first = self.probe_all(horizon)
         if not all(p.quiet_at(level) for p in first):
             return WAITING
-        second = self.probe_all()
+        second = self.probe_all(horizon)
         if not all(p.quiet_at(level) for p in second) or [p.commits for p in first] != [
             p.commits for p in second
         ]:

@@ -62,6 +62,10 @@ class Batch:
     stats: dict[str, int] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     lag: dict[str, int] = field(default_factory=dict)
+    """Queue → 1: lagging on a robots.txt deferral; 2: lagging, its host slow to answer;
+    0: counts for the level again (see the package doc)."""
+    lag_after: int = 1000
+    """--lag-after in ms: a URL backing off this long or longer is lagging work."""
     depths: dict[int, int] = field(default_factory=dict)
     """fp → depth of the URLs scheduled (new to the seen test), for the depth record."""
     improved: dict[int, Improvement] = field(default_factory=dict)

@@ -11,7 +11,7 @@
 --   hosts: [[host, n]], stats: [[counter, n]], acks: messages to drop from k_in_hand
 --   held: [Links message]   links not admitted (a guard holds admission), kept in k_held
 --   errors: [[host, JSON or "" to forget the host's error]]
---   lag: [[queue, 1 lagging or 0 not]]
+--   lag: [[queue, 1 lagging (robots.txt deferral), 2 lagging (host slow) or 0 not]]
 --   improved: [[fp as a string, depth, task fetched again, queue, [encodings of the deeper
 --     task], task fetched first]]   a URL found nearer: its deeper task still queued is
 --     replaced by the first-fetch task, one in flight is left, else it is fetched again
@@ -83,6 +83,7 @@ local function free_host(h, q, t)
 end
 local function release(q, t, slot)
   local was = redis.call('HDEL', k_inflight, q)
+  redis.call('ZREM', k_flying, q)
   redis.call('HSET', k_qnext, q, t)
   if redis.call('LLEN', prefix .. q) > 0 then redis.call('ZADD', k_ready, t, q) end
   if was == 1 then
@@ -101,9 +102,13 @@ for _, r in ipairs(doc.retry) do
   release(r[1], r[3], r[4])
   if r[5] == 1 then redis.call('ZADD', k_backoff_queues, r[3], r[1]) end
 end
+-- a URL backing off for --lag-after or longer is lagging work (level.lua does not wait
+-- for it): the depth record is switched on here, atomic with it, so its links are judged
+local lag_after = tonumber(a_lag_after)
 for _, b in ipairs(doc.backoff) do
   redis.call('ZADD', k_backoff, b[3], b[2])
   release(b[1], b[4])
+  if b[3] - now >= lag_after then redis.call('HSET', k_state, 'record', 1) end
 end
 local function push_now(q, task)
   redis.call('RPUSH', prefix .. q, task)
@@ -119,11 +124,13 @@ for _, e in ipairs(doc.errors) do
   else redis.call('HSET', k_host_errors, e[1], e[2]) end
 end
 for _, l in ipairs(doc.lag) do
-  if l[2] == 1 then
+  if l[2] == 0 then
+    redis.call('SREM', k_lagging, l[1])
+    redis.call('SREM', k_slow, l[1])
+  else
     redis.call('SADD', k_lagging, l[1])
     redis.call('HSET', k_state, 'record', 1)
-  else
-    redis.call('SREM', k_lagging, l[1])
+    if l[2] == 2 then redis.call('SADD', k_slow, l[1]) else redis.call('SREM', k_slow, l[1]) end
   end
 end
 if a_recording == '1' or redis.call('HGET', k_state, 'record') then

@@ -12,6 +12,7 @@ import redis
 
 from srcrawl.core.defaults import (
     DEFAULT_DEFERRED_END_WAIT,
+    DEFAULT_LAG_AFTER,
     DEFAULT_MASTER_IDLE_WAIT,
     DEFAULT_MASTER_POLL,
     REDIS_TIMER_TICK,
@@ -45,6 +46,8 @@ def script_keys(keys: Keys, srq_key: str, nrq_key: str, in_hand: str) -> dict[st
         "host_limit": k.crawl_host_limit,
         "host_next": k.crawl_host_next,
         "lagging": k.crawl_lagging,
+        "slow": k.crawl_slow,
+        "flying": k.crawl_flying,
         "depths": k.crawl_depths,
         "improved": k.crawl_improved,
         "due": k.crawl_due,
@@ -169,6 +172,7 @@ class Frontier:
             new_depths=packed_entries(batch.depths),
             improved_depths=packed_entries({fp: m.task.depth for fp, m in batch.improved.items()}),
             recording=int(batch.recording),
+            lag_after=batch.lag_after,
         )
 
     def release_due(self, limit: int) -> tuple[int, int]:
@@ -188,11 +192,18 @@ class Frontier:
         prefix = self.keys.crawl_queue_prefix
         return int(self._run(lua.ADVANCE, now=now_ms(), prefix=prefix, chunk=chunk))
 
-    def level_state(self, nrq_key: str) -> LevelState:
-        """What the current depth level still waits for, in one round trip."""
+    def level_state(self, nrq_key: str, lag_after: float = DEFAULT_LAG_AFTER) -> LevelState:
+        """What the current depth level still waits for, in one round trip; first marks
+        lagging the queues whose task has been in flight ``lag_after`` seconds or longer."""
         script = self._scripts[lua.LEVEL.name]
         keys = lua.LEVEL.keys_of({**self.named, "nrq": nrq_key})
-        args = lua.LEVEL.args_of({"prefix": self.keys.crawl_queue_prefix})
+        args = lua.LEVEL.args_of(
+            {
+                "prefix": self.keys.crawl_queue_prefix,
+                "now": now_ms(),
+                "lag_after": int(lag_after * 1000),
+            }
+        )
         return LevelState(*(int(n) for n in script(keys=keys, args=args)))
 
     def host_limits(self) -> dict[str, int]:
@@ -212,7 +223,12 @@ class Frontier:
     def deferred_hosts(self) -> list[str] | None:
         """The hosts (host:port) of the lagging queues' head tasks, sorted; None while a
         task of a lagging queue is in flight (its outcome may be the host's answer) or
-        due within DEFAULT_DEFERRED_END_WAIT (a short deferral is worth waiting out)."""
+        due within DEFAULT_DEFERRED_END_WAIT (a short deferral is worth waiting out), or
+        while a queue lags only because its host is slow or a URL backs off (their pages
+        are still to be fetched, and soon enough)."""
+        # the slow set forgets a queue with its work (level.lua); a URL's back-off is bounded
+        if self.client.scard(self.keys.crawl_slow) or self.client.zcard(self.keys.crawl_backoff):
+            return None
         lagging = sorted(self.lagging())
         pipe = self.client.pipeline(transaction=False)
         for q in lagging:

@@ -105,7 +105,7 @@ def _script(name: str, keys: str, argv: str = "", **kw: Any) -> LuaScript:
 _QUEUE = ("queue",)
 SCHEDULE = _script(
     "schedule",
-    "ready inflight srq host_inflight host_limit host_next backoff qnext backoff_queues",
+    "ready inflight srq host_inflight host_limit host_next backoff qnext backoff_queues flying",
     "now prefix limit backlog parked_prefix cooling_prefix",
     uses=_QUEUE,
 )
@@ -113,8 +113,9 @@ COMMIT = _script(
     "commit",
     "ready inflight qnext next_level seen_journal stats in_hand host_pages host_errors lagging"
     " depths improved host_inflight host_limit host_next due due_tasks sitemap_hosts state"
-    " backoff backoff_queues held",
-    "now prefix doc journal parked_prefix cooling_prefix new_depths improved_depths recording",
+    " backoff backoff_queues held slow flying",
+    "now prefix doc journal parked_prefix cooling_prefix new_depths improved_depths recording"
+    " lag_after",
     uses=(*_QUEUE, "depth_record"),
     rest=True,
 )
@@ -126,13 +127,19 @@ RELEASE_DUE = _script(
 )
 ADVANCE = _script("advance", "next_level ready inflight qnext", "now prefix chunk", uses=_QUEUE)
 LEVEL = _script(
-    "level", "ready inflight lagging next_level nrq backoff state", "prefix", uses=("levels",)
+    "level",
+    "ready inflight lagging next_level nrq backoff state slow flying stats",
+    "prefix now lag_after",
+    uses=("levels",),
 )
 TAKE = _script("take", "nrq in_hand", "count", uses=_QUEUE)
 TAKE_OVER = _script("take_over", "in_hand nrq state", "now")
 DEPTHS_OF = _script("depths_of", "depths", "fps", uses=("depth_record",))
 PROBE = _script(
-    "probe", "ready inflight lagging next_level nrq in_hand state backoff", uses=("levels",)
+    "probe",
+    "ready inflight lagging next_level nrq in_hand state backoff",
+    "horizon",
+    uses=("levels",),
 )
 MOVE = _script("move", "state", "level what lagging now")
 RECORD_LASTMOD = _script("record_lastmod", "lastmod", "limit", rest=True)

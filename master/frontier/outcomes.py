@@ -142,7 +142,8 @@ class Outcomes:
         batch, queue = w.batch, page.task.queue
         self.politeness.learn_limit(page.task, page.crawl_delay, w)
         batch.done[queue] = self.politeness.polite_at(page.fetch_ms, page.crawl_delay)
-        batch.lag[queue] = 0  # the host answered: its queue counts for the level again
+        # the host answered: its queue counts for the level again, unless it was slow to
+        batch.lag[queue] = self.politeness.answer_lag(page.fetch_ms)
         batch.count(
             "recrawled" if page.task.recrawl else "refetched" if page.task.again else "pages"
         )

@@ -86,7 +86,14 @@ class Politeness:
         else:
             batch.count("url_backoffs")
             batch.backoff.append(Requeue(task, now + wait, slot=now + polite))
-        batch.lag[task.queue] = 0
+        batch.lag[task.queue] = self.answer_lag(retry.fetch_ms)
+
+    def answer_lag(self, fetch_ms: float) -> int:
+        """The lag of a queue whose host answered (or timed out) after ``fetch_ms``: 2
+        (lagging, slow) when that took --lag-after or longer, so that the host's next slow
+        fetch does not hold the level for --lag-after again; else 0, the queue counts for
+        the level again."""
+        return 2 if fetch_ms >= self.rules.strategy.lag_after * 1000 else 0
 
     def deferred_at(self, deferred: Deferred) -> tuple[int, int]:
         """When a task whose host's robots.txt could not be had is tried again (ms), and

@@ -75,6 +75,7 @@ while n < room and i < #qs do
     local task = redis.call('LPOP', a_prefix .. q)
     if task then
       redis.call('HSET', k_inflight, q, task)
+      redis.call('ZADD', k_flying, now, q)  -- how long it is out decides if it lags (level.lua)
       redis.call('RPUSH', k_srq, task)
       if h ~= true then redis.call('HINCRBY', k_host_inflight, h, 1) end
       n = n + 1

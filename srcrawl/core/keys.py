@@ -234,6 +234,17 @@ class Keys:
         return f"{self.prefix}:crawl:lagging"
 
     @property
+    def crawl_slow(self) -> str:
+        """Set of lagging queues that lag because their host is slow to answer (a fetch out
+        for --lag-after or longer), not because of a robots.txt deferral."""
+        return f"{self.prefix}:crawl:slow"
+
+    @property
+    def crawl_flying(self) -> str:
+        """Sorted set: queue name -> when (ms) its task in flight was handed out."""
+        return f"{self.prefix}:crawl:flying"
+
+    @property
     def crawl_held(self) -> str:
         """List of Links messages not admitted while a guard held admission (low disk, Redis
         memory): they go back to nrq when it lets go (master/guards.py)."""
@@ -327,6 +338,8 @@ class Keys:
             self.stats("crawl"),
             self.crawl_host_errors,
             self.crawl_lagging,
+            self.crawl_slow,
+            self.crawl_flying,
             self.crawl_depths,
             self.crawl_improved,
             self.crawl_host_inflight,
