@@ -145,5 +145,8 @@ def test_a_shorter_path_found_while_the_deeper_fetch_is_in_flight_leaves_depths_
     assert b2["start_mono"] > x["end_mono"], (x, b2)
     summary = json.loads(r.stdout)
     assert summary["depth_improved_in_flight"] >= 1  # x
-    assert summary["depth_improved_queued"] >= 1  # z, waiting in the next level
-    assert summary["depth_refetch"] >= 1  # y, fetched at 3 before B's root said 1
+    # y, fetched at 3 before B's root said 1, is fetched again; z is replaced while it
+    # waits in the next level, or fetched again when the levels went on past the slow x
+    # (a queue whose fetch is out for --lag-after lags) and z was fetched at 6 already
+    again = summary.get("depth_improved_queued", 0) + summary.get("depth_refetch", 0)
+    assert summary.get("depth_refetch", 0) >= 1 and again >= 2, summary
