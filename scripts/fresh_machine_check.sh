@@ -34,12 +34,12 @@ cleanup() {
 trap cleanup EXIT
 engine_start
 
-# --init: a process 1 that reaps orphans, as a machine's init does (the tests kill
-# daemonized servers and wait for them to be gone). --cap-add SYS_ADMIN: root on a
-# machine may make a mount namespace (the health tests show a read-only volume to
-# root through a read-only bind mount, `unshare -m`), which Docker's default
-# capabilities refuse inside a container
-docker run -d --init --cap-add SYS_ADMIN --name "$NAME" --network host -w /src \
+# No --init: process 1 (`sleep`) reaps no orphans, as in a container run without
+# one, so a killed daemonized server stays a zombie and must not be taken for a
+# live one. --cap-add SYS_ADMIN: root on a machine may make a mount namespace (the
+# health tests show a read-only volume to root through a read-only bind mount,
+# `unshare -m`), which Docker's default capabilities refuse inside a container
+docker run -d --cap-add SYS_ADMIN --name "$NAME" --network host -w /src \
   -e SRCRAWL_TEST_MYSQL_URL="$MYSQL_URL" -e PYTEST_ADDOPTS="--junitxml=/tmp/junit.xml" \
   python:3.11-slim sleep infinity >/dev/null
 # the clone as git has it (what a user clones), without this machine's caches

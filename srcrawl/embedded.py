@@ -160,12 +160,26 @@ def ensure_running(directory: Path) -> str:
 
 
 def _server_process_alive(directory: Path) -> bool:
+    """Whether the process of the pid file still runs (it may be loading its AOF)."""
     try:
         pid = int((directory / _PID_FILE).read_text().strip())
         os.kill(pid, 0)
     except (OSError, ValueError):
         return False
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has exited and waits to be reaped. A killed server stays a zombie
+    for good where nothing reaps orphans (a container whose process 1 is not an init),
+    and signal 0 still reaches a zombie: taken for a live server, it would never be
+    started again."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False  # no /proc (not Linux), or it is gone: os.kill said enough
+    # "pid (comm) state ...": comm may hold spaces and parentheses, the state follows the last ")"
+    return stat[stat.rfind(")") + 2 : stat.rfind(")") + 3] in ("Z", "X")
 
 
 def restart(directory: Path) -> str:
