@@ -1,5 +1,5 @@
 """Command line of the benchmarks: ``srcrawl bench queue|parse|master|crawl|index|search|serve|
-pagerank|startup|freshness|soak``.
+pagerank|startup|freshness|soak|outage``.
 
 Each benchmark module is imported inside its command, so the CLI starts fast
 and a benchmark's extras (scipy, Scrapy, matplotlib) are needed only by it.
@@ -219,6 +219,58 @@ def bench_exactness(runs: int, first: int, partitions: int, json_path: str | Non
     if json_path:
         Path(json_path).write_text(json.dumps(as_json(result), indent=2) + "\n")
     if not all(r.exact for r in result):
+        raise SystemExit(1)
+
+
+@bench.command("outage")
+@click.option(
+    "--phase",
+    "phases",
+    type=click.Choice(["pagerank", "index"]),
+    multiple=True,
+    help="The command to run (repeat for both; default: both).",
+)
+@click.option(
+    "--runs",
+    default=50,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Runs of each phase, each with its embedded Redis SIGKILLed mid-run.",
+)
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Seed of the runs' webs, kill points and outages.",
+)
+@click.option(
+    "--down-max",
+    default=6.0,
+    show_default=True,
+    type=click.FloatRange(0.0),
+    help="Seconds the killed server may be kept from restarting (drawn per run).",
+)
+def bench_outage(phases: tuple[str, ...], runs: int, seed: int, down_max: float) -> None:
+    """pagerank and index with the embedded Redis killed mid-run: exit 0 and exact, or exit 1."""
+    from srcrawl.benchmarks.outage import OutageRun, render, run_outage_benchmark
+
+    done: list = []
+    line = ProgressLine()
+
+    def said(r: OutageRun) -> None:  # each run's exit code as soon as it is known
+        line.done()
+        click.echo(f"{r.phase} run {r.run}: exit {r.exit_code}, {'ok' if r.ok else 'FAILED'}")
+
+    for phase in phases or ("pagerank", "index"):
+        try:
+            done += run_outage_benchmark(
+                phase, runs, say=line.update, on_run=said, seed=seed, down_max=down_max
+            )
+        finally:
+            line.done()
+    click.echo(render(done))
+    if not all(r.ok for r in done):
         raise SystemExit(1)
 
 
