@@ -182,6 +182,48 @@ def _under_way(phase: str, out: _Lines, cfg: Config, total: int, at: int) -> boo
     return total - len(cfg.store().unindexed_pages(None, total)) >= at
 
 
+def index_result(cfg: Config, fps: list[int]) -> tuple[bool, str]:
+    """Whether the index holds every page of ``fps`` once and none is left; what it holds."""
+    got = indexed_fps(cfg)
+    doubled = len(got) - len(set(got))
+    left = len(cfg.store().unindexed_pages(None, len(fps)))
+    exact = not (doubled or left) and set(got) == set(fps)
+    return exact, f"{len(set(got))}/{len(fps)} pages, {doubled} doubled, {left} unindexed"
+
+
+def _run_and_kill(
+    phase: str, flags: list[str], env: dict[str, str], cfg: Config, kill: tuple[int, int, float]
+) -> tuple[int, int | None, str]:
+    """Run ``phase``; once ``kill`` = (total, at, down) says it is under way, SIGKILL the
+    embedded server and keep it down. (exit code, the pid killed or None, stderr)."""
+    total, at, down = kill
+    home = Path(env["SRCRAWL_HOME"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "srcrawl.cli", phase, *flags],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    out, err = _Lines(proc.stdout), _Lines(proc.stderr)
+    killed = None
+    try:
+        deadline = time.monotonic() + KILL_TIMEOUT
+        while proc.poll() is None and time.monotonic() < deadline:
+            if (home / "redis.pid").exists() and _under_way(phase, out, cfg, total, at):
+                killed = _kill_server(home, down)
+                break
+            time.sleep(0.02)
+        code = proc.wait(timeout=RUN_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    out.join()
+    return code, killed, err.join()
+
+
 def one_run(
     run: int, phase: str, directory: Path, *, seed: int = 0, down_max: float = DOWN_MAX
 ) -> OutageRun:
@@ -202,57 +244,22 @@ def one_run(
             total, at, flags = len(fps), rng.randint(2, INDEX_PAGES // 2), INDEX_FLAGS
         down = round(rng.uniform(0.0, down_max), 1)
         t0 = time.monotonic()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "srcrawl.cli", phase, *flags],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        out, err = _Lines(proc.stdout), _Lines(proc.stderr)
-        killed_pid = None
-        try:
-            deadline = time.monotonic() + KILL_TIMEOUT
-            while proc.poll() is None and time.monotonic() < deadline:
-                if (home / "redis.pid").exists() and _under_way(phase, out, cfg, total, at):
-                    killed_pid = _kill_server(home, down)
-                    break
-                time.sleep(0.02)
-            code = proc.wait(timeout=RUN_TIMEOUT)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        code, killed, stderr = _run_and_kill(phase, flags, env, cfg, (total, at, down))
         seconds = time.monotonic() - t0
-        out.join()
-        stderr = err.join()
         restarted = (
-            killed_pid is not None
+            killed is not None
             and (home / "redis.pid").exists()
-            and int((home / "redis.pid").read_text().strip()) != killed_pid
+            and int((home / "redis.pid").read_text().strip()) != killed
             and "Redis is back" in stderr
         )
         if phase == "pagerank":
             distance = ranks_distance(cfg, reference)
             exact, detail = distance <= RANK_TOL, f"L1 {distance:.1e}"
         else:
-            got = indexed_fps(cfg)
-            missing, doubled = len(set(fps) - set(got)), len(got) - len(set(got))
-            left = len(cfg.store().unindexed_pages(None, total))
-            exact = not (missing or doubled or left) and set(got) == set(fps)
-            detail = f"{len(set(got))}/{total} pages, {doubled} doubled, {left} unindexed"
+            exact, detail = index_result(cfg, fps)
+        tail = "" if code == 0 else "\n".join(stderr.splitlines()[-15:])
         return OutageRun(
-            run,
-            phase,
-            code,
-            killed_pid is not None,
-            restarted,
-            exact,
-            down,
-            detail,
-            seconds,
-            "" if code == 0 else "\n".join(stderr.splitlines()[-15:]),
+            run, phase, code, killed is not None, restarted, exact, down, detail, seconds, tail
         )
     finally:
         cfg.close()
