@@ -225,10 +225,16 @@ def _run_and_kill(
 
 
 def one_run(
-    run: int, phase: str, directory: Path, *, seed: int = 0, down_max: float = DOWN_MAX
+    run: int,
+    phase: str,
+    directory: Path,
+    *,
+    seed: int = 0,
+    down_max: float = DOWN_MAX,
+    down: float | None = None,
 ) -> OutageRun:
     """Run ``phase`` in ``directory`` (empty) with its embedded Redis killed mid-run and
-    kept down up to ``down_max`` seconds."""
+    kept down up to ``down_max`` seconds (``down``: that long, not a drawn time)."""
     if phase not in PHASES:
         raise ValueError(f"phase must be one of {', '.join(PHASES)}")
     rng = random.Random(seed * 1000 + run)
@@ -242,7 +248,8 @@ def one_run(
         else:
             fps = index_pages(cfg)
             total, at, flags = len(fps), rng.randint(2, INDEX_PAGES // 2), INDEX_FLAGS
-        down = round(rng.uniform(0.0, down_max), 1)
+        drawn = round(rng.uniform(0.0, down_max), 1)
+        down = drawn if down is None else down
         t0 = time.monotonic()
         code, killed, stderr = _run_and_kill(phase, flags, env, cfg, (total, at, down))
         seconds = time.monotonic() - t0

@@ -125,7 +125,9 @@ def finds(searcher: Searcher, word: str, url: str) -> bool:
 def test_a_phase_whose_embedded_redis_is_killed_mid_run_exits_0_and_is_exact(
     phase, tmp_path
 ) -> None:
-    run = one_run(1, phase, tmp_path)  # its second run: a kill point early in the run
+    # its second run (a kill point early in the run); down long enough to outlast a
+    # Redis client's own retries, well short of the masters' lease
+    run = one_run(1, phase, tmp_path, down=8.0)
     assert run.killed and run.restarted, run
     assert run.exit_code == 0, run.stderr_tail
     assert run.exact, run.detail  # ranks equal networkx's; every page indexed once
