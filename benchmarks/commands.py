@@ -260,7 +260,12 @@ def bench_outage(phases: tuple[str, ...], runs: int, seed: int, down_max: float)
 
     def said(r: OutageRun) -> None:  # each run's exit code as soon as it is known
         line.done()
-        click.echo(f"{r.phase} run {r.run}: exit {r.exit_code}, {'ok' if r.ok else 'FAILED'}")
+        click.echo(
+            f"{r.phase} run {r.run}: exit {r.exit_code}, {'ok' if r.ok else 'FAILED'} "
+            f"(killed {r.killed}, restarted {r.restarted}, down {r.down:.1f} s, {r.detail})"
+        )
+        if r.stderr_tail:
+            click.echo(r.stderr_tail)
 
     for phase in phases or ("pagerank", "index"):
         try:

@@ -59,7 +59,7 @@ from srcrawl.defaults import (
     DEFAULT_PAGERANK_TOL,
 )
 from srcrawl.errors import EnvelopeError, LeaseLost
-from srcrawl.keys import Keys
+from srcrawl.keys import Keys, last_pop_key
 from srcrawl.outage import master_waits_out, wait_out_outages
 from srcrawl.pagerank.errors import PageRankError, RunStateLost
 from srcrawl.pagerank.graph import Graph
@@ -318,7 +318,8 @@ class RankMaster:
     def _drop_leftovers(self, version: int | None, shards: list[Shard]) -> None:
         """Delete what this run left in Redis (after a failure, the queues still hold
         its tasks and results), unless the lease is lost: then they are its successor's."""
-        leftovers = [self.queues.srq.key, self.queues.nrq.key]
+        nrq = self.queues.nrq
+        leftovers = [self.queues.srq.key, nrq.key, last_pop_key(nrq.key, self.id)]
         if version is not None:
             last = self._iteration
             leftovers.append(self.keys.rank_graph(version))
@@ -460,21 +461,10 @@ class RankMaster:
             raise RunStateLost("Redis came back without this run's graph (kept out of its AOF)")
 
     def _pop(self, count: int, timeout: float) -> list[bytes]:
-        """Move up to ``count`` results into this master's processing list.
-
-        One pipelined LMOVE per message, in one round trip; blocks up to
-        ``timeout`` for the first when there is none.
-        """
-        nrq = self.queues.nrq
-        proc = nrq.processing_key(self.id)
-        pipe = self.client.pipeline(transaction=False)
-        for _ in range(count):
-            pipe.lmove(nrq.key, proc, "LEFT", "RIGHT")
-        got = [m for m in pipe.execute() if m is not None]
-        if got or timeout <= 0:
-            return got
-        first = self.client.blmove(nrq.key, proc, timeout, "LEFT", "RIGHT")
-        return [] if first is None else [first]
+        """Move up to ``count`` results into this master's processing list, in one round
+        trip; blocks up to ``timeout`` when there is none. A pop sent again after an
+        outage lost its reply gets what the first one moved (queues/work_queue.py)."""
+        return self.queues.nrq.pop(self.id, count, timeout=timeout)
 
     def _take(self, raw: bytes, tally: Tally, result: RankResult) -> None:
         try:

@@ -47,8 +47,9 @@ if n > 0 then
   for i = 1, n, {LUA_UNPACK_CHUNK} do
     redis.call('RPUSH', KEYS[2], unpack(items, i, math.min(i + {LUA_UNPACK_CHUNK - 1}, n)))
   end
+  -- a pop that moved nothing needs no record: sent again, it may well pop
+  redis.call('SET', KEYS[3], ARGV[2] .. ':' .. n, 'EX', {POP_RECORD_TTL})
 end
-redis.call('SET', KEYS[3], ARGV[2] .. ':' .. n, 'EX', {POP_RECORD_TTL})
 return {{items, redis.call('LLEN', KEYS[1])}}
 """
 
