@@ -2,19 +2,20 @@
 mid-run, many runs in a row.
 
 Each run is the real command in a process of its own, as a user runs it, with
-two local slaves, on a home of its own (so its own embedded Redis, AOF on) and
-a store made for it: a synthetic power-law web for ``pagerank``, pages of
-Chinese and English text for ``index``. Once the run is under way (PageRank:
-past an iteration drawn for the run; the index: past a drawn number of pages
-indexed, most still to go) the embedded redis-server is SIGKILLed, and kept
-from coming back for a time drawn for the run (up to ``down_max`` seconds:
-the lock under which the command restarts it is held meanwhile, as a slow
-restart on a loaded machine would: a few seconds outlast a Redis client's own
-retries, while ten or more would outlast the masters' leases). The command must restart it, wait the
-outage out in the master and in every slave, and finish as if nothing
-happened: exit 0, and an exact result. PageRank's ranks equal networkx's on
-the same graph (L1 ≤ 1e-6); the index holds every page exactly once and the
-store has none left to index. The figure that matters is how many runs pass.
+two local slaves, on a home of its own (so its own embedded Redis, AOF on) and a
+store made for it: a synthetic power-law web for ``pagerank``, pages of Chinese
+and English text for ``index``. Once the run is under way (PageRank: past an
+iteration drawn for the run; the index: once its slaves have taken a drawn
+number of its tasks, some still queued) the embedded redis-server is SIGKILLed,
+and kept from coming back for a time drawn for the run (up to ``down_max``
+seconds: the lock under which the command restarts it is held meanwhile, as a
+slow restart on a loaded machine would: a few seconds outlast a Redis client's
+own retries, while ten or more would outlast the masters' leases). The command
+must restart it, wait the outage out in the master and in every slave, and
+finish as if nothing happened: exit 0, and an exact result. PageRank's ranks
+equal networkx's on the same graph (L1 ≤ 1e-6); the index holds every page
+exactly once and the store has none left to index. The figure that matters is
+how many runs pass.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import redis
 
 from srcrawl import embedded
 from srcrawl.config import Config
@@ -165,23 +168,6 @@ def indexed_fps(cfg: Config) -> list[int]:
 
 
 # -- one run ---------------------------------------------------------------------
-def _kill_server(home: Path, down: float) -> int:
-    """SIGKILL the embedded server and keep it down ``down`` seconds; its pid."""
-    with embedded.locked(home):
-        pid = int((home / "redis.pid").read_text().strip())
-        os.kill(pid, signal.SIGKILL)
-        time.sleep(down)
-    return pid
-
-
-def _under_way(phase: str, out: _Lines, cfg: Config, total: int, at: int) -> bool:
-    """Whether the run is far enough to be killed: PageRank past iteration ``at``, the
-    index past ``at`` pages indexed."""
-    if phase == "pagerank":
-        return any(line.startswith(f"iteration {at:3d} ") for line in out.lines)
-    return total - len(cfg.store().unindexed_pages(None, total)) >= at
-
-
 def index_result(cfg: Config, fps: list[int]) -> tuple[bool, str]:
     """Whether the index holds every page of ``fps`` once and none is left; what it holds."""
     got = indexed_fps(cfg)
@@ -191,12 +177,49 @@ def index_result(cfg: Config, fps: list[int]) -> tuple[bool, str]:
     return exact, f"{len(set(got))}/{len(fps)} pages, {doubled} doubled, {left} unindexed"
 
 
+def _kill_server(home: Path, down: float) -> int:
+    """SIGKILL the embedded server and keep it down ``down`` seconds; its pid."""
+    with embedded.locked(home):
+        pid = int((home / "redis.pid").read_text().strip())
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(down)
+    return pid
+
+
+class _Progress:
+    """How far a run is, to kill its server mid-run: PageRank past iteration ``at``; the
+    index once its slaves have taken ``at`` tasks and some are still queued (the store's
+    marks would not do: the master merges in halving steps, and one of them may be the
+    whole pass, which leaves no work for the outage to fall on)."""
+
+    def __init__(self, phase: str, cfg: Config, at: int) -> None:
+        self.phase, self.cfg, self.at = phase, cfg, at
+        self.peak = 0
+        self._client: redis.Redis | None = None
+
+    def under_way(self, lines: list[str]) -> bool:
+        if self.phase == "pagerank":
+            return any(line.startswith(f"iteration {self.at:3d} ") for line in lines)
+        if self._client is None:
+            url = (self.cfg.home / "redis.url").read_text().strip()
+            self._client = redis.Redis.from_url(url, socket_timeout=5)
+        try:
+            queued = int(self._client.llen(self.cfg.keys.srq("index")))
+        except redis.RedisError:
+            return False
+        self.peak = max(self.peak, queued)
+        return 0 < queued <= self.peak - self.at
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
 def _run_and_kill(
-    phase: str, flags: list[str], env: dict[str, str], cfg: Config, kill: tuple[int, int, float]
+    phase: str, flags: list[str], env: dict[str, str], progress: _Progress, down: float
 ) -> tuple[int, int | None, str]:
-    """Run ``phase``; once ``kill`` = (total, at, down) says it is under way, SIGKILL the
-    embedded server and keep it down. (exit code, the pid killed or None, stderr)."""
-    total, at, down = kill
+    """Run ``phase``; once ``progress`` says it is under way, SIGKILL the embedded server
+    and keep it down ``down`` seconds. (exit code, the pid killed or None, stderr)."""
     home = Path(env["SRCRAWL_HOME"])
     proc = subprocess.Popen(
         [sys.executable, "-m", "srcrawl.cli", phase, *flags],
@@ -211,7 +234,7 @@ def _run_and_kill(
     try:
         deadline = time.monotonic() + KILL_TIMEOUT
         while proc.poll() is None and time.monotonic() < deadline:
-            if (home / "redis.pid").exists() and _under_way(phase, out, cfg, total, at):
+            if (home / "redis.url").exists() and progress.under_way(out.lines):
                 killed = _kill_server(home, down)
                 break
             time.sleep(0.02)
@@ -220,6 +243,7 @@ def _run_and_kill(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        progress.close()
     out.join()
     return code, killed, err.join()
 
@@ -244,14 +268,14 @@ def one_run(
     try:
         if phase == "pagerank":
             reference = rank_reference(cfg, seed=seed + run)
-            total, at, flags = len(reference), rng.randint(3, 900), RANK_FLAGS
+            at, flags = rng.randint(3, 900), RANK_FLAGS
         else:
             fps = index_pages(cfg)
-            total, at, flags = len(fps), rng.randint(2, INDEX_PAGES // 2), INDEX_FLAGS
+            at, flags = rng.randint(1, INDEX_PAGES // 5), INDEX_FLAGS  # tasks of 2 pages
         drawn = round(rng.uniform(0.0, down_max), 1)
         down = drawn if down is None else down
         t0 = time.monotonic()
-        code, killed, stderr = _run_and_kill(phase, flags, env, cfg, (total, at, down))
+        code, killed, stderr = _run_and_kill(phase, flags, env, _Progress(phase, cfg, at), down)
         seconds = time.monotonic() - t0
         restarted = (
             killed is not None
@@ -264,10 +288,12 @@ def one_run(
             exact, detail = distance <= RANK_TOL, f"L1 {distance:.1e}"
         else:
             exact, detail = index_result(cfg, fps)
-        tail = "" if code == 0 else "\n".join(stderr.splitlines()[-15:])
-        return OutageRun(
-            run, phase, code, killed is not None, restarted, exact, down, detail, seconds, tail
+        result = OutageRun(
+            run, phase, code, killed is not None, restarted, exact, down, detail, seconds
         )
+        if not result.ok:  # what the command said, to tell why
+            result.stderr_tail = "\n".join(stderr.splitlines()[-15:])
+        return result
     finally:
         cfg.close()
         embedded.stop(home)
