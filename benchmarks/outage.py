@@ -202,6 +202,8 @@ class _Progress:
             return any(line.startswith(f"iteration {self.at:3d} ") for line in lines)
         if self._client is None:
             url = (self.cfg.home / "redis.url").read_text().strip()
+            if not url.startswith("redis://"):
+                return False  # the command is writing it yet
             self._client = redis.Redis.from_url(url, socket_timeout=5)
         try:
             queued = int(self._client.llen(self.cfg.keys.srq("index")))
