@@ -149,21 +149,10 @@ class Collector:
         return True
 
     def _pop(self, count: int, timeout: float) -> list[bytes]:
-        """Move up to ``count`` results into this master's processing list.
-
-        One pipelined LMOVE per message, in one round trip; blocks up to
-        ``timeout`` for the first when there is none.
-        """
-        nrq = self.queues.nrq
-        proc = nrq.processing_key(self.id)
-        pipe = self.client.pipeline(transaction=False)
-        for _ in range(count):
-            pipe.lmove(nrq.key, proc, "LEFT", "RIGHT")
-        got = [m for m in pipe.execute() if m is not None]
-        if got or timeout <= 0:
-            return got
-        first = self.client.blmove(nrq.key, proc, timeout, "LEFT", "RIGHT")
-        return [] if first is None else [first]
+        """Move up to ``count`` results into this master's processing list, in one round
+        trip; blocks up to ``timeout`` when there is none. A pop sent again after an
+        outage lost its reply gets what the first one moved (queues/work_queue.py)."""
+        return self.queues.nrq.pop(self.id, count, timeout=timeout)
 
     def _take(self, raw: bytes, tally: Tally, result: RankResult) -> None:
         try:

@@ -59,7 +59,7 @@ from srcrawl.core.defaults import (
     DEFAULT_PAGERANK_TOL,
 )
 from srcrawl.core.errors import LeaseLost
-from srcrawl.core.keys import Keys
+from srcrawl.core.keys import Keys, last_pop_key
 from srcrawl.core.outage import wait_out_outages
 from srcrawl.pagerank.collect import ACK, Collector, Tally
 from srcrawl.pagerank.errors import PageRankError, RunStateLost
@@ -268,7 +268,8 @@ class RankMaster:
     def _drop_leftovers(self, version: int | None, shards: list[Shard]) -> None:
         """Delete what this run left in Redis (after a failure, the queues still hold
         its tasks and results), unless the lease is lost: then they are its successor's."""
-        leftovers = [self.queues.srq.key, self.queues.nrq.key]
+        nrq = self.queues.nrq
+        leftovers = [self.queues.srq.key, nrq.key, last_pop_key(nrq.key, self.id)]
         if version is not None:
             last = self._iteration
             leftovers.append(self.keys.rank_graph(version))

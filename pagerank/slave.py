@@ -49,6 +49,7 @@ from srcrawl.core.defaults import (
 )
 from srcrawl.core.errors import EnvelopeError
 from srcrawl.core.keys import Keys
+from srcrawl.core.outage import REDIS_DOWN
 from srcrawl.pagerank.protocol import (
     LOAD_ROUND,
     GraphHeader,
@@ -313,6 +314,8 @@ class RankHandler:
                     # the master closed the iteration: its pieces are all written
                     self.late += 1
                 return
+            except REDIS_DOWN:
+                raise  # only once stopping: until then the client waits for Redis
             except redis.RedisError:
                 if attempt + 1 == DEFAULT_PAGERANK_WRITE_TRIES:
                     raise

@@ -86,17 +86,30 @@ class TransientWriter:
     """
 
     def __init__(self, client: redis.Redis) -> None:
+        self.parent = client
         self.client = bulk_client(client)
         self.own_pool = self.client is not client
         self._set = self.client.register_script(_SET_UNLOGGED)
         self._set_guarded = self.client.register_script(_SET_GUARDED)
         self._list = self.client.register_script(_LIST_UNLOGGED)
 
+    def _follow(self) -> None:
+        """Retry as the client this writer was made from does, whenever it was given its
+        policy: a slave's handler (and so its writer) exists before the slave runtime
+        makes the process's client wait out Redis outages, and a write left with the
+        copied default policy would fail the task at the first outage."""
+        if self.own_pool:
+            policy = self.parent.get_retry()
+            if policy is not None and self.client.get_retry() is not policy:
+                self.client.set_retry(policy)
+
     def set(self, key: str, value: bytes | memoryview, ttl: int) -> None:
+        self._follow()
         self._set(keys=[key], args=[value, ttl])
 
     def set_list(self, key: str, values: Sequence[bytes | memoryview], ttl: int) -> None:
         """Make ``key`` the list of ``values`` (read back with one LRANGE)."""
+        self._follow()
         self._list(keys=[key], args=[ttl, *values])
 
     def set_while(self, key: str, value: bytes | memoryview, ttl: int, guard: str) -> bool:
@@ -105,6 +118,7 @@ class TransientWriter:
         The check and the write are one atomic step: once ``guard`` is deleted,
         no late writer can create ``key`` any more.
         """
+        self._follow()
         return bool(self._set_guarded(keys=[key, guard], args=[value, ttl]))
 
     def close(self) -> None:

@@ -10,17 +10,36 @@ trip for any number of messages.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import redis
 
 from srcrawl.core.defaults import LUA_UNPACK_CHUNK
-from srcrawl.core.keys import processing_key
+from srcrawl.core.keys import last_pop_key, processing_key
 
-# KEYS[1] queue, KEYS[2] processing list; ARGV[1] how many.
+POP_RECORD_TTL = 86_400
+"""Seconds a consumer's record of its last pop lives: longer than any outage it waits out."""
+
+# KEYS[1] queue, KEYS[2] processing list, KEYS[3] the record of the consumer's last
+# pop; ARGV[1] how many, ARGV[2] this pop's token.
 # Moves up to ARGV[1] messages from the head of the queue to the tail of the
 # processing list; returns them in queue order, and how many the queue still holds.
+# A pop sent again with the same token (Redis ran it and went away before its reply
+# arrived) moves nothing more and returns what the first one moved: the last
+# messages of the processing list, as one consumer pops a queue from one thread and
+# nothing but its pops adds to its list (acks and requeues only take out).
 _POP = f"""
+local last = redis.call('GET', KEYS[3])
+if last then
+  local sep = string.find(last, ':', 1, true)
+  if string.sub(last, 1, sep - 1) == ARGV[2] then
+    local moved = tonumber(string.sub(last, sep + 1))
+    local again = {{}}
+    if moved > 0 then again = redis.call('LRANGE', KEYS[2], -moved, -1) end
+    return {{again, redis.call('LLEN', KEYS[1])}}
+  end
+end
 local items = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
 local n = #items
 if n > 0 then
@@ -28,6 +47,8 @@ if n > 0 then
   for i = 1, n, {LUA_UNPACK_CHUNK} do
     redis.call('RPUSH', KEYS[2], unpack(items, i, math.min(i + {LUA_UNPACK_CHUNK - 1}, n)))
   end
+  -- a pop that moved nothing needs no record: sent again, it may well pop
+  redis.call('SET', KEYS[3], ARGV[2] .. ':' .. n, 'EX', {POP_RECORD_TTL})
 end
 return {{items, redis.call('LLEN', KEYS[1])}}
 """
@@ -141,22 +162,26 @@ class WorkQueue:
     def pop(self, consumer: str, count: int, timeout: float = 0.0) -> list[bytes]:
         """Take up to ``count`` messages into ``consumer``'s processing list.
 
-        With ``timeout`` > 0, blocks (BLMOVE) up to that many seconds for the
-        first message when the queue is empty, then takes the rest of the
-        batch without blocking; no polling loop hammers Redis.
+        With ``timeout`` > 0, blocks (BLMOVE) up to that many seconds for a
+        message when the queue is empty, then takes the batch; no polling
+        loop hammers Redis. A pop whose reply an outage lost, sent again, gets
+        what it moved the first time (see ``_POP``).
         """
-        proc = self.processing_key(consumer)
-        items = self._take(proc, count)
+        items = self._take(consumer, count)
         if items or timeout <= 0:
             return items
-        first = self.client.blmove(self.key, proc, timeout, "LEFT", "RIGHT")
-        if first is None:
+        # wait for a message without taking it (the head goes back where it was): a
+        # BLMOVE into the processing list whose reply an outage lost would leave its
+        # message there, unknown to the consumer, for as long as the consumer lives
+        if self.client.blmove(self.key, self.key, timeout, "LEFT", "LEFT") is None:
             return []
-        rest = self._take(proc, count - 1) if count > 1 else []
-        return [first, *rest]
+        return self._take(consumer, count)
 
-    def _take(self, proc: str, count: int) -> list[bytes]:
-        items, self.left = self._pop(keys=[self.key, proc], args=[count])
+    def _take(self, consumer: str, count: int) -> list[bytes]:
+        # one token per pop, the same in every retry of it: see _POP
+        token = os.urandom(8).hex()
+        keys = [self.key, self.processing_key(consumer), last_pop_key(self.key, consumer)]
+        items, self.left = self._pop(keys=keys, args=[count, token])
         return list(items)
 
     def ack(

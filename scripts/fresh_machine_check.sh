@@ -35,7 +35,9 @@ trap cleanup EXIT
 engine_start
 
 # no --init, no --cap-add, no database URL: what a user's fresh container has is what
-# the tests get (SRCRAWL_TEST_MYSQL_URL unset: the suite starts its own MariaDB)
+# the tests get (SRCRAWL_TEST_MYSQL_URL unset: the suite starts its own MariaDB).
+# Without --init, process 1 (`sleep`) reaps no orphans, so a killed daemonized server
+# stays a zombie and must not be taken for a live one.
 docker run -d --name "$NAME" --network host -w /src \
   -e PYTEST_ADDOPTS="--junitxml=/tmp/junit.xml" \
   python:3.11-slim sleep infinity >/dev/null

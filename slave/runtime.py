@@ -173,7 +173,8 @@ class Slave:
     ) -> list | None:
         """Make what ``groups`` produced durable before their ack (see PhaseHandler).
 
-        None: the store is down (StoreError); the handler keeps what it could
+        None: the store is down (StoreError), or Redis is and the slave is stopping
+        (until then a write to Redis waits for it); the handler keeps what it could
         not write and the groups must not be acknowledged yet. :data:`_HELD`: stored
         but not yet acknowledgeable (see :class:`Holds`; ``final``: no more come).
         """
@@ -183,6 +184,10 @@ class Slave:
             handler.flush()
             if isinstance(handler, Holds) and handler.held(final):
                 return _HELD
+        except REDIS_DOWN:
+            # stopping with Redis gone: nothing unwritten is acknowledged, not even as
+            # failed; the tasks go back to the queue (or to the reaper)
+            return None
         except StoreError as e:
             self.store_error = (time.time(), f"{handler.phase}: {e}")
             log.exception("%s: store down, %d batches wait", handler.phase, len(groups))

@@ -26,7 +26,9 @@ from srcrawl.core import embedded
 from srcrawl.indexer.master import IndexMaster
 from srcrawl.pagerank.job import RankOptions, rank_job
 from srcrawl.pagerank.master import RankParams
+from srcrawl.pagerank.slave import Piece, RankHandler
 from srcrawl.settings.config import Config, DatabaseURL
+from srcrawl.slave.runtime import Slave
 
 from .test_pagerank import l1, networkx_ranks, put_web, random_web
 
@@ -42,12 +44,19 @@ class AofRedis:
         self.port = embedded.free_port()
         self.url, self.proc = embedded.start_server(directory, self.port, daemonize=False)
 
-    def kill_and_restart(self, down: float) -> None:
-        """SIGKILL the server, leave it down ``down`` seconds, start it again."""
+    def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=10)
-        time.sleep(down)
+
+    def start(self) -> None:
+        """Start it again on its port and directory (it reloads its AOF)."""
         _, self.proc = embedded.start_server(self.directory, self.port, daemonize=False)
+
+    def kill_and_restart(self, down: float) -> None:
+        """SIGKILL the server, leave it down ``down`` seconds, start it again."""
+        self.kill()
+        time.sleep(down)
+        self.start()
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -173,3 +182,34 @@ def test_a_pagerank_run_told_to_stop_while_redis_is_gone_ends(
         t.join(timeout=30)
         assert not t.is_alive(), "the run still waits for Redis after being told to stop"
     assert "error" in outcome and "result" not in outcome, outcome
+
+
+@pytest.mark.slow
+def test_a_pagerank_slaves_bulk_write_waits_out_a_killed_redis(
+    aof_redis, keys, tmp_path, caplog
+) -> None:
+    # the handler (and its bulk writer, a client of its own) exists before the slave
+    # runtime gives the process's client its outage policy, as in a slave process
+    caplog.set_level(logging.WARNING, logger="srcrawl.slave")
+    cfg = config(aof_redis, tmp_path, keys.job)
+    client = cfg.redis()
+    handler = RankHandler(client, keys)
+    Slave(client, keys, [handler])
+    guard, key = keys.rank_piece(1, 5, 0), keys.rank_piece(1, 6, 0)
+    client.set(guard, b"x")  # the running iteration's piece (in the AOF: it survives)
+    handler._pending.append(Piece(key, guard, memoryview(b"the next ranks")))
+    aof_redis.kill()
+    outcome: dict = {}
+    t = in_thread(handler.flush, outcome)
+    deadline = time.monotonic() + 60
+    while not said(caplog, "srcrawl.slave", GONE):  # waiting, not failing
+        assert t.is_alive() and time.monotonic() < deadline, outcome
+        time.sleep(0.05)
+    time.sleep(0.5)
+    assert t.is_alive(), outcome
+    aof_redis.start()
+    t.join(timeout=60)
+    assert not t.is_alive() and "error" not in outcome, outcome
+    assert client.get(key) == b"the next ranks"  # written, so its task may be acknowledged
+    assert said(caplog, "srcrawl.slave", GONE) == said(caplog, "srcrawl.slave", BACK) == 1
+    cfg.close()

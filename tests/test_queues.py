@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 import time
@@ -10,6 +11,7 @@ import pytest
 import redis
 
 from srcrawl.core.keys import Keys
+from srcrawl.core.outage import RedisOutage, wait_out_outages
 from srcrawl.queues.protocol import PhaseQueues, new_worker_id
 from srcrawl.queues.tags import TagCounter
 from srcrawl.queues.work_queue import WorkQueue
@@ -207,3 +209,27 @@ def test_worker_killed_between_pop_and_ack_loses_and_doubles_nothing(
     assert len(results) == len(tasks)  # none duplicated
     assert sorted(results) == sorted(b"done:" + t for t in tasks)  # none lost
     assert len(q.srq) == 0 and q.srq.pending("rescuer") == []
+
+
+def test_a_pop_whose_reply_was_lost_moves_nothing_twice(redis_url, keys, monkeypatch) -> None:
+    # Redis ran the pop and went away before its reply arrived: the client sends it
+    # again; the messages the first one moved must not be stranded in the processing list
+    client = redis.Redis.from_url(redis_url)
+    wait_out_outages(client, RedisOutage(logging.getLogger("test")))
+    q = WorkQueue(client, keys.srq("index"))
+    q.push([b"a", b"b", b"c"])
+    real, lost = client.parse_response, []
+
+    def reply_lost_once(conn, command_name, **options):  # type: ignore[no-untyped-def]
+        reply = real(conn, command_name, **options)
+        if command_name == "EVALSHA" and not lost:
+            lost.append(reply)
+            raise redis.ConnectionError("Connection reset by peer")
+        return reply
+
+    monkeypatch.setattr(client, "parse_response", reply_lost_once)
+    assert q.pop("c1", 2) == [b"a", b"b"] and lost
+    assert client.lrange(q.processing_key("c1"), 0, -1) == [b"a", b"b"]
+    assert client.lrange(q.key, 0, -1) == [b"c"]
+    assert q.pop("c1", 2) == [b"c"]  # the next pop takes what is left
+    client.close()

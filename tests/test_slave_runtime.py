@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+import redis
 
 from srcrawl.core.errors import StoreError
 from srcrawl.core.keys import processing_key
@@ -232,6 +233,36 @@ def test_held_results_are_acknowledged_only_once_released(
     assert handler.durable == set(tasks)
     assert sorted(q.nrq.pop("m", 1000)) == sorted(t.upper() for t in tasks)
     assert redis_client.llen(processing_key(q.srq.key, slave.id)) == 0
+
+
+class RedisGone(Stored):
+    """A flush that writes to Redis while it is gone, in a slave told to stop (until then
+    the process's client waits; once stopping, a command raises instead)."""
+
+    def flush(self) -> None:
+        raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:9. Connection refused.")
+
+
+def test_a_slave_stopping_during_a_redis_outage_acknowledges_nothing_unwritten(
+    redis_url, redis_client, keys, tmp_path
+) -> None:
+    cfg = make_cfg(redis_url, keys.job, tmp_path)
+    q = PhaseQueues(redis_client, keys, "pagerank")
+    q.srq.push([b"a", b"b"])
+    handler = RedisGone()
+    handler.phase = "pagerank"
+    slave = Slave.from_config(cfg, [handler], block_timeout=0.1)
+    t = threading.Thread(target=slave.run)
+    t.start()
+    deadline = time.monotonic() + 10
+    while len(handler.queued) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    slave.stopping.set()
+    t.join(timeout=20)
+    assert not t.is_alive()
+    # not acknowledged as failed either: the tasks go back to the queue, to be run again
+    assert q.nrq.pop("m", 10) == [] and slave.failed_batches == 0
+    assert sorted(redis_client.lrange(q.srq.key, 0, -1)) == [b"a", b"b"]
     cfg.close()
 
 

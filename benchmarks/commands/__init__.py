@@ -16,6 +16,7 @@ from srcrawl.benchmarks.commands.index import bench_index
 from srcrawl.benchmarks.commands.isolation import bench_isolation
 from srcrawl.benchmarks.commands.master import bench_master
 from srcrawl.benchmarks.commands.memory import bench_memory
+from srcrawl.benchmarks.commands.outage import bench_outage
 from srcrawl.benchmarks.commands.pagerank import bench_pagerank
 from srcrawl.benchmarks.commands.parse import bench_parse
 from srcrawl.benchmarks.commands.queue import bench_queue
@@ -39,6 +40,7 @@ for _command in (
     bench_isolation,
     bench_master,
     bench_memory,
+    bench_outage,
     bench_pagerank,
     bench_parse,
     bench_queue,

@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import redis
@@ -125,7 +126,9 @@ def start_server(
 
 
 @contextlib.contextmanager
-def _locked(directory: Path):
+def locked(directory: Path) -> Iterator[None]:
+    """Hold the lock under which the server of ``directory`` is started, restarted and
+    stopped: while it is held, nothing starts it (a test keeps it down a while)."""
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / _LOCK_FILE, "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -150,7 +153,7 @@ def ensure_running(directory: Path) -> str:
     A lock file serialises concurrent starts, so two commands launched at
     once end up sharing one server.
     """
-    with _locked(directory):
+    with locked(directory):
         url = running_url(directory)
         if url:
             return url
@@ -160,12 +163,26 @@ def ensure_running(directory: Path) -> str:
 
 
 def _server_process_alive(directory: Path) -> bool:
+    """Whether the process of the pid file still runs (it may be loading its AOF)."""
     try:
         pid = int((directory / _PID_FILE).read_text().strip())
         os.kill(pid, 0)
     except (OSError, ValueError):
         return False
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has exited and waits to be reaped. A killed server stays a zombie
+    for good where nothing reaps orphans (a container whose process 1 is not an init),
+    and signal 0 still reaches a zombie: taken for a live server, it would never be
+    started again."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False  # no /proc (not Linux), or it is gone: os.kill said enough
+    # "pid (comm) state ...": comm may hold spaces and parentheses, the state follows the last ")"
+    return stat[stat.rfind(")") + 2 : stat.rfind(")") + 3] in ("Z", "X")
 
 
 def restart(directory: Path) -> str:
@@ -175,7 +192,7 @@ def restart(directory: Path) -> str:
     was; it reloads its AOF. Raises EmbeddedRedisError if it was stopped on
     purpose (``srcrawl down`` removes its URL file).
     """
-    with _locked(directory):
+    with locked(directory):
         url_file = directory / _URL_FILE
         if not url_file.exists():
             raise EmbeddedRedisError("the embedded Redis was stopped (`srcrawl down`)")
@@ -193,7 +210,7 @@ def stop(directory: Path, timeout: float = 15.0) -> bool:
     SHUTDOWN makes Redis fsync its AOF before it exits, so nothing
     acknowledged is lost.
     """
-    with _locked(directory):
+    with locked(directory):
         url = running_url(directory)
         if url is None:
             return False

@@ -30,6 +30,13 @@ def processing_key(queue_key: str, consumer: str) -> str:
     return f"{queue_key}:processing:{consumer}"
 
 
+def last_pop_key(queue_key: str, consumer: str) -> str:
+    """The record of ``consumer``'s last pop from the queue ``queue_key`` (its token and
+    how many messages it moved), so that a pop sent again after an outage moves nothing
+    twice. Outside :func:`processing_pattern`: it is no processing list."""
+    return f"{queue_key}:lastpop:{consumer}"
+
+
 def lease_waiting_key(lease_key: str, host: str) -> str:
     """A process on ``host`` waiting for the lease ``lease_key`` (a standby master, a master
     waiting for its first seeds, a ranker between runs): its holder id, with a short TTL
