@@ -16,7 +16,6 @@ given too (it ends only when the slow host's pages reached their deadlines).
 from __future__ import annotations
 
 import functools
-import shutil
 import statistics
 import subprocess
 import sys
@@ -33,7 +32,6 @@ from srcrawl.app.local import popen_child, stop_children
 from srcrawl.benchmarks.index import BenchmarkError, _drop_job_keys
 from srcrawl.core.defaults import BENCH_CORPUS_DEPTH
 from srcrawl.settings.config import Config
-from srcrawl.sql.database_url import DatabaseURL
 from srcrawl.testweb.slow_host import KINDS, slow_host
 
 Progress = Callable[[str], None]
@@ -143,16 +141,9 @@ def good_site(
 
 
 def _job(cfg: Config, name: str) -> Config:
-    directory = cfg.home / "bench" / "isolation" / "runs" / name
-    shutil.rmtree(directory, ignore_errors=True)
-    directory.mkdir(parents=True)
-    return Config(
-        redis_url=cfg.resolved_redis_url(),
-        db=DatabaseURL(kind="sqlite", path=str(directory / "pages.db")),
-        job=f"bench-isolation-{time.time_ns()}",
-        home=cfg.home,
-        warc_dir=directory / "warc",
-    )
+    from srcrawl.benchmarks.real_corpora import corpus_config
+
+    return corpus_config(cfg, name, bench="isolation")
 
 
 def _crawl(jcfg: Config, seeds: list[str], slaves: int, say: Progress) -> tuple[float, int]:

@@ -128,15 +128,16 @@ def served(tree: Path) -> Iterator[str]:
 
 
 # -- crawl, index, rank ----------------------------------------------------------
-def corpus_config(cfg: Config, name: str) -> Config:
-    """A job and a fresh SQLite store (with its WARC files) of the benchmark's own."""
-    directory = cfg.home / "bench" / "corpora" / "runs" / name
+def corpus_config(cfg: Config, name: str, bench: str = "corpora") -> Config:
+    """A job and a fresh SQLite store (with its WARC files) of the benchmark's own, under
+    ``$SRCRAWL_HOME/bench/BENCH/runs/NAME``."""
+    directory = cfg.home / "bench" / bench / "runs" / name
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     return Config(
         redis_url=cfg.resolved_redis_url(),
         db=DatabaseURL(kind="sqlite", path=str(directory / "pages.db")),
-        job=f"bench-corpus-{time.time_ns()}",
+        job=f"bench-{bench}-{time.time_ns()}",
         home=cfg.home,
         warc_dir=directory / "warc",
     )
