@@ -49,7 +49,7 @@ from srcrawl.core.defaults import (
 )
 from srcrawl.core.errors import EnvelopeError
 from srcrawl.core.keys import Keys
-from srcrawl.core.outage import REDIS_DOWN
+from srcrawl.core.outage import REDIS_DOWN, RedisOutage
 from srcrawl.pagerank.protocol import (
     LOAD_ROUND,
     GraphHeader,
@@ -314,10 +314,13 @@ class RankHandler:
                     # the master closed the iteration: its pieces are all written
                     self.late += 1
                 return
-            except REDIS_DOWN:
-                raise  # only once stopping: until then the client waits for Redis
-            except redis.RedisError:
-                if attempt + 1 == DEFAULT_PAGERANK_WRITE_TRIES:
+            except (redis.RedisError, *REDIS_DOWN) as e:
+                # a client that waits out outages gives up on Redis only once the slave
+                # stops: it leaves at once; any other failed write is tried again
+                waited = isinstance(e, REDIS_DOWN) and isinstance(
+                    self.bulk.client.get_retry(), RedisOutage
+                )
+                if waited or attempt + 1 == DEFAULT_PAGERANK_WRITE_TRIES:
                     raise
                 self.retries += 1
                 time.sleep(delay)

@@ -43,7 +43,10 @@ def test_killing_a_slave_mid_batch_loses_and_doubles_nothing(
             time.sleep(0.02)
         time.sleep(0.3)
         held = q.srq.pending("victim-1")
-        assert len(held) == 1 and len(q.nrq) == 0  # mid-batch: taken, not answered
+        # mid-batch: taken, not answered (the batch in hand, and perhaps the one its
+        # feeder took beside it when both were queued by the time it woke)
+        assert 1 <= len(held) <= 2 and len(q.nrq) == 0
+        assert len(set(held)) == len(held), held  # never one task twice
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=10)
         assert q.srq.pending("victim-1") == held  # the task died with the slave, unanswered
