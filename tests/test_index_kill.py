@@ -49,7 +49,10 @@ def test_killing_a_slave_mid_batch_loses_and_doubles_nothing(
         assert len(set(held)) == len(held), held  # never one task twice
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=10)
-        assert q.srq.pending("victim-1") == held  # the task died with the slave, unanswered
+        # what it still held died with it, unanswered (the batch in hand may have been
+        # answered between the look and the kill when a second one waited beside it)
+        left = q.srq.pending("victim-1")
+        assert left and set(left) <= set(held), (left, held)
 
         healthy = subprocess.Popen([python, "-c", SLAVE, "healthy-1"], env=env)
         runner.join(timeout=180)
