@@ -7,16 +7,15 @@ over the test web beside a seed whose robots.txt answers 500.
 
 from __future__ import annotations
 
-import http.server
 import itertools
 import json
 import subprocess
 import sys
 import threading
 import time
-from typing import ClassVar
 
 import pytest
+from broken_host import Failing
 
 from srcrawl.core.urls import fingerprint
 from srcrawl.master.crawl_master import CrawlMaster
@@ -143,31 +142,6 @@ def test_a_late_host_gives_a_shorter_path_to_a_url_found_deeper(redis_url, keys,
     cfg.close()
 
 
-class _Failing(http.server.BaseHTTPRequestHandler):
-    requests: ClassVar[list[str]] = []
-
-    def do_GET(self) -> None:
-        self.requests.append(self.path)
-        self.send_response(500)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-@pytest.fixture
-def broken_host():
-    """A host whose every answer, robots.txt included, is a 500."""
-    _Failing.requests.clear()  # counted per test
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Failing)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
-
-
 def good_site_seconds(web: TestWeb, since: float) -> float:
     """Seconds from ``since`` to the end of the good site's last request."""
     return max(e["end_mono"] for e in logged_requests(web) if e["start_mono"] >= since) - since
@@ -217,7 +191,7 @@ def test_a_broken_seed_does_not_hold_a_good_site(broken_host, redis_url, keys, t
         host = broken_host[7:-1]
         assert r.returncode == 3, r.stderr[-3000:]
         # the broken host was asked once: nobody waited for its second try
-        assert _Failing.requests.count("/robots.txt") == 1, _Failing.requests
+        assert Failing.requests.count("/robots.txt") == 1, Failing.requests
         # nor for a deferral: the good site ends, and the crawl, well within one of it
         assert beside - alone < DEFER / 2, (alone, beside)
         assert beside_total - alone_total < DEFER / 2, (alone_total, beside_total)
@@ -230,12 +204,12 @@ def test_a_broken_seed_does_not_hold_a_good_site(broken_host, redis_url, keys, t
             f"HTTP 500). `srcrawl --job {keys.job} crawl --resume` tries again" in r.stderr
         )
         # --resume asks the broken host again at once, and ends the same way
-        asked = _Failing.requests.count("/robots.txt")
+        asked = Failing.requests.count("/robots.txt")
         t0 = time.monotonic()
         r = srcrawl(["crawl", "--resume"], env)
         assert r.returncode == 3, r.stderr[-3000:]
         assert time.monotonic() - t0 < DEFER  # not after the deferral: at once
-        assert _Failing.requests.count("/robots.txt") == asked + 1
+        assert Failing.requests.count("/robots.txt") == asked + 1
         assert json.loads(r.stdout)["deferred_hosts"] == [host]
 
 

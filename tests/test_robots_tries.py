@@ -9,15 +9,14 @@ it. Then `srcrawl crawl` beside a host whose robots.txt answers 500 for ever.
 
 from __future__ import annotations
 
-import http.server
 import json
 import subprocess
 import sys
 import threading
 import time
-from typing import ClassVar
 
 import pytest
+from broken_host import Failing
 
 from srcrawl.core.defaults import DEFAULT_ROBOTS_TRIES
 from srcrawl.core.urls import origin
@@ -120,41 +119,17 @@ def test_a_late_host_that_answers_within_its_tries_is_crawled(redis_url, keys, t
     cfg.close()
 
 
-class _Failing(http.server.BaseHTTPRequestHandler):
-    requests: ClassVar[list[str]] = []
-
-    def do_GET(self) -> None:
-        self.requests.append(self.path)
-        self.send_response(500)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-@pytest.fixture
-def broken_host():
-    """A host whose every answer, robots.txt included, is a 500."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Failing)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
-
-
 @pytest.mark.slow
 def test_a_host_whose_robots_txt_never_answers_is_given_up_and_said_so(
     broken_host, redis_url, keys, tmp_path
 ):
-    _Failing.requests.clear()
+    Failing.requests.clear()
     env = cli_env(redis_url, keys.job, tmp_path)
     with TestWeb.generate(hosts=1, pages=4, seed=3, slow_seconds=0.5) as good:
         r = _crawl([*good.seed_urls, broken_host], env)
         want = good.web.expected_crawl(good.seed_urls, 3)
     # the host was asked for robots.txt once per try, and for nothing else
-    assert _Failing.requests == ["/robots.txt"] * DEFAULT_ROBOTS_TRIES
+    assert Failing.requests == ["/robots.txt"] * DEFAULT_ROBOTS_TRIES
     summary = json.loads(r.stdout)
     assert summary["robots_gave_up"] == 1
     # the good host's special pages fail too (timeouts, cut-off bodies): each kind counted
