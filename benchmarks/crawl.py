@@ -32,12 +32,13 @@ the same requests in flight per host (``CONCURRENT_REQUESTS_PER_DOMAIN``).
 from __future__ import annotations
 
 import contextlib
+import os
 import resource
 import sqlite3
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,9 +141,13 @@ def run_crawl_benchmark(
         per_host=series,
         progress=progress or (lambda text: None),
     )
+    if OBJECT_STORE in body_stores:
+        result.columns.append(Column("warc_objects", "WARC objects", ",d"))
+        result.columns.append(Column("warc_bytes_per_page", "WARC bytes/page", ",.0f"))
     with (
         tempfile.TemporaryDirectory(prefix="srcrawl-bench-") as tmp,
         _bench_web(hosts, pages, latency_ms, Path(tmp) / "access.jsonl" if single else None) as web,
+        _object_store(Path(tmp) / "weed", OBJECT_STORE in body_stores),
     ):
         runs.web = web if single else None
         # host 0 carries the special pages (timeouts, traps, huge pages):
@@ -360,12 +365,16 @@ def _at_the_web(web: TestWeb, since: float, per_host: int, pages: int) -> dict[s
 
 def _crawl_once(cfg: Config, db: Path, seeds: list[str], run: _Run, say: Progress) -> Row:
     n, fetches = run.slaves, run.fetches
+    job = f"bench-crawl-{n}-{time.time_ns()}"
+    objects = run.body_store == OBJECT_STORE
     job_cfg = Config(
         redis_url=cfg.resolved_redis_url(),
         db=DatabaseURL(kind="sqlite", path=str(db)),
-        job=f"bench-crawl-{n}-{time.time_ns()}",
+        job=job,
         home=cfg.home,
         warc_dir=db.parent / "warc",  # beside the run's store, removed with it
+        # the WARC files as objects: spooled under warc_dir, published to the store
+        warc_url=f"s3://{OBJECT_BUCKET}/{job}" if objects else None,
     )
     try:
         strategy = CrawlStrategy(
@@ -376,7 +385,7 @@ def _crawl_once(cfg: Config, db: Path, seeds: list[str], run: _Run, say: Progres
             fetch_timeout=FETCH_TIMEOUT,
             robots_defer=0.5,
             per_host=run.per_host,
-            body_store=run.body_store,
+            body_store="warc" if objects else run.body_store,
         )
         start_crawl(job_cfg, seeds, strategy)
         sampler = SlaveSampler(job_cfg)
@@ -395,6 +404,8 @@ def _crawl_once(cfg: Config, db: Path, seeds: list[str], run: _Run, say: Progres
         seconds = time.monotonic() - t0
         cpu = _children_cpu() - cpu0
         sizes = _sizes(job_cfg)
+        if objects:
+            sizes.update(_object_sizes(job_cfg, final.get("pages", 0)))
     finally:
         _drop_job(job_cfg)
         job_cfg.close()
@@ -445,6 +456,49 @@ def _sizes(cfg: Config) -> dict[str, float]:
         "pages_mb": tables.get("pages", 0) / 2**20,
         "links_mb": tables.get("links", 0) / 2**20,
         "warc_mb": warc_bytes / 2**20,
+    }
+
+
+OBJECT_STORE = "s3"
+"""The crawl benchmark's ``--body-store`` for WARC files published to an S3 object store
+(a SeaweedFS the benchmark starts on loopback), beside the crawl's own values."""
+OBJECT_BUCKET = "bench-warc"
+
+
+@contextlib.contextmanager
+def _object_store(directory: Path, wanted: bool) -> Iterator[None]:
+    """A SeaweedFS on loopback while the benchmark runs, if ``wanted``: its endpoint and
+    keys in this process's environment, which the slaves it starts inherit."""
+    if not wanted:
+        yield
+        return
+    from srcrawl.lab.seaweedfs import SeaweedFS
+
+    server = SeaweedFS(directory).start()
+    saved = {k: os.environ.get(k) for k in server.env()}
+    os.environ.update(server.env())
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        server.stop()
+
+
+def _object_sizes(cfg: Config, pages: int) -> dict[str, float]:
+    """The objects the run published and their bytes: a page's share of the store."""
+    import obstore
+
+    storage = cfg.warc_storage()
+    metas = [m for batch in obstore.list(storage.store, cfg.job) for m in batch]
+    total = sum(int(m["size"]) for m in metas)
+    return {
+        "warc_mb": total / 2**20,
+        "warc_objects": len(metas),
+        "warc_bytes_per_page": total / pages if pages else 0.0,
     }
 
 

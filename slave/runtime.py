@@ -314,6 +314,12 @@ class _Phase:
         """Pop tasks into :attr:`work` until stopped (or drained, in a burst)."""
         raise NotImplementedError
 
+    def starved(self) -> bool:
+        """Whether the slave runs at most half the tasks it could: results it holds back
+        (their tasks unacknowledged, so their hosts' next URLs not yet released) are then
+        likely what it waits for."""
+        return False
+
     def start(self) -> None:
         for t in (self.acker, *self.threads, self.feeder):
             t.start()
@@ -375,8 +381,11 @@ class _Phase:
                 if not groups and self.fed:
                     return
                 final = self.fed and not self.done
+            # held rows are published at once (not by size or age) when the slave
+            # starves: the work they hold back is what it waits for (see starved)
+            now = final or self.starved()
             delay = 0.5
-            while (flushed := self.slave._flush(self.handler, groups, final)) is None:
+            while (flushed := self.slave._flush(self.handler, groups, now)) is None:
                 if self.slave.stopping.is_set():
                     # leave the groups unacknowledged: their tasks go back to the
                     # queue when the slave retires (or to the reaper if it dies)
@@ -478,6 +487,11 @@ class _MultiplexedPhase(_Phase):
         super().__init__(slave, handler, q, burst)
         self.free = self.consumers
         self.refill = max(1, self.consumers // 4)
+        self.in_hand = 0  # tasks popped and not finished
+
+    def starved(self) -> bool:
+        with self.slots:
+            return self.in_hand * 2 <= self.consumers
 
     def _runners(self, name: str) -> list[threading.Thread]:
         return [threading.Thread(target=self._drive, name=f"{name}-driver", daemon=True)]
@@ -504,6 +518,7 @@ class _MultiplexedPhase(_Phase):
                     return
                 with self.slots:
                     self.free += take - len(tasks)
+                    self.in_hand += len(tasks)
                     self.plenty = len(tasks) == take and self.q.left > 0
                 if tasks:
                     self.work.put(tasks)
@@ -590,6 +605,7 @@ class _MultiplexedPhase(_Phase):
             self.done_cond.notify_all()
         with self.slots:
             self.free += len(pairs)
+            self.in_hand -= len(pairs)
             if self.feeder_waits and (self.free >= self.refill or not self.plenty):
                 self.slots.notify()
 

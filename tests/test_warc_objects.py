@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import io
 import logging
+import os
 import uuid
 from pathlib import Path
 
@@ -263,11 +264,9 @@ def test_a_slave_killed_before_publishing_loses_nothing(s3, redis_url, keys, tmp
         )
         cmd = [sys.executable, "-m", "srcrawl.app.cli"]
         master = subprocess.Popen([*cmd, "master", "start"], env=env)
-        # a spool file is published only after an hour: the kill finds rows held
-        victim_env = {**env, "SRCRAWL_WARC_PUBLISH_AGE": "3600"}
         victim = subprocess.Popen(
             [*cmd, "slave", "start", "--phases", "crawl", "--threads", "4", "--heartbeat-ttl", "1"],
-            env=victim_env,
+            env=env,
         )
         try:
             client = cfg.redis()
@@ -276,11 +275,29 @@ def test_a_slave_killed_before_publishing_loses_nothing(s3, redis_url, keys, tmp
                 if int(client.hget(cfg.keys.stats("crawl"), "pages") or 0) >= 8:
                     break
                 time.sleep(0.02)
-            assert _spooled(env)  # records spooled, not published
-            victim.send_signal(signal.SIGKILL)
-            victim.wait()
-            acked = {p.fp for p in cfg.store().iter_pages()}
-            assert acked == set()  # no row before its object
+            else:
+                raise AssertionError("the victim fetched fewer than 8 pages in 60 s")
+            # the store stalls: the victim's next object cannot be published, its rows
+            # wait; it is killed with records spooled and not published
+            s3.pause()
+            try:
+                deadline = time.monotonic() + 30
+                while not _spooled(env):
+                    assert time.monotonic() < deadline, "nothing spooled while the store stalled"
+                    time.sleep(0.05)
+                time.sleep(0.5)  # a publish in progress, or due, for what is spooled
+                assert _spooled(env)
+                victim.send_signal(signal.SIGKILL)
+                victim.wait()
+                spooled_rows = {p.fp for p in cfg.store().iter_pages()}
+            finally:
+                s3.resume()
+            storage = ObjectWarcStorage(url, tmp_path / "check-spool")
+            for row in cfg.store().iter_pages():  # no row before its object: each one reads
+                if row.status == 200:
+                    pointer = Pointer(row.warc_file, row.warc_offset, row.warc_length)
+                    assert payload_digest(read_payload(storage, pointer)) == row.payload_digest
+            assert {p.fp for p in cfg.store().iter_pages()} == spooled_rows
             rescuer = subprocess.Popen([*cmd, "slave", "start", "--phases", "crawl"], env=env)
             assert master.wait(timeout=180) == 0
             rescuer.send_signal(signal.SIGTERM)
@@ -369,3 +386,40 @@ def test_a_volume_server_killed_mid_crawl_loses_nothing_with_replication(
         cfg.close()
     finally:
         cluster.stop()
+
+
+_AFTER_THE_STORE = r"""
+import sys
+from srcrawl.app.runner import run_local_crawl
+from srcrawl.master.crawl_run import start_crawl
+from srcrawl.queues.crawl_strategy import CrawlStrategy
+from srcrawl.settings.config import Config
+
+cfg = Config.load()
+cfg.warc_storage().names(cfg.job)  # this process talks to the store before it starts children
+start_crawl(cfg, sys.argv[1:], CrawlStrategy(max_depth=2, delay=0, delay_factor=0, max_delay=0))
+final = run_local_crawl(cfg, slaves=1, threads=4)
+print(final.get("pages", 0))
+"""
+
+
+@pytest.mark.slow
+def test_a_process_that_used_the_store_starts_children_that_reach_it(s3, redis_url, keys, tmp_path):
+    """Its children are new interpreters, not forks: the store client's runtime does not
+    survive a fork, and a forked slave's first publish would hang for ever."""
+    import subprocess
+    import sys
+
+    from srcrawl.testweb import TestWeb
+
+    with TestWeb.generate(hosts=2, pages=10, seed=5) as web:
+        env, _url = _s3_env(redis_url, keys.job, tmp_path, s3)
+        r = subprocess.run(
+            [sys.executable, "-c", _AFTER_THE_STORE, *web.seed_urls[1:]],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert int(r.stdout.split()[-1]) >= 5

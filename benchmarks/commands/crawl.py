@@ -59,7 +59,8 @@ def parse_per_host(text: str) -> list[int]:
     default="warc",
     show_default=True,
     help="Comma-separated --body-store values (warc, sql), one run each, side by side; "
-    "each run reports its SQL store's and WARC files' size.",
+    "s3: WARC files published to a SeaweedFS the benchmark starts on loopback. "
+    "Each run reports its SQL store's and WARC files' size.",
 )
 @click.option(
     "--depth",
@@ -92,7 +93,7 @@ def bench_crawl(
     plot_path: str | None,
 ) -> None:
     """Pages/s crawling the synthetic web with 1, 2, 4 … slaves (politeness off: our own site)."""
-    from srcrawl.benchmarks.crawl import run_crawl_benchmark
+    from srcrawl.benchmarks.crawl import OBJECT_STORE, run_crawl_benchmark
 
     counts = parse_slave_counts(slaves_text)
     per_host = parse_per_host(per_host_text)
@@ -100,9 +101,10 @@ def bench_crawl(
     if (
         not body_stores
         or len(set(body_stores)) != len(body_stores)
-        or not set(body_stores) <= set(BODY_STORES)
+        or not set(body_stores) <= {*BODY_STORES, OBJECT_STORE}
     ):
-        raise ConfigError(f"--body-store: expected distinct values of {', '.join(BODY_STORES)}")
+        choices = ", ".join((*BODY_STORES, OBJECT_STORE))
+        raise ConfigError(f"--body-store: expected distinct values of {choices}")
     if single_site:
         hosts = 2
     pages = pages or (2000 if single_site else 20)

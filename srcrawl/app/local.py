@@ -156,6 +156,23 @@ class ForkedChild:
         self.send_signal(signal.SIGKILL)
 
 
+def fork_safe() -> bool:
+    """Whether a child forked from this process can work. Not once this process has used
+    the object store's client (obstore): its Tokio runtime's threads do not survive a
+    fork, and a forked child's first request to the store hangs for ever."""
+    return "obstore" not in sys.modules
+
+
+def start_child(
+    role: Role, env: dict[str, str], *, output: int | None = None, preload: Sequence[str] = ()
+) -> ForkedChild | subprocess.Popen:
+    """``role`` in a child forked from this process (:class:`ForkedChild`), or in a new
+    interpreter where a fork would not work (:func:`fork_safe`)."""
+    if fork_safe():
+        return ForkedChild(role, env, output=output, preload=preload)
+    return spawn_child(role, env, output=output)
+
+
 def _run_forked(run: Callable[[], int], env: dict[str, str], output: int | None) -> None:
     code = 1
     try:
@@ -221,7 +238,7 @@ class LocalSlaves:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 if self.fork:
-                    child = ForkedChild(self.role, env, output=fd, preload=self.preload)
+                    child = start_child(self.role, env, output=fd, preload=self.preload)
                 else:
                     child = spawn_child(self.role, env, output=fd)
             finally:

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from srcrawl.app.local import ForkedChild, LocalSlaves, stop_children
+from srcrawl.app.local import ForkedChild, LocalSlaves, start_child, stop_children
 from srcrawl.app.phases import PRELOAD
 from srcrawl.app.roles import CrawlMasterRole
 from srcrawl.core import embedded
@@ -131,8 +131,8 @@ class _CrawlMasterChild:
         self.restarts = 0
         self.proc = self._start()
 
-    def _start(self) -> ForkedChild:
-        return ForkedChild(CrawlMasterRole(end_deferred=True), self.env, preload=self.preload)
+    def _start(self) -> ForkedChild | subprocess.Popen:
+        return start_child(CrawlMasterRole(end_deferred=True), self.env, preload=self.preload)
 
     def finished(self) -> bool:
         """Has the master ended the crawl? Starts it again if it died before that."""
