@@ -1,0 +1,175 @@
+"""The index published to a real SeaweedFS (S3) and followed by replicas: the same hits as the
+master's directory, merged segments dropped, a late replica catching up, the commit point
+written last, an outage waited out, and crawl + index + search across two homes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from srcrawl.indexer.engine import IndexDoc, IndexReader, IndexWriter
+from srcrawl.indexer.published import COMMIT_OBJECT, IndexObjects, local_commit
+from srcrawl.indexer.publisher import IndexPublisher
+from srcrawl.indexer.replica import IndexReplica
+
+WORDS = ["replica", "segment", "commit", "object", "store", "search"]
+
+
+def _objects() -> IndexObjects:
+    """A bucket of its own per test, which the publisher creates."""
+    return IndexObjects(f"s3://index-{uuid.uuid4().hex[:12]}/indexes", "job")
+
+
+def _docs(first: int, n: int) -> list[IndexDoc]:
+    return [
+        IndexDoc(
+            fp=fp,
+            fetched_at=0.0,
+            host=f"h{fp % 3}.test",
+            title=f"page {fp}",
+            body=" ".join(WORDS[(fp + k) % len(WORDS)] for k in range(1 + fp % 7)) + f" n{fp}",
+        )
+        for fp in range(first, first + n)
+    ]
+
+
+def _writer(objects: IndexObjects, directory: Path, grace: float = 0.0) -> IndexWriter:
+    writer = IndexWriter(directory, publisher=IndexPublisher(objects, directory, grace=grace))
+    writer.start()
+    return writer
+
+
+def _hits(directory: Path, word: str = "replica") -> list[tuple[int, float]]:
+    """The pages holding ``word`` with their scores, best first, as Tantivy ranks them."""
+    reader = IndexReader(directory)
+    searcher = reader.searcher()
+    query = reader.index.parse_query(word, ["body"])
+    hits = searcher.search(query, 1000).hits
+    fps = searcher.fast_field_values("fp", [a for _s, a in hits])
+    return sorted(((int(fp), round(s, 5)) for (s, _a), fp in zip(hits, fps, strict=True)))
+
+
+def _segments(directory: Path) -> set[str]:
+    meta = json.loads((directory / "meta.json").read_text())
+    return {s["segment_id"].replace("-", "") for s in meta["segments"]}
+
+
+def test_a_published_commit_is_followed_with_the_same_hits(
+    s3, tmp_path: Path, redis_client, keys
+) -> None:
+    objects = _objects()
+    work, rep = tmp_path / "work", tmp_path / "replica"
+    writer = _writer(objects, work)
+    writer.replace(_docs(0, 40))
+    writer.commit()
+    commit = local_commit(work)
+    assert commit is not None and objects.read_commit().same(commit)
+    reloads: list[int] = []
+    replica = IndexReplica(
+        objects, rep, client=redis_client, keys=keys, on_commit=lambda: reloads.append(1)
+    )
+    assert replica.sync() is True and reloads == [1]
+    assert _hits(rep) == _hits(work) and len(_hits(rep)) > 5
+    assert _hits(rep, "n7") == [(7, _hits(work, "n7")[0][1])]
+    assert replica.sync() is False  # nothing new: nothing fetched
+    state = json.loads(redis_client.hget(keys.index_replicas, replica.id))
+    assert state["commit"] == commit.opstamp and state["searchable_at"] >= state["published_at"]
+    # a second process on the same directory reads it and leaves the syncing to the first
+    other = IndexReplica(objects, rep)
+    writer.replace(_docs(40, 5))
+    writer.commit()
+    assert other.sync() is False and replica.sync() is True
+    assert _hits(rep) == _hits(work)
+    replica.stop()
+    other.stop()
+
+
+def test_merged_segments_are_dropped_from_the_store_and_the_replica(s3, tmp_path: Path) -> None:
+    objects = _objects()
+    work, rep = tmp_path / "work", tmp_path / "replica"
+    writer = _writer(objects, work, grace=0.0)
+    replica = IndexReplica(objects, rep)
+    writer.replace(_docs(0, 10))
+    writer.commit()
+    assert replica.sync()
+    first = _segments(rep)
+    for c in range(1, 9):  # Tantivy merges its segments once they are eight
+        writer.replace(_docs(c * 10, 10))
+        writer.delete([c])  # a deletes file for the first segment each commit
+        writer.commit()
+    assert not first & _segments(work), "the first segment was merged away"
+    writer.replace(_docs(500, 1))
+    writer.commit()  # the grace (0 s) has passed: the dropped objects go at this publish
+    stored = set(objects.names())
+    assert not {n for n in stored if n.split(".")[0] in first}
+    assert stored == set(local_commit(work).files) | {COMMIT_OBJECT}
+    assert replica.sync()
+    assert not [p for p in rep.iterdir() if p.name.split(".")[0] in first]
+    assert _hits(rep) == _hits(work) and all(fp not in range(1, 9) for fp, _s in _hits(rep))
+    replica.stop()
+
+
+def test_dropped_objects_stay_through_the_grace(s3, tmp_path: Path) -> None:
+    objects = _objects()
+    work = tmp_path / "work"
+    writer = _writer(objects, work, grace=3600.0)
+    for c in range(9):
+        writer.replace(_docs(c * 10, 10))
+        writer.delete([c * 10])
+        writer.commit()
+    published = objects.read_commit()
+    stored = set(objects.names())
+    old = stored - set(published.files) - {COMMIT_OBJECT}
+    assert old and old == set(writer.publisher.dropped)  # still there, for replicas mid-fetch
+
+
+def test_a_late_replica_catches_up_in_one_sync(s3, tmp_path: Path) -> None:
+    objects = _objects()
+    work, rep = tmp_path / "work", tmp_path / "replica"
+    writer = _writer(objects, work, grace=0.0)
+    for c in range(12):
+        writer.replace(_docs(c * 7, 7))
+        writer.commit()
+    replica = IndexReplica(objects, rep)
+    assert replica.sync() is True
+    assert replica.held.same(local_commit(work))
+    assert _hits(rep) == _hits(work) and len(_hits(rep, "n83")) == 1
+    assert {p.name for p in rep.iterdir()} >= set(replica.held.files)
+    replica.stop()
+
+
+def test_a_half_published_commit_is_never_seen(s3, tmp_path: Path) -> None:
+    """The files of a commit are put, its commit point not (the fence refused it): a replica
+    syncing then holds the commit before, whole; once the point is put, the new one."""
+    objects = _objects()
+    work, rep = tmp_path / "work", tmp_path / "replica"
+    writer = _writer(objects, work)
+    writer.replace(_docs(0, 20))
+    writer.commit()
+    replica = IndexReplica(objects, rep)
+    assert replica.sync()
+    before = _hits(rep)
+    local_only = IndexWriter(work)  # a commit of the directory, not published yet
+    local_only.replace(_docs(20, 30))
+    local_only.commit()
+    new = local_commit(work)
+
+    def refuse() -> None:
+        raise RuntimeError("lease lost")
+
+    with pytest.raises(RuntimeError, match="lease lost"):
+        writer.publisher.publish(fence=refuse)
+    stored = set(objects.names())
+    assert set(new.files) <= stored  # every file of the new commit is up …
+    assert not objects.read_commit().same(new)  # … its commit point is not
+    assert replica.sync() is False  # the published commit is still the one before
+    assert _hits(rep) == before != _hits(work)
+    assert writer.publisher.publish() is not None
+    assert replica.sync() is True and _hits(rep) == _hits(work)
+    replica.stop()
