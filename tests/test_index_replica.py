@@ -173,3 +173,91 @@ def test_a_half_published_commit_is_never_seen(s3, tmp_path: Path) -> None:
     assert writer.publisher.publish() is not None
     assert replica.sync() is True and _hits(rep) == _hits(work)
     replica.stop()
+
+
+def test_an_outage_of_the_store_is_waited_out_and_said_once(tmp_path, monkeypatch, caplog):
+    """The store stops: a commit is not done (its pages would not be marked) until it is
+    published; the replica serves what it holds; each says once that the store went and
+    once that it is back."""
+    from srcrawl.lab.seaweedfs import SeaweedFS
+
+    server = SeaweedFS(tmp_path / "weed").start()
+    try:
+        for k, v in server.env().items():
+            monkeypatch.setenv(k, v)
+        objects = _objects()
+        work, rep = tmp_path / "work", tmp_path / "replica"
+        writer = _writer(objects, work)
+        writer.replace(_docs(0, 10))
+        writer.commit()
+        replica = IndexReplica(objects, rep, period=0.1)
+        assert replica.sync()
+        replica.start()
+        caplog.set_level(logging.WARNING, logger="srcrawl.indexer")
+        server.stop()
+        writer.replace(_docs(10, 10))
+        done = threading.Event()
+        committer = threading.Thread(target=lambda: (writer.commit(), done.set()))
+        committer.start()
+        assert not done.wait(4.0)  # waiting for the store
+        assert _hits(rep, "n3")  # the replica searches what it holds meanwhile
+        server.start()
+        assert done.wait(60.0)
+        committer.join()
+        deadline = time.monotonic() + 20
+        while not replica.held.same(local_commit(work)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _hits(rep) == _hits(work) and _hits(rep, "n15")
+        replica.stop()
+        messages = [r.getMessage() for r in caplog.records]
+        for who in ("index publish", "index replica"):
+            said = [m for m in messages if m.startswith(who)]
+            assert sum("does not answer" in m for m in said) == 1, said
+            assert sum("answers again" in m for m in said) == 1, said
+    finally:
+        server.stop()
+
+
+FAST = ["--delay", "0", "--delay-factor", "0", "--max-delay", "0", "--fetch-timeout", "2"]
+
+
+@pytest.mark.slow
+def test_crawl_index_and_search_from_another_home(s3, redis_url, keys, tmp_path) -> None:
+    """WARC files and the index both in SeaweedFS: a crawl and an index run in one home,
+    a search in another (its own replica) finds what the index master's directory does."""
+    from srcrawl.testweb import TestWeb
+
+    from .conftest import cli_env, run_cli
+
+    bucket = f"s3://e2e-{uuid.uuid4().hex[:12]}"
+    env = {
+        **cli_env(redis_url, keys.job, tmp_path / "a"),
+        **s3.env(),
+        "SRCRAWL_WARC_DIR": f"{bucket}/warc",
+        "SRCRAWL_INDEX_DIR": f"{bucket}/index",
+        "SRCRAWL_WARC_PUBLISH_AGE": "1",
+    }
+    with TestWeb.generate(hosts=2, pages=20, seed=5) as web:
+        r = run_cli(["crawl", *web.seed_urls[1:], "--depth", "5", "--slaves", "1", *FAST], env)
+        assert r.returncode == 0, r.stderr[-3000:]
+    r = run_cli(["index", "--slaves", "1"], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"{bucket}/index" in r.stdout + r.stderr
+    home_a = Path(env["SRCRAWL_HOME"])
+    work = home_a / "index-local" / keys.job
+    assert local_commit(work) is not None and not (home_a / "index" / keys.job).exists()
+    word = max(
+        (w for w in ("page", "link", "site", "the", "of") if _hits(work, w)),
+        key=lambda w: len(_hits(work, w)),
+    )
+    other = {**env, "SRCRAWL_HOME": str(tmp_path / "b" / "home")}
+    r = run_cli(["search", word, "--json", "--top", "50"], other)
+    assert r.returncode == 0, r.stderr[-3000:]
+    urls = [h["url"] for h in json.loads(r.stdout)]
+    replica_dir = tmp_path / "b" / "home" / "index-replica" / keys.job
+    assert urls and len(urls) == min(50, len(_hits(work, word)))
+    assert _hits(replica_dir, word) == _hits(work, word)
+    status = run_cli(["status"], other)
+    assert status.returncode == 0, status.stderr
+    assert "index published: commit" in status.stdout
+    assert f"replica {__import__('socket').gethostname()}:{replica_dir.resolve()}" in status.stdout
