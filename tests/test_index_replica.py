@@ -175,6 +175,7 @@ def test_a_half_published_commit_is_never_seen(s3, tmp_path: Path) -> None:
     replica.stop()
 
 
+@pytest.mark.slow
 def test_an_outage_of_the_store_is_waited_out_and_said_once(tmp_path, monkeypatch, caplog):
     """The store stops: a commit is not done (its pages would not be marked) until it is
     published; the replica serves what it holds; each says once that the store went and
@@ -216,6 +217,37 @@ def test_an_outage_of_the_store_is_waited_out_and_said_once(tmp_path, monkeypatc
             assert sum("answers again" in m for m in said) == 1, said
     finally:
         server.stop()
+
+
+def test_a_master_on_another_machine_goes_on_from_the_published_commit(s3, tmp_path) -> None:
+    """A master whose directory does not continue the published commit fetches it first
+    (its own commits then add to it); one whose directory does keeps it, and publishes
+    the commit it made but had not published."""
+    objects = _objects()
+    first = _writer(objects, tmp_path / "a")
+    first.replace(_docs(0, 20))
+    first.commit()
+    elsewhere = tmp_path / "b"
+    unrelated = IndexWriter(elsewhere)  # an index of its own there: replaced
+    unrelated.replace(_docs(900, 3))
+    unrelated.commit()
+    assert _hits(elsewhere, "n901")
+    second = _writer(objects, elsewhere)
+    assert _hits(elsewhere) == _hits(tmp_path / "a") and not _hits(elsewhere, "n901")
+    second.replace(_docs(20, 5))
+    second.commit()
+    assert objects.read_commit().same(local_commit(elsewhere))
+    both = _hits(elsewhere)
+    assert {fp for fp, _s in both} >= {fp for fp, _s in _hits(tmp_path / "a")} | {20}
+    local_only = IndexWriter(elsewhere)  # committed, then killed before its publish
+    local_only.replace(_docs(30, 5))
+    local_only.commit()
+    third = _writer(objects, elsewhere)  # the same machine again: its commit is published
+    assert objects.read_commit().same(local_commit(elsewhere))
+    assert third.publisher.published.same(local_commit(elsewhere))
+    replica = IndexReplica(objects, tmp_path / "replica")
+    assert replica.sync() and _hits(tmp_path / "replica") == _hits(elsewhere) != both
+    replica.stop()
 
 
 FAST = ["--delay", "0", "--delay-factor", "0", "--max-delay", "0", "--fetch-timeout", "2"]
