@@ -250,6 +250,68 @@ def test_a_master_on_another_machine_goes_on_from_the_published_commit(s3, tmp_p
     replica.stop()
 
 
+def _pages(names: list[str], word: str) -> list:
+    from srcrawl.core.urls import fingerprint
+    from srcrawl.sql.pages import Page
+
+    return [
+        Page(
+            fingerprint(f"http://127.0.0.1:9/{n}"),
+            f"http://127.0.0.1:9/{n}",
+            "127.0.0.1:9",
+            status=200,
+            fetched_at=1.0,
+            title=n,
+            text=f"{word} about {n} {word}",
+        )
+        for n in names
+    ]
+
+
+def test_a_portal_follows_the_published_commits(s3, redis_url, keys, tmp_path) -> None:
+    """`srcrawl serve` in a home of its own searches each commit the index master publishes
+    within seconds, and /api/status shows its replica and lag."""
+    import requests
+
+    from srcrawl.portal.server import build_portal, serving_in_thread
+    from srcrawl.settings.config import Config
+
+    from .conftest import cli_env, run_cli
+
+    env = {
+        **cli_env(redis_url, keys.job, tmp_path / "a"),
+        "SRCRAWL_INDEX_DIR": f"s3://portal-{uuid.uuid4().hex[:12]}/index",
+        "SRCRAWL_INDEX_SYNC_PERIOD": "0.2",
+    }
+    master_cfg = Config.load(env=env)
+    master_cfg.store().put_pages(_pages(["one", "two"], "quasar"))
+    r = run_cli(["index", "--slaves", "1"], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    portal_cfg = Config.load(env={**env, "SRCRAWL_HOME": str(tmp_path / "b")})
+    portal = build_portal(portal_cfg, threads=0)
+    with serving_in_thread(portal) as url:
+        found = requests.get(f"{url}api/search", params={"q": "quasar"}, timeout=10).json()
+        assert {h["title"] for h in found["hits"]} == {"one", "two"}
+        master_cfg.store().put_pages(_pages(["three"], "quasar"))
+        r = run_cli(["index", "--slaves", "1"], env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            found = requests.get(f"{url}api/search", params={"q": "quasar"}, timeout=10).json()
+            if len(found["hits"]) == 3:
+                break
+            time.sleep(0.1)
+        assert {h["title"] for h in found["hits"]} == {"one", "two", "three"}
+        status = requests.get(f"{url}api/status", timeout=10).json()["index_copies"]
+        [replica] = status["replicas"]
+        assert replica["commit"] == status["published"]["commit"] and not replica["behind"]
+        assert 0 <= replica["searchable_after_s"] < 10
+        page = requests.get(f"{url}status", timeout=10).text
+        assert 'id="replicas"' in page and "up to date" in page
+    master_cfg.close()
+    portal_cfg.close()
+
+
 FAST = ["--delay", "0", "--delay-factor", "0", "--max-delay", "0", "--fetch-timeout", "2"]
 
 
