@@ -206,7 +206,7 @@ class IndexWriter:
         check). Without, nothing to do."""
         if self.publisher is None or self._index is not None:
             return
-        self.publisher.restore()
+        self._run_renewing(self.publisher.restore, fence)
         self._index = open_index(self.path, create=True)
         self._run_renewing(lambda: self.publisher.publish(fence), fence)
 

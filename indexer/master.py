@@ -24,6 +24,10 @@ while, and leaves at the end of the step it is in once ``stopping`` is set
 to being searchable (``indexer/freshness.py``) and publishes the p50/p95 in
 its heartbeat and in the phase's counters (``srcrawl status``).
 
+With ``SRCRAWL_INDEX_DIR=s3://…`` each commit is published to the object store before
+its pages are marked (indexer/publisher.py): an outage of the store holds the merge (and
+the marks) until the store is back, and replicas never hold less than what is marked.
+
 One master per job: it holds the phase's lease (``queues/lease.py``) and
 fences what it commits with it (``_merge``), so a master that stalled past
 the lease's TTL while a successor took over stops with LeaseLost.
@@ -153,7 +157,9 @@ class IndexMaster:
         self.held = HeldResults(self.report, self.tasks.outstanding)
         publisher = None
         if publish_to is not None:
-            publisher = IndexPublisher(publish_to, index_path, on_published=self._published)
+            publisher = IndexPublisher(
+                publish_to, index_path, on_published=self._published, stopping=self.stopping
+            )
         # it commits (and publishes) only under the lease
         self.writer = IndexWriter(index_path, publisher=publisher)
 

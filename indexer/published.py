@@ -330,12 +330,15 @@ def install(commit: Commit, directory: Path) -> None:
     write_atomically(directory / HELD, commit.to_json())
 
 
-def remove_dropped(commit: Commit, directory: Path) -> list[str]:
-    """Remove the segment files of ``directory`` that ``commit`` does not need (a reader
-    that still maps one keeps it until it reloads: a removed file lives on while mapped)."""
+def remove_dropped(commit: Commit, directory: Path, keep: Commit | None = None) -> list[str]:
+    """Remove the segment files of ``directory`` that ``commit`` (and ``keep``) does not
+    need. A reader that maps one keeps it (a removed file lives on while mapped); ``keep``,
+    the commit before, leaves a reader of another process that is reloading that one
+    until the next commit to open it."""
+    needed = commit.files.keys() | (keep.files.keys() if keep is not None else set())
     gone = []
     for entry in os.scandir(directory):
-        if entry.name in KEPT or entry.name in commit.files or not entry.is_file():
+        if entry.name in KEPT or entry.name in needed or not entry.is_file():
             continue
         if entry.name.endswith(PART) and time.time() - entry.stat().st_mtime < 3600:
             continue  # being fetched (or written) by another process

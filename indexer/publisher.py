@@ -56,12 +56,14 @@ class IndexPublisher:
         *,
         grace: float = INDEX_DROPPED_GRACE,
         on_published: Callable[[Commit], None] | None = None,
+        stopping: threading.Event | None = None,
     ) -> None:
         self.objects, self.directory = objects, directory
         self.grace = grace
         self.on_published = on_published
-        self.stopping = threading.Event()
-        """Set, a publish that waits for the store gives up (the lease was lost)."""
+        self.stopping = stopping or threading.Event()
+        """Set (the master stops, or lost its lease), a publish that waits for the store
+        gives up: the commit stays unpublished, its pages unmarked, indexed again later."""
         self.wait = StoreWait(log, f"index publish to {objects.url}", stopping=self.stopping)
         self.published: Commit | None = None
         self.dropped: dict[str, float] = {}  # object name -> when it may be deleted (monotonic)

@@ -5,8 +5,9 @@
 directory is a replica (``$SRCRAWL_HOME/index-replica/<job>``) which this module keeps on
 the published commit. Every sync period it reads the commit point; a new commit's files
 that the replica lacks are fetched (each under a temporary name, renamed once whole),
-then Tantivy's ``meta.json`` is renamed into place, the readers reload, and the files the
-commit no longer needs are removed. A reader thus opens the commit before or the one
+then Tantivy's ``meta.json`` is renamed into place, the readers reload, and the files
+neither it nor the commit before needs are removed (the other processes reading the
+directory have until the next commit to reload). A reader thus opens the commit before or the one
 after, whole: the commit point is published after its files, and it is installed here
 after them too.
 
@@ -101,7 +102,7 @@ class IndexReplica:
         t0 = time.perf_counter()
         files, size = fetch_missing(self.objects, published, self.directory)
         install(published, self.directory)
-        self.held, self.error = published, None
+        before, self.held, self.error = self.held, published, None
         self.fetch_s = time.perf_counter() - t0
         self.searchable_at = time.time()
         if self.on_commit is not None:
@@ -109,7 +110,7 @@ class IndexReplica:
                 self.on_commit()
             except Exception as e:  # the readers reload on their own within a second
                 log.warning("index replica: reload after commit %d: %s", published.opstamp, e)
-        gone = remove_dropped(published, self.directory)
+        gone = remove_dropped(published, self.directory, keep=before)
         log.debug(
             "index replica: commit %d installed (%d files, %d bytes fetched, %d removed)",
             published.opstamp,

@@ -110,8 +110,16 @@ def test_merged_segments_are_dropped_from_the_store_and_the_replica(s3, tmp_path
     assert not {n for n in stored if n.split(".")[0] in first}
     assert stored == set(local_commit(work).files) | {COMMIT_OBJECT}
     assert replica.sync()
-    assert not [p for p in rep.iterdir() if p.name.split(".")[0] in first]
     assert _hits(rep) == _hits(work) and all(fp not in range(1, 9) for fp, _s in _hits(rep))
+    # the commit before's files stay one commit longer (another process may be opening it)
+    assert [p for p in rep.iterdir() if p.name.split(".")[0] in first]
+    writer.replace(_docs(600, 1))
+    writer.commit()
+    before = replica.held
+    assert replica.sync()
+    assert not [p for p in rep.iterdir() if p.name.split(".")[0] in first]
+    segment_files = {p.name for p in rep.iterdir() if not p.name.startswith(".")} - {"meta.json"}
+    assert segment_files <= set(replica.held.files) | set(before.files)
     replica.stop()
 
 

@@ -266,4 +266,3 @@ class ObjectWarcStorage(WarcStorage):
                 return []
             raise WarcError(f"cannot list {self.url}: {one_line(e)}") from e
         return sorted(found)
-
