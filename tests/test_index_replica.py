@@ -363,3 +363,29 @@ def test_crawl_index_and_search_from_another_home(s3, redis_url, keys, tmp_path)
     assert status.returncode == 0, status.stderr
     assert "index published: commit" in status.stdout
     assert f"replica {__import__('socket').gethostname()}:{replica_dir.resolve()}" in status.stdout
+
+
+def test_status_shows_the_published_commit_and_each_replicas_lag(redis_client, keys) -> None:
+    from srcrawl.app.status import collect, render
+
+    now = time.time()
+    redis_client.hset(
+        keys.index_published,
+        mapping={"commit": 12, "published_at": now - 2.0, "files": 30, "bytes": 5_000_000},
+    )
+    fresh = {"id": "a:/r1", "commit": 12, "published_at": now - 2.0, "at": now}
+    fresh["searchable_at"] = now - 1.5
+    late = {"id": "b:/r2", "commit": 9, "published_at": now - 60.0, "at": now - 100.0}
+    late["error"] = "IndexStoreError: no object x"
+    for r in (fresh, late):
+        redis_client.hset(keys.index_replicas, r["id"], json.dumps(r))
+    snap = collect(redis_client, keys)
+    [a, b] = snap["index_copies"]["replicas"]
+    assert (a["behind"], a["silent"], a["searchable_after_s"]) == (False, False, 0.5)
+    assert (b["behind"], b["silent"]) == (True, True) and 59 < b["age_s"] < 70
+    text = render(snap)
+    assert "index published: commit 12" in text and "30 files, 5.0 MB" in text
+    assert "replica a:/r1  commit 12 (published 2.0 s ago, searchable 0.50 s after)" in text
+    assert "replica b:/r2  commit 9" in text and "[behind; silent; error: IndexStoreError" in text
+    redis_client.delete(keys.index_published, keys.index_replicas)
+    assert "index published" not in render(collect(redis_client, keys))
