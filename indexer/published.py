@@ -42,7 +42,12 @@ PART = ".part"
 
 
 class IndexStoreError(SrcrawlError):
-    """The object store did not answer as it should (unreachable, a file missing)."""
+    """The object store did not answer as it should (unreachable, refused)."""
+
+
+class ObjectGone(SrcrawlError):
+    """A file of the commit being fetched is no longer in the store: a later commit dropped
+    it, and its grace passed (the next sync takes the later commit)."""
 
 
 @dataclass(frozen=True)
@@ -199,7 +204,7 @@ class IndexObjects:
                 os.fsync(fh.fileno())
         except FileNotFoundError as e:
             tmp.unlink(missing_ok=True)
-            raise IndexStoreError(f"no object {self.url}/{name} (dropped since?)") from e
+            raise ObjectGone(f"no object {self.url}/{name} (dropped since)") from e
         except Exception as e:
             tmp.unlink(missing_ok=True)
             raise IndexStoreError(f"cannot fetch {self.url}/{name}: {one_line(e)}") from e

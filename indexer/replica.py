@@ -35,6 +35,7 @@ from srcrawl.indexer.published import (
     Commit,
     IndexObjects,
     IndexStoreError,
+    ObjectGone,
     StoreWait,
     fetch_missing,
     held_commit,
@@ -89,18 +90,24 @@ class IndexReplica:
         """Look at the published commit once and install it if it is new; return whether a
         commit was installed. Another process syncing the directory: nothing done (False).
 
-        Raises IndexStoreError when the store does not answer (or a file went missing:
-        dropped by a later commit while this one was fetched; the next sync takes that).
+        Raises IndexStoreError when the store does not answer. A file that went missing
+        (dropped by a later commit while this one was fetched) ends the sync: the next
+        takes the later commit.
         """
         if not self._locked():
             return False
         published = self.objects.read_commit()
         self.checked_at = time.time()
         if published is None or published.same(self.held):
+            self.error = None
             self._report()
             return False
         t0 = time.perf_counter()
-        files, size = fetch_missing(self.objects, published, self.directory)
+        try:
+            files, size = fetch_missing(self.objects, published, self.directory)
+        except ObjectGone as e:  # a later commit is published: the next sync takes it
+            log.debug("index replica: commit %d passed by: %s", published.opstamp, e)
+            return False
         install(published, self.directory)
         before, self.held, self.error = self.held, published, None
         self.fetch_s = time.perf_counter() - t0

@@ -389,3 +389,25 @@ def test_status_shows_the_published_commit_and_each_replicas_lag(redis_client, k
     assert "replica b:/r2  commit 9" in text and "[behind; silent; error: IndexStoreError" in text
     redis_client.delete(keys.index_published, keys.index_replicas)
     assert "index published" not in render(collect(redis_client, keys))
+
+
+def test_a_commit_passed_by_mid_fetch_gives_way_to_the_next(s3, tmp_path: Path) -> None:
+    """A replica that read a commit point whose files a later commit dropped (its grace
+    over) ends that sync without a word of outage; the next sync installs the later one."""
+    from srcrawl.indexer.published import ObjectGone, fetch_missing
+
+    objects = _objects()
+    work, rep = tmp_path / "work", tmp_path / "replica"
+    writer = _writer(objects, work, grace=0.0)
+    writer.replace(_docs(0, 10))
+    writer.commit()
+    old = objects.read_commit()
+    for c in range(1, 10):
+        writer.replace(_docs(c * 10, 10))
+        writer.commit()
+    with pytest.raises(ObjectGone):
+        fetch_missing(objects, old, rep)
+    replica = IndexReplica(objects, rep)
+    assert replica.sync() is True and replica.error is None
+    assert _hits(rep) == _hits(work)
+    replica.stop()
