@@ -83,6 +83,7 @@ class IndexReplica:
         self.error: str | None = None
         self._lock_file: IO[bytes] | None = None
         self._reported = 0.0
+        self._stopped = False
         self._thread: threading.Thread | None = None
 
     # -- one sync ----------------------------------------------------------------
@@ -172,10 +173,14 @@ class IndexReplica:
             raise
 
     def stop(self) -> None:
+        """Stop following; the state recorded says so (a stopped replica is not a silent
+        one: ``srcrawl search`` syncs once and stops)."""
         self.stopping.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
         if self._lock_file is not None:
+            self._stopped = True
+            self._report(force=True)
             self._lock_file.close()
             self._lock_file = None
 
@@ -192,6 +197,7 @@ class IndexReplica:
             "fetch_s": round(self.fetch_s, 3) if self.fetch_s is not None else None,
             "checked_at": self.checked_at,
             "error": self.error,
+            "stopped": self._stopped,
             "at": time.time(),
         }
 

@@ -362,7 +362,8 @@ def test_crawl_index_and_search_from_another_home(s3, redis_url, keys, tmp_path)
     status = run_cli(["status"], other)
     assert status.returncode == 0, status.stderr
     assert "index published: commit" in status.stdout
-    assert f"replica {__import__('socket').gethostname()}:{replica_dir.resolve()}" in status.stdout
+    line = f"replica {__import__('socket').gethostname()}:{replica_dir.resolve()}  commit"
+    assert line in status.stdout and "[stopped]" in status.stdout  # a search syncs once
 
 
 def test_status_shows_the_published_commit_and_each_replicas_lag(redis_client, keys) -> None:
@@ -387,6 +388,10 @@ def test_status_shows_the_published_commit_and_each_replicas_lag(redis_client, k
     assert "index published: commit 12" in text and "30 files, 5.0 MB" in text
     assert "replica a:/r1  commit 12 (published 2.0 s ago, searchable 0.50 s after)" in text
     assert "replica b:/r2  commit 9" in text and "[behind; silent; error: IndexStoreError" in text
+    late.update(stopped=True, error=None)
+    redis_client.hset(keys.index_replicas, late["id"], json.dumps(late))
+    assert "replica b:/r2  commit 9 (published" in render(collect(redis_client, keys))
+    assert "[behind; stopped]" in render(collect(redis_client, keys))
     redis_client.delete(keys.index_published, keys.index_replicas)
     assert "index published" not in render(collect(redis_client, keys))
 

@@ -91,7 +91,7 @@ def index_copies(client: redis.Redis, keys: Keys, now: float | None = None) -> d
         r["age_s"] = round(now - at, 3) if at else None
         r["searchable_after_s"] = round(searchable - at, 3) if at and searchable else None
         r["behind"] = latest is not None and r.get("commit") is not None and r["commit"] < latest
-        r["silent"] = now - r.get("at", 0) > 3 * INDEX_REPLICA_REPORT_EVERY
+        r["silent"] = not r.get("stopped") and now - r.get("at", 0) > 3 * INDEX_REPLICA_REPORT_EVERY
         replicas.append(r)
     if published:
         published["age_s"] = round(now - float(published.get("published_at", now)), 3)
@@ -119,7 +119,15 @@ def _index_lines(copies: dict[str, Any]) -> list[str]:
             if r.get("searchable_after_s") is not None:
                 held += f", searchable {r['searchable_after_s']:.2f} s after"
             held += ")"
-        flags = [f for f, on in (("behind", r.get("behind")), ("silent", r.get("silent"))) if on]
+        flags = [
+            f
+            for f, on in (
+                ("behind", r.get("behind")),
+                ("silent", r.get("silent")),
+                ("stopped", r.get("stopped")),
+            )
+            if on
+        ]
         if r.get("error"):
             flags.append(f"error: {r['error']}")
         lines.append(f"  replica {r['id']}  {held}" + (f"  [{'; '.join(flags)}]" if flags else ""))
