@@ -4,6 +4,7 @@ written last, an outage waited out, and crawl + index + search across two homes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from srcrawl.indexer.engine import IndexDoc, IndexReader, IndexWriter
-from srcrawl.indexer.published import COMMIT_OBJECT, IndexObjects, local_commit
+from srcrawl.indexer.published import COMMIT_OBJECT, IndexObjects, IndexStoreError, local_commit
 from srcrawl.indexer.publisher import IndexPublisher
 from srcrawl.indexer.replica import IndexReplica
 
@@ -318,6 +319,83 @@ def test_a_portal_follows_the_published_commits(s3, redis_url, keys, tmp_path) -
         assert 'id="replicas"' in page and "up to date" in page
     master_cfg.close()
     portal_cfg.close()
+
+
+@pytest.mark.slow
+def test_a_master_marks_no_page_before_its_commit_is_published(
+    redis_url, keys, tmp_path, monkeypatch
+) -> None:
+    """`srcrawl index --follow` with the store gone: a page stored meanwhile stays unmarked
+    (its commit waits to be published) until the store is back; then a replica finds it."""
+    import signal
+    import subprocess
+    import sys
+
+    from srcrawl.core.urls import fingerprint
+    from srcrawl.lab.seaweedfs import SeaweedFS
+    from srcrawl.settings.config import DatabaseURL
+    from srcrawl.sql.pages import Page
+    from srcrawl.sql.store import open_store
+
+    from .conftest import cli_env
+
+    def page(name: str, text: str) -> Page:
+        url = f"http://127.0.0.1:9/{name}"
+        return Page(
+            fingerprint(url), url, "127.0.0.1:9", fetched_at=time.time(), title=name, text=text
+        )
+
+    def wait_for(word: str, bound: float) -> None:
+        deadline = time.monotonic() + bound
+        while time.monotonic() < deadline:
+            with contextlib.suppress(IndexStoreError):
+                replica.sync()
+            if replica.held is not None and _hits(rep, word):
+                return
+            time.sleep(0.2)
+        pytest.fail(f"{word!r} never searchable on the replica")
+
+    server = SeaweedFS(tmp_path / "weed").start()
+    proc = None
+    try:
+        for k, v in server.env().items():
+            monkeypatch.setenv(k, v)
+        url = f"s3://outage-{uuid.uuid4().hex[:12]}/index"
+        env = {**cli_env(redis_url, keys.job, tmp_path), **server.env(), "SRCRAWL_INDEX_DIR": url}
+        store = open_store(DatabaseURL.parse(env["SRCRAWL_DB_URL"]))
+        store.init_schema()
+        store.save_fetched([page("old", "an old page about lighthouses")], [])
+        cmd = [sys.executable, "-m", "srcrawl.app.cli", "index", "--follow", "--slaves", "1"]
+        proc = subprocess.Popen(
+            [*cmd, "--max-delay", "2s"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        rep = tmp_path / "replica"
+        replica = IndexReplica(IndexObjects(url, keys.job), rep)
+        wait_for("lighthouses", 60)
+        server.stop()
+        new = page("new", "fresh news about zeppelins")
+        store.save_fetched([new], [])
+        time.sleep(8)  # four times the delay: merged long since, were the store there
+        assert proc.poll() is None
+        assert fingerprint(new.url) in store.unindexed_pages(None, 100)
+        server.start()
+        wait_for("zeppelins", 60)
+        assert fingerprint(new.url) not in store.unindexed_pages(None, 100)
+        replica.stop()
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err[-3000:]
+        assert err.count("the object store does not answer") == 1, err[-3000:]
+        assert err.count("the object store answers again") == 1, err[-3000:]
+        store.close()
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        server.stop()
 
 
 FAST = ["--delay", "0", "--delay-factor", "0", "--max-delay", "0", "--fetch-timeout", "2"]
