@@ -267,9 +267,10 @@ class IndexWriter:
         self._finish(writer, before)
 
     def _finish(self, writer: tantivy.IndexWriter, renew: Callable[[], None] | None) -> None:
-        """Commit, let the merges end and release the lock, renewing the lease meanwhile; a
-        lease lost meanwhile is raised once the commit is done (it stays committed: a
-        successor writes the same pages again)."""
+        """Commit, let the merges end and release the lock, then publish the commit (with a
+        publisher), renewing the lease meanwhile; a lease lost meanwhile is raised once the
+        commit is done (it stays committed, unpublished: a successor writes the same pages
+        again)."""
 
         def work() -> None:
             try:
