@@ -4,7 +4,10 @@ Tantivy (the Rust engine, through its ``tantivy`` bindings) keeps the
 postings with positions, skip lists and block-max WAND, merges segments in
 the background and answers a query without reading whole postings lists. The
 index master is its one writer; the CLI and every portal worker open the
-same directory and see each commit after :meth:`IndexReader.refresh`.
+same directory and see each commit after :meth:`IndexReader.refresh`. With the index
+in an object store (``SRCRAWL_INDEX_DIR=s3://…``) the writer publishes each commit
+(indexer/publisher.py) and readers open a local replica that follows them
+(indexer/replica.py): the same directory to this module.
 
 Fields (a document per page):
 

@@ -494,3 +494,25 @@ def test_a_commit_passed_by_mid_fetch_gives_way_to_the_next(s3, tmp_path: Path) 
     assert replica.sync() is True and replica.error is None
     assert _hits(rep) == _hits(work)
     replica.stop()
+
+
+def test_the_index_in_an_object_store_is_configured_by_its_url(tmp_path: Path) -> None:
+    from srcrawl.core.errors import ConfigError
+    from srcrawl.settings.config import Config
+
+    home = tmp_path / "home"
+    env = {"SRCRAWL_HOME": str(home), "SRCRAWL_JOB": "j", "SRCRAWL_INDEX_DIR": "s3://bkt/ix/"}
+    cfg = Config.load(env=env)
+    assert (cfg.index_url, cfg.index_dir, cfg.index_sync_period) == ("s3://bkt/ix", None, 1.0)
+    assert cfg.index_path == home / "index-replica" / "j"
+    assert cfg.index_work_path == home / "index-local" / "j"
+    assert cfg.child_env()["SRCRAWL_INDEX_DIR"] == "s3://bkt/ix"
+    assert IndexObjects(cfg.index_url, cfg.job).url == "s3://bkt/ix/j"
+    plain = Config.load(env={"SRCRAWL_HOME": str(home), "SRCRAWL_JOB": "j"})
+    assert plain.index_url is None
+    assert plain.index_path == plain.index_work_path == home / "index" / "j"
+    timed = Config.load(env={**env, "SRCRAWL_INDEX_SYNC_PERIOD": "0.25"})
+    assert timed.index_sync_period == 0.25
+    for bad in ({"SRCRAWL_INDEX_DIR": "s3://B_/x"}, {"SRCRAWL_INDEX_SYNC_PERIOD": "0"}):
+        with pytest.raises(ConfigError):
+            Config.load(env={**env, **bad})
