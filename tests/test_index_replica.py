@@ -321,6 +321,26 @@ def test_a_portal_follows_the_published_commits(s3, redis_url, keys, tmp_path) -
     portal_cfg.close()
 
 
+def _page(name: str, text: str):
+    from srcrawl.core.urls import fingerprint
+    from srcrawl.sql.pages import Page
+
+    url = f"http://127.0.0.1:9/{name}"
+    return Page(fingerprint(url), url, "127.0.0.1:9", fetched_at=time.time(), title=name, text=text)
+
+
+def _wait_searchable(replica: IndexReplica, word: str, bound: float) -> None:
+    """Sync ``replica`` until ``word`` is found there; fail after ``bound`` seconds."""
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        with contextlib.suppress(IndexStoreError):
+            replica.sync()
+        if replica.held is not None and _hits(replica.directory, word):
+            return
+        time.sleep(0.2)
+    pytest.fail(f"{word!r} never searchable on the replica")
+
+
 @pytest.mark.slow
 def test_a_master_marks_no_page_before_its_commit_is_published(
     redis_url, keys, tmp_path, monkeypatch
@@ -334,26 +354,9 @@ def test_a_master_marks_no_page_before_its_commit_is_published(
     from srcrawl.core.urls import fingerprint
     from srcrawl.lab.seaweedfs import SeaweedFS
     from srcrawl.settings.config import DatabaseURL
-    from srcrawl.sql.pages import Page
     from srcrawl.sql.store import open_store
 
     from .conftest import cli_env
-
-    def page(name: str, text: str) -> Page:
-        url = f"http://127.0.0.1:9/{name}"
-        return Page(
-            fingerprint(url), url, "127.0.0.1:9", fetched_at=time.time(), title=name, text=text
-        )
-
-    def wait_for(word: str, bound: float) -> None:
-        deadline = time.monotonic() + bound
-        while time.monotonic() < deadline:
-            with contextlib.suppress(IndexStoreError):
-                replica.sync()
-            if replica.held is not None and _hits(rep, word):
-                return
-            time.sleep(0.2)
-        pytest.fail(f"{word!r} never searchable on the replica")
 
     server = SeaweedFS(tmp_path / "weed").start()
     proc = None
@@ -364,30 +367,25 @@ def test_a_master_marks_no_page_before_its_commit_is_published(
         env = {**cli_env(redis_url, keys.job, tmp_path), **server.env(), "SRCRAWL_INDEX_DIR": url}
         store = open_store(DatabaseURL.parse(env["SRCRAWL_DB_URL"]))
         store.init_schema()
-        store.save_fetched([page("old", "an old page about lighthouses")], [])
+        store.save_fetched([_page("old", "an old page about lighthouses")], [])
         cmd = [sys.executable, "-m", "srcrawl.app.cli", "index", "--follow", "--slaves", "1"]
         proc = subprocess.Popen(
-            [*cmd, "--max-delay", "2s"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+            [*cmd, "--max-delay", "2s"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
-        rep = tmp_path / "replica"
-        replica = IndexReplica(IndexObjects(url, keys.job), rep)
-        wait_for("lighthouses", 60)
+        replica = IndexReplica(IndexObjects(url, keys.job), tmp_path / "replica")
+        _wait_searchable(replica, "lighthouses", 60)
         server.stop()
-        new = page("new", "fresh news about zeppelins")
+        new = _page("new", "fresh news about zeppelins")
         store.save_fetched([new], [])
         time.sleep(8)  # four times the delay: merged long since, were the store there
         assert proc.poll() is None
         assert fingerprint(new.url) in store.unindexed_pages(None, 100)
         server.start()
-        wait_for("zeppelins", 60)
+        _wait_searchable(replica, "zeppelins", 60)
         assert fingerprint(new.url) not in store.unindexed_pages(None, 100)
         replica.stop()
         proc.send_signal(signal.SIGTERM)
-        _out, err = proc.communicate(timeout=60)
+        err = proc.communicate(timeout=60)[1].decode()
         assert proc.returncode == 0, err[-3000:]
         assert err.count("the object store does not answer") == 1, err[-3000:]
         assert err.count("the object store answers again") == 1, err[-3000:]
