@@ -136,7 +136,8 @@ def _print_index_report(cfg: Config, report: IndexReport, *, as_json: bool) -> N
         click.echo(
             f"indexed {report.indexed} pages ({report.stale} changed meanwhile, "
             f"{report.failed} failed, {report.removed} gone removed) in {report.wall_s:.1f} s, "
-            f"{report.pages_per_s:.1f} pages/s, {report.merges} commits into {cfg.index_path}"
+            f"{report.pages_per_s:.1f} pages/s, {report.merges} commits into "
+            f"{cfg.index_url or cfg.index_work_path}"
         )
         fresh = report.freshness
         if fresh.get("delay_p50_s") is not None:
@@ -157,6 +158,27 @@ def _term_marks() -> tuple[str, str]:
     from srcrawl.indexer.search.snippets import MARK_CLOSE, MARK_OPEN
 
     return MARK_OPEN, MARK_CLOSE
+
+
+def _sync_replica(cfg: Config) -> None:
+    """With an index in an object store: bring the replica searched up to the published
+    commit (once; a ``serve`` beside it that follows it already is left to). A store that
+    does not answer is said, and the commit held searched; none held, an error."""
+    from srcrawl.indexer.published import IndexStoreError
+    from srcrawl.indexer.replica import replica_of
+
+    # the state recorded only in a Redis of one's own: a search starts no embedded server
+    replica = replica_of(cfg, record=not cfg.embedded)
+    if replica is None:
+        return
+    try:
+        replica.sync()
+    except IndexStoreError as e:
+        if replica.held is None:
+            raise click.ClickException(f"no index replica yet, and {e}") from None
+        click.echo(f"note: searching commit {replica.held.opstamp} held here: {e}", err=True)
+    finally:
+        replica.stop()
 
 
 @click.command("search")
@@ -186,6 +208,7 @@ def search_command(
     from srcrawl.indexer.tokenizer import get_tokenizer
 
     cfg = _config(ctx)
+    _sync_replica(cfg)
     searcher = Searcher(cfg.store(), cfg.index_path, tokenizer=get_tokenizer(user_dict))
     # jieba's load is start-up, not query time; a query without Chinese never loads it
     searcher.tokenizer.warm_up(query)

@@ -4,7 +4,10 @@ Tantivy (the Rust engine, through its ``tantivy`` bindings) keeps the
 postings with positions, skip lists and block-max WAND, merges segments in
 the background and answers a query without reading whole postings lists. The
 index master is its one writer; the CLI and every portal worker open the
-same directory and see each commit after :meth:`IndexReader.refresh`.
+same directory and see each commit after :meth:`IndexReader.refresh`. With the index
+in an object store (``SRCRAWL_INDEX_DIR=s3://…``) the writer publishes each commit
+(indexer/publisher.py) and readers open a local replica that follows them
+(indexer/replica.py): the same directory to this module.
 
 Fields (a document per page):
 
@@ -42,11 +45,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import tantivy
 
 from srcrawl.core.defaults import DEFAULT_INDEX_WRITER_HEAP, DEFAULT_INDEX_WRITER_WAIT
 from srcrawl.core.errors import SrcrawlError
+
+if TYPE_CHECKING:
+    from srcrawl.indexer.publisher import IndexPublisher
 
 STEMMED = "srcrawl_stem"
 """The analyzer of the text fields: whitespace, then the English stemmer."""
@@ -177,13 +184,34 @@ class IndexWriter:
         *,
         heap: int = DEFAULT_INDEX_WRITER_HEAP,
         wait: float = DEFAULT_INDEX_WRITER_WAIT,
+        publisher: IndexPublisher | None = None,
     ) -> None:
+        """The writer of the directory ``path``; with ``publisher``, each commit is published
+        to an object store before :meth:`commit` returns, and the directory is opened by
+        :meth:`start` (under the lease), which first makes it continue the published one."""
         self.path = path
         self.heap, self.wait = heap, wait
         self.renew_every = 1.0  # seconds between lease renewals while Tantivy works
-        self.index = open_index(path, create=True)
+        self.publisher = publisher
+        self._index = None if publisher is not None else open_index(path, create=True)
         self._replace: dict[int, IndexDoc] = {}
         self._delete: set[int] = set()
+
+    @property
+    def index(self) -> tantivy.Index:
+        if self._index is None:
+            raise IndexUnavailable("the published index's writer is not started")
+        return self._index
+
+    def start(self, fence: Callable[[], None] | None = None) -> None:
+        """With a publisher: fetch the published commit unless the directory continues it,
+        open it, and publish what it holds that is not published (``fence``: the lease
+        check). Without, nothing to do."""
+        if self.publisher is None or self._index is not None:
+            return
+        self._run_renewing(self.publisher.restore, fence)
+        self._index = open_index(self.path, create=True)
+        self._run_renewing(lambda: self.publisher.publish(fence), fence)
 
     def replace(self, docs: Sequence[IndexDoc]) -> None:
         """Queue ``docs``, each replacing its page's document (of a page queued twice, the
@@ -242,21 +270,37 @@ class IndexWriter:
         self._finish(writer, before)
 
     def _finish(self, writer: tantivy.IndexWriter, renew: Callable[[], None] | None) -> None:
-        """Commit, let the merges end and release the lock, renewing the lease meanwhile; a
-        lease lost meanwhile is raised once the commit is done (it stays committed: a
-        successor writes the same pages again)."""
-        failed: list[BaseException] = []
+        """Commit, let the merges end and release the lock, then publish the commit (with a
+        publisher), renewing the lease meanwhile; a lease lost meanwhile is raised once the
+        commit is done (it stays committed, unpublished: a successor writes the same pages
+        again)."""
 
         def work() -> None:
             try:
                 writer.commit()
-            except BaseException as e:
-                failed.append(e)
+            except BaseException:
                 writer.rollback()
+                raise
             finally:
                 writer.wait_merging_threads()  # the merges end, the lock is released
 
-        thread = threading.Thread(target=work, name="index-commit", daemon=True)
+        self._run_renewing(work, renew)
+        if self.publisher is not None:
+            # before the pages are marked indexed: replicas can have what is marked
+            self._run_renewing(lambda: self.publisher.publish(renew), renew)
+
+    def _run_renewing(self, work: Callable[[], object], renew: Callable[[], None] | None) -> None:
+        """``work()`` in a thread of its own, the lease renewed meanwhile; its error raised,
+        then a lease lost meanwhile (a publish waiting for the store then gives up)."""
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                work()
+            except BaseException as e:
+                failed.append(e)
+
+        thread = threading.Thread(target=run, name="index-commit", daemon=True)
         thread.start()
         lost: BaseException | None = None
         while thread.is_alive():
@@ -266,6 +310,8 @@ class IndexWriter:
                     renew()
                 except BaseException as e:
                     lost = e
+                    if self.publisher is not None:
+                        self.publisher.stopping.set()
         if failed:
             raise failed[0]
         if lost is not None:

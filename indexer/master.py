@@ -24,6 +24,10 @@ while, and leaves at the end of the step it is in once ``stopping`` is set
 to being searchable (``indexer/freshness.py``) and publishes the p50/p95 in
 its heartbeat and in the phase's counters (``srcrawl status``).
 
+With ``SRCRAWL_INDEX_DIR=s3://…`` each commit is published to the object store before
+its pages are marked (indexer/publisher.py): an outage of the store holds the merge (and
+the marks) until the store is back, and replicas never hold less than what is marked.
+
 One master per job: it holds the phase's lease (``queues/lease.py``) and
 fences what it commits with it (``_merge``), so a master that stalled past
 the lease's TTL while a successor took over stops with LeaseLost.
@@ -57,6 +61,8 @@ from srcrawl.core.keys import Keys
 from srcrawl.indexer.engine import IndexWriter
 from srcrawl.indexer.freshness import Freshness
 from srcrawl.indexer.held_results import HeldResults
+from srcrawl.indexer.published import Commit, IndexObjects
+from srcrawl.indexer.publisher import IndexPublisher
 from srcrawl.indexer.report import IndexReport
 from srcrawl.indexer.task_window import TaskWindow
 from srcrawl.indexer.tokenizer import dictionary_id, user_dict_from_env
@@ -114,11 +120,14 @@ class IndexMaster:
         block_timeout: float = DEFAULT_BLOCK_TIMEOUT,
         follow: float | None = None,
         stopping: threading.Event | None = None,
+        publish_to: IndexObjects | None = None,
     ) -> None:
         """The master of ``keys``'s job, writing the index at ``index_path`` under a
         lease of ``lease_ttl`` seconds. ``follow``: keep indexing new pages, aiming at
         this delay in seconds (see the module doc); None: index what is unindexed and
-        end. ``stopping``: once set, a run ends after the step it is in."""
+        end. ``stopping``: once set, a run ends after the step it is in. ``publish_to``:
+        the object store each commit is published to (indexer/publisher.py) before its
+        pages are marked indexed."""
         if batch_pages < 1 or window < 1 or merge_docs < 1:
             raise ValueError("batch_pages, window and merge_docs must be positive")
         self.client, self.store, self.keys = client, store, keys
@@ -146,13 +155,26 @@ class IndexMaster:
         self.report = IndexReport()
         self.tasks = TaskWindow(store, self.q.trq, window, batch_pages, self.dictionary)
         self.held = HeldResults(self.report, self.tasks.outstanding)
-        self.writer = IndexWriter(index_path)  # it commits only under the lease
+        publisher = None
+        if publish_to is not None:
+            publisher = IndexPublisher(
+                publish_to, index_path, on_published=self._published, stopping=self.stopping
+            )
+        # it commits (and publishes) only under the lease
+        self.writer = IndexWriter(index_path, publisher=publisher)
 
     @classmethod
     def from_config(cls, cfg: Config, **options: Any) -> IndexMaster:
         """The master of the configured job; ``options`` as for the constructor."""
+        if cfg.index_url is not None:
+            options.setdefault("publish_to", IndexObjects(cfg.index_url, cfg.job))
         return cls(
-            cfg.redis(), cfg.store(), cfg.keys, cfg.index_path, lease_ttl=cfg.lease_ttl, **options
+            cfg.redis(),
+            cfg.store(),
+            cfg.keys,
+            cfg.index_work_path,
+            lease_ttl=cfg.lease_ttl,
+            **options,
         )
 
     def _set_follow(self, follow: float | None, merge_wait: float) -> float:
@@ -195,6 +217,8 @@ class IndexMaster:
             try:
                 # tasks a previous master left queued are scheduled again below
                 self.session.fenced(lambda pipe: pipe.delete(self.q.srq.key))
+                # with an object store: from the published commit, under the lease
+                self.writer.start(self.lease.keep)
                 self._remove_gone()
                 self._loop(slaves, progress, progress_interval, t0)
                 run.state = "stopped" if self.follow else "complete"
@@ -330,6 +354,18 @@ class IndexMaster:
         # after the commit: a crash before this line replays the results
         self._ack_merged(keys=[self.q.nrq.processing_key(self.id)], args=[len(self.held.raw)])
         self.held.clear()
+
+    def _published(self, commit: Commit) -> None:
+        """A commit is published: what ``srcrawl status`` shows beside the replicas'."""
+        self.client.hset(
+            self.keys.index_published,
+            mapping={
+                "commit": commit.opstamp,
+                "published_at": commit.published_at,
+                "files": len(commit.files),
+                "bytes": commit.bytes,
+            },
+        )
 
     def _stats(self) -> dict[str, float]:
         stats: dict[str, float] = {

@@ -44,7 +44,7 @@ def _other_jobs(cfg: Config) -> list[str]:
     from srcrawl.app.demo import DEMO_JOB, demo_config
 
     root = cfg.home / DEFAULT_INDEX_DIR_NAME
-    if cfg.index_dir is not None or not root.is_dir():
+    if cfg.index_dir is not None or cfg.index_url is not None or not root.is_dir():
         return []
     commands = []
     for d in sorted(root.iterdir()):

@@ -4,10 +4,11 @@ threads, in the event loop: portal/server.py's default_threads says when).
 The tokenizer (jieba's dictionary, the user dictionary) is loaded once, at
 start-up, and shared; so is the index reader (Tantivy's searchers are shared
 between threads and follow the index master's commits) and the hosts'
-boilerplate (snippets). What the store holds (the hits' pages, ranks) is read
-through one connection per thread, so one slow search never holds the
-others' connection. SQLite reads in WAL mode never wait for one another or for
-a writer.
+boilerplate (snippets). With an index in an object store, the replica the reader reads
+is kept on the published commits here too (indexer/replica.py). What the store holds
+(the hits' pages, ranks) is read through one connection per thread, so one slow
+search never holds the others' connection. SQLite reads in WAL mode never wait for one
+another or for a writer.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from srcrawl.indexer.engine import IndexReader
+from srcrawl.indexer.replica import IndexReplica
 from srcrawl.indexer.search import Searcher, SearchResult
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer
 from srcrawl.sql.database_url import DatabaseURL
@@ -98,10 +100,17 @@ class SearchPool:
         user_dict: str | None = None,
         on_search: Callable[[float], None] | None = None,
         warc_root: Path | WarcStorage | None = None,
+        replica: IndexReplica | None = None,
     ) -> None:
         self.db = db
         self.threads = threads
         self.reader = IndexReader(index)
+        self.replica = replica
+        """With an index in an object store, the replica ``index`` is: it follows the
+        published commits in a thread, and each one it installs is searched at once."""
+        if replica is not None:
+            replica.on_commit = self.reader.reload
+            replica.start()
         self.warc_root = warc_root
         """Where the page texts of a crawl with ``--body-store warc`` are (the snippets')."""
         self.tokenizer: Tokenizer = get_tokenizer(user_dict)
@@ -162,6 +171,8 @@ class SearchPool:
         return await loop.run_in_executor(self._pool, self.search, query, page, size)
 
     def close(self) -> None:
+        if self.replica is not None:
+            self.replica.stop()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         with self._lock:

@@ -9,6 +9,7 @@ never wait for another's GIL.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import threading
@@ -20,10 +21,14 @@ from fastapi import FastAPI
 from uvicorn.supervisors import Multiprocess
 
 from srcrawl.core.errors import SrcrawlError
+from srcrawl.indexer.published import IndexStoreError
+from srcrawl.indexer.replica import IndexReplica, replica_of
 from srcrawl.portal.app import ENV_ADMIN_TOKEN, Portal, create_app
 from srcrawl.portal.readiness import Readiness, problems, serve_command
 from srcrawl.portal.search_pool import SearchPool
 from srcrawl.settings.config import Config
+
+log = logging.getLogger("srcrawl.portal")
 
 DEFAULT_BIND = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -65,9 +70,26 @@ def build_portal(
     token = admin_token if admin_token is not None else os.environ.get(ENV_ADMIN_TOKEN) or None
     threads = default_threads(cfg) if threads is None else threads
     pool = SearchPool(
-        cfg.db, cfg.index_path, threads=threads, user_dict=user_dict, warc_root=cfg.warc_source
+        cfg.db,
+        cfg.index_path,
+        threads=threads,
+        user_dict=user_dict,
+        warc_root=cfg.warc_source,
+        replica=_replica(cfg),
     )
     return Portal(cfg=cfg, pool=pool, admin_token=token, readiness=Readiness(cfg))
+
+
+def _replica(cfg: Config) -> IndexReplica | None:
+    """With an index in an object store, its replica, synced once before the portal serves
+    (an unreachable store is said, and waited out by the replica's thread)."""
+    replica = replica_of(cfg)
+    if replica is not None:
+        try:
+            replica.sync()
+        except IndexStoreError as e:
+            log.warning("the index replica cannot sync yet: %s", e)
+    return replica
 
 
 def _bound_socket(bind: str, port: int) -> socket.socket:
@@ -122,7 +144,8 @@ def serve(
 def _announce_job(cfg: Config, found: list[str], announce: Callable[[str], None]) -> None:
     """The job and store served, and what keeps them from being searched: a first run's
     wrong job or store is said at once, not found out query by query."""
-    announce(f"  job {cfg.job!r}, index {cfg.index_path}, store {cfg.db.redacted()}")
+    index = f"{cfg.index_url} (replica {cfg.index_path})" if cfg.index_url else cfg.index_path
+    announce(f"  job {cfg.job!r}, index {index}, store {cfg.db.redacted()}")
     for line in found:
         announce(f"  warning: {line}")
     if not found:

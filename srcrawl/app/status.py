@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import redis
 
-from srcrawl.core.defaults import PHASES
+from srcrawl.core.defaults import INDEX_REPLICA_REPORT_EVERY, PHASES
 from srcrawl.core.keys import Keys, processing_key
 from srcrawl.master.guards import guard_sentences
 from srcrawl.queues import workers as worker_registry
@@ -62,6 +63,7 @@ def collect(client: redis.Redis, keys: Keys) -> dict[str, Any]:
             entry["assigned_to"] = taken.decode() if taken is not None else None
     guards = {k.decode(): json.loads(v) for k, v in client.hgetall(keys.guards).items()}
     return {
+        "index_copies": index_copies(client, keys),
         "job": keys.job,
         "guards": guards,
         "phases": phases,
@@ -69,6 +71,67 @@ def collect(client: redis.Redis, keys: Keys) -> dict[str, Any]:
         "assignment_version": version,
         "workers": [{"id": w.id, "alive": w.alive, "stats": w.stats} for w in found],
     }
+
+
+def index_copies(client: redis.Redis, keys: Keys, now: float | None = None) -> dict[str, Any]:
+    """The index commit last published to an object store and each replica's lag: the
+    commit it holds, how old that commit is, how long it took from its publish to being
+    searchable there, whether a later one is published, and when it last reported."""
+    now = time.time() if now is None else now
+    pipe = client.pipeline(transaction=False)
+    pipe.hgetall(keys.index_published)
+    pipe.hgetall(keys.index_replicas)
+    raw_published, raw_replicas = pipe.execute()
+    published = {k.decode(): _number(v) for k, v in raw_published.items()} or None
+    latest = published.get("commit") if published else None
+    replicas = []
+    for raw in raw_replicas.values():
+        r = json.loads(raw)
+        at, searchable = r.get("published_at"), r.get("searchable_at")
+        r["age_s"] = round(now - at, 3) if at else None
+        r["searchable_after_s"] = round(searchable - at, 3) if at and searchable else None
+        r["behind"] = latest is not None and r.get("commit") is not None and r["commit"] < latest
+        r["silent"] = not r.get("stopped") and now - r.get("at", 0) > 3 * INDEX_REPLICA_REPORT_EVERY
+        replicas.append(r)
+    if published:
+        published["age_s"] = round(now - float(published.get("published_at", now)), 3)
+    return {"published": published, "replicas": sorted(replicas, key=lambda r: r["id"])}
+
+
+def _index_lines(copies: dict[str, Any]) -> list[str]:
+    """The published commit and the replicas, a line each (none when nothing is published)."""
+    published = copies.get("published")
+    if not published and not copies.get("replicas"):
+        return []
+    lines = []
+    if published:
+        lines.append(
+            f"index published: commit {published.get('commit')} {published['age_s']:.1f} s ago, "
+            f"{published.get('files')} files, {int(published.get('bytes', 0)) / 1e6:.1f} MB"
+        )
+    else:
+        lines.append("index published: nothing yet")
+    for r in copies.get("replicas", []):
+        if r.get("commit") is None:
+            held = "no commit yet"
+        else:
+            held = f"commit {r['commit']} (published {r['age_s']:.1f} s ago"
+            if r.get("searchable_after_s") is not None:
+                held += f", searchable {r['searchable_after_s']:.2f} s after"
+            held += ")"
+        flags = [
+            f
+            for f, on in (
+                ("behind", r.get("behind")),
+                ("silent", r.get("silent")),
+                ("stopped", r.get("stopped")),
+            )
+            if on
+        ]
+        if r.get("error"):
+            flags.append(f"error: {r['error']}")
+        lines.append(f"  replica {r['id']}  {held}" + (f"  [{'; '.join(flags)}]" if flags else ""))
+    return lines
 
 
 def _in_flight(
@@ -120,6 +183,7 @@ def render(snapshot: dict[str, Any]) -> str:
                 f"  {part['partition']:>4}  srq {part['srq']:>7}  nrq {part['nrq']:>7}  "
                 f"pages {part['pages']:>8}  master {master}"
             )
+    lines += _index_lines(snapshot.get("index_copies", {}))
     alive = [w for w in snapshot["workers"] if w["alive"]]
     dead = len(snapshot["workers"]) - len(alive)
     lines.append(f"workers: {len(alive)} alive" + (f", {dead} without heartbeat" if dead else ""))

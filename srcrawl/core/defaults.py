@@ -509,6 +509,32 @@ DEFAULT_INDEX_FOLLOW_SAMPLES = 2000
 DEFAULT_INDEX_FOLLOW_LOG_INTERVAL = 60.0
 """Seconds between two log lines of ``index --follow`` with the delay's p50 and p95."""
 
+DEFAULT_INDEX_LOCAL_DIR_NAME = "index-local"
+"""Under the home: ``index-local/<job>``, the index master's working Tantivy directory when
+the index is published to an object store (``SRCRAWL_INDEX_DIR=s3://BUCKET/PREFIX``)."""
+
+DEFAULT_INDEX_REPLICA_DIR_NAME = "index-replica"
+"""Under the home: ``index-replica/<job>``, the local replica that ``srcrawl serve`` and
+``srcrawl search`` keep of an index published to an object store."""
+
+DEFAULT_INDEX_SYNC_PERIOD = 1.0
+"""Seconds between two looks of a replica at the published commit
+(``SRCRAWL_INDEX_SYNC_PERIOD``): about the most a commit waits to be searchable there."""
+
+INDEX_DROPPED_GRACE = 60.0
+"""Seconds a segment file dropped from the published index stays in the object store after
+the commit that dropped it: a replica still fetching the commit before has time to end."""
+
+INDEX_REPLICA_REPORT_EVERY = 10.0
+"""Seconds between two records of a replica's state in Redis when nothing changed (a
+new commit is recorded at once); ``srcrawl status`` calls it silent after three."""
+
+INDEX_STORE_FIRST_WAIT = 0.5
+"""Seconds before a publish or a replica's sync that failed is tried again; doubled after
+each failure, up to INDEX_STORE_MAX_WAIT (an outage of the store is waited out)."""
+
+INDEX_STORE_MAX_WAIT = 10.0
+
 BM25_K1 = 1.2
 """BM25 term-frequency saturation."""
 

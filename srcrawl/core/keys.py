@@ -378,3 +378,16 @@ class Keys:
         starts from (packed float64); the task of that shard in the iteration before
         writes it."""
         return f"{self.prefix}:pagerank:piece:{version}:{iteration}:{shard}"
+
+    # -- the index published to an object store (indexer/publisher.py, replica.py) --
+    @property
+    def index_published(self) -> str:
+        """Hash: the commit the index master last published to the object store (its
+        ``commit`` opstamp, ``published_at`` epoch seconds, ``files``, ``bytes``)."""
+        return f"{self.job_prefix}:index:published"
+
+    @property
+    def index_replicas(self) -> str:
+        """Hash: replica id (``host:directory``) -> JSON of the commit it holds and when
+        it became searchable there, refreshed every INDEX_REPLICA_REPORT_EVERY seconds."""
+        return f"{self.job_prefix}:index:replicas"

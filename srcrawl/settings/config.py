@@ -18,6 +18,9 @@ from srcrawl.core.credentials import FILE_SUFFIX, read_setting, redact_url
 from srcrawl.core.defaults import (
     DEFAULT_HOME,
     DEFAULT_INDEX_DIR_NAME,
+    DEFAULT_INDEX_LOCAL_DIR_NAME,
+    DEFAULT_INDEX_REPLICA_DIR_NAME,
+    DEFAULT_INDEX_SYNC_PERIOD,
     DEFAULT_JOB,
     DEFAULT_MASTER_LEASE_TTL,
     DEFAULT_SQLITE_NAME,
@@ -29,6 +32,7 @@ from srcrawl.core.defaults import (
 )
 from srcrawl.core.errors import ConfigError, SrcrawlError
 from srcrawl.core.keys import Keys
+from srcrawl.core.object_store import is_object_url, valid_bucket
 from srcrawl.core.redis_connect import CLUSTER_SCHEMES, cluster_nodes, connect
 from srcrawl.sql.database_url import ENV_DB_URL, DatabaseURL
 
@@ -45,6 +49,7 @@ ENV_LEASE_TTL = "SRCRAWL_MASTER_LEASE_TTL"
 ENV_WARC_DIR = "SRCRAWL_WARC_DIR"
 ENV_WARC_PUBLISH_AGE = "SRCRAWL_WARC_PUBLISH_AGE"
 ENV_INDEX_DIR = "SRCRAWL_INDEX_DIR"
+ENV_INDEX_SYNC_PERIOD = "SRCRAWL_INDEX_SYNC_PERIOD"
 ENV_REDIS_URL_FILE = ENV_REDIS_URL + FILE_SUFFIX
 ENV_DB_URL_FILE = ENV_DB_URL + FILE_SUFFIX
 ENV_VARS = (
@@ -58,6 +63,7 @@ ENV_VARS = (
     ENV_WARC_DIR,
     ENV_WARC_PUBLISH_AGE,
     ENV_INDEX_DIR,
+    ENV_INDEX_SYNC_PERIOD,
 )
 """Every environment variable the configuration reads."""
 
@@ -118,23 +124,33 @@ def _check_redis_url(url: str) -> str:
     return url
 
 
-_WARC_SCHEME = "s3://"
+def _local_dir(env: Mapping[str, str], name: str) -> Path | None:
+    """The directory the variable ``name`` names (None: unset, or an object store)."""
+    raw = env.get(name)
+    return Path(raw) if raw and not is_object_url(raw) else None
 
 
-def _warc_dir(env: Mapping[str, str]) -> Path | None:
-    raw = env.get(ENV_WARC_DIR)
-    return Path(raw) if raw and not raw.startswith(_WARC_SCHEME) else None
-
-
-def _warc_url(env: Mapping[str, str]) -> str | None:
-    """``SRCRAWL_WARC_DIR`` when it names an object store (``s3://BUCKET[/PREFIX]``)."""
-    raw = env.get(ENV_WARC_DIR)
-    if not raw or not raw.startswith(_WARC_SCHEME):
+def _object_url(env: Mapping[str, str], name: str) -> str | None:
+    """The variable ``name`` when it names an object store (``s3://BUCKET[/PREFIX]``)."""
+    raw = env.get(name)
+    if not raw or not is_object_url(raw):
         return None
-    bucket = raw[len(_WARC_SCHEME) :].split("/", 1)[0]
-    if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket):
-        raise ConfigError(f"{ENV_WARC_DIR} is malformed: {raw!r} (s3://BUCKET/PREFIX)")
+    if not valid_bucket(raw):
+        raise ConfigError(f"{name} is malformed: {raw!r} (s3://BUCKET/PREFIX)")
     return raw.rstrip("/")
+
+
+def _sync_period(env: Mapping[str, str]) -> float:
+    raw = env.get(ENV_INDEX_SYNC_PERIOD)
+    if not raw:
+        return DEFAULT_INDEX_SYNC_PERIOD
+    try:
+        period = float(raw)
+    except ValueError:
+        period = -1.0
+    if not 0.05 <= period <= 3600:
+        raise ConfigError(f"{ENV_INDEX_SYNC_PERIOD} is malformed: {raw!r} (seconds, 0.05 to 3600)")
+    return period
 
 
 def _publish_age(env: Mapping[str, str]) -> float:
@@ -188,6 +204,14 @@ class Config:
     index_dir: Path | None = None
     """The job's search index, a Tantivy directory (``SRCRAWL_INDEX_DIR``); None:
     ``home/index/<job>``. The index master writes it; the CLI and the portal read it."""
+    index_url: str | None = None
+    """The object store the index is published to instead, ``s3://BUCKET/PREFIX``
+    (``SRCRAWL_INDEX_DIR`` naming one): the index master writes ``home/index-local/<job>``
+    and publishes each commit under ``PREFIX/<job>/``; the CLI and the portal read a
+    replica in ``home/index-replica/<job>`` that follows the commits."""
+    index_sync_period: float = DEFAULT_INDEX_SYNC_PERIOD
+    """Seconds between two looks of a replica at the published commit
+    (``SRCRAWL_INDEX_SYNC_PERIOD``)."""
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -229,10 +253,12 @@ class Config:
             home=home_path,
             redis_url_file=redis_url_file,
             lease_ttl=_lease_ttl(env),
-            warc_dir=_warc_dir(env),
-            warc_url=_warc_url(env),
+            warc_dir=_local_dir(env, ENV_WARC_DIR),
+            warc_url=_object_url(env, ENV_WARC_DIR),
             warc_publish_age=_publish_age(env),
-            index_dir=Path(env[ENV_INDEX_DIR]) if env.get(ENV_INDEX_DIR) else None,
+            index_dir=_local_dir(env, ENV_INDEX_DIR),
+            index_url=_object_url(env, ENV_INDEX_DIR),
+            index_sync_period=_sync_period(env),
         )
 
     @property
@@ -278,10 +304,21 @@ class Config:
 
     @property
     def index_path(self) -> Path:
-        """The job's index directory (``SRCRAWL_INDEX_DIR``, else ``home/index/<job>``)."""
+        """The index directory searches read: ``SRCRAWL_INDEX_DIR``, else
+        ``home/index/<job>``; with an object store, the replica ``home/index-replica/<job>``."""
+        if self.index_url is not None:
+            return self.home / DEFAULT_INDEX_REPLICA_DIR_NAME / self.job
         if self.index_dir is not None:
             return self.index_dir
         return self.home / DEFAULT_INDEX_DIR_NAME / self.job
+
+    @property
+    def index_work_path(self) -> Path:
+        """The index directory the index master writes: :attr:`index_path`, or with an
+        object store its working directory ``home/index-local/<job>``."""
+        if self.index_url is not None:
+            return self.home / DEFAULT_INDEX_LOCAL_DIR_NAME / self.job
+        return self.index_path
 
     @property
     def embedded(self) -> bool:
@@ -373,7 +410,9 @@ class Config:
         elif self.warc_dir is not None:
             env[ENV_WARC_DIR] = str(self.warc_dir.resolve())
         env.pop(ENV_INDEX_DIR, None)
-        if self.index_dir is not None:
+        if self.index_url is not None:
+            env[ENV_INDEX_DIR] = self.index_url
+        elif self.index_dir is not None:
             env[ENV_INDEX_DIR] = str(self.index_dir.resolve())
         return env
 

@@ -13,22 +13,15 @@ again).
 A record is read with one ranged GET, in blocks kept in a bounded LRU, so the page's
 text read right after its body (the next record) costs nothing more.
 
-The client is obstore (docs/BENCHMARKS.md, "WARC objects: which S3 client"); the
-endpoint, region and keys come from the AWS SDK's standard variables
-(``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
-``AWS_SESSION_TOKEN``), else the keys from the SDK's shared files and profiles (through
-boto3, imported only then).
+The store's client and settings are srcrawl/core/object_store.py's.
 """
 
 from __future__ import annotations
 
-import datetime
 import fcntl
 import logging
 import os
 import threading
-import urllib.error
-import urllib.request
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -38,61 +31,23 @@ from srcrawl.core.defaults import (
     WARC_OBJECT_MAX_AGE,
     WARC_OBJECT_MAX_BYTES,
 )
+from srcrawl.core.object_store import (
+    ensure_bucket,
+    is_object_url,
+    one_line,
+    parse_url,
+    s3_store,
+)
 from srcrawl.warc.storage import WARC_SUFFIX, WarcError, WarcStorage
+
+__all__ = ["ObjectWarcStorage", "is_object_url", "parse_url"]
 
 log = logging.getLogger("srcrawl.warc")
 
-SCHEME = "s3://"
 _NEW = ".new"
 """Suffix of a spool file being created (locked, then linked to its name)."""
 BLOCK = 64 << 10
 """Bytes of a cached block: a page's records (request, response, text) are mostly in one."""
-
-
-def is_object_url(location: str) -> bool:
-    """Whether a WARC location names an object store rather than a directory."""
-    return location.startswith(SCHEME)
-
-
-def parse_url(url: str) -> tuple[str, str]:
-    """``s3://BUCKET/PREFIX`` → (bucket, prefix without slashes at either end)."""
-    if not is_object_url(url):
-        raise ValueError(f"not an s3:// URL: {url!r}")
-    bucket, _, prefix = url[len(SCHEME) :].partition("/")
-    if not bucket:
-        raise ValueError(f"no bucket in {url!r}")
-    return bucket, prefix.strip("/")
-
-
-def _endpoint() -> str | None:
-    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-
-
-def _s3_store(bucket: str, prefix: str) -> Any:
-    """An obstore S3Store of ``bucket`` under ``prefix``, configured by the SDK's variables."""
-    from obstore.store import S3Store  # late: only a process that reads or writes objects
-
-    endpoint = _endpoint()
-    options: dict[str, Any] = {
-        "client_options": {
-            "allow_http": bool(endpoint and endpoint.startswith("http://")),
-            "connect_timeout": "2s",
-            "timeout": "60s",
-        },
-        # few retries inside the client: an outage is waited out above it, where it is
-        # said once (WarcOutput), not behind a minutes-long silent retry
-        "retry_config": {
-            "max_retries": 2,
-            "retry_timeout": datetime.timedelta(seconds=10),
-        },
-    }
-    if prefix:
-        options["prefix"] = prefix
-    if not os.environ.get("AWS_ACCESS_KEY_ID"):
-        from obstore.auth.boto3 import Boto3CredentialProvider  # the SDK's files, profiles
-
-        options["credential_provider"] = Boto3CredentialProvider()
-    return S3Store(bucket, **options)
 
 
 class ObjectWarcStorage(WarcStorage):
@@ -126,7 +81,7 @@ class ObjectWarcStorage(WarcStorage):
     @property
     def store(self) -> Any:
         if self._store is None:
-            self._store = _s3_store(self.bucket, self.prefix)
+            self._store = s3_store(self.bucket, self.prefix)
         return self._store
 
     # -- writing ---------------------------------------------------------------
@@ -184,28 +139,15 @@ class ObjectWarcStorage(WarcStorage):
         except WarcError:
             raise
         except Exception as e:  # obstore's errors and the network's alike
-            raise WarcError(f"cannot publish {name} to {self.url}: {_one_line(e)}") from e
+            raise WarcError(f"cannot publish {name} to {self.url}: {one_line(e)}") from e
         fh.close()
         self.path(name).unlink(missing_ok=True)
 
     def _ensure_bucket(self) -> None:
-        """Create the bucket unless it exists (once per process): a signed PUT of the
-        bucket's URL, as obstore has no call for it."""
-        if self._bucket_ready:
-            return
-        import obstore
-
-        root = self.store if not self.prefix else _s3_store(self.bucket, "")
-        url = obstore.sign(root, "PUT", "", datetime.timedelta(minutes=5))
-        request = urllib.request.Request(url, method="PUT", data=b"")
-        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy
-        try:
-            with direct.open(request, timeout=30):
-                pass
-        except urllib.error.HTTPError as e:
-            if e.code != 409:  # BucketAlreadyOwnedByYou / BucketAlreadyExists
-                raise
-        self._bucket_ready = True
+        """Create the bucket unless it exists (once per process)."""
+        if not self._bucket_ready:
+            ensure_bucket(self.bucket)
+            self._bucket_ready = True
 
     def recover(self, job: str) -> list[str]:
         """Discard the spool files of ``job`` that no live writer holds (a killed slave's):
@@ -291,7 +233,7 @@ class ObjectWarcStorage(WarcStorage):
         except FileNotFoundError as e:
             raise WarcError(f"no WARC object {name} in {self.url}") from e
         except Exception as e:
-            raise WarcError(f"cannot read WARC object {name}: {_one_line(e)}") from e
+            raise WarcError(f"cannot read WARC object {name}: {one_line(e)}") from e
         with self._lock:
             self._sizes[name] = size
             while len(self._sizes) > 100_000:
@@ -305,7 +247,7 @@ class ObjectWarcStorage(WarcStorage):
         try:
             return bytes(obstore.get_range(self.store, name, start=offset, length=length))
         except Exception as e:
-            raise WarcError(f"cannot read WARC object {name}: {_one_line(e)}") from e
+            raise WarcError(f"cannot read WARC object {name}: {one_line(e)}") from e
 
     def names(self, job: str) -> list[str]:
         import obstore
@@ -322,10 +264,5 @@ class ObjectWarcStorage(WarcStorage):
         except Exception as e:
             if "NoSuchBucket" in str(e):  # no writer has published yet
                 return []
-            raise WarcError(f"cannot list {self.url}: {_one_line(e)}") from e
+            raise WarcError(f"cannot list {self.url}: {one_line(e)}") from e
         return sorted(found)
-
-
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}"
