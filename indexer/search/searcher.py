@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +45,9 @@ from srcrawl.indexer.search.query import QueryError
 from srcrawl.indexer.search.suggest import suggest
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
 from srcrawl.sql.store import Store
+
+Arrange = Callable[[list[Scored], q.Units], list[Scored]]
+"""What may reorder or fold the ranked pages before a page of them is read (see search)."""
 
 MAX_POOL = 20_000
 """Hits a tier reads at most while widening its pool for the prior (a query asks for at
@@ -100,11 +104,18 @@ class Searcher:
         """The query's units and notes on what was left out (:func:`query.lower`)."""
         return q.lower(self.tokenizer, query)
 
-    def search(self, query: str, top: int = DEFAULT_SEARCH_TOP, offset: int = 0) -> SearchResult:
+    def search(
+        self,
+        query: str,
+        top: int = DEFAULT_SEARCH_TOP,
+        offset: int = 0,
+        arrange: Arrange | None = None,
+    ) -> SearchResult:
         """The ``top`` best pages for ``query``; raise QueryError if it is unusable.
 
         With ``offset`` (a later page of results), the hits are those ranked from
-        ``offset + 1`` to ``top``.
+        ``offset + 1`` to ``top``. With ``arrange``, the ranked pages are the list it
+        makes of them (the portal's grouping by host) before that slice is read.
         """
         t0 = time.perf_counter()
         units, notes = self.units(query)
@@ -137,6 +148,8 @@ class Searcher:
                 # only when something is lacking: which word no page holds at all (each
                 # word's best score, kept in the commit's memo)
                 missing = collect.unmatched(searcher, memo, units)
+        if arrange is not None:
+            found = arrange(found, units)
         if mode == "none" and not missing:
             notes.append("no page holds these words")
         if missing:
