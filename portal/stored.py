@@ -53,8 +53,8 @@ WARC_TYPE = "application/warc"
 # No script of any kind (default-src covers script-src), the page in an opaque origin
 # (sandbox: no script, form, plugin or popup either), images from the portal only
 STORED_CSP = (
-    "default-src 'none'; img-src 'self'; style-src 'self'; form-action 'none'; "
-    "base-uri 'none'; frame-ancestors 'none'; sandbox"
+    "default-src 'none'; script-src 'none'; object-src 'none'; img-src 'self'; "
+    "style-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'; sandbox"
 )
 STORED_HEADERS = {
     "Content-Security-Policy": STORED_CSP,
