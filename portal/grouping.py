@@ -31,8 +31,12 @@ from srcrawl.sql.store import Store
 
 PER_HOST = 2
 """Hits of one host on the first page of results, while other hosts' pages fill it."""
-GROUP_DEPTH = 3
-"""Pages of results' worth of ranked pages the first page is chosen from."""
+GROUP_DEPTH = 2
+"""Pages of results' worth of ranked pages the first page is chosen from (each more costs
+a search about a fifth more CPU: the pages walked, and the second query run more often)."""
+HOSTS_KEPT = 200_000
+"""Pages whose host a process keeps: a page's fingerprint is its URL's, so its host never
+changes, and the pages asked for again and again are those of the common queries."""
 SAME_SNIPPET = 0.8
 """Share of words two snippets have in common (of either's) to say the same thing."""
 
@@ -53,7 +57,7 @@ class HostGroups:
         if units.sites or len(found) <= self.size:  # one host's pages, or one page: as ranked
             return found[: self.keep]
         walked = found[: self.size * GROUP_DEPTH]
-        hosts = self.store.hosts_of([s.fp for s in walked])
+        hosts = _hosts(self.store, [s.fp for s in walked])
         first: list[int] = []  # indexes into walked, in rank order
         shown: dict[str, int] = {}
         for i, s in enumerate(walked):
@@ -74,6 +78,19 @@ class HostGroups:
                 into = carrier[host]
                 self.host_more[into.fp] = self.host_more.get(into.fp, 0) + 1 + s.similar
         return ([walked[i] for i in first] + passed + found[len(walked) :])[: self.keep]
+
+
+_known_hosts: dict[int, str] = {}
+
+
+def _hosts(store: Store, fps: list[int]) -> dict[int, str]:
+    """fp -> host of ``fps``: those not known yet read from the store in one look-up."""
+    unknown = [fp for fp in fps if fp not in _known_hosts]
+    if unknown:
+        if len(_known_hosts) > HOSTS_KEPT:
+            _known_hosts.clear()
+        _known_hosts.update(store.hosts_of(unknown))
+    return {fp: _known_hosts[fp] for fp in fps if fp in _known_hosts}
 
 
 def _words(text: str) -> set[str]:
