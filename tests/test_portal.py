@@ -785,6 +785,9 @@ def test_an_echoed_query_and_a_hit_of_another_scheme_run_nothing(portal_url, pag
     for i in range(len(SCHEME_URLS)):
         link = page.locator("li.hit a.title").nth(i)
         assert link.get_attribute("href") == "#"
+        # its stored copy is a path of the portal's, the URL a parameter of it
+        stored = page.locator("li.hit a.stored-link").nth(i).get_attribute("href")
+        assert stored == "/stored?" + urlencode({"url": SCHEME_URLS[i], "q": "q"})
         link.click()
         assert page.evaluate("window.__pwned") is None
 

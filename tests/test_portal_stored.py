@@ -232,3 +232,22 @@ def test_a_hit_links_to_its_stored_copy(crawled) -> None:
     assert stored[web.base + "/"] == stored_link(web.base + "/")
     page = requests.get(portal + "/", params={"q": WORD}, timeout=10).text
     assert f'href="{stored_link(web.base + "/", WORD).replace("&", "&amp;")}"' in page
+
+
+def test_an_echoed_query_in_the_stored_copy_is_text(crawled, browser) -> None:
+    portal, web, canary = crawled
+    hostile = f'</q></title><script>fetch("{canary.base}/q")</script><img src=x onerror=alert(1)>'
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        page.goto(portal + stored_link(web.base + "/", f"{WORD} {hostile}"))
+        assert page.locator("img[src=x], script").count() == 0
+        assert hostile in page.locator(".stored-terms q").inner_text()
+        assert page.locator("#stored-page mark").count() == 3  # the word still marked
+        page.goto(portal + stored_link(f"javascript:fetch('{canary.base}/u')//{hostile}"))
+        assert hostile in page.locator("#missing").inner_text()
+        assert page.locator("img[src=x], script").count() == 0
+        page.wait_for_timeout(300)
+    finally:
+        context.close()
+    assert canary.hits == []

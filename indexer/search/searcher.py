@@ -49,6 +49,12 @@ from srcrawl.sql.store import Store
 Arrange = Callable[[list[Scored], q.Units], list[Scored]]
 """What may reorder or fold the ranked pages before a page of them is read (see search)."""
 
+
+def as_is(found: list[Scored], _units: q.Units) -> list[Scored]:
+    """The ranked pages as ranked (what ``Searcher.search`` lists by default)."""
+    return found
+
+
 MAX_POOL = 20_000
 """Hits a tier reads at most while widening its pool for the prior (a query asks for at
 most a few hundred)."""
@@ -105,17 +111,12 @@ class Searcher:
         return q.lower(self.tokenizer, query)
 
     def search(
-        self,
-        query: str,
-        top: int = DEFAULT_SEARCH_TOP,
-        offset: int = 0,
-        arrange: Arrange | None = None,
+        self, query: str, top: int = DEFAULT_SEARCH_TOP, offset: int = 0, arrange: Arrange = as_is
     ) -> SearchResult:
         """The ``top`` best pages for ``query``; raise QueryError if it is unusable.
 
         With ``offset`` (a later page of results), the hits are those ranked from
-        ``offset + 1`` to ``top``. With ``arrange``, the ranked pages are the list it
-        makes of them (the portal's grouping by host) before that slice is read.
+        ``offset + 1`` to ``top`` of the ranking, or of what ``arrange`` makes of it.
         """
         t0 = time.perf_counter()
         units, notes = self.units(query)
@@ -148,8 +149,6 @@ class Searcher:
                 # only when something is lacking: which word no page holds at all (each
                 # word's best score, kept in the commit's memo)
                 missing = collect.unmatched(searcher, memo, units)
-        if arrange is not None:
-            found = arrange(found, units)
         if mode == "none" and not missing:
             notes.append("no page holds these words")
         if missing:
@@ -161,7 +160,7 @@ class Searcher:
             mode=mode,
             matches=matches,
             ranked=prior.active,
-            hits=self._hits(found[offset:top], units.terms, notes),
+            hits=self._hits(arrange(found, units)[offset:top], units.terms, notes),
             elapsed_ms=(time.perf_counter() - t0) * 1000,
             notes=notes,
             every=every,
