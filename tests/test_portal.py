@@ -415,7 +415,10 @@ def test_a_query_typed_in_the_page_shows_ranked_marked_results(indexed, portal_u
     page.fill("input[name=q]", word)
     page.press("input[name=q]", "Enter")
     page.wait_for_selector("li.hit")
-    assert page.locator("li.hit").count() == 10
+    # ten a page, less a hit folded into one above it (the test web mirrors pages on
+    # its two hosts: the same title and text, portal/grouping.py)
+    api = _get(portal_url, "/api/search", q=word).json()
+    assert page.locator("li.hit").count() == len(api["hits"]) >= 9
     assert "every word" in page.inner_text("#summary") and " ms" in page.inner_text("#summary")
     marks = page.locator("li.hit mark").all_inner_texts()
     assert marks and all(m.lower() == word for m in marks)
@@ -763,7 +766,7 @@ def test_dark_mode_headings_favicon_and_focus(browser, indexed, portal_url) -> N
         assert page.locator("input[name=q]").get_attribute("autofocus") is None
         assert page.evaluate("document.activeElement.tagName") == "BODY"
         assert page.locator("h2").inner_text() == "Results"
-        assert page.locator("li.hit h3 a.title").count() == 10
+        assert page.locator("li.hit h3 a.title").count() >= 9  # (one mirror folded)
         _shot(page, "portal-dark.png")
     finally:
         context.close()
