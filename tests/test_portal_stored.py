@@ -9,6 +9,7 @@ handlers, frames, forms and images all aim at it.
 
 from __future__ import annotations
 
+import base64
 import io
 import threading
 import uuid
@@ -31,6 +32,9 @@ from .test_portal import CHROMIUM, CHROMIUM_ARGS
 pytestmark = pytest.mark.slow  # a crawl, an index and a browser
 
 WORD = "zyxwvstored"
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+)  # one pixel
 
 
 class _Server(ThreadingHTTPServer):
@@ -87,6 +91,7 @@ def _hostile(web: str, canary: str) -> bytes:
 <a href="data:text/html,<script>fetch('{canary}/data')</script>">a data link</a>
 <a href="vbscript:msgbox(1)">a vbscript link</a>
 <a href="{web}/other.html">the other page</a>
+<a href="{web}/logo.png">the logo</a><img src="{web}/logo.png" alt="stored logo">
 <a href="{web}/notes.txt">the notes</a>
 <a href="relative.html">a relative link</a>
 <a href="{canary}/live.html">a live page</a>
@@ -114,6 +119,7 @@ def crawled(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
                 f"<script>fetch('{canary.base}')</script> {WORD}".encode(),
             ),
             "/robots.txt": ("text/plain", b"User-agent: *\nAllow: /\n"),
+            "/logo.png": ("image/png", PNG),
         }
     )
     env = cli_env(redis_url, f"t-{uuid.uuid4().hex[:10]}", tmp_path_factory.mktemp("stored"))
@@ -186,7 +192,12 @@ def test_a_hostile_page_s_stored_copy_runs_nothing_and_calls_nowhere(crawled, br
         assert links["a relative link"] == canary.base + "/base/relative.html"  # as crawled
         for dead in ("a script link", "a data link", "a vbscript link"):
             assert links[dead] is None, dead
-        assert page.locator("#stored-page img[src]").count() == 0  # not stored: not loaded
+        # an image the crawl stored loads from the store, under the page's policy; the others
+        # (not stored) are not loaded at all
+        logo = page.locator("#stored-page img[src]")
+        assert logo.count() == 1 and logo.get_attribute("alt") == "stored logo"
+        assert logo.get_attribute("src").startswith("/stored/file?url=")
+        assert logo.evaluate("img => img.complete && img.naturalWidth") == 1
         page.locator("#stored-page a", has_text="the other page").click()
         page.wait_for_url("**/stored?url=*other.html*")
         assert page.locator("#live").get_attribute("href") == web.base + "/other.html"
@@ -220,6 +231,14 @@ def test_the_warc_record_is_downloaded_and_an_unstored_page_is_a_404(crawled) ->
         assert "sandbox" in r.headers["content-security-policy"]
         r = requests.get(portal + "/stored/raw?" + urlencode({"url": missing}), timeout=10)
         assert r.status_code == 404
+    # a binary body: named and offered as its record, never rendered
+    logo = web.base + "/logo.png"
+    r = requests.get(portal + stored_link(logo), timeout=10)
+    assert r.status_code == 200 and 'id="binary"' in r.text and "image/png" in r.text
+    assert "<img" not in r.text and 'href="/stored/raw?' in r.text
+    r = requests.get(portal + "/stored/file?" + urlencode({"url": logo}), timeout=10)
+    assert r.content == PNG and r.headers["content-type"] == "image/png"
+    assert "sandbox" in r.headers["content-security-policy"]
     # a stored page that is no image is not served as a file
     r = requests.get(portal + "/stored/file?" + urlencode({"url": web.base + "/"}), timeout=10)
     assert r.status_code == 404
