@@ -25,6 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from srcrawl.core.defaults import DEFAULT_MAX_QUERY_TERMS
 from srcrawl.core.errors import SrcrawlError
+from srcrawl.core.urls import host_of
 from srcrawl.portal.cluster import CrawlRate, snapshot
 from srcrawl.portal.hot import (
     DOCS_HEADERS,
@@ -35,7 +36,7 @@ from srcrawl.portal.hot import (
     search_html,
     search_json,
 )
-from srcrawl.portal.markup import link_target, marked
+from srcrawl.portal.markup import link_target, marked, site_query, stored_link
 from srcrawl.portal.metrics import PortalMetrics
 from srcrawl.portal.readiness import Readiness
 from srcrawl.portal.schemas import (
@@ -47,6 +48,14 @@ from srcrawl.portal.schemas import (
     StatusOut,
 )
 from srcrawl.portal.search_pool import MAX_PAGE_SIZE, MAX_QUERY_CHARS, SearchPool
+from srcrawl.portal.stored import (
+    FILE_HEADERS,
+    STORED_HEADERS,
+    WARC_TYPE,
+    raw_record,
+    stored_file,
+    stored_view,
+)
 from srcrawl.settings.config import Config
 
 HERE = Path(__file__).parent
@@ -82,6 +91,9 @@ def _templates() -> Jinja2Templates:
     )
     env.filters["marked"] = marked
     env.filters["link_target"] = link_target
+    env.filters["stored"] = stored_link
+    env.filters["host_of"] = host_of
+    env.globals["site_query"] = site_query
     return Jinja2Templates(env=env)
 
 
@@ -110,6 +122,7 @@ def create_app(portal: Portal) -> FastAPI:
     app.mount("/swagger-ui", StaticFiles(directory=SWAGGER_UI), name="swagger-ui")
     templates = _templates()
     _search_routes(app, portal, templates)
+    _stored_routes(app, portal, templates)
     _docs_routes(app, templates)
     _status_routes(app, portal, templates)
     if portal.admin_token:
@@ -151,6 +164,41 @@ def _search_routes(app: FastAPI, portal: Portal, templates: Jinja2Templates) -> 
         # validating and re-encoding every answer against it is work no client needs
         status, body = await search_json(portal, q, page, size)
         return Response(body, status_code=status, media_type=JSON_TYPE)
+
+
+def _stored_routes(app: FastAPI, portal: Portal, templates: Jinja2Templates) -> None:
+    """A page's stored copy, its WARC record, and the images it shows from the store."""
+    template = templates.get_template("stored.html")
+
+    @app.get("/stored", response_class=HTMLResponse, include_in_schema=False)
+    async def stored(url: str = "", q: str = "") -> HTMLResponse:
+        status, context = await portal.pool.call_async(lambda s: stored_view(s, url, q))
+        return HTMLResponse(template.render(**context), status, headers=STORED_HEADERS)
+
+    @app.get(
+        "/stored/raw",
+        response_class=Response,
+        responses={200: {"content": {WARC_TYPE: {}}}, 404: {"model": ErrorOut}},
+    )
+    async def stored_raw(url: str = Query(..., description="The page's URL")) -> Response:
+        """The WARC response record of a stored page, as the crawl wrote it (one gzip
+        member: a WARC file of one record, ``.warc.gz``)."""
+        record = await portal.pool.call_async(lambda s: raw_record(s.store, url))
+        if record is None:
+            return JSONResponse({"error": f"no WARC record of {url}"}, status_code=404)
+        headers = {
+            "Content-Disposition": 'attachment; filename="record.warc.gz"',
+            "X-Content-Type-Options": "nosniff",
+        }
+        return Response(record, media_type=WARC_TYPE, headers=headers)
+
+    @app.get("/stored/file", include_in_schema=False)
+    async def stored_image(url: str = "") -> Response:
+        found = await portal.pool.call_async(lambda s: stored_file(s.store, url))
+        if found is None:
+            return Response(status_code=404, headers=FILE_HEADERS)
+        body, media_type = found
+        return Response(body, media_type=media_type, headers=FILE_HEADERS)
 
 
 def _docs_routes(app: FastAPI, templates: Jinja2Templates) -> None:

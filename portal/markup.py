@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from markupsafe import Markup, escape
 
 from srcrawl.indexer.search.snippets import Snippet
@@ -28,3 +30,13 @@ def page_links(page: int, pages: int, around: int = 3) -> list[int]:
 def link_target(url: str) -> str:
     """``url`` if it is an http(s) URL, else ``#``: a crawled ``javascript:`` link never runs."""
     return url if url.lower().startswith(("http://", "https://")) else "#"
+
+
+def stored_link(url: str, q: str = "") -> str:
+    """The portal path of ``url``'s stored copy, ``q``'s words to be marked in it."""
+    return "/stored?" + urlencode({"url": url, "q": q} if q else {"url": url})
+
+
+def site_query(host: str, q: str) -> str:
+    """The search page of ``q`` within ``host`` (a grouped host's "more from" link)."""
+    return "/?" + urlencode({"q": f"site:{host} {q}"})

@@ -6,14 +6,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-API_VERSION = "0.3.0"
+API_VERSION = "0.4.0"
 """The JSON API's version, the OpenAPI document's ``info.version``: its minor number goes up
 when a response loses or changes a field (pre-1.0: a change a client may have to follow).
 0.1.0: the first; 0.2.0: ``approximate`` left the search answer (it was always false:
 the ranking is exact); 0.3.0: ``matches`` counts the pages with some of the words that
 the results list too (``every``: those with every word), a query over 256 characters
 is searched by its first 256 (it was a 400), ``missing`` names the words no page holds and
-``suggestion`` the query with the nearest words the index has."""
+``suggestion`` the query with the nearest words the index has; 0.4.0: results are grouped
+by host (a hit's ``host``, ``host_more``), near-identical hits folded into ``similar``,
+and each hit names its ``stored`` copy."""
 
 
 class HitOut(BaseModel):
@@ -27,6 +29,13 @@ class HitOut(BaseModel):
     similar_urls: list[str] = Field(
         default_factory=list, description="Their URLs (the first 20; `similar` counts all)"
     )
+    host: str = Field(description="The page's host (and port)")
+    host_more: int = Field(
+        0,
+        description="Pages of this host the first page of results passed over (at most 2 a "
+        "host there while other hosts fill it), listed on later pages and by `site:HOST`",
+    )
+    stored: str = Field(description="The portal path of the page's stored copy (`/stored?url=`)")
 
 
 class SearchOut(BaseModel):

@@ -18,13 +18,18 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
+from srcrawl.core.urls import host_of
 from srcrawl.indexer.engine import IndexReader
 from srcrawl.indexer.replica import IndexReplica
 from srcrawl.indexer.search import Searcher, SearchResult
+from srcrawl.indexer.search.hits import Hit
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer
+from srcrawl.portal.grouping import GROUP_DEPTH, HostGroups, fold_near_identical
+from srcrawl.portal.markup import stored_link
 from srcrawl.sql.database_url import DatabaseURL
 from srcrawl.sql.store import Store, open_store
 from srcrawl.warc.storage import WarcStorage
@@ -35,6 +40,7 @@ types more into a search box; a pasted text is searched by its start)."""
 MAX_PAGE_SIZE = 50
 MAX_RESULT_DEPTH = 500
 """Results reachable by paging (page × size): deeper pages are refused."""
+T = TypeVar("T")
 WARM_UP_TEXT = "分布式搜索引擎 search engine"  # one CJK string loads jieba's dictionary now
 
 
@@ -54,6 +60,8 @@ class ResultPage:
     result: SearchResult
     page: int
     size: int
+    host_more: dict[int, int] = field(default_factory=dict)
+    """fp of a hit -> pages of its host passed over on the first page (portal/grouping.py)."""
 
     @property
     def hits(self) -> list:
@@ -83,8 +91,15 @@ class ResultPage:
             "pages": self.pages,
             "elapsed_ms": round(r.elapsed_ms, 3),
             "notes": r.notes,
-            "hits": [h.as_json() for h in self.hits],
+            "hits": [self._hit_json(h) for h in self.hits],
         }
+
+    def _hit_json(self, hit: Hit) -> dict:
+        out = hit.as_json()
+        out["host"] = host_of(hit.url)
+        out["host_more"] = self.host_more.get(hit.fp, 0)
+        out["stored"] = stored_link(hit.url)
+        return out
 
 
 class SearchPool:
@@ -150,14 +165,19 @@ class SearchPool:
                 raise PastLastPage(page, e.last, False) from None
             raise PastLastPage(page, deepest, True)
         t0 = time.perf_counter()
+        searcher = self._searcher()
+        groups = HostGroups(searcher.store, size, page * size)
+        # the first page is chosen from GROUP_DEPTH pages' worth of ranked pages
+        top = max(page * size, size * GROUP_DEPTH)
         try:
-            result = self._searcher().search(query, top=page * size, offset=(page - 1) * size)
+            result = searcher.search(query, top=top, offset=(page - 1) * size, arrange=groups)
+            result.hits = fold_near_identical(result.hits, groups.host_more)
         finally:
             if self.on_search is not None:
                 self.on_search(time.perf_counter() - t0)
         if cut:
             result.notes.insert(0, f"only the first {MAX_QUERY_CHARS} characters were searched")
-        found = ResultPage(result, page, size)
+        found = ResultPage(result, page, size, groups.host_more)
         if page > found.pages:
             raise PastLastPage(page, found.pages, False)
         return found
@@ -169,6 +189,13 @@ class SearchPool:
             return self.search(query, page, size)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, self.search, query, page, size)
+
+    async def call_async(self, work: Callable[[Searcher], T]) -> T:
+        """``work(searcher)`` where a search would run (a thread's searcher and store)."""
+        if self._pool is None:
+            return work(self._searcher())
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, lambda: work(self._searcher()))
 
     def close(self) -> None:
         if self.replica is not None:

@@ -347,6 +347,28 @@ class PagesAndLinks(WarcPointers):
             out.extend(Page(*_page_row(r)) for r in rows)
         return out
 
+    def stored_types(self, fps: Sequence[int]) -> dict[int, str]:
+        """fp -> Content-Type of the pages among ``fps`` whose body is stored (a WARC
+        record or the store's copy): what a stored copy may link to, read without texts."""
+        out: dict[int, str] = {}
+        for batch in chunks(fps, 500):
+            marks = ", ".join("?" * len(batch))
+            sql = (
+                f"SELECT fp, content_type FROM pages WHERE fp IN ({marks}) "
+                "AND (warc_file_id IS NOT NULL OR body IS NOT NULL)"
+            )
+            out.update((int(fp), ctype or "") for fp, ctype in self._query(sql, batch))
+        return out
+
+    def hosts_of(self, fps: Sequence[int]) -> dict[int, str]:
+        """fp -> host of the stored pages among ``fps`` (what results are grouped by)."""
+        out: dict[int, str] = {}
+        for batch in chunks(fps, 500):
+            marks = ", ".join("?" * len(batch))
+            sql = f"SELECT fp, host FROM pages WHERE fp IN ({marks})"
+            out.update((int(fp), host) for fp, host in self._query(sql, batch))
+        return out
+
     def iter_pages(self, *, batch: int = 1000, with_body: bool = False) -> Iterator[Page]:
         """Every stored page in fingerprint order, read in keyset-paginated batches."""
         cols = PAGE_COLUMNS if with_body else PAGE_COLUMNS.replace(", body,", ", NULL,")

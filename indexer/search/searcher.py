@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +45,15 @@ from srcrawl.indexer.search.query import QueryError
 from srcrawl.indexer.search.suggest import suggest
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
 from srcrawl.sql.store import Store
+
+Arrange = Callable[[list[Scored], q.Units], list[Scored]]
+"""What may reorder or fold the ranked pages before a page of them is read (see search)."""
+
+
+def as_is(found: list[Scored], _units: q.Units) -> list[Scored]:
+    """The ranked pages as ranked (what ``Searcher.search`` lists by default)."""
+    return found
+
 
 MAX_POOL = 20_000
 """Hits a tier reads at most while widening its pool for the prior (a query asks for at
@@ -100,11 +110,13 @@ class Searcher:
         """The query's units and notes on what was left out (:func:`query.lower`)."""
         return q.lower(self.tokenizer, query)
 
-    def search(self, query: str, top: int = DEFAULT_SEARCH_TOP, offset: int = 0) -> SearchResult:
+    def search(
+        self, query: str, top: int = DEFAULT_SEARCH_TOP, offset: int = 0, arrange: Arrange = as_is
+    ) -> SearchResult:
         """The ``top`` best pages for ``query``; raise QueryError if it is unusable.
 
         With ``offset`` (a later page of results), the hits are those ranked from
-        ``offset + 1`` to ``top``.
+        ``offset + 1`` to ``top`` of the ranking, or of what ``arrange`` makes of it.
         """
         t0 = time.perf_counter()
         units, notes = self.units(query)
@@ -148,7 +160,7 @@ class Searcher:
             mode=mode,
             matches=matches,
             ranked=prior.active,
-            hits=self._hits(found[offset:top], units.terms, notes),
+            hits=self._hits(arrange(found, units)[offset:top], units.terms, notes),
             elapsed_ms=(time.perf_counter() - t0) * 1000,
             notes=notes,
             every=every,
