@@ -363,19 +363,24 @@ def _at_the_web(web: TestWeb, since: float, per_host: int, pages: int) -> dict[s
     }
 
 
-def _crawl_once(cfg: Config, db: Path, seeds: list[str], run: _Run, say: Progress) -> Row:
-    n, fetches = run.slaves, run.fetches
-    job = f"bench-crawl-{n}-{time.time_ns()}"
-    objects = run.body_store == OBJECT_STORE
-    job_cfg = Config(
+def _job_config(cfg: Config, db: Path, slaves: int, objects: bool) -> Config:
+    """A run's own job and SQLite store, its WARC files beside the store (or, with
+    ``objects``, spooled there and published to the benchmark's object store)."""
+    job = f"bench-crawl-{slaves}-{time.time_ns()}"
+    return Config(
         redis_url=cfg.resolved_redis_url(),
         db=DatabaseURL(kind="sqlite", path=str(db)),
         job=job,
         home=cfg.home,
         warc_dir=db.parent / "warc",  # beside the run's store, removed with it
-        # the WARC files as objects: spooled under warc_dir, published to the store
         warc_url=f"s3://{OBJECT_BUCKET}/{job}" if objects else None,
     )
+
+
+def _crawl_once(cfg: Config, db: Path, seeds: list[str], run: _Run, say: Progress) -> Row:
+    n, fetches = run.slaves, run.fetches
+    objects = run.body_store == OBJECT_STORE
+    job_cfg = _job_config(cfg, db, n, objects)
     try:
         strategy = CrawlStrategy(
             max_depth=run.depth,

@@ -148,6 +148,37 @@ def browser():
         b.close()
 
 
+def _banner_and_marks(page, page_url: str) -> None:
+    # the banner: the page's URL, when it was fetched, its status, the live page
+    banner = page.locator("#stored-banner")
+    assert page.locator("#live").get_attribute("href") == page_url
+    assert page.locator("#status").inner_text() == "200"
+    assert page.locator("#fetched").inner_text().endswith("UTC")
+    assert page_url in banner.inner_text()
+    # the query's word marked in the text, whatever its case, never in an attribute
+    marks = page.locator("#stored-page mark").all_inner_texts()
+    assert [m.lower() for m in marks] == [WORD] * 3, marks
+    assert page.locator("#stored-page h1").get_attribute("title") == f"{WORD} in an attribute"
+
+
+def _links_and_images(page, web, canary) -> None:
+    # links: stored copies where stored, live pages else, none of another scheme
+    anchors = page.locator("#stored-page a").all()
+    links = {a.inner_text(): a.get_attribute("href") for a in anchors}
+    assert links["the other page"] == stored_link(web.base + "/other.html", WORD)
+    assert links["the notes"] == stored_link(web.base + "/notes.txt", WORD)
+    assert links["a live page"] == canary.base + "/live.html"
+    assert links["a relative link"] == canary.base + "/base/relative.html"  # as crawled
+    for dead in ("a script link", "a data link", "a vbscript link"):
+        assert links[dead] is None, dead
+    # an image the crawl stored loads from the store, under the page's policy; the others
+    # (not stored) are not loaded at all
+    logo = page.locator("#stored-page img[src]")
+    assert logo.count() == 1 and logo.get_attribute("alt") == "stored logo"
+    assert logo.get_attribute("src").startswith("/stored/file?url=")
+    assert logo.evaluate("img => img.complete && img.naturalWidth") == 1
+
+
 def test_a_hostile_page_s_stored_copy_runs_nothing_and_calls_nowhere(crawled, browser) -> None:
     portal, web, canary = crawled
     page_url = web.base + "/"
@@ -173,31 +204,8 @@ def test_a_hostile_page_s_stored_copy_runs_nothing_and_calls_nowhere(crawled, br
             ".filter(a => a.name.startsWith('on') || a.name === 'style').map(a => a.name))"
         )
         assert handlers == []
-        # the banner: the page's URL, when it was fetched, its status, the live page
-        banner = page.locator("#stored-banner")
-        assert page.locator("#live").get_attribute("href") == page_url
-        assert page.locator("#status").inner_text() == "200"
-        assert page.locator("#fetched").inner_text().endswith("UTC")
-        assert page_url in banner.inner_text()
-        # the query's word marked in the text, whatever its case, never in an attribute
-        marks = page.locator("#stored-page mark").all_inner_texts()
-        assert [m.lower() for m in marks] == [WORD] * 3, marks
-        assert page.locator("#stored-page h1").get_attribute("title") == f"{WORD} in an attribute"
-        # links: stored copies where stored, live pages else, none of another scheme
-        anchors = page.locator("#stored-page a").all()
-        links = {a.inner_text(): a.get_attribute("href") for a in anchors}
-        assert links["the other page"] == stored_link(web.base + "/other.html", WORD)
-        assert links["the notes"] == stored_link(web.base + "/notes.txt", WORD)
-        assert links["a live page"] == canary.base + "/live.html"
-        assert links["a relative link"] == canary.base + "/base/relative.html"  # as crawled
-        for dead in ("a script link", "a data link", "a vbscript link"):
-            assert links[dead] is None, dead
-        # an image the crawl stored loads from the store, under the page's policy; the others
-        # (not stored) are not loaded at all
-        logo = page.locator("#stored-page img[src]")
-        assert logo.count() == 1 and logo.get_attribute("alt") == "stored logo"
-        assert logo.get_attribute("src").startswith("/stored/file?url=")
-        assert logo.evaluate("img => img.complete && img.naturalWidth") == 1
+        _banner_and_marks(page, page_url)
+        _links_and_images(page, web, canary)
         page.locator("#stored-page a", has_text="the other page").click()
         page.wait_for_url("**/stored?url=*other.html*")
         assert page.locator("#live").get_attribute("href") == web.base + "/other.html"

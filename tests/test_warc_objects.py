@@ -8,6 +8,7 @@ import fcntl
 import io
 import logging
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -245,7 +246,6 @@ def test_a_slave_killed_before_publishing_loses_nothing(s3, redis_url, keys, tmp
     import signal
     import subprocess
     import sys
-    import time
 
     from srcrawl.master.crawl_run import start_crawl
     from srcrawl.queues.crawl_strategy import CrawlStrategy
@@ -269,14 +269,7 @@ def test_a_slave_killed_before_publishing_loses_nothing(s3, redis_url, keys, tmp
             env=env,
         )
         try:
-            client = cfg.redis()
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                if int(client.hget(cfg.keys.stats("crawl"), "pages") or 0) >= 8:
-                    break
-                time.sleep(0.02)
-            else:
-                raise AssertionError("the victim fetched fewer than 8 pages in 60 s")
+            _wait_for_pages(cfg, 8)
             # the store stalls: the victim's next object cannot be published, its rows
             # wait; it is killed with records spooled and not published
             s3.pause()
@@ -292,12 +285,8 @@ def test_a_slave_killed_before_publishing_loses_nothing(s3, redis_url, keys, tmp
                 spooled_rows = {p.fp for p in cfg.store().iter_pages()}
             finally:
                 s3.resume()
-            storage = ObjectWarcStorage(url, tmp_path / "check-spool")
-            for row in cfg.store().iter_pages():  # no row before its object: each one reads
-                if row.status == 200:
-                    pointer = Pointer(row.warc_file, row.warc_offset, row.warc_length)
-                    assert payload_digest(read_payload(storage, pointer)) == row.payload_digest
-            assert {p.fp for p in cfg.store().iter_pages()} == spooled_rows
+            # no row before its object: each one reads
+            assert _every_body_reads(cfg, url, tmp_path / "check-spool") == spooled_rows
             rescuer = subprocess.Popen([*cmd, "slave", "start", "--phases", "crawl"], env=env)
             assert master.wait(timeout=180) == 0
             rescuer.send_signal(signal.SIGTERM)
@@ -307,13 +296,34 @@ def test_a_slave_killed_before_publishing_loses_nothing(s3, redis_url, keys, tmp
                 if p.poll() is None:
                     p.kill()
         assert _spooled(env) == []  # the victim's spool discarded, the rescuer's published
-        storage = ObjectWarcStorage(url, tmp_path / "reader-spool")
-        pages = [p for p in cfg.store().iter_pages() if p.status == 200]
-        assert len(pages) >= 30  # every page fetched again by the rescuer
-        for p in pages:
+        # every page fetched again by the rescuer
+        assert len(_every_body_reads(cfg, url, tmp_path / "reader-spool")) >= 30
+        cfg.close()
+
+
+def _wait_for_pages(cfg, n: int, timeout: float = 60) -> None:
+    client, deadline = cfg.redis(), time.monotonic() + timeout
+    while int(client.hget(cfg.keys.stats("crawl"), "pages") or 0) < n:
+        assert time.monotonic() < deadline, f"fewer than {n} pages fetched in {timeout} s"
+        time.sleep(0.02)
+
+
+def _every_body_reads(cfg, url: str, spool: Path) -> set[int]:
+    """The store's rows, each 200's body read back from its object by its pointer."""
+    storage = ObjectWarcStorage(url, spool)
+    rows = list(cfg.store().iter_pages())
+    for p in rows:
+        if p.status == 200:
             body = read_payload(storage, Pointer(p.warc_file, p.warc_offset, p.warc_length))
             assert payload_digest(body) == p.payload_digest
-        cfg.close()
+    return {p.fp for p in rows}
+
+
+def _wait_for_an_object(url: str, job: str, spool: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not ObjectWarcStorage(url, spool).names(job):
+        assert time.monotonic() < deadline, f"no object published within {timeout} s"
+        time.sleep(0.1)
 
 
 @pytest.mark.slow
@@ -324,7 +334,6 @@ def test_a_volume_server_killed_mid_crawl_loses_nothing_with_replication(
     the crawl ends exact, and every record is read back from the copies left."""
     import subprocess
     import sys
-    import time
 
     from srcrawl.core.urls import host_of
     from srcrawl.lab.seaweedfs import SeaweedCluster
@@ -354,35 +363,24 @@ def test_a_volume_server_killed_mid_crawl_loses_nothing_with_replication(
             )
             cfg = Config.load(env=env)
             client = cfg.redis()
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:  # some objects published, the crawl not done
-                if ObjectWarcStorage(url, tmp_path / "probe").names(keys.job):
-                    break
-                time.sleep(0.1)
-            else:
-                raise AssertionError("no object published within 60 s")
+            _wait_for_an_object(url, keys.job, tmp_path / "probe")
             stored_before = int(client.hget(cfg.keys.stats("crawl"), "pages") or 0)
             cluster.kill_volume(0)
-            held = [
-                f for f in (tmp_path / "weed" / "volume0").glob("*.dat") if f.stat().st_size > 8
-            ]
-            assert held  # the dead server held copies of objects (a .dat is 8 bytes empty)
+            # the dead server held copies of objects (a .dat is 8 bytes empty)
+            assert [f for f in (tmp_path / "weed/volume0").glob("*.dat") if f.stat().st_size > 8]
             _out, err = crawl.communicate(timeout=240)
             assert crawl.returncode == 0, err[-3000:]
             assert stored_before < len(want)  # the kill came mid-crawl
         pages = stored_pages(env)
         assert {p["url"]: p["depth"] for p in pages} == want
-        store = cfg.store()
-        rows = [p for p in store.iter_pages() if p.status == 200]
+        # every body read back, from the copies the dead server did not hold, and by warcio
+        _every_body_reads(cfg, url, tmp_path / "reader-spool")
         storage = ObjectWarcStorage(url, tmp_path / "reader-spool")
-        for p in rows:  # every body read back, from the copies the dead server did not hold
-            body = read_payload(storage, Pointer(p.warc_file, p.warc_offset, p.warc_length))
-            assert payload_digest(body) == p.payload_digest
         names = storage.names(keys.job)
         responses = {
             u for n in names for t, u, _p in _warcio(_whole(storage, n)) if t == "response"
         }
-        assert responses >= {p.url for p in rows}
+        assert responses >= {p["url"] for p in pages if p["status"] == 200}
         cfg.close()
     finally:
         cluster.stop()
