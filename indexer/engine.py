@@ -22,6 +22,9 @@ Fields (a document per page):
               untokenized (``site:``)
 ``digest``    a fast field: xxh64 of the body tokens (exact duplicates)
 ``simhash``   a fast field: 64-bit simhash of the body tokens (near-duplicates)
+``text``      stored only: the page's own text as it was indexed (its first
+              SNIPPET_TEXT_CHARS, UTF-8), which snippets are cut from;
+              compressed in Tantivy's document store (LZ4 blocks)
 ============  ==========================================================
 
 Why pre-tokenized text: the slaves segment with jieba (Chinese has no spaces,
@@ -52,6 +55,8 @@ STEMMED = "srcrawl_stem"
 """The analyzer of the text fields: whitespace, then the English stemmer."""
 TEXT_FIELDS = ("title", "body", "boiler", "anchor")
 WITH_POSITIONS = ("title", "body", "anchor")
+STORED_TEXT = "text"
+"""The stored field of a page's own text (snippets); an index built before it lacks it."""
 
 
 class IndexUnavailable(SrcrawlError):
@@ -85,6 +90,8 @@ def schema() -> tantivy.Schema:
     b.add_text_field("site", stored=False, tokenizer_name="raw", index_option="basic")
     b.add_integer_field("digest", stored=False, indexed=False, fast=True)
     b.add_integer_field("simhash", stored=False, indexed=False, fast=True)
+    # bytes: a text field is always indexed in tantivy-py, this one is only read back
+    b.add_bytes_field(STORED_TEXT, stored=True, indexed=False, fast=False)
     return b.build()
 
 
@@ -145,9 +152,10 @@ class IndexDoc:
     ident: str = ""
     digest: int = 0  # signed 64-bit
     simhash: int = 0  # signed 64-bit
+    text: str = ""  # the own text, as written (snippets), not tokens
 
     def document(self) -> tantivy.Document:
-        return tantivy.Document(
+        doc = tantivy.Document(
             fp=self.fp,
             title=self.title,
             body=self.body,
@@ -158,6 +166,9 @@ class IndexDoc:
             digest=self.digest,
             simhash=self.simhash,
         )
+        if self.text:  # none: the hit's text is read from the store, as before the field
+            doc.add_bytes(STORED_TEXT, self.text.encode())
+        return doc
 
 
 class IndexWriter:

@@ -12,7 +12,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from srcrawl.core.defaults import DEFAULT_INDEX_MAX_CHARS
+from srcrawl.core.defaults import DEFAULT_INDEX_MAX_CHARS, SNIPPET_TEXT_CHARS
 from srcrawl.core.errors import EnvelopeError
 from srcrawl.core.urls import host_of
 from srcrawl.indexer.boilerplate import HostBoilerplate
@@ -46,7 +46,8 @@ def tokenize_document(
     anchor_text: str = "",
 ) -> IndexDoc:
     """One page as the index holds it: its own text (``text``), the text its host repeats
-    (``boilerplate``), title and anchor text as fields, each its tokens joined by spaces."""
+    (``boilerplate``), title and anchor text as fields, each its tokens joined by spaces;
+    the own text also as written, for snippets."""
     tokens = tokenizer.tokens
     text = text[:DEFAULT_INDEX_MAX_CHARS]
     own = tokens(text)
@@ -64,6 +65,7 @@ def tokenize_document(
         ident=" ".join(idents),
         digest=text_digest(body),
         simhash=simhash(body),
+        text=" ".join(text[:SNIPPET_TEXT_CHARS].split()),  # collapsed: snippets trust it
     )
 
 

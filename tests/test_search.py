@@ -264,6 +264,28 @@ def test_snippets_come_from_the_pages_own_text_with_its_punctuation(store, index
     assert searcher.search("prev").hits  # but the menu is still searchable
 
 
+def test_snippets_come_from_the_index_and_an_index_without_texts_reads_the_store(
+    store, index, tmp_path, monkeypatch
+) -> None:
+    menu = "Home Prev Up Next Contents"
+    pages = [make_page(f"p{i}", f"{menu} {FILLER[i % 5]} 第{i}页") for i in range(8)]
+    pages[3] = make_page("p3", f"{menu} vacuum tuning, step 3. {FILLER[3]}")
+    searcher = index_pages(store, index, pages)
+    old = tmp_path / "old-index"  # as an index built before the stored text
+    monkeypatch.setattr("srcrawl.indexer.slave.SNIPPET_TEXT_CHARS", 0)
+    index_in_process(store, old, [p.fp for p in pages])
+    old_searcher = Searcher(store, old)
+    store.put_pages([make_page("p3", "the store's text changed since: vacuum step 3, later")])
+    # the index's own copy of the text, the menu left out, not the store's newer one
+    assert searcher.search("vacuum step 3").hits[0].snippet.marked() == (
+        f"«vacuum» tuning, «step» «3». {FILLER[3]}"
+    )
+    # none in the index: the store's text is read
+    assert old_searcher.search("vacuum step 3").hits[0].snippet.marked() == (
+        "the store's text changed since: «vacuum» «step» «3», later"
+    )
+
+
 def test_a_rank_run_between_searches_is_seen_whole(store, index) -> None:
     pages = [make_page(f"r{i}", "分布式爬虫 crawler " * (1 + i % 3)) for i in range(6)]
     kept = index_pages(store, index, [*pages, *corpus()])

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from srcrawl.core.defaults import DEFAULT_SNIPPET_CHARS
+from srcrawl.core.defaults import DEFAULT_SNIPPET_CHARS, SNIPPET_TEXT_CHARS
 from srcrawl.indexer.engine import stem
 from srcrawl.indexer.search.terms import Span, find_terms, words_starting
 from srcrawl.indexer.text import fold_aligned
@@ -21,9 +21,8 @@ MARK_OPEN, MARK_CLOSE = "«", "»"
 """How a query term is marked in a snippet written as plain text (``srcrawl search``,
 the JSON API's ``snippet``)."""
 
-SNIPPET_SCAN_CHARS = 60_000
-"""Text searched for the terms; a term found later is not shown (the text of most pages is
-shorter; the scan of a longer one costs more than the search)."""
+SNIPPET_SCAN_CHARS = SNIPPET_TEXT_CHARS
+"""Text searched for the terms (what the index stores of a page's text)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +78,8 @@ def make_snippet(
     terms: Sequence[str],
     width: int = DEFAULT_SNIPPET_CHARS,
     own: OwnText | None = None,
+    *,
+    is_collapsed: bool = False,
 ) -> Snippet:
     """About ``width`` characters of ``text`` holding as many distinct terms as it can.
 
