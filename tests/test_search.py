@@ -143,6 +143,48 @@ def test_phrases_exclusions_and_sites(store, index) -> None:
     assert names('"quick brown" nosuchword') == {"ab", "other"}
 
 
+@pytest.mark.parametrize(
+    ("typed", "words", "excluded"),
+    [
+        ("re-run the failed tests --lf", ["re-run", "the", "failed", "tests", "--lf"], []),
+        ("--strict-markers", ["--strict-markers"], []),
+        ("stop at the first failure -x", ["stop", "at", "the", "first", "failure", "-x"], []),
+        ("-k", ["-k"], []),
+        ("report -r -W", ["report", "-r", "-W"], []),
+        ("-9", ["-9"], []),
+        ("vacuum -full", ["vacuum"], ["full"]),
+        ("-full", [], ["full"]),
+        ("markers -xfail", ["markers"], ["xfail"]),
+        ("数据库 -连接", ["数据库"], ["连接"]),
+        ("数据库 -库", ["数据库"], ["库"]),  # a Chinese word, however short, is a word
+        ("a - b", ["a", "-", "b"], []),
+    ],
+)
+def test_an_option_name_is_searched_and_a_dashed_word_left_out(typed, words, excluded) -> None:
+    from srcrawl.indexer.search.query import parse
+
+    parsed = parse(typed)
+    assert (parsed.words, parsed.excluded) == (words, excluded)
+
+
+def test_pages_naming_an_option_are_found_by_it(store, index) -> None:
+    pages = [
+        make_page("cache", "Use --lf to re-run only the tests that failed at the last run."),
+        make_page("failures", "Stop after the first failure with -x, or drop to pdb."),
+        make_page("other", "Running tests: the last run of the failed tests is kept."),
+        *corpus(),
+    ]
+    searcher = index_pages(store, index, pages)
+
+    def names(query: str) -> list[str]:
+        return [h.url.rsplit("/", 1)[1] for h in searcher.search(query).hits]
+
+    assert names("re-run failed --lf")[0] == "cache"
+    assert names("-x") == ["failures"]
+    assert "«x»" in searcher.search("first failure -x").hits[0].snippet.marked()
+    assert names("failed tests -lf") == ["other"]  # a dashed word is still left out
+
+
 def test_identifiers_are_found_whole_and_in_parts(store, index) -> None:
     pages = [
         make_page("hba", "Edit pg_hba.conf to allow the client.", title="Client auth"),
