@@ -20,7 +20,7 @@ from srcrawl.core.urls import host_of
 from srcrawl.indexer.boilerplate import HostBoilerplate
 from srcrawl.indexer.engine import STORED_TEXT
 from srcrawl.indexer.search.collect import Scored
-from srcrawl.indexer.search.snippets import Snippet, make_snippet, snippet_terms
+from srcrawl.indexer.search.snippets import Snippet, make_snippet, page_snippet, snippet_terms
 from srcrawl.sql.store import Store
 
 
@@ -89,9 +89,7 @@ class HitReader:
             url, title = pages[s.fp]
             if s.fp in texts:
                 text = texts[s.fp]
-                snippet = make_snippet(
-                    text, snippet_terms(text, terms), self.snippet_chars, is_collapsed=True
-                )
+                snippet = page_snippet(text, terms, self.snippet_chars)
             elif s.fp in old:  # an index without stored texts
                 text = old[s.fp]
                 own = self.boilerplate.own_text(host_of(url))  # menus are no snippet

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import heapq
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 
 from srcrawl.indexer.text import HAN_RUN, OTHER_WORD_CHAR
 
@@ -126,6 +126,56 @@ def find_terms(text: str, terms: Sequence[str], limit: int = _MAX_MATCHES) -> li
         spans.append((start, end))
         if len(spans) >= limit:
             break
+    return spans
+
+
+_ASCII_RUN = re.compile("[a-z0-9]*")
+
+
+def find_words(
+    text: str,
+    terms: Sequence[str],
+    stems: Collection[str],
+    stem: Callable[[str], str],
+    limit: int = _MAX_MATCHES,
+) -> list[Span] | None:
+    """Where the terms and the words stemmed as one of ``stems`` (``Splitting`` for
+    ``split``) are in ``text``, as whole tokens, in order; None unless every term is ASCII
+    (and ``text`` lower-cases position for position).
+
+    The spans of :func:`find_terms` given ``terms`` and the text's words of those stems
+    (what snippets/snippet_terms gathers), found in one pass over a lower-cased copy: the
+    next occurrence of a term or stem (``str.find``, the nearest first, the longest
+    there), the run of letters and digits it starts, kept when that word is a term or
+    stems as one and touches no other letter. It ends at ``limit`` matches, where the
+    two scans it stands for went through the whole text."""
+    plain = {t.lower() for t in terms if t}
+    if not plain or not all(t.isascii() for t in plain):
+        return None
+    low = _lowered(text)
+    if low is None:
+        return None
+    heap = [(at, -len(p), p) for p in plain | set(stems) if p and (at := low.find(p)) >= 0]
+    heapq.heapify(heap)
+    spans: list[Span] = []
+    end, size = 0, len(text)
+    while heap and len(spans) < limit:
+        at, neg, p = heap[0]
+        if at >= end:
+            stop = _ASCII_RUN.match(low, at - neg).end()
+            word = low[at:stop]
+            if (
+                (word in plain or stem(word) in stems)
+                and not (at > 0 and _WORD_CHAR.match(text, at - 1))
+                and not (stop < size and _WORD_CHAR.match(text, stop))
+            ):
+                spans.append((at, stop))
+                end = stop
+        nxt = low.find(p, max(at + 1, end))
+        if nxt < 0:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, (nxt, neg, p))
     return spans
 
 
