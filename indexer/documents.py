@@ -6,8 +6,8 @@ fingerprint, the ``fetched_at`` of the text that was tokenized (the master
 skips a document whose page was fetched again since), its host (``site:``),
 and two digests of its body tokens: xxh64 for exact duplicates and a 64-bit
 simhash [Charikar 2002; Manku et al. 2007] for near-duplicates, and the page's
-own text as written (its first SNIPPET_TEXT_CHARS), which the index stores for
-snippets.
+own text as written (its first SNIPPET_TEXT_CHARS) and, when folding changes
+it, folded in place, which the index stores for snippets.
 
 The payload is an orjson array of documents, each an array in
 :data:`COLUMNS` order. The master trusts the format, not the sender: a
@@ -37,8 +37,9 @@ COLUMNS = (
     "digest",
     "simhash",
     "text",
+    "folded",
 )
-_TYPES = (int, (int, float), str, str, str, str, str, str, int, int, str)
+_TYPES = (int, (int, float), str, str, str, str, str, str, int, int, str, str)
 
 
 class DocumentsFormatError(EnvelopeError):

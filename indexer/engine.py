@@ -25,6 +25,9 @@ Fields (a document per page):
 ``text``      stored only: the page's own text as it was indexed (its first
               SNIPPET_TEXT_CHARS, UTF-8), which snippets are cut from;
               compressed in Tantivy's document store (LZ4 blocks)
+``folded``    stored only, and only for a text with full-width letters or digits:
+              the text folded in place (indexer/text.py's ``fold_aligned``), which
+              snippets find the terms in (a search then never looks for them)
 ============  ==========================================================
 
 Why pre-tokenized text: the slaves segment with jieba (Chinese has no spaces,
@@ -57,6 +60,8 @@ TEXT_FIELDS = ("title", "body", "boiler", "anchor")
 WITH_POSITIONS = ("title", "body", "anchor")
 STORED_TEXT = "text"
 """The stored field of a page's own text (snippets); an index built before it lacks it."""
+STORED_FOLDED = "folded"
+"""The stored field of that text folded in place, when folding changes it."""
 
 
 class IndexUnavailable(SrcrawlError):
@@ -92,6 +97,7 @@ def schema() -> tantivy.Schema:
     b.add_integer_field("simhash", stored=False, indexed=False, fast=True)
     # bytes: a text field is always indexed in tantivy-py, this one is only read back
     b.add_bytes_field(STORED_TEXT, stored=True, indexed=False, fast=False)
+    b.add_bytes_field(STORED_FOLDED, stored=True, indexed=False, fast=False)
     return b.build()
 
 
@@ -153,6 +159,7 @@ class IndexDoc:
     digest: int = 0  # signed 64-bit
     simhash: int = 0  # signed 64-bit
     text: str = ""  # the own text, as written (snippets), not tokens
+    folded: str = ""  # that text folded in place, when that changes it
 
     def document(self) -> tantivy.Document:
         doc = tantivy.Document(
@@ -168,6 +175,8 @@ class IndexDoc:
         )
         if self.text:  # none: the hit's text is read from the store, as before the field
             doc.add_bytes(STORED_TEXT, self.text.encode())
+        if self.folded:
+            doc.add_bytes(STORED_FOLDED, self.folded.encode())
         return doc
 
 

@@ -19,6 +19,7 @@ from srcrawl.indexer.boilerplate import HostBoilerplate
 from srcrawl.indexer.documents import pack, simhash, text_digest
 from srcrawl.indexer.engine import IndexDoc
 from srcrawl.indexer.protocol import DocumentsResult, IndexTask, Refusal
+from srcrawl.indexer.text import fold_aligned
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
 from srcrawl.settings.config import Config
 
@@ -54,6 +55,8 @@ def tokenize_document(
     boiler = tokens(boilerplate[: max(0, DEFAULT_INDEX_MAX_CHARS - len(text))])
     body = own + boiler
     idents = tokenizer.identifiers(f"{title}\n{text}")
+    shown = " ".join(text[:SNIPPET_TEXT_CHARS].split())  # collapsed: snippets trust it
+    folded = fold_aligned(shown)
     return IndexDoc(
         fp=fp,
         fetched_at=fetched_at,
@@ -65,7 +68,8 @@ def tokenize_document(
         ident=" ".join(idents),
         digest=text_digest(body),
         simhash=simhash(body),
-        text=" ".join(text[:SNIPPET_TEXT_CHARS].split()),  # collapsed: snippets trust it
+        text=shown,
+        folded=folded if folded != shown else "",
     )
 
 

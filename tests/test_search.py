@@ -312,6 +312,7 @@ def test_snippets_come_from_the_index_and_an_index_without_texts_reads_the_store
     menu = "Home Prev Up Next Contents"
     pages = [make_page(f"p{i}", f"{menu} {FILLER[i % 5]} 第{i}页") for i in range(8)]
     pages[3] = make_page("p3", f"{menu} vacuum tuning, step 3. {FILLER[3]}")
+    pages[6] = make_page("p6", f"{menu} ＦＵＬＬ－ＷＩＤＴＨ　tuning，好 {FILLER[1]}")
     searcher = index_pages(store, index, pages)
     old = tmp_path / "old-index"  # as an index built before the stored text
     monkeypatch.setattr("srcrawl.indexer.slave.SNIPPET_TEXT_CHARS", 0)
@@ -321,6 +322,10 @@ def test_snippets_come_from_the_index_and_an_index_without_texts_reads_the_store
     # the index's own copy of the text, the menu left out, not the store's newer one
     assert searcher.search("vacuum step 3").hits[0].snippet.marked() == (
         f"«vacuum» tuning, «step» «3». {FILLER[3]}"
+    )
+    # found in the copy folded at index time, shown as the page has it (collapsed)
+    assert searcher.search("full width").hits[0].snippet.marked() == (
+        f"«ＦＵＬＬ»－«ＷＩＤＴＨ» tuning，好 {FILLER[1]}"
     )
     # none in the index: the store's text is read
     assert old_searcher.search("vacuum step 3").hits[0].snippet.marked() == (

@@ -18,7 +18,7 @@ import tantivy
 from srcrawl.core.defaults import DEFAULT_SNIPPET_CHARS, SIMILAR_URLS
 from srcrawl.core.urls import host_of
 from srcrawl.indexer.boilerplate import HostBoilerplate
-from srcrawl.indexer.engine import STORED_TEXT
+from srcrawl.indexer.engine import STORED_FOLDED, STORED_TEXT
 from srcrawl.indexer.search.collect import Scored
 from srcrawl.indexer.search.snippets import Snippet, make_snippet, page_snippet, snippet_terms
 from srcrawl.sql.store import Store
@@ -88,8 +88,7 @@ class HitReader:
                 continue
             url, title = pages[s.fp]
             if s.fp in texts:
-                text = texts[s.fp]
-                snippet = page_snippet(text, terms, self.snippet_chars)
+                snippet = page_snippet(*texts[s.fp], terms, self.snippet_chars)
             elif s.fp in old:  # an index without stored texts
                 text = old[s.fp]
                 own = self.boilerplate.own_text(host_of(url))  # menus are no snippet
@@ -106,13 +105,16 @@ class HitReader:
         return {p.fp: p.url for p in self.store.get_pages(fps)} if fps else {}
 
 
-def _stored_texts(searcher: tantivy.Searcher, found: list[Scored]) -> dict[int, str]:
-    """fp -> the own text the index stores for each of ``found`` (none in an index built
-    before the field)."""
+def _stored_texts(searcher: tantivy.Searcher, found: list[Scored]) -> dict[int, tuple[str, str]]:
+    """fp -> the own text the index stores for each of ``found`` and that text folded in
+    place (none in an index built before the field)."""
     texts = {}
     for s in found:
         if s.address is not None:
-            stored = searcher.doc(s.address).get_first(STORED_TEXT)
+            doc = searcher.doc(s.address)
+            stored = doc.get_first(STORED_TEXT)
             if stored is not None:
-                texts[s.fp] = bytes(stored).decode()
+                text = bytes(stored).decode()
+                folded = doc.get_first(STORED_FOLDED)
+                texts[s.fp] = (text, bytes(folded).decode() if folded is not None else text)
     return texts

@@ -93,13 +93,15 @@ def make_snippet(
     return _snippet(body, folded, find_terms(folded, terms), width, own)
 
 
-def page_snippet(text: str, terms: list[str], width: int = DEFAULT_SNIPPET_CHARS) -> Snippet:
+def page_snippet(
+    text: str, folded: str, terms: list[str], width: int = DEFAULT_SNIPPET_CHARS
+) -> Snippet:
     """:func:`make_snippet` of a page's own text as the index stores it (collapsed, the
-    host's menus left out), its terms' stem variants marked too (``splitting`` for
-    ``split``, :func:`snippet_terms`). Words of ASCII terms are found in one pass that
-    stops at the match limit (:func:`find_words`); other terms as make_snippet does."""
-    body = text[:SNIPPET_SCAN_CHARS]
-    folded = fold_aligned(body)
+    host's menus left out, and ``folded`` in place at index time), its terms' stem
+    variants marked too (``splitting`` for ``split``, :func:`snippet_terms`). Words of
+    ASCII terms are found in one pass that stops at the match limit
+    (:func:`find_words`); other terms as make_snippet does."""
+    body, folded = text[:SNIPPET_SCAN_CHARS], folded[:SNIPPET_SCAN_CHARS]
     stems = {stem(t) for t in terms if t.isascii()}
     matches = find_words(folded, terms, stems, cached_stem)
     if matches is None:

@@ -171,7 +171,7 @@ def find_words(
             ):
                 spans.append((at, stop))
                 end = stop
-        nxt = low.find(p, max(at + 1, end))
+        nxt = low.find(p, end if end > at else at + 1)
         if nxt < 0:
             heapq.heappop(heap)
         else:
