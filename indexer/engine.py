@@ -108,9 +108,11 @@ def open_index(path: Path, *, create: bool = False) -> tantivy.Index:
     cannot be read.
     """
     try:
-        if create:
+        if create and not (path.is_dir() and tantivy.Index.exists(str(path))):
             path.mkdir(parents=True, exist_ok=True)
             index = tantivy.Index(schema(), path=str(path), reuse=True)
+        elif create:  # its own schema: one built before the stored text is written as it is
+            index = tantivy.Index.open(str(path))
         else:
             if not path.is_dir() or not tantivy.Index.exists(str(path)):
                 raise IndexUnavailable(f"no index at {path}: run `srcrawl index` first")
@@ -161,7 +163,9 @@ class IndexDoc:
     text: str = ""  # the own text, as written (snippets), not tokens
     folded: str = ""  # that text folded in place, when that changes it
 
-    def document(self) -> tantivy.Document:
+    def document(self, stored_text: bool = True) -> tantivy.Document:
+        """The Tantivy document; without the stored text for an index built before it
+        (``stored_text`` False)."""
         doc = tantivy.Document(
             fp=self.fp,
             title=self.title,
@@ -173,9 +177,9 @@ class IndexDoc:
             digest=self.digest,
             simhash=self.simhash,
         )
-        if self.text:  # none: the hit's text is read from the store, as before the field
+        if self.text and stored_text:  # none: a hit's text is read from the store
             doc.add_bytes(STORED_TEXT, self.text.encode())
-        if self.folded:
+        if self.folded and stored_text:
             doc.add_bytes(STORED_FOLDED, self.folded.encode())
         return doc
 
@@ -202,6 +206,9 @@ class IndexWriter:
         self.heap, self.wait = heap, wait
         self.renew_every = 1.0  # seconds between lease renewals while Tantivy works
         self.index = open_index(path, create=True)
+        # an index built before the stored text keeps its schema and gets none: its hits'
+        # snippets are read from the store (indexer/search/hits.py) until it is rebuilt
+        self.stores_text = self.index.schema == schema()
         self._replace: dict[int, IndexDoc] = {}
         self._delete: set[int] = set()
 
@@ -252,7 +259,7 @@ class IndexWriter:
                 writer.delete_documents_by_term("fp", fp)
             for doc in replace:
                 writer.delete_documents_by_term("fp", doc.fp)
-                writer.add_document(doc.document())
+                writer.add_document(doc.document(self.stores_text))
             if before is not None:
                 before()
         except BaseException:

@@ -5,9 +5,11 @@ bounded prior, duplicates collapsed, snippets, bad queries."""
 from __future__ import annotations
 
 import pytest
+import tantivy
 from tantivy_index import index_in_process
 
 from srcrawl.core.urls import fingerprint
+from srcrawl.indexer.engine import STEMMED, TEXT_FIELDS, WITH_POSITIONS
 from srcrawl.indexer.search import QueryError, Searcher, collect
 from srcrawl.indexer.search.snippets import Snippet, make_snippet
 from srcrawl.sql.pages import Page
@@ -306,6 +308,20 @@ def test_snippets_come_from_the_pages_own_text_with_its_punctuation(store, index
     assert searcher.search("prev").hits  # but the menu is still searchable
 
 
+def schema_before_stored_text() -> tantivy.Schema:
+    """The index's schema before it stored each page's text."""
+    b = tantivy.SchemaBuilder()
+    b.add_integer_field("fp", stored=False, indexed=True, fast=True)
+    for name in TEXT_FIELDS:
+        option = "position" if name in WITH_POSITIONS else "freq"
+        b.add_text_field(name, stored=False, tokenizer_name=STEMMED, index_option=option)
+    b.add_text_field("ident", stored=False, tokenizer_name="whitespace", index_option="freq")
+    b.add_text_field("site", stored=False, tokenizer_name="raw", index_option="basic")
+    b.add_integer_field("digest", stored=False, indexed=False, fast=True)
+    b.add_integer_field("simhash", stored=False, indexed=False, fast=True)
+    return b.build()
+
+
 def test_snippets_come_from_the_index_and_an_index_without_texts_reads_the_store(
     store, index, tmp_path, monkeypatch
 ) -> None:
@@ -314,10 +330,13 @@ def test_snippets_come_from_the_index_and_an_index_without_texts_reads_the_store
     pages[3] = make_page("p3", f"{menu} vacuum tuning, step 3. {FILLER[3]}")
     pages[6] = make_page("p6", f"{menu} ＦＵＬＬ－ＷＩＤＴＨ　tuning，好 {FILLER[1]}")
     searcher = index_pages(store, index, pages)
-    old = tmp_path / "old-index"  # as an index built before the stored text
-    monkeypatch.setattr("srcrawl.indexer.slave.SNIPPET_TEXT_CHARS", 0)
-    index_in_process(store, old, [p.fp for p in pages])
+    old = tmp_path / "old-index"  # an index built before the stored text, written to since
+    monkeypatch.setattr("srcrawl.indexer.engine.schema", schema_before_stored_text)
+    index_in_process(store, old, [p.fp for p in pages[1:]])
+    monkeypatch.undo()
+    index_in_process(store, old, [pages[0].fp])
     old_searcher = Searcher(store, old)
+    assert old_searcher.reader.num_docs() == len(pages)
     store.put_pages([make_page("p3", "the store's text changed since: vacuum step 3, later")])
     # the index's own copy of the text, the menu left out, not the store's newer one
     assert searcher.search("vacuum step 3").hits[0].snippet.marked() == (

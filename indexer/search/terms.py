@@ -155,7 +155,7 @@ def find_words(
     low = _lowered(text)
     if low is None:
         return None
-    heap = [(at, -len(p), p) for p in plain | set(stems) if p and (at := low.find(p)) >= 0]
+    heap = [(at, -len(p), p) for p in _prefixes(plain | set(stems)) if (at := low.find(p)) >= 0]
     heapq.heapify(heap)
     spans: list[Span] = []
     end, size = 0, len(text)
@@ -177,6 +177,21 @@ def find_words(
         else:
             heapq.heapreplace(heap, (nxt, neg, p))
     return spans
+
+
+def _prefixes(words: set[str]) -> list[str]:
+    """``words`` without those another begins and ends in letters and digits after (a
+    stem's occurrences hold its word's, ``failur`` those of ``failure``): the run of
+    letters and digits from the shorter one's end takes in the longer one's rest, so
+    the word found at the place is the same."""
+    return [
+        w
+        for w in words
+        if w
+        and not any(
+            o != w and w.startswith(o) and w[len(o) :].isalnum() and w.isascii() for o in words
+        )
+    ]
 
 
 _ODD_CASES = str.maketrans({"İ": "i", "ı": "i", "ſ": "s", "\u212a": "k"})
