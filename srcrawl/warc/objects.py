@@ -272,6 +272,20 @@ class ObjectWarcStorage(WarcStorage):
         return sorted(found)
 
 
+def probe(url: str) -> None:
+    """One listing request under ``url``'s prefix (a page of keys at most): WarcError
+    naming the store if it does not answer (a bucket not made yet answers)."""
+    import obstore
+
+    bucket, prefix = parse_url(url)
+    try:
+        next(iter(obstore.list(s3_store(bucket, prefix, timeout=5), chunk_size=1)), None)
+    except Exception as e:
+        if "NoSuchBucket" in str(e):  # reachable: the first writer makes it
+            return
+        raise WarcError(f"the object store of {url} does not answer: {one_line(e)}") from e
+
+
 _IMPORTED: dict[str, ObjectWarcStorage] = {}
 _IMPORTED_LOCK = threading.Lock()
 
