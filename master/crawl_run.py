@@ -150,11 +150,12 @@ def add_seeds(
 
 
 def recrawl_host(cfg: Config, host: str, limit: int = DEFAULT_RECRAWL_HOST_LIMIT) -> int:
-    """Fetch the stored pages of ``host`` (``host[:port]``) again, at once: given to the
-    crawl as seeds fetched although seen (see :attr:`Seed.again`), so the master checks
-    them against the scope and the host's politeness like any seed. Returns how many."""
-    urls = cfg.store().urls_of_host(host, limit)
-    if not urls:
+    """Fetch the stored pages of ``host`` (``host[:port]``) again, at once, each at its
+    stored depth: given to the crawl as seeds fetched although seen (see
+    :attr:`Seed.again`), so the master checks them against the scope and the host's
+    politeness like any seed. Returns how many."""
+    pages = cfg.store().urls_of_host(host, limit)
+    if not pages:
         return 0
     client = cfg.redis()
     strategy = strategies.load(client, cfg.keys)
@@ -164,8 +165,13 @@ def recrawl_host(cfg: Config, host: str, limit: int = DEFAULT_RECRAWL_HOST_LIMIT
     if strategy.partitions > 1:  # the host's partition takes up the crawl again
         for k in cfg.keys.partitions(strategy.partitions):
             client.hdel(k.crawl_state, "state")
-    _push_seeds(cfg, urls, strategy, again=urls)
-    return len(urls)
+    keys = cfg.keys.partition(
+        partition_of_url(pages[0][0], strategy.partitions), strategy.partitions
+    )
+    urls, depths = [u for u, _d in pages], [d for _u, d in pages]
+    message = seed_message([], strategy.version, urls, depths)
+    PhaseQueues(client, keys, "crawl").nrq.push([message])
+    return len(pages)
 
 
 def _failed_before(cfg: Config, canonical: Sequence[str]) -> list[str]:

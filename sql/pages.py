@@ -378,12 +378,12 @@ class PagesAndLinks(WarcPointers):
         )
         return {host: (int(n), int(failed or 0)) for host, n, failed in rows}
 
-    def urls_of_host(self, host: str, limit: int) -> list[str]:
-        """Up to ``limit`` stored URLs of ``host`` (``host[:port]``), in fingerprint order."""
+    def urls_of_host(self, host: str, limit: int) -> list[tuple[str, int]]:
+        """Up to ``limit`` stored (URL, depth) of ``host`` (``host[:port]``), by fingerprint."""
         rows = self._query(
-            "SELECT url FROM pages WHERE host = ? ORDER BY fp LIMIT ?", (host, limit)
+            "SELECT url, depth FROM pages WHERE host = ? ORDER BY fp LIMIT ?", (host, limit)
         )
-        return [url for (url,) in rows]
+        return [(url, int(depth)) for url, depth in rows]
 
     def iter_pages(self, *, batch: int = 1000, with_body: bool = False) -> Iterator[Page]:
         """Every stored page in fingerprint order, read in keyset-paginated batches."""
