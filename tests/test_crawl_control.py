@@ -141,3 +141,15 @@ def test_a_seed_message_carries_the_depths_of_the_pages_fetched_again() -> None:
     for depths in ([1], [1, -1], ["1", 2], 7):
         raw = encode("seed", {"urls": [], "strategy": 3, "again": again, "depths": depths})
         assert [d for *_u, d in Seed.from_message(decode(raw)).again_at()] == [0, 0]
+
+
+def test_srcrawl_status_says_a_job_is_paused(redis_url, keys, tmp_path) -> None:
+    from srcrawl.app.status import collect, render
+
+    cfg = cfg_for(redis_url, keys.job, tmp_path)
+    start_crawl(cfg, ["http://127.0.0.1:9000/p/0"], FAST)
+    assert "PAUSED" not in render(collect(cfg.redis(), cfg.keys))
+    pause_crawl(cfg)
+    assert "PAUSED since" in render(collect(cfg.redis(), cfg.keys))
+    resume_crawl(cfg)
+    assert collect(cfg.redis(), cfg.keys)["paused"] is None
