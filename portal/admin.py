@@ -30,17 +30,20 @@ from srcrawl.portal.hot import PAGE_HEADERS
 from srcrawl.settings.config import Config
 
 if TYPE_CHECKING:
+    from srcrawl.master.crawl_control import HostQueue
     from srcrawl.portal.app import Portal
 
 ADMIN_HEADERS = {**PAGE_HEADERS, "Cache-Control": "no-store"}
 GATED_PATHS = ("/status", "/api/status", "/metrics")
 """What ``Config.status_public`` keeps from clients without an admin session."""
 MAX_FORM_BYTES = 64 * 1024
+HOSTS_SHOWN = 500
+"""Hosts a job's page lists, the busiest first (a crawl may hold millions)."""
 
 
 def include_admin(app: FastAPI, portal: Portal, templates: Jinja2Templates) -> None:
     """The admin area's routes, and the gate in front of the status pages."""
-    sessions = AdminSessions(portal.cfg.redis(), portal.cfg.keys)
+    sessions = AdminSessions(portal.cfg)
     app.add_middleware(StatusGate, cfg=portal.cfg, sessions=sessions)
     app.include_router(_router(portal, sessions, templates))
 
@@ -265,7 +268,12 @@ def _job(cfg: Config) -> dict[str, Any]:
         stored = cfg.store().host_counts()
     except SrcrawlError:  # the frontier is still shown
         stored = {}
-    names = sorted(set(queues) | set(stored))
+    # the busiest hosts first (in the frontier, then the most fetched), HOSTS_SHOWN of them
+    names = sorted(
+        set(queues) | set(stored),
+        key=lambda h: (-_busy(queues.get(h)), -stored.get(h, (0, 0))[0], h),
+    )
+    shown, names = len(names), names[:HOSTS_SHOWN]
     origins = [f"{scheme}://{h}" for h in names for scheme in ("http", "https")]
     robots = robots_states(client, cfg.keys, origins)
     hosts = []
@@ -293,7 +301,12 @@ def _job(cfg: Config) -> dict[str, Any]:
         "paused_at": _until(paused),
         "counters": progress(cfg),
         "hosts": hosts,
+        "hosts_total": shown,
     }
+
+
+def _busy(q: HostQueue | None) -> int:
+    return q.queued + q.in_flight if q is not None else 0
 
 
 def _until(epoch: float | None) -> str | None:

@@ -30,7 +30,7 @@ import redis
 
 from srcrawl.core.credentials import read_setting
 from srcrawl.core.defaults import ADMIN_LOGIN_FAILURES, ADMIN_LOGIN_WINDOW, ADMIN_SESSION_TTL
-from srcrawl.core.keys import Keys
+from srcrawl.settings.config import Config
 
 ENV_ADMIN_PASSWORD = "SRCRAWL_ADMIN_PASSWORD"
 SESSION_COOKIE = "srcrawl_admin"
@@ -75,9 +75,14 @@ def is_loopback(address: str | None) -> bool:
 class AdminSessions:
     """The admin sessions of one job's portal, and its failed logins, in Redis."""
 
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
-        self.client, self.keys = client, keys
+    def __init__(self, cfg: Config) -> None:
+        self.cfg, self.keys = cfg, cfg.keys
         self._key: bytes | None = None
+
+    @property
+    def client(self) -> redis.Redis:
+        # asked for at the first use: building the app connects to nothing
+        return self.cfg.redis()
 
     def key(self) -> bytes:
         """The signing key every worker shares: made once (SET NX), then read and kept."""

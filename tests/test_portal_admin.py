@@ -333,3 +333,40 @@ def test_job_names_in_paths_are_checked(cfg: Config, url: str) -> None:
     assert r.status_code == 404
     r = s.post(url + f"admin/jobs/{cfg.job}/explode", data={"csrf": token}, timeout=30)
     assert r.status_code == 404
+
+
+def test_a_job_page_shows_each_host_as_the_store_and_the_frontier_have_it(
+    cfg: Config, url: str
+) -> None:
+    from srcrawl.core.urls import fingerprint
+    from srcrawl.sql.pages import Page
+
+    host, pages = "127.0.0.3:9", ["http://127.0.0.3:9/a", "http://127.0.0.3:9/b"]
+    cfg.store().put_pages(
+        [
+            Page(fingerprint(pages[0]), pages[0], host, status=200, depth=1),
+            Page(fingerprint(pages[1]), pages[1], host, status=0, depth=2, error="timeout"),
+        ]
+    )
+    cfg.redis().set(cfg.keys.robots(f"http://{host}"), b"RUser-agent: *\nDisallow:\n")
+    cfg.redis().rpush(cfg.keys.crawl_queue(host), b"task")  # one URL queued for it
+    s, _r = _login(url)
+    page = s.get(url + f"admin/jobs/{cfg.job}", timeout=30).text
+    row = re.search(rf'<tr data-host="{re.escape(host)}">(.*?)</tr>', page, re.S).group(1)
+    cells = [
+        re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    ]
+    # queued, in flight, fetched, errors, backing off, deferred, robots.txt
+    assert cells[:8] == [host, "1", "0", "2", "1", "–", "no", "rules"], cells
+    cfg.redis().delete(cfg.keys.crawl_queue(host))
+    recrawl = url + f"admin/jobs/{cfg.job}/recrawl"
+    token = _csrf(page)
+    r = s.post(recrawl, data={"csrf": token, "host": host}, timeout=30)
+    assert r.status_code == 409 and "has no crawl" in r.text  # no crawl of the job yet
+    seeds = {"csrf": token, "urls": "http://127.0.0.3:9/a", "allow_private": "on"}
+    assert s.post(url + f"admin/jobs/{cfg.job}/seeds", data=seeds, timeout=30).ok
+    r = s.post(recrawl, data={"csrf": token, "host": host}, timeout=30)
+    assert r.status_code == 200 and "2 stored pages" in r.text
+    assert cfg.redis().llen(cfg.keys.nrq("crawl")) == 2  # the seed, then the host's pages
+    r = s.post(recrawl, data={"csrf": token, "host": "127.0.0.4:9"}, timeout=30)
+    assert r.status_code == 404 and "no stored page" in r.text
