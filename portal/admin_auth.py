@@ -35,7 +35,7 @@ from srcrawl.settings.config import Config
 ENV_ADMIN_PASSWORD = "SRCRAWL_ADMIN_PASSWORD"
 SESSION_COOKIE = "srcrawl_admin"
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
-"""scrypt's cost: 16 MiB and some 50 ms a hash here, once per login attempt."""
+"""scrypt's cost: 16 MiB and 0.05-0.2 s of CPU a hash, once per login attempt."""
 
 
 @dataclass(frozen=True)
