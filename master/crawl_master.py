@@ -34,12 +34,14 @@ from srcrawl.core.defaults import (
     DEFAULT_MASTER_BATCH,
     DEFAULT_MASTER_IDLE_WAIT,
     DEFAULT_NO_SLAVE_WARNING,
+    DEFAULT_PAUSE_CHECK,
     DEFAULT_RECRAWL_BATCH,
     DEFAULT_REVISIT_FETCH_VALUE,
 )
 from srcrawl.core.keys import Keys, lease_waiting_key, processing_pattern
 from srcrawl.core.signals import install_stop_handlers
 from srcrawl.core.telemetry import publish_process
+from srcrawl.master.crawl_control import paused_since
 from srcrawl.master.frontier import Frontier, now_ms
 from srcrawl.master.frontier.admission import Admission, HeldLinks
 from srcrawl.master.frontier.barrier import ADVANCED, COMPLETE, WAITING, LevelBarrier
@@ -112,6 +114,7 @@ class CrawlMaster:
         self.batch = batch
         self.slaves = SlaveWatch()
         self._last_reap = 0.0
+        self._pause_checked, self._is_paused = -DEFAULT_PAUSE_CHECK, False
         self.backlog = 0
         """Most tasks waiting in srq (0: no bound until slaves report their fetch threads)."""
         self.seen = SeenSet(client, keys, error_rate=self.strategy.bloom_error_rate)
@@ -249,14 +252,23 @@ class CrawlMaster:
     def _hand_out(self, keep_running: bool) -> tuple[bool, int]:
         """Release due recrawls (an always-on master fetches stored pages again when their
         time comes) and schedule ready queues: (whether any task went out, when the next
-        one is due in ms, -1 for none). Nothing goes out while the disk guard pauses."""
-        if self.guards.state.disk_paused:  # look again in a while
+        one is due in ms, -1 for none). Nothing goes out while the disk guard pauses, nor
+        while an operator paused the job (master/crawl_control.py)."""
+        if self.guards.state.disk_paused or self._paused():  # look again in a while
             return False, now_ms() + int(DEFAULT_MASTER_IDLE_WAIT * 1000)
         due, next_due = (
             self.frontier.release_due(DEFAULT_RECRAWL_BATCH) if keep_running else (0, -1)
         )
         released, next_ready = self.frontier.schedule(backlog=self.backlog)
         return bool(released or due), _earliest(next_ready, next_due)
+
+    def _paused(self) -> bool:
+        """Whether the job is paused, read from Redis at most every DEFAULT_PAUSE_CHECK s."""
+        now = time.monotonic()
+        if now >= self._pause_checked + DEFAULT_PAUSE_CHECK:
+            self._pause_checked = now
+            self._is_paused = paused_since(self.client, self.job_keys) is not None
+        return self._is_paused
 
     def _partition_step(self, keep_running: bool) -> str:
         """This partition is done with the level: see whether every partition is, and move

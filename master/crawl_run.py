@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from srcrawl.core.defaults import DEFAULT_RECRAWL_HOST_LIMIT
 from srcrawl.core.errors import ConfigError, StoreError
 from srcrawl.core.urls import InvalidURL, canonicalize, fingerprint, host_of, origin
 from srcrawl.master.crawl_master import reset_crawl
@@ -146,6 +147,31 @@ def add_seeds(
     out.again = _failed_before(cfg, out.queued)
     _push_seeds(cfg, out.queued, out.strategy, out.again)
     return out
+
+
+def recrawl_host(cfg: Config, host: str, limit: int = DEFAULT_RECRAWL_HOST_LIMIT) -> int:
+    """Fetch the stored pages of ``host`` (``host[:port]``) again, at once, each at its
+    stored depth: given to the crawl as seeds fetched although seen (see
+    :attr:`Seed.again`), so the master checks them against the scope and the host's
+    politeness like any seed. Returns how many."""
+    pages = cfg.store().urls_of_host(host, limit)
+    if not pages:
+        return 0
+    client = cfg.redis()
+    strategy = strategies.load(client, cfg.keys)
+    if strategy is None:
+        raise ConfigError(f"job {cfg.job!r} has no crawl: start one first")
+    client.hset(cfg.keys.crawl_state, "state", "running")
+    if strategy.partitions > 1:  # the host's partition takes up the crawl again
+        for k in cfg.keys.partitions(strategy.partitions):
+            client.hdel(k.crawl_state, "state")
+    keys = cfg.keys.partition(
+        partition_of_url(pages[0][0], strategy.partitions), strategy.partitions
+    )
+    urls, depths = [u for u, _d in pages], [d for _u, d in pages]
+    message = seed_message([], strategy.version, urls, depths)
+    PhaseQueues(client, keys, "crawl").nrq.push([message])
+    return len(pages)
 
 
 def _failed_before(cfg: Config, canonical: Sequence[str]) -> list[str]:

@@ -26,6 +26,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from srcrawl.core.defaults import DEFAULT_MAX_QUERY_TERMS
 from srcrawl.core.errors import SrcrawlError
 from srcrawl.core.urls import host_of
+from srcrawl.portal.admin import include_admin
+from srcrawl.portal.admin_auth import AdminPassword
 from srcrawl.portal.cluster import CrawlRate, snapshot
 from srcrawl.portal.hot import (
     DOCS_HEADERS,
@@ -72,6 +74,8 @@ class Portal:
     cfg: Config
     pool: SearchPool
     admin_token: str | None = None
+    admin_password: AdminPassword | None = None
+    """The admin area's password, hashed (None: the area is disabled, see portal/admin.py)."""
     rate: CrawlRate = field(default_factory=CrawlRate)
     metrics: PortalMetrics | None = None
     readiness: Readiness | None = None
@@ -127,6 +131,7 @@ def create_app(portal: Portal) -> FastAPI:
     _status_routes(app, portal, templates)
     if portal.admin_token:
         _control_routes(app, portal)
+    include_admin(app, portal, templates)
     return app
 
 

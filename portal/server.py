@@ -23,6 +23,7 @@ from uvicorn.supervisors import Multiprocess
 from srcrawl.core.errors import SrcrawlError
 from srcrawl.indexer.published import IndexStoreError
 from srcrawl.indexer.replica import IndexReplica, replica_of
+from srcrawl.portal.admin_auth import AdminPassword
 from srcrawl.portal.app import ENV_ADMIN_TOKEN, Portal, create_app
 from srcrawl.portal.readiness import Readiness, problems, serve_command
 from srcrawl.portal.search_pool import SearchPool
@@ -64,8 +65,10 @@ def build_portal(
     threads: int | None = None,
     user_dict: str | None = None,
     admin_token: str | None = None,
+    admin_password: AdminPassword | None = None,
 ) -> Portal:
-    """The portal of ``cfg``'s job and store: the store's schema applied, the tokenizer loaded."""
+    """The portal of ``cfg``'s job and store: the store's schema applied, the tokenizer loaded.
+    ``admin_password``: the admin area's (default: ``SRCRAWL_ADMIN_PASSWORD`` or its file)."""
     cfg.store()  # the schema is there before any search thread opens its own connection
     token = admin_token if admin_token is not None else os.environ.get(ENV_ADMIN_TOKEN) or None
     threads = default_threads(cfg) if threads is None else threads
@@ -77,7 +80,14 @@ def build_portal(
         warc_root=cfg.warc_source,
         replica=_replica(cfg),
     )
-    return Portal(cfg=cfg, pool=pool, admin_token=token, readiness=Readiness(cfg))
+    password = admin_password if admin_password is not None else AdminPassword.from_env()
+    return Portal(
+        cfg=cfg,
+        pool=pool,
+        admin_token=token,
+        admin_password=password,
+        readiness=Readiness(cfg),
+    )
 
 
 def _replica(cfg: Config) -> IndexReplica | None:

@@ -586,33 +586,59 @@ class Seed:
     rejected: int = 0
     again: tuple[Link, ...] | list[Link] = ()
     """Seeds fetched again although seen: URLs whose stored fetch the address policy
-    refused, seeded anew once the crawl may reach them."""
+    refused, seeded anew once the crawl may reach them, or a host's stored pages an
+    operator asked to fetch again."""
+    again_depths: tuple[int, ...] | list[int] = ()
+    """The depth each of ``again`` is fetched at (none given: 0, a seed's): a stored page
+    fetched again at its own depth finds no link nearer than it was."""
 
     def encode(self) -> bytes:
         fields: dict[str, Any] = {"urls": self.urls, "strategy": self.strategy}
         if self.again:
             fields["again"] = self.again
+        if any(self.again_depths):
+            fields["depths"] = self.again_depths
         return encode(SEED, fields)
 
     @classmethod
     def from_message(cls, msg: Message) -> Seed:
         urls, rejected = _links(Message(msg.kind, {"links": msg.get("urls", [])}))
-        again, bad = _links(Message(msg.kind, {"links": msg.get("again", [])}))
-        return cls(urls, _int(msg, "strategy", 0), rejected + bad, again)
+        raw_again = msg.get("again", [])
+        again, bad = _links(Message(msg.kind, {"links": raw_again}))
+        depths = msg.get("depths", [])
+        # depths that do not go one to one with the URLs (or are no depths) are not used
+        well_formed = (
+            not bad
+            and isinstance(depths, list)
+            and len(depths) == len(again)
+            and all(type(d) is int and d >= 0 for d in depths)
+        )
+        return cls(
+            urls, _int(msg, "strategy", 0), rejected + bad, again, depths if well_formed else ()
+        )
+
+    def again_at(self) -> list[tuple[str, int, int]]:
+        """(url, fp, depth) of each seed fetched again."""
+        depths = self.again_depths or [0] * len(self.again)
+        return [(url, fp, d) for (url, fp), d in zip(self.again, depths, strict=True)]
 
 
 def seed_message(
-    canonical_urls: Iterable[str], strategy_version: int, again: Iterable[str] = ()
+    canonical_urls: Iterable[str],
+    strategy_version: int,
+    again: Iterable[str] = (),
+    again_depths: Iterable[int] = (),
 ) -> bytes:
     """An nrq message adding depth-0 seeds (canonical URLs): how `srcrawl seed` reaches
     the master. It names the strategy version that put the seeds' hosts in scope, so
     the master reloads the strategy before it judges them. The ``again`` URLs are
-    fetched even if seen (see :attr:`Seed.again`)."""
+    fetched even if seen (see :attr:`Seed.again`), at ``again_depths`` (default 0)."""
     return Seed(
         [(u, fingerprint(u)) for u in canonical_urls],
         strategy_version,
         0,
         [(u, fingerprint(u)) for u in again],
+        list(again_depths),
     ).encode()
 
 

@@ -57,6 +57,27 @@ def robots_url(origin: str) -> str:
     return f"{origin}/robots.txt"
 
 
+def robots_states(client: redis.Redis, keys: Keys, origins: list[str]) -> dict[str, str]:
+    """origin -> what the shared cache holds of its robots.txt, in words (one round trip):
+    ``rules``, ``none`` (no robots.txt: all allowed), ``deferred until HH:MM:SS`` (the host
+    failed to answer), or ``not read`` (never, or the cached answer expired)."""
+    pipe = client.pipeline(transaction=False)
+    for o in origins:
+        pipe.get(keys.robots(o))
+    out = {}
+    for o, value in zip(origins, pipe.execute(), strict=True):
+        if value is None:
+            out[o] = "not read"
+        elif value.startswith(_RULES):
+            out[o] = "rules"
+        elif value.startswith(_DEFER):
+            until = time.strftime("%H:%M:%S", time.localtime(float(value[1:] or 0)))
+            out[o] = f"deferred until {until}"
+        else:
+            out[o] = "none"
+    return out
+
+
 class RobotsRules:
     """What robots.txt says about one origin, for one user agent."""
 

@@ -369,6 +369,22 @@ class PagesAndLinks(WarcPointers):
             out.update((int(fp), host) for fp, host in self._query(sql, batch))
         return out
 
+    def host_counts(self) -> dict[str, tuple[int, int]]:
+        """host -> (URLs the crawl ended, of which with an error): each host's fetches as
+        the store has them, in one grouped query."""
+        rows = self._query(
+            "SELECT host, COUNT(*), SUM(CASE WHEN error IS NULL THEN 0 ELSE 1 END) "
+            "FROM pages GROUP BY host"
+        )
+        return {host: (int(n), int(failed or 0)) for host, n, failed in rows}
+
+    def urls_of_host(self, host: str, limit: int) -> list[tuple[str, int]]:
+        """Up to ``limit`` stored (URL, depth) of ``host`` (``host[:port]``), by fingerprint."""
+        rows = self._query(
+            "SELECT url, depth FROM pages WHERE host = ? ORDER BY fp LIMIT ?", (host, limit)
+        )
+        return [(url, int(depth)) for url, depth in rows]
+
     def iter_pages(self, *, batch: int = 1000, with_body: bool = False) -> Iterator[Page]:
         """Every stored page in fingerprint order, read in keyset-paginated batches."""
         cols = PAGE_COLUMNS if with_body else PAGE_COLUMNS.replace(", body,", ", NULL,")

@@ -115,10 +115,11 @@ class Admission:
             return
         self.schedule(FetchTask(url, fp, depth, queue), host, w)
 
-    def reseed(self, url: str, fp: int, w: BatchWork) -> None:
+    def reseed(self, url: str, fp: int, w: BatchWork, depth: int = 0) -> None:
         """A seed given again for a URL whose fetch the address policy refused, now that the
-        crawl may reach it: fetched once more although the seen test knows it."""
-        reason = self.rules.scope.reject(url, 0)
+        crawl may reach it, or a stored page of a host fetched again at its ``depth``:
+        fetched once more although the seen test knows it."""
+        reason = self.rules.scope.reject(url, depth)
         if reason is not None:
             w.count(reason)
             return
@@ -128,7 +129,7 @@ class Admission:
         w.count("reseeded")
         strategy = self.rules.strategy
         queue = queue_for(strategy, host, fp)
-        task = FetchTask(url, fp, 0, queue, again=True, strategy=strategy.version)
+        task = FetchTask(url, fp, depth, queue, again=True, strategy=strategy.version)
         self.schedule(task, host, w)
 
     def schedule(self, task: FetchTask, host: str, w: BatchWork) -> None:

@@ -112,8 +112,8 @@ class Outcomes:
             w.count(REJECTED_LINKS, seed.rejected)
         for url, fp in seed.urls:
             self.admission.candidate(url, fp, 0, w)
-        for url, fp in seed.again:
-            self.admission.reseed(url, fp, w)
+        for url, fp, depth in seed.again_at():
+            self.admission.reseed(url, fp, w, depth)
 
     def _on_links(self, links: Links, w: BatchWork) -> None:
         """Links another partition's slave or master found for this partition's hosts."""

@@ -10,6 +10,7 @@ import redis
 
 from srcrawl.core.defaults import INDEX_REPLICA_REPORT_EVERY, PHASES
 from srcrawl.core.keys import Keys, processing_key
+from srcrawl.master.crawl_control import paused_since
 from srcrawl.master.guards import guard_sentences
 from srcrawl.queues import workers as worker_registry
 from srcrawl.queues.partitions import partition_keys
@@ -63,6 +64,7 @@ def collect(client: redis.Redis, keys: Keys) -> dict[str, Any]:
             entry["assigned_to"] = taken.decode() if taken is not None else None
     guards = {k.decode(): json.loads(v) for k, v in client.hgetall(keys.guards).items()}
     return {
+        "paused": paused_since(client, keys),
         "index_copies": index_copies(client, keys),
         "job": keys.job,
         "guards": guards,
@@ -162,6 +164,9 @@ def _number(raw: bytes) -> int | float | str:
 def render(snapshot: dict[str, Any]) -> str:
     """The snapshot as a few aligned lines for a terminal."""
     lines = [f"job {snapshot['job']}"]
+    if snapshot.get("paused"):
+        since = time.strftime("%H:%M:%S", time.localtime(snapshot["paused"]))
+        lines.append(f"  PAUSED since {since} (resume it in the portal's admin area)")
     lines += [f"  {s}" for s in guard_sentences(snapshot.get("guards", {}))]
     lines.append(f"  {'phase':<9} {'srq':>9} {'nrq':>9} {'in flight':>10}  counters")
     for phase, p in snapshot["phases"].items():

@@ -334,6 +334,22 @@ DEFAULT_MASTER_BATCH = 500
 DEFAULT_MASTER_IDLE_WAIT = 0.2
 """Seconds the crawl master blocks on nrq while no host is due (an outcome wakes it at once)."""
 
+DEFAULT_PAUSE_CHECK = 0.5
+"""Seconds between two looks of the crawl master at the job's ``paused`` flag: a pause
+stops the hand-out within this (plus the tasks already in srq, at most the backlog)."""
+
+DEFAULT_RECRAWL_HOST_LIMIT = 100_000
+"""Most stored pages of one host a recrawl of the host (the portal's admin area) queues."""
+
+ADMIN_SESSION_TTL = 12 * 3600
+"""Seconds an admin session of the portal lives after its login."""
+
+ADMIN_LOGIN_FAILURES = 5
+"""Failed logins a client address may make in ADMIN_LOGIN_WINDOW before it is answered 429."""
+
+ADMIN_LOGIN_WINDOW = 60
+"""Seconds of the window the failed logins of a client address are counted in."""
+
 REDIS_TIMER_TICK = 0.1
 """Seconds between two ticks of Redis' timer (1/hz, hz 10 by default): a blocking command's
 timeout ends on a tick, so a wait that must end on time blocks only until a tick before it."""

@@ -147,8 +147,10 @@ class Keys:
 
     @property
     def crawl_state(self) -> str:
-        """Hash: level, advancing flag, state (running/complete), timestamps. Of a partition
-        (P > 1): the level its own next-level tasks were released to, and its commits."""
+        """Hash: level, advancing flag, state (running/complete), timestamps, and ``paused``
+        (when an operator paused the job: its master hands out no task, see
+        master/crawl_control.py). Of a partition (P > 1): the level its own next-level tasks
+        were released to, and its commits."""
         return f"{self.prefix}:crawl:state"
 
     @property
@@ -359,6 +361,21 @@ class Keys:
             self.crawl_backoff,
             self.crawl_backoff_queues,
         ]
+
+    # -- the portal's admin area (portal/admin.py), shared by every portal worker --------
+    @property
+    def admin_secret(self) -> str:
+        """The random key that signs the admin area's session cookies, made by the first
+        portal process that needs it (SET NX), so every worker checks what another signed."""
+        return f"{self.job_prefix}:admin:secret"
+
+    def admin_session(self, session: str) -> str:
+        """A logged-in admin session, expiring with it; logging out deletes it."""
+        return f"{self.job_prefix}:admin:session:{session}"
+
+    def admin_login_failures(self, client: str) -> str:
+        """Failed logins from one client address in the current window (expires with it)."""
+        return f"{self.job_prefix}:admin:login-failures:{client}"
 
     # -- pagerank (the master writes these; slaves write the next rank pieces) --
     def rank_graph(self, version: int) -> str:

@@ -50,6 +50,10 @@ ENV_WARC_DIR = "SRCRAWL_WARC_DIR"
 ENV_WARC_PUBLISH_AGE = "SRCRAWL_WARC_PUBLISH_AGE"
 ENV_INDEX_DIR = "SRCRAWL_INDEX_DIR"
 ENV_INDEX_SYNC_PERIOD = "SRCRAWL_INDEX_SYNC_PERIOD"
+ENV_STATUS_PUBLIC = "SRCRAWL_STATUS_PUBLIC"
+STATUS_PUBLIC = ("loopback", "all", "admin")
+"""Who may read the portal's /status, /api/status and /metrics without the admin session:
+clients on a loopback address (the default), everyone, or no one."""
 ENV_REDIS_URL_FILE = ENV_REDIS_URL + FILE_SUFFIX
 ENV_DB_URL_FILE = ENV_DB_URL + FILE_SUFFIX
 ENV_VARS = (
@@ -64,6 +68,7 @@ ENV_VARS = (
     ENV_WARC_PUBLISH_AGE,
     ENV_INDEX_DIR,
     ENV_INDEX_SYNC_PERIOD,
+    ENV_STATUS_PUBLIC,
 )
 """Every environment variable the configuration reads."""
 
@@ -166,6 +171,15 @@ def _publish_age(env: Mapping[str, str]) -> float:
     return age
 
 
+def _status_public(env: Mapping[str, str]) -> str:
+    raw = env.get(ENV_STATUS_PUBLIC) or STATUS_PUBLIC[0]
+    if raw not in STATUS_PUBLIC:
+        raise ConfigError(
+            f"{ENV_STATUS_PUBLIC} is malformed: {raw!r} (one of {', '.join(STATUS_PUBLIC)})"
+        )
+    return raw
+
+
 def _lease_ttl(env: Mapping[str, str]) -> float:
     raw = env.get(ENV_LEASE_TTL)
     if not raw:
@@ -212,6 +226,10 @@ class Config:
     index_sync_period: float = DEFAULT_INDEX_SYNC_PERIOD
     """Seconds between two looks of a replica at the published commit
     (``SRCRAWL_INDEX_SYNC_PERIOD``)."""
+    status_public: str = STATUS_PUBLIC[0]
+    """Who reads the portal's /status, /api/status and /metrics without the admin session
+    (``SRCRAWL_STATUS_PUBLIC``): ``loopback`` (clients on a loopback address), ``all``,
+    or ``admin`` (no one)."""
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -259,6 +277,7 @@ class Config:
             index_dir=_local_dir(env, ENV_INDEX_DIR),
             index_url=_object_url(env, ENV_INDEX_DIR),
             index_sync_period=_sync_period(env),
+            status_public=_status_public(env),
         )
 
     @property
@@ -403,6 +422,7 @@ class Config:
         if self.db.create_dirs:  # the child is handed a named path: its directory must exist
             Path(self.db.path).parent.mkdir(parents=True, exist_ok=True)
         env[ENV_JOB] = self.job
+        env[ENV_STATUS_PUBLIC] = self.status_public
         env[ENV_HOME] = str(self.home.resolve())
         env.pop(ENV_WARC_DIR, None)
         if self.warc_url is not None:
