@@ -261,10 +261,11 @@ class ServeBenchmark:
                         f"  {c.code:5} {lang:8} {who:>8} {c.requests:9} {c.p50:8.1f} "
                         f"{c.p95:8.1f} {c.per_s:8.1f} {times} {c.errors:7} {cpu}"
                     )
-        lines.append(
-            "  spawn: `srcrawl search QUERY --top 10 --json` run once per query, one at a "
-            "time; its latency is the whole process"
-        )
+        if self.endpoint == "search":
+            lines.append(
+                "  spawn: `srcrawl search QUERY --top 10 --json` run once per query, one at a "
+                "time; its latency is the whole process"
+            )
         lines.append("  cpu ms: CPU time of the server's processes per request (user + system)")
         for code, mb in self.rss_mb.items():
             lines.append(
