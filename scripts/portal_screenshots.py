@@ -6,7 +6,8 @@ crawled, indexed and ranked; its embedded Redis stopped after), serves the porta
 on the demo's store, and photographs it in Debian's Chromium driven by Playwright:
 results in light and dark mode, a phone's width, a stored copy, and the search box's
 completions open. Each picture is 1000 px wide (390 on the phone) and cut to
-MAX_HEIGHT, so the PNGs stay small.
+MAX_HEIGHT, so the PNGs stay small. Chinese needs a CJK font in the system
+(Debian: fonts-wqy-zenhei or fonts-noto-cjk), else it shows as boxes.
 
     .venv/bin/python scripts/portal_screenshots.py [--out docs/img] [--query WORD]
 """
@@ -22,6 +23,8 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import urlencode
 
+import requests
+
 from srcrawl.app.demo import demo_config
 from srcrawl.portal.server import build_portal, serving_in_thread
 from srcrawl.settings.config import Config
@@ -30,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-sync", "--no-first-run"]
 WIDTH, PHONE_WIDTH = 1000, 390
-MAX_HEIGHT = 900
+MAX_HEIGHT = 760
 """Pixels of a page shown (the top of it: the box, the summary, the first hits)."""
 
 
@@ -61,11 +64,16 @@ def _shoot(url: str, query: str, out: Path) -> list[Path]:
         shots.append(path)
 
     results = url + "?" + urlencode({"q": query})
+    # the first searches load what a process keeps (the pages' hosts, the completions):
+    # the time a picture shows is that of a portal that has served a while
+    for path in (results, url + "api/suggest?" + urlencode({"q": query[:2]})):
+        for _ in range(3):
+            requests.get(path, timeout=60).raise_for_status()
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         for scheme in ("light", "dark"):
             context = browser.new_context(
-                viewport={"width": WIDTH, "height": MAX_HEIGHT}, color_scheme=scheme
+                viewport={"width": WIDTH, "height": 900}, color_scheme=scheme
             )
             page = context.new_page()
             page.goto(results)
@@ -75,7 +83,7 @@ def _shoot(url: str, query: str, out: Path) -> list[Path]:
                 page.wait_for_load_state()
                 shot(page, "portal-stored.png")
                 page.goto(url)
-                page.locator("input[name=q]").press_sequentially(query[:3], delay=40)
+                page.locator("input[name=q]").press_sequentially(query[:2], delay=40)
                 page.locator("#suggestions [role=option]").first.wait_for()
                 page.locator("input[name=q]").press("ArrowDown")
                 shot(page, "portal-suggest.png", 420)
