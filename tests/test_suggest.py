@@ -274,3 +274,15 @@ def test_escape_closes_the_list_and_gives_back_what_was_typed(portal_url, page) 
     with page.expect_navigation():
         box.press("Enter")
     assert parse_qs(urlsplit(page.url).query)["q"] == ["vill"]
+
+
+def test_the_bench_asks_each_keystroke_s_completions() -> None:
+    from srcrawl.benchmarks.serve import request_paths
+
+    assert request_paths("suggest", ["ab c"]) == [
+        "/api/suggest?q=a",
+        "/api/suggest?q=ab",
+        "/api/suggest?q=ab+",
+        "/api/suggest?q=ab+c",
+    ]
+    assert request_paths("search", ["ab c"]) == ["/api/search?q=ab+c"]

@@ -67,14 +67,11 @@ class Completions:
     def __init__(self, words: dict[str, int], titles: Counter[str]) -> None:
         self.words = _Sorted({w: (w, n) for w, n in words.items()})
         by_key: dict[str, tuple[str, int]] = {}
-        for title, n in titles.items():
-            key = _key(title)
-            # titles that differ in case only: the most frequent spelling, counted for all
-            seen = by_key.get(key)
-            if seen is None or n > seen[1]:
-                by_key[key] = (title, n + (seen[1] if seen else 0))
-            else:
-                by_key[key] = (seen[0], seen[1] + n)
+        # titles that differ in case or spacing only are one: shown as most pages spell
+        # it (met first, most_common), counted for all
+        for title, n in titles.most_common():
+            shown, total = by_key.get(_key(title), (title, 0))
+            by_key[_key(title)] = (shown, total + n)
         self.titles = _Sorted(by_key)
         self._cache: dict[tuple[str, int], list[str]] = {}
 
