@@ -48,7 +48,7 @@ class Suggester:
         self.rebuild_every = rebuild_every
         self._completions: Completions | None = None
         self._memo: object = None  # the reader's memo of the commit built from
-        self._built_at = 0.0
+        self._tried_at: float | None = None  # the last build's start, done or failed
         self._building = threading.Lock()
 
     async def suggest(self, typed: str) -> list[str]:
@@ -63,19 +63,20 @@ class Suggester:
             return []
         completions = self._completions
         if completions is None:
+            if not self._due():
+                return []  # the last build failed a moment ago: not one a keystroke
             completions = await asyncio.to_thread(self._build_once)
-        elif memo is not self._memo and self._due():
+        elif memo is not self._memo and self._due() and not self._building.locked():
             threading.Thread(target=self._rebuild, name="suggest-build", daemon=True).start()
         return completions.complete(typed) if completions is not None else []
 
     def _due(self) -> bool:
-        """Whether a new commit may be built from now (none building, the last old enough)."""
-        old = time.monotonic() - self._built_at >= self.rebuild_every
-        return old and not self._building.locked()
+        """Whether a build may start now: none tried yet, or the last one long enough ago."""
+        return self._tried_at is None or time.monotonic() - self._tried_at >= self.rebuild_every
 
     def _build_once(self) -> Completions | None:
         with self._building:  # concurrent first requests wait for one build
-            if self._completions is None:
+            if self._completions is None and self._due():
                 self._build()
             return self._completions
 
@@ -88,6 +89,7 @@ class Suggester:
 
     def _build(self) -> None:
         t0 = time.perf_counter()
+        self._tried_at = time.monotonic()
         try:
             searcher, memo = self.pool.reader.snapshot()
             store = open_store(self.pool.db, self.pool.warc_root)
@@ -99,7 +101,7 @@ class Suggester:
         except Exception:  # the store or index unreadable now: the last lists go on answering
             log.exception("the search box's completions could not be built")
             return
-        self._completions, self._memo, self._built_at = completions, memo, time.monotonic()
+        self._completions, self._memo = completions, memo
         log.info(
             "search box completions: %d words and titles in %.2f s",
             len(completions),

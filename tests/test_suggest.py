@@ -286,3 +286,19 @@ def test_the_bench_asks_each_keystroke_s_completions() -> None:
         "/api/suggest?q=ab+c",
     ]
     assert request_paths("search", ["ab c"]) == ["/api/search?q=ab+c"]
+
+
+@pytest.mark.slow
+def test_without_script_the_box_is_a_plain_search_form(browser, portal_url) -> None:
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    try:
+        page.goto(portal_url)
+        box = page.locator("input[name=q]")
+        assert box.get_attribute("role") is None and page.locator("#suggestions").count() == 0
+        box.fill("vacuum")
+        with page.expect_navigation():
+            box.press("Enter")
+        assert page.locator("li.hit").count() >= 2
+    finally:
+        context.close()
