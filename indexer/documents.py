@@ -5,7 +5,9 @@ indexer/engine.py for why the text goes pre-tokenized), with the page's
 fingerprint, the ``fetched_at`` of the text that was tokenized (the master
 skips a document whose page was fetched again since), its host (``site:``),
 and two digests of its body tokens: xxh64 for exact duplicates and a 64-bit
-simhash [Charikar 2002; Manku et al. 2007] for near-duplicates.
+simhash [Charikar 2002; Manku et al. 2007] for near-duplicates, and the page's
+own text as written (its first SNIPPET_TEXT_CHARS) and, when folding changes
+it, folded in place, which the index stores for snippets.
 
 The payload is an orjson array of documents, each an array in
 :data:`COLUMNS` order. The master trusts the format, not the sender: a
@@ -34,8 +36,10 @@ COLUMNS = (
     "ident",
     "digest",
     "simhash",
+    "text",
+    "folded",
 )
-_TYPES = (int, (int, float), str, str, str, str, str, str, int, int)
+_TYPES = (int, (int, float), str, str, str, str, str, str, int, int, str, str)
 
 
 class DocumentsFormatError(EnvelopeError):

@@ -25,6 +25,12 @@ Fields (a document per page):
               untokenized (``site:``)
 ``digest``    a fast field: xxh64 of the body tokens (exact duplicates)
 ``simhash``   a fast field: 64-bit simhash of the body tokens (near-duplicates)
+``text``      stored only: the page's own text as it was indexed (its first
+              SNIPPET_TEXT_CHARS, UTF-8), which snippets are cut from;
+              compressed in Tantivy's document store (LZ4 blocks)
+``folded``    stored only, and only for a text with full-width letters or digits:
+              the text folded in place (indexer/text.py's ``fold_aligned``), which
+              snippets find the terms in (a search then never looks for them)
 ============  ==========================================================
 
 Why pre-tokenized text: the slaves segment with jieba (Chinese has no spaces,
@@ -59,6 +65,10 @@ STEMMED = "srcrawl_stem"
 """The analyzer of the text fields: whitespace, then the English stemmer."""
 TEXT_FIELDS = ("title", "body", "boiler", "anchor")
 WITH_POSITIONS = ("title", "body", "anchor")
+STORED_TEXT = "text"
+"""The stored field of a page's own text (snippets); an index built before it lacks it."""
+STORED_FOLDED = "folded"
+"""The stored field of that text folded in place, when folding changes it."""
 
 
 class IndexUnavailable(SrcrawlError):
@@ -92,6 +102,9 @@ def schema() -> tantivy.Schema:
     b.add_text_field("site", stored=False, tokenizer_name="raw", index_option="basic")
     b.add_integer_field("digest", stored=False, indexed=False, fast=True)
     b.add_integer_field("simhash", stored=False, indexed=False, fast=True)
+    # bytes: a text field is always indexed in tantivy-py, this one is only read back
+    b.add_bytes_field(STORED_TEXT, stored=True, indexed=False, fast=False)
+    b.add_bytes_field(STORED_FOLDED, stored=True, indexed=False, fast=False)
     return b.build()
 
 
@@ -102,9 +115,11 @@ def open_index(path: Path, *, create: bool = False) -> tantivy.Index:
     cannot be read.
     """
     try:
-        if create:
+        if create and not (path.is_dir() and tantivy.Index.exists(str(path))):
             path.mkdir(parents=True, exist_ok=True)
             index = tantivy.Index(schema(), path=str(path), reuse=True)
+        elif create:  # its own schema: one built before the stored text is written as it is
+            index = tantivy.Index.open(str(path))
         else:
             if not path.is_dir() or not tantivy.Index.exists(str(path)):
                 raise IndexUnavailable(f"no index at {path}: run `srcrawl index` first")
@@ -152,9 +167,13 @@ class IndexDoc:
     ident: str = ""
     digest: int = 0  # signed 64-bit
     simhash: int = 0  # signed 64-bit
+    text: str = ""  # the own text, as written (snippets), not tokens
+    folded: str = ""  # that text folded in place, when that changes it
 
-    def document(self) -> tantivy.Document:
-        return tantivy.Document(
+    def document(self, stored_text: bool = True) -> tantivy.Document:
+        """The Tantivy document; without the stored text for an index built before it
+        (``stored_text`` False)."""
+        doc = tantivy.Document(
             fp=self.fp,
             title=self.title,
             body=self.body,
@@ -165,6 +184,11 @@ class IndexDoc:
             digest=self.digest,
             simhash=self.simhash,
         )
+        if self.text and stored_text:  # none: a hit's text is read from the store
+            doc.add_bytes(STORED_TEXT, self.text.encode())
+        if self.folded and stored_text:
+            doc.add_bytes(STORED_FOLDED, self.folded.encode())
+        return doc
 
 
 class IndexWriter:
@@ -202,6 +226,13 @@ class IndexWriter:
         if self._index is None:
             raise IndexUnavailable("the published index's writer is not started")
         return self._index
+
+    @property
+    def stores_text(self) -> bool:
+        """Whether the index keeps each page's text. One built before the stored text keeps
+        its schema and gets none: its hits' snippets are read from the store
+        (indexer/search/hits.py) until it is rebuilt."""
+        return self.index.schema == schema()
 
     def start(self, fence: Callable[[], None] | None = None) -> None:
         """With a publisher: fetch the published commit unless the directory continues it,
@@ -258,9 +289,10 @@ class IndexWriter:
         try:
             for fp in delete:
                 writer.delete_documents_by_term("fp", fp)
+            stores_text = self.stores_text
             for doc in replace:
                 writer.delete_documents_by_term("fp", doc.fp)
-                writer.add_document(doc.document())
+                writer.add_document(doc.document(stores_text))
             if before is not None:
                 before()
         except BaseException:

@@ -12,13 +12,14 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from srcrawl.core.defaults import DEFAULT_INDEX_MAX_CHARS
+from srcrawl.core.defaults import DEFAULT_INDEX_MAX_CHARS, SNIPPET_TEXT_CHARS
 from srcrawl.core.errors import EnvelopeError
 from srcrawl.core.urls import host_of
 from srcrawl.indexer.boilerplate import HostBoilerplate
 from srcrawl.indexer.documents import pack, simhash, text_digest
 from srcrawl.indexer.engine import IndexDoc
 from srcrawl.indexer.protocol import DocumentsResult, IndexTask, Refusal
+from srcrawl.indexer.text import fold_aligned
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
 from srcrawl.settings.config import Config
 
@@ -46,13 +47,16 @@ def tokenize_document(
     anchor_text: str = "",
 ) -> IndexDoc:
     """One page as the index holds it: its own text (``text``), the text its host repeats
-    (``boilerplate``), title and anchor text as fields, each its tokens joined by spaces."""
+    (``boilerplate``), title and anchor text as fields, each its tokens joined by spaces;
+    the own text also as written, for snippets."""
     tokens = tokenizer.tokens
     text = text[:DEFAULT_INDEX_MAX_CHARS]
     own = tokens(text)
     boiler = tokens(boilerplate[: max(0, DEFAULT_INDEX_MAX_CHARS - len(text))])
     body = own + boiler
     idents = tokenizer.identifiers(f"{title}\n{text}")
+    shown = " ".join(text[:SNIPPET_TEXT_CHARS].split())  # collapsed: snippets trust it
+    folded = fold_aligned(shown)
     return IndexDoc(
         fp=fp,
         fetched_at=fetched_at,
@@ -64,6 +68,8 @@ def tokenize_document(
         ident=" ".join(idents),
         digest=text_digest(body),
         simhash=simhash(body),
+        text=shown,
+        folded=folded if folded != shown else "",
     )
 
 

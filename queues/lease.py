@@ -14,10 +14,19 @@ its next renewal notices the loss. Every commit a master makes is therefore
 (``MasterLease.guard``) first checks, in the same atomic step, that the lease
 still names this master, and changes nothing if it does not. A master that
 lost its lease gets ``LeaseLost`` from its next commit and stops.
+
+A lease can also lapse with nobody taking it: Redis was away longer than its TTL
+(restarted from its AOF, the key had expired meanwhile). Its holder may then take
+it back (``reclaim``), but only if no other master held it in between: each
+acquisition counts one more in the lease's generation (``<lease>:gen``, no TTL),
+and a holder takes its lapsed lease back only while the generation is still the
+one it acquired. What it knows of the phase is then what Redis holds, as it was
+when the lease lapsed.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -59,13 +68,32 @@ redis.call('DEL', KEYS[1])
 return 1
 """
 
-# KEYS[1] the lease; ARGV[1] the dead holder, ARGV[2] new holder, ARGV[3] TTL ms.
-# Takes the lease over from a holder known to be dead, if it still holds it.
+# KEYS[1] the lease, KEYS[2] its generation; ARGV[1] holder, ARGV[2] TTL ms. Takes
+# the lease if nobody holds it; returns the new generation, or 0.
+_ACQUIRE = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', tonumber(ARGV[2])) then return 0 end
+return redis.call('INCR', KEYS[2])
+"""
+
+# KEYS[1] the lease, KEYS[2] its generation; ARGV[1] the dead holder, ARGV[2] new
+# holder, ARGV[3] TTL ms. Takes the lease over from a holder known to be dead, if it
+# still holds it; returns the new generation, or 0.
 _TAKE_OVER = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', tonumber(ARGV[3]))
+return redis.call('INCR', KEYS[2])
+"""
+
+# KEYS[1] the lease, KEYS[2] its generation; ARGV[1] holder, ARGV[2] TTL ms, ARGV[3]
+# the generation it acquired. Takes a lapsed lease back if nobody acquired it since.
+_RECLAIM = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if tonumber(redis.call('GET', KEYS[2]) or '0') ~= tonumber(ARGV[3]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
 return 1
 """
+
+log = logging.getLogger("srcrawl.lease")
 
 
 def holder_id(role: str) -> str:
@@ -132,15 +160,20 @@ class FencedScript:
         args: Sequence[Any] = (),
         client: redis.Redis | redis.client.Pipeline | None = None,
     ) -> Any:
-        try:
-            return self._script(
-                keys=[self.lease.key, *keys], args=[self.lease.holder, *args], client=client
-            )
-        except redis.ResponseError as exc:
-            lost = self.lease.lost_error(exc)
-            if lost is exc:
-                raise
-            raise lost from exc
+        for attempt in range(2):
+            try:
+                return self._script(
+                    keys=[self.lease.key, *keys], args=[self.lease.holder, *args], client=client
+                )
+            except redis.ResponseError as exc:
+                lost = self.lease.lost_error(exc)
+                if lost is exc:
+                    raise
+                # a lease that lapsed with nobody taking it is taken back, and the
+                # script run again (not in a pipeline: its reply is the pipeline's)
+                if attempt or client is not None or not self.lease.reclaim():
+                    raise lost from exc
+        raise AssertionError("unreachable")
 
 
 class MasterLease:
@@ -153,9 +186,14 @@ class MasterLease:
         self.key = key
         self.holder = holder
         self.ttl_ms = max(1, int(ttl * 1000))
+        self.generation_key = f"{key}:gen"
+        self.generation = 0
+        """The lease's generation when this holder acquired it (0: never)."""
+        self._acquire = client.register_script(_ACQUIRE)
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
         self._take_over = client.register_script(_TAKE_OVER)
+        self._reclaim = client.register_script(_RECLAIM)
 
     # -- owning it ----------------------------------------------------------
     def current_holder(self) -> str | None:
@@ -164,14 +202,16 @@ class MasterLease:
 
     def try_acquire(self) -> bool:
         """Take the lease if nobody holds it, or if its holder died on this host."""
-        if self.client.set(self.key, self.holder, nx=True, px=self.ttl_ms):
-            return True
-        holder = self.current_holder()
-        if holder is None:
-            return bool(self.client.set(self.key, self.holder, nx=True, px=self.ttl_ms))
-        if _local_holder_is_dead(holder):
-            return bool(self._take_over(keys=[self.key], args=[holder, self.holder, self.ttl_ms]))
-        return False
+        keys = [self.key, self.generation_key]
+        generation = int(self._acquire(keys=keys, args=[self.holder, self.ttl_ms]))
+        if not generation:
+            holder = self.current_holder()
+            if holder is not None and _local_holder_is_dead(holder):
+                args = [holder, self.holder, self.ttl_ms]
+                generation = int(self._take_over(keys=keys, args=args))
+        if generation:
+            self.generation = generation
+        return bool(generation)
 
     def acquire(
         self,
@@ -203,9 +243,27 @@ class MasterLease:
         return bool(self._renew(keys=[self.key], args=[self.holder, self.ttl_ms]))
 
     def keep(self) -> None:
-        """Renew, or raise ``LeaseLost`` if the lease is gone."""
-        if not self.renew():
+        """Renew (or take back a lease that lapsed with nobody taking it, see
+        :meth:`reclaim`), or raise ``LeaseLost`` if the lease is gone."""
+        if not self.renew() and not self.reclaim():
             raise LeaseLost(self._lost_message())
+
+    def reclaim(self) -> bool:
+        """Take back this holder's lease if it lapsed and no other master acquired it
+        since (its generation is still this holder's); whether it did. A lease lapses
+        so when Redis is away longer than its TTL."""
+        if not self.generation:
+            return False
+        keys, args = [self.key, self.generation_key], [self.holder, self.ttl_ms, self.generation]
+        if not self._reclaim(keys=keys, args=args):
+            return False
+        log.warning(
+            "the lease %s lapsed with nobody taking it (Redis away longer than its TTL?); "
+            "this master (%s) took it back",
+            self.key,
+            self.holder,
+        )
+        return True
 
     def release(self) -> bool:
         """Let the lease go if it is still ours; True if it was."""
@@ -232,6 +290,10 @@ class MasterLease:
         """
         pipe.watch(self.key)
         value = pipe.get(self.key)
+        if value is None and self.reclaim():  # lapsed, taken back: watched again
+            pipe.unwatch()
+            pipe.watch(self.key)
+            value = pipe.get(self.key)
         if value is None or value.decode() != self.holder:
             pipe.reset()
             raise LeaseLost(self._lost_message())

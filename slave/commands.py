@@ -100,20 +100,31 @@ def import_group() -> None:
 
 
 @import_group.command("warc")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("files", nargs=-1, required=True)
 @click.option("--parser", type=click.Choice(["lxml", "bs4"]), default="lxml", show_default=True)
 @click.pass_context
 def import_warc_command(ctx: click.Context, files: tuple[str, ...], parser: str) -> None:
-    """Pages and links from WARC FILEs (any standard WARC, gzipped or not), each page
-    pointing into its file; `srcrawl index` then indexes them. The files must stay where
-    they are: the store reads bodies from them."""
-    from srcrawl.slave.warc_import import import_warc
+    """Pages and links from WARC FILEs (any standard WARC, gzipped or not; a path, or an
+    s3://BUCKET/KEY object), each page pointing into its file; `srcrawl index` then
+    indexes them. The files must stay where they are: the store reads bodies from them."""
+    import tempfile
 
-    store = _config(ctx).store()
+    from srcrawl.core.object_store import is_object_url
+    from srcrawl.slave.warc_import import import_warc
+    from srcrawl.warc.objects import fetch_object
+
     for name in files:
         if not name.endswith((".warc", ".warc.gz")):
             raise ConfigError(f"{name}: not a WARC file (.warc or .warc.gz)")
-        counts = import_warc(store, Path(name), parser=parser)
+        if not is_object_url(name) and not Path(name).is_file():
+            raise ConfigError(f"{name}: no such file")
+    store = _config(ctx).store()
+    for name in files:
+        if is_object_url(name):  # read whole from a copy; its pages point at the object
+            with tempfile.TemporaryDirectory(prefix="srcrawl-import-") as tmp:
+                counts = import_warc(store, fetch_object(name, Path(tmp)), parser=parser, name=name)
+        else:
+            counts = import_warc(store, Path(name), parser=parser)
         click.echo(
             f"{name}: {counts.pages} pages, {counts.links} links ({counts.skipped} records skipped)"
         )

@@ -75,9 +75,13 @@ def _page(record: WarcRecord, url: str, path: str, parser: str) -> tuple[Page, l
     return page, [(fp, dst, texts.get(dst)) for dst in canonical.values()]
 
 
-def import_warc(store: Store, path: Path, *, parser: str = "lxml") -> ImportCounts:
-    """Store the pages and links of the WARC file ``path``; how many."""
+def import_warc(
+    store: Store, path: Path, *, parser: str = "lxml", name: str | None = None
+) -> ImportCounts:
+    """Store the pages and links of the WARC file ``path``; how many. Its pages point into
+    ``name`` (an ``s3://`` URL the file was copied from), else into ``path`` itself."""
     path = path.resolve()
+    name = name or str(path)
     counts = ImportCounts()
     pages: list[Page] = []
     links: list[Link] = []
@@ -88,7 +92,7 @@ def import_warc(store: Store, path: Path, *, parser: str = "lxml") -> ImportCoun
                 last.warc_length, last = pos - (last.warc_offset or 0), None
             if record is None:
                 continue
-            page = _one(record, str(path), parser, counts)
+            page = _one(record, name, parser, counts)
             if page is None:
                 continue
             pages.append(page[0])

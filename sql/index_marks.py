@@ -116,6 +116,17 @@ class IndexMarks(WarcPointers):
         )
         return int(row[0])
 
+    def hit_pages(self, fps: Sequence[int]) -> list[tuple[int, str, str]]:
+        """(fp, url, title) of the stored pages among ``fps``, any order: what a search hit
+        shows besides its snippet (no text, so no WARC file read)."""
+        rows = self.run(
+            lambda cur: self._select_in(
+                cur, "SELECT fp, url, title FROM pages WHERE fp IN ({})", fps
+            ),
+            read_only=True,
+        )
+        return [(int(r[0]), r[1], r[2]) for r in rows]
+
     def index_documents(self, fps: Sequence[int]) -> list[tuple[int, float, str, str, str]]:
         """(fp, fetched_at, url, title, text) of the stored pages among ``fps``, any order."""
         rows = self.run(

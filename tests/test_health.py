@@ -264,3 +264,28 @@ def test_a_failed_store_write_fails_the_check_until_it_is_old_and_nothing_was_wr
     assert recent_store_error(old, now) is None
     assert recent_store_error({"store_error_at": now}, now) is None
     assert recent_store_error({"store_error": "x", "store_error_at": "?"}, now) == "x"
+
+
+@pytest.mark.slow
+def test_a_slave_whose_object_store_does_not_answer_is_unhealthy(
+    s3, redis_url, keys, tmp_path
+) -> None:
+    env = {**cli_env(redis_url, keys.job, tmp_path), **s3.env()}
+    env["SRCRAWL_WARC_DIR"] = "s3://health-warc/crawls"
+    log = tmp_path / "slave.log"
+    slave = start(["slave", "start", "--threads", "2"], env, log)
+    try:
+        r = until("slave", env, 0, log)
+        assert r.stdout.rstrip().endswith("s3://health-warc/crawls answers"), r.stdout
+        s3.pause()  # the store hangs: the slave would hold every row it fetches
+        try:
+            t0 = time.monotonic()
+            r = health("slave", env)
+            took = time.monotonic() - t0
+        finally:
+            s3.resume()
+        assert r.returncode == 1 and took < 30, (r.returncode, took)
+        assert r.stderr.startswith("unhealthy: the object store of s3://health-warc/crawls")
+        assert len(r.stderr.splitlines()) == 1
+    finally:
+        stop(slave)

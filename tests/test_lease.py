@@ -93,3 +93,43 @@ def test_a_dead_local_holder_is_taken_over_at_once(redis_client, keys):
     assert redis_client.pttl(key) > 30_000  # the dead holder's lease is still there
     MasterLease(redis_client, key, holder_id("y"), 5).acquire()
     assert b":y:" in redis_client.get(key)
+
+
+def test_a_lease_that_lapsed_with_nobody_taking_it_is_taken_back(redis_client, keys):
+    """Redis away past the TTL: the key expired with nobody else acquiring it. Its holder
+    takes it back on its next renewal, fenced script or transaction."""
+    counter = f"{keys.prefix}:test:counter"
+    lease = _lease(redis_client, keys, "holder", ttl=5)
+    lease.acquire()
+    count = lease.script(_COUNT)
+    redis_client.delete(lease.key)  # lapsed
+    lease.keep()
+    assert lease.held()
+    redis_client.delete(lease.key)
+    assert count(keys=[counter], args=[10]) == 11 and lease.held()
+    redis_client.delete(lease.key)
+    with redis_client.pipeline() as pipe:
+        lease.guard(pipe)
+        pipe.incr(counter)
+        pipe.execute()
+    assert redis_client.get(counter) == b"2" and lease.held()
+
+
+def test_a_lapsed_lease_another_master_held_meanwhile_stays_lost(redis_client, keys):
+    """Another master acquired it while it had lapsed, and let it go (or lost it): its
+    first holder's view of the phase may be stale, so it is not taken back."""
+    counter = f"{keys.prefix}:test:counter"
+    first = _lease(redis_client, keys, "first", ttl=5)
+    first.acquire()
+    count = first.script(_COUNT)
+    redis_client.delete(first.key)
+    other = _lease(redis_client, keys, "other")
+    other.acquire()
+    assert other.release()
+    with pytest.raises(LeaseLost, match="lapsed"):
+        first.keep()
+    with pytest.raises(LeaseLost):
+        count(keys=[counter], args=[10])
+    with redis_client.pipeline() as pipe, pytest.raises(LeaseLost):
+        first.guard(pipe)
+    assert redis_client.get(counter) is None and first.current_holder() is None

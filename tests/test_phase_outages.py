@@ -213,3 +213,33 @@ def test_a_pagerank_slaves_bulk_write_waits_out_a_killed_redis(
     assert client.get(key) == b"the next ranks"  # written, so its task may be acknowledged
     assert said(caplog, "srcrawl.slave", GONE) == said(caplog, "srcrawl.slave", BACK) == 1
     cfg.close()
+
+
+@pytest.mark.slow
+def test_pagerank_goes_on_after_an_outage_longer_than_its_lease(
+    aof_redis, keys, tmp_path, caplog
+) -> None:
+    """Redis away 4 s, the master's lease 1.5 s: the lease lapsed with nobody taking it,
+    and the master takes it back rather than stopping."""
+    caplog.set_level(logging.WARNING)
+    cfg = config(aof_redis, tmp_path, keys.job)
+    cfg = Config(redis_url=cfg.redis_url, db=cfg.db, job=cfg.job, home=cfg.home, lease_ttl=1.5)
+    pages, links = random_web(5_000, seed=3)
+    put_web(cfg.store(), pages, links)
+    lines: list[str] = []
+    outcome: dict = {}
+    with LocalSlaves(cfg, 1, ["pagerank"]):
+        run = lambda: rank_job(  # noqa: E731
+            cfg, RankParams(iterations=500, tol=1e-13), RankOptions(shards=4), echo=lines.append
+        )
+        t = in_thread(run, outcome)
+        deadline = time.monotonic() + 120
+        while not any(line.startswith("iteration   3") for line in lines):
+            assert t.is_alive() and time.monotonic() < deadline, (outcome, lines)
+            time.sleep(0.01)
+        aof_redis.kill_and_restart(down=4.0)
+        t.join(timeout=300)
+    assert not t.is_alive() and "error" not in outcome, (outcome, lines)
+    assert said(caplog, "srcrawl.lease", "took it back") >= 1
+    assert l1(outcome["result"], networkx_ranks(pages, links)) <= 1e-6
+    cfg.close()

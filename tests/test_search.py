@@ -5,9 +5,11 @@ bounded prior, duplicates collapsed, snippets, bad queries."""
 from __future__ import annotations
 
 import pytest
+import tantivy
 from tantivy_index import index_in_process
 
 from srcrawl.core.urls import fingerprint
+from srcrawl.indexer.engine import STEMMED, TEXT_FIELDS, WITH_POSITIONS
 from srcrawl.indexer.search import QueryError, Searcher, collect
 from srcrawl.indexer.search.snippets import Snippet, make_snippet
 from srcrawl.sql.pages import Page
@@ -143,6 +145,48 @@ def test_phrases_exclusions_and_sites(store, index) -> None:
     assert names('"quick brown" nosuchword') == {"ab", "other"}
 
 
+@pytest.mark.parametrize(
+    ("typed", "words", "excluded"),
+    [
+        ("re-run the failed tests --lf", ["re-run", "the", "failed", "tests", "--lf"], []),
+        ("--strict-markers", ["--strict-markers"], []),
+        ("stop at the first failure -x", ["stop", "at", "the", "first", "failure", "-x"], []),
+        ("-k", ["-k"], []),
+        ("report -r -W", ["report", "-r", "-W"], []),
+        ("-9", ["-9"], []),
+        ("vacuum -full", ["vacuum"], ["full"]),
+        ("-full", [], ["full"]),
+        ("markers -xfail", ["markers"], ["xfail"]),
+        ("数据库 -连接", ["数据库"], ["连接"]),
+        ("数据库 -库", ["数据库"], ["库"]),  # a Chinese word, however short, is a word
+        ("a - b", ["a", "-", "b"], []),
+    ],
+)
+def test_an_option_name_is_searched_and_a_dashed_word_left_out(typed, words, excluded) -> None:
+    from srcrawl.indexer.search.query import parse
+
+    parsed = parse(typed)
+    assert (parsed.words, parsed.excluded) == (words, excluded)
+
+
+def test_pages_naming_an_option_are_found_by_it(store, index) -> None:
+    pages = [
+        make_page("cache", "Use --lf to re-run only the tests that failed at the last run."),
+        make_page("failures", "Stop after the first failure with -x, or drop to pdb."),
+        make_page("other", "Running tests: the last run of the failed tests is kept."),
+        *corpus(),
+    ]
+    searcher = index_pages(store, index, pages)
+
+    def names(query: str) -> list[str]:
+        return [h.url.rsplit("/", 1)[1] for h in searcher.search(query).hits]
+
+    assert names("re-run failed --lf")[0] == "cache"
+    assert names("-x") == ["failures"]
+    assert "«x»" in searcher.search("first failure -x").hits[0].snippet.marked()
+    assert names("failed tests -lf") == ["other"]  # a dashed word is still left out
+
+
 def test_identifiers_are_found_whole_and_in_parts(store, index) -> None:
     pages = [
         make_page("hba", "Edit pg_hba.conf to allow the client.", title="Client auth"),
@@ -262,6 +306,50 @@ def test_snippets_come_from_the_pages_own_text_with_its_punctuation(store, index
     assert "Prev" not in snippet  # the host's repeated menu is not the page's text
     assert "«连接»：«方法»" in snippet and "，" in snippet  # full-width kept
     assert searcher.search("prev").hits  # but the menu is still searchable
+
+
+def schema_before_stored_text() -> tantivy.Schema:
+    """The index's schema before it stored each page's text."""
+    b = tantivy.SchemaBuilder()
+    b.add_integer_field("fp", stored=False, indexed=True, fast=True)
+    for name in TEXT_FIELDS:
+        option = "position" if name in WITH_POSITIONS else "freq"
+        b.add_text_field(name, stored=False, tokenizer_name=STEMMED, index_option=option)
+    b.add_text_field("ident", stored=False, tokenizer_name="whitespace", index_option="freq")
+    b.add_text_field("site", stored=False, tokenizer_name="raw", index_option="basic")
+    b.add_integer_field("digest", stored=False, indexed=False, fast=True)
+    b.add_integer_field("simhash", stored=False, indexed=False, fast=True)
+    return b.build()
+
+
+def test_snippets_come_from_the_index_and_an_index_without_texts_reads_the_store(
+    store, index, tmp_path, monkeypatch
+) -> None:
+    menu = "Home Prev Up Next Contents"
+    pages = [make_page(f"p{i}", f"{menu} {FILLER[i % 5]} 第{i}页") for i in range(8)]
+    pages[3] = make_page("p3", f"{menu} vacuum tuning, step 3. {FILLER[3]}")
+    pages[6] = make_page("p6", f"{menu} ＦＵＬＬ－ＷＩＤＴＨ　tuning，好 {FILLER[1]}")
+    searcher = index_pages(store, index, pages)
+    old = tmp_path / "old-index"  # an index built before the stored text, written to since
+    monkeypatch.setattr("srcrawl.indexer.engine.schema", schema_before_stored_text)
+    index_in_process(store, old, [p.fp for p in pages[1:]])
+    monkeypatch.undo()
+    index_in_process(store, old, [pages[0].fp])
+    old_searcher = Searcher(store, old)
+    assert old_searcher.reader.num_docs() == len(pages)
+    store.put_pages([make_page("p3", "the store's text changed since: vacuum step 3, later")])
+    # the index's own copy of the text, the menu left out, not the store's newer one
+    assert searcher.search("vacuum step 3").hits[0].snippet.marked() == (
+        f"«vacuum» tuning, «step» «3». {FILLER[3]}"
+    )
+    # found in the copy folded at index time, shown as the page has it (collapsed)
+    assert searcher.search("full width").hits[0].snippet.marked() == (
+        f"«ＦＵＬＬ»－«ＷＩＤＴＨ» tuning，好 {FILLER[1]}"
+    )
+    # none in the index: the store's text is read
+    assert old_searcher.search("vacuum step 3").hits[0].snippet.marked() == (
+        "the store's text changed since: «vacuum» «step» «3», later"
+    )
 
 
 def test_a_rank_run_between_searches_is_seen_whole(store, index) -> None:

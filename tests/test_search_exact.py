@@ -17,11 +17,17 @@ import tantivy
 from tantivy_index import index_in_process
 
 from srcrawl.core.urls import fingerprint
-from srcrawl.indexer.engine import IndexReader
+from srcrawl.indexer.engine import IndexReader, stem
 from srcrawl.indexer.search import Searcher, collect, query
 from srcrawl.indexer.search import terms as terms_module
-from srcrawl.indexer.search.snippets import collapsed
-from srcrawl.indexer.search.terms import _OTHER_CASES, find_terms, term_pattern, words_starting
+from srcrawl.indexer.search.snippets import collapsed, snippet_terms
+from srcrawl.indexer.search.terms import (
+    _OTHER_CASES,
+    find_terms,
+    find_words,
+    term_pattern,
+    words_starting,
+)
 from srcrawl.indexer.text import HAN, fold_aligned
 from srcrawl.indexer.tokenizer import get_tokenizer
 from srcrawl.lab.corpus import Corpus
@@ -415,6 +421,28 @@ def test_words_are_found_by_their_stems_as_re_ignorecase_finds_them() -> None:
         "SPLITS",
         "split",
     ]
+
+
+def test_words_found_in_one_pass_are_the_terms_and_stem_variants_found_in_two() -> None:
+    # find_words (the stored text's snippets) against snippet_terms then find_terms (as
+    # before): the same spans, on words that stem alike (splits, splitting), inside
+    # others, beside Chinese, the letters re.IGNORECASE widens, and the match limit
+    rng = random.Random(8)
+    words = ["split", "splits", "Splitting", "resplit", "splitter", "ink", "İnk", "inks", "x"]
+    words += ["kin", "\u212aIN", "1", "x1", "pg", "pg_hba", "conf"]
+    seps = [" ", " ", ", ", "-", "_", ".", "搜", "é", ""]
+    for _ in range(3000):
+        text = "".join(rng.choice(words) + rng.choice(seps) for _ in range(rng.randint(0, 12)))
+        terms = rng.sample(["split", "ink", "kin", "x", "1", "pg", "conf", "splitting"], 2)
+        limit = rng.choice([2, 64])
+        stems = {stem(t) for t in terms}
+        expected = find_terms(text, snippet_terms(text, terms), limit)
+        assert find_words(text, terms, stems, stem, limit) == expected, (terms, text)
+    assert find_words("a 搜索", ["搜索"], set(), stem) is None  # not ASCII: find_terms
+    # a word whose letters NFKC folds (ſ for s) is marked as the index matched it, where
+    # the two scans took its stem variant for another word
+    assert find_words("ſplitting", ["split"], {"split"}, stem) == [(0, 9)]
+    assert find_terms("ſplitting", snippet_terms("ſplitting", ["split"])) == []
 
 
 def test_a_page_folded_into_a_first_tier_hit_does_not_come_back_through_the_second() -> None:

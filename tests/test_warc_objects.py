@@ -421,3 +421,56 @@ def test_a_process_that_used_the_store_starts_children_that_reach_it(s3, redis_u
         )
     assert r.returncode == 0, r.stderr[-3000:]
     assert int(r.stdout.split()[-1]) >= 5
+
+
+def _archive(path: Path, pages: dict[str, str]) -> None:
+    """A standard WARC (gzipped) of HTML responses, written by warcio."""
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    with open(path, "wb") as fh:
+        writer = WARCWriter(fh, gzip=True)
+        for url, html in pages.items():
+            head = StatusAndHeaders("200 OK", [("Content-Type", "text/html")], protocol="HTTP/1.1")
+            record = writer.create_warc_record(
+                url, "response", payload=io.BytesIO(html.encode()), http_headers=head
+            )
+            writer.write_record(record)
+
+
+def test_an_archive_imported_from_the_store_is_read_from_it(s3, redis_url, keys, tmp_path):
+    """`srcrawl import warc s3://BUCKET/KEY`: the pages' rows name the object, and their
+    bodies and texts are read back from it by ranged GETs, no local copy kept."""
+    import boto3
+
+    from srcrawl.settings.config import Config
+
+    from .conftest import cli_env, run_cli
+
+    pages = {
+        f"http://archive.test/{i}.html": f"<title>page {i}</title><p>harbour {i} "
+        f'<a href="/{(i + 1) % 3}.html">next</a>'
+        for i in range(3)
+    }
+    local = tmp_path / "old.warc.gz"
+    _archive(local, pages)
+    client = boto3.client("s3")
+    client.create_bucket(Bucket="archives")
+    client.upload_file(str(local), "archives", "2019/old.warc.gz")
+    local.unlink()
+    url = "s3://archives/2019/old.warc.gz"
+    env = cli_env(redis_url, keys.job, tmp_path)
+    r = run_cli(["import", "warc", url], env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"{url}: 3 pages, 3 links")
+    cfg = Config.load(env=env)
+    store = cfg.store()
+    rows = sorted(store.iter_pages(), key=lambda p: p.url)
+    assert [p.url for p in rows] == sorted(pages) and {p.warc_file for p in rows} == {url}
+    for p in rows:
+        body = read_payload(cfg.warc_storage(), Pointer(p.warc_file, p.warc_offset, p.warc_length))
+        assert body.decode() == pages[p.url]
+        assert f"harbour {p.url[-6]}" in store.page_text(p)
+    missing = run_cli(["import", "warc", "s3://archives/2019/none.warc.gz"], env)
+    assert missing.returncode != 0 and "no object s3://archives/2019/none.warc.gz" in missing.stderr
+    cfg.close()

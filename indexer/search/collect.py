@@ -48,6 +48,7 @@ class Scored:
     simhash: int
     similar: int = 0
     members: list[int] = field(default_factory=list)  # the pages folded into it
+    address: tantivy.DocAddress | None = None  # its document (the stored text)
 
 
 class Prior:
@@ -95,7 +96,12 @@ def collapsed(searcher: tantivy.Searcher, hits: list, prior: Prior, top: int) ->
             break
         n += 1
         s = Scored(
-            int(fps[i]), float(bm25[i]), float(scores[i]), int(digests[i]), int(simhashes[i])
+            int(fps[i]),
+            float(bm25[i]),
+            float(scores[i]),
+            int(digests[i]),
+            int(simhashes[i]),
+            address=addresses[i],
         )
         same = _same(s, kept, by_digest)
         if same is not None:

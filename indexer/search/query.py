@@ -3,7 +3,8 @@
 Syntax: words (every word wanted, see below), ``"a phrase"`` (those words
 next to each other, in that order), ``-word`` and ``-"a phrase"`` (pages
 without them), ``site:host`` (pages of that host or its subdomains; several
-``site:`` mean any of them; ``-site:host`` leaves a host out).
+``site:`` mean any of them; ``-site:host`` leaves a host out). A command-line
+option is searched, not excluded (:func:`is_option`): ``--lf``, ``-x``.
 
 A query's words are tokenized as pages are (indexer/tokenizer.py) and each
 becomes a *unit*: one word matched in the title, body, anchor text or the
@@ -83,6 +84,18 @@ def site_host(value: str) -> tuple[str, str]:
     return host, rest.rstrip("/")
 
 
+_OPTION = re.compile(r"--[A-Za-z0-9]|-[A-Za-z0-9]$")
+
+
+def is_option(word: str) -> bool:
+    """Whether ``word`` (what was typed between spaces) names a command-line option, a
+    word to search for rather than to leave out: ``--`` and a letter or digit (``--lf``,
+    ``--strict-markers``; nobody leaves a word out with two dashes), or one dash and a
+    single letter or digit (``-x``, ``-k``; leaving out a lone letter finds nothing worth
+    it). ``-word`` still leaves the word out."""
+    return _OPTION.match(word) is not None
+
+
 def parse(text: str) -> ParsedQuery:
     """Split what was typed into words, phrases, exclusions and sites."""
     parsed = ParsedQuery()
@@ -95,7 +108,7 @@ def parse(text: str) -> ParsedQuery:
             if dropped:
                 parsed.notes.append(f"site: takes a host: {host} searched, {dropped} left out")
             (parsed.excluded_sites if neg_site else parsed.sites).append(host)
-        elif word.startswith("-") and len(word) > 1:
+        elif word.startswith("-") and len(word) > 1 and not is_option(word):
             parsed.excluded.append(word[1:])
         else:
             parsed.words.append(word)

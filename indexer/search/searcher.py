@@ -160,7 +160,7 @@ class Searcher:
             mode=mode,
             matches=matches,
             ranked=prior.active,
-            hits=self._hits(arrange(found, units)[offset:top], units.terms, notes),
+            hits=self._hits(searcher, arrange(found, units)[offset:top], units.terms, notes),
             elapsed_ms=(time.perf_counter() - t0) * 1000,
             notes=notes,
             every=every,
@@ -188,9 +188,12 @@ class Searcher:
                 fixed = re.sub(pattern, fix, fixed, flags=re.IGNORECASE)
         return fixed if fixed != query else None
 
-    def _hits(self, shown: list[Scored], terms: list[str], notes: list[str]) -> list[Hit]:
-        """The hits of ``shown`` read from the store; a note if it lacks some of them."""
-        hits = self.hit_reader.hits(shown, terms)
+    def _hits(
+        self, searcher: tantivy.Searcher, shown: list[Scored], terms: list[str], notes: list[str]
+    ) -> list[Hit]:
+        """The hits of ``shown`` read from the store, their snippets from the index's stored
+        texts; a note if the store lacks some of them."""
+        hits = self.hit_reader.hits(shown, terms, searcher)
         if len(hits) < len(shown):
             # the index names pages this store lacks: most likely another job's store
             notes.append(

@@ -8,22 +8,22 @@ the original."""
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from srcrawl.core.defaults import DEFAULT_SNIPPET_CHARS
+from srcrawl.core.defaults import DEFAULT_SNIPPET_CHARS, SNIPPET_TEXT_CHARS
 from srcrawl.indexer.engine import stem
-from srcrawl.indexer.search.terms import Span, find_terms, words_starting
+from srcrawl.indexer.search.terms import Span, find_terms, find_words, words_starting
 from srcrawl.indexer.text import fold_aligned
 
 MARK_OPEN, MARK_CLOSE = "«", "»"
 """How a query term is marked in a snippet written as plain text (``srcrawl search``,
 the JSON API's ``snippet``)."""
 
-SNIPPET_SCAN_CHARS = 60_000
-"""Text searched for the terms; a term found later is not shown (the text of most pages is
-shorter; the scan of a longer one costs more than the search)."""
+SNIPPET_SCAN_CHARS = SNIPPET_TEXT_CHARS
+"""Text searched for the terms (what the index stores of a page's text)."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,29 @@ def make_snippet(
     """
     body = collapsed(text[:SNIPPET_SCAN_CHARS])
     folded = fold_aligned(body)
-    matches = find_terms(folded, terms)
+    return _snippet(body, folded, find_terms(folded, terms), width, own)
+
+
+def page_snippet(
+    text: str, folded: str, terms: list[str], width: int = DEFAULT_SNIPPET_CHARS
+) -> Snippet:
+    """:func:`make_snippet` of a page's own text as the index stores it (collapsed, the
+    host's menus left out, and ``folded`` in place at index time), its terms' stem
+    variants marked too (``splitting`` for ``split``, :func:`snippet_terms`). Words of
+    ASCII terms are found in one pass that stops at the match limit
+    (:func:`find_words`); other terms as make_snippet does."""
+    body, folded = text[:SNIPPET_SCAN_CHARS], folded[:SNIPPET_SCAN_CHARS]
+    stems = {stem(t) for t in terms if t.isascii()}
+    matches = find_words(folded, terms, stems, cached_stem)
+    if matches is None:
+        matches = find_terms(folded, snippet_terms(body, terms))
+    return _snippet(body, folded, matches, width, None)
+
+
+def _snippet(
+    body: str, folded: str, matches: list[Span], width: int, own: OwnText | None
+) -> Snippet:
+    """The window of ``body`` (``folded``: its folded copy) with the most of ``matches``."""
     if own is not None:
         matches = [m for m in matches if not own.covered(body, m[0])]
     if not matches:
@@ -98,6 +120,12 @@ def make_snippet(
     else:
         start = _window(body, folded, matches, width, own)
     return _fragment(body, start, min(len(body), start + width), matches)
+
+
+@functools.lru_cache(maxsize=65_536)
+def cached_stem(word: str) -> str:
+    """:func:`stem`, kept: a page's words are mostly the words of other pages."""
+    return stem(word)
 
 
 def _window(body: str, folded: str, matches: list[Span], width: int, own: OwnText | None) -> int:

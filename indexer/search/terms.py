@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import heapq
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 
 from srcrawl.indexer.text import HAN_RUN, OTHER_WORD_CHAR
 
@@ -127,6 +127,71 @@ def find_terms(text: str, terms: Sequence[str], limit: int = _MAX_MATCHES) -> li
         if len(spans) >= limit:
             break
     return spans
+
+
+_ASCII_RUN = re.compile("[a-z0-9]*")
+
+
+def find_words(
+    text: str,
+    terms: Sequence[str],
+    stems: Collection[str],
+    stem: Callable[[str], str],
+    limit: int = _MAX_MATCHES,
+) -> list[Span] | None:
+    """Where the terms and the words stemmed as one of ``stems`` (``Splitting`` for
+    ``split``) are in ``text``, as whole tokens, in order; None unless every term is ASCII
+    (and ``text`` lower-cases position for position).
+
+    The spans of :func:`find_terms` given ``terms`` and the text's words of those stems
+    (what snippets/snippet_terms gathers), found in one pass over a lower-cased copy: the
+    next occurrence of a term or stem (``str.find``, the nearest first, the longest
+    there), the run of letters and digits it starts, kept when that word is a term or
+    stems as one and touches no other letter. It ends at ``limit`` matches, where the
+    two scans it stands for went through the whole text."""
+    plain = {t.lower() for t in terms if t}
+    if not plain or not all(t.isascii() for t in plain):
+        return None
+    low = _lowered(text)
+    if low is None:
+        return None
+    heap = [(at, -len(p), p) for p in _prefixes(plain | set(stems)) if (at := low.find(p)) >= 0]
+    heapq.heapify(heap)
+    spans: list[Span] = []
+    end, size = 0, len(text)
+    while heap and len(spans) < limit:
+        at, neg, p = heap[0]
+        if at >= end:
+            stop = _ASCII_RUN.match(low, at - neg).end()
+            word = low[at:stop]
+            if (
+                (word in plain or stem(word) in stems)
+                and not (at > 0 and _WORD_CHAR.match(text, at - 1))
+                and not (stop < size and _WORD_CHAR.match(text, stop))
+            ):
+                spans.append((at, stop))
+                end = stop
+        nxt = low.find(p, end if end > at else at + 1)
+        if nxt < 0:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, (nxt, neg, p))
+    return spans
+
+
+def _prefixes(words: set[str]) -> list[str]:
+    """``words`` without those another begins and ends in letters and digits after (a
+    stem's occurrences hold its word's, ``failur`` those of ``failure``): the run of
+    letters and digits from the shorter one's end takes in the longer one's rest, so
+    the word found at the place is the same."""
+    return [
+        w
+        for w in words
+        if w
+        and not any(
+            o != w and w.startswith(o) and w[len(o) :].isalnum() and w.isascii() for o in words
+        )
+    ]
 
 
 _ODD_CASES = str.maketrans({"İ": "i", "ı": "i", "ſ": "s", "\u212a": "k"})

@@ -78,8 +78,25 @@ def _slave(cfg: Config) -> str:
     strategy = strategies.load(cfg.redis(), cfg.keys)
     if strategy is None or strategy.body_store == "warc":  # a crawl's default is WARC
         _probe_directory(cfg.warc_volume / cfg.job)
+        if cfg.warc_url is not None:  # the spool's objects go there
+            _probe_objects(cfg.warc_url)
     _probe_store(cfg)
-    return f"{len(mine)} slave(s) on {host} beat and store; {cfg.warc_volume} is writable"
+    where = f"{cfg.warc_volume} is writable"
+    if cfg.warc_url is not None:
+        where += f", {cfg.warc_url} answers"
+    return f"{len(mine)} slave(s) on {host} beat and store; {where}"
+
+
+def _probe_objects(url: str) -> None:
+    """The object store the WARC files go to answers a listing (a slave holds its rows
+    while it does not: nothing it fetches is stored meanwhile)."""
+    from srcrawl.warc.objects import probe
+    from srcrawl.warc.storage import WarcError
+
+    try:
+        probe(url)
+    except WarcError as e:
+        raise Unhealthy(str(e)) from None
 
 
 def recent_store_error(stats: dict, now: float) -> str | None:

@@ -594,6 +594,11 @@ DEFAULT_MAX_QUERY_CHARS = 10_000
 DEFAULT_SNIPPET_CHARS = 160
 """Characters of page text around the query terms shown per hit."""
 
+SNIPPET_TEXT_CHARS = 60_000
+"""Characters of a page's own text kept in the index for its snippets (the ``text``
+field): a term found later is not shown (the text of most pages is shorter; the scan of
+a longer one costs more than the search)."""
+
 # -- metrics and guards (srcrawl/core/telemetry.py, master/guards.py, portal/metrics.py) --
 FETCH_SECONDS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """Upper bounds (s) of the fetch time histogram the slaves publish."""

@@ -46,8 +46,9 @@ def endpoint() -> str | None:
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
 
 
-def s3_store(bucket: str, prefix: str = "") -> Any:
-    """An obstore S3Store of ``bucket`` under ``prefix``, configured by the SDK's variables."""
+def s3_store(bucket: str, prefix: str = "", *, timeout: float = 60.0) -> Any:
+    """An obstore S3Store of ``bucket`` under ``prefix``, configured by the SDK's variables;
+    ``timeout``: seconds a request may take (a probe's are short)."""
     from obstore.store import S3Store
 
     url = endpoint()
@@ -55,14 +56,14 @@ def s3_store(bucket: str, prefix: str = "") -> Any:
         "client_options": {
             "allow_http": bool(url and url.startswith("http://")),
             "connect_timeout": "2s",
-            "timeout": "60s",
+            "timeout": f"{timeout:g}s",
         },
         # few retries inside the client: an outage is waited out above it, where it is
         # said once (WarcOutput, the index publisher and replica), not behind a
         # minutes-long silent retry
         "retry_config": {
             "max_retries": 2,
-            "retry_timeout": datetime.timedelta(seconds=10),
+            "retry_timeout": datetime.timedelta(seconds=min(10.0, timeout)),
         },
     }
     if prefix:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import tempfile
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -32,6 +33,7 @@ from srcrawl.core.defaults import (
     WARC_OBJECT_MAX_BYTES,
 )
 from srcrawl.core.object_store import (
+    SCHEME,
     ensure_bucket,
     is_object_url,
     one_line,
@@ -181,6 +183,8 @@ class ObjectWarcStorage(WarcStorage):
 
     # -- reading ---------------------------------------------------------------
     def read(self, name: str, offset: int, length: int) -> bytes:
+        if is_object_url(name):  # an imported archive in an object store
+            return read_imported_object(name, offset, length)
         if Path(name).is_absolute():  # an imported archive: a local file
             with open(name, "rb") as fh:
                 fh.seek(offset)
@@ -266,3 +270,56 @@ class ObjectWarcStorage(WarcStorage):
                 return []
             raise WarcError(f"cannot list {self.url}: {one_line(e)}") from e
         return sorted(found)
+
+
+def probe(url: str) -> None:
+    """One listing request under ``url``'s prefix (a page of keys at most): WarcError
+    naming the store if it does not answer (a bucket not made yet answers)."""
+    import obstore
+
+    bucket, prefix = parse_url(url)
+    try:
+        next(iter(obstore.list(s3_store(bucket, prefix, timeout=5), chunk_size=1)), None)
+    except Exception as e:
+        if "NoSuchBucket" in str(e):  # reachable: the first writer makes it
+            return
+        raise WarcError(f"the object store of {url} does not answer: {one_line(e)}") from e
+
+
+_IMPORTED: dict[str, ObjectWarcStorage] = {}
+_IMPORTED_LOCK = threading.Lock()
+
+
+def read_imported_object(url: str, offset: int, length: int) -> bytes:
+    """``length`` bytes from ``offset`` of the object ``s3://BUCKET/KEY`` (an archive
+    `srcrawl import warc` read from a store, its pages' rows naming it whole): by ranged
+    GETs, through one cache a bucket."""
+    bucket, key = parse_url(url)
+    with _IMPORTED_LOCK:
+        storage = _IMPORTED.get(bucket)
+        if storage is None:  # reads only: its spool is never written
+            spool = Path(tempfile.gettempdir()) / "srcrawl-imported"
+            storage = _IMPORTED[bucket] = ObjectWarcStorage(f"{SCHEME}{bucket}", spool)
+    return storage.read(key, offset, length)
+
+
+def fetch_object(url: str, into: Path) -> Path:
+    """Copy the object ``s3://BUCKET/KEY`` into the directory ``into``; its local path."""
+    import obstore
+
+    bucket, key = parse_url(url)
+    if not key:
+        raise WarcError(f"{url}: no object key after the bucket")
+    target = into / Path(key).name
+    try:
+        result = obstore.get(s3_store(bucket), key)
+        with open(target, "wb") as fh:
+            for chunk in result:
+                fh.write(chunk)
+    except FileNotFoundError as e:
+        raise WarcError(f"no object {url}") from e
+    except OSError as e:
+        raise WarcError(f"cannot copy {url} to {target}: {e}") from e
+    except Exception as e:  # obstore's errors and the network's alike
+        raise WarcError(f"cannot read {url}: {one_line(e)}") from e
+    return target

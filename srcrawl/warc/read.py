@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fastwarc.warc import ArchiveIterator, WarcRecord, WarcRecordType
 
+from srcrawl.core.object_store import is_object_url
 from srcrawl.warc.records import Original
 from srcrawl.warc.storage import Pointer, WarcError, WarcStorage
 
@@ -78,7 +79,11 @@ class WarcTexts:
     def read(self, name: str, offset: int, length: int) -> str:
         """The text of the conversion record of ``length`` bytes at ``offset`` of ``name``."""
         try:
-            if self.storage is not None and not Path(name).is_absolute():
+            if is_object_url(name):  # an imported archive in an object store
+                from srcrawl.warc.objects import read_imported_object
+
+                data = read_imported_object(name, offset, length)
+            elif self.storage is not None and not Path(name).is_absolute():
                 data = self.storage.read(name, offset, length)
             else:
                 with open(self.path(name), "rb") as fh:

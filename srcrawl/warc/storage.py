@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from srcrawl.core.errors import StoreError
+from srcrawl.core.object_store import is_object_url
 
 WARC_SUFFIX = ".warc.gz"
 
@@ -90,6 +91,10 @@ class LocalWarcStorage(WarcStorage):
         os.fsync(fh.fileno())
 
     def read(self, name: str, offset: int, length: int) -> bytes:
+        if is_object_url(name):  # an imported archive in an object store
+            from srcrawl.warc.objects import read_imported_object
+
+            return read_imported_object(name, offset, length)
         with open(self.path(name), "rb") as fh:
             fh.seek(offset)
             return fh.read(length)
