@@ -11,7 +11,9 @@ read (closed loop). With a base tree, its ``srcrawl serve`` is measured
 beside this tree's, cell after cell. Each cell also counts the CPU time the
 server's processes took (Linux: from /proc), per request: a figure that other
 work on the machine changes much less than the latency.
-Queries are two distinct words of one random page, English or Chinese.
+Queries are two distinct words of one random page, English or Chinese. With the
+endpoint ``suggest``, the requests are ``/api/suggest`` of each keystroke of those
+queries (``v``, ``va``, ``vac``, …), as the search box asks while they are typed.
 Each round runs every (language, clients) cell for ``seconds`` and then
 spawns ``srcrawl search`` for a few queries, so the two are measured side by
 side under the same machine load.
@@ -70,6 +72,17 @@ def two_word_queries(store: Store, tok: Tokenizer, n: int, lang: str, seed: int)
         if len(terms) >= 2:
             out.append(" ".join(rng.sample(terms, 2)))
     return out
+
+
+ENDPOINTS = ("search", "suggest")
+
+
+def request_paths(endpoint: str, queries: Sequence[str]) -> list[str]:
+    """The request paths of ``queries``: each a search, or each keystroke's completions."""
+    if endpoint == "search":
+        return ["/api/search?" + urllib.parse.urlencode({"q": q}) for q in queries]
+    typed = [q[:k] for q in queries for k in range(1, len(q) + 1)]
+    return ["/api/suggest?" + urllib.parse.urlencode({"q": t}) for t in typed]
 
 
 # -- the load client ----------------------------------------------------------------
@@ -221,6 +234,7 @@ class ServeBenchmark:
     seconds: float
     client: str = "python"
     servers: dict[str, str] = field(default_factory=dict)  # code: its serve options
+    endpoint: str = "search"
     cells: list[Cell] = field(default_factory=list)
     rss_mb: dict[str, dict[str, float]] = field(default_factory=dict)  # code: largest RSS
 
@@ -228,7 +242,9 @@ class ServeBenchmark:
         built = "" if self.build.get("reused") else f", index built in {self.build['wall_s']:.0f} s"
         lines = [
             f"serve benchmark: {self.pages:,} indexed pages{built}, "
-            f"{self.seconds:g} s a cell, two-word queries, load client {self.client}",
+            f"{self.seconds:g} s a cell, two-word queries"
+            + (", each keystroke's /api/suggest" if self.endpoint == "suggest" else "")
+            + f", load client {self.client}",
             *(f"  {code}: srcrawl serve {opts}" for code, opts in self.servers.items()),
             f"  {'code':5} {'queries':8} {'clients':>8} {'requests':>9} {'p50 ms':>8} "
             f"{'p95 ms':>8} {'req/s':>8} {'× spawn':>8} {'errors':>7} {'cpu ms':>7}",
@@ -245,10 +261,11 @@ class ServeBenchmark:
                         f"  {c.code:5} {lang:8} {who:>8} {c.requests:9} {c.p50:8.1f} "
                         f"{c.p95:8.1f} {c.per_s:8.1f} {times} {c.errors:7} {cpu}"
                     )
-        lines.append(
-            "  spawn: `srcrawl search QUERY --top 10 --json` run once per query, one at a "
-            "time; its latency is the whole process"
-        )
+        if self.endpoint == "search":
+            lines.append(
+                "  spawn: `srcrawl search QUERY --top 10 --json` run once per query, one at a "
+                "time; its latency is the whole process"
+            )
         lines.append("  cpu ms: CPU time of the server's processes per request (user + system)")
         for code, mb in self.rss_mb.items():
             lines.append(
@@ -392,6 +409,7 @@ class _Load:
     client: str
     seconds: float
     clients: Sequence[int]
+    endpoint: str = "search"
 
     def cell(self, server: Server, paths: list[str], n: int, lang: str, code: str) -> Cell:
         cpu0 = tree_cpu_seconds(server.pid)
@@ -413,9 +431,10 @@ def _round(
     cells = []
     codes = list(servers) if r % 2 == 0 else list(reversed(servers))
     for lang, qs in queries.items():
-        paths = ["/api/search?" + urllib.parse.urlencode({"q": q}) for q in qs]
+        paths = request_paths(load.endpoint, qs)
         for server in servers.values():
-            asyncio.run(_load(server.url, paths, 2, 1.0))  # warm the server's threads
+            # warm the server's threads (and build each worker's completions)
+            asyncio.run(_load(server.url, paths, 2, 1.0 if load.endpoint == "search" else 5.0))
         for n in load.clients if r % 2 == 0 else list(reversed(load.clients)):
             for code in codes:
                 say(f"round {r + 1}: {code}, {lang}, {n} client(s) …")
@@ -435,6 +454,7 @@ def run_serve_benchmark(
     workers: int | None = None,
     client: str | None = None,
     base: str | None = None,
+    endpoint: str = "search",
     slaves: int = 2,
     seed: int = 1,
     say: Progress = print,
@@ -460,8 +480,8 @@ def run_serve_benchmark(
         base_options = serve_options(threads, None) if threads else []
         if base is not None:
             servers["base"] = " ".join(base_options) or "(its defaults)"
-        result = ServeBenchmark(pages, build, seconds, client, servers)
-        load = _Load(client, seconds, clients)
+        result = ServeBenchmark(pages, build, seconds, client, servers, endpoint=endpoint)
+        load = _Load(client, seconds, clients, endpoint)
         with contextlib.ExitStack() as stack:
             running = {"now": stack.enter_context(portal_process(bcfg, now_options))}
             if base is not None:
@@ -469,7 +489,7 @@ def run_serve_benchmark(
             say("portals at " + ", ".join(f"{c} {s.url}" for c, s in running.items()))
             for r in range(rounds):
                 result.cells += _round(r, load, running, queries, say)
-                for lang, qs in queries.items():
+                for lang, qs in queries.items() if endpoint == "search" else ():
                     say(f"round {r + 1}: {lang}, spawning srcrawl search {spawns}× …")
                     result.cells.append(_spawned(bcfg, lang, qs[:spawns]))
             for code, server in running.items():

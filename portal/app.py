@@ -58,6 +58,7 @@ from srcrawl.portal.stored import (
     stored_file,
     stored_view,
 )
+from srcrawl.portal.suggest import suggest_routes
 from srcrawl.settings.config import Config
 
 HERE = Path(__file__).parent
@@ -126,6 +127,7 @@ def create_app(portal: Portal) -> FastAPI:
     app.mount("/swagger-ui", StaticFiles(directory=SWAGGER_UI), name="swagger-ui")
     templates = _templates()
     _search_routes(app, portal, templates)
+    suggest_routes(app, portal)
     _stored_routes(app, portal, templates)
     _docs_routes(app, templates)
     _status_routes(app, portal, templates)

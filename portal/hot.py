@@ -31,8 +31,9 @@ if TYPE_CHECKING:
     from srcrawl.portal.app import Portal
 
 PAGE_SIZE = 10
-# the portal's own pages run no script at all: a script that slipped into crawled text could not
-CSP = "default-src 'self'; script-src 'none'; object-src 'none'; frame-ancestors 'none'"
+# the portal's own pages run only its own script files (the search box's completions): no
+# inline script, so a script that slipped into crawled text could not run
+CSP = "default-src 'self'; script-src 'self'; object-src 'none'; frame-ancestors 'none'"
 JSON_TYPE = "application/json"
 HTML_TYPE = "text/html; charset=utf-8"
 PAGE_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff"}

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-API_VERSION = "0.4.0"
+API_VERSION = "0.5.0"
 """The JSON API's version, the OpenAPI document's ``info.version``: its minor number goes up
 when a response loses or changes a field (pre-1.0: a change a client may have to follow).
 0.1.0: the first; 0.2.0: ``approximate`` left the search answer (it was always false:
@@ -15,7 +15,8 @@ the results list too (``every``: those with every word), a query over 256 charac
 is searched by its first 256 (it was a 400), ``missing`` names the words no page holds and
 ``suggestion`` the query with the nearest words the index has; 0.4.0: results are grouped
 by host (a hit's ``host``, ``host_more``), near-identical hits folded into ``similar``,
-and each hit names its ``stored`` copy."""
+and each hit names its ``stored`` copy; 0.5.0: ``/api/suggest`` completes a query being
+typed."""
 
 
 class HitOut(BaseModel):
@@ -61,6 +62,15 @@ class SearchOut(BaseModel):
     elapsed_ms: float
     notes: list[str]
     hits: list[HitOut]
+
+
+class SuggestOut(BaseModel):
+    q: str = Field(description="What was completed: the query typed, cut at 64 characters")
+    suggestions: list[str] = Field(
+        description="Up to 8 queries: the last word completed from the words of the pages' "
+        "titles, ranked by the pages holding them, and titles that start as the query does "
+        "(empty for an empty or unusable query)"
+    )
 
 
 class ErrorOut(BaseModel):

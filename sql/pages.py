@@ -402,6 +402,12 @@ class PagesAndLinks(WarcPointers):
                 yield Page(*_page_row(r))
             last = rows[-1][0]
 
+    def some_titles(self, limit: int) -> list[str]:
+        """The titles of up to ``limit`` indexed pages, in whatever order the store reads
+        them cheapest (no sort): what the portal completes words from."""
+        sql = "SELECT title FROM pages WHERE indexed_at IS NOT NULL AND title <> '' LIMIT ?"
+        return [title for (title,) in self._query(sql, (limit,))]
+
     def iter_page_hosts(self, *, batch: int = 100_000) -> Iterator[list[tuple[int, str]]]:
         """(fp, host) of every stored page, in fingerprint order, a batch at a time."""
         last: int | None = None

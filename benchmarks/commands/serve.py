@@ -62,6 +62,14 @@ from srcrawl.benchmarks.commands.common import (
     help="The load client: wrk (C, little CPU) or this process (asyncio) "
     "[default: wrk when installed].",
 )
+@click.option(
+    "--endpoint",
+    type=click.Choice(["search", "suggest"]),
+    default="search",
+    show_default=True,
+    help="What is asked: /api/search of each query, or /api/suggest of each keystroke "
+    "of them (the search box's completions; no spawned searches).",
+)
 @base_option(
     "Another source tree (e.g. a git worktree) whose srcrawl serve is measured beside.", dest="base"
 )
@@ -77,6 +85,7 @@ def bench_serve(
     threads: int | None,
     workers: int | None,
     client: str | None,
+    endpoint: str,
     base: str | None,
     seed: int,
 ) -> None:
@@ -100,6 +109,7 @@ def bench_serve(
         workers=workers,
         client=client,
         base=base,
+        endpoint=endpoint,
         seed=seed,
         say=lambda s: click.echo(s, err=True),
     )

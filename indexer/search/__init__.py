@@ -14,7 +14,9 @@ through these modules in order:
 - ``snippets`` and ``terms``: a window of the page's own text around the
   query terms, and where the terms are in it;
 - ``suggest``: for a word no page holds, the nearest the index has (a "did
-  you mean").
+  you mean");
+- ``completion``: apart from a search, the words and titles that complete a
+  query being typed (the portal's search box), built once per commit.
 
 Text is folded, and Chinese told apart, as indexer/text.py says, for the
 tokenizer and the snippets alike.
