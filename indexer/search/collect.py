@@ -15,8 +15,9 @@ Duplicates collapse into their best-ranked page: the same body tokens (the
 the pool) and which they are (``members``).
 
 The pages with some of the words count SOME_WORDS_SHARE of their score
-(:func:`merge`), and that tier is left out when no page of it can reach the
-results (:func:`fill_cannot_rise`).
+(:func:`merge`; a share of 0: listed after every page with every word), and
+that tier is left out when no page of it can reach the results
+(:func:`fill_cannot_rise`).
 """
 
 from __future__ import annotations
@@ -146,17 +147,21 @@ def _count_rest(fps: np.ndarray, digests: np.ndarray, sims: np.ndarray, kept: li
         kept[j].members.append(int(fps[i]))
 
 
-def merge(every: list[Scored], some: list[Scored], top: int) -> list[Scored]:
+def merge(
+    every: list[Scored], some: list[Scored], top: int, share: float = SOME_WORDS_SHARE
+) -> list[Scored]:
     """The ``top`` best of the pages with every word and those with some (the latter's
-    scores times SOME_WORDS_SHARE): exact, as each list is its tier's best ``top`` (a page
-    of the second tier left out has ``top`` pages of its tier above it, each still above it
-    after the share, and the pages with every word score as much in either tier). A page
-    folded into a hit of the first tier (a duplicate of it) does not come back through
-    the second."""
+    scores times ``share``; a share of 0 lists them after the former, strict tiers):
+    exact, as each list is its tier's best ``top`` (a page of the second tier left out
+    has ``top`` pages of its tier above it, each still above it after the share, and the
+    pages with every word score as much in either tier). A page folded into a hit of the
+    first tier (a duplicate of it) does not come back through the second."""
     seen = {s.fp for s in every} | {m for s in every for m in s.members}
+    if share <= 0:
+        return (every + [s for s in some if s.fp not in seen])[:top]
     for s in some:
         if s.fp not in seen:
-            s.score *= SOME_WORDS_SHARE
+            s.score *= share
             every.append(s)
     every.sort(key=lambda s: (-s.score, s.fp))
     return every[:top]
@@ -169,6 +174,7 @@ def fill_cannot_rise(
     found: list[Scored],
     top: int,
     prior: Prior,
+    share: float = SOME_WORDS_SHARE,
 ) -> bool:
     """Whether no page of the pages-with-some-words query can enter the ``top`` pages with
     every word ``found``, so that query need not run (on common words it scores most of
@@ -177,7 +183,7 @@ def fill_cannot_rise(
     A page there either holds every word (then it is one of ``found``, folded into one,
     or ranked below the last of them, and its share of its score lower still) or lacks
     a word: it scores at most every unit's best score but the lowest best of a required
-    one, times SOME_WORDS_SHARE and the prior's most. Only for the queries whose units
+    one, times ``share`` and the prior's most. Only for the queries whose units
     are all plain words (no phrase, identifier or filter).
 
     A unit's best score is a top-1 query, kept in the commit's ``memo``: on a word of
@@ -188,7 +194,7 @@ def fill_cannot_rise(
         return False
     best = [_best_score(searcher, memo, u) for u in units.required]
     most = sum(best) - min(best) + sum(_best_score(searcher, memo, u) for u in units.optional)
-    most *= SOME_WORDS_SHARE * prior.most()
+    most *= share * prior.most()
     return most * (1 + 1e-6) < found[-1].score  # (Tantivy sums in single precision)
 
 
