@@ -48,6 +48,7 @@ GRID: dict[str, tuple[float, ...]] = {
     "ident": (0.0, 1.0, 4.0, 8.0),
     "rank": (0.0, 0.1, 0.2, 0.5),
     "some_words": (0.0, 0.25, 0.5),
+    "hub": (0.0, 0.2, 0.4, 0.6),
 }
 """Each signal's values tried (0: the signal off; the default among them). The body's
 weight is what the others are weighed against, so it is not varied."""
@@ -100,6 +101,7 @@ class SignalResult:
     default: float
     grid: tuple[float, ...]
     rows: list[LeftOut]
+    means: dict[float, float]  # each value's mean MRR@10 over every corpus
 
     def helps(self) -> tuple[int, int, int]:
         """Corpora left out where the value chosen beats the signal off, ties, loses."""
@@ -109,18 +111,28 @@ class SignalResult:
         """Corpora left out where the value chosen beats the default, ties, loses."""
         return _tally((r.at_chosen.mrr, r.at_default.mrr) for r in self.rows)
 
+    def default_helps(self) -> tuple[int, int, int]:
+        """Corpora where the default beats the signal off, ties, loses."""
+        return _tally((r.at_default.mrr, r.at_off.mrr) for r in self.rows)
+
     def verdict(self) -> str:
+        """What the corpora left out say: another default, when the value chosen without
+        them beats the default on most of them; else whether the signal helps, when the
+        value chosen (or, chosen off, the default) beats it off on most of them."""
         n = len(self.rows)
         better, _same, _worse = self.beats_default()
-        won, _tied, lost = self.helps()
         if better > n / 2:
             chosen = statistics.mode(r.chosen for r in self.rows)
             return f"change the default to {chosen:g}"
+        won, _tied, lost = self.helps()
         if won > n / 2:
             return "helps"
-        if lost == 0 and won == 0:
+        d_won, _d_tied, d_lost = self.default_helps()
+        if d_won > n / 2:
+            return "the default helps"
+        if max(won, lost, d_won, d_lost) == 0:
             return "neutral"
-        return "helps on fewer than half" if won > lost else "does not help"
+        return f"does not help on most: better on {max(won, d_won)} of {n}"
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -129,7 +141,9 @@ class SignalResult:
             "grid": list(self.grid),
             "helps": self.helps(),
             "beats_default": self.beats_default(),
+            "default_helps": self.default_helps(),
             "verdict": self.verdict(),
+            "mean_mrr": {f"{v:g}": m for v, m in self.means.items()},
             "left_out": [
                 {
                     "corpus": r.corpus,
@@ -164,7 +178,9 @@ def leave_one_out(
         chosen = choose(figures, corpus, default)
         f = figures[corpus]
         rows.append(LeftOut(corpus, chosen, f[chosen], f[default], f[OFF]))
-    return SignalResult(signal, default, tuple(next(iter(figures.values()))), rows)
+    grid = tuple(next(iter(figures.values())))
+    means = {v: statistics.fmean(f[v].mrr for f in figures.values()) for v in grid}
+    return SignalResult(signal, default, grid, rows, means)
 
 
 def render(results: Sequence[SignalResult]) -> str:
@@ -174,11 +190,15 @@ def render(results: Sequence[SignalResult]) -> str:
     for s in results:
         won, tied, lost = s.helps()
         better, same, worse = s.beats_default()
+        d_won, d_tied, d_lost = s.default_helps()
         lines += [
             f"{s.signal} (default {s.default:g}, grid {', '.join(f'{v:g}' for v in s.grid)}): "
             f"{s.verdict()}",
             f"  chosen vs off: better on {won}, same on {tied}, worse on {lost}; "
-            f"chosen vs default: better on {better}, same on {same}, worse on {worse}",
+            f"chosen vs default: better on {better}, same on {same}, worse on {worse}; "
+            f"default vs off: better on {d_won}, same on {d_tied}, worse on {d_lost}",
+            "  mean MRR@10 over every corpus: "
+            + ", ".join(f"{v:g}: {m:.4f}" for v, m in s.means.items()),
             f"  {'corpus left out':<22}{'chosen':>7}  MRR@10 (s@3): chosen / default / off",
         ]
         for r in s.rows:
@@ -195,7 +215,9 @@ def weights_with(signal: str, value: float) -> RankWeights:
 
 
 def _key(weights: RankWeights) -> str:
-    return json.dumps(asdict(weights), sort_keys=True)
+    """The cache key of ``weights``: its weights that are not 0 (a weight added later, off
+    by default, leaves the keys measured before it as they were)."""
+    return json.dumps({k: v for k, v in asdict(weights).items() if v}, sort_keys=True)
 
 
 def built_corpus(cfg: Config, qf: QueryFile, slaves: int, say: Progress) -> Config:

@@ -55,23 +55,40 @@ class Scored:
 class Prior:
     """PageRank as a bounded factor (see the module doc), read in one rank snapshot."""
 
-    def __init__(self, ranks: object, weight: float) -> None:
+    def __init__(self, ranks: object, weight: float, hub: float = 0.0) -> None:
         self.ranks = ranks
         self.weight = weight
         mean = getattr(ranks, "mean", None)
         self.mean = mean if mean and mean > 0 else 0.0
         self.active = weight > 0 and self.mean > 0
+        self.hub = hub
+        self._link_mean: float | None = None
 
     def most(self) -> float:
         """The largest factor the prior gives a page (1 when it is not active)."""
         return 1 + self.weight if self.active else 1
 
     def factors(self, fps: list[int]) -> list[float]:
-        if not self.active:
+        out = [1.0] * len(fps)
+        if self.active:
+            scores = self.ranks.scores(fps)  # type: ignore[attr-defined]
+            w, m = self.weight, self.mean
+            out = [1 + w * pr / (pr + m) if (pr := scores.get(fp, 0.0)) > 0 else 1.0 for fp in fps]
+        if self.hub > 0:
+            out = [f * d for f, d in zip(out, self._hub_factors(fps), strict=True)]
+        return out
+
+    def _hub_factors(self, fps: list[int]) -> list[float]:
+        """A page that links to many (a table of contents, an index) lowered: by less than
+        the fraction ``hub``, a page with the mean number of out-links by half of it. Only
+        lowers, so :meth:`most` still bounds a factor."""
+        if self._link_mean is None:
+            self._link_mean = self.ranks.out_link_mean()  # type: ignore[attr-defined]
+        m = self._link_mean
+        if m <= 0:
             return [1.0] * len(fps)
-        scores = self.ranks.scores(fps)  # type: ignore[attr-defined]
-        w, m = self.weight, self.mean
-        return [1 + w * pr / (pr + m) if (pr := scores.get(fp, 0.0)) > 0 else 1.0 for fp in fps]
+        links = self.ranks.out_links(fps)  # type: ignore[attr-defined]
+        return [1 - self.hub * n / (n + m) if (n := links.get(fp, 0)) else 1.0 for fp in fps]
 
 
 def collapsed(searcher: tantivy.Searcher, hits: list, prior: Prior, top: int) -> list[Scored]:

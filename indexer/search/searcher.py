@@ -134,7 +134,7 @@ class Searcher:
             raise QueryError("the index is empty: run `srcrawl index` first")
         missing: list[str] = []
         with self.store.rank_snapshot() as ranks:
-            prior = Prior(ranks, self.weights.rank)
+            prior = Prior(ranks, self.weights.rank, self.weights.hub)
             share = self.weights.some_words
             found, matches = self._tier(searcher, q.every_word(units), top, prior)
             every = matches

@@ -3,7 +3,8 @@
 Each weight is a signal of the ranking that is chosen at query time, so a
 ranking can be measured with other weights on the same index
 (``srcrawl bench loco``): the fields a word is matched in, an identifier found
-whole, the PageRank prior and the tier of pages short of a word. Each was
+whole, the PageRank prior, the tier of pages short of a word, and the
+lowering of pages that are mostly links. Each was
 chosen by leaving one real corpus out (docs/search.md, "Why these weights").
 """
 
@@ -36,7 +37,11 @@ class RankWeights:
     """How much PageRank can raise a score (indexer/search/collect.py); 0: no prior."""
     some_words: float = SOME_WORDS_SHARE
     """What a page short of a word counts against pages with every word; 0: such pages
-    are listed only when no page has every word."""
+    are listed after every page with every word."""
+    hub: float = 0.0
+    """How much a page that links to many pages (a table of contents, an index) is lowered:
+    by less than this fraction, a page with the mean number of out-links by half of it;
+    0: not at all. Measured, not used (docs/search.md, "Why these weights")."""
 
     def fields(self) -> dict[str, float]:
         """Each text field a word is matched in, with its weight (those weighed 0 left out:
