@@ -58,3 +58,13 @@ def test_figures_of_ranks() -> None:
     f = figures_of([1, 2, None, 4])
     assert f.mrr == pytest.approx((1 + 0.5 + 0 + 0.25) / 4)
     assert f.s3 == pytest.approx(0.5)
+
+
+def test_a_default_that_beats_the_signal_off_helps_when_the_choice_is_off() -> None:
+    # off (0) wins on the mean without a or b, but the default (1) beats it on a, b and c
+    figures = grid(a=(0.5, 0.6, 0.0), b=(0.5, 0.6, 0.0), c=(0.5, 0.6, 0.0), d=(1.0, 0.0, 0.0))
+    result = leave_one_out("rank", figures, default=1.0)
+    assert [r.chosen for r in result.rows] == [0.0, 0.0, 0.0, 1.0]
+    assert result.default_helps() == (3, 0, 1)
+    assert result.verdict() == "the default helps"
+    assert result.means == pytest.approx({0.0: 0.625, 1.0: 0.45, 2.0: 0.0})

@@ -132,3 +132,23 @@ def test_no_share_for_pages_short_of_a_word_lists_them_after(weighed) -> None:
     assert names(weighed(), "migrate iptables nftables")[:2] == ["nft", "toc"]
     strict = weighed(replace(DEFAULT_WEIGHTS, some_words=0.0))
     assert names(strict, "migrate iptables nftables")[:2] == ["toc", "nft"]
+
+
+def test_pages_that_link_to_many_lowered_by_their_out_links(store, weighed) -> None:
+    pages, links, _ranks = weights_pages()
+    toc = next(p for p in pages if p.url.endswith("/toc"))
+    with store.rank_snapshot() as snapshot:
+        out = snapshot.out_links([toc.fp, pages[0].fp, pages[-1].fp])
+        mean = snapshot.out_link_mean()
+    assert out == {toc.fp: 12, pages[0].fp: 1}  # the last release notes link nowhere
+    assert mean == pytest.approx(len(links) / 4)  # 15 links from 4 pages
+    # the table of contents holds the menu's words as every page does, and leads them by
+    # its rank; lowered by its 12 out-links it drops below the pages that link to none
+    plain, lowered = weighed(), weighed(replace(DEFAULT_WEIGHTS, hub=0.6))
+    plain_hits = plain.search("guide reference").hits
+    assert plain_hits[0].url.endswith("/toc")
+    every = lowered.search("guide reference", top=50).hits
+    low = {h.url.rsplit("/", 1)[1]: h.score for h in every}
+    high = {h.url.rsplit("/", 1)[1]: h.score for h in plain_hits}
+    assert low["toc"] == pytest.approx(high["toc"] * (1 - 0.6 * 12 / (12 + mean)))
+    assert names(lowered, "guide reference")[0] != "toc"

@@ -7,7 +7,8 @@ pr the page's score and m the mean score of the ranked pages::
 
 so rank lifts a score by less than the fraction w (DEFAULT_RANK_WEIGHT), a
 page of average rank by w/2, and a page without any of the words is never
-found at all.
+found at all. A page that links to many may be lowered the same way by its
+out-links (the ``hub`` weight, off by default: measured, not used).
 
 Duplicates collapse into their best-ranked page: the same body tokens (the
 ``digest`` fast field), or a body simhash within SIMHASH_NEAR_BITS bits
