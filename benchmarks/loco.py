@@ -220,11 +220,16 @@ def _key(weights: RankWeights) -> str:
     return json.dumps({k: v for k, v in asdict(weights).items() if v}, sort_keys=True)
 
 
+def loco_home(cfg: Config) -> Path:
+    """Where the benchmark keeps its corpora's builds and answers."""
+    return cfg.home / "bench" / "loco"
+
+
 def built_corpus(cfg: Config, qf: QueryFile, slaves: int, say: Progress) -> Config:
     """The job of ``qf``'s corpus crawled, indexed and ranked, built on first use and
     kept (its store, WARC files and index) for the runs after."""
     assert qf.package is not None
-    directory = cfg.home / "bench" / "loco" / "runs" / qf.name
+    directory = loco_home(cfg) / "runs" / qf.name
     marker = directory / "built.json"
     if marker.is_file():
         built = json.loads(marker.read_text())
@@ -288,7 +293,7 @@ def corpus_figures(
     """signal → value → figures on ``qf``'s corpus; the ranks kept in the corpus's cache
     file as each value is measured (a cache of another build is dropped)."""
     jcfg = built_corpus(cfg, qf, slaves, say)
-    cache_path = cfg.home / "bench" / "loco" / f"{qf.name}.json"
+    cache_path = loco_home(cfg) / f"{qf.name}.json"
     cache: dict[str, Any] = {"job": jcfg.job, "ranks": {}}
     if cache_path.is_file():
         old = json.loads(cache_path.read_text())

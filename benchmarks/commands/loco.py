@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import click
@@ -28,10 +29,20 @@ from srcrawl.core.progress import ProgressLine
     show_default=True,
     help="Slaves that crawl, index and rank a corpus the first time it is used.",
 )
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Crawl and index the corpora again and measure every value again (after a change "
+    "to the crawl, the index or the ranking, which the kept answers do not know of).",
+)
 @json_option("Also write each signal's choices and figures as JSON.")
 @click.pass_context
 def bench_loco(
-    ctx: click.Context, corpora: tuple[str, ...], slaves: int, json_path: str | None
+    ctx: click.Context,
+    corpora: tuple[str, ...],
+    slaves: int,
+    fresh: bool,
+    json_path: str | None,
 ) -> None:
     """Each ranking weight chosen on the other corpora and judged on the one left out: for
     each signal (title, anchor text, the host's repeated text, identifiers, PageRank, pages
@@ -45,7 +56,7 @@ def bench_loco(
         expand_corpora,
         read_query_file,
     )
-    from srcrawl.benchmarks.loco import render, run_loco
+    from srcrawl.benchmarks.loco import loco_home, render, run_loco
 
     names = expand_corpora(corpora)
     unknown = [c for c in names if c not in BUILTIN]
@@ -58,10 +69,13 @@ def bench_loco(
         raise click.BadParameter(
             "leaving one out needs three corpora or more", param_hint="--corpus"
         )
+    cfg = config_of(ctx)
+    if fresh:
+        shutil.rmtree(loco_home(cfg), ignore_errors=True)
     line = ProgressLine()
     try:
         results = run_loco(
-            config_of(ctx),
+            cfg,
             [read_query_file(builtin_query_file(c)) for c in names],
             slaves=slaves,
             say=line.say,
