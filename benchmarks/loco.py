@@ -233,7 +233,7 @@ def built_corpus(cfg: Config, qf: QueryFile, slaves: int, say: Progress) -> Conf
     marker = directory / "built.json"
     if marker.is_file():
         built = json.loads(marker.read_text())
-        jcfg = replace_job(cfg, directory, built["job"])
+        jcfg = kept_job(cfg, directory, built["job"])
         if jcfg.index_path.is_dir():
             return jcfg
     tree, _version = unpacked_package(cfg, qf, say)
@@ -249,7 +249,7 @@ def built_corpus(cfg: Config, qf: QueryFile, slaves: int, say: Progress) -> Conf
     return jcfg
 
 
-def replace_job(cfg: Config, directory: Path, job: str) -> Config:
+def kept_job(cfg: Config, directory: Path, job: str) -> Config:
     """The config of a job built before in ``directory`` (see :func:`corpus_config`)."""
     from srcrawl.sql.database_url import DatabaseURL
 
