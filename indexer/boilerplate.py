@@ -7,7 +7,7 @@ run of chunks), and a shingle seen on at least :data:`SHARE` of a sample of
 the host's pages (the first :data:`SAMPLE` by fingerprint, at least
 :data:`MIN_PAGES` of them) is boilerplate. The chunks of a page covered by
 boilerplate shingles are indexed apart from the page's own text and weigh
-less in ranking (FIELD_BOOSTS in indexer/search/query.py). [Broder, w-shingling]
+less in ranking (the ``boiler`` weight, indexer/search/weights.py). [Broder, w-shingling]
 in the papers.
 """
 

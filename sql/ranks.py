@@ -29,6 +29,23 @@ class RankSnapshot:
         rows = self.store._select_in(self.cur, "SELECT fp, score FROM ranks WHERE fp IN ({})", fps)
         return {int(fp): float(score) for fp, score in rows}
 
+    def out_links(self, fps: Sequence[int]) -> dict[int, int]:
+        """fp -> how many pages it links to, of the pages among ``fps`` that link to any
+        (read by the links table's key, which starts with the source)."""
+        rows = self.store._select_in(
+            self.cur, "SELECT src, COUNT(*) FROM links WHERE src IN ({}) GROUP BY src", fps
+        )
+        return {int(fp): int(n) for fp, n in rows}
+
+    def out_link_mean(self) -> float:
+        """The mean number of pages a page that links to any links to (0: no links).
+        Reads the whole links table: for measuring the signal (``srcrawl bench loco``), not
+        kept as the rank mean is."""
+        row = self.store._execute(
+            self.cur, "SELECT COUNT(*), COUNT(DISTINCT src) FROM links"
+        ).fetchone()
+        return row[0] / row[1] if row and row[1] else 0.0
+
 
 class Ranks(StoreBase):
     """The rank table, its mean, and the snapshot a search reads them in."""

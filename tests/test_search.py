@@ -10,8 +10,9 @@ from tantivy_index import index_in_process
 
 from srcrawl.core.urls import fingerprint
 from srcrawl.indexer.engine import STEMMED, TEXT_FIELDS, WITH_POSITIONS
-from srcrawl.indexer.search import QueryError, Searcher, collect
+from srcrawl.indexer.search import QueryError, Searcher
 from srcrawl.indexer.search.snippets import Snippet, make_snippet
+from srcrawl.indexer.search.weights import RankWeights
 from srcrawl.sql.pages import Page
 from srcrawl.sql.ranks import RANK_MEAN
 
@@ -100,9 +101,9 @@ def test_a_page_short_of_a_word_passes_only_when_it_scores_far_more(store, index
     assert result.mode == "and" and result.every == 1  # only the toc has every word
     assert [h.url.rsplit("/", 1)[1] for h in result.hits] == ["answer", "toc"]
     # the share is what lets it pass: counted at a tenth, it stays below
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(collect, "SOME_WORDS_SHARE", 0.1)
-        low = searcher.search("migrate iptables nftables")
+    low = Searcher(store, index, weights=RankWeights(some_words=0.1)).search(
+        "migrate iptables nftables"
+    )
     assert [h.url.rsplit("/", 1)[1] for h in low.hits] == ["toc", "answer"]
 
 

@@ -14,6 +14,7 @@ from srcrawl.benchmarks.commands.failover import bench_failover
 from srcrawl.benchmarks.commands.freshness import bench_freshness
 from srcrawl.benchmarks.commands.index import bench_index
 from srcrawl.benchmarks.commands.isolation import bench_isolation
+from srcrawl.benchmarks.commands.loco import bench_loco
 from srcrawl.benchmarks.commands.master import bench_master
 from srcrawl.benchmarks.commands.memory import bench_memory
 from srcrawl.benchmarks.commands.outage import bench_outage
@@ -38,6 +39,7 @@ for _command in (
     bench_freshness,
     bench_index,
     bench_isolation,
+    bench_loco,
     bench_master,
     bench_memory,
     bench_outage,

@@ -3,6 +3,8 @@
 ``srcrawl search`` and the portal ask a :class:`Searcher`; a query goes
 through these modules in order:
 
+- ``weights``: how much each signal of the ranking counts, one object a
+  searcher is given;
 - ``query``: what was typed (words, "phrases", -word, site:) into Tantivy
   queries, its words tokenized and stemmed as pages are, within the limits of
   a query (an unusable one is a QueryError);

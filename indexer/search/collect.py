@@ -7,7 +7,8 @@ pr the page's score and m the mean score of the ranked pages::
 
 so rank lifts a score by less than the fraction w (DEFAULT_RANK_WEIGHT), a
 page of average rank by w/2, and a page without any of the words is never
-found at all.
+found at all. A page that links to many may be lowered the same way by its
+out-links (the ``hub`` weight, off by default: measured, not used).
 
 Duplicates collapse into their best-ranked page: the same body tokens (the
 ``digest`` fast field), or a body simhash within SIMHASH_NEAR_BITS bits
@@ -15,8 +16,9 @@ Duplicates collapse into their best-ranked page: the same body tokens (the
 the pool) and which they are (``members``).
 
 The pages with some of the words count SOME_WORDS_SHARE of their score
-(:func:`merge`), and that tier is left out when no page of it can reach the
-results (:func:`fill_cannot_rise`).
+(:func:`merge`; a share of 0: listed after every page with every word), and
+that tier is left out when no page of it can reach the results
+(:func:`fill_cannot_rise`).
 """
 
 from __future__ import annotations
@@ -54,23 +56,40 @@ class Scored:
 class Prior:
     """PageRank as a bounded factor (see the module doc), read in one rank snapshot."""
 
-    def __init__(self, ranks: object, weight: float) -> None:
+    def __init__(self, ranks: object, weight: float, hub: float = 0.0) -> None:
         self.ranks = ranks
         self.weight = weight
         mean = getattr(ranks, "mean", None)
         self.mean = mean if mean and mean > 0 else 0.0
         self.active = weight > 0 and self.mean > 0
+        self.hub = hub
+        self._link_mean: float | None = None
 
     def most(self) -> float:
         """The largest factor the prior gives a page (1 when it is not active)."""
         return 1 + self.weight if self.active else 1
 
     def factors(self, fps: list[int]) -> list[float]:
-        if not self.active:
+        out = [1.0] * len(fps)
+        if self.active:
+            scores = self.ranks.scores(fps)  # type: ignore[attr-defined]
+            w, m = self.weight, self.mean
+            out = [1 + w * pr / (pr + m) if (pr := scores.get(fp, 0.0)) > 0 else 1.0 for fp in fps]
+        if self.hub > 0:
+            out = [f * d for f, d in zip(out, self._hub_factors(fps), strict=True)]
+        return out
+
+    def _hub_factors(self, fps: list[int]) -> list[float]:
+        """A page that links to many (a table of contents, an index) lowered: by less than
+        the fraction ``hub``, a page with the mean number of out-links by half of it. Only
+        lowers, so :meth:`most` still bounds a factor."""
+        if self._link_mean is None:
+            self._link_mean = self.ranks.out_link_mean()  # type: ignore[attr-defined]
+        m = self._link_mean
+        if m <= 0:
             return [1.0] * len(fps)
-        scores = self.ranks.scores(fps)  # type: ignore[attr-defined]
-        w, m = self.weight, self.mean
-        return [1 + w * pr / (pr + m) if (pr := scores.get(fp, 0.0)) > 0 else 1.0 for fp in fps]
+        links = self.ranks.out_links(fps)  # type: ignore[attr-defined]
+        return [1 - self.hub * n / (n + m) if (n := links.get(fp, 0)) else 1.0 for fp in fps]
 
 
 def collapsed(searcher: tantivy.Searcher, hits: list, prior: Prior, top: int) -> list[Scored]:
@@ -146,17 +165,21 @@ def _count_rest(fps: np.ndarray, digests: np.ndarray, sims: np.ndarray, kept: li
         kept[j].members.append(int(fps[i]))
 
 
-def merge(every: list[Scored], some: list[Scored], top: int) -> list[Scored]:
+def merge(
+    every: list[Scored], some: list[Scored], top: int, share: float = SOME_WORDS_SHARE
+) -> list[Scored]:
     """The ``top`` best of the pages with every word and those with some (the latter's
-    scores times SOME_WORDS_SHARE): exact, as each list is its tier's best ``top`` (a page
-    of the second tier left out has ``top`` pages of its tier above it, each still above it
-    after the share, and the pages with every word score as much in either tier). A page
-    folded into a hit of the first tier (a duplicate of it) does not come back through
-    the second."""
+    scores times ``share``; a share of 0 lists them after the former, strict tiers):
+    exact, as each list is its tier's best ``top`` (a page of the second tier left out
+    has ``top`` pages of its tier above it, each still above it after the share, and the
+    pages with every word score as much in either tier). A page folded into a hit of the
+    first tier (a duplicate of it) does not come back through the second."""
     seen = {s.fp for s in every} | {m for s in every for m in s.members}
+    if share <= 0:
+        return (every + [s for s in some if s.fp not in seen])[:top]
     for s in some:
         if s.fp not in seen:
-            s.score *= SOME_WORDS_SHARE
+            s.score *= share
             every.append(s)
     every.sort(key=lambda s: (-s.score, s.fp))
     return every[:top]
@@ -169,6 +192,7 @@ def fill_cannot_rise(
     found: list[Scored],
     top: int,
     prior: Prior,
+    share: float = SOME_WORDS_SHARE,
 ) -> bool:
     """Whether no page of the pages-with-some-words query can enter the ``top`` pages with
     every word ``found``, so that query need not run (on common words it scores most of
@@ -177,7 +201,7 @@ def fill_cannot_rise(
     A page there either holds every word (then it is one of ``found``, folded into one,
     or ranked below the last of them, and its share of its score lower still) or lacks
     a word: it scores at most every unit's best score but the lowest best of a required
-    one, times SOME_WORDS_SHARE and the prior's most. Only for the queries whose units
+    one, times ``share`` and the prior's most. Only for the queries whose units
     are all plain words (no phrase, identifier or filter).
 
     A unit's best score is a top-1 query, kept in the commit's ``memo``: on a word of
@@ -188,7 +212,7 @@ def fill_cannot_rise(
         return False
     best = [_best_score(searcher, memo, u) for u in units.required]
     most = sum(best) - min(best) + sum(_best_score(searcher, memo, u) for u in units.optional)
-    most *= SOME_WORDS_SHARE * prior.most()
+    most *= share * prior.most()
     return most * (1 + 1e-6) < found[-1].score  # (Tantivy sums in single precision)
 
 

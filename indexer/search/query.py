@@ -8,7 +8,7 @@ option is searched, not excluded (:func:`is_option`): ``--lf``, ``-x``.
 
 A query's words are tokenized as pages are (indexer/tokenizer.py) and each
 becomes a *unit*: one word matched in the title, body, anchor text or the
-host's repeated text, each field weighed (:data:`FIELD_BOOSTS`), stemmed as
+host's repeated text, each field weighed (indexer/search/weights.py), stemmed as
 the index is; an identifier (``pg_hba.conf``) is matched whole in the
 ``ident`` field or as the phrase of its parts; a long Chinese word also by
 the shorter words jieba's search mode finds in it, weighed less. A Chinese
@@ -30,17 +30,13 @@ import tantivy
 from srcrawl.core.defaults import DEFAULT_MAX_QUERY_CHARS, DEFAULT_MAX_QUERY_TERMS, MAX_TERM_CHARS
 from srcrawl.core.errors import SrcrawlError
 from srcrawl.indexer.engine import schema, site_values, stem
+from srcrawl.indexer.search.weights import DEFAULT_WEIGHTS, RankWeights
 from srcrawl.indexer.text import fold
 from srcrawl.indexer.tokenizer import Tokenizer
 
 Occur = tantivy.Occur
 Query = tantivy.Query
 
-FIELD_BOOSTS = {"title": 3.0, "body": 1.0, "anchor": 2.0, "boiler": 0.2}
-"""How much a match in each field counts against one in the page's own text (each field
-scores BM25 on its own; a unit's score is their sum)."""
-IDENT_BOOST = 4.0
-"""An identifier found whole: the page names ``pg_hba.conf`` itself, not ``pg`` near ``hba``."""
 SEARCH_PART_BOOST = 0.3
 """A shorter word inside a long Chinese query word, found where the long word is not."""
 LONE_HAN_BOOST = 0.3
@@ -121,7 +117,7 @@ def parse(text: str) -> ParsedQuery:
 Clauses = list[tuple[Occur, Query]]
 
 
-def _fields_clauses(term: str, boost: float = 1.0) -> Clauses:
+def _fields_clauses(term: str, weights: RankWeights, boost: float = 1.0) -> Clauses:
     """``term`` (a token) in each text field, weighed: a boosted term query a field.
 
     The term queries read frequencies only: BM25 needs no positions, and reading them (the
@@ -131,21 +127,23 @@ def _fields_clauses(term: str, boost: float = 1.0) -> Clauses:
     s, stemmed = schema(), stem(term)
     return [
         (Occur.Should, Query.boost_query(Query.term_query(s, f, stemmed, "freq"), w * boost))
-        for f, w in FIELD_BOOSTS.items()
+        for f, w in weights.fields().items()
     ]
 
 
-def _fields_query(term: str, boost: float = 1.0) -> Query:
+def _fields_query(term: str, weights: RankWeights, boost: float = 1.0) -> Query:
     """``term`` (a token) in any text field, each field weighed."""
-    return Query.boolean_query(_fields_clauses(term, boost))
+    return Query.boolean_query(_fields_clauses(term, weights, boost))
 
 
-def _phrase_query(tokens: list[str]) -> Query:
+def _phrase_query(tokens: list[str], weights: RankWeights) -> Query:
     """The tokens next to each other in the title, body or anchor text."""
     s, stems = schema(), [stem(t) for t in tokens]
+    fields = weights.fields()
     subs = [
-        (Occur.Should, Query.boost_query(Query.phrase_query(s, f, stems), FIELD_BOOSTS[f]))
+        (Occur.Should, Query.boost_query(Query.phrase_query(s, f, stems), fields[f]))
         for f in PHRASE_FIELDS
+        if f in fields
     ]
     return Query.boolean_query(subs)
 
@@ -188,17 +186,17 @@ def _lone_han(token: str) -> bool:
     return len(token) == 1 and "\u4e00" <= token <= "\u9fff"
 
 
-def _word_units(tokenizer: Tokenizer, word: str, units: Units) -> None:
+def _word_units(tokenizer: Tokenizer, word: str, units: Units, weights: RankWeights) -> None:
     idents = tokenizer.identifiers(word)
     if idents and idents[0] == fold(word).strip(".,;:!?()[]{}'"):
         parts = tokenizer.tokens(word)
-        ident = Query.boost_query(Query.term_query(schema(), "ident", idents[0]), IDENT_BOOST)
+        ident = Query.boost_query(Query.term_query(schema(), "ident", idents[0]), weights.ident)
         alternatives = [(Occur.Should, ident)]
         if len(parts) > 1:
-            alternatives.append((Occur.Should, _phrase_query(parts)))
+            alternatives.append((Occur.Should, _phrase_query(parts, weights)))
         elif parts:  # one part left (from_response: "from" is a stop word); Tantivy
             # refuses, with a panic, a phrase of fewer than two terms
-            alternatives.append((Occur.Should, _fields_query(parts[0])))
+            alternatives.append((Occur.Should, _fields_query(parts[0], weights)))
         units.required.append(Query.boolean_query(alternatives))
         units.required_terms.append(None)
         units.words.append(idents[0])
@@ -209,44 +207,48 @@ def _word_units(tokenizer: Tokenizer, word: str, units: Units) -> None:
             continue
         units.terms.append(token)
         if _lone_han(token):
-            clauses = _fields_clauses(token, LONE_HAN_BOOST)
+            clauses = _fields_clauses(token, weights, LONE_HAN_BOOST)
             units.optional.append(Query.boolean_query(clauses))
             units.optional_terms.append(clauses)
             continue
-        clauses = _fields_clauses(token)
+        clauses = _fields_clauses(token, weights)
         for p in tokenizer.search_parts(token):
-            clauses += _fields_clauses(p, SEARCH_PART_BOOST)
+            clauses += _fields_clauses(p, weights, SEARCH_PART_BOOST)
         units.required.append(Query.boolean_query(clauses))
         units.required_terms.append(clauses)
         units.words.append(token)
 
 
-def _phrase_unit(tokenizer: Tokenizer, text: str) -> tuple[Query | None, list[str]]:
+def _phrase_unit(
+    tokenizer: Tokenizer, text: str, weights: RankWeights
+) -> tuple[Query | None, list[str]]:
     tokens = tokenizer.tokens(text)
     if not tokens:
         return None, []
     if len(tokens) == 1:
-        return _fields_query(tokens[0]), tokens
-    return _phrase_query(tokens), tokens
+        return _fields_query(tokens[0], weights), tokens
+    return _phrase_query(tokens, weights), tokens
 
 
-def units_of(tokenizer: Tokenizer, parsed: ParsedQuery) -> Units:
-    """The units of a parsed query."""
+def units_of(
+    tokenizer: Tokenizer, parsed: ParsedQuery, weights: RankWeights = DEFAULT_WEIGHTS
+) -> Units:
+    """The units of a parsed query, each field weighed by ``weights``."""
     units = Units()
     for word in parsed.words:
-        _word_units(tokenizer, word, units)
+        _word_units(tokenizer, word, units, weights)
     if not units.required and not parsed.phrases:
         # nothing but lone characters ("书"): they are what is searched for
         units.required, units.optional = units.optional, []
         units.required_terms, units.optional_terms = list(units.optional_terms), []
         units.words = list(units.terms)  # (the lone characters are all the terms)
     for phrase in parsed.phrases:
-        q, tokens = _phrase_unit(tokenizer, phrase)
+        q, tokens = _phrase_unit(tokenizer, phrase, weights)
         if q is not None:
             units.phrases.append(q)
             units.terms += [t for t in tokens if t not in units.terms]
     for text in parsed.excluded:
-        q, _tokens = _phrase_unit(tokenizer, text)
+        q, _tokens = _phrase_unit(tokenizer, text, weights)
         if q is not None:
             units.excluded.append(q)
     s = schema()
@@ -257,11 +259,14 @@ def units_of(tokenizer: Tokenizer, parsed: ParsedQuery) -> Units:
     return units
 
 
-def lower(tokenizer: Tokenizer, query: str) -> tuple[Units, list[str]]:
-    """What was typed as the units to search for, and notes on what was left out (the
-    query cut at DEFAULT_MAX_QUERY_CHARS, words too long to be indexed, words past
-    DEFAULT_MAX_QUERY_TERMS) or read otherwise than typed (an unclosed quote, a URL
-    given to ``site:``); raise QueryError if it is empty or has nothing searchable."""
+def lower(
+    tokenizer: Tokenizer, query: str, weights: RankWeights = DEFAULT_WEIGHTS
+) -> tuple[Units, list[str]]:
+    """What was typed as the units to search for (weighed by ``weights``), and notes
+    on what was left out (the query cut at DEFAULT_MAX_QUERY_CHARS, words too long to be
+    indexed, words past DEFAULT_MAX_QUERY_TERMS) or read otherwise than typed (an
+    unclosed quote, a URL given to ``site:``); raise QueryError if it is empty or has
+    nothing searchable."""
     if not query or not query.strip():
         raise QueryError("empty query: give one or more words to search for")
     notes = []
@@ -270,7 +275,7 @@ def lower(tokenizer: Tokenizer, query: str) -> tuple[Units, list[str]]:
         notes.append(f"only the first {DEFAULT_MAX_QUERY_CHARS:,} characters were used")
     parsed = parse(query)
     notes += parsed.notes
-    units = units_of(tokenizer, parsed)
+    units = units_of(tokenizer, parsed, weights)
     overlong = tokenizer.overlong(" ".join(parsed.words + parsed.phrases))
     if overlong:
         # no page holds such a word as a term: say so rather than search without it

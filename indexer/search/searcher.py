@@ -30,7 +30,6 @@ from pathlib import Path
 import tantivy
 
 from srcrawl.core.defaults import (
-    DEFAULT_RANK_WEIGHT,
     DEFAULT_RERANK_POOL,
     DEFAULT_SEARCH_TOP,
     DEFAULT_SNIPPET_CHARS,
@@ -43,6 +42,7 @@ from srcrawl.indexer.search.collect import Prior, Scored
 from srcrawl.indexer.search.hits import Hit, HitReader
 from srcrawl.indexer.search.query import QueryError
 from srcrawl.indexer.search.suggest import suggest
+from srcrawl.indexer.search.weights import DEFAULT_WEIGHTS, RankWeights
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
 from srcrawl.sql.store import Store
 
@@ -82,7 +82,8 @@ class SearchResult:
 class Searcher:
     """Answers queries from a job's index and store; cheap to keep across queries.
 
-    ``index``: the index directory, or an :class:`IndexReader` to share.
+    ``index``: the index directory, or an :class:`IndexReader` to share; ``weights``: how
+    much each signal of the ranking counts (indexer/search/weights.py).
     """
 
     def __init__(
@@ -91,7 +92,7 @@ class Searcher:
         index: IndexReader | Path | str,
         *,
         tokenizer: Tokenizer | None = None,
-        rank_weight: float = DEFAULT_RANK_WEIGHT,
+        weights: RankWeights = DEFAULT_WEIGHTS,
         snippet_chars: int = DEFAULT_SNIPPET_CHARS,
         pool: int = DEFAULT_RERANK_POOL,
         boilerplate: HostBoilerplate | None = None,
@@ -99,16 +100,21 @@ class Searcher:
         self.store = store
         self.reader = index if isinstance(index, IndexReader) else IndexReader(Path(index))
         self.tokenizer = tokenizer or get_tokenizer(user_dict_from_env())
-        self.rank_weight = rank_weight
+        self.weights = weights
         self.pool = pool
         self.hit_reader = HitReader(store, boilerplate, snippet_chars)
         # the suggestions for words no page holds, of the commit whose memo is _suggested_in
         self._suggested: dict[str, str | None] = {}
         self._suggested_in: object = None
 
+    @property
+    def rank_weight(self) -> float:
+        """How much PageRank can raise a score."""
+        return self.weights.rank
+
     def units(self, query: str) -> tuple[q.Units, list[str]]:
         """The query's units and notes on what was left out (:func:`query.lower`)."""
-        return q.lower(self.tokenizer, query)
+        return q.lower(self.tokenizer, query, self.weights)
 
     def search(
         self, query: str, top: int = DEFAULT_SEARCH_TOP, offset: int = 0, arrange: Arrange = as_is
@@ -128,16 +134,17 @@ class Searcher:
             raise QueryError("the index is empty: run `srcrawl index` first")
         missing: list[str] = []
         with self.store.rank_snapshot() as ranks:
-            prior = Prior(ranks, self.rank_weight)
+            prior = Prior(ranks, self.weights.rank, self.weights.hub)
+            share = self.weights.some_words
             found, matches = self._tier(searcher, q.every_word(units), top, prior)
             every = matches
             mode = "and" if found else "none"
             if units.positive > 1 and not collect.fill_cannot_rise(
-                searcher, memo, units, found, top, prior
+                searcher, memo, units, found, top, prior, share
             ):
                 more, some = self._tier(searcher, q.some_words(units), top, prior)
                 every_fps = {s.fp for s in found}
-                found = collect.merge(found, more, top)
+                found = collect.merge(found, more, top, share)
                 # the list holds pages with some of the words too: they are counted, those
                 # listed (the same whether or not this query ran: when it is left out,
                 # none of its pages could be listed), so the count is never short of it

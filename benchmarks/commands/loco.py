@@ -1,0 +1,88 @@
+"""`srcrawl bench loco`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import click
+
+from srcrawl.benchmarks.commands.common import config_of, json_option
+from srcrawl.core.progress import ProgressLine
+
+
+@click.command("loco")
+@click.option(
+    "--corpus",
+    "corpora",
+    multiple=True,
+    default=("all",),
+    show_default=True,
+    help="Shipped corpora of `bench search --corpus` to leave out in turn (repeatable; "
+    "`all` for every one; at least three).",
+)
+@click.option(
+    "--slaves",
+    type=click.IntRange(1, 64),
+    default=2,
+    show_default=True,
+    help="Slaves that crawl, index and rank a corpus the first time it is used.",
+)
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Crawl and index the corpora again and measure every value again (after a change "
+    "to the crawl, the index or the ranking, which the kept answers do not know of).",
+)
+@json_option("Also write each signal's choices and figures as JSON.")
+@click.pass_context
+def bench_loco(
+    ctx: click.Context,
+    corpora: tuple[str, ...],
+    slaves: int,
+    fresh: bool,
+    json_path: str | None,
+) -> None:
+    """Each ranking weight chosen on the other corpora and judged on the one left out: for
+    each signal (title, anchor text, the host's repeated text, identifiers, PageRank, pages
+    short of a word), the value of a small grid with the best mean MRR@10 without that
+    corpus, its MRR@10 and success@3 there beside the default's and the signal off's.
+    Each corpus is crawled and indexed once and each value's answers kept (in
+    $SRCRAWL_HOME/bench/loco), so a run that stops goes on where it was."""
+    from srcrawl.benchmarks.known_queries import (
+        BUILTIN,
+        builtin_query_file,
+        expand_corpora,
+        read_query_file,
+    )
+    from srcrawl.benchmarks.loco import loco_home, render, run_loco
+
+    names = expand_corpora(corpora)
+    unknown = [c for c in names if c not in BUILTIN]
+    if unknown:
+        raise click.BadParameter(
+            f"not a shipped corpus: {', '.join(unknown)} ({', '.join(BUILTIN)})",
+            param_hint="--corpus",
+        )
+    if len(names) < 3:
+        raise click.BadParameter(
+            "leaving one out needs three corpora or more", param_hint="--corpus"
+        )
+    cfg = config_of(ctx)
+    if fresh:
+        shutil.rmtree(loco_home(cfg), ignore_errors=True)
+    line = ProgressLine()
+    try:
+        results = run_loco(
+            cfg,
+            [read_query_file(builtin_query_file(c)) for c in names],
+            slaves=slaves,
+            say=line.say,
+        )
+    finally:
+        line.done()
+    if json_path:
+        out = {"corpora": names, "signals": [r.as_json() for r in results]}
+        Path(json_path).write_text(json.dumps(out, indent=2))
+    click.echo(render(results))

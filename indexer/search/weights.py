@@ -1,0 +1,52 @@
+"""The weights of a ranking, in one object a Searcher is given.
+
+Each weight is a signal of the ranking that is chosen at query time, so a
+ranking can be measured with other weights on the same index
+(``srcrawl bench loco``): the fields a word is matched in, an identifier found
+whole, the PageRank prior, the tier of pages short of a word, and the
+lowering of pages that are mostly links. Each was
+chosen by leaving one real corpus out (docs/search.md, "Why these weights").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from srcrawl.core.defaults import DEFAULT_RANK_WEIGHT, SOME_WORDS_SHARE
+
+TEXT_FIELDS = ("title", "body", "anchor", "boiler")
+"""The text fields a word is matched in, each weighed by the field of that name."""
+
+
+@dataclass(frozen=True)
+class RankWeights:
+    """How much each signal counts (a field weight of 0 leaves the field out of matching).
+
+    The field weights say how much a match in each field counts against one in the
+    page's own text (each field scores BM25 on its own; a word's score is their sum).
+    """
+
+    title: float = 3.0
+    body: float = 1.0
+    anchor: float = 2.0  # the text of the links to the page
+    boiler: float = 0.2  # the host's repeated text (indexer/boilerplate.py)
+    ident: float = 4.0
+    """An identifier found whole: the page names ``pg_hba.conf`` itself, not ``pg`` near
+    ``hba``."""
+    rank: float = DEFAULT_RANK_WEIGHT
+    """How much PageRank can raise a score (indexer/search/collect.py); 0: no prior."""
+    some_words: float = SOME_WORDS_SHARE
+    """What a page short of a word counts against pages with every word; 0: such pages
+    are listed after every page with every word."""
+    hub: float = 0.0
+    """How much a page that links to many pages (a table of contents, an index) is lowered:
+    by less than this fraction, a page with the mean number of out-links by half of it;
+    0: not at all. Measured, not used (docs/search.md, "Why these weights")."""
+
+    def fields(self) -> dict[str, float]:
+        """Each text field a word is matched in, with its weight (those weighed 0 left out:
+        a page is not found by them)."""
+        return {f: w for f in TEXT_FIELDS if (w := getattr(self, f)) > 0}
+
+
+DEFAULT_WEIGHTS = RankWeights()

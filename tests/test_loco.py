@@ -1,0 +1,70 @@
+"""Leaving one corpus out: each weight chosen on the other corpora (ties to the default),
+judged on the corpus left out against the default and the signal off."""
+
+from __future__ import annotations
+
+import pytest
+
+from srcrawl.benchmarks.loco import Figures, choose, figures_of, leave_one_out, render
+
+
+def grid(**corpora: tuple[float, ...]) -> dict[str, dict[float, Figures]]:
+    """corpus → value (0, 1, 2) → figures, from each corpus's MRRs at those values."""
+    return {c: {float(v): Figures(m, m) for v, m in enumerate(mrrs)} for c, mrrs in corpora.items()}
+
+
+def test_the_value_chosen_is_the_best_mean_without_the_corpus_left_out() -> None:
+    figures = grid(a=(0.5, 0.9, 0.6), b=(0.5, 0.8, 0.6), c=(0.5, 0.1, 1.0))
+    # without c, 1 is best (0.85 against 0.6); without a, 2 (0.8 against 0.45)
+    assert choose(figures, "c", default=2.0) == 1.0
+    assert choose(figures, "a", default=1.0) == 2.0
+
+
+def test_a_tie_goes_to_the_default_then_to_the_first_in_the_grid() -> None:
+    figures = grid(a=(0.5, 0.7, 0.7), b=(0.5, 0.7, 0.7), c=(0.0, 0.0, 0.0))
+    assert choose(figures, "c", default=2.0) == 2.0
+    assert choose(figures, "c", default=0.0) == 1.0
+
+
+def test_each_corpus_left_out_is_judged_on_itself() -> None:
+    figures = grid(a=(0.5, 0.9, 0.6), b=(0.5, 0.8, 0.6), c=(0.5, 0.4, 1.0))
+    result = leave_one_out("title", figures, default=2.0)
+    chosen = {r.corpus: r.chosen for r in result.rows}
+    assert chosen == {"a": 2.0, "b": 2.0, "c": 1.0}
+    c = next(r for r in result.rows if r.corpus == "c")
+    assert (c.at_chosen.mrr, c.at_default.mrr, c.at_off.mrr) == (0.4, 1.0, 0.5)
+    # against the signal off: a and b better, c worse; against the default, c worse
+    assert result.helps() == (2, 0, 1)
+    assert result.beats_default() == (0, 2, 1)
+    assert result.verdict() == "helps"
+    assert "corpus left out" in render([result]) and "title (default 2" in render([result])
+
+
+def test_a_default_beaten_on_most_corpora_left_out_is_to_change() -> None:
+    figures = grid(a=(0.5, 0.9, 0.6), b=(0.5, 0.8, 0.6), c=(0.5, 0.7, 0.6))
+    result = leave_one_out("anchor", figures, default=2.0)
+    assert {r.chosen for r in result.rows} == {1.0}
+    assert result.beats_default() == (3, 0, 0)
+    assert result.verdict() == "change the default to 1"
+
+
+def test_a_signal_that_changes_nothing_is_neutral() -> None:
+    result = leave_one_out("boiler", grid(a=(0.5,) * 3, b=(0.6,) * 3, c=(0.7,) * 3), 1.0)
+    assert all(r.chosen == 1.0 for r in result.rows)
+    assert result.helps() == (0, 3, 0) and result.verdict() == "neutral"
+
+
+def test_figures_of_ranks() -> None:
+    f = figures_of([1, 2, None, 4])
+    assert f.mrr == pytest.approx((1 + 0.5 + 0 + 0.25) / 4)
+    assert f.s3 == pytest.approx(0.5)
+
+
+def test_a_default_that_beats_the_signal_off_helps_when_the_choice_is_off() -> None:
+    # off (0) wins on the mean without a or b, but the default (1) beats it on a, b and c
+    figures = grid(a=(0.5, 0.6, 0.0), b=(0.5, 0.6, 0.0), c=(0.5, 0.6, 0.0), d=(1.0, 0.0, 0.0))
+    result = leave_one_out("rank", figures, default=1.0)
+    assert [r.chosen for r in result.rows] == [0.0, 0.0, 0.0, 1.0]
+    assert result.default_helps() == (3, 0, 1)
+    assert result.verdict() == "the default helps"
+    assert result.means == pytest.approx({0.0: 0.625, 1.0: 0.45, 2.0: 0.0})
