@@ -263,6 +263,30 @@ def crawl(cfg: Config) -> Iterator[GraphHandler]:
     slave_thread.join(timeout=30)
 
 
+def _reloading(page, job_page: str):  # type: ignore[no-untyped-def]
+    """Two looks at the job's page, each reloading it until what it waits for shows."""
+
+    def pages_shown(n: str) -> None:
+        for _ in range(150):
+            page.goto(job_page)
+            if page.locator("#pages").inner_text() == n:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"the job's page never showed {n} pages")
+
+    def host_row(host: str) -> str:
+        """The host's row once the master has taken it up (a reload a 0.2 s)."""
+        for _ in range(150):
+            page.goto(job_page)
+            row = page.locator(f"tr[data-host='{host}']")
+            if row.count():
+                return row.inner_text()
+            time.sleep(0.2)
+        raise AssertionError(f"{host} never shown")
+
+    return pages_shown, host_row
+
+
 @pytest.mark.slow
 def test_in_a_browser_log_in_seed_watch_pause_resume_log_out(cfg: Config, url: str, crawl) -> None:
     from playwright.sync_api import expect, sync_playwright
@@ -285,24 +309,7 @@ def test_in_a_browser_log_in_seed_watch_pause_resume_log_out(cfg: Config, url: s
             page.click("#add-seeds")
             expect(page.locator("#queued")).to_contain_text(seed)
 
-        def pages_shown(n: str) -> None:
-            for _ in range(150):
-                page.goto(job_page)
-                if page.locator("#pages").inner_text() == n:
-                    return
-                time.sleep(0.2)
-            raise AssertionError(f"the job's page never showed {n} pages")
-
-        def host_row(host: str) -> str:
-            """The host's row once the master has taken it up (a reload a 0.2 s)."""
-            for _ in range(150):
-                page.goto(job_page)
-                row = page.locator(f"tr[data-host='{host}']")
-                if row.count():
-                    return row.inner_text()
-                time.sleep(0.2)
-            raise AssertionError(f"{host} never shown")
-
+        pages_shown, host_row = _reloading(page, job_page)
         add_seed("http://127.0.0.1:9/first")
         wait_for(lambda: ("http://127.0.0.1:9/first", 0) in crawl.fetched, "the first seed fetched")
         # the job's progress counts it once the master took the outcome in
