@@ -2,9 +2,9 @@
 FROM python:3.11-slim
 WORKDIR /app
 RUN useradd --create-home srcrawl \
-    # The WARC and index volumes' mount points, owned by the service user: Docker
-    # gives a new named volume the owner and mode of the directory it is mounted on.
-    && install -d -o srcrawl -g srcrawl /warc /index
+    # The index volume's mount point, owned by the service user: Docker gives a new
+    # named volume the owner and mode of the directory it is mounted on.
+    && install -d -o srcrawl -g srcrawl /index
 # The dependencies first, in a layer of their own: a change to srcrawl's code
 # rebuilds only the layers below.
 COPY pyproject.toml ./

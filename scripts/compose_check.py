@@ -2,15 +2,21 @@
 
 Against a running Docker engine and the image ``srcrawl:ci``:
 
-1. ``--profile demo up -d --scale slave=N``: N slave containers live as workers; a
-   slave container SIGKILLed mid-crawl; then every page of the demo web stored
-   exactly once, at its depth, against the web's own expected set (computed from
-   the model of the ``testweb`` service's command, as the tests compute it);
-   every indexable page found through the portal's ``/api/search``, ranked;
-   ``/metrics`` answering; ``exec master srcrawl search`` answering.
-2. ``down -v``; the plain stack (no profile) and a web on the compose network
-   (the CI-only service ``web``): ``seed`` without ``--allow-private`` refused
-   with the URLs named, then ``seed --allow-private`` crawled exactly.
+1. ``--profile demo --profile replicated up -d --scale slave=N`` with the srcrawl
+   services pointed at the replicated object store (``S3_ENDPOINT``): N slave
+   containers live as workers; a volume server of the store SIGKILLed mid-crawl,
+   then a slave container; then every page of the demo web stored exactly once, at
+   its depth, against the web's own expected set (computed from the model of the
+   ``testweb`` service's command, as the tests compute it); every indexable page
+   found through the portal's ``/api/search`` with its term in its snippet (the
+   text read from the WARC objects), ranked; ``/metrics`` answering; ``exec master
+   srcrawl search`` answering; every object of the bucket, fetched through the S3
+   port on 127.0.0.1, read record by record by warcio, every indexable page's
+   response among them; nothing written to the unreplicated store.
+2. ``down -v``; the plain stack (no profile, its one-process object store) and a
+   web on the compose network (the CI-only service ``web``): ``seed`` without
+   ``--allow-private`` refused with the URLs named, then ``seed --allow-private``
+   crawled exactly, its WARC objects read back by warcio.
 
 Prints one line per step and writes the timings as JSON (``--report``).
 """
@@ -18,7 +24,9 @@ Prints one line per step and writes the timings as JSON (``--report``).
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import os
 import subprocess
 import sys
 import time
@@ -30,7 +38,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import boto3
 import yaml
+from botocore.config import Config as BotoConfig
+from warcio.archiveiterator import ArchiveIterator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
@@ -66,6 +77,8 @@ class Stack:
 
     def __init__(self, files: list[str], project: str, portal_port: int) -> None:
         self.base = ["docker-compose", "-p", project]
+        self.env = dict(os.environ)
+        """The variables compose reads the file with (``S3_ENDPOINT``: which store)."""
         for f in files:
             self.base += ["-f", f]
         self.portal = f"http://127.0.0.1:{portal_port}"
@@ -77,7 +90,9 @@ class Stack:
     def run(
         self, *args: str, check: bool = True, timeout: float = 600
     ) -> subprocess.CompletedProcess:
-        r = subprocess.run([*self.base, *args], capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(
+            [*self.base, *args], capture_output=True, text=True, timeout=timeout, env=self.env
+        )
         if check and r.returncode != 0:
             command = " ".join(args)
             raise CheckFailed(f"docker-compose {command}: rc {r.returncode}\n{r.stderr[-3000:]}")
@@ -96,7 +111,9 @@ class Stack:
 
     def get(self, path: str) -> tuple[int, bytes]:
         try:
-            with urllib.request.urlopen(self.portal + path, timeout=10) as r:
+            # a snippet's text first read from an object whose first copy was on the
+            # killed volume server waits for that server's name to fail
+            with urllib.request.urlopen(self.portal + path, timeout=30) as r:
                 return r.status, r.read()
         except urllib.error.HTTPError as e:
             return e.code, e.read()
@@ -162,30 +179,106 @@ def exact(stack: Stack, want: dict[str, int]) -> str | None:
     return None
 
 
-def searchable(stack: Stack, items: list[tuple[str, str]]) -> Callable[[], bool]:
+def searchable(stack: Stack, items: list[tuple[str, str]]) -> Callable[[], Any]:
     """A poll that asks ``/api/search`` for the items not yet found, each query's page
-    in its first 10 hits (those found are not asked again)."""
+    in its first 10 hits with the query's term in its snippet (the page's text, read
+    from its WARC object); those found are not asked again. Raises CheckFailed when a
+    page is found with a snippet that lacks its term."""
     left = list(items)
 
-    def poll() -> bool:
-        left[:] = [(q, u) for q, u in left if u not in {h["url"] for h in stack.search(q)["hits"]}]
-        return not left
+    def found(query: str, url: str) -> bool:
+        hit = next((h for h in stack.search(query)["hits"] if h["url"] == url), None)
+        if hit is None:
+            return False
+        if query.lower() not in hit["snippet"].replace("«", "").replace("»", "").lower():
+            raise CheckFailed(f"{url} found by {query!r} with the snippet {hit['snippet']!r}")
+        return True
+
+    def poll() -> Any:
+        left[:] = [(q, u) for q, u in left if not found(q, u)]
+        return not left or None
 
     return poll
+
+
+def s3_client(stack: Stack, port: int) -> tuple[Any, str, str]:
+    """A client of the object store's S3 gateway as published on 127.0.0.1:``port``,
+    signing with the stack's keys, and the bucket and prefix the slaves write to (all
+    as compose resolves the file)."""
+    env = yaml.safe_load(stack.run("config").stdout)["services"]["slave"]["environment"]
+    bucket, _, prefix = env["SRCRAWL_WARC_DIR"].removeprefix("s3://").partition("/")
+    client = boto3.client(
+        "s3",
+        endpoint_url=f"http://127.0.0.1:{port}",
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        region_name=env["AWS_REGION"],
+        config=BotoConfig(connect_timeout=5, read_timeout=60, retries={"max_attempts": 3}),
+    )
+    return client, bucket, prefix.strip("/")
+
+
+def warc_objects(stack: Stack, port: int, pages: list[dict[str, Any]]) -> tuple[int, int]:
+    """Fetch every WARC object of the bucket through the S3 port and read each of its
+    records with warcio; CheckFailed unless every indexable page's response is among
+    them. Returns (objects, records)."""
+    client, bucket, prefix = s3_client(stack, port)
+    keys = [
+        o["Key"]
+        for part in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        for o in part.get("Contents", [])
+    ]
+    records, responses = 0, set()
+    for key in keys:
+        body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        try:
+            for record in ArchiveIterator(io.BytesIO(body)):
+                record.content_stream().read()  # every payload, to its end
+                records += 1
+                if record.rec_type == "response":
+                    responses.add(record.rec_headers.get_header("WARC-Target-URI"))
+        except Exception as e:  # warcio's own errors, and gzip's
+            raise CheckFailed(f"warcio cannot read s3://{bucket}/{key}: {e!r}") from e
+    indexable = {
+        p["url"] for p in pages if p["error"] is None and p["body_state"] in ("complete", "capped")
+    }
+    if not keys or indexable - responses:
+        raise CheckFailed(
+            f"{len(keys)} objects in s3://{bucket}/{prefix}: no response record for "
+            f"{sorted(indexable - responses)[:5]} ({len(indexable - responses)} pages)"
+        )
+    return len(keys), records
+
+
+def buckets(stack: Stack, port: int) -> list[str]:
+    client, _, _ = s3_client(stack, port)
+    return [b["Name"] for b in client.list_buckets().get("Buckets", [])]
+
+
+REPLICATED = "http://objects-s3:8333"
+"""The replicated object store's S3 gateway, as the srcrawl services reach it."""
+VOLUME_VICTIM = "objects-volume-1"
 
 
 def demo(stack: Stack, slaves: int, timings: dict[str, float]) -> None:
     seeds = [a for a in stack.services["seed"]["command"] if a.startswith("http")]
     web, want = expected(stack, "testweb", seeds)
     print(f"compose check: demo web: {len(want)} pages reachable from {len(seeds)} seeds")
+    stack.env["S3_ENDPOINT"] = REPLICATED
     t0 = time.monotonic()
-    stack.run("--profile", "demo", "up", "-d", "--scale", f"slave={slaves}")
-    timings["demo_up_s"] = step(t0, "demo stack up, every service healthy")
+    profiles = ("--profile", "demo", "--profile", "replicated")
+    stack.run(*profiles, "up", "-d", "--scale", f"slave={slaves}")
+    timings["demo_up_s"] = step(t0, "demo stack up, every service healthy, replicated object store")
     wait("the first stored page", lambda: stack.status()["store"]["pages"] > 0, 300, 1)
     timings["first_page_s"] = step(t0, "first page stored")
     wait(f"{slaves} crawl slaves live", lambda: live_crawl_slaves(stack) == slaves, 120)
     step(t0, f"{slaves} slave containers live as workers")
     wait("a quarter of the pages", lambda: stack.status()["store"]["pages"] >= len(want) // 4, 600)
+    [volume] = stack.container_ids(VOLUME_VICTIM)
+    subprocess.run(["docker", "kill", volume], check=True, capture_output=True)
+    stored = stack.status()["store"]["pages"]
+    step(t0, f"volume server {VOLUME_VICTIM} SIGKILLed with {stored} of {len(want)} pages stored")
+    wait("half of the pages", lambda: stack.status()["store"]["pages"] >= len(want) // 2, 600)
     victim = stack.container_ids("slave")[0]
     subprocess.run(["docker", "kill", victim], check=True, capture_output=True)
     stored = stack.status()["store"]["pages"]
@@ -201,7 +294,14 @@ def demo(stack: Stack, slaves: int, timings: dict[str, float]) -> None:
     wait("ranked results", lambda: stack.search(items[0][0])["ranked"], 300, 5)
     timings["ranked_s"] = step(t0, "results ranked (PageRank blended in)")
     after_the_kill(stack, want, items)
-    step(t0, "after the kill: still exact; /metrics, exec master srcrawl search answer")
+    step(t0, "after the kills: still exact; /metrics, exec master srcrawl search answer")
+    objects, records = warc_objects(stack, int(stack.env["S3_REPLICATED_PORT"]), stack.pages())
+    timings["warc_objects_read_s"] = step(
+        t0, f"warcio read {records} records of {objects} objects, every indexable page's response"
+    )
+    unreplicated = buckets(stack, int(stack.env["S3_PORT"]))
+    if unreplicated:
+        raise CheckFailed(f"the unreplicated store holds buckets {unreplicated}")
 
 
 def after_the_kill(stack: Stack, want: dict[str, int], items: list[tuple[str, str]]) -> None:
@@ -241,6 +341,8 @@ def plain(stack: Stack, slaves: int, timings: dict[str, float]) -> None:
     stack.srcrawl("seed", "--allow-private", *seeds)
     wait("the exact plain crawl", lambda: exact(stack, want) is None, 600, 3)
     timings["plain_all_stored_s"] = step(t0, f"seeded web crawled: {len(want)} pages, exact")
+    objects, records = warc_objects(stack, int(stack.env["S3_PORT"]), stack.pages())
+    step(t0, f"warcio read {records} records of {objects} objects of the one-process store")
 
 
 def main() -> int:
@@ -260,7 +362,8 @@ def main() -> int:
     try:
         if args.only != "plain":
             demo(stack, args.slaves, timings)
-            stack.run("--profile", "demo", "--profile", "ci-web", "down", "-v")
+            stack.run("--profile", "demo", "--profile", "replicated", "down", "-v")
+            del stack.env["S3_ENDPOINT"]
         if args.only != "demo":
             plain(stack, args.slaves, timings)
     except (CheckFailed, subprocess.TimeoutExpired) as e:

@@ -16,7 +16,7 @@ cd "$ROOT"
 PY=${1:-python3}
 PROJECT=srcrawlci
 FILES=(-f docker-compose.yml -f scripts/compose.ci.yml)
-ALL=(--profile demo --profile ci-web)
+ALL=(--profile demo --profile ci-web --profile replicated)
 t_start=$(date +%s.%N)
 
 cleanup() {
@@ -41,8 +41,19 @@ build_s=$(since "$t0")
 say "srcrawl image built in $build_s s"
 
 docker-compose -p "$PROJECT" "${FILES[@]}" "${ALL[@]}" down -v --remove-orphans >/dev/null 2>&1
-PORTAL_PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-export PORTAL_PORT
+# free loopback ports for what the stack publishes: the portal and the two object
+# stores' S3 gateways (at most 55535, as SeaweedFS's own ports must be)
+read -r PORTAL_PORT S3_PORT S3_REPLICATED_PORT < <("$PY" - <<'PORTS'
+import socket
+held = []
+while len(held) < 3:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    (held if s.getsockname()[1] <= 55535 else []).append(s)
+print(*(s.getsockname()[1] for s in held))
+PORTS
+)
+export PORTAL_PORT S3_PORT S3_REPLICATED_PORT
 report=${SRCRAWL_CI_TIMINGS:-$TRIAL_DIR/compose-timings.json}
 "$PY" scripts/compose_check.py "${FILES[@]}" --project "$PROJECT" --portal-port "$PORTAL_PORT" \
   --slaves 4 --image-build-s "$build_s" --report "$report"

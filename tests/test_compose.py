@@ -18,6 +18,8 @@ from srcrawl.settings.config import ENV_VARS
 from srcrawl.testweb import TestWeb
 
 COMPOSE = Path(__file__).resolve().parent.parent / "docker-compose.yml"
+S3_VARS = {"AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
+"""The AWS SDK's variables the WARC object store's client reads (srcrawl/warc/objects.py)."""
 
 
 def services() -> dict:
@@ -71,7 +73,7 @@ def test_every_srcrawl_command_is_real() -> None:
 def test_environment_is_only_what_the_config_reads() -> None:
     for name, svc in srcrawl_services().items():
         env = svc.get("environment", {})
-        assert set(env) <= set(ENV_VARS), name
+        assert set(env) <= set(ENV_VARS) | S3_VARS, name
         if name != "testweb":  # the test web uses neither Redis nor the store
             assert {"SRCRAWL_REDIS_URL", "SRCRAWL_DB_URL"} <= set(env), name
         for dep, cond in svc.get("depends_on", {}).items():
@@ -157,30 +159,78 @@ def test_the_cluster_profile_runs_three_primaries_with_replicas() -> None:
     assert "${SRCRAWL_REDIS_URL:-" in COMPOSE.read_text()
 
 
-def test_the_warc_volume_is_created_owned_by_the_service_user() -> None:
+def test_the_index_volume_is_created_owned_by_the_service_user() -> None:
     """A new named volume takes the owner of the directory it is mounted on: the image
-    makes /warc the service user's before it switches to that user."""
+    makes /index the service user's before it switches to that user."""
     lines = (COMPOSE.parent / "Dockerfile").read_text().splitlines()
-    made = next(i for i, ln in enumerate(lines) if "install -d -o srcrawl -g srcrawl /warc" in ln)
-    user = lines.index("USER srcrawl")
-    assert made < user
-    mounts = {svc: v for svc, d in services().items() for v in d.get("volumes", [])}
-    assert {v.split(":")[1] for v in mounts.values() if v.startswith("warc-data:")} == {"/warc"}
+    made = next(i for i, ln in enumerate(lines) if "install -d -o srcrawl -g srcrawl /index" in ln)
+    assert made < lines.index("USER srcrawl")
 
 
-def test_every_service_that_reads_page_texts_has_the_warc_volume() -> None:
-    """`docker compose exec master srcrawl search` reads the snippets' texts from WARC."""
+def default(value: str) -> str:
+    """The default of a ``${VAR:-default}`` value, as compose resolves it unset."""
+    found = re.fullmatch(r"\$\{\w+:-(.*)\}", value)
+    return found.group(1) if found else value
+
+
+def test_every_warc_writer_and_reader_uses_the_object_store_and_no_volume() -> None:
+    """The slaves write WARC objects to the store's S3 gateway, and the master, the
+    indexer and the portal read the pages' texts there: no volume holds WARC files."""
     s = services()
+    gateway = s["objects"]
     for name in ("master", "slave", "indexer", "portal"):
-        assert s[name]["environment"]["SRCRAWL_WARC_DIR"] == "/warc", name
-        assert any(v.startswith("warc-data:/warc") for v in s[name]["volumes"]), name
-    assert "warc-data:/warc" in s["slave"]["volumes"]  # the only writer
-    assert all(
-        v.endswith(":ro")
-        for n in ("master", "indexer", "portal")
-        for v in s[n]["volumes"]
-        if v.startswith("warc-data:")
+        env = s[name]["environment"]
+        assert default(env["SRCRAWL_WARC_DIR"]) == "s3://srcrawl/warc", name
+        assert default(env["AWS_ENDPOINT_URL"]) == "http://objects:8333", name
+        # they sign with the one identity the gateway knows
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            assert env[key] == gateway["environment"][key], (name, key)
+        assert s[name]["depends_on"]["objects"] == {"condition": "service_healthy"}, name
+        assert not any("warc" in v for v in s[name].get("volumes", [])), name
+    assert "warc-data" not in yaml.safe_load(COMPOSE.read_text())["volumes"]
+    assert "-s3" in gateway["command"] and "-s3.port=8333" in gateway["command"]
+    assert "-ip=objects" in gateway["command"] and "-ip.bind=0.0.0.0" in gateway["command"]
+    assert "http://127.0.0.1:8333/healthz" in gateway["healthcheck"]["test"]
+
+
+def flag(command: list[str], name: str) -> str:
+    [value] = [a.split("=", 1)[1] for a in command if a.startswith(f"-{name}=")]
+    return value
+
+
+def test_the_replicated_object_store_survives_one_volume_server() -> None:
+    """Profile replicated: a master keeping every object on two volume servers of one
+    rack, three volume servers (a write needs both copies: one can die), a filer with
+    the S3 gateway; each server announces its service's name."""
+    s = services()
+    profile = {n: d for n, d in s.items() if d.get("profiles") == ["replicated"]}
+    master = profile["objects-master"]
+    assert master["command"][0] == "master" and flag(master["command"], "defaultReplication") == (
+        "001"
     )
+    volumes = {n: d for n, d in profile.items() if d["command"][0] == "volume"}
+    assert len(volumes) >= 3
+    for name, d in volumes.items():
+        assert flag(d["command"], "ip") == name
+        assert flag(d["command"], "master") == "objects-master:9333"
+        assert d["volumes"] == ["/data"], name  # the container's own, gone with down -v
+    gateway = profile["objects-s3"]
+    assert gateway["command"][0] == "filer" and "-s3" in gateway["command"]
+    assert flag(gateway["command"], "master") == "objects-master:9333"
+    assert set(gateway["depends_on"]) == set(volumes)
+    assert gateway["environment"] == s["objects"]["environment"]  # the same key pair
+    assert set(profile) == {"objects-master", "objects-s3", *volumes}
+
+
+def test_the_object_stores_publish_on_loopback_only() -> None:
+    """Inside the compose network every port is free to use; what reaches this machine
+    binds 127.0.0.1, on a port whose gRPC twin (port + 10000) exists."""
+    for name, d in services().items():
+        if not d.get("image", "").startswith("chrislusf/seaweedfs"):
+            continue
+        for published in d.get("ports", []):
+            bound = re.fullmatch(r"127\.0\.0\.1:\$\{\w+:-(\d+)\}:\d+", published)
+            assert bound and int(bound.group(1)) <= 55535, (name, published)
 
 
 def test_the_index_volume_is_shared_by_its_writer_and_its_readers() -> None:
@@ -190,7 +240,7 @@ def test_the_index_volume_is_shared_by_its_writer_and_its_readers() -> None:
     for name in ("master", "indexer", "portal"):
         assert s[name]["environment"]["SRCRAWL_INDEX_DIR"] == "/index", name
         assert "index-data:/index" in s[name]["volumes"], name
-    assert not any(v.startswith("index-data") for v in s["slave"]["volumes"])
+    assert not any(v.startswith("index-data") for v in s["slave"].get("volumes", []))
 
 
 def test_mariadb_takes_its_character_set_as_server_options() -> None:
