@@ -1,10 +1,7 @@
 # srcrawl: one image for the master, the slaves and the synthetic test web.
 FROM python:3.11-slim
 WORKDIR /app
-RUN useradd --create-home srcrawl \
-    # The index volume's mount point, owned by the service user: Docker gives a new
-    # named volume the owner and mode of the directory it is mounted on.
-    && install -d -o srcrawl -g srcrawl /index
+RUN useradd --create-home srcrawl
 # The dependencies first, in a layer of their own: a change to srcrawl's code
 # rebuilds only the layers below.
 COPY pyproject.toml ./

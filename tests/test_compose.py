@@ -159,14 +159,6 @@ def test_the_cluster_profile_runs_three_primaries_with_replicas() -> None:
     assert "${SRCRAWL_REDIS_URL:-" in COMPOSE.read_text()
 
 
-def test_the_index_volume_is_created_owned_by_the_service_user() -> None:
-    """A new named volume takes the owner of the directory it is mounted on: the image
-    makes /index the service user's before it switches to that user."""
-    lines = (COMPOSE.parent / "Dockerfile").read_text().splitlines()
-    made = next(i for i, ln in enumerate(lines) if "install -d -o srcrawl -g srcrawl /index" in ln)
-    assert made < lines.index("USER srcrawl")
-
-
 def default(value: str) -> str:
     """The default of a ``${VAR:-default}`` value, as compose resolves it unset."""
     found = re.fullmatch(r"\$\{\w+:-(.*)\}", value)
@@ -233,14 +225,16 @@ def test_the_object_stores_publish_on_loopback_only() -> None:
             assert bound and int(bound.group(1)) <= 55535, (name, published)
 
 
-def test_the_index_volume_is_shared_by_its_writer_and_its_readers() -> None:
-    """The indexer writes the Tantivy index; the portal and `exec master srcrawl search`
-    read it from the same volume (read-write: a Tantivy reader takes the meta lock)."""
+def test_the_index_is_published_to_the_object_store_and_no_volume_holds_it() -> None:
+    """The indexer publishes each commit to the object store; the portal and the master
+    keep replicas of their own: no srcrawl service mounts a volume for the index (or for
+    WARC files)."""
     s = services()
-    for name in ("master", "indexer", "portal"):
-        assert s[name]["environment"]["SRCRAWL_INDEX_DIR"] == "/index", name
-        assert "index-data:/index" in s[name]["volumes"], name
-    assert not any(v.startswith("index-data") for v in s["slave"].get("volumes", []))
+    for name in ("master", "slave", "indexer", "ranker", "portal"):
+        env = s[name]["environment"]
+        assert default(env["SRCRAWL_INDEX_DIR"]) == "s3://srcrawl/index", name
+        assert not s[name].get("volumes"), name
+    assert "index-data" not in (COMPOSE.read_text())
 
 
 def test_mariadb_takes_its_character_set_as_server_options() -> None:
