@@ -237,6 +237,15 @@ def test_the_index_is_published_to_the_object_store_and_no_volume_holds_it() -> 
     assert "index-data" not in (COMPOSE.read_text())
 
 
+def test_the_portal_shows_status_and_metrics_to_prometheus() -> None:
+    """Prometheus scrapes the portal from its own container (not loopback): the portal's
+    /status and /metrics are public in the stack, and no other service sets it."""
+    s = services()
+    assert s["portal"]["environment"]["SRCRAWL_STATUS_PUBLIC"] == "all"
+    others = [n for n, d in s.items() if n != "portal" and "SRCRAWL_STATUS_PUBLIC" in str(d)]
+    assert others == []
+
+
 def test_mariadb_takes_its_character_set_as_server_options() -> None:
     """The official image has no MARIADB_CHARACTER_SET_SERVER; arguments starting with
     '-' go to mariadbd."""
