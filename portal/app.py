@@ -38,7 +38,15 @@ from srcrawl.portal.hot import (
     search_html,
     search_json,
 )
-from srcrawl.portal.markup import link_target, marked, site_query, stored_link
+from srcrawl.portal.markup import (
+    active_filters,
+    language_name,
+    link_target,
+    marked,
+    site_query,
+    stored_link,
+    with_filter,
+)
 from srcrawl.portal.metrics import PortalMetrics
 from srcrawl.portal.readiness import Readiness
 from srcrawl.portal.schemas import (
@@ -99,6 +107,9 @@ def _templates() -> Jinja2Templates:
     env.filters["stored"] = stored_link
     env.filters["host_of"] = host_of
     env.globals["site_query"] = site_query
+    env.globals["with_filter"] = with_filter
+    env.globals["active_filters"] = active_filters
+    env.filters["language_name"] = language_name
     return Jinja2Templates(env=env)
 
 
