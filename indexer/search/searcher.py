@@ -86,6 +86,15 @@ class SearchResult:
     facets: Facets | None = None
 
 
+def _note_missing(mode: str, missing: list[str], notes: list[str]) -> None:
+    """A note on the words no page holds (or that none holds every word)."""
+    if mode == "none" and not missing:
+        notes.append("no page holds these words")
+    if missing:
+        shown = ", ".join(f"«{w}»" for w in missing)
+        notes.append(f"no page holds {shown}: check the spelling, or try another form")
+
+
 class Searcher:
     """Answers queries from a job's index and store; cheap to keep across queries.
 
@@ -139,31 +148,13 @@ class Searcher:
 
         With ``offset`` (a later page of results), the hits are those ranked from
         ``offset + 1`` to ``top`` of the ranking, or of what ``arrange`` makes of it. With
-        ``facets``, the matching pages are counted by language, host and fetch month
-        (indexer/search/facets.py): those with every word, or in mode "or" those with some.
+        ``facets``, the matching pages are counted (indexer/search/facets.py).
         """
         t0 = time.perf_counter()
         units, notes = self.units(query)
-        try:
-            searcher, memo = self.reader.snapshot()
-        except IndexUnavailable as e:
-            raise QueryError(str(e)) from e
-        if searcher.num_docs == 0:
-            raise QueryError("the index is empty: run `srcrawl index` first")
-        with_facets = self.reader.has_facets
-        if units.facet_filters and not with_facets:
-            raise q.FilterError(
-                "this index was built before pages' languages and fetch dates were indexed: "
-                "lang:, since: and until: need it built again"
-            )
+        searcher, memo = self._snapshot()
+        self._check_filters(searcher, units, notes)
         missing: list[str] = []
-        counted: Query | None = None
-        for code in units.lang_codes:
-            if searcher.doc_freq("lang", code) == 0:
-                notes.append(
-                    f"no page is in the language «{code}»: lang: takes the ISO 639-1 code of "
-                    "a language (lang:en, lang:zh), lang:und the pages whose language is unsure"
-                )
         with self.store.rank_snapshot() as ranks:
             prior = Prior(ranks, self.weights.rank, self.weights.hub)
             share = self.weights.some_words
@@ -189,11 +180,7 @@ class Searcher:
                 # only when something is lacking: which word no page holds at all (each
                 # word's best score, kept in the commit's memo)
                 missing = collect.unmatched(searcher, memo, units)
-        if mode == "none" and not missing:
-            notes.append("no page holds these words")
-        if missing:
-            shown = ", ".join(f"«{w}»" for w in missing)
-            notes.append(f"no page holds {shown}: check the spelling, or try another form")
+        _note_missing(mode, missing, notes)
         return SearchResult(
             query=query,
             terms=units.terms,
@@ -206,14 +193,42 @@ class Searcher:
             every=every,
             missing=missing,
             suggestion=self._suggestion(searcher, memo, query, missing) if missing else None,
-            facets=self._facets(searcher, memo, counted, mode) if facets and with_facets else None,
+            facets=self._facets(searcher, memo, counted, mode) if facets else None,
         )
+
+    def _snapshot(self) -> tuple[tantivy.Searcher, dict[str, float]]:
+        """The index's searcher and its commit's memo; QueryError if there is none."""
+        try:
+            searcher, memo = self.reader.snapshot()
+        except IndexUnavailable as e:
+            raise QueryError(str(e)) from e
+        if searcher.num_docs == 0:
+            raise QueryError("the index is empty: run `srcrawl index` first")
+        return searcher, memo
+
+    def _check_filters(self, searcher: tantivy.Searcher, units: q.Units, notes: list[str]) -> None:
+        """Raise FilterError for a filter the index cannot answer (one built before its
+        fields); a note for a language no page is in."""
+        if units.facet_filters and not self.reader.has_facets:
+            raise q.FilterError(
+                "this index was built before pages' languages and fetch dates were indexed: "
+                "lang:, since: and until: need it built again"
+            )
+        for code in units.lang_codes:
+            if searcher.doc_freq("lang", code) == 0:
+                notes.append(
+                    f"no page is in the language «{code}»: lang: takes the ISO 639-1 code of "
+                    "a language (lang:en, lang:zh), lang:und the pages whose language is unsure"
+                )
 
     def _facets(
         self, searcher: tantivy.Searcher, memo: object, query: Query | None, mode: str
-    ) -> Facets:
-        """The facets of the pages ``query`` matches (none in mode "none"), kept for the
-        commit and the month: the same query asked again is not counted again."""
+    ) -> Facets | None:
+        """The facets of the pages ``query`` matches (none in mode "none"; None for an index
+        without their fields), kept for the commit and the month: the same query asked
+        again is not counted again."""
+        if not self.reader.has_facets:
+            return None
         if mode == "none" or query is None:
             return Facets()
         if memo is not self._counted_in:
