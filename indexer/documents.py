@@ -7,7 +7,8 @@ skips a document whose page was fetched again since), its host (``site:``),
 and two digests of its body tokens: xxh64 for exact duplicates and a 64-bit
 simhash [Charikar 2002; Manku et al. 2007] for near-duplicates, and the page's
 own text as written (its first SNIPPET_TEXT_CHARS) and, when folding changes
-it, folded in place, which the index stores for snippets.
+it, folded in place, which the index stores for snippets, and its language
+(indexer/language.py).
 
 The payload is an orjson array of documents, each an array in
 :data:`COLUMNS` order. The master trusts the format, not the sender: a
@@ -38,8 +39,9 @@ COLUMNS = (
     "simhash",
     "text",
     "folded",
+    "lang",
 )
-_TYPES = (int, (int, float), str, str, str, str, str, str, int, int, str, str)
+_TYPES = (int, (int, float), str, str, str, str, str, str, int, int, str, str, str)
 
 
 class DocumentsFormatError(EnvelopeError):
@@ -100,6 +102,8 @@ def unpack(payload: bytes) -> list[IndexDoc]:
         raise DocumentsFormatError("documents payload is not a list")
     docs = []
     for row in rows:
+        if isinstance(row, list) and len(row) == len(COLUMNS) - 1:
+            row.append("und")  # a slave older than the language: none named
         if not isinstance(row, list) or len(row) != len(COLUMNS):
             raise DocumentsFormatError(f"a document has not the {len(COLUMNS)} columns")
         for value, kind, name in zip(row, _TYPES, COLUMNS, strict=True):

@@ -31,6 +31,11 @@ Fields (a document per page):
 ``folded``    stored only, and only for a text with full-width letters or digits:
               the text folded in place (indexer/text.py's ``fold_aligned``), which
               snippets find the terms in (a search then never looks for them)
+``lang``      the page's language (indexer/language.py), untokenized, a fast
+              field (``lang:``, the language counts)
+``host``      the page's host, untokenized, a fast field (the host counts)
+``fetched``   when the page was fetched (Unix seconds), a fast field (``since:``,
+              ``until:``, the month counts)
 ============  ==========================================================
 
 Why pre-tokenized text: the slaves segment with jieba (Chinese has no spaces,
@@ -69,6 +74,8 @@ STORED_TEXT = "text"
 """The stored field of a page's own text (snippets); an index built before it lacks it."""
 STORED_FOLDED = "folded"
 """The stored field of that text folded in place, when folding changes it."""
+FACET_FIELDS = ("lang", "host", "fetched")
+"""The fields a search filters and counts by; an index built before them lacks them."""
 
 
 class IndexUnavailable(SrcrawlError):
@@ -92,7 +99,8 @@ def stem(word: str) -> str:
 
 
 @functools.cache
-def schema() -> tantivy.Schema:
+def schema(*, facets: bool = True) -> tantivy.Schema:
+    """The index's fields; without ``facets``, those of an index built before them."""
     b = tantivy.SchemaBuilder()
     b.add_integer_field("fp", stored=False, indexed=True, fast=True)
     for name in TEXT_FIELDS:
@@ -105,7 +113,28 @@ def schema() -> tantivy.Schema:
     # bytes: a text field is always indexed in tantivy-py, this one is only read back
     b.add_bytes_field(STORED_TEXT, stored=True, indexed=False, fast=False)
     b.add_bytes_field(STORED_FOLDED, stored=True, indexed=False, fast=False)
+    if facets:
+        for name in ("lang", "host"):
+            b.add_text_field(name, fast=True, tokenizer_name="raw", index_option="basic")
+        b.add_integer_field("fetched", stored=False, indexed=True, fast=True)
     return b.build()
+
+
+def has_facets(index: tantivy.Index) -> bool:
+    """Whether the index has the language, host and fetch time of its pages (one built
+    before them has not: it is searched without ``lang:``, ``since:``, ``until:`` and
+    counts until it is rebuilt)."""
+    return has_field(index, "lang", "und")
+
+
+def has_field(index: tantivy.Index, name: str, value: object) -> bool:
+    """Whether the index's schema has the field ``name`` (of ``value``'s type): the bindings
+    list no fields, but refuse a query on one the schema lacks."""
+    try:
+        tantivy.Query.term_query(index.schema, name, value)
+    except ValueError:
+        return False
+    return True
 
 
 def open_index(path: Path, *, create: bool = False) -> tantivy.Index:
@@ -169,10 +198,11 @@ class IndexDoc:
     simhash: int = 0  # signed 64-bit
     text: str = ""  # the own text, as written (snippets), not tokens
     folded: str = ""  # that text folded in place, when that changes it
+    lang: str = "und"  # ISO 639-1, or und (indexer/language.py)
 
-    def document(self, stored_text: bool = True) -> tantivy.Document:
-        """The Tantivy document; without the stored text for an index built before it
-        (``stored_text`` False)."""
+    def document(self, stored_text: bool = True, facets: bool = True) -> tantivy.Document:
+        """The Tantivy document; without the stored text or the facet fields for an index
+        built before them (``stored_text``, ``facets`` False)."""
         doc = tantivy.Document(
             fp=self.fp,
             title=self.title,
@@ -188,6 +218,10 @@ class IndexDoc:
             doc.add_bytes(STORED_TEXT, self.text.encode())
         if self.folded and stored_text:
             doc.add_bytes(STORED_FOLDED, self.folded.encode())
+        if facets:
+            doc.add_text("lang", self.lang)
+            doc.add_text("host", self.host.lower())
+            doc.add_integer("fetched", int(self.fetched_at))
         return doc
 
 
@@ -232,7 +266,7 @@ class IndexWriter:
         """Whether the index keeps each page's text. One built before the stored text keeps
         its schema and gets none: its hits' snippets are read from the store
         (indexer/search/hits.py) until it is rebuilt."""
-        return self.index.schema == schema()
+        return has_field(self.index, STORED_TEXT, b"")
 
     def start(self, fence: Callable[[], None] | None = None) -> None:
         """With a publisher: fetch the published commit unless the directory continues it,
@@ -289,10 +323,10 @@ class IndexWriter:
         try:
             for fp in delete:
                 writer.delete_documents_by_term("fp", fp)
-            stores_text = self.stores_text
+            stores_text, facets = self.stores_text, has_facets(self.index)
             for doc in replace:
                 writer.delete_documents_by_term("fp", doc.fp)
-                writer.add_document(doc.document(stores_text))
+                writer.add_document(doc.document(stores_text, facets))
             if before is not None:
                 before()
         except BaseException:
@@ -372,6 +406,7 @@ class IndexReader:
         self._loaded = 0.0
         self._memo: dict[str, float] = {}
         self._commit: bytes | None = None  # meta.json of the loaded commit, if known
+        self._has_facets: bool | None = None
 
     @property
     def index(self) -> tantivy.Index:
@@ -388,6 +423,13 @@ class IndexReader:
                     self._commit = after if before == after else None
                     self._index = index
         return self._index
+
+    @property
+    def has_facets(self) -> bool:
+        """Whether the index has each page's language, host and fetch time (:func:`has_facets`)."""
+        if self._has_facets is None:
+            self._has_facets = has_facets(self.index)
+        return self._has_facets
 
     def searcher(self) -> tantivy.Searcher:
         return self.snapshot()[0]

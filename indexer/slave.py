@@ -18,6 +18,7 @@ from srcrawl.core.urls import host_of
 from srcrawl.indexer.boilerplate import HostBoilerplate
 from srcrawl.indexer.documents import pack, simhash, text_digest
 from srcrawl.indexer.engine import IndexDoc
+from srcrawl.indexer.language import detect_language
 from srcrawl.indexer.protocol import DocumentsResult, IndexTask, Refusal
 from srcrawl.indexer.text import fold_aligned
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
@@ -48,7 +49,7 @@ def tokenize_document(
 ) -> IndexDoc:
     """One page as the index holds it: its own text (``text``), the text its host repeats
     (``boilerplate``), title and anchor text as fields, each its tokens joined by spaces;
-    the own text also as written, for snippets."""
+    the own text also as written, for snippets, and the language it is written in."""
     tokens = tokenizer.tokens
     text = text[:DEFAULT_INDEX_MAX_CHARS]
     own = tokens(text)
@@ -70,6 +71,7 @@ def tokenize_document(
         simhash=simhash(body),
         text=shown,
         folded=folded if folded != shown else "",
+        lang=detect_language(title, shown),
     )
 
 

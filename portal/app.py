@@ -38,7 +38,15 @@ from srcrawl.portal.hot import (
     search_html,
     search_json,
 )
-from srcrawl.portal.markup import link_target, marked, site_query, stored_link
+from srcrawl.portal.markup import (
+    active_filters,
+    language_name,
+    link_target,
+    marked,
+    site_query,
+    stored_link,
+    with_filter,
+)
 from srcrawl.portal.metrics import PortalMetrics
 from srcrawl.portal.readiness import Readiness
 from srcrawl.portal.schemas import (
@@ -99,6 +107,9 @@ def _templates() -> Jinja2Templates:
     env.filters["stored"] = stored_link
     env.filters["host_of"] = host_of
     env.globals["site_query"] = site_query
+    env.globals["with_filter"] = with_filter
+    env.globals["active_filters"] = active_filters
+    env.filters["language_name"] = language_name
     return Jinja2Templates(env=env)
 
 
@@ -159,17 +170,28 @@ def _search_routes(app: FastAPI, portal: Portal, templates: Jinja2Templates) -> 
     @app.get(
         "/api/search",
         response_model=SearchOut,
-        responses={400: {"model": ErrorOut, "description": "An unusable query"}},
+        responses={
+            400: {"model": ErrorOut, "description": "An unusable query"},
+            422: {"model": ErrorOut, "description": "A filter whose value is not one"},
+        },
     )
     async def api_search(
         q: str = Query(..., description="The query: words in any language"),
         page: int = Query(1, ge=1, description="Which page of results, from 1"),
         size: int = Query(PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE, description="Results a page"),
+        lang: str | None = Query(None, description="Pages in this language (ISO 639-1: zh, en)"),
+        site: str | None = Query(None, description="Pages of this host or its subdomains"),
+        since: str | None = Query(None, description="Pages fetched on or after (YYYY-MM-DD, UTC)"),
+        until: str | None = Query(None, description="Pages fetched on or before (YYYY-MM-DD)"),
     ) -> Any:
-        """Ranked results, as ``srcrawl search --json`` gives them, with totals and timing."""
+        """Ranked results, as ``srcrawl search --json`` gives them, with totals, timing and
+        the matching pages counted by language, host and fetch month (``facets``). The
+        filter parameters narrow the search as ``lang:``, ``site:``, ``since:`` and
+        ``until:`` in the query do."""
         # a Response is sent as it is: the response model documents the answer, and
         # validating and re-encoding every answer against it is work no client needs
-        status, body = await search_json(portal, q, page, size)
+        filters = {"lang": lang, "site": site, "since": since, "until": until}
+        status, body = await search_json(portal, q, page, size, filters)
         return Response(body, status_code=status, media_type=JSON_TYPE)
 
 

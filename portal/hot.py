@@ -24,6 +24,7 @@ import orjson
 from jinja2 import Template
 
 from srcrawl.indexer.search import QueryError
+from srcrawl.indexer.search.query import FilterError, day_start, language_code
 from srcrawl.portal.markup import page_links
 from srcrawl.portal.search_pool import MAX_PAGE_SIZE, MAX_QUERY_CHARS, PastLastPage
 
@@ -53,10 +54,40 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-async def search_json(portal: Portal, q: str, page: int, size: int) -> tuple[int, bytes]:
-    """(status, body) of ``/api/search``: the result page as JSON, or 400 and the reason."""
+FILTER_PARAMS = ("lang", "site", "since", "until")
+"""The API's parameters that narrow a search as the query's ``name:value`` do."""
+
+
+def with_filters(q: str, filters: dict[str, str | None]) -> str:
+    """``q`` with the API's filter parameters (``lang=zh``, ``site=``, ``since=``,
+    ``until=``) added as the query syntax's filters; raise FilterError for a value that is
+    not one (a site with a space, an empty value: the syntax would read them otherwise)."""
+    added = []
+    for name in FILTER_PARAMS:
+        value = filters.get(name)
+        if value is None:
+            continue
+        value = value.strip()
+        if not value or any(c.isspace() or c == '"' for c in value):
+            raise FilterError(f"{name}= takes one value without spaces, not {value!r}")
+        if name == "lang":
+            value = language_code(value)
+        elif name != "site":
+            day_start(value, f"{name}=")
+        added.append(f"{name}:{value}")
+    return " ".join([q, *added]) if added else q
+
+
+async def search_json(
+    portal: Portal, q: str, page: int, size: int, filters: dict[str, str | None] | None = None
+) -> tuple[int, bytes]:
+    """(status, body) of ``/api/search``: the result page as JSON, or 400 (an unusable
+    query) or 422 (a filter that is not one) and the reason."""
     try:
-        found = await portal.pool.search_async(q, page, size)
+        query = with_filters(q, filters or {})
+        found = await portal.pool.search_async(query, page, size)
+    except FilterError as e:
+        return 422, orjson.dumps({"error": str(e)})
     except _UNUSABLE as e:
         return 400, orjson.dumps({"error": str(e)})
     return 200, orjson.dumps(found.as_json())
@@ -136,7 +167,8 @@ class HotPaths:
         size = _plain_int(params.get("size"), PAGE_SIZE, MAX_PAGE_SIZE)
         if q is None or page is None or size is None:
             return None
-        return await search_json(self.portal, q, page, size)
+        filters = {name: params.get(name) for name in FILTER_PARAMS}
+        return await search_json(self.portal, q, page, size, filters)
 
 
 async def _answer(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlencode
 
 from markupsafe import Markup, escape
@@ -40,3 +41,33 @@ def stored_link(url: str, q: str = "") -> str:
 def site_query(host: str, q: str) -> str:
     """The search page of ``q`` within ``host`` (a grouped host's "more from" link)."""
     return "/?" + urlencode({"q": f"site:{host} {q}"})
+
+
+_FILTER = re.compile(r"(?<!\S)-?(?:site|lang|since|until):\S+")
+LANGUAGE_NAMES = {"en": "English", "zh": "中文", "und": "not determined"}
+"""How the results page names the languages most pages are in (others by their code)."""
+
+
+def language_name(code: str) -> str:
+    return LANGUAGE_NAMES.get(code, code)
+
+
+def search_link(q: str) -> str:
+    """The search page of ``q``."""
+    return "/?" + urlencode({"q": q})
+
+
+def with_filter(q: str, token: str) -> str | None:
+    """The search page of ``q`` narrowed by ``token`` (``lang:zh``, or filters separated by
+    spaces), or None when ``q`` has them already (a facet's link)."""
+    typed = q.split()
+    return None if all(t in typed for t in token.split()) else search_link(f"{q} {token}")
+
+
+def active_filters(q: str) -> list[tuple[str, str]]:
+    """Each filter typed in ``q`` (``lang:zh``, ``-site:…``) and the search page without it."""
+    out = []
+    for m in _FILTER.finditer(q):
+        rest = " ".join((q[: m.start()] + q[m.end() :]).split())
+        out.append((m.group(), search_link(rest) if rest else "/"))
+    return out

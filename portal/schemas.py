@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-API_VERSION = "0.5.0"
+API_VERSION = "0.6.0"
 """The JSON API's version, the OpenAPI document's ``info.version``: its minor number goes up
 when a response loses or changes a field (pre-1.0: a change a client may have to follow).
 0.1.0: the first; 0.2.0: ``approximate`` left the search answer (it was always false:
@@ -16,7 +16,9 @@ is searched by its first 256 (it was a 400), ``missing`` names the words no page
 ``suggestion`` the query with the nearest words the index has; 0.4.0: results are grouped
 by host (a hit's ``host``, ``host_more``), near-identical hits folded into ``similar``,
 and each hit names its ``stored`` copy; 0.5.0: ``/api/suggest`` completes a query being
-typed."""
+typed; 0.6.0: ``facets`` counts the matching pages by language, host and fetch month,
+``lang=``, ``site=``, ``since=`` and ``until=`` narrow a search (a value that is not one:
+422), as do ``lang:``, ``since:`` and ``until:`` in the query."""
 
 
 class HitOut(BaseModel):
@@ -37,6 +39,24 @@ class HitOut(BaseModel):
         "host there while other hosts fill it), listed on later pages and by `site:HOST`",
     )
     stored: str = Field(description="The portal path of the page's stored copy (`/stored?url=`)")
+
+
+class FacetOut(BaseModel):
+    value: str = Field(
+        description="The language code (ISO 639-1, und: not determined), host or month (YYYY-MM)"
+    )
+    count: int = Field(description="Matching pages with it")
+    since: str | None = Field(None, description="A month's first day (YYYY-MM-DD)")
+    until: str | None = Field(None, description="A month's last day (YYYY-MM-DD)")
+
+
+class FacetsOut(BaseModel):
+    lang: list[FacetOut] = Field(description="Matching pages by language, most first")
+    site: list[FacetOut] = Field(description="Matching pages by host: the 10 with the most")
+    month: list[FacetOut] = Field(
+        description="Matching pages by the month they were fetched (UTC): the latest 12 months "
+        "that have some, latest first"
+    )
 
 
 class SearchOut(BaseModel):
@@ -61,6 +81,11 @@ class SearchOut(BaseModel):
     pages: int = Field(description="Pages of results that can be reached")
     elapsed_ms: float
     notes: list[str]
+    facets: FacetsOut | None = Field(
+        description="Counts of every matching page (those with every word; mode or: with "
+        "some), not only those listed; null for an index built before languages and fetch "
+        "dates were indexed"
+    )
     hits: list[HitOut]
 
 

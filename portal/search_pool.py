@@ -91,6 +91,7 @@ class ResultPage:
             "pages": self.pages,
             "elapsed_ms": round(r.elapsed_ms, 3),
             "notes": r.notes,
+            "facets": r.facets.as_json() if r.facets is not None else None,
             "hits": [self._hit_json(h) for h in self.hits],
         }
 
@@ -170,7 +171,9 @@ class SearchPool:
         # the first page is chosen from GROUP_DEPTH pages' worth of ranked pages
         top = max(page * size, size * GROUP_DEPTH)
         try:
-            result = searcher.search(query, top=top, offset=(page - 1) * size, arrange=groups)
+            result = searcher.search(
+                query, top=top, offset=(page - 1) * size, arrange=groups, facets=True
+            )
             result.hits = fold_near_identical(result.hits, groups.host_more)
         finally:
             if self.on_search is not None:

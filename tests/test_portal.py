@@ -288,7 +288,8 @@ def test_openapi_describes_what_the_api_returns(indexed, portal_url) -> None:
     spec = _get(portal_url, "/openapi.json").json()
     assert spec["info"]["version"] == API_VERSION
     op = spec["paths"]["/api/search"]["get"]
-    assert {p["name"] for p in op["parameters"]} == {"q", "page", "size"}
+    filters = {"lang", "site", "since", "until"}
+    assert {p["name"] for p in op["parameters"]} == {"q", "page", "size", *filters}
     ref = op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
     schema = spec["components"]["schemas"][ref.rsplit("/", 1)[1]]
     body = _get(portal_url, "/api/search", q=word).json()

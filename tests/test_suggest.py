@@ -202,7 +202,7 @@ def test_api_suggest_gives_odd_input_an_empty_list(portal_url, params) -> None:
 
 def test_api_suggest_is_in_the_openapi_document(portal_url) -> None:
     doc = requests.get(portal_url + "openapi.json", timeout=10).json()
-    assert doc["info"]["version"] == API_VERSION == "0.5.0"
+    assert doc["info"]["version"] == API_VERSION == "0.6.0"
     get = doc["paths"]["/api/suggest"]["get"]
     schema = get["responses"]["200"]["content"]["application/json"]["schema"]
     assert schema["$ref"].endswith("/SuggestOut")

@@ -3,7 +3,10 @@
 Syntax: words (every word wanted, see below), ``"a phrase"`` (those words
 next to each other, in that order), ``-word`` and ``-"a phrase"`` (pages
 without them), ``site:host`` (pages of that host or its subdomains; several
-``site:`` mean any of them; ``-site:host`` leaves a host out). A command-line
+``site:`` mean any of them; ``-site:host`` leaves a host out), ``lang:zh`` (pages
+in that language, ISO 639-1, ``und`` when it was not told; several mean any;
+``-lang:`` leaves one out), ``since:2026-01-31`` and ``until:2026-02-28`` (pages
+fetched on or after, on or before that day, UTC). A command-line
 option is searched, not excluded (:func:`is_option`): ``--lf``, ``-x``.
 
 A query's words are tokenized as pages are (indexer/tokenizer.py) and each
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
 from urllib.parse import urlsplit
 
 import tantivy
@@ -30,6 +34,7 @@ import tantivy
 from srcrawl.core.defaults import DEFAULT_MAX_QUERY_CHARS, DEFAULT_MAX_QUERY_TERMS, MAX_TERM_CHARS
 from srcrawl.core.errors import SrcrawlError
 from srcrawl.indexer.engine import schema, site_values, stem
+from srcrawl.indexer.language import LANGUAGE_CODE
 from srcrawl.indexer.search.weights import DEFAULT_WEIGHTS, RankWeights
 from srcrawl.indexer.text import fold
 from srcrawl.indexer.tokenizer import Tokenizer
@@ -51,7 +56,12 @@ class QueryError(SrcrawlError):
 
 # a quote opens a phrase only where a later one closes it: an unclosed quote is part of a
 # word (see parse), so a stray one never turns the rest of the query into a phrase
-_PIECE = re.compile(r'(-?)"([^"]*)"|(-?)site:(\S+)|(\S+)')
+_PIECE = re.compile(r'(-?)"([^"]*)"|(-?)(site|lang|since|until):(\S+)|(\S+)')
+DAY = 86_400
+
+
+class FilterError(QueryError):
+    """A filter whose value is not one (``lang:english``, ``since:yesterday``)."""
 
 
 @dataclass
@@ -63,7 +73,41 @@ class ParsedQuery:
     excluded: list[str] = field(default_factory=list)  # words and phrases
     sites: list[str] = field(default_factory=list)
     excluded_sites: list[str] = field(default_factory=list)
+    langs: list[str] = field(default_factory=list)
+    excluded_langs: list[str] = field(default_factory=list)
+    since: int | None = None  # fetched at or after (Unix seconds, a day's start, UTC)
+    until: int | None = None  # fetched before (the start of the day after the one named)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def facet_filters(self) -> bool:
+        """Whether the query filters by a field an index built before them lacks."""
+        return bool(self.langs or self.excluded_langs or self.since or self.until)
+
+
+def language_code(value: str) -> str:
+    """``value`` as the language code ``lang:`` takes (``zh``, ``en``, ``und``); raise
+    FilterError if it is not one."""
+    code = value.strip().lower()
+    if LANGUAGE_CODE.fullmatch(code) is None:
+        raise FilterError(
+            f"lang: takes a language code of two letters, as in lang:zh or lang:en "
+            f"(or lang:und, not determined), not {value!r}"
+        )
+    return code
+
+
+def day_start(value: str, name: str) -> int:
+    """The start (Unix seconds, UTC) of the day ``value`` names as YYYY-MM-DD; raise
+    FilterError otherwise (``name``: the filter, for the message)."""
+    try:
+        day = date.fromisoformat(value.strip())
+    except ValueError:
+        day = None
+    if day is None or len(value.strip()) != 10:
+        example = f"{name}2026-01-31"
+        raise FilterError(f"{name} takes a day as YYYY-MM-DD, as in {example}, not {value!r}")
+    return int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp())
 
 
 def site_host(value: str) -> tuple[str, str]:
@@ -96,14 +140,11 @@ def parse(text: str) -> ParsedQuery:
     """Split what was typed into words, phrases, exclusions and sites."""
     parsed = ParsedQuery()
     for m in _PIECE.finditer(text):
-        neg_phrase, phrase, neg_site, site, word = m.groups()
+        neg_phrase, phrase, neg_filter, name, value, word = m.groups()
         if phrase is not None:
             (parsed.excluded if neg_phrase else parsed.phrases).append(phrase)
-        elif site is not None:
-            host, dropped = site_host(site)
-            if dropped:
-                parsed.notes.append(f"site: takes a host: {host} searched, {dropped} left out")
-            (parsed.excluded_sites if neg_site else parsed.sites).append(host)
+        elif name is not None:
+            _filter(parsed, name, value, bool(neg_filter))
         elif word.startswith("-") and len(word) > 1 and not is_option(word):
             parsed.excluded.append(word[1:])
         else:
@@ -112,6 +153,24 @@ def parse(text: str) -> ParsedQuery:
         # the words after it are searched as words, as typed, and the quote said
         parsed.notes.append('a quote (") is not closed: the words after it were searched as words')
     return parsed
+
+
+def _filter(parsed: ParsedQuery, name: str, value: str, negated: bool) -> None:
+    """``name:value`` (``-name:value`` when ``negated``) into ``parsed``."""
+    if name == "site":
+        host, dropped = site_host(value)
+        if dropped:
+            parsed.notes.append(f"site: takes a host: {host} searched, {dropped} left out")
+        (parsed.excluded_sites if negated else parsed.sites).append(host)
+    elif name == "lang":
+        (parsed.excluded_langs if negated else parsed.langs).append(language_code(value))
+    elif negated:
+        raise FilterError(f"-{name}: cannot be left out: use since: or until: instead")
+    elif name == "since":
+        parsed.since = max(parsed.since or 0, day_start(value, "since:"))
+    else:
+        end = day_start(value, "until:") + DAY
+        parsed.until = end if parsed.until is None else min(parsed.until, end)
 
 
 Clauses = list[tuple[Occur, Query]]
@@ -162,12 +221,22 @@ class Units:
     excluded: list[Query] = field(default_factory=list)
     sites: list[Query] = field(default_factory=list)
     excluded_sites: list[Query] = field(default_factory=list)
+    langs: list[Query] = field(default_factory=list)
+    excluded_langs: list[Query] = field(default_factory=list)
+    lang_codes: list[str] = field(default_factory=list)  # those of ``langs``
+    dates: Query | None = None  # the fetch days (since:, until:)
+    facet_filters: bool = False  # it filters by a field an older index lacks
     terms: list[str] = field(default_factory=list)  # every token searched for (snippets)
     words: list[str] = field(default_factory=list)  # each required unit's word (messages)
 
     @property
     def positive(self) -> int:
         return len(self.required) + len(self.phrases)
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether it names pages to keep by site, language or date (searchable alone)."""
+        return bool(self.sites or self.langs or self.dates is not None)
 
     def keep_required(self, n: int) -> None:
         """Keep the first ``n`` required units (and their terms)."""
@@ -256,6 +325,14 @@ def units_of(
         units.sites.append(Query.term_query(s, "site", site_values(host)[0]))
     for host in parsed.excluded_sites:
         units.excluded_sites.append(Query.term_query(s, "site", site_values(host)[0]))
+    units.lang_codes = list(dict.fromkeys(parsed.langs))
+    units.langs = [Query.term_query(s, "lang", code) for code in units.lang_codes]
+    units.excluded_langs = [Query.term_query(s, "lang", c) for c in parsed.excluded_langs]
+    if parsed.since is not None or parsed.until is not None:
+        upper = None if parsed.until is None else parsed.until - 1
+        kind = tantivy.FieldType.Integer
+        units.dates = Query.range_query(s, "fetched", kind, parsed.since, upper)
+    units.facet_filters = parsed.facet_filters
     return units
 
 
@@ -281,10 +358,10 @@ def lower(
         # no page holds such a word as a term: say so rather than search without it
         shown = ", ".join(repr(w[:20] + "…") for w in dict.fromkeys(overlong))
         dropped = f"words over {MAX_TERM_CHARS} characters are not indexed: {shown}"
-        if not units.positive and not units.sites:
+        if not units.positive and not units.narrowed:
             raise QueryError(f"the query has no searchable words ({dropped})")
         notes.append(f"left out, {dropped}")
-    if not units.positive and not units.sites:
+    if not units.positive and not units.narrowed:
         raise QueryError(_nothing_searchable(tokenizer, parsed))
     if len(units.required) > DEFAULT_MAX_QUERY_TERMS:
         notes.append(f"only the first {DEFAULT_MAX_QUERY_TERMS} distinct words were used")
@@ -303,9 +380,10 @@ def _nothing_searchable(tokenizer: Tokenizer, parsed: ParsedQuery) -> str:
             f"no searchable words: {shown} are stop words, which the index leaves out as "
             "they are on nearly every page; add a word that is not one"
         )
-    if parsed.excluded or parsed.excluded_sites:
+    if parsed.excluded or parsed.excluded_sites or parsed.excluded_langs:
         left_out = [f"-{w}" for w in parsed.excluded]
         left_out += [f"-site:{h}" for h in parsed.excluded_sites]
+        left_out += [f"-lang:{c}" for c in parsed.excluded_langs]
         shown = " ".join(left_out)
         return (
             f"only pages to leave out ({shown}): give a word to search for as well, "
@@ -323,10 +401,14 @@ def _only_stop_words(tokenizer: Tokenizer, text: str) -> bool:
 def _filters(units: Units) -> list[tuple[Occur, Query]]:
     """Every phrase, one of the sites, none of the exclusions."""
     clauses = [(Occur.Must, q) for q in units.phrases]
-    if units.sites:
-        any_site = Query.boolean_query([(Occur.Should, q) for q in units.sites])
-        clauses.append((Occur.Must, Query.const_score_query(any_site, 0.0)))
-    clauses += [(Occur.MustNot, q) for q in units.excluded + units.excluded_sites]
+    for any_of in (units.sites, units.langs):
+        if any_of:
+            one = Query.boolean_query([(Occur.Should, q) for q in any_of])
+            clauses.append((Occur.Must, Query.const_score_query(one, 0.0)))
+    if units.dates is not None:
+        clauses.append((Occur.Must, Query.const_score_query(units.dates, 0.0)))
+    excluded = units.excluded + units.excluded_sites + units.excluded_langs
+    clauses += [(Occur.MustNot, q) for q in excluded]
     return clauses
 
 
@@ -338,7 +420,7 @@ def every_word(units: Units) -> Query:
         return Query.boolean_query(units.required_terms[0])
     clauses = [(Occur.Must, q) for q in units.required] + _filters(units)
     clauses += [(Occur.Should, q) for q in units.optional]
-    if not units.positive:  # only site: (and exclusions): every page of the site
+    if not units.positive:  # only filters (and exclusions): every page they keep
         clauses.append((Occur.Must, Query.const_score_query(Query.all_query(), 1.0)))
     return Query.boolean_query(clauses)
 

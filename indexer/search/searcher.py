@@ -25,6 +25,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import tantivy
@@ -39,6 +40,8 @@ from srcrawl.indexer.engine import IndexReader, IndexUnavailable
 from srcrawl.indexer.search import collect
 from srcrawl.indexer.search import query as q
 from srcrawl.indexer.search.collect import Prior, Scored
+from srcrawl.indexer.search.facets import Facets
+from srcrawl.indexer.search.facets import count as facet_counts
 from srcrawl.indexer.search.hits import Hit, HitReader
 from srcrawl.indexer.search.query import QueryError
 from srcrawl.indexer.search.suggest import suggest
@@ -46,6 +49,7 @@ from srcrawl.indexer.search.weights import DEFAULT_WEIGHTS, RankWeights
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
 from srcrawl.sql.store import Store
 
+Query = tantivy.Query
 Arrange = Callable[[list[Scored], q.Units], list[Scored]]
 """What may reorder or fold the ranked pages before a page of them is read (see search)."""
 
@@ -77,6 +81,18 @@ class SearchResult:
     every: int = 0  # of the matches, the pages with every word
     missing: list[str] = field(default_factory=list)  # words no page holds (mode not "and")
     suggestion: str | None = None  # the query with those words spelt as the index has them
+    # the matching pages counted by language, host and month (asked for, and the index
+    # has those fields)
+    facets: Facets | None = None
+
+
+def _note_missing(mode: str, missing: list[str], notes: list[str]) -> None:
+    """A note on the words no page holds (or that none holds every word)."""
+    if mode == "none" and not missing:
+        notes.append("no page holds these words")
+    if missing:
+        shown = ", ".join(f"«{w}»" for w in missing)
+        notes.append(f"no page holds {shown}: check the spelling, or try another form")
 
 
 class Searcher:
@@ -106,6 +122,9 @@ class Searcher:
         # the suggestions for words no page holds, of the commit whose memo is _suggested_in
         self._suggested: dict[str, str | None] = {}
         self._suggested_in: object = None
+        # the facets of the queries asked, of the commit whose memo is _counted_in
+        self._counted: dict[str, Facets] = {}
+        self._counted_in: object = None
 
     @property
     def rank_weight(self) -> float:
@@ -117,32 +136,37 @@ class Searcher:
         return q.lower(self.tokenizer, query, self.weights)
 
     def search(
-        self, query: str, top: int = DEFAULT_SEARCH_TOP, offset: int = 0, arrange: Arrange = as_is
+        self,
+        query: str,
+        top: int = DEFAULT_SEARCH_TOP,
+        offset: int = 0,
+        arrange: Arrange = as_is,
+        *,
+        facets: bool = False,
     ) -> SearchResult:
         """The ``top`` best pages for ``query``; raise QueryError if it is unusable.
 
         With ``offset`` (a later page of results), the hits are those ranked from
-        ``offset + 1`` to ``top`` of the ranking, or of what ``arrange`` makes of it.
+        ``offset + 1`` to ``top`` of the ranking, or of what ``arrange`` makes of it. With
+        ``facets``, the matching pages are counted (indexer/search/facets.py).
         """
         t0 = time.perf_counter()
         units, notes = self.units(query)
-        try:
-            searcher, memo = self.reader.snapshot()
-        except IndexUnavailable as e:
-            raise QueryError(str(e)) from e
-        if searcher.num_docs == 0:
-            raise QueryError("the index is empty: run `srcrawl index` first")
+        searcher, memo = self._snapshot()
+        self._check_filters(searcher, units, notes)
         missing: list[str] = []
         with self.store.rank_snapshot() as ranks:
             prior = Prior(ranks, self.weights.rank, self.weights.hub)
             share = self.weights.some_words
-            found, matches = self._tier(searcher, q.every_word(units), top, prior)
+            counted = q.every_word(units)
+            found, matches = self._tier(searcher, counted, top, prior)
             every = matches
             mode = "and" if found else "none"
             if units.positive > 1 and not collect.fill_cannot_rise(
                 searcher, memo, units, found, top, prior, share
             ):
-                more, some = self._tier(searcher, q.some_words(units), top, prior)
+                some_query = q.some_words(units)
+                more, some = self._tier(searcher, some_query, top, prior)
                 every_fps = {s.fp for s in found}
                 found = collect.merge(found, more, top, share)
                 # the list holds pages with some of the words too: they are counted, those
@@ -150,17 +174,13 @@ class Searcher:
                 # none of its pages could be listed), so the count is never short of it
                 matches += sum(1 for s in found if s.fp not in every_fps)
                 if mode == "none" and more:  # every page listed has some: their count
-                    mode, matches = "or", some
+                    mode, matches, counted = "or", some, some_query
                     notes.append("no page holds every word; pages holding some of them are shown")
             if mode != "and":
                 # only when something is lacking: which word no page holds at all (each
                 # word's best score, kept in the commit's memo)
                 missing = collect.unmatched(searcher, memo, units)
-        if mode == "none" and not missing:
-            notes.append("no page holds these words")
-        if missing:
-            shown = ", ".join(f"«{w}»" for w in missing)
-            notes.append(f"no page holds {shown}: check the spelling, or try another form")
+        _note_missing(mode, missing, notes)
         return SearchResult(
             query=query,
             terms=units.terms,
@@ -173,7 +193,54 @@ class Searcher:
             every=every,
             missing=missing,
             suggestion=self._suggestion(searcher, memo, query, missing) if missing else None,
+            facets=self._facets(searcher, memo, counted, mode) if facets else None,
         )
+
+    def _snapshot(self) -> tuple[tantivy.Searcher, dict[str, float]]:
+        """The index's searcher and its commit's memo; QueryError if there is none."""
+        try:
+            searcher, memo = self.reader.snapshot()
+        except IndexUnavailable as e:
+            raise QueryError(str(e)) from e
+        if searcher.num_docs == 0:
+            raise QueryError("the index is empty: run `srcrawl index` first")
+        return searcher, memo
+
+    def _check_filters(self, searcher: tantivy.Searcher, units: q.Units, notes: list[str]) -> None:
+        """Raise FilterError for a filter the index cannot answer (one built before its
+        fields); a note for a language no page is in."""
+        if units.facet_filters and not self.reader.has_facets:
+            raise q.FilterError(
+                "this index was built before pages' languages and fetch dates were indexed: "
+                "lang:, since: and until: need it built again"
+            )
+        for code in units.lang_codes:
+            if searcher.doc_freq("lang", code) == 0:
+                notes.append(
+                    f"no page is in the language «{code}»: lang: takes the ISO 639-1 code of "
+                    "a language (lang:en, lang:zh), lang:und the pages whose language is unsure"
+                )
+
+    def _facets(
+        self, searcher: tantivy.Searcher, memo: object, query: Query | None, mode: str
+    ) -> Facets | None:
+        """The facets of the pages ``query`` matches (none in mode "none"; None for an index
+        without their fields), kept for the commit and the month: the same query asked
+        again is not counted again."""
+        if not self.reader.has_facets:
+            return None
+        if mode == "none" or query is None:
+            return Facets()
+        if memo is not self._counted_in:
+            self._counted, self._counted_in = {}, memo
+        now = datetime.now(UTC)
+        key = f"{now:%Y-%m} {query!r}"
+        found = self._counted.get(key)
+        if found is None:
+            if len(self._counted) >= collect.BEST_SCORES_KEPT:
+                self._counted.clear()
+            found = self._counted[key] = facet_counts(searcher, query, now)
+        return found
 
     def _suggestion(
         self, searcher: tantivy.Searcher, memo: object, query: str, missing: list[str]

@@ -615,6 +615,14 @@ SNIPPET_TEXT_CHARS = 60_000
 field): a term found later is not shown (the text of most pages is shorter; the scan of
 a longer one costs more than the search)."""
 
+LANGUAGE_MIN_SCORE = 0.4
+"""The language model's least probability for a page's language to be named; below it
+the page's language is ``und`` (indexer/language.py)."""
+FACET_SITES = 10
+"""Hosts counted in a search's facets (the hosts with the most matching pages)."""
+FACET_MONTHS = 12
+"""Fetch months counted in a search's facets (the latest months with matching pages)."""
+
 # -- metrics and guards (srcrawl/core/telemetry.py, master/guards.py, portal/metrics.py) --
 FETCH_SECONDS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """Upper bounds (s) of the fetch time histogram the slaves publish."""
