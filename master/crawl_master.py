@@ -38,7 +38,7 @@ from srcrawl.core.defaults import (
     DEFAULT_RECRAWL_BATCH,
     DEFAULT_REVISIT_FETCH_VALUE,
 )
-from srcrawl.core.keys import Keys, lease_waiting_key, processing_pattern
+from srcrawl.core.keys import Keys, lease_acquirer_key, lease_waiting_key, processing_pattern
 from srcrawl.core.signals import install_stop_handlers
 from srcrawl.core.telemetry import publish_process
 from srcrawl.master.crawl_control import paused_since
@@ -420,6 +420,8 @@ def reset_crawl(cfg: Config) -> None:
             q.srq.key,
             q.nrq.key,
             k.master_lease("crawl"),
+            # a master of the crawl before the reset never takes the lease back
+            lease_acquirer_key(k.master_lease("crawl")),
         ]
         for prefix in (k.crawl_queue_prefix, k.crawl_parked_prefix, k.crawl_cooling_prefix):
             doomed += [key for key in client.scan_iter(match=f"{prefix}*", count=1000)]

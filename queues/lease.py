@@ -18,10 +18,11 @@ lost its lease gets ``LeaseLost`` from its next commit and stops.
 A lease can also lapse with nobody taking it: Redis was away longer than its TTL
 (restarted from its AOF, the key had expired meanwhile). Its holder may then take
 it back (``reclaim``), but only if no other master held it in between: each
-acquisition counts one more in the lease's generation (``<lease>:gen``, no TTL),
-and a holder takes its lapsed lease back only while the generation is still the
-one it acquired. What it knows of the phase is then what Redis holds, as it was
-when the lease lapsed.
+acquisition writes the acquirer's id beside the lease (``lease_acquirer_key``, no
+TTL; ids are unique across processes and restarts), and a holder takes its lapsed
+lease back only while that id is still its own. What it knows of the phase is then
+what Redis holds, as it was when the lease lapsed. A crawl reset deletes both keys,
+so a master of the crawl before it never takes a lease back.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import redis
 
 from srcrawl.core.defaults import DEFAULT_LEASE_WAITING_RENEW, DEFAULT_LEASE_WAITING_TTL
 from srcrawl.core.errors import LeaseHeld, LeaseLost
-from srcrawl.core.keys import lease_waiting_key
+from srcrawl.core.keys import lease_acquirer_key, lease_waiting_key
 
 # The error a fenced script returns; LeaseLost is raised from it.
 _LOST = "SRCRAWL_LEASE_LOST"
@@ -68,27 +69,29 @@ redis.call('DEL', KEYS[1])
 return 1
 """
 
-# KEYS[1] the lease, KEYS[2] its generation; ARGV[1] holder, ARGV[2] TTL ms. Takes
-# the lease if nobody holds it; returns the new generation, or 0.
+# KEYS[1] the lease, KEYS[2] its last acquirer; ARGV[1] holder, ARGV[2] TTL ms. Takes
+# the lease if nobody holds it, naming the holder its last acquirer; 1 if it did.
 _ACQUIRE = """
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', tonumber(ARGV[2])) then return 0 end
-return redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[2], ARGV[1])
+return 1
 """
 
-# KEYS[1] the lease, KEYS[2] its generation; ARGV[1] the dead holder, ARGV[2] new
+# KEYS[1] the lease, KEYS[2] its last acquirer; ARGV[1] the dead holder, ARGV[2] new
 # holder, ARGV[3] TTL ms. Takes the lease over from a holder known to be dead, if it
-# still holds it; returns the new generation, or 0.
+# still holds it; 1 if it did.
 _TAKE_OVER = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', tonumber(ARGV[3]))
-return redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
 """
 
-# KEYS[1] the lease, KEYS[2] its generation; ARGV[1] holder, ARGV[2] TTL ms, ARGV[3]
-# the generation it acquired. Takes a lapsed lease back if nobody acquired it since.
+# KEYS[1] the lease, KEYS[2] its last acquirer; ARGV[1] holder, ARGV[2] TTL ms. Takes a
+# lapsed lease back if nobody acquired it since the holder did.
 _RECLAIM = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-if tonumber(redis.call('GET', KEYS[2]) or '0') ~= tonumber(ARGV[3]) then return 0 end
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
 return 1
 """
@@ -186,9 +189,9 @@ class MasterLease:
         self.key = key
         self.holder = holder
         self.ttl_ms = max(1, int(ttl * 1000))
-        self.generation_key = f"{key}:gen"
-        self.generation = 0
-        """The lease's generation when this holder acquired it (0: never)."""
+        self.acquirer_key = lease_acquirer_key(key)
+        self.acquired = False
+        """Whether this holder acquired the lease (it may then take it back, see reclaim)."""
         self._acquire = client.register_script(_ACQUIRE)
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
@@ -202,16 +205,15 @@ class MasterLease:
 
     def try_acquire(self) -> bool:
         """Take the lease if nobody holds it, or if its holder died on this host."""
-        keys = [self.key, self.generation_key]
-        generation = int(self._acquire(keys=keys, args=[self.holder, self.ttl_ms]))
-        if not generation:
+        keys = [self.key, self.acquirer_key]
+        taken = bool(self._acquire(keys=keys, args=[self.holder, self.ttl_ms]))
+        if not taken:
             holder = self.current_holder()
             if holder is not None and _local_holder_is_dead(holder):
                 args = [holder, self.holder, self.ttl_ms]
-                generation = int(self._take_over(keys=keys, args=args))
-        if generation:
-            self.generation = generation
-        return bool(generation)
+                taken = bool(self._take_over(keys=keys, args=args))
+        self.acquired = self.acquired or taken
+        return taken
 
     def acquire(
         self,
@@ -250,11 +252,11 @@ class MasterLease:
 
     def reclaim(self) -> bool:
         """Take back this holder's lease if it lapsed and no other master acquired it
-        since (its generation is still this holder's); whether it did. A lease lapses
+        since (this holder is still its last acquirer); whether it did. A lease lapses
         so when Redis is away longer than its TTL."""
-        if not self.generation:
+        if not self.acquired:
             return False
-        keys, args = [self.key, self.generation_key], [self.holder, self.ttl_ms, self.generation]
+        keys, args = [self.key, self.acquirer_key], [self.holder, self.ttl_ms]
         if not self._reclaim(keys=keys, args=args):
             return False
         log.warning(

@@ -133,3 +133,21 @@ def test_a_lapsed_lease_another_master_held_meanwhile_stays_lost(redis_client, k
     with redis_client.pipeline() as pipe, pytest.raises(LeaseLost):
         first.guard(pipe)
     assert redis_client.get(counter) is None and first.current_holder() is None
+
+
+def test_a_master_of_a_crawl_that_was_reset_never_takes_its_lease_back(redis_url, keys, tmp_path):
+    """`crawl reset` deletes the lease and its last acquirer: the old master's next renewal
+    finds the lease lapsed and may not take it back."""
+    from srcrawl.master.crawl_master import reset_crawl
+    from srcrawl.settings.config import Config
+
+    from .conftest import cli_env
+
+    cfg = Config.load(env=cli_env(redis_url, keys.job, tmp_path))
+    lease = MasterLease(cfg.redis(), cfg.keys.master_lease("crawl"), holder_id("old"), 5)
+    lease.acquire()
+    reset_crawl(cfg)
+    with pytest.raises(LeaseLost, match="lapsed"):
+        lease.keep()
+    assert lease.current_holder() is None
+    cfg.close()

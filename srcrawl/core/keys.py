@@ -37,6 +37,12 @@ def last_pop_key(queue_key: str, consumer: str) -> str:
     return f"{queue_key}:lastpop:{consumer}"
 
 
+def lease_acquirer_key(lease_key: str) -> str:
+    """The holder that acquired the lease ``lease_key`` last (no TTL): who may take the
+    lease back if it lapses with nobody taking it (``queues/lease.py``)."""
+    return f"{lease_key}:acquirer"
+
+
 def lease_waiting_key(lease_key: str, host: str) -> str:
     """A process on ``host`` waiting for the lease ``lease_key`` (a standby master, a master
     waiting for its first seeds, a ranker between runs): its holder id, with a short TTL
