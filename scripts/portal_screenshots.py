@@ -4,10 +4,11 @@
 Runs ``srcrawl demo --no-serve`` in a home of its own (a synthetic web on loopback,
 crawled, indexed and ranked; its embedded Redis stopped after), serves the portal
 on the demo's store, and photographs it in Debian's Chromium driven by Playwright:
-results in light and dark mode, a phone's width, a stored copy, and the search box's
-completions open. Each picture is 1000 px wide (390 on the phone) and cut to
-MAX_HEIGHT, so the PNGs stay small. Chinese needs a CJK font in the system
-(Debian: fonts-wqy-zenhei or fonts-noto-cjk), else it shows as boxes.
+results in light and dark mode, a phone's width, a stored copy, the search box's
+completions open, and the admin area's page of the demo's job. Each picture is 1000
+px wide (390 on the phone) and cut to MAX_HEIGHT, so the PNGs stay small. Chinese
+needs a CJK font in the system (Debian: fonts-wqy-zenhei or fonts-noto-cjk), else it
+shows as boxes.
 
     .venv/bin/python scripts/portal_screenshots.py [--out docs/img] [--query WORD]
 """
@@ -26,6 +27,7 @@ from urllib.parse import urlencode
 import requests
 
 from srcrawl.app.demo import demo_config
+from srcrawl.portal.admin_auth import AdminPassword
 from srcrawl.portal.server import build_portal, serving_in_thread
 from srcrawl.settings.config import Config
 
@@ -47,6 +49,9 @@ def _common_word(cfg: Config) -> str:
     for title in cfg.store().some_titles(10_000):
         counts.update({w for w in title.lower().split() if w.isalpha() and len(w) >= 5})
     return counts.most_common(1)[0][0]
+
+
+ADMIN_PASSWORD = "screenshots"  # the admin area of a portal on loopback, for the picture
 
 
 def _shoot(url: str, query: str, out: Path) -> list[Path]:
@@ -98,6 +103,15 @@ def _shoot(url: str, query: str, out: Path) -> list[Path]:
         page.goto(results)
         shot(page, "portal-mobile.png", 844)
         phone.close()
+        admin = browser.new_context(viewport={"width": WIDTH, "height": 900})
+        page = admin.new_page()
+        page.goto(url + "admin")
+        page.fill("input[name=password]", ADMIN_PASSWORD)
+        page.click("button[type=submit]")
+        page.locator("#jobs a").first.click()
+        page.wait_for_load_state()
+        shot(page, "portal-admin.png")
+        admin.close()
         browser.close()
     return shots
 
@@ -117,7 +131,9 @@ def main() -> None:
         try:
             cfg = demo_config(Config.load(env=env))
             query = args.query or _common_word(cfg)
-            with serving_in_thread(build_portal(cfg, threads=0, admin_token="")) as url:
+            password = AdminPassword.of(ADMIN_PASSWORD)
+            portal = build_portal(cfg, threads=0, admin_token="", admin_password=password)
+            with serving_in_thread(portal) as url:
                 for path in _shoot(url, query, args.out):
                     print(f"{path}: {path.stat().st_size // 1024} KB")
         finally:
