@@ -834,3 +834,25 @@ def test_a_page_past_the_reachable_depth_names_the_last_page(indexed, monkeypatc
         assert e.value.last == 1 and "only the first" not in str(e.value)
     finally:
         pool.close()
+
+
+@pytest.mark.slow
+def test_a_host_shows_at_most_twice_and_its_more_link_narrows_to_it(indexed, portal_url, page):
+    """In the browser: a host passed over on the first page says how many more it has, and
+    its link searches that host alone. (The test web has two hosts: with no third to
+    fill the page, a host's passed-over pages fill it after the other's, as documented.)"""
+    from srcrawl.core.urls import host_of
+
+    _cfg, _env, word = indexed
+    page.goto(portal_url + "?" + urlencode({"q": word}))
+    links = page.locator(".more-host a")
+    assert links.count() >= 1  # the test web's hosts share the common words
+    host = links.first.get_attribute("data-host")
+    more = int(links.first.inner_text().split()[0])
+    shown = Counter(host_of(u) for u in page.locator("li.hit div.url").all_inner_texts())
+    assert shown[host] >= 1 and len(shown) == 2, shown  # both hosts on the first page
+    links.first.click()
+    page.wait_for_url("**site%3A*")
+    urls = page.locator("li.hit div.url").all_inner_texts()
+    assert urls and {host_of(u) for u in urls} == {host}
+    assert len(urls) >= min(10, shown[host] + more)
