@@ -38,7 +38,7 @@ HELPERS = Path(__file__).parent / "helpers"
 # test modules import the shared helpers (hostile_web, index_pages, …) by name
 sys.path.insert(0, str(HELPERS))
 # fixtures of the helpers, shared by the test modules that name them
-pytest_plugins = ["broken_host"]
+pytest_plugins = ["broken_host", "chromium_browser"]
 import mariadb_server  # noqa: E402  (a helper: found once HELPERS is on the path)
 
 

@@ -38,16 +38,6 @@ from srcrawl.testweb.generator import generate
 
 from .conftest import cli_env, run_cli
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 HOSTILE_TITLE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 HOSTILE_URL = "http://127.0.0.1:9/hostile"
 HOSTILE_TERM = "zyxwvhostile"
@@ -384,15 +374,6 @@ def _seeds_are_judged_by_address(cfg: Config, url: str, admin: dict[str, str]) -
 
 
 # -- in a real browser --------------------------------------------------------------
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    assert os.path.exists(CHROMIUM), f"{CHROMIUM} is missing: apt-get install chromium"
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
 
 
 @pytest.fixture

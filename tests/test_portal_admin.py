@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import pytest
 import requests
+from chromium_browser import CHROMIUM, CHROMIUM_ARGS
 
 from srcrawl.core.defaults import ADMIN_LOGIN_FAILURES
 from srcrawl.master.crawl_control import paused_since
@@ -26,7 +27,6 @@ from srcrawl.settings.config import Config
 
 from .conftest import cli_env
 from .test_crawl_master import GraphHandler, run_slave_thread
-from .test_portal import CHROMIUM, CHROMIUM_ARGS
 
 PASSWORD = "correct horse battery"
 

@@ -20,7 +20,7 @@ from srcrawl.settings.config import Config
 from srcrawl.sql.pages import Page
 
 from .conftest import cli_env, run_cli
-from .test_portal import browser, page  # noqa: F401 (fixtures)
+from .test_portal import page  # noqa: F401 (a fixture; browser is a plugin of conftest)
 from .test_search_facets import CHINESE, ENGLISH
 
 WORD = "tesseract"

@@ -27,7 +27,6 @@ from srcrawl.settings.config import Config
 
 from .conftest import cli_env, run_cli
 from .test_crawl import POLITE
-from .test_portal import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.slow  # a crawl, an index and a browser
 
@@ -136,16 +135,6 @@ def crawled(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         server.shutdown()
         server.server_close()
         thread.join()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
 
 
 def _banner_and_marks(page, page_url: str) -> None:

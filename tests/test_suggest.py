@@ -5,7 +5,6 @@ Tantivy index, ``/api/suggest`` over HTTP from a real uvicorn server, and the co
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import uuid
 from collections import Counter
@@ -25,7 +24,6 @@ from srcrawl.settings.config import Config
 from srcrawl.sql.pages import Page
 
 from .conftest import cli_env
-from .test_portal import CHROMIUM, CHROMIUM_ARGS
 
 # (title, text): "vacuum" is in one title and six bodies, "vacation" in two titles and
 # their two bodies only; the stems villag and databa are no words
@@ -210,15 +208,6 @@ def test_api_suggest_is_in_the_openapi_document(portal_url) -> None:
 
 
 # -- in a real browser -------------------------------------------------------------
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    assert os.path.exists(CHROMIUM), f"{CHROMIUM} is missing: apt-get install chromium"
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
 
 
 @pytest.fixture
