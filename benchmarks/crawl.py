@@ -32,7 +32,6 @@ the same requests in flight per host (``CONCURRENT_REQUESTS_PER_DOMAIN``).
 from __future__ import annotations
 
 import contextlib
-import os
 import resource
 import sqlite3
 import statistics
@@ -479,18 +478,8 @@ def _object_store(directory: Path, wanted: bool) -> Iterator[None]:
         return
     from srcrawl.lab.seaweedfs import SeaweedFS
 
-    server = SeaweedFS(directory).start()
-    saved = {k: os.environ.get(k) for k in server.env()}
-    os.environ.update(server.env())
-    try:
+    with SeaweedFS(directory).running():
         yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        server.stop()
 
 
 def _object_sizes(cfg: Config, pages: int) -> dict[str, float]:

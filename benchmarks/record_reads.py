@@ -14,7 +14,6 @@ decompressed), each read timed.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import tempfile
@@ -90,41 +89,36 @@ def main() -> None:
     ap.add_argument("--reads", type=int, default=400)
     args = ap.parse_args()
     bodies = _bodies(args.pages)
-    with tempfile.TemporaryDirectory(prefix="srcrawl-reads-") as tmp:
-        server = SeaweedFS(Path(tmp) / "weed").start()
-        saved = {k: os.environ.get(k) for k in server.env()}
-        os.environ.update(server.env())
-        try:
-            local = LocalWarcStorage(Path(tmp) / "warc")
-            local_ptrs = _write(local, bodies)
-            objects = ObjectWarcStorage("s3://bench-reads/warc", Path(tmp) / "spool")
-            object_ptrs = _write(objects, bodies)
-            rng = random.Random(1)
-            picks = [rng.randrange(len(bodies)) for _ in range(args.reads)]
-            by_ptr = {}
-            for i, (a, b) in enumerate(zip(local_ptrs, object_ptrs, strict=True)):
-                by_ptr[a] = by_ptr[b] = bodies[i]
-            chosen = [object_ptrs[i] for i in picks]
-            url, spool = "s3://bench-reads/warc", Path(tmp) / "reader"
-            # cold: a reader that keeps no block, so each read is a ranged GET (the
-            # objects' sizes, a HEAD each, are learnt once first, as any reader does)
-            cold_reader = ObjectWarcStorage(url, spool, cache_bytes=0)
-            _timed(cold_reader, [object_ptrs[0]], by_ptr.get)
-            for name in {p.file for p in object_ptrs}:
-                cold_reader._size(name)
-            cold = _timed(cold_reader, chosen, by_ptr.get)
-            warm = ObjectWarcStorage(url, spool)
-            _timed(warm, chosen, by_ptr.get)
-            rows = [
-                _row("local file", _timed(local, [local_ptrs[i] for i in picks], by_ptr.get)),
-                _row("object, cold cache", cold),
-                _row("object, warm cache", _timed(warm, chosen, by_ptr.get)),
-            ]
-            objects_n = len({p.file for p in object_ptrs})
-        finally:
-            for k, v in saved.items():
-                os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
-            server.stop()
+    with (
+        tempfile.TemporaryDirectory(prefix="srcrawl-reads-") as tmp,
+        SeaweedFS(Path(tmp) / "weed").running(),
+    ):
+        local = LocalWarcStorage(Path(tmp) / "warc")
+        local_ptrs = _write(local, bodies)
+        objects = ObjectWarcStorage("s3://bench-reads/warc", Path(tmp) / "spool")
+        object_ptrs = _write(objects, bodies)
+        rng = random.Random(1)
+        picks = [rng.randrange(len(bodies)) for _ in range(args.reads)]
+        by_ptr = {}
+        for i, (a, b) in enumerate(zip(local_ptrs, object_ptrs, strict=True)):
+            by_ptr[a] = by_ptr[b] = bodies[i]
+        chosen = [object_ptrs[i] for i in picks]
+        url, spool = "s3://bench-reads/warc", Path(tmp) / "reader"
+        # cold: a reader that keeps no block, so each read is a ranged GET (the
+        # objects' sizes, a HEAD each, are learnt once first, as any reader does)
+        cold_reader = ObjectWarcStorage(url, spool, cache_bytes=0)
+        _timed(cold_reader, [object_ptrs[0]], by_ptr.get)
+        for name in {p.file for p in object_ptrs}:
+            cold_reader._size(name)
+        cold = _timed(cold_reader, chosen, by_ptr.get)
+        warm = ObjectWarcStorage(url, spool)
+        _timed(warm, chosen, by_ptr.get)
+        rows = [
+            _row("local file", _timed(local, [local_ptrs[i] for i in picks], by_ptr.get)),
+            _row("object, cold cache", cold),
+            _row("object, warm cache", _timed(warm, chosen, by_ptr.get)),
+        ]
+        objects_n = len({p.file for p in object_ptrs})
     mean = sum(map(len, bodies)) / len(bodies)
     print(f"{len(bodies)} pages ({mean / 1024:.1f} KiB a body) in {objects_n} objects")
     print(f"{'read of one record':22} {'p50 ms':>8} {'p95 ms':>8} {'reads':>6}")

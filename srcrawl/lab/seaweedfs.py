@@ -13,6 +13,7 @@ the AWS SDK's standard variables that point a client (and srcrawl) at either.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from srcrawl.core.embedded import free_port
@@ -98,6 +100,23 @@ class SeaweedFS:
             "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
             "AWS_REGION": REGION,
         }
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[SeaweedFS]:
+        """Started, its :meth:`env` in this process's environment (which the children it
+        starts inherit) until the block ends; then the environment as it was, and stopped."""
+        self.start()
+        saved = {k: os.environ.get(k) for k in self.env()}
+        os.environ.update(self.env())
+        try:
+            yield self
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            self.stop()
 
     def _args(self) -> list[str]:
         data = self.directory / "data"
