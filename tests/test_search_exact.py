@@ -5,6 +5,7 @@ re.IGNORECASE."""
 
 from __future__ import annotations
 
+import bisect
 import collections
 import random
 import re
@@ -20,11 +21,19 @@ from srcrawl.core.urls import fingerprint
 from srcrawl.indexer.engine import IndexReader, stem
 from srcrawl.indexer.search import Searcher, collect, query
 from srcrawl.indexer.search import terms as terms_module
-from srcrawl.indexer.search.snippets import collapsed, snippet_terms
+from srcrawl.indexer.search.snippets import (
+    _best_window,
+    collapsed,
+    page_snippet,
+    snippet_terms,
+    stored_snippet,
+)
 from srcrawl.indexer.search.terms import (
     _OTHER_CASES,
+    char_spans,
     find_terms,
     find_words,
+    find_words_utf8,
     term_pattern,
     words_starting,
 )
@@ -443,6 +452,85 @@ def test_words_found_in_one_pass_are_the_terms_and_stem_variants_found_in_two() 
     # the two scans took its stem variant for another word
     assert find_words("ſplitting", ["split"], {"split"}, stem) == [(0, 9)]
     assert find_terms("ſplitting", snippet_terms("ſplitting", ["split"])) == []
+
+
+def test_words_found_in_the_utf8_bytes_are_those_found_in_the_text() -> None:
+    # find_words_utf8 (the stored text's snippets, in its UTF-8 bytes) against find_words
+    # for ASCII terms and snippet_terms then find_terms with Chinese ones: the same spans
+    # once made character spans, on words that stem alike, inside others, beside Chinese
+    # and other letters of two to four bytes, and the match limit; None where a term is
+    # neither ASCII nor Chinese or the text holds a letter IGNORECASE takes for ASCII
+    rng = random.Random(9)
+    words = ["split", "splits", "Splitting", "resplit", "ink", "inks", "x", "1", "x1"]
+    words += ["pg", "pg_hba", "conf", "搜索", "引擎", "搜索引擎", "é", "Ωmega", "\U00020000", "—"]
+    seps = [" ", " ", ", ", "-", "_", ".", "搜", "é", "’", "\U0001f600", ""]
+    for _ in range(3000):
+        text = "".join(rng.choice(words) + rng.choice(seps) for _ in range(rng.randint(0, 12)))
+        terms = rng.sample(["split", "ink", "x", "1", "pg", "conf", "搜索", "引擎", "搜索引擎"], 2)
+        limit = rng.choice([2, 64])
+        stems = {stem(t) for t in terms if t.isascii()}
+        raw = text.encode()
+        found = find_words_utf8(raw, terms, stems, stem, limit)
+        assert found is not None
+        spans, lowered = found
+        if all(t.isascii() for t in terms):
+            expected = find_words(text, terms, stems, stem, limit)
+        else:
+            expected = find_terms(text, snippet_terms(text, terms), limit)
+        assert char_spans(raw, spans) == expected, (terms, text)
+        assert lowered == [text[a:b].lower().encode() for a, b in expected]
+    assert find_words_utf8("ſplit".encode(), ["split"], {"split"}, stem) is None
+    assert find_words_utf8("İnk".encode(), ["ink"], set(), stem) is None
+    assert find_words_utf8("café".encode(), ["café"], set(), stem) is None
+    assert find_words_utf8("ſ 搜索".encode(), ["搜索"], set(), stem) == (
+        [(3, 9)],
+        ["搜索".encode()],
+    )
+
+
+def test_snippets_of_stored_bytes_are_the_snippets_of_the_text() -> None:
+    # stored_snippet (the index's UTF-8 text, and its folded copy when there is one) makes
+    # the snippet page_snippet makes of the decoded text, falling back to it for the
+    # terms and letters the bytes cannot be searched for
+    rng = random.Random(10)
+    words = ["Split", "splitting", "ink", "搜索", "引擎", "é", "ſplit", "Ｓplit", "café", "x"]
+    for _ in range(500):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 80)))
+        terms = rng.sample(["split", "ink", "搜索", "引擎", "café", "x"], 2)
+        folded = fold_aligned(text)
+        width = rng.choice([20, 60])
+        stored = folded.encode() if folded != text else None
+        got = stored_snippet(text.encode(), stored, terms, width)
+        assert got == page_snippet(text, folded, terms, width), (terms, text)
+
+
+def test_the_best_window_counted_in_one_pass_is_the_one_each_window_s_set_finds() -> None:
+    # _best_window moves both ends of the window along the matches: the same start (and
+    # match) as counting the distinct words of each window by bisection, on matches long
+    # and short, close and far, repeated words, and windows narrower than a match
+    def each_window(matches: list[tuple[int, int]], words: list[str], width: int):
+        starts, ends = [a for a, _b in matches], [b for _a, b in matches]
+        best = (0, -1, 0)
+        for i, first in enumerate(starts):
+            start = max(0, first - width // 4)
+            lo = bisect.bisect_left(starts, start, 0, i)
+            hi = bisect.bisect_right(ends, start + width)
+            count = len(set(words[lo : max(i, hi)]))
+            if count > best[1]:
+                best = (start, count, i)
+        return best[0], best[2]
+
+    rng = random.Random(11)
+    for _ in range(3000):
+        matches, at = [], 0
+        for _m in range(rng.randint(1, 40)):
+            at += rng.randint(0, 30)
+            end = at + rng.randint(1, 12)
+            matches.append((at, end))
+            at = end
+        words = [rng.choice("abcde") for _m in matches]
+        width = rng.choice([8, 20, 60, 200])
+        assert _best_window(matches, words, width) == each_window(matches, words, width)
 
 
 def test_a_page_folded_into_a_first_tier_hit_does_not_come_back_through_the_second() -> None:

@@ -20,7 +20,12 @@ from srcrawl.core.urls import host_of
 from srcrawl.indexer.boilerplate import HostBoilerplate
 from srcrawl.indexer.engine import STORED_FOLDED, STORED_TEXT
 from srcrawl.indexer.search.collect import Scored
-from srcrawl.indexer.search.snippets import Snippet, make_snippet, page_snippet, snippet_terms
+from srcrawl.indexer.search.snippets import (
+    Snippet,
+    make_snippet,
+    snippet_terms,
+    stored_snippet,
+)
 from srcrawl.sql.store import Store
 
 
@@ -88,7 +93,7 @@ class HitReader:
                 continue
             url, title = pages[s.fp]
             if s.fp in texts:
-                snippet = page_snippet(*texts[s.fp], terms, self.snippet_chars)
+                snippet = stored_snippet(*texts[s.fp], terms, self.snippet_chars)
             elif s.fp in old:  # an index without stored texts
                 text = old[s.fp]
                 own = self.boilerplate.own_text(host_of(url))  # menus are no snippet
@@ -105,16 +110,18 @@ class HitReader:
         return {p.fp: p.url for p in self.store.get_pages(fps)} if fps else {}
 
 
-def _stored_texts(searcher: tantivy.Searcher, found: list[Scored]) -> dict[int, tuple[str, str]]:
-    """fp -> the own text the index stores for each of ``found`` and that text folded in
-    place (none in an index built before the field)."""
+def _stored_texts(
+    searcher: tantivy.Searcher, found: list[Scored]
+) -> dict[int, tuple[bytes, bytes | None]]:
+    """fp -> the own text the index stores for each of ``found``, UTF-8, and that text
+    folded in place when the index keeps a folded copy (none in an index built before
+    the field)."""
     texts = {}
     for s in found:
         if s.address is not None:
             doc = searcher.doc(s.address)
             stored = doc.get_first(STORED_TEXT)
             if stored is not None:
-                text = bytes(stored).decode()
                 folded = doc.get_first(STORED_FOLDED)
-                texts[s.fp] = (text, bytes(folded).decode() if folded is not None else text)
+                texts[s.fp] = (bytes(stored), bytes(folded) if folded is not None else None)
     return texts

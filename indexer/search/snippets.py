@@ -7,7 +7,6 @@ the original."""
 
 from __future__ import annotations
 
-import bisect
 import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -15,7 +14,14 @@ from typing import Protocol
 
 from srcrawl.core.defaults import DEFAULT_SNIPPET_CHARS, SNIPPET_TEXT_CHARS
 from srcrawl.indexer.engine import stem
-from srcrawl.indexer.search.terms import Span, find_terms, find_words, words_starting
+from srcrawl.indexer.search.terms import (
+    Span,
+    char_spans,
+    find_terms,
+    find_words,
+    find_words_utf8,
+    words_starting,
+)
 from srcrawl.indexer.text import fold_aligned
 
 MARK_OPEN, MARK_CLOSE = "«", "»"
@@ -109,6 +115,25 @@ def page_snippet(
     return _snippet(body, folded, matches, width, None)
 
 
+def stored_snippet(
+    text: bytes, folded: bytes | None, terms: list[str], width: int = DEFAULT_SNIPPET_CHARS
+) -> Snippet:
+    """:func:`page_snippet` of a page's own text as the index stores it, UTF-8 (and
+    ``folded`` when the index keeps a folded copy): the terms found in the bytes
+    (:func:`find_words_utf8`), only the text decoded; by page_snippet when they cannot
+    be."""
+    source = text if folded is None else folded
+    stems = {stem(t) for t in terms if t.isascii()}
+    found = find_words_utf8(source, terms, stems, cached_stem)
+    body = text.decode()
+    if found is None:
+        return page_snippet(body, body if folded is None else folded.decode(), terms, width)
+    spans, words = found
+    matches = char_spans(source, spans)
+    start = _best_window(matches, words, width)[0] if matches else 0
+    return _fragment(body, start, min(len(body), start + width), matches)
+
+
 def _snippet(
     body: str, folded: str, matches: list[Span], width: int, own: OwnText | None
 ) -> Snippet:
@@ -130,21 +155,45 @@ def cached_stem(word: str) -> str:
 
 def _window(body: str, folded: str, matches: list[Span], width: int, own: OwnText | None) -> int:
     """Where the window of ``width`` characters with the most distinct terms starts."""
-    # the window starting a quarter width before each match: the distinct terms wholly in
-    # it are a run of the matches (in order, never overlapping), found by bisection
+    words = [folded[start:end].lower() for start, end in matches]  # one word however written
+    best_start, best = _best_window(matches, words, width)
+    if own is not None:  # not from the menu before the page's own text
+        best_start = max(best_start, own.run_start(body, matches[best][0]) or 0)
+    return best_start
+
+
+def _best_window(matches: list[Span], words: Sequence[object], width: int) -> tuple[int, int]:
+    """Where the window of ``width`` characters holding the most distinct ``words`` (each
+    match's, lower-cased) starts, a quarter width before one of the matches, and which.
+
+    The window before match ``i`` holds the matches from the first starting in it to the
+    last ending in it (and at least those before ``i``); both ends only move on as ``i``
+    does, so the words in it are counted in one pass, not a set built for each, and the
+    pass ends at the first window holding every word (one, for a one-word query)."""
     starts = [start for start, _end in matches]
     ends = [end for _start, end in matches]
-    words = [folded[start:end].lower() for start, end in matches]  # one word however written
+    most = len(set(words))  # a window with every word is the first best one
+    counts: dict[object, int] = {}
+    lo = hi = right = 0
     best_start, best_count, best_i = 0, -1, 0
     for i, first in enumerate(starts):
         start = max(0, first - width // 4)
-        lo, hi = bisect.bisect_left(starts, start, 0, i), bisect.bisect_right(ends, start + width)
-        count = len(set(words[lo : max(i, hi)]))
-        if count > best_count:
-            best_start, best_count, best_i = start, count, i
-    if own is not None:  # not from the menu before the page's own text
-        best_start = max(best_start, own.run_start(body, starts[best_i]) or 0)
-    return best_start
+        while hi < len(ends) and ends[hi] <= start + width:
+            hi += 1
+        while right < max(i, hi):  # a match now in the window
+            counts[words[right]] = counts.get(words[right], 0) + 1
+            right += 1
+        while lo < i and starts[lo] < start:  # a match the window left behind
+            word = words[lo]
+            counts[word] -= 1
+            if not counts[word]:
+                del counts[word]
+            lo += 1
+        if len(counts) > best_count:
+            best_start, best_count, best_i = start, len(counts), i
+            if best_count == most:
+                break
+    return best_start, best_i
 
 
 def _fragment(body: str, start: int, end: int, matches: list[Span]) -> Snippet:

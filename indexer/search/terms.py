@@ -234,3 +234,130 @@ def _found_in_lowered(low: str, terms: set[str]) -> Iterator[Span]:
             heapq.heappop(heap)
         else:
             heapq.heapreplace(heap, (nxt, neg, t))
+
+
+_ODD_UTF8 = (
+    (b"\xc4", b"\xc4\xb0", b"\xc4\xb1"),
+    (b"\xc5", b"\xc5\xbf"),
+    (b"\xaa", b"\xe2\x84\xaa"),
+)
+"""The UTF-8 of the letters re.IGNORECASE takes for an ASCII one (_ODD_CASES: İ ı ſ K),
+each behind a byte of it that English and Chinese text seldom holds."""
+
+
+def _odd_letters(raw: bytes) -> bool:
+    """Whether ``raw`` holds a letter of _ODD_UTF8: a rare byte of it looked for first (a
+    one-byte ``in`` is a memchr, many times faster than a longer one)."""
+    return any(rare in raw and any(odd in raw for odd in odds) for rare, *odds in _ODD_UTF8)
+
+
+def find_words_utf8(
+    raw: bytes,
+    terms: Sequence[str],
+    stems: Collection[str],
+    stem: Callable[[str], str],
+    limit: int = _MAX_MATCHES,
+) -> tuple[list[Span], list[bytes]] | None:
+    """:func:`find_words` (and, for Chinese terms, :func:`find_terms`) over a page's text
+    as UTF-8, the way the index stores it: (byte spans, each span's lower-cased bytes),
+    in order; None when a term is neither ASCII nor Chinese, or the text holds a letter
+    re.IGNORECASE takes for an ASCII one (those two search the text instead).
+
+    Neither decoded nor lower-cased as a string: ``bytes.lower`` changes ASCII letters
+    only (ten times faster than ``str.lower`` on a page with one non-ASCII character),
+    and a UTF-8 sequence is found only where a character starts. The words are found as
+    find_words finds them, the nearest occurrence of a term or stem by ``bytes.find``
+    (tests/test_search_exact.py compares the spans with those of the string scans)."""
+    plain = {t.lower() for t in terms if t}
+    words = tuple(sorted(t for t in plain if t.isascii()))
+    han = tuple(sorted(t for t in plain if not t.isascii()))
+    if not all(HAN_RUN.fullmatch(t) for t in han) or (words and _odd_letters(raw)):
+        return None
+    if not plain:
+        return [], []
+    low = raw.lower() if words else raw
+    prefixes = _utf8_prefixes(words, tuple(sorted(stems)))
+    heap = [
+        (at, -len(p), p)
+        for p in (*prefixes, *(t.encode() for t in han))
+        if (at := low.find(p)) >= 0
+    ]
+    heapq.heapify(heap)
+    plain_bytes = {w.encode() for w in words}
+    verdicts: dict[bytes, bool] = {}
+    spans: list[Span] = []
+    found: list[bytes] = []
+    end, size = 0, len(raw)
+    while heap and len(spans) < limit:
+        at, neg, p = heap[0]
+        if at >= end:
+            if p[0] >= 0x80:  # a Chinese term: anywhere, the longest at a place
+                stop = at - neg
+            else:  # an ASCII word: a term, or stems as one, alone
+                stop = _ASCII_BYTES.match(low, at - neg).end()  # type: ignore[union-attr]
+                word = low[at:stop]
+                kept = verdicts.get(word)
+                if kept is None:  # a page repeats its words: each is stemmed once
+                    kept = verdicts[word] = word in plain_bytes or stem(word.decode()) in stems
+                if (
+                    not kept
+                    or (at > 0 and (low[at - 1] in _ASCII_WORD_BYTES or _word_char_before(raw, at)))
+                    or (stop < size and low[stop] >= 0x80 and _word_char_at(raw, stop))
+                ):
+                    stop = -1
+            if stop >= 0:
+                spans.append((at, stop))
+                found.append(low[at:stop])
+                end = stop
+        nxt = low.find(p, end if end > at else at + 1)
+        if nxt < 0:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, (nxt, neg, p))
+    return spans, found
+
+
+_ASCII_BYTES = re.compile(b"[a-z0-9]*")
+_ASCII_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
+
+
+@functools.lru_cache(maxsize=256)  # one query's hits share it
+def _utf8_prefixes(words: tuple[str, ...], stems: tuple[str, ...]) -> list[bytes]:
+    return [p.encode() for p in _prefixes(set(words) | set(stems))]
+
+
+def _word_char_before(raw: bytes, at: int) -> bool:
+    """Whether the non-ASCII character ending at byte ``at`` is a letter or digit that
+    is not Chinese (False after an ASCII character that is not one: lower-case letters
+    and digits are checked before)."""
+    if raw[at - 1] < 0x80:
+        return False
+    start = at - 1
+    while start > 0 and raw[start] & 0xC0 == 0x80:  # back over continuation bytes
+        start -= 1
+    return _WORD_CHAR.match(raw[start:at].decode()) is not None
+
+
+def _word_char_at(raw: bytes, at: int) -> bool:
+    """Whether the (non-ASCII) character starting at byte ``at`` is a letter or digit
+    that is not Chinese."""
+    lead = raw[at]
+    size = 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+    return _WORD_CHAR.match(raw[at : at + size].decode()) is not None
+
+
+def char_spans(raw: bytes, spans: list[Span]) -> list[Span]:
+    """Byte spans of ``raw`` (each from a character's start to one's end) as character
+    spans of its text."""
+    if raw.isascii():
+        return spans
+    out: list[Span] = []
+    byte = char = 0
+    for at, stop in spans:
+        char += len(raw[byte:at].decode())
+        start = char
+        # an ASCII word's bytes are its characters
+        char += stop - at if raw[at] < 0x80 and raw[stop - 1] < 0x80 else len(raw[at:stop].decode())
+        byte = stop
+        out.append((start, char))
+    return out
