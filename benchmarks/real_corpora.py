@@ -35,6 +35,8 @@ from srcrawl.benchmarks.bm25 import BM25
 from srcrawl.benchmarks.index import BenchmarkError, _drop_job_keys
 from srcrawl.benchmarks.known_queries import QueryFile, check_answers, rank_of_answer
 from srcrawl.benchmarks.ranking import Scores
+from srcrawl.benchmarks.search_cpu import CodeJob, SearchCpu, time_searches
+from srcrawl.benchmarks.startup import Code, this_code
 from srcrawl.core.defaults import BENCH_CORPUS_DEPTH, DEFAULT_SEARCH_TOP
 from srcrawl.settings.config import Config
 from srcrawl.sql.database_url import DatabaseURL
@@ -143,14 +145,27 @@ def corpus_config(cfg: Config, name: str, bench: str = "corpora") -> Config:
     )
 
 
-def _step(jcfg: Config, args: list[str], say: Progress) -> tuple[float, str]:
-    """``srcrawl ARGS`` as its own process, its progress on this one's stderr; (seconds,
-    its stdout)."""
-    say(f"$ srcrawl {' '.join(args)}")
+ANY_CLI = (
+    "import importlib.util as u; "
+    "m = __import__('srcrawl.app.cli' if u.find_spec('srcrawl.app') else 'srcrawl.cli', "
+    "fromlist=['main']); m.main()"
+)
+"""``srcrawl`` of whichever code the PYTHONPATH names (older codes: ``srcrawl.cli``)."""
+
+
+def _step(
+    jcfg: Config, args: list[str], say: Progress, code: CodeJob | None = None
+) -> tuple[float, str]:
+    """``srcrawl ARGS`` as its own process (of ``code``, when given), its progress on this
+    one's stderr; (seconds, its stdout)."""
+    say(f"$ srcrawl {' '.join(args)}" + (f"  ({code.code.label} code)" if code else ""))
+    env = jcfg.child_env()
+    if code is not None:
+        env.update(PYTHONPATH=str(code.code.root), SRCRAWL_INDEX_DIR=str(code.index_dir))
     t0 = time.monotonic()
     proc = popen_child(
-        [sys.executable, "-m", "srcrawl.app.cli", *args],
-        jcfg.child_env(),
+        [sys.executable, "-c", ANY_CLI, *args],
+        env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         text=True,
@@ -164,8 +179,11 @@ def _step(jcfg: Config, args: list[str], say: Progress) -> tuple[float, str]:
     return time.monotonic() - t0, out
 
 
-def crawl_index_rank(jcfg: Config, seed: str, slaves: int, say: Progress) -> dict[str, float]:
-    """Seconds of the crawl from ``seed``, the index and the PageRank of its pages."""
+def crawl_index_rank(
+    jcfg: Config, seed: str, slaves: int, say: Progress, code: CodeJob | None = None
+) -> dict[str, float]:
+    """Seconds of the crawl from ``seed``, the index and the PageRank of its pages (by
+    ``code``, when given)."""
     n = str(slaves)
     crawl, _ = _step(
         jcfg,
@@ -182,9 +200,10 @@ def crawl_index_rank(jcfg: Config, seed: str, slaves: int, say: Progress) -> dic
             "0",
         ],
         say,
+        code,
     )
-    index, _ = _step(jcfg, ["index", "--slaves", n], say)
-    rank, _ = _step(jcfg, ["pagerank", "--slaves", n], say)
+    index, _ = _step(jcfg, ["index", "--slaves", n], say, code)
+    rank, _ = _step(jcfg, ["pagerank", "--slaves", n], say, code)
     return {"crawl_s": crawl, "index_s": index, "rank_s": rank}
 
 
@@ -281,6 +300,8 @@ class CorpusResult:
     outcomes: list[Outcome] = field(default_factory=list)
     search_ms: list[float] = field(default_factory=list)  # srcrawl, per query
     unindexed: list[str] = field(default_factory=list)  # answers the crawl did not index
+    cpu: SearchCpu | None = None  # with --rounds: the search's CPU beside Tantivy's
+    base_ranks: list[int | None] | None = None  # with --base: that code's answer ranks
 
     def scores(self, system: str) -> Scores:
         return Scores([getattr(o, f"{system}_rank") for o in self.outcomes])
@@ -303,6 +324,12 @@ class CorpusResult:
         for system in SYSTEMS:
             sc = self.scores(system)
             lines.append(f"  {system:<9}{sc.success(1):>10.3f}{sc.success(3):>11.3f}{sc.mrr:>8.3f}")
+        if self.base_ranks is not None and self.cpu is not None and self.cpu.base is not None:
+            sc = Scores(self.base_ranks)
+            label = self.cpu.base.label
+            lines.append(f"  {label:<9}{sc.success(1):>10.3f}{sc.success(3):>11.3f}{sc.mrr:>8.3f}")
+        if self.cpu is not None:
+            lines.append(self.cpu.render())
         if self.unindexed:
             lines.append(
                 f"  answers not indexed ({len(self.unindexed)}): " + ", ".join(self.unindexed)
@@ -329,6 +356,8 @@ class CorpusResult:
             "search_total_s": sum(self.search_ms) / 1000,
             "unindexed_answers": self.unindexed,
             **{s: self.figures(s) for s in SYSTEMS},
+            **({"search_cpu": self.cpu.as_json()} if self.cpu is not None else {}),
+            **({"base": _figures(Scores(self.base_ranks))} if self.base_ranks is not None else {}),
             "outcomes": [o.as_json() for o in self.outcomes],
         }
 
@@ -369,7 +398,23 @@ class Overall:
                 f"  {r.name:<22}{len(r.outcomes):>8}  "
                 + "  ".join("/".join(f"{v:.3f}" for v in f.values()) for f in (mine, base))
             )
-        return "\n".join(lines)
+        return "\n".join(lines + self._cpu_lines())
+
+    def _cpu_lines(self) -> list[str]:
+        """Each corpus's search CPU (ms p50/p95) by each code and by Tantivy alone."""
+        timed = [r.cpu for r in self.results if r.cpu is not None]
+        if not timed:
+            return []
+        codes = [c.label for c in (timed[0].this, timed[0].tantivy, timed[0].base) if c]
+        lines = [f"  {'search CPU ms p50/p95':<30}" + "".join(f"{c:>16}" for c in codes)]
+        for r in self.results:
+            if r.cpu is not None:
+                cells = [c.figures() for c in (r.cpu.this, r.cpu.tantivy, r.cpu.base) if c]
+                lines.append(
+                    f"  {r.name:<30}"
+                    + "".join(f"{f['p50_ms']:>9.2f}/{f['p95_ms']:<6.2f}" for f in cells)
+                )
+        return lines
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -378,6 +423,24 @@ class Overall:
             "pooled": {s: self.pooled(s) for s in SYSTEMS},
             "mean_of_corpora": {s: self.mean(s) for s in SYSTEMS},
         }
+
+
+def _figures(sc: Scores) -> dict[str, float]:
+    return {"success@1": sc.success(1), "success@3": sc.success(3), "mrr@10": sc.mrr}
+
+
+def _ranks(qf: QueryFile, answers: list[list[list[str]]]) -> list[int | None]:
+    """Each query's answer rank among hits given as [url, *urls of its copies] (as
+    :attr:`Outcome.srcrawl_rank` counts it)."""
+    from srcrawl.benchmarks.known_queries import corpus_path
+
+    ranks: list[int | None] = []
+    for q, hits in zip(qf.queries, answers, strict=True):
+        found = (
+            i for i, urls in enumerate(hits, 1) if any(corpus_path(u) in q.answers for u in urls)
+        )
+        ranks.append(next(found, None))
+    return ranks
 
 
 def evaluate(result: CorpusResult, jcfg: Config, qf: QueryFile, progress: Progress) -> None:
@@ -416,6 +479,17 @@ def evaluate(result: CorpusResult, jcfg: Config, qf: QueryFile, progress: Progre
         )
 
 
+def _time_searches(
+    result: CorpusResult, jcfg: Config, qf: QueryFile, base: CodeJob | None, rounds: int
+) -> None:
+    assert jcfg.warc_dir is not None  # corpus_config names it
+    this = CodeJob(this_code(), Path(jcfg.db.path), jcfg.index_path, jcfg.warc_dir)
+    queries = [q.query for q in qf.queries]
+    result.cpu = time_searches(queries, this, base, rounds, Path(jcfg.db.path).parent)
+    if result.cpu.base is not None:
+        result.base_ranks = _ranks(qf, result.cpu.base.urls)
+
+
 def run_corpus(
     cfg: Config,
     qf: QueryFile,
@@ -424,10 +498,14 @@ def run_corpus(
     slaves: int,
     say: Progress,
     progress: Progress | None = None,
+    rounds: int = 0,
+    base: Code | None = None,
 ) -> CorpusResult:
     """Crawl, index and rank the corpus of ``qf`` (its package's tree, or ``tree``), then
     score its queries with srcrawl and with BM25; ``say`` tells the steps, ``progress``
-    (default ``say``) counts within one."""
+    (default ``say``) counts within one. With ``rounds``, the search's CPU beside Tantivy
+    alone's over that many passes (and beside ``base``'s, a code that crawls, indexes
+    and ranks the corpus on its own, and whose answers are scored too)."""
     if tree is None:
         tree, version = unpacked_package(cfg, qf, say)
         source = f"{qf.package[0]} {version}" if qf.package else str(tree)
@@ -435,13 +513,24 @@ def run_corpus(
         source = str(tree)
     check_answers(qf, tree)
     jcfg = corpus_config(cfg, qf.name)
+    bcfg = corpus_config(cfg, qf.name, "corpora-base") if base is not None else None
+    old = None
+    if base is not None and bcfg is not None and bcfg.warc_dir is not None:
+        old = CodeJob(base, Path(bcfg.db.path), bcfg.index_path, bcfg.warc_dir)
     try:
-        with served(tree) as base:
-            say(f"corpus {qf.name}: {tree} served at {base}")
-            seconds = crawl_index_rank(jcfg, base + qf.seed, slaves, say)
+        with served(tree) as url:
+            say(f"corpus {qf.name}: {tree} served at {url}")
+            seconds = crawl_index_rank(jcfg, url + qf.seed, slaves, say)
+            if old is not None and bcfg is not None:
+                crawl_index_rank(bcfg, url + qf.seed, slaves, say, old)
         result = CorpusResult(qf.name, source, jcfg.store().count("pages"), 0, seconds)
         evaluate(result, jcfg, qf, progress or say)
+        if rounds:
+            say(f"corpus {qf.name}: {rounds} timed passes over its queries")
+            _time_searches(result, jcfg, qf, old, rounds)
     finally:
-        _drop_job_keys(jcfg)
-        jcfg.close()
+        for c in (jcfg, bcfg):
+            if c is not None:
+                _drop_job_keys(c)
+                c.close()
     return result

@@ -168,9 +168,13 @@ def test_a_small_corpus_is_crawled_indexed_and_scored(redis_url: str, tmp_path: 
     _write_corpus(corpus)
     env = cli_env(redis_url, f"corpus-{uuid.uuid4().hex[:8]}", tmp_path)
     out = tmp_path / "figures.json"
-    run = run_cli(["bench", "search", "--corpus", str(corpus), "--json", str(out)], env)
+    # the base code is this checkout: it crawls, indexes and ranks the corpus on its own
+    checkout = str(Path(__file__).resolve().parents[1])
+    args = ["--corpus", str(corpus), "--rounds", "2", "--base", checkout, "--json", str(out)]
+    run = run_cli(["bench", "search", *args], env)
     assert run.returncode == 0, run.stderr
     assert "$ srcrawl crawl http://127.0.0.1:" in run.stderr  # the real commands ran
+    assert "$ srcrawl index --slaves 2  (base code)" in run.stderr
     (got,) = json.loads(out.read_text())["corpora"]
     assert got["corpus"] == "garden" and got["queries"] == len(QUERIES)
     assert got["pages"] == got["documents"] == len(PAGES) and got["unindexed_answers"] == []
@@ -189,6 +193,13 @@ def test_a_small_corpus_is_crawled_indexed_and_scored(redis_url: str, tmp_path: 
     for system in ("srcrawl", "bm25"):
         assert got[system] == pytest.approx({"success@1": 0.8, "success@3": 0.8, "mrr@10": 0.8})
     assert "corpus garden" in run.stdout and "'submarine' -> tools.html  [-/-]" in run.stdout
+    # the search's CPU: each code's and Tantivy alone's, two passes over the 5 queries
+    cpu = got["search_cpu"]
+    assert set(cpu) == {"srcrawl", "tantivy_alone", "base"}
+    for figures in cpu.values():
+        assert 0 < figures["p50_ms"] <= figures["p95_ms"] < 1000
+    assert got["base"] == got["srcrawl"]  # the same code ranks alike
+    assert "search CPU ms p50/p95 (10 searches): srcrawl " in run.stdout
 
 
 @pytest.mark.slow

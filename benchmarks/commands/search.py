@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -21,6 +22,22 @@ from srcrawl.benchmarks.scaling import (
 from srcrawl.core.progress import ProgressLine
 from srcrawl.settings.config import Config
 
+if TYPE_CHECKING:
+    from srcrawl.benchmarks.startup import Code
+
+
+def _check_corpus_names(names: list[str]) -> None:
+    """Every name, checked before the first corpus costs minutes."""
+    from srcrawl.benchmarks.known_queries import ALL, BUILTIN
+
+    for corpus in names:
+        if corpus not in BUILTIN and not Path(corpus).is_dir():
+            raise click.BadParameter(
+                f"{corpus!r} is neither {ALL}, a shipped corpus ({', '.join(BUILTIN)}), "
+                "nor a directory",
+                param_hint="--corpus",
+            )
+
 
 def _bench_corpora(
     cfg: Config,
@@ -28,11 +45,13 @@ def _bench_corpora(
     query_file: str | None,
     slaves: int,
     json_path: str | None,
+    rounds: int = 0,
+    base: Code | None = None,
 ) -> None:
-    """`bench search --corpus`: each corpus's table, then with several corpora their figures
-    together (and all of them as JSON)."""
+    """`bench search --corpus`: each corpus's table and its search CPU over ``rounds``
+    passes (beside Tantivy alone's, and ``base``'s), then with several corpora their
+    figures together (and all of them as JSON)."""
     from srcrawl.benchmarks.known_queries import (
-        ALL,
         BUILTIN,
         builtin_query_file,
         expand_corpora,
@@ -41,13 +60,7 @@ def _bench_corpora(
     from srcrawl.benchmarks.real_corpora import Overall, run_corpus
 
     names = expand_corpora(corpora)
-    for corpus in names:  # every name checked before the first corpus costs minutes
-        if corpus not in BUILTIN and not Path(corpus).is_dir():
-            raise click.BadParameter(
-                f"{corpus!r} is neither {ALL}, a shipped corpus ({', '.join(BUILTIN)}), "
-                "nor a directory",
-                param_hint="--corpus",
-            )
+    _check_corpus_names(names)
     line = ProgressLine()
     runs = []
     results = []
@@ -66,6 +79,8 @@ def _bench_corpora(
                 slaves=slaves,
                 say=line.say,
                 progress=line.update,
+                rounds=rounds,
+                base=base,
             )
         finally:
             line.done()
@@ -107,7 +122,8 @@ def _bench_corpora(
 )
 @base_option(
     "Root of another srcrawl checkout whose ranking to score beside this one "
-    "(e.g. a `git worktree add` of an older commit), on an index it builds itself."
+    "(e.g. a `git worktree add` of an older commit), on an index it builds itself "
+    "(with --corpus: its crawl, index and rank of the corpus, and its search CPU)."
 )
 @click.option(
     "--known-hosts",
@@ -123,7 +139,11 @@ def _bench_corpora(
     type=click.IntRange(10, 5000),
     help="Regular pages per host of the known-item test web.",
 )
-@rounds_option(5, "Timed passes over the known-item queries per code, codes alternating.")
+@rounds_option(
+    5,
+    "Timed passes over the known-item queries per code, codes alternating (with --corpus: "
+    "each code's search CPU and Tantivy alone's, each pass a process of its own).",
+)
 @click.option(
     "--corpus",
     "corpora",
@@ -168,7 +188,8 @@ def bench_search(
     cfg = config_of(ctx)
     say = lambda s: click.echo(s, err=True)  # noqa: E731
     if corpora:
-        _bench_corpora(cfg, corpora, query_file, slaves, json_path)
+        base = code_at("base", base_root) if base_root else None
+        _bench_corpora(cfg, corpora, query_file, slaves, json_path, rounds, base)
         return
     if pages >= 10:
         result = run_search_benchmark(

@@ -276,13 +276,7 @@ def find_words_utf8(
     if not plain:
         return [], []
     low = raw.lower() if words else raw
-    prefixes = _utf8_prefixes(words, tuple(sorted(stems)))
-    heap = [
-        (at, -len(p), p)
-        for p in (*prefixes, *(t.encode() for t in han))
-        if (at := low.find(p)) >= 0
-    ]
-    heapq.heapify(heap)
+    heap = _occurrences(low, (*_utf8_prefixes(words, tuple(sorted(stems))), *map(str.encode, han)))
     plain_bytes = {w.encode() for w in words}
     verdicts: dict[bytes, bool] = {}
     spans: list[Span] = []
@@ -319,6 +313,13 @@ def find_words_utf8(
 
 _ASCII_BYTES = re.compile(b"[a-z0-9]*")
 _ASCII_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
+
+
+def _occurrences(low: bytes, needles: Sequence[bytes]) -> list[tuple[int, int, bytes]]:
+    """A heap of each needle's first occurrence in ``low``: (where, -length, needle)."""
+    heap = [(at, -len(p), p) for p in needles if (at := low.find(p)) >= 0]
+    heapq.heapify(heap)
+    return heap
 
 
 @functools.lru_cache(maxsize=256)  # one query's hits share it

@@ -1,0 +1,204 @@
+"""A search's CPU on a real corpus: srcrawl beside Tantivy alone, and beside another code.
+
+Each code searches in a child process of its own (only the APIs every compared code
+has: ``Searcher(store, index_dir)`` and ``open_store(db, warc_root)``), one pass over the corpus's
+queries a child, the codes alternating pass by pass, so a machine that slows down for
+a minute slows both. A search's cost is the CPU time of the searching thread
+(``time.thread_time``): on a shared machine the wall time of one search swings with
+the load, its CPU time much less.
+
+Tantivy alone is the same search done by the library with nothing of srcrawl's around
+it: srcrawl's every-word query for the text (built before timing), the top 10, and a
+snippet of each hit by Tantivy's own ``SnippetGenerator`` over the page text the index
+stores (an index without stored text: the search alone).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from srcrawl.benchmarks.index import BenchmarkError
+from srcrawl.benchmarks.ranking import percentile
+from srcrawl.benchmarks.startup import CHILD_TIMEOUT_S, Code, _child_env
+from srcrawl.core.defaults import DEFAULT_SEARCH_TOP, DEFAULT_SNIPPET_CHARS
+
+WARM_QUERIES = 5
+"""Queries each child runs before timing: the index's first reads are not a search's."""
+
+CHILD = r"""
+import json, pathlib, sys, time
+from srcrawl.indexer.search import Searcher
+from srcrawl.sql.database_url import DatabaseURL
+from srcrawl.sql.store import open_store
+db, index, warc, queries_file, warm, top = sys.argv[1:7]
+queries = json.load(open(queries_file, encoding="utf-8"))
+store = open_store(DatabaseURL(kind="sqlite", path=db), pathlib.Path(warc))
+searcher = Searcher(store, index)
+def search(q):
+    try:
+        hits = searcher.search(q, top=int(top)).hits
+        return [[h.url, *getattr(h, "similar_urls", [])] for h in hits]
+    except Exception as e:  # a query the code refuses (QueryError): no hits
+        if type(e).__name__ != "QueryError":
+            raise
+        return []
+for q in queries[: int(warm)]:
+    search(q)
+ms, urls = [], []
+for q in queries:
+    t0 = time.thread_time()
+    urls.append(search(q))
+    ms.append((time.thread_time() - t0) * 1000)
+json.dump({"ms": ms, "urls": urls}, sys.stdout)
+"""
+
+
+@dataclass
+class CodeCpu:
+    """One code's CPU ms a search over every pass, and its answers (the last pass's)."""
+
+    label: str
+    ms: list[float] = field(default_factory=list)
+    urls: list[list[list[str]]] = field(default_factory=list)
+
+    def figures(self) -> dict[str, float]:
+        return {"p50_ms": percentile(self.ms, 50), "p95_ms": percentile(self.ms, 95)}
+
+
+@dataclass
+class SearchCpu:
+    """A corpus's search CPU: srcrawl (``this``), Tantivy alone, and another code."""
+
+    this: CodeCpu
+    tantivy: CodeCpu
+    base: CodeCpu | None = None
+
+    def render(self) -> str:
+        mine, lib = self.this.figures(), self.tantivy.figures()
+        line = (
+            f"  search CPU ms p50/p95 ({len(self.this.ms)} searches): srcrawl "
+            f"{mine['p50_ms']:.2f}/{mine['p95_ms']:.2f}, Tantivy alone "
+            f"{lib['p50_ms']:.2f}/{lib['p95_ms']:.2f} (p95 ×{mine['p95_ms'] / lib['p95_ms']:.2f})"
+        )
+        if self.base is not None:
+            old = self.base.figures()
+            line += (
+                f", {self.base.label} {old['p50_ms']:.2f}/{old['p95_ms']:.2f} "
+                f"({old['p50_ms'] / mine['p50_ms']:.1f}× / {old['p95_ms'] / mine['p95_ms']:.1f}×"
+                " less CPU now)"
+            )
+        return line
+
+    def as_json(self) -> dict[str, Any]:
+        out = {"srcrawl": self.this.figures(), "tantivy_alone": self.tantivy.figures()}
+        if self.base is not None:
+            out[self.base.label] = self.base.figures()
+        return out
+
+
+class TantivyAlone:
+    """Tantivy searching ``index_dir`` and making its own snippets (see the module)."""
+
+    def __init__(self, index_dir: Path) -> None:
+        import tantivy
+
+        from srcrawl.indexer.engine import STORED_TEXT, open_index
+        from srcrawl.indexer.search.query import every_word, lower
+        from srcrawl.indexer.search.weights import RankWeights
+        from srcrawl.indexer.tokenizer import get_tokenizer, user_dict_from_env
+
+        self._tantivy = tantivy
+        self.index = open_index(index_dir)
+        self.searcher = self.index.searcher()
+        self._stored = STORED_TEXT
+        tokenizer, weights = get_tokenizer(user_dict_from_env()), RankWeights()
+        self.query = lambda text: every_word(lower(tokenizer, text, weights)[0])
+
+    def search(self, query: Any) -> int:
+        """The top hits of the (prepared) ``query`` and their snippets; how many."""
+        hits = self.searcher.search(query, DEFAULT_SEARCH_TOP).hits
+        make = self._tantivy.SnippetGenerator.create(
+            self.searcher, query, self.index.schema, "body"
+        )
+        make.set_max_num_chars(DEFAULT_SNIPPET_CHARS)
+        for _score, address in hits:
+            stored = self.searcher.doc(address).get_first(self._stored)
+            if stored is not None:
+                make.snippet_from_doc(self._tantivy.Document(body=[bytes(stored).decode()]))
+        return len(hits)
+
+    def one_pass(self, queries: Sequence[str]) -> list[float]:
+        """CPU ms of each query's search, after the first few run once untimed."""
+        prepared = []
+        for text in queries:
+            try:
+                prepared.append(self.query(text))
+            except Exception as e:  # a query srcrawl refuses: nothing to search
+                if type(e).__name__ != "QueryError":
+                    raise
+        for query in prepared[:WARM_QUERIES]:
+            self.search(query)
+        ms = []
+        for query in prepared:
+            t0 = time.thread_time()
+            self.search(query)
+            ms.append((time.thread_time() - t0) * 1000)
+        return ms
+
+
+def child_pass(job: CodeJob, queries_file: Path) -> dict[str, Any]:
+    """One timed pass of the job's code's search over the queries in ``queries_file``
+    (JSON)."""
+    db, code = job.db, job.code
+    args = [str(db), str(job.index_dir), str(job.warc_dir), str(queries_file), str(WARM_QUERIES)]
+    args.append(str(DEFAULT_SEARCH_TOP))
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, *args],
+        cwd=db.parent,
+        env=_child_env(code, {}),
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise BenchmarkError(f"searching with the {code.label} code failed: {last}")
+    return json.loads(done.stdout)
+
+
+@dataclass(frozen=True)
+class CodeJob:
+    """Where one code's crawl of the corpus is: its SQLite store, index and WARC
+    directories."""
+
+    code: Code
+    db: Path
+    index_dir: Path
+    warc_dir: Path
+
+
+def time_searches(
+    queries: Sequence[str], this: CodeJob, base: CodeJob | None, rounds: int, scratch: Path
+) -> SearchCpu:
+    """``rounds`` passes over ``queries`` by each code and by Tantivy alone, alternating."""
+    queries_file = scratch / "queries.json"
+    queries_file.write_text(json.dumps(list(queries), ensure_ascii=False), encoding="utf-8")
+    result = SearchCpu(CodeCpu("srcrawl"), CodeCpu("tantivy"))
+    if base is not None:
+        result.base = CodeCpu(base.code.label)
+    alone = TantivyAlone(this.index_dir)
+    for _ in range(rounds):
+        for job, cpu in ((this, result.this), (base, result.base)):
+            if job is not None and cpu is not None:
+                got = child_pass(job, queries_file)
+                cpu.ms += got["ms"]
+                cpu.urls = got["urls"]
+        result.tantivy.ms += alone.one_pass(queries)
+    return result
