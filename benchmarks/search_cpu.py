@@ -41,22 +41,29 @@ db, index, warc, queries_file, warm, top = sys.argv[1:7]
 queries = json.load(open(queries_file, encoding="utf-8"))
 store = open_store(DatabaseURL(kind="sqlite", path=db), pathlib.Path(warc))
 searcher = Searcher(store, index)
+failed = []
 def search(q):
     try:
         hits = searcher.search(q, top=int(top)).hits
         return [[h.url, *getattr(h, "similar_urls", [])] for h in hits]
-    except Exception as e:  # a query the code refuses (QueryError): no hits
-        if type(e).__name__ != "QueryError":
-            raise
-        return []
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # a query the code refuses (QueryError) has no hits
+        if type(e).__name__ == "QueryError":
+            return []
+        failed.append(f"{q!r}: {type(e).__name__}: {e}")  # a code's own bug (a Rust panic)
+        return None
 for q in queries[: int(warm)]:
     search(q)
+failed.clear()
 ms, urls = [], []
 for q in queries:
     t0 = time.thread_time()
-    urls.append(search(q))
-    ms.append((time.thread_time() - t0) * 1000)
-json.dump({"ms": ms, "urls": urls}, sys.stdout)
+    got = search(q)
+    if got is not None:  # a failed search is no search to time
+        ms.append((time.thread_time() - t0) * 1000)
+    urls.append(got or [])
+json.dump({"ms": ms, "urls": urls, "failed": failed}, sys.stdout)
 """
 
 
@@ -67,6 +74,7 @@ class CodeCpu:
     label: str
     ms: list[float] = field(default_factory=list)
     urls: list[list[list[str]]] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # queries its search raised on
 
     def figures(self) -> dict[str, float]:
         return {"p50_ms": percentile(self.ms, 50), "p95_ms": percentile(self.ms, 95)}
@@ -94,12 +102,16 @@ class SearchCpu:
                 f"({old['p50_ms'] / mine['p50_ms']:.1f}× / {old['p95_ms'] / mine['p95_ms']:.1f}×"
                 " less CPU now)"
             )
+            if self.base.failed:
+                line += f"; {self.base.label} failed on {len(self.base.failed)} queries: " + (
+                    "; ".join(self.base.failed[:3])
+                )
         return line
 
     def as_json(self) -> dict[str, Any]:
         out = {"srcrawl": self.this.figures(), "tantivy_alone": self.tantivy.figures()}
         if self.base is not None:
-            out[self.base.label] = self.base.figures()
+            out[self.base.label] = {**self.base.figures(), "failed": self.base.failed}
         return out
 
 
@@ -198,7 +210,9 @@ def time_searches(
         for job, cpu in ((this, result.this), (base, result.base)):
             if job is not None and cpu is not None:
                 got = child_pass(job, queries_file)
+                if got["failed"] and job is this:
+                    raise BenchmarkError("srcrawl's search failed: " + "; ".join(got["failed"]))
                 cpu.ms += got["ms"]
-                cpu.urls = got["urls"]
+                cpu.urls, cpu.failed = got["urls"], got["failed"]
         result.tantivy.ms += alone.one_pass(queries)
     return result
