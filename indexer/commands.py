@@ -76,6 +76,13 @@ user_dict_option = click.option(
     help="With --follow: the delay aimed at from a page's store write to its being "
     "searchable (90s, 1m, …); it looks for new pages every quarter of it.",
 )
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="Index every stored page again into a new index (current fields, the current "
+    "--user-dict), which replaces the old one once complete; searches use the old one "
+    "meanwhile. Refused while another index master runs.",
+)
 @user_dict_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 @click.pass_context
@@ -85,6 +92,7 @@ def index_command(
     batch_pages: int,
     follow: bool,
     max_delay: float,
+    rebuild: bool,
     user_dict: str | None,
     as_json: bool,
 ) -> None:
@@ -92,28 +100,39 @@ def index_command(
     import threading
 
     from srcrawl.app.runner import PhaseRun
+    from srcrawl.core.errors import LeaseHeld
     from srcrawl.core.signals import stop_gently
     from srcrawl.indexer.master import IndexMaster
+    from srcrawl.indexer.rebuild import IndexRebuild
 
     cfg = _config(ctx)
     cfg.check()
     if max_delay <= 0:
         raise click.BadParameter("must be more than 0", param_hint="--max-delay")
+    if rebuild and follow:
+        raise click.UsageError("--rebuild indexes what is stored and ends: not with --follow")
     _use_user_dict(user_dict)
     stopping = threading.Event()
-    master = IndexMaster.from_config(
+    master = (IndexRebuild if rebuild else IndexMaster).from_config(
         cfg, batch_pages=batch_pages, follow=max_delay if follow else None, stopping=stopping
     )
     with PhaseRun(cfg, "index", slaves) as run:
         if not slaves:
             run.line.say(f"{master.id}: waiting for index slaves (srcrawl slave start)")
-        with stop_gently(stopping) if follow else contextlib.nullcontext():
-            report = master.run(
-                slaves=run.local,
-                progress=lambda r: run.line.update(_progress(r)),
-                say=run.line.say,
-            )
+        try:
+            with stop_gently(stopping) if follow else contextlib.nullcontext():
+                report = master.run(
+                    slaves=run.local,
+                    progress=lambda r: run.line.update(_progress(r)),
+                    say=run.line.say,
+                )
+        except LeaseHeld as e:
+            if not rebuild:
+                raise
+            raise click.ClickException(f"{e}: no rebuild while it runs; stop it first") from None
     _print_index_report(cfg, report, as_json=as_json)
+    if rebuild and not as_json:
+        click.echo(f"the index at {cfg.index_url or cfg.index_work_path} is rebuilt")
     if report.failed and not follow:
         sys.exit(1)
 

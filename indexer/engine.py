@@ -51,6 +51,9 @@ stored in the index, so every process that opens it registers it
 from __future__ import annotations
 
 import functools
+import json
+import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -123,7 +126,7 @@ def schema(*, facets: bool = True) -> tantivy.Schema:
 def has_facets(index: tantivy.Index) -> bool:
     """Whether the index has the language, host and fetch time of its pages (one built
     before them has not: it is searched without ``lang:``, ``since:``, ``until:`` and
-    counts until it is rebuilt)."""
+    counts until it is rebuilt, ``srcrawl index --rebuild``)."""
     return has_field(index, "lang", "und")
 
 
@@ -243,15 +246,20 @@ class IndexWriter:
         heap: int = DEFAULT_INDEX_WRITER_HEAP,
         wait: float = DEFAULT_INDEX_WRITER_WAIT,
         publisher: IndexPublisher | None = None,
+        fresh: bool = False,
     ) -> None:
         """The writer of the directory ``path``; with ``publisher``, each commit is published
         to an object store before :meth:`commit` returns, and the directory is opened by
-        :meth:`start` (under the lease), which first makes it continue the published one."""
+        :meth:`start` (under the lease), which first makes it continue the published one.
+        ``fresh`` (a rebuild's): :meth:`start` empties the directory and creates an index
+        of the current schema in it; nothing is opened before."""
         self.path = path
         self.heap, self.wait = heap, wait
         self.renew_every = 1.0  # seconds between lease renewals while Tantivy works
         self.publisher = publisher
-        self._index = None if publisher is not None else open_index(path, create=True)
+        self.fresh = fresh
+        opened_later = publisher is not None or fresh
+        self._index = None if opened_later else open_index(path, create=True)
         self._replace: dict[int, IndexDoc] = {}
         self._delete: set[int] = set()
 
@@ -265,18 +273,29 @@ class IndexWriter:
     def stores_text(self) -> bool:
         """Whether the index keeps each page's text. One built before the stored text keeps
         its schema and gets none: its hits' snippets are read from the store
-        (indexer/search/hits.py) until it is rebuilt."""
+        (indexer/search/hits.py) until it is rebuilt (``srcrawl index --rebuild``)."""
         return has_field(self.index, STORED_TEXT, b"")
 
     def start(self, fence: Callable[[], None] | None = None) -> None:
         """With a publisher: fetch the published commit unless the directory continues it,
         open it, and publish what it holds that is not published (``fence``: the lease
-        check). Without, nothing to do."""
-        if self.publisher is None or self._index is not None:
+        check). Fresh: what a run before left in the directory (a rebuild that did not end)
+        is removed, and a new index made. Else nothing to do."""
+        if self._index is not None:
+            return
+        if self.fresh:
+            shutil.rmtree(self.path, ignore_errors=True)
+            self._index = open_index(self.path, create=True)
             return
         self._run_renewing(self.publisher.restore, fence)
         self._index = open_index(self.path, create=True)
-        self._run_renewing(lambda: self.publisher.publish(fence), fence)
+        self.publish(fence)
+
+    def publish(self, fence: Callable[[], None] | None = None) -> None:
+        """Publish the directory's commit unless it is the published one (with a publisher),
+        the lease renewed meanwhile (``fence``: the check before the commit point)."""
+        if self.publisher is not None:
+            self._run_renewing(lambda: self.publisher.publish(fence), fence)
 
     def replace(self, docs: Sequence[IndexDoc]) -> None:
         """Queue ``docs``, each replacing its page's document (of a page queued twice, the
@@ -351,9 +370,8 @@ class IndexWriter:
                 writer.wait_merging_threads()  # the merges end, the lock is released
 
         self._run_renewing(work, renew)
-        if self.publisher is not None:
-            # before the pages are marked indexed: replicas can have what is marked
-            self._run_renewing(lambda: self.publisher.publish(renew), renew)
+        # before the pages are marked indexed: replicas can have what is marked
+        self.publish(renew)
 
     def _run_renewing(self, work: Callable[[], object], renew: Callable[[], None] | None) -> None:
         """``work()`` in a thread of its own, the lease renewed meanwhile; its error raised,
@@ -396,6 +414,13 @@ class IndexReader:
     volume). Only those reloads change the searcher (Tantivy's reload policy is
     manual), so a commit's searcher has a memo of its own (:meth:`snapshot`): values
     computed from the searcher, kept until a reload finds another commit.
+
+    A rebuilt index (``srcrawl index --rebuild``) takes the directory's place, or, in a
+    replica, comes as a commit of another schema. A Tantivy index keeps the schema it was
+    opened with and would read the new segments by it, so a reload that finds another
+    directory or schema than the one opened opens the index again instead; until that
+    succeeds (the instant between two renames) the index opened is searched as it was:
+    its files stay readable while mapped, even once deleted.
     """
 
     def __init__(self, path: Path, *, refresh: float = 1.0) -> None:
@@ -406,6 +431,7 @@ class IndexReader:
         self._loaded = 0.0
         self._memo: dict[str, float] = {}
         self._commit: bytes | None = None  # meta.json of the loaded commit, if known
+        self._opened: tuple[int, int, str] | None = None  # the directory and schema, if known
         self._has_facets: bool | None = None
 
     @property
@@ -413,16 +439,24 @@ class IndexReader:
         if self._index is None:
             with self._lock:
                 if self._index is None:
-                    before = self._meta()
-                    index = open_index(self.path)
-                    index.config_reader("Manual", 0)
-                    after = self._meta()
-                    self._loaded = time.monotonic()
-                    # the commit opened is known (as in _reload), so the first reload that
-                    # finds no new one keeps what the memo gathered since
-                    self._commit = after if before == after else None
-                    self._index = index
+                    self._open()
         return self._index
+
+    def _open(self) -> tantivy.Index:
+        """Open the directory's index (with the lock held); IndexUnavailable if there is none."""
+        before = self._meta()
+        index = open_index(self.path)
+        index.config_reader("Manual", 0)
+        after = self._meta()
+        self._loaded = time.monotonic()
+        # the commit opened is known (as in _reload), so the first reload that finds no new
+        # one keeps what the memo gathered since; not known, the next reload opens it again
+        same = before == after
+        self._commit = after if same else None
+        self._opened = self._identity(after) if same else None
+        self._memo, self._has_facets = {}, None
+        self._index = index
+        return index
 
     @property
     def has_facets(self) -> bool:
@@ -439,7 +473,7 @@ class IndexReader:
         index = self.index
         with self._lock:
             if time.monotonic() - self._loaded >= self.refresh:
-                self._reload(index)
+                index = self._reload(index)
             return index.searcher(), self._memo
 
     def reload(self) -> None:
@@ -448,16 +482,44 @@ class IndexReader:
         with self._lock:
             self._reload(index)
 
-    def _reload(self, index: tantivy.Index) -> None:
+    def _reload(self, index: tantivy.Index) -> tantivy.Index:
+        """Load the latest commit, or open the index again if it was replaced; the index."""
         # the commit is known when meta.json did not change while the reload read it
         before = self._meta()
-        index.reload()
+        if self._identity(before) != self._opened:
+            return self._reopen(index)
+        try:
+            index.reload()
+        except ValueError:
+            if self._identity(self._meta()) == self._opened:
+                raise
+            return self._reopen(index)  # replaced while it reloaded
         after = self._meta()
         self._loaded = time.monotonic()
+        if self._identity(after) != self._opened:
+            return self._reopen(index)  # what it loaded may be the new one's: not used
         commit = after if before == after else None
         if commit is None or commit != self._commit:
             self._memo = {}
         self._commit = commit
+        return index
+
+    def _reopen(self, index: tantivy.Index) -> tantivy.Index:
+        """The index opened again; the one opened (still searchable) while there is none."""
+        try:
+            return self._open()
+        except IndexUnavailable:
+            self._loaded = time.monotonic()  # tried again at the next reload
+            return index
+
+    def _identity(self, meta: bytes | None) -> tuple[int, int, str] | None:
+        """The directory (device, inode) and the schema of the commit ``meta``."""
+        try:
+            st = os.stat(self.path)
+            schema_json = json.dumps(json.loads(meta or b"")["schema"], sort_keys=True)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return st.st_dev, st.st_ino, schema_json
 
     def _meta(self) -> bytes | None:
         try:

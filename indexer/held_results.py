@@ -37,10 +37,18 @@ log = logging.getLogger("srcrawl.indexer")
 
 class HeldResults:
     """Results popped and not yet merged; ``outstanding`` (batch serial → pages) is the
-    master's record of the tasks out with slaves, from which answered ones are taken."""
+    master's record of the tasks out with slaves, from which answered ones are taken.
+    ``mark`` (versions, when): how written pages are marked (default: in the store at once;
+    a rebuild keeps them until its index replaces the old one)."""
 
-    def __init__(self, report: IndexReport, outstanding: dict[int, int]) -> None:
+    def __init__(
+        self,
+        report: IndexReport,
+        outstanding: dict[int, int],
+        mark: Callable[[list[tuple[int, float]], float], object] | None = None,
+    ) -> None:
         self.report, self.outstanding = report, outstanding
+        self.mark = mark
         self.raw: list[bytes] = []  # popped, not yet merged nor acknowledged
         self.batches: list[list[IndexDoc]] = []  # their documents
         self.docs = 0
@@ -96,7 +104,7 @@ class HeldResults:
             writer.replace(kept)
             writer.commit(before=keep)
             now = time.time()
-            store.mark_indexed([(d.fp, d.fetched_at) for d in kept], now)
+            (self.mark or store.mark_indexed)([(d.fp, d.fetched_at) for d in kept], now)
             freshness.add([d.fetched_at for d in kept], now)  # searchable now
             self.report.merges += 1
             self.report.indexed += len(kept)

@@ -121,13 +121,14 @@ class IndexMaster:
         follow: float | None = None,
         stopping: threading.Event | None = None,
         publish_to: IndexObjects | None = None,
+        writer: IndexWriter | None = None,
     ) -> None:
         """The master of ``keys``'s job, writing the index at ``index_path`` under a
         lease of ``lease_ttl`` seconds. ``follow``: keep indexing new pages, aiming at
         this delay in seconds (see the module doc); None: index what is unindexed and
         end. ``stopping``: once set, a run ends after the step it is in. ``publish_to``:
         the object store each commit is published to (indexer/publisher.py) before its
-        pages are marked indexed."""
+        pages are marked indexed. ``writer``: the index written instead (a rebuild's)."""
         if batch_pages < 1 or window < 1 or merge_docs < 1:
             raise ValueError("batch_pages, window and merge_docs must be positive")
         self.client, self.store, self.keys = client, store, keys
@@ -155,13 +156,17 @@ class IndexMaster:
         self.report = IndexReport()
         self.tasks = TaskWindow(store, self.q.trq, window, batch_pages, self.dictionary)
         self.held = HeldResults(self.report, self.tasks.outstanding)
+        # it commits (and publishes) only under the lease
+        self.writer = writer if writer is not None else self._writer_of(index_path, publish_to)
+
+    def _writer_of(self, index_path: Path, publish_to: IndexObjects | None) -> IndexWriter:
+        """The writer of the index at ``index_path``, each commit published to ``publish_to``."""
         publisher = None
         if publish_to is not None:
             publisher = IndexPublisher(
                 publish_to, index_path, on_published=self._published, stopping=self.stopping
             )
-        # it commits (and publishes) only under the lease
-        self.writer = IndexWriter(index_path, publisher=publisher)
+        return IndexWriter(index_path, publisher=publisher)
 
     @classmethod
     def from_config(cls, cfg: Config, **options: Any) -> IndexMaster:
@@ -221,6 +226,7 @@ class IndexMaster:
                 self.writer.start(self.lease.keep)
                 self._remove_gone()
                 self._loop(slaves, progress, progress_interval, t0)
+                self._complete()
                 run.state = "stopped" if self.follow else "complete"
                 if self.follow:
                     self._say(f"index --follow stopped: {self.freshness.sentence()}")
@@ -265,6 +271,10 @@ class IndexMaster:
                 self.report.freshness = self.freshness.summary()
                 progress(self.report)
                 last_progress = now
+
+    def _complete(self) -> None:
+        """Once every page is merged, still under the lease: nothing more to do here (a
+        rebuild puts its index in place of the old one, indexer/rebuild.py)."""
 
     def _done(self) -> bool:
         """Whether the run ends now; with follow, starts the next pass when it is due.

@@ -1,8 +1,10 @@
 """The index tasks out with slaves: a window of batches of page ids, scheduled from the
-store's unindexed pages in fingerprint order, one pass over them at a time."""
+store's unindexed pages (a rebuild's: every indexable page) in fingerprint order, one pass
+over them at a time."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from srcrawl.indexer.protocol import IndexTask
@@ -14,12 +16,20 @@ if TYPE_CHECKING:
 
 class TaskWindow:
     """At most ``size`` tasks of ``batch_pages`` pages each out at a time, each with a
-    serial from ``trq`` its results name."""
+    serial from ``trq`` its results name. ``pages`` (after, limit): the pages to schedule
+    in fingerprint order (default: the store's unindexed ones)."""
 
     def __init__(
-        self, store: Store, trq: TagCounter, size: int, batch_pages: int, dictionary: str
+        self,
+        store: Store,
+        trq: TagCounter,
+        size: int,
+        batch_pages: int,
+        dictionary: str,
+        pages: Callable[[int | None, int], list[int]] | None = None,
     ) -> None:
         self.store, self.trq = store, trq
+        self.pages = pages if pages is not None else store.unindexed_pages
         self.size, self.batch_pages, self.dictionary = size, batch_pages, dictionary
         self.outstanding: dict[int, int] = {}  # batch serial -> pages
         self.cursor: int | None = None  # the last fingerprint scheduled in this pass
@@ -34,7 +44,7 @@ class TaskWindow:
             return [], 0
         if self.cursor is None:
             self.passes += 1
-        fps = self.store.unindexed_pages(self.cursor, free * self.batch_pages)
+        fps = self.pages(self.cursor, free * self.batch_pages)
         if len(fps) < free * self.batch_pages:
             self.scanned_all = True
         if not fps:

@@ -29,34 +29,27 @@ class IndexMarks(WarcPointers):
 
         In fingerprint order, so a caller pages through them with the last one it got.
         """
-        if after is None:
-            sql, params = (
-                f"SELECT fp FROM pages WHERE indexed_at IS NULL AND {INDEXABLE} "
-                "ORDER BY fp LIMIT ?",
-                (limit,),
-            )
-        else:
-            sql = (
-                f"SELECT fp FROM pages WHERE indexed_at IS NULL AND {INDEXABLE} "
-                "AND fp > ? ORDER BY fp LIMIT ?"
-            )
-            params = (after, limit)
-        rows = self.run(lambda cur: self._execute(cur, sql, params).fetchall(), read_only=True)
-        return [int(r[0]) for r in rows]
+        return self._pages_where(f"indexed_at IS NULL AND {INDEXABLE}", after, limit)
 
-    def unindexable_unmarked(self, limit: int) -> list[int]:
+    def indexable_pages(self, after: int | None, limit: int) -> list[int]:
+        """Up to ``limit`` fingerprints of every indexable page, marked or not, after
+        ``after``, in fingerprint order (what a rebuild of the index schedules)."""
+        return self._pages_where(INDEXABLE, after, limit)
+
+    def unindexable_unmarked(self, limit: int, after: int | None = None) -> list[int]:
         """Up to ``limit`` fingerprints of pages fetched since their last index pass that
         are not indexable (gone, a redirect, an error): the index deletes their documents
-        (if it has them) and then marks them with :meth:`settle_unindexable`."""
-        rows = self.run(
-            lambda cur: self._execute(
-                cur,
-                f"SELECT fp FROM pages WHERE indexed_at IS NULL AND NOT ({INDEXABLE}) "
-                "ORDER BY fp LIMIT ?",
-                (limit,),
-            ).fetchall(),
-            read_only=True,
-        )
+        (if it has them) and then marks them with :meth:`settle_unindexable`. In
+        fingerprint order, after ``after``."""
+        return self._pages_where(f"indexed_at IS NULL AND NOT ({INDEXABLE})", after, limit)
+
+    def _pages_where(self, where: str, after: int | None, limit: int) -> list[int]:
+        """Up to ``limit`` fingerprints of the pages ``where`` holds of, after ``after``."""
+        sql, params = f"SELECT fp FROM pages WHERE {where} ORDER BY fp LIMIT ?", [limit]
+        if after is not None:
+            sql = f"SELECT fp FROM pages WHERE {where} AND fp > ? ORDER BY fp LIMIT ?"
+            params = [after, limit]
+        rows = self.run(lambda cur: self._execute(cur, sql, params).fetchall(), read_only=True)
         return [int(r[0]) for r in rows]
 
     def settle_unindexable(self, fps: Sequence[int], done_at: float) -> int:
@@ -139,6 +132,19 @@ class IndexMarks(WarcPointers):
         )
         # texts in WARC files are read after the transaction: no lock held meanwhile
         return [(int(r[0]), float(r[1]), r[2], r[3], self._text(r[4:])) for r in rows]
+
+    def unmark_indexable(self) -> int:
+        """Mark every indexable page unindexed (a rebuilt index is about to replace the
+        index, and marks only what it holds); returns how many were marked before."""
+
+        def unmark(cur: Any) -> int:
+            done = self._execute(
+                cur,
+                f"UPDATE pages SET indexed_at = NULL WHERE indexed_at IS NOT NULL AND {INDEXABLE}",
+            )
+            return max(done.rowcount, 0)
+
+        return self.run(unmark)
 
     def reset_index(self) -> None:
         """Mark every page unindexed (benchmarks rebuild the index from scratch)."""

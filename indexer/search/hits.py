@@ -6,7 +6,7 @@ pages folded into them in one more. A snippet is cut from the page's own text
 the index stores with its document (indexer/engine.py's ``text``): no WARC
 file is read and no boilerplate is looked for. An index built before that field
 had none: its hits' texts are read from the store and their host's boilerplate
-passed over, as then.
+passed over, as then, until it is rebuilt (``srcrawl index --rebuild``).
 """
 
 from __future__ import annotations

@@ -212,7 +212,7 @@ class Searcher:
         if units.facet_filters and not self.reader.has_facets:
             raise q.FilterError(
                 "this index was built before pages' languages and fetch dates were indexed: "
-                "lang:, since: and until: need it built again"
+                "lang:, since: and until: need it built again (srcrawl index --rebuild)"
             )
         for code in units.lang_codes:
             if searcher.doc_freq("lang", code) == 0:
