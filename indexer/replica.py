@@ -29,7 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from srcrawl.core.defaults import DEFAULT_INDEX_SYNC_PERIOD, INDEX_REPLICA_REPORT_EVERY
+from srcrawl.core.defaults import (
+    DEFAULT_INDEX_SYNC_PERIOD,
+    INDEX_REPLICA_FORGET_AFTER,
+    INDEX_REPLICA_REPORT_EVERY,
+)
 from srcrawl.indexer.published import (
     REPLICA_LOCK,
     Commit,
@@ -211,8 +215,26 @@ class IndexReplica:
         self._reported = now
         try:
             self.client.hset(self.keys.index_replicas, self.id, json.dumps(self.state()))
+            forget_gone_replicas(self.client, self.keys)
         except Exception as e:  # Redis away: the search server serves on
             log.debug("index replica: cannot record its state: %s", e)
+
+
+def forget_gone_replicas(client: redis.Redis, keys: Keys, now: float | None = None) -> list[str]:
+    """Remove the recorded states of the replicas that have not recorded one for
+    INDEX_REPLICA_FORGET_AFTER seconds (an unreadable record too); their ids."""
+    now = time.time() if now is None else now
+    gone = []
+    for rid, raw in client.hgetall(keys.index_replicas).items():
+        try:
+            at = float(json.loads(raw).get("at", 0))
+        except (ValueError, TypeError, AttributeError):
+            at = 0.0
+        if now - at > INDEX_REPLICA_FORGET_AFTER:
+            gone.append(rid.decode() if isinstance(rid, bytes) else rid)
+    if gone:
+        client.hdel(keys.index_replicas, *gone)
+    return gone
 
 
 def replica_of(

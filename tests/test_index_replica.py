@@ -472,6 +472,23 @@ def test_status_shows_the_published_commit_and_each_replicas_lag(redis_client, k
     assert "index published" not in render(collect(redis_client, keys))
 
 
+def test_a_replica_silent_for_a_day_is_forgotten(redis_client, keys) -> None:
+    # each replica's record of its state removes those not recorded for a day, so
+    # search servers long gone do not fill `srcrawl status`
+    from srcrawl.core.defaults import INDEX_REPLICA_FORGET_AFTER
+    from srcrawl.indexer.replica import forget_gone_replicas
+
+    now = time.time()
+    ages = {"live:/r": 5.0, "quiet:/r": INDEX_REPLICA_FORGET_AFTER - 60, "gone:/r": 2 * 86_400}
+    for rid, age in ages.items():
+        redis_client.hset(keys.index_replicas, rid, json.dumps({"id": rid, "at": now - age}))
+    redis_client.hset(keys.index_replicas, "garbled:/r", b"not json")
+    assert sorted(forget_gone_replicas(redis_client, keys, now)) == ["garbled:/r", "gone:/r"]
+    assert sorted(redis_client.hkeys(keys.index_replicas)) == [b"live:/r", b"quiet:/r"]
+    assert forget_gone_replicas(redis_client, keys, now) == []
+    redis_client.delete(keys.index_replicas)
+
+
 def test_a_commit_passed_by_mid_fetch_gives_way_to_the_next(s3, tmp_path: Path) -> None:
     """A replica that read a commit point whose files a later commit dropped (its grace
     over) ends that sync without a word of outage; the next sync installs the later one."""

@@ -545,6 +545,11 @@ INDEX_REPLICA_REPORT_EVERY = 10.0
 """Seconds between two records of a replica's state in Redis when nothing changed (a
 new commit is recorded at once); ``srcrawl status`` calls it silent after three."""
 
+INDEX_REPLICA_FORGET_AFTER = 86_400.0
+"""Seconds after its last record that a replica's state is removed from Redis (by any
+replica recording its own): a search server gone for a day, or a search that synced
+once and ended, no longer fills ``srcrawl status``."""
+
 INDEX_STORE_FIRST_WAIT = 0.5
 """Seconds before a publish or a replica's sync that failed is tried again; doubled after
 each failure, up to INDEX_STORE_MAX_WAIT (an outage of the store is waited out)."""
