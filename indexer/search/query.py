@@ -24,6 +24,7 @@ was typed to its units, within a query's limits.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -48,6 +49,9 @@ LONE_HAN_BOOST = 0.3
 """A Chinese character jieba leaves standing alone in a query (用, 到, 下): wanted, not
 required (see :func:`_lone_han`)."""
 PHRASE_FIELDS = ("title", "body", "anchor")
+NEAR_SLOP = 3
+"""Words between two adjacent query words in a page's text for them to count as near
+(``RankWeights.near``): a short clause ("create a new project" holds create … project)."""
 
 
 class QueryError(SrcrawlError):
@@ -218,6 +222,7 @@ class Units:
     optional: list[Query] = field(default_factory=list)  # lone Chinese characters
     optional_terms: list[Clauses] = field(default_factory=list)
     phrases: list[Query] = field(default_factory=list)
+    near: list[Query] = field(default_factory=list)  # adjacent words near in the text
     excluded: list[Query] = field(default_factory=list)
     sites: list[Query] = field(default_factory=list)
     excluded_sites: list[Query] = field(default_factory=list)
@@ -299,6 +304,25 @@ def _phrase_unit(
     return _phrase_query(tokens, weights), tokens
 
 
+def _near_pairs(units: Units, weights: RankWeights) -> list[Query]:
+    """Each two plain words next to each other in the query, as a phrase of the body with
+    NEAR_SLOP words of slack, boosted by ``weights.near`` (none when it is 0)."""
+    if weights.near <= 0:
+        return []
+    s = schema()
+    plain = [
+        w if terms is not None else None
+        for w, terms in zip(units.words, units.required_terms, strict=True)
+    ]
+    return [
+        Query.boost_query(
+            Query.phrase_query(s, "body", [stem(a), stem(b)], NEAR_SLOP), weights.near
+        )
+        for a, b in itertools.pairwise(plain)
+        if a is not None and b is not None and stem(a) != stem(b)
+    ]
+
+
 def units_of(
     tokenizer: Tokenizer, parsed: ParsedQuery, weights: RankWeights = DEFAULT_WEIGHTS
 ) -> Units:
@@ -311,6 +335,7 @@ def units_of(
         units.required, units.optional = units.optional, []
         units.required_terms, units.optional_terms = list(units.optional_terms), []
         units.words = list(units.terms)  # (the lone characters are all the terms)
+    units.near = _near_pairs(units, weights)
     for phrase in parsed.phrases:
         q, tokens = _phrase_unit(tokenizer, phrase, weights)
         if q is not None:
@@ -419,7 +444,7 @@ def every_word(units: Units) -> Query:
         # WAND (wrapped as a required clause, it scores every page that holds the word)
         return Query.boolean_query(units.required_terms[0])
     clauses = [(Occur.Must, q) for q in units.required] + _filters(units)
-    clauses += [(Occur.Should, q) for q in units.optional]
+    clauses += [(Occur.Should, q) for q in (*units.optional, *units.near)]
     if not units.positive:  # only filters (and exclusions): every page they keep
         clauses.append((Occur.Must, Query.const_score_query(Query.all_query(), 1.0)))
     return Query.boolean_query(clauses)

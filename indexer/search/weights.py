@@ -42,6 +42,10 @@ class RankWeights:
     """How much a page that links to many pages (a table of contents, an index) is lowered:
     by less than this fraction, a page with the mean number of out-links by half of it;
     0: not at all. Measured, not used (docs/search.md, "Why these weights")."""
+    near: float = 0.0
+    """How much two words of the query next to each other in it count when a page's text
+    has them within NEAR_SLOP words of each other too (a sloppy phrase of each such pair,
+    boosted by this, added to a page with every word); 0: not at all."""
 
     def fields(self) -> dict[str, float]:
         """Each text field a word is matched in, with its weight (those weighed 0 left out:
