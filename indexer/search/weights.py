@@ -45,7 +45,8 @@ class RankWeights:
     near: float = 0.0
     """How much two words of the query next to each other in it count when a page's text
     has them within NEAR_SLOP words of each other too (a sloppy phrase of each such pair,
-    boosted by this, added to a page with every word); 0: not at all."""
+    boosted by this, added to a page with every word); 0: not at all. Measured, not used
+    (docs/search.md, "Why these weights")."""
 
     def fields(self) -> dict[str, float]:
         """Each text field a word is matched in, with its weight (those weighed 0 left out:
