@@ -133,8 +133,8 @@ class TantivyAlone:
         tokenizer, weights = get_tokenizer(user_dict_from_env()), RankWeights()
         self.query = lambda text: every_word(lower(tokenizer, text, weights)[0])
 
-    def search(self, query: Any) -> int:
-        """The top hits of the (prepared) ``query`` and their snippets; how many."""
+    def search(self, query: Any) -> list[Any]:
+        """The top hits (score, address) of the (prepared) ``query``, their snippets made."""
         hits = self.searcher.search(query, DEFAULT_SEARCH_TOP).hits
         make = self._tantivy.SnippetGenerator.create(
             self.searcher, query, self.index.schema, "body"
@@ -144,7 +144,7 @@ class TantivyAlone:
             stored = self.searcher.doc(address).get_first(self._stored)
             if stored is not None:
                 make.snippet_from_doc(self._tantivy.Document(body=[bytes(stored).decode()]))
-        return len(hits)
+        return hits
 
     def one_pass(self, queries: Sequence[str]) -> list[float]:
         """CPU ms of each query's search, after the first few run once untimed."""

@@ -188,6 +188,9 @@ def test_bench_index_and_search_run_on_a_small_corpus(tmp_path, env) -> None:
     r = run(["bench", "search", "--pages", "40", "--queries", "5", "--slaves", "1"], tmp_path, env)
     assert r.returncode == 0, r.stderr
     assert "p95" in r.stdout and "bytes/page with positions" in r.stdout, r.stdout
+    for label in ("Tantivy alone", "Tantivy, its snippets", "BM25 + PageRank"):
+        line = next(x for x in r.stdout.splitlines() if x.strip().startswith(label + " "))
+        assert "| and 5;" in line, line  # each query's every-word search found pages
 
 
 @pytest.mark.slow
