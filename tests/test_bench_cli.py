@@ -178,6 +178,11 @@ def test_bench_index_and_search_run_on_a_small_corpus(tmp_path, env) -> None:
         assert len(row["round_speedups"]) == 2, row
         assert row["speedup"] == pytest.approx(row["throughput"] / phase[1]["throughput"])
     assert phase[1]["round_speedups"] == [1.0, 1.0]
+    # the index phase's CPU beside jieba-rs and Tantivy alone's on the same pages
+    alone = next(row for row in rows if row.get("label") == "jieba-rs + Tantivy, 1 process")
+    assert alone["items"] == 40 and alone["cpu_s"] > 0
+    for row in phase.values():
+        assert row["vs_jieba_tantivy"] > 0, row
     # the second round runs the counts in the other order
     assert "round 2/2: index phase with 2 slave(s)" in r.stderr
     assert r.stderr.index("round 2/2: index phase with 2") < r.stderr.index(
