@@ -13,14 +13,13 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-import tantivy
 from click.testing import CliRunner, Result
-from tantivy_index import index_in_process
+from tantivy_index import index_in_process, schema_before_stored_text
 
 from srcrawl.app.cli import cli
 from srcrawl.core.urls import fingerprint
 from srcrawl.indexer import rebuild as rebuild_module
-from srcrawl.indexer.engine import STEMMED, STORED_TEXT, TEXT_FIELDS, WITH_POSITIONS, has_field
+from srcrawl.indexer.engine import STORED_TEXT, has_field
 from srcrawl.indexer.master import IndexerError
 from srcrawl.indexer.published import IndexObjects, held_commit
 from srcrawl.indexer.rebuild import IndexRebuild, replace_directory, staging_path
@@ -49,20 +48,6 @@ def make_page(name: str, text: str, fetched_at: float = 1.0) -> Page:
 
 PAGES = [make_page(f"p{i}", f"{MENU} {FILLER[i % 5]} 第{i}页") for i in range(8)]
 PAGES[3] = make_page("p3", f"{MENU} vacuum tuning, step 3. {FILLER[3]}")
-
-
-def schema_before_stored_text() -> tantivy.Schema:
-    """The index's schema before it stored each page's text (and its facets)."""
-    b = tantivy.SchemaBuilder()
-    b.add_integer_field("fp", stored=False, indexed=True, fast=True)
-    for name in TEXT_FIELDS:
-        option = "position" if name in WITH_POSITIONS else "freq"
-        b.add_text_field(name, stored=False, tokenizer_name=STEMMED, index_option=option)
-    b.add_text_field("ident", stored=False, tokenizer_name="whitespace", index_option="freq")
-    b.add_text_field("site", stored=False, tokenizer_name="raw", index_option="basic")
-    b.add_integer_field("digest", stored=False, indexed=False, fast=True)
-    b.add_integer_field("simhash", stored=False, indexed=False, fast=True)
-    return b.build()
 
 
 @pytest.fixture

@@ -5,11 +5,9 @@ bounded prior, duplicates collapsed, snippets, bad queries."""
 from __future__ import annotations
 
 import pytest
-import tantivy
-from tantivy_index import index_in_process
+from tantivy_index import index_in_process, schema_before_stored_text
 
 from srcrawl.core.urls import fingerprint
-from srcrawl.indexer.engine import STEMMED, TEXT_FIELDS, WITH_POSITIONS
 from srcrawl.indexer.search import QueryError, Searcher
 from srcrawl.indexer.search.snippets import Snippet, make_snippet
 from srcrawl.indexer.search.weights import RankWeights
@@ -307,20 +305,6 @@ def test_snippets_come_from_the_pages_own_text_with_its_punctuation(store, index
     assert "Prev" not in snippet  # the host's repeated menu is not the page's text
     assert "«连接»：«方法»" in snippet and "，" in snippet  # full-width kept
     assert searcher.search("prev").hits  # but the menu is still searchable
-
-
-def schema_before_stored_text() -> tantivy.Schema:
-    """The index's schema before it stored each page's text."""
-    b = tantivy.SchemaBuilder()
-    b.add_integer_field("fp", stored=False, indexed=True, fast=True)
-    for name in TEXT_FIELDS:
-        option = "position" if name in WITH_POSITIONS else "freq"
-        b.add_text_field(name, stored=False, tokenizer_name=STEMMED, index_option=option)
-    b.add_text_field("ident", stored=False, tokenizer_name="whitespace", index_option="freq")
-    b.add_text_field("site", stored=False, tokenizer_name="raw", index_option="basic")
-    b.add_integer_field("digest", stored=False, indexed=False, fast=True)
-    b.add_integer_field("simhash", stored=False, indexed=False, fast=True)
-    return b.build()
 
 
 def test_snippets_come_from_the_index_and_an_index_without_texts_reads_the_store(

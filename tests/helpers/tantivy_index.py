@@ -11,7 +11,15 @@ import tantivy
 
 from srcrawl.core.urls import host_of
 from srcrawl.indexer.boilerplate import HostBoilerplate
-from srcrawl.indexer.engine import TEXT_FIELDS, IndexReader, IndexWriter, schema, stem
+from srcrawl.indexer.engine import (
+    STEMMED,
+    TEXT_FIELDS,
+    WITH_POSITIONS,
+    IndexReader,
+    IndexWriter,
+    schema,
+    stem,
+)
 from srcrawl.indexer.slave import tokenize_document
 from srcrawl.indexer.tokenizer import get_tokenizer
 
@@ -83,3 +91,18 @@ def index_in_process(store, index_dir: Path, fps: list[int] | None = None) -> in
         writer.close()
     store.mark_indexed([(d.fp, d.fetched_at) for d in docs], time.time())
     return len(docs)
+
+
+def schema_before_stored_text() -> tantivy.Schema:
+    """The index's schema before it stored each page's text (and its facets): a frozen
+    picture of an older index, which must not follow indexer/engine.py's."""
+    b = tantivy.SchemaBuilder()
+    b.add_integer_field("fp", stored=False, indexed=True, fast=True)
+    for name in TEXT_FIELDS:
+        option = "position" if name in WITH_POSITIONS else "freq"
+        b.add_text_field(name, stored=False, tokenizer_name=STEMMED, index_option=option)
+    b.add_text_field("ident", stored=False, tokenizer_name="whitespace", index_option="freq")
+    b.add_text_field("site", stored=False, tokenizer_name="raw", index_option="basic")
+    b.add_integer_field("digest", stored=False, indexed=False, fast=True)
+    b.add_integer_field("simhash", stored=False, indexed=False, fast=True)
+    return b.build()
