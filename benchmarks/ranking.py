@@ -19,20 +19,16 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from srcrawl.benchmarks.index import BenchmarkError
 from srcrawl.benchmarks.startup import (
-    CHILD_TIMEOUT_S,
     Code,
-    _child_env,
     _index_copy,
     index_dir_of,
+    search_child,
 )
 from srcrawl.core.urls import fingerprint, host_of
 from srcrawl.queues.crawl_protocol import canonical_links
@@ -202,21 +198,8 @@ def known_item_store(path: Path, hosts: int, pages: int, seed: int) -> list[Know
 
 
 def _answers(code: Code, db: Path, queries_file: Path, passes: int) -> dict[str, Any]:
-    env = _child_env(
-        code, {"SRCRAWL_DB_URL": f"sqlite:///{db}", "SRCRAWL_INDEX_DIR": str(index_dir_of(db))}
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(db), str(queries_file), str(passes)],
-        cwd=db.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT_S,
-    )
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise BenchmarkError(f"searching with the {code.label} code failed: {last}")
-    return json.loads(done.stdout)
+    extra = {"SRCRAWL_DB_URL": f"sqlite:///{db}", "SRCRAWL_INDEX_DIR": str(index_dir_of(db))}
+    return search_child(code, CHILD, [str(db), str(queries_file), str(passes)], db.parent, extra)
 
 
 def run_ranking_benchmark(

@@ -16,8 +16,6 @@ stores (an index without stored text: the search alone).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,7 +24,7 @@ from typing import Any
 
 from srcrawl.benchmarks.index import BenchmarkError
 from srcrawl.benchmarks.ranking import percentile
-from srcrawl.benchmarks.startup import CHILD_TIMEOUT_S, Code, _child_env
+from srcrawl.benchmarks.startup import Code, search_child
 from srcrawl.core.defaults import DEFAULT_SEARCH_TOP, DEFAULT_SNIPPET_CHARS
 
 WARM_QUERIES = 5
@@ -168,21 +166,9 @@ class TantivyAlone:
 def child_pass(job: CodeJob, queries_file: Path) -> dict[str, Any]:
     """One timed pass of the job's code's search over the queries in ``queries_file``
     (JSON)."""
-    db, code = job.db, job.code
-    args = [str(db), str(job.index_dir), str(job.warc_dir), str(queries_file), str(WARM_QUERIES)]
-    args.append(str(DEFAULT_SEARCH_TOP))
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, *args],
-        cwd=db.parent,
-        env=_child_env(code, {}),
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT_S,
-    )
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise BenchmarkError(f"searching with the {code.label} code failed: {last}")
-    return json.loads(done.stdout)
+    args = [str(job.db), str(job.index_dir), str(job.warc_dir), str(queries_file)]
+    args += [str(WARM_QUERIES), str(DEFAULT_SEARCH_TOP)]
+    return search_child(job.code, CHILD, args, job.db.parent, {})
 
 
 @dataclass(frozen=True)

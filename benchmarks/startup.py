@@ -140,6 +140,25 @@ def _child_env(code: Code, extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def search_child(
+    code: Code, script: str, args: Sequence[str], cwd: Path, extra: dict[str, str]
+) -> Any:
+    """The JSON a searching ``script`` (``python -c``) prints, run with ``code`` and its
+    ``args``; raise BenchmarkError with its last error line if it fails."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        cwd=cwd,
+        env=_child_env(code, extra),
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise BenchmarkError(f"searching with the {code.label} code failed: {last}")
+    return json.loads(done.stdout)
+
+
 def _run(code: Code, args: Sequence[str], cwd: Path, env: dict[str, str]) -> tuple[float, str]:
     """Wall seconds and stdout of ``srcrawl ARGS`` run with ``code``; raise if it fails."""
     t0 = time.perf_counter()
