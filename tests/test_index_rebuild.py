@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from click.testing import CliRunner, Result
+from index_pages import FILLER
 from tantivy_index import index_in_process, schema_before_stored_text
 
 from srcrawl.app.cli import cli
@@ -31,13 +32,6 @@ from srcrawl.slave.runtime import Slave
 from srcrawl.sql.pages import Page
 
 MENU = "Home Prev Up Next Contents"
-FILLER = [
-    "北京的天气很好，我们去公园散步。Weather report for the city.",
-    "上海交通大学的学生在图书馆读书。Students read books in the library.",
-    "网易发布了新的游戏。A new game was released today.",
-    "分布式系统需要可靠的消息队列。Reliable queues for distributed systems.",
-    "搜索引擎对网页进行排序。Search engines rank web pages by links.",
-]
 QUERIES = ["vacuum step 3", "library", "search engines", "网页 排序", "distributed queues"]
 
 

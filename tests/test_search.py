@@ -5,6 +5,7 @@ bounded prior, duplicates collapsed, snippets, bad queries."""
 from __future__ import annotations
 
 import pytest
+from index_pages import FILLER
 from tantivy_index import index_in_process, schema_before_stored_text
 
 from srcrawl.core.urls import fingerprint
@@ -13,14 +14,6 @@ from srcrawl.indexer.search.snippets import Snippet, make_snippet
 from srcrawl.indexer.search.weights import RankWeights
 from srcrawl.sql.pages import Page
 from srcrawl.sql.ranks import RANK_MEAN
-
-FILLER = [
-    "北京的天气很好，我们去公园散步。Weather report for the city.",
-    "上海交通大学的学生在图书馆读书。Students read books in the library.",
-    "网易发布了新的游戏。A new game was released today.",
-    "分布式系统需要可靠的消息队列。Reliable queues for distributed systems.",
-    "搜索引擎对网页进行排序。Search engines rank web pages by links.",
-]
 
 
 def make_page(

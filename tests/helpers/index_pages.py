@@ -19,6 +19,15 @@ Slave.from_config(cfg, [IndexHandler.from_config(cfg)], worker_id=sys.argv[1],
                   heartbeat_interval=0.2, heartbeat_ttl=1.0, block_timeout=0.2).run()
 """
 
+FILLER = [
+    "北京的天气很好，我们去公园散步。Weather report for the city.",
+    "上海交通大学的学生在图书馆读书。Students read books in the library.",
+    "网易发布了新的游戏。A new game was released today.",
+    "分布式系统需要可靠的消息队列。Reliable queues for distributed systems.",
+    "搜索引擎对网页进行排序。Search engines rank web pages by links.",
+]
+"""Five pages' worth of mixed Chinese and English text, for pages no query looks for."""
+
 SENTENCES = "我来到北京清华大学，他来到了网易杭研大厦。"  # 我 他 了: stop words
 
 
