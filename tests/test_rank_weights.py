@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 from tantivy_index import index_in_process
 
-from srcrawl.core.defaults import DEFAULT_RANK_WEIGHT, SOME_WORDS_SHARE
+from srcrawl.core.defaults import DEFAULT_MAX_QUERY_TERMS, DEFAULT_RANK_WEIGHT, SOME_WORDS_SHARE
 from srcrawl.core.urls import fingerprint
 from srcrawl.indexer.search import Searcher
 from srcrawl.indexer.search.weights import DEFAULT_WEIGHTS, RankWeights
@@ -178,3 +178,7 @@ def test_words_next_to_each_other_in_the_query_count_when_near_in_the_text(store
     assert units("project", True).near == []
     assert units("pg_hba.conf project", True).near == []
     assert names(near, "project") == names(plain, "project")
+    # past DEFAULT_MAX_QUERY_TERMS words, only the pairs of the words kept
+    many = near.units(" ".join(f"word{i}" for i in range(DEFAULT_MAX_QUERY_TERMS + 8)))[0]
+    assert len(many.required) == DEFAULT_MAX_QUERY_TERMS
+    assert len(many.near) == DEFAULT_MAX_QUERY_TERMS - 1

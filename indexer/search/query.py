@@ -335,7 +335,6 @@ def units_of(
         units.required, units.optional = units.optional, []
         units.required_terms, units.optional_terms = list(units.optional_terms), []
         units.words = list(units.terms)  # (the lone characters are all the terms)
-    units.near = _near_pairs(units, weights)
     for phrase in parsed.phrases:
         q, tokens = _phrase_unit(tokenizer, phrase, weights)
         if q is not None:
@@ -391,6 +390,7 @@ def lower(
     if len(units.required) > DEFAULT_MAX_QUERY_TERMS:
         notes.append(f"only the first {DEFAULT_MAX_QUERY_TERMS} distinct words were used")
         units.keep_required(DEFAULT_MAX_QUERY_TERMS)
+    units.near = _near_pairs(units, weights)  # of the words kept
     return units, notes
 
 
