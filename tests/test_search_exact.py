@@ -209,8 +209,11 @@ def _resident_kb(directory, suffix: str) -> int:
     with open("/proc/self/smaps") as smaps:
         for line in smaps:
             head = line.split()
-            if "-" in head[0] and len(head) >= 6 and not head[0].endswith(":"):
-                mapped = head[-1].startswith(str(directory)) and head[-1].endswith(suffix)
+            if "-" in head[0] and not head[0].endswith(":"):  # a mapping's header line
+                # an anonymous mapping has no path (five fields): it is none of the files and
+                # must not inherit the verdict of the mapping before it
+                path = " ".join(head[5:])
+                mapped = path.startswith(str(directory)) and path.endswith(suffix)
             elif mapped and head[0] == "Rss:":
                 total += int(head[1])
     return total
