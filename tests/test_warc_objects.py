@@ -326,6 +326,16 @@ def _wait_for_an_object(url: str, job: str, spool: Path, timeout: float = 60) ->
         time.sleep(0.1)
 
 
+def _holding_volumes(weed: Path, n: int) -> list[int]:
+    """The volume servers holding copies of objects (an empty .dat is 8 bytes): which two of
+    three hold the first object is SeaweedFS's placement."""
+    return [
+        i
+        for i in range(n)
+        if any(f.stat().st_size > 8 for f in (weed / f"volume{i}").glob("*.dat"))
+    ]
+
+
 @pytest.mark.slow
 def test_a_volume_server_killed_mid_crawl_loses_nothing_with_replication(
     redis_url, keys, tmp_path, monkeypatch
@@ -365,13 +375,7 @@ def test_a_volume_server_killed_mid_crawl_loses_nothing_with_replication(
             client = cfg.redis()
             _wait_for_an_object(url, keys.job, tmp_path / "probe")
             stored_before = int(client.hget(cfg.keys.stats("crawl"), "pages") or 0)
-            # the server killed holds copies of objects (a .dat is 8 bytes empty): which
-            # two of the three hold the first object is SeaweedFS's placement
-            holding = [
-                i
-                for i in range(3)
-                if any(f.stat().st_size > 8 for f in (tmp_path / f"weed/volume{i}").glob("*.dat"))
-            ]
+            holding = _holding_volumes(tmp_path / "weed", 3)
             assert holding
             cluster.kill_volume(holding[0])
             _out, err = crawl.communicate(timeout=240)
