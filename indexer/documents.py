@@ -54,33 +54,31 @@ def text_digest(tokens: Sequence[str]) -> int:
 
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: multiplying by it is a bijection of 64 bits
+_digest = xxhash.xxh64_intdigest
 
 
 def simhash(tokens: Sequence[str]) -> int:
     """The 64-bit simhash (signed) of the tokens' bigrams, each distinct bigram weighed by
     its count: a page that differs from another in a few words differs in a few bits.
 
-    A bigram's hash mixes its two words' xxh64 (each word hashed once), so the cost is a
-    hash a distinct word and a few array operations, not a string a bigram.
+    A bigram's hash mixes its two words' xxh64, so the cost is a hash a word (by ``map``,
+    with no Python loop) and a few array operations, not a string a bigram. Every bigram
+    votes once: a distinct one weighed by its count, without sorting them out.
     """
     if not tokens:
         return 0
-    ids: dict[str, int] = {}
-    at = np.fromiter((ids.setdefault(t, len(ids)) for t in tokens), np.intp, len(tokens))
-    digest = xxhash.xxh64_intdigest
-    hashes = np.fromiter((digest(w.encode()) for w in ids), np.uint64, len(ids))[at]
+    hashes = np.fromiter(map(_digest, map(str.encode, tokens)), np.uint64, len(tokens))
     if len(hashes) > 1:
         with np.errstate(over="ignore"):
             mixed = hashes[:-1] * _MIX + (hashes[1:] ^ (hashes[1:] >> np.uint64(29)))
             hashes = mixed * _MIX
             hashes ^= hashes >> np.uint64(32)
-    features, counts = np.unique(hashes, return_counts=True)
-    # bit i of each feature (little-endian bytes, bits in order): its vote for bit i
+    # bit i of each bigram (little-endian bytes, bits in order): its vote for bit i
     bits = np.unpackbits(
-        features.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little"
+        hashes.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little"
     )
-    ones = counts @ bits  # the weight of the features with bit i set
-    return signed64(int(np.packbits(2 * ones > counts.sum(), bitorder="little").view("<u8")[0]))
+    ones = bits.sum(axis=0, dtype=np.intp)  # the bigrams with bit i set
+    return signed64(int(np.packbits(2 * ones > len(hashes), bitorder="little").view("<u8")[0]))
 
 
 def hamming(a: int, b: int) -> int:

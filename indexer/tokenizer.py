@@ -50,6 +50,12 @@ def _runs() -> re.Pattern[str]:
     return re.compile(f"([{HAN}]+)|({OTHER_WORD_CHAR}+)")
 
 
+@functools.cache
+def _other_words() -> re.Pattern[str]:
+    """A run of letters and digits not Chinese: the words of a text without Chinese."""
+    return re.compile(f"{OTHER_WORD_CHAR}+")
+
+
 _IDENTIFIER = re.compile(r"(?<![\w.])[a-z0-9]+(?:[._][a-z0-9]+)+(?![\w]|\.\w)")
 """``pg_dump``, ``pg_hba.conf``, ``os.path.join``: letters and digits joined by ``_`` or
 ``.`` (in folded text). Indexed whole besides their parts."""
@@ -177,19 +183,22 @@ class Tokenizer:
         """The terms of ``text`` in order, stop words and overlong tokens dropped."""
         if not text:
             return []
-        cut = None  # jieba, fetched at the first Chinese run: other text never loads it
+        folded = fold(text)
         stop = self.stopwords
-        out: list[str] = []
+        if HAN_RUN.search(folded) is None:  # no Chinese: one findall, no loop of matches
+            out = [w for w in _other_words().findall(folded) if w not in stop]
+            if out and max(map(len, out)) > MAX_TERM_CHARS:
+                out = [w for w in out if len(w) <= MAX_TERM_CHARS]
+            return out
+        cut = self._segmenter().cut
+        out = []
         append = out.append
-        for m in _runs().finditer(fold(text)):
-            word = m.group(2)
-            if word is not None:
+        for han, word in _runs().findall(folded):
+            if word:
                 if len(word) <= MAX_TERM_CHARS and word not in stop:
                     append(word)
                 continue
-            if cut is None:
-                cut = self._segmenter().cut
-            for word in cut(m.group(1), True):
+            for word in cut(han, True):
                 if word not in stop and len(word) <= MAX_TERM_CHARS:
                     append(word)
         return out
