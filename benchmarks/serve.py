@@ -238,6 +238,7 @@ class ServeBenchmark:
     cells: list[Cell] = field(default_factory=list)
     rss_mb: dict[str, dict[str, float]] = field(default_factory=dict)  # code: largest RSS
     in_process_ms: dict[str, float] = field(default_factory=dict)  # lang: CPU a search
+    portal_in_process_ms: dict[str, float] = field(default_factory=dict)  # the portal's own
 
     def render(self) -> str:
         built = "" if self.build.get("reused") else f", index built in {self.build['wall_s']:.0f} s"
@@ -277,6 +278,13 @@ class ServeBenchmark:
                 f"  in process, {lang}: {ms:.2f} ms CPU a search (the same queries, mean, "
                 f"`Searcher.search` in this process){ratio}"
             )
+            own = self.portal_in_process_ms.get(lang)
+            if own:
+                ratio = f"; a request's server CPU {max(served) / own:.2f}× it" if served else ""
+                lines.append(
+                    f"  in process, {lang}: {own:.2f} ms CPU the portal's own search (grouped "
+                    f"by host, facets, its JSON){ratio}"
+                )
         for code, mb in self.rss_mb.items():
             lines.append(
                 f"  {code}: largest portal process after the load: RSS {mb['rss']:.0f} MB "
@@ -286,21 +294,38 @@ class ServeBenchmark:
         return "\n".join(lines)
 
 
-def in_process_cpu(bcfg: Config, tok: Tokenizer, queries: dict[str, list[str]]) -> dict[str, float]:
-    """Each language's mean CPU ms of a search of its queries in this process (after one
-    untimed pass): what a portal's request is judged against."""
+def in_process_cpu(
+    bcfg: Config, tok: Tokenizer, queries: dict[str, list[str]]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Each language's mean CPU ms of its queries in this process (after one untimed pass):
+    a search as `srcrawl search` runs it, what a portal's request is judged against; and
+    the portal's own search (its first page grouped by host from twice as many ranked
+    pages, facets, near-identical hits folded) with its JSON, what a request adds HTTP to."""
+    import orjson
+
     from srcrawl.indexer.search import Searcher
+    from srcrawl.portal.search_pool import SearchPool
 
     searcher = Searcher(bcfg.store(), bcfg.index_path, tokenizer=tok)
-    out = {}
-    for lang, qs in queries.items():
-        for q in qs:
-            searcher.search(q, top=10)
-        t0 = time.thread_time()
-        for q in qs:
-            searcher.search(q, top=10)
-        out[lang] = (time.thread_time() - t0) * 1000 / len(qs)
-    return out
+    pool = SearchPool(bcfg.db, bcfg.index_path, threads=0)
+    plain, portal = {}, {}
+    try:
+        for lang, qs in queries.items():
+            plain[lang] = _cpu_ms(qs, lambda q: searcher.search(q, top=10))
+            portal[lang] = _cpu_ms(qs, lambda q: orjson.dumps(pool.search(q, 1, 10).as_json()))
+    finally:
+        pool.close()
+    return plain, portal
+
+
+def _cpu_ms(queries: list[str], search: Callable[[str], object]) -> float:
+    """Mean CPU ms of ``search`` over ``queries``, after one untimed pass."""
+    for q in queries:
+        search(q)
+    t0 = time.thread_time()
+    for q in queries:
+        search(q)
+    return (time.thread_time() - t0) * 1000 / len(queries)
 
 
 def serve_options(threads: int, workers: int | None) -> list[str]:
@@ -520,7 +545,9 @@ def run_serve_benchmark(
                     say(f"round {r + 1}: {lang}, spawning srcrawl search {spawns}× …")
                     result.cells.append(_spawned(bcfg, lang, qs[:spawns]))
             if endpoint == "search":
-                result.in_process_ms = in_process_cpu(bcfg, tok, queries)
+                result.in_process_ms, result.portal_in_process_ms = in_process_cpu(
+                    bcfg, tok, queries
+                )
             for code, server in running.items():
                 rss = largest_rss_mb(server.pid)
                 if rss is not None:

@@ -97,28 +97,50 @@ def _words(text: str) -> set[str]:
     return set(text.lower().replace("…", " ").split())
 
 
-def near_identical(a: Hit, b: Hit) -> bool:
-    """Same title (case and spacing aside) and snippets sharing SAME_SNIPPET of their words."""
-    if " ".join(a.title.lower().split()) != " ".join(b.title.lower().split()) or not a.title:
-        return False
-    wa, wb = _words(a.snippet.text), _words(b.snippet.text)
+def _title_key(hit: Hit) -> str:
+    return " ".join(hit.title.lower().split())
+
+
+def _same_words(wa: set[str], wb: set[str]) -> bool:
     if not wa or not wb:
         return wa == wb
     return len(wa & wb) >= SAME_SNIPPET * max(len(wa), len(wb))
 
 
+def near_identical(a: Hit, b: Hit) -> bool:
+    """Same title (case and spacing aside) and snippets sharing SAME_SNIPPET of their words."""
+    title = _title_key(a)
+    return (
+        bool(title)
+        and title == _title_key(b)
+        and _same_words(_words(a.snippet.text), _words(b.snippet.text))
+    )
+
+
 def fold_near_identical(hits: list[Hit], host_more: dict[int, int]) -> list[Hit]:
     """``hits`` with each near-identical to an earlier one folded into it as similar pages
-    (one behind a "more from" link is left listed: its count belongs to its host)."""
-    kept: list[Hit] = []
+    (one behind a "more from" link is left listed: its count belongs to its host). Each
+    hit's title and words are made once, not once a pair (as near_identical would)."""
+    kept: list[tuple[Hit, str, set[str] | None]] = []
     for hit in hits:
+        title, words = _title_key(hit), None
         same = None
-        if not host_more.get(hit.fp):
-            same = next((k for k in kept if near_identical(k, hit)), None)
+        if title and not host_more.get(hit.fp):
+            for i, (k, k_title, k_words) in enumerate(kept):
+                if k_title != title:
+                    continue
+                if words is None:
+                    words = _words(hit.snippet.text)
+                if k_words is None:
+                    k_words = _words(k.snippet.text)
+                    kept[i] = (k, k_title, k_words)
+                if _same_words(k_words, words):
+                    same = k
+                    break
         if same is None:
-            kept.append(hit)
+            kept.append((hit, title, words))
             continue
         same.similar += 1 + hit.similar
         room = SIMILAR_URLS - len(same.similar_urls)
         same.similar_urls.extend([hit.url, *hit.similar_urls][: max(0, room)])
-    return kept
+    return [k for k, _title, _words in kept]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from urllib.parse import urlencode
+from urllib.parse import quote_plus
 
 from markupsafe import Markup, escape
 
@@ -33,14 +33,29 @@ def link_target(url: str) -> str:
     return url if url.lower().startswith(("http://", "https://")) else "#"
 
 
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
+_ASCII_VALUE = {c: "+" if c == 32 else f"%{c:02X}" for c in range(128) if chr(c) not in _SAFE}
+"""An ASCII character of a query string's value as urlencode writes it."""
+
+
+def query_string(params: dict[str, str]) -> str:
+    """``urlencode(params)``, ASCII values by one ``str.translate`` each: every hit of a
+    results page has its links made so, and urlencode quotes byte by byte in Python."""
+    return "&".join(
+        f"{quote_plus(k, safe='')}="
+        + (v.translate(_ASCII_VALUE) if v.isascii() else quote_plus(v, safe=""))
+        for k, v in params.items()
+    )
+
+
 def stored_link(url: str, q: str = "") -> str:
     """The portal path of ``url``'s stored copy, ``q``'s words to be marked in it."""
-    return "/stored?" + urlencode({"url": url, "q": q} if q else {"url": url})
+    return "/stored?" + query_string({"url": url, "q": q} if q else {"url": url})
 
 
 def site_query(host: str, q: str) -> str:
     """The search page of ``q`` within ``host`` (a grouped host's "more from" link)."""
-    return "/?" + urlencode({"q": f"site:{host} {q}"})
+    return "/?" + query_string({"q": f"site:{host} {q}"})
 
 
 _FILTER = re.compile(r"(?<!\S)-?(?:site|lang|since|until):\S+")
@@ -54,7 +69,7 @@ def language_name(code: str) -> str:
 
 def search_link(q: str) -> str:
     """The search page of ``q``."""
-    return "/?" + urlencode({"q": q})
+    return "/?" + query_string({"q": q})
 
 
 def with_filter(q: str, token: str) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import re
 import uuid
+from urllib.parse import urlencode
 
 import pytest
 
@@ -15,6 +16,7 @@ from srcrawl.core.urls import fingerprint
 from srcrawl.indexer.search.hits import Hit
 from srcrawl.indexer.search.snippets import Snippet
 from srcrawl.portal.grouping import PER_HOST, fold_near_identical, near_identical
+from srcrawl.portal.markup import query_string
 from srcrawl.portal.server import build_portal
 from srcrawl.settings.config import Config
 from srcrawl.sql.pages import Page
@@ -138,3 +140,41 @@ def test_near_identical_means_the_same_title_and_nearly_the_same_snippet() -> No
     # a hit carrying its host's "more from" link stays listed: its count is its host's
     e = _hit("http://e.test/", "Release notes", "version 2 adds grouping of results by host")
     assert fold_near_identical([a, e], {e.fp: 3}) == [a, e]
+
+
+def _fold_pairwise(hits: list[Hit], host_more: dict[int, int]) -> list[tuple[str, int]]:
+    """The fold by its definition: each hit against every kept one, by near_identical."""
+    kept: list[Hit] = []
+    for hit in hits:
+        same = None
+        if not host_more.get(hit.fp):
+            same = next((k for k in kept if near_identical(k, hit)), None)
+        if same is None:
+            kept.append(hit)
+        else:
+            same.similar += 1 + hit.similar
+    return [(k.url, k.similar) for k in kept]
+
+
+def test_the_fold_is_near_identical_pair_by_pair_on_random_hits() -> None:
+    rng = random.Random(5)
+    titles = ["Release notes", "release  NOTES ", "Install", "", "安装"]
+    words = ["version", "adds", "grouping", "results", "host", "index", "format", "版本", "安装"]
+    for _ in range(200):
+        made = [
+            (f"http://h{i}.test/", rng.choice(titles), " ".join(rng.choices(words, k=6)))
+            for i in range(rng.randrange(1, 12))
+        ]
+        more = {fingerprint(url): 1 for url, _t, _x in made if rng.random() < 0.2}
+        want = _fold_pairwise([_hit(*m) for m in made], more)
+        assert [
+            (k.url, k.similar) for k in fold_near_identical([_hit(*m) for m in made], more)
+        ] == want
+
+
+def test_the_portal_links_quote_as_urlencode_does() -> None:
+    rng = random.Random(9)
+    alphabet = [chr(c) for c in range(128)] + ["é", "中", "\U0001f600", " ", "+", "%", "&"]
+    for _ in range(500):
+        params = {k: "".join(rng.choices(alphabet, k=rng.randrange(0, 30))) for k in ("url", "q")}
+        assert query_string(params) == urlencode(params)
