@@ -238,7 +238,7 @@ class ServeBenchmark:
     cells: list[Cell] = field(default_factory=list)
     rss_mb: dict[str, dict[str, float]] = field(default_factory=dict)  # code: largest RSS
     in_process_ms: dict[str, float] = field(default_factory=dict)  # lang: CPU a search
-    portal_in_process_ms: dict[str, float] = field(default_factory=dict)  # the portal's own
+    portal_ms: dict[str, float] = field(default_factory=dict)  # lang: the portal's own search
 
     def render(self) -> str:
         built = "" if self.build.get("reused") else f", index built in {self.build['wall_s']:.0f} s"
@@ -278,7 +278,7 @@ class ServeBenchmark:
                 f"  in process, {lang}: {ms:.2f} ms CPU a search (the same queries, mean, "
                 f"`Searcher.search` in this process){ratio}"
             )
-            own = self.portal_in_process_ms.get(lang)
+            own = self.portal_ms.get(lang)
             if own:
                 ratio = f"; a request's server CPU {max(served) / own:.2f}× it" if served else ""
                 lines.append(
@@ -545,9 +545,7 @@ def run_serve_benchmark(
                     say(f"round {r + 1}: {lang}, spawning srcrawl search {spawns}× …")
                     result.cells.append(_spawned(bcfg, lang, qs[:spawns]))
             if endpoint == "search":
-                result.in_process_ms, result.portal_in_process_ms = in_process_cpu(
-                    bcfg, tok, queries
-                )
+                result.in_process_ms, result.portal_ms = in_process_cpu(bcfg, tok, queries)
             for code, server in running.items():
                 rss = largest_rss_mb(server.pid)
                 if rss is not None:
