@@ -121,22 +121,12 @@ def fold_near_identical(hits: list[Hit], host_more: dict[int, int]) -> list[Hit]
     """``hits`` with each near-identical to an earlier one folded into it as similar pages
     (one behind a "more from" link is left listed: its count belongs to its host). Each
     hit's title and words are made once, not once a pair (as near_identical would)."""
-    kept: list[tuple[Hit, str, set[str] | None]] = []
+    kept: list[tuple[Hit, str, set[str]]] = []
     for hit in hits:
-        title, words = _title_key(hit), None
+        title, words = _title_key(hit), _words(hit.snippet.text)
         same = None
         if title and not host_more.get(hit.fp):
-            for i, (k, k_title, k_words) in enumerate(kept):
-                if k_title != title:
-                    continue
-                if words is None:
-                    words = _words(hit.snippet.text)
-                if k_words is None:
-                    k_words = _words(k.snippet.text)
-                    kept[i] = (k, k_title, k_words)
-                if _same_words(k_words, words):
-                    same = k
-                    break
+            same = next((k for k, t, w in kept if t == title and _same_words(w, words)), None)
         if same is None:
             kept.append((hit, title, words))
             continue
