@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import urlencode, urljoin
+from urllib.parse import urljoin
 
 import lxml.html
 import nh3
@@ -38,7 +38,7 @@ from srcrawl.indexer.search import QueryError, Searcher
 from srcrawl.indexer.search.snippets import snippet_terms
 from srcrawl.indexer.search.terms import find_terms
 from srcrawl.indexer.text import fold_aligned
-from srcrawl.portal.markup import stored_link
+from srcrawl.portal.markup import query_string, stored_link
 from srcrawl.portal.search_pool import MAX_QUERY_CHARS
 from srcrawl.slave.decode import decode_html, is_html, looks_binary, mime_type
 from srcrawl.sql.pages import Page, page_body
@@ -96,12 +96,12 @@ CLEANER = nh3.Cleaner(
 
 def raw_link(url: str) -> str:
     """The portal path of ``url``'s WARC record."""
-    return f"{RAW_PATH}?" + urlencode({"url": url})
+    return f"{RAW_PATH}?" + query_string({"url": url})
 
 
 def file_link(url: str) -> str:
     """The portal path of a stored image (served as its type, under a sandbox)."""
-    return f"{FILE_PATH}?" + urlencode({"url": url})
+    return f"{FILE_PATH}?" + query_string({"url": url})
 
 
 def _canonical(url: str) -> str | None:
