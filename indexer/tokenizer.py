@@ -190,7 +190,7 @@ class Tokenizer:
             if out and max(map(len, out)) > MAX_TERM_CHARS:
                 out = [w for w in out if len(w) <= MAX_TERM_CHARS]
             return out
-        cut = self._segmenter().cut
+        cut = self._segmenter().cut  # jieba: loaded only for a text with Chinese
         out = []
         append = out.append
         for han, word in _runs().findall(folded):
