@@ -31,6 +31,10 @@ BUILTIN = (
     "pytest-en",
     "debian-installer-zh",
     "securing-debian-zh",
+    "gimp-en",
+    "libreoffice-zh",
+    "apache-en",
+    "gnucash-en",
 )
 """The shipped corpora: ``benchmarks/corpora/NAME.tsv``. Several projects' manuals in
 each language, so that no ranking weight can be fitted to one of them."""

@@ -50,6 +50,9 @@ GRID: dict[str, tuple[float, ...]] = {
     "some_words": (0.0, 0.25, 0.5),
     "hub": (0.0, 0.2, 0.4, 0.6),
     "near": (0.0, 0.5, 1.0, 2.0),
+    "meaning": (0.0, 0.05, 0.1, 0.25, 0.5),
+    "tie": (0.0, 0.1, 0.3, 0.6, 1.0),
+    "shared_idf": (0.0, 0.25, 0.5, 1.0),
 }
 """Each signal's values tried (0: the signal off; the default among them). The body's
 weight is what the others are weighed against, so it is not varied."""

@@ -3,6 +3,7 @@ did, and each weight changes what it weighs."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -182,3 +183,97 @@ def test_words_next_to_each_other_in_the_query_count_when_near_in_the_text(store
     many = near.units(" ".join(f"word{i}" for i in range(DEFAULT_MAX_QUERY_TERMS + 8)))[0]
     assert len(many.required) == DEFAULT_MAX_QUERY_TERMS
     assert len(many.near) == DEFAULT_MAX_QUERY_TERMS - 1
+
+
+def _only(field: str, **more: float) -> RankWeights:
+    """Weights matching in ``field`` alone (its default weight), no prior."""
+    zero = {f: 0.0 for f in ("title", "body", "anchor", "boiler")}
+    kept = {field: getattr(DEFAULT_WEIGHTS, field)}
+    return replace(DEFAULT_WEIGHTS, **{**zero, **kept}, rank=0.0, **more)
+
+
+def _scores(searcher: Searcher, query: str) -> dict[str, float]:
+    return {h.url.rsplit("/", 1)[1]: h.score for h in searcher.search(query, top=50).hits}
+
+
+def test_a_word_s_fields_summed_or_its_best_field_and_a_share_of_the_rest(weighed) -> None:
+    # "tie": 1 (the default) sums a word's score in each field; below 1 it is Tantivy's
+    # disjunction max, the best field's score and the tie's share of the others'. The
+    # backup page holds "backup" in its title, its text and the anchor text of the
+    # table of contents' link to it
+    fields = {
+        f: _scores(weighed(_only(f)), "backup")["backup"] for f in ("title", "body", "anchor")
+    }
+    best, total = max(fields.values()), sum(fields.values())
+    assert min(fields.values()) > 0
+    for tie in (0.0, 0.3, 1.0):
+        got = _scores(weighed(replace(DEFAULT_WEIGHTS, rank=0.0, tie=tie)), "backup")["backup"]
+        assert got == pytest.approx(best + tie * (total - best), rel=1e-5)
+    # its words are no flat sum of term queries then: a page short of a word is still
+    # found, scored by the words it holds
+    found = weighed(replace(DEFAULT_WEIGHTS, tie=0.0)).search("backup frobnicate")
+    assert found.mode == "or" and found.hits[0].url.endswith("/backup")
+
+
+def test_a_word_s_idf_in_the_whole_page_weighs_its_fields(store, tmp_path) -> None:
+    # "shared_idf": a word of many pages' text but one title ("photo") scores in that
+    # title as a word of that many pages would (the idf of its largest document
+    # frequency in any field over its idf in the title, to the power given); a word as
+    # rare in titles as in pages ("guillotine") is weighed as before
+    animals = ["cat", "dog", "fox", "owl", "elk", "bee", "ant", "cow", "pig"]
+    pages = [_page("photo", "how to take a photo of a bird", title="Old photo")]
+    pages += [_page(a, f"the {a} in this photo was seen {i} times") for i, a in enumerate(animals)]
+    pages += [_page("guillotine", "cut the image along its guides", title="Guillotine")]
+    store.put_pages(pages)
+    index_in_process(store, tmp_path / "index")
+
+    def title_score(word: str, page: str, power: float) -> float:
+        weights = _only("title", shared_idf=power)
+        return _scores(Searcher(store, tmp_path / "index", weights=weights), word)[page]
+
+    searcher = Searcher(store, tmp_path / "index").reader.snapshot()[0]
+    n = searcher.num_docs
+    most = max(searcher.doc_freq(f, "photo") for f in ("title", "body", "anchor", "boiler"))
+    assert most >= 9 and searcher.doc_freq("title", "photo") == 1
+    idf = lambda df: math.log(1 + (n - df + 0.5) / (df + 0.5))  # noqa: E731 (BM25's)
+    assert idf(most) / idf(1) < 0.25
+    for power in (0.5, 1.0):
+        assert title_score("photo", "photo", power) == pytest.approx(
+            title_score("photo", "photo", 0.0) * (idf(most) / idf(1)) ** power, rel=1e-5
+        )
+        assert title_score("guillotine", "guillotine", power) == pytest.approx(
+            title_score("guillotine", "guillotine", 0.0), rel=1e-5
+        )
+
+
+def test_a_query_s_meaning_fused_with_the_ranking_by_reciprocal_rank(store, tmp_path) -> None:
+    # "meaning": the pages found, ranked again by the similarity of their title and text
+    # to the query in WordLlama's embedding (its weights in its wheel), the two ranks
+    # fused as 1/(60 + rank) + weight/(60 + rank by meaning); 0 leaves the ranking alone
+    from srcrawl.indexer.search import meaning
+
+    topics = {
+        "red-eye": ("Red eye removal", "remove the red color from eyes in flash photographs"),
+        "layers": ("Layers", "stack transparent layers to compose an image"),
+        "brushes": ("Brushes", "paint strokes with brushes of many shapes"),
+        "print": ("Printing", "send the image to a printer on paper"),
+        "scale": ("Scale image", "change the size of an image in pixels"),
+    }
+    pages = [_page(n, f"{text} with the tool", title=t) for n, (t, text) in topics.items()]
+    store.put_pages(pages)
+    index_in_process(store, tmp_path / "index")
+
+    def ranked(weight: float) -> list[str]:
+        weights = replace(DEFAULT_WEIGHTS, meaning=weight)
+        return names(Searcher(store, tmp_path / "index", weights=weights), query)
+
+    query = "tool that fixes eyes that glow in a flash photo"
+    plain = names(Searcher(store, tmp_path / "index"), query)
+    assert ranked(0.0) == plain
+    texts = [f"{t}\n{x} with the tool" for t, x in topics.values()]
+    sims = meaning.vectors(texts) @ meaning.vectors([query])[0]
+    by_meaning = {n: r for r, (_s, n) in enumerate(sorted(zip(-sims, topics, strict=True)), 1)}
+    for weight in (0.5, 100.0):
+        score = {n: 1 / (60 + r) + weight / (60 + by_meaning[n]) for r, n in enumerate(plain, 1)}
+        assert ranked(weight) == sorted(plain, key=lambda n: -score[n])
+    assert ranked(100.0)[0] == "red-eye" and ranked(100.0) != plain  # the page that means it

@@ -25,7 +25,9 @@ was typed to its units, within a query's limits.
 from __future__ import annotations
 
 import itertools
+import math
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from urllib.parse import urlsplit
@@ -178,9 +180,14 @@ def _filter(parsed: ParsedQuery, name: str, value: str, negated: bool) -> None:
 
 
 Clauses = list[tuple[Occur, Query]]
+Scale = Callable[[str], dict[str, float]]
+"""A word's (stemmed) weight in each text field beside its field weight (see
+:func:`shared_idf`)."""
 
 
-def _fields_clauses(term: str, weights: RankWeights, boost: float = 1.0) -> Clauses:
+def _fields_clauses(
+    term: str, weights: RankWeights, boost: float = 1.0, scale: Scale | None = None
+) -> Clauses:
     """``term`` (a token) in each text field, weighed: a boosted term query a field.
 
     The term queries read frequencies only: BM25 needs no positions, and reading them (the
@@ -188,8 +195,12 @@ def _fields_clauses(term: str, weights: RankWeights, boost: float = 1.0) -> Clau
     every portal worker's memory (docs/benchmarks-journal.md, "Words read frequencies, not
     positions")."""
     s, stemmed = schema(), stem(term)
+    by = scale(stemmed) if scale is not None else {}
     return [
-        (Occur.Should, Query.boost_query(Query.term_query(s, f, stemmed, "freq"), w * boost))
+        (
+            Occur.Should,
+            Query.boost_query(Query.term_query(s, f, stemmed, "freq"), w * boost * by.get(f, 1.0)),
+        )
         for f, w in weights.fields().items()
     ]
 
@@ -260,7 +271,9 @@ def _lone_han(token: str) -> bool:
     return len(token) == 1 and "\u4e00" <= token <= "\u9fff"
 
 
-def _word_units(tokenizer: Tokenizer, word: str, units: Units, weights: RankWeights) -> None:
+def _word_units(
+    tokenizer: Tokenizer, word: str, units: Units, weights: RankWeights, scale: Scale | None
+) -> None:
     idents = tokenizer.identifiers(word)
     if idents and idents[0] == fold(word).strip(".,;:!?()[]{}'"):
         parts = tokenizer.tokens(word)
@@ -281,16 +294,41 @@ def _word_units(tokenizer: Tokenizer, word: str, units: Units, weights: RankWeig
             continue
         units.terms.append(token)
         if _lone_han(token):
-            clauses = _fields_clauses(token, weights, LONE_HAN_BOOST)
+            clauses = _fields_clauses(token, weights, LONE_HAN_BOOST, scale)
             units.optional.append(Query.boolean_query(clauses))
             units.optional_terms.append(clauses)
             continue
-        clauses = _fields_clauses(token, weights)
+        clauses = _fields_clauses(token, weights, scale=scale)
         for p in tokenizer.search_parts(token):
-            clauses += _fields_clauses(p, weights, SEARCH_PART_BOOST)
-        units.required.append(Query.boolean_query(clauses))
-        units.required_terms.append(clauses)
+            clauses += _fields_clauses(p, weights, SEARCH_PART_BOOST, scale)
+        if weights.tie < 1:  # the word's best field, the others by the tie's share
+            subs = [c for _occur, c in clauses]
+            units.required.append(Query.disjunction_max_query(subs, weights.tie))
+            units.required_terms.append(None)  # its score is not its term queries' sum
+        else:
+            units.required.append(Query.boolean_query(clauses))
+            units.required_terms.append(clauses)
         units.words.append(token)
+
+
+def shared_idf(searcher: tantivy.Searcher, fields: Iterable[str], power: float) -> Scale:
+    """Each word's weight in a field made as if the field's idf were the word's idf in the
+    whole page (BM25F's one idf a word, Robertson et al. 2004), raised to ``power``:
+    Tantivy weighs a field's match by the word's idf in that field alone, so a word of
+    many pages' text but few titles ("photo") scores in a title as a rare word would.
+    The page's document frequency is taken as the word's largest in any field."""
+    names = tuple(fields)
+    n = max(searcher.num_docs, 1)
+
+    def idf(df: int) -> float:
+        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+    def scale(stemmed: str) -> dict[str, float]:
+        dfs = {f: searcher.doc_freq(f, stemmed) for f in names}
+        whole = idf(max(dfs.values(), default=0))
+        return {f: (whole / idf(df)) ** power for f, df in dfs.items() if df > 0}
+
+    return scale
 
 
 def _phrase_unit(
@@ -324,12 +362,16 @@ def _near_pairs(units: Units, weights: RankWeights) -> list[Query]:
 
 
 def units_of(
-    tokenizer: Tokenizer, parsed: ParsedQuery, weights: RankWeights = DEFAULT_WEIGHTS
+    tokenizer: Tokenizer,
+    parsed: ParsedQuery,
+    weights: RankWeights = DEFAULT_WEIGHTS,
+    scale: Scale | None = None,
 ) -> Units:
-    """The units of a parsed query, each field weighed by ``weights``."""
+    """The units of a parsed query, each field weighed by ``weights`` (and each word's
+    fields by ``scale``)."""
     units = Units()
     for word in parsed.words:
-        _word_units(tokenizer, word, units, weights)
+        _word_units(tokenizer, word, units, weights, scale)
     if not units.required and not parsed.phrases:
         # nothing but lone characters ("书"): they are what is searched for
         units.required, units.optional = units.optional, []
@@ -361,7 +403,10 @@ def units_of(
 
 
 def lower(
-    tokenizer: Tokenizer, query: str, weights: RankWeights = DEFAULT_WEIGHTS
+    tokenizer: Tokenizer,
+    query: str,
+    weights: RankWeights = DEFAULT_WEIGHTS,
+    scale: Scale | None = None,
 ) -> tuple[Units, list[str]]:
     """What was typed as the units to search for (weighed by ``weights``), and notes
     on what was left out (the query cut at DEFAULT_MAX_QUERY_CHARS, words too long to be
@@ -376,7 +421,7 @@ def lower(
         notes.append(f"only the first {DEFAULT_MAX_QUERY_CHARS:,} characters were used")
     parsed = parse(query)
     notes += parsed.notes
-    units = units_of(tokenizer, parsed, weights)
+    units = units_of(tokenizer, parsed, weights, scale)
     overlong = tokenizer.overlong(" ".join(parsed.words + parsed.phrases))
     if overlong:
         # no page holds such a word as a term: say so rather than search without it

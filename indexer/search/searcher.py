@@ -37,7 +37,7 @@ from srcrawl.core.defaults import (
 )
 from srcrawl.indexer.boilerplate import HostBoilerplate
 from srcrawl.indexer.engine import IndexReader, IndexUnavailable
-from srcrawl.indexer.search import collect
+from srcrawl.indexer.search import collect, meaning
 from srcrawl.indexer.search import query as q
 from srcrawl.indexer.search.collect import Prior, Scored
 from srcrawl.indexer.search.facets import Facets
@@ -45,7 +45,7 @@ from srcrawl.indexer.search.facets import count as facet_counts
 from srcrawl.indexer.search.hits import Hit, HitReader
 from srcrawl.indexer.search.query import QueryError
 from srcrawl.indexer.search.suggest import suggest
-from srcrawl.indexer.search.weights import DEFAULT_WEIGHTS, RankWeights
+from srcrawl.indexer.search.weights import DEFAULT_WEIGHTS, TEXT_FIELDS, RankWeights
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
 from srcrawl.sql.store import Store
 
@@ -131,9 +131,16 @@ class Searcher:
         """How much PageRank can raise a score."""
         return self.weights.rank
 
-    def units(self, query: str) -> tuple[q.Units, list[str]]:
-        """The query's units and notes on what was left out (:func:`query.lower`)."""
-        return q.lower(self.tokenizer, query, self.weights)
+    def units(
+        self, query: str, searcher: tantivy.Searcher | None = None
+    ) -> tuple[q.Units, list[str]]:
+        """The query's units and notes on what was left out (:func:`query.lower`); with
+        ``searcher``, each word's fields weighed by its idf in the whole page as the
+        weights ask (:func:`query.shared_idf`)."""
+        scale = None
+        if searcher is not None and self.weights.shared_idf > 0:
+            scale = q.shared_idf(searcher, TEXT_FIELDS, self.weights.shared_idf)
+        return q.lower(self.tokenizer, query, self.weights, scale)
 
     def search(
         self,
@@ -151,36 +158,30 @@ class Searcher:
         ``facets``, the matching pages are counted (indexer/search/facets.py).
         """
         t0 = time.perf_counter()
-        units, notes = self.units(query)
+        # the pool a query's meaning reorders, when it counts
+        pool = max(top, meaning.MEANING_POOL) if self.weights.meaning > 0 else top
         searcher, memo = self._snapshot()
+        units, notes = self.units(query, searcher)
         self._check_filters(searcher, units, notes)
         missing: list[str] = []
         with self.store.rank_snapshot() as ranks:
             prior = Prior(ranks, self.weights.rank, self.weights.hub)
-            share = self.weights.some_words
             counted = q.every_word(units)
-            found, matches = self._tier(searcher, counted, top, prior)
+            found, matches = self._tier(searcher, counted, pool, prior)
             every = matches
             mode = "and" if found else "none"
             if units.positive > 1 and not collect.fill_cannot_rise(
-                searcher, memo, units, found, top, prior, share
+                searcher, memo, units, found, pool, prior, self.weights.some_words
             ):
-                some_query = q.some_words(units)
-                more, some = self._tier(searcher, some_query, top, prior)
-                every_fps = {s.fp for s in found}
-                found = collect.merge(found, more, top, share)
-                # the list holds pages with some of the words too: they are counted, those
-                # listed (the same whether or not this query ran: when it is left out,
-                # none of its pages could be listed), so the count is never short of it
-                matches += sum(1 for s in found if s.fp not in every_fps)
-                if mode == "none" and more:  # every page listed has some: their count
-                    mode, matches, counted = "or", some, some_query
-                    notes.append("no page holds every word; pages holding some of them are shown")
+                found, matches, mode, counted = self._fill(
+                    searcher, units, found, (matches, mode, counted), pool, prior, notes
+                )
             if mode != "and":
                 # only when something is lacking: which word no page holds at all (each
                 # word's best score, kept in the commit's memo)
                 missing = collect.unmatched(searcher, memo, units)
         _note_missing(mode, missing, notes)
+        found = self._by_meaning(searcher, found, query)[:top]
         return SearchResult(
             query=query,
             terms=units.terms,
@@ -195,6 +196,42 @@ class Searcher:
             suggestion=self._suggestion(searcher, memo, query, missing) if missing else None,
             facets=self._facets(searcher, memo, counted, mode) if facets else None,
         )
+
+    def _fill(
+        self,
+        searcher: tantivy.Searcher,
+        units: q.Units,
+        found: list[Scored],
+        so_far: tuple[int, str, Query],
+        top: int,
+        prior: Prior,
+        notes: list[str],
+    ) -> tuple[list[Scored], int, str, Query]:
+        """``found`` (the pages with every word) merged with the pages with some of them,
+        and the matches, mode and query counted (``so_far``: those of ``found``)."""
+        matches, mode, counted = so_far
+        some_query = q.some_words(units)
+        more, some = self._tier(searcher, some_query, top, prior)
+        every_fps = {s.fp for s in found}
+        found = collect.merge(found, more, top, self.weights.some_words)
+        # the list holds pages with some of the words too: they are counted, those listed
+        # (the same whether or not this query ran: when it is left out, none of its pages
+        # could be listed), so the count is never short of it
+        matches += sum(1 for s in found if s.fp not in every_fps)
+        if mode == "none" and more:  # every page listed has some: their count
+            mode, matches, counted = "or", some, some_query
+            notes.append("no page holds every word; pages holding some of them are shown")
+        return found, matches, mode, counted
+
+    def _by_meaning(
+        self, searcher: tantivy.Searcher, found: list[Scored], query: str
+    ) -> list[Scored]:
+        """``found`` reordered by its ranks fused with those by the query's meaning (as it
+        is, when that does not count)."""
+        if self.weights.meaning <= 0:
+            return found
+        titles = {fp: title for fp, _url, title in self.store.hit_pages([s.fp for s in found])}
+        return meaning.fused(found, query, titles, searcher, self.weights.meaning)
 
     def _snapshot(self) -> tuple[tantivy.Searcher, dict[str, float]]:
         """The index's searcher and its commit's memo; QueryError if there is none."""

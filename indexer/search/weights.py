@@ -47,6 +47,19 @@ class RankWeights:
     has them within NEAR_SLOP words of each other too (a sloppy phrase of each such pair,
     boosted by this, added to a page with every word); 0: not at all. Measured, not used
     (docs/search.md, "Why these weights")."""
+    shared_idf: float = 0.0
+    """How far a word's match in each field is weighed by its idf in the whole page rather
+    than in that field alone (indexer/search/query.py's ``shared_idf``): 0, the field's
+    own idf (Tantivy's); 1, the page's, as BM25F weighs it."""
+    tie: float = 1.0
+    """How much a word's match in its other fields counts beside its best field's: 1, the
+    fields' scores summed; below 1, Tantivy's disjunction max with this tie-breaker, so
+    that a word in a page's title, links and text counts little more than in one of
+    them, and a page with more of the query's words comes first."""
+    meaning: float = 0.0
+    """How much a page's rank by what the query means counts beside its rank by the
+    ranking, fused by reciprocal rank (indexer/search/meaning.py); 0: not at all.
+    Measured, not used (docs/search.md, "Why these weights")."""
 
     def fields(self) -> dict[str, float]:
         """Each text field a word is matched in, with its weight (those weighed 0 left out:
