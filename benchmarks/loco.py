@@ -19,12 +19,13 @@ are measured, so a run that stops goes on where it was.
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from srcrawl.benchmarks.index import _drop_job_keys
 from srcrawl.benchmarks.known_queries import QueryFile, check_answers, corpus_path
@@ -38,6 +39,8 @@ from srcrawl.benchmarks.real_corpora import (
 )
 from srcrawl.indexer.search.weights import DEFAULT_WEIGHTS, RankWeights
 from srcrawl.settings.config import Config
+from srcrawl.sql.database_url import DatabaseURL
+from srcrawl.sql.store import open_store
 
 Progress = Callable[[str], None]
 
@@ -59,6 +62,24 @@ weight is what the others are weighed against, so it is not varied."""
 OFF = 0.0
 TIE = 1e-9  # mean MRRs closer than this are a tie
 
+JOINT_GRID: dict[str, tuple[float, ...]] = {
+    "title": (0.0, 1.0, 3.0),
+    "anchor": (1.0, 2.0),
+    "near": (0.0, 1.0),
+    "shared_idf": (0.0, 0.5),
+    "some_words": (0.25, 0.5),
+}
+"""The weights chosen together (``--joint``): those whose value chosen alone split the
+corpora left out about evenly, as a change of one can hinge on another (a title weighed
+less leaves more to the anchor text; words near each other tell more once a page short
+of a word counts more). Every combination of their values is measured."""
+KNOWN_WEB = "known-item-web"
+"""The known-item test web (benchmarks/ranking.py), one more corpus of the joint choice:
+pages named by their title, the words of the links to them (words also in the text of
+the pages that link) and a menu label, the navigational queries of the open web that
+the manuals' queries seldom are. Without it, the weights chosen on the manuals alone
+find a page by the words that link to it for one query in six."""
+
 
 @dataclass(frozen=True)
 class Figures:
@@ -74,7 +95,10 @@ def figures_of(ranks: Sequence[int | None]) -> Figures:
 
 
 # -- the choice ------------------------------------------------------------------
-def choose(figures: Mapping[str, Mapping[float, Figures]], left_out: str, default: float) -> float:
+K = TypeVar("K", float, tuple)
+
+
+def choose(figures: Mapping[str, Mapping[K, Figures]], left_out: str, default: K) -> K:
     """The value with the best mean MRR@10 over every corpus but ``left_out`` (``figures``:
     corpus → value → figures); a tie is won by ``default``, then by the value first in
     the grid."""
@@ -287,6 +311,32 @@ def answer_ranks(jcfg: Config, qf: QueryFile, weights: RankWeights) -> list[int 
     return ranks
 
 
+class RankCache:
+    """The ranks of the answers of ``qf``'s corpus, by weights, kept in the corpus's cache
+    file as they are measured (a cache of another build of the corpus is dropped)."""
+
+    def __init__(self, cfg: Config, qf: QueryFile, slaves: int, say: Progress) -> None:
+        self.qf, self.say = qf, say
+        self.jcfg = built_corpus(cfg, qf, slaves, say)
+        self.path = loco_home(cfg) / f"{qf.name}.json"
+        self.cache: dict[str, Any] = {"job": self.jcfg.job, "ranks": {}}
+        if self.path.is_file():
+            old = json.loads(self.path.read_text())
+            if old.get("job") == self.jcfg.job:
+                self.cache = old
+
+    def figures(self, weights: RankWeights, label: str) -> Figures:
+        key = _key(weights)
+        if key not in self.cache["ranks"]:
+            self.say(f"corpus {self.qf.name}: {label}")
+            self.cache["ranks"][key] = answer_ranks(self.jcfg, self.qf, weights)
+            self.path.write_text(json.dumps(self.cache))
+        return figures_of(self.cache["ranks"][key])
+
+    def close(self) -> None:
+        self.jcfg.close()
+
+
 def corpus_figures(
     cfg: Config,
     qf: QueryFile,
@@ -294,30 +344,15 @@ def corpus_figures(
     slaves: int,
     say: Progress,
 ) -> dict[str, dict[float, Figures]]:
-    """signal → value → figures on ``qf``'s corpus; the ranks kept in the corpus's cache
-    file as each value is measured (a cache of another build is dropped)."""
-    jcfg = built_corpus(cfg, qf, slaves, say)
-    cache_path = loco_home(cfg) / f"{qf.name}.json"
-    cache: dict[str, Any] = {"job": jcfg.job, "ranks": {}}
-    if cache_path.is_file():
-        old = json.loads(cache_path.read_text())
-        if old.get("job") == jcfg.job:
-            cache = old
-    out: dict[str, dict[float, Figures]] = {}
+    """signal → value → figures on ``qf``'s corpus (the ranks kept, :class:`RankCache`)."""
+    ranks = RankCache(cfg, qf, slaves, say)
     try:
-        for signal, values in grid.items():
-            out[signal] = {}
-            for value in values:
-                weights = weights_with(signal, value)
-                key = _key(weights)
-                if key not in cache["ranks"]:
-                    say(f"corpus {qf.name}: {signal}={value:g}")
-                    cache["ranks"][key] = answer_ranks(jcfg, qf, weights)
-                    cache_path.write_text(json.dumps(cache))
-                out[signal][value] = figures_of(cache["ranks"][key])
+        return {
+            signal: {v: ranks.figures(weights_with(signal, v), f"{signal}={v:g}") for v in values}
+            for signal, values in grid.items()
+        }
     finally:
-        jcfg.close()
-    return out
+        ranks.close()
 
 
 def run_loco(
@@ -335,3 +370,184 @@ def run_loco(
         figures = {c: per_corpus[c][signal] for c in per_corpus}
         results.append(leave_one_out(signal, figures, getattr(DEFAULT_WEIGHTS, signal)))
     return results
+
+
+# -- the weights chosen together -----------------------------------------------------
+Setting = tuple[tuple[str, float], ...]
+"""One combination of the joint grid's values: (signal, value) in the grid's order."""
+
+
+@dataclass
+class JointLeftOut:
+    """One corpus left out of the joint choice."""
+
+    corpus: str
+    chosen: Setting
+    at_chosen: Figures
+    at_default: Figures
+
+
+@dataclass
+class JointResult:
+    """The weights chosen together without each corpus in turn, judged on that corpus."""
+
+    default: Setting
+    rows: list[JointLeftOut]
+    means: dict[Setting, float]  # each combination's mean MRR@10 over every corpus
+
+    def beats_default(self) -> tuple[int, int, int]:
+        return _tally((r.at_chosen.mrr, r.at_default.mrr) for r in self.rows)
+
+    def verdict(self) -> str:
+        better, _same, _worse = self.beats_default()
+        if better > len(self.rows) / 2:
+            chosen = statistics.mode(r.chosen for r in self.rows)
+            return "change the defaults to " + _setting_text(chosen)
+        return f"keep the defaults: the weights chosen are better on {better} of {len(self.rows)}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "default": dict(self.default),
+            "beats_default": self.beats_default(),
+            "verdict": self.verdict(),
+            "left_out": [
+                {
+                    "corpus": r.corpus,
+                    "chosen": dict(r.chosen),
+                    "chosen_figures": asdict(r.at_chosen),
+                    "default_figures": asdict(r.at_default),
+                }
+                for r in self.rows
+            ],
+            "best_means": [
+                {"weights": dict(k), "mean_mrr": m}
+                for k, m in sorted(self.means.items(), key=lambda kv: -kv[1])[:5]
+            ],
+        }
+
+
+def _setting_text(setting: Setting) -> str:
+    return ", ".join(f"{k} {v:g}" for k, v in setting)
+
+
+def settings_of(grid: Mapping[str, Sequence[float]]) -> list[Setting]:
+    """Every combination of ``grid``'s values."""
+    return [tuple(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
+
+
+def joint_leave_one_out(
+    figures: Mapping[str, Mapping[Setting, Figures]], default: Setting
+) -> JointResult:
+    """The combination with the best mean MRR@10 without each corpus in turn (a tie: the
+    default, then the first in the grid), judged on that corpus against the default."""
+    rows = []
+    for corpus in figures:
+        chosen = choose(figures, corpus, default)
+        f = figures[corpus]
+        rows.append(JointLeftOut(corpus, chosen, f[chosen], f[default]))
+    first = next(iter(figures.values()))
+    means = {k: statistics.fmean(f[k].mrr for f in figures.values()) for k in first}
+    return JointResult(default, rows, means)
+
+
+def render_joint(result: JointResult) -> str:
+    better, same, worse = result.beats_default()
+    lines = [
+        f"weights chosen together ({_setting_text(result.default)} by default): {result.verdict()}",
+        f"  chosen vs default: better on {better}, same on {same}, worse on {worse}",
+        "  best mean MRR@10 over every corpus: "
+        + "; ".join(
+            f"{_setting_text(k)}: {m:.4f}"
+            for k, m in sorted(result.means.items(), key=lambda kv: -kv[1])[:3]
+        )
+        + f"; the defaults: {result.means[result.default]:.4f}",
+        f"  {'corpus left out':<22}MRR@10 (s@3): chosen / default   chosen",
+    ]
+    for r in result.rows:
+        cells = f"{r.at_chosen.mrr:.3f} ({r.at_chosen.s3:.3f}) / {r.at_default.mrr:.3f} "
+        cells += f"({r.at_default.s3:.3f})"
+        lines.append(f"  {r.corpus:<22}{cells}   {_setting_text(r.chosen)}")
+    return "\n".join(lines)
+
+
+def run_joint(
+    cfg: Config,
+    query_files: Sequence[QueryFile],
+    *,
+    grid: Mapping[str, Sequence[float]] = JOINT_GRID,
+    slaves: int,
+    say: Progress,
+) -> JointResult:
+    """The weights of ``grid`` chosen together by leaving each corpus out in turn."""
+    settings = settings_of(grid)
+    corpora: list[QueryFile | str] = [*query_files, KNOWN_WEB]
+    figures = {
+        (c if isinstance(c, str) else c.name): _settings_figures(cfg, c, settings, slaves, say)
+        for c in corpora
+    }
+    default = tuple((k, float(getattr(DEFAULT_WEIGHTS, k))) for k in grid)
+    return joint_leave_one_out(figures, default)
+
+
+def _settings_figures(
+    cfg: Config, qf: QueryFile | str, settings: Sequence[Setting], slaves: int, say: Progress
+) -> dict[Setting, Figures]:
+    """Each combination's figures on ``qf``'s corpus or the known-item test web (the ranks
+    kept, :class:`RankCache`, :class:`KnownWebRanks`)."""
+    web = isinstance(qf, str)
+    ranks = KnownWebRanks(cfg, say) if web else RankCache(cfg, qf, slaves, say)  # type: ignore[arg-type]
+    try:
+        return {
+            setting: ranks.figures(
+                replace(DEFAULT_WEIGHTS, **dict(setting)), f"weights {i}/{len(settings)}"
+            )
+            for i, setting in enumerate(settings, 1)
+        }
+    finally:
+        ranks.close()
+
+
+class KnownWebRanks:
+    """The ranks of the known-item test web's answers, by weights: its pages stored and
+    indexed once (by this code's ``srcrawl index``) under the benchmark's home, the
+    ranks kept in a cache file as they are measured."""
+
+    def __init__(self, cfg: Config, say: Progress) -> None:
+        from srcrawl.benchmarks.ranking import known_item_store
+        from srcrawl.benchmarks.startup import _index_copy, index_dir_of, this_code
+
+        directory = loco_home(cfg) / "runs" / KNOWN_WEB
+        directory.mkdir(parents=True, exist_ok=True)
+        pages_db, marker = directory / "known-2-60-1.db", directory / "built.json"
+        self.db = pages_db.with_name("index-this.db")
+        self.index = index_dir_of(self.db)
+        if not marker.is_file() or not self.index.is_dir():
+            say(f"storing and indexing the known-item test web in {directory}")
+            items = known_item_store(pages_db, 2, 60, 1)
+            _index_copy(cfg, this_code(), pages_db, say)
+            marker.write_text(json.dumps([[q.query, q.url] for q in items]))
+        self.queries = [(q, url) for q, url in json.loads(marker.read_text())]
+        self.path = loco_home(cfg) / f"{KNOWN_WEB}.json"
+        self.cache: dict[str, list[int | None]] = (
+            json.loads(self.path.read_text()) if self.path.is_file() else {}
+        )
+        self.store = open_store(DatabaseURL(kind="sqlite", path=str(self.db)))
+        self.say = say
+
+    def figures(self, weights: RankWeights, label: str) -> Figures:
+        from srcrawl.benchmarks.ranking import rank_of
+        from srcrawl.indexer.search import Searcher
+
+        key = _key(weights)
+        if key not in self.cache:
+            self.say(f"{KNOWN_WEB}: {label}")
+            searcher = Searcher(self.store, self.index, weights=weights)
+            self.cache[key] = [
+                rank_of(url, [h.url for h in searcher.search(query, top=TOP).hits])
+                for query, url in self.queries
+            ]
+            self.path.write_text(json.dumps(self.cache))
+        return figures_of(self.cache[key])
+
+    def close(self) -> None:
+        self.store.close()

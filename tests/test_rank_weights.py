@@ -56,6 +56,10 @@ def weights_pages() -> tuple[list[Page], list[tuple[int, int, str]], list[tuple[
     return pages, links, list(dict(ranks).items())
 
 
+BEFORE = RankWeights(title=3.0, anchor=2.0, near=0.0, shared_idf=0.0, some_words=0.25)
+"""The weights as the constants were before they were one object, and until the weights
+chosen together (``srcrawl bench loco --joint``) replaced them."""
+
 # each query's top 10 with the weights as constants, before they were one object
 EXPECTED = {
     "vacuum tuning": ["vacuum", "toc"],
@@ -100,9 +104,14 @@ def names(searcher: Searcher, query: str) -> list[str]:
     return [h.url.rsplit("/", 1)[1] for h in searcher.search(query).hits]
 
 
-def test_the_default_weights_rank_as_before(weighed) -> None:
-    searcher = weighed()
+def test_the_weights_as_constants_rank_as_before(weighed) -> None:
+    searcher = weighed(BEFORE)
     assert {q: names(searcher, q) for q in EXPECTED} == EXPECTED
+    # the defaults chosen together rank these as well, but for the table of contents,
+    # which says "migrate iptables nftables" word for word, first for those words
+    chosen = weighed()
+    changed = {"migrate iptables nftables": ["toc", "nft", "防火墙"]}
+    assert {q: names(chosen, q) for q in EXPECTED} == {**EXPECTED, **changed}
     # the defaults are the constants of srcrawl/core/defaults.py
     assert DEFAULT_WEIGHTS.rank == DEFAULT_RANK_WEIGHT
     assert DEFAULT_WEIGHTS.some_words == SOME_WORDS_SHARE
@@ -130,8 +139,8 @@ def test_the_prior_weighed_zero_is_off(weighed) -> None:
 def test_no_share_for_pages_short_of_a_word_lists_them_after(weighed) -> None:
     # the table of contents holds every word of the query once; the nftables page says
     # "move" where the query says "migrate", and names its topic throughout
-    assert names(weighed(), "migrate iptables nftables")[:2] == ["nft", "toc"]
-    strict = weighed(replace(DEFAULT_WEIGHTS, some_words=0.0))
+    assert names(weighed(BEFORE), "migrate iptables nftables")[:2] == ["nft", "toc"]
+    strict = weighed(replace(BEFORE, some_words=0.0))
     assert names(strict, "migrate iptables nftables")[:2] == ["toc", "nft"]
 
 
@@ -164,7 +173,7 @@ def test_words_next_to_each_other_in_the_query_count_when_near_in_the_text(store
     apart = _page("apart", f"create {filler} project {filler} create {filler} project")
     store.put_pages([close, apart, *(_page(f"other-{i}", f"other text {i}") for i in range(8))])
     index_in_process(store, tmp_path / "index")
-    plain = Searcher(store, tmp_path / "index")
+    plain = Searcher(store, tmp_path / "index", weights=replace(DEFAULT_WEIGHTS, near=0.0))
     near = Searcher(store, tmp_path / "index", weights=replace(DEFAULT_WEIGHTS, near=1.0))
     assert names(plain, "create project") == ["apart", "close"]
     assert names(near, "create project") == ["close", "apart"]

@@ -35,6 +35,13 @@ from srcrawl.core.progress import ProgressLine
     help="Crawl and index the corpora again and measure every value again (after a change "
     "to the crawl, the index or the ranking, which the kept answers do not know of).",
 )
+@click.option(
+    "--joint",
+    is_flag=True,
+    help="Instead: the weights whose single choice splits the corpora (title, anchor text, "
+    "words near each other, idf in the whole page, pages short of a word) chosen together, "
+    "every combination of their values measured.",
+)
 @json_option("Also write each signal's choices and figures as JSON.")
 @click.pass_context
 def bench_loco(
@@ -42,6 +49,7 @@ def bench_loco(
     corpora: tuple[str, ...],
     slaves: int,
     fresh: bool,
+    joint: bool,
     json_path: str | None,
 ) -> None:
     """Each ranking weight chosen on the other corpora and judged on the one left out: for
@@ -58,7 +66,7 @@ def bench_loco(
         expand_corpora,
         read_query_file,
     )
-    from srcrawl.benchmarks.loco import loco_home, render, run_loco
+    from srcrawl.benchmarks.loco import loco_home, render, render_joint, run_joint, run_loco
 
     names = expand_corpora(corpora)
     unknown = [c for c in names if c not in BUILTIN]
@@ -75,16 +83,20 @@ def bench_loco(
     if fresh:
         shutil.rmtree(loco_home(cfg), ignore_errors=True)
     line = ProgressLine()
+    files = [read_query_file(builtin_query_file(c)) for c in names]
     try:
-        results = run_loco(
-            cfg,
-            [read_query_file(builtin_query_file(c)) for c in names],
-            slaves=slaves,
-            say=line.say,
-        )
+        if joint:
+            together = run_joint(cfg, files, slaves=slaves, say=line.say)
+        else:
+            results = run_loco(cfg, files, slaves=slaves, say=line.say)
     finally:
         line.done()
-    if json_path:
+    if joint:
+        out: dict = {"corpora": names, "joint": together.as_json()}
+        text = render_joint(together)
+    else:
         out = {"corpora": names, "signals": [r.as_json() for r in results]}
+        text = render(results)
+    if json_path:
         Path(json_path).write_text(json.dumps(out, indent=2))
-    click.echo(render(results))
+    click.echo(text)

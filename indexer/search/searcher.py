@@ -6,7 +6,7 @@ and, when the query has more than one word, the pages with some of the words
 (a disjunction, where a page with more of them scores more), whose scores
 count SOME_WORDS_SHARE of their worth. The two lists merge by score: a page
 that lacks a word ranks above one with every word only when its words score
-more than 1/SOME_WORDS_SHARE (four) times as much (a section that names the
+more than 1/SOME_WORDS_SHARE times (twice) as much (a section that names the
 topic throughout but says "move" where the query says "migrate" passes a table
 of contents that happens to hold every word once). The second query is left
 out when no page lacking a word can reach the results.

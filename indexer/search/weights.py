@@ -3,9 +3,11 @@
 Each weight is a signal of the ranking that is chosen at query time, so a
 ranking can be measured with other weights on the same index
 (``srcrawl bench loco``): the fields a word is matched in, an identifier found
-whole, the PageRank prior, the tier of pages short of a word, and the
-lowering of pages that are mostly links. Each was
-chosen by leaving one real corpus out (docs/search.md, "Why these weights").
+whole, the PageRank prior, the tier of pages short of a word, words near each
+other, a word's idf in the whole page, and the signals measured and left off.
+Each was chosen by leaving one corpus out; the title, words near each other, the
+whole page's idf and the share of pages short of a word were chosen together
+(``bench loco --joint``; docs/search.md, "Why these weights").
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class RankWeights:
     page's own text (each field scores BM25 on its own; a word's score is their sum).
     """
 
-    title: float = 3.0
+    title: float = 1.0  # (3 until the weights were chosen together)
     body: float = 1.0
     anchor: float = 2.0  # the text of the links to the page
     boiler: float = 0.2  # the host's repeated text (indexer/boilerplate.py)
@@ -42,20 +44,22 @@ class RankWeights:
     """How much a page that links to many pages (a table of contents, an index) is lowered:
     by less than this fraction, a page with the mean number of out-links by half of it;
     0: not at all. Measured, not used (docs/search.md, "Why these weights")."""
-    near: float = 0.0
+    near: float = 1.0
     """How much two words of the query next to each other in it count when a page's text
     has them within NEAR_SLOP words of each other too (a sloppy phrase of each such pair,
-    boosted by this, added to a page with every word); 0: not at all. Measured, not used
-    (docs/search.md, "Why these weights")."""
-    shared_idf: float = 0.0
+    boosted by this, added to a page with every word); 0: not at all."""
+    shared_idf: float = 0.5
     """How far a word's match in each field is weighed by its idf in the whole page rather
     than in that field alone (indexer/search/query.py's ``shared_idf``): 0, the field's
-    own idf (Tantivy's); 1, the page's, as BM25F weighs it."""
+    own idf (Tantivy's); 1, the page's, as BM25F weighs it. Between, a word of many
+    pages' text counts for less in a title or a link, where its own field would make it
+    rare."""
     tie: float = 1.0
     """How much a word's match in its other fields counts beside its best field's: 1, the
     fields' scores summed; below 1, Tantivy's disjunction max with this tie-breaker, so
     that a word in a page's title, links and text counts little more than in one of
-    them, and a page with more of the query's words comes first."""
+    them, and a page with more of the query's words comes first. Measured, not used
+    (docs/search.md, "Why these weights")."""
     meaning: float = 0.0
     """How much a page's rank by what the query means counts beside its rank by the
     ranking, fused by reciprocal rank (indexer/search/meaning.py); 0: not at all.

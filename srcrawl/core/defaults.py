@@ -575,17 +575,19 @@ gives the same ranks on both corpora, 0.5 and 1.0 put one more English answer se
 text scores within 20 % of each other (the known-item test web, where links mean
 something, keeps MRR 0.997)."""
 
-SOME_WORDS_SHARE = 0.25
+SOME_WORDS_SHARE = 0.5
 """What the score of a page lacking one or more of a query's words counts against pages
-with every word (indexer/search/collect.py): a soft "every word first". Strict tiers (a page with
-every word always first) put a table of contents that holds each word once above the
-section that answers in other words. On the real-corpus evaluation every share from 0.25
-to 0.75 gave debian-handbook-zh 1.000 on all three figures (strict tiers: success@1
-0.979, MRR 0.990) and django-en the same or a little better; on the generated pages of
-`bench search --pages` (random words, queries of random words of one page: there every
-word is what singles the page out) 0.25 keeps the source page first as often as strict
-tiers do (81 of 200), 0.35 and 0.5 less often (69 and 40). So 0.25: a page short of a word
-passes one with every word only when its words score four times as much."""
+with every word (indexer/search/collect.py): a soft "every word first". Strict tiers (a page
+with every word always first) put a table of contents that holds each word once above the
+section that answers in other words. 0.5, chosen together with the title's weight, words
+near each other and the whole page's idf by leaving one corpus out
+(``srcrawl bench loco --joint``, docs/search.md, "Why these weights"): a page short of a
+word passes one with every word when its words score twice as much. It was 0.25, chosen
+alone on two manuals and on the generated pages of `bench search --pages` (random words,
+queries of random words of one page: there every word is what singles the page out,
+and 0.5 alone put the source page first less often; with the weights chosen together it
+is first for 84 of 200 queries on 10,000 pages, 81 before); the manuals whose queries
+are a user's own words need the softer tier."""
 
 DEFAULT_RERANK_POOL = 200
 """BM25 hits a query rescores with PageRank and collapses duplicates among (widened when a
