@@ -68,3 +68,32 @@ def test_a_default_that_beats_the_signal_off_helps_when_the_choice_is_off() -> N
     assert result.default_helps() == (3, 0, 1)
     assert result.verdict() == "the default helps"
     assert result.means == pytest.approx({0.0: 0.625, 1.0: 0.45, 2.0: 0.0})
+
+
+def test_weights_chosen_together_by_the_best_mean_of_every_combination() -> None:
+    # two weights, each alone at its default no better: together (title 1, near 1) best
+    # on the corpora kept, judged on each left out against the defaults (3, 0)
+    from srcrawl.benchmarks.loco import joint_leave_one_out, render_joint, settings_of
+
+    settings = settings_of({"title": (1.0, 3.0), "near": (0.0, 1.0)})
+    assert settings == [
+        (("title", 1.0), ("near", 0.0)),
+        (("title", 1.0), ("near", 1.0)),
+        (("title", 3.0), ("near", 0.0)),
+        (("title", 3.0), ("near", 1.0)),
+    ]
+    default, together = settings[2], settings[1]
+
+    def corpus(at_default: float, at_together: float) -> dict:
+        return {s: Figures(at_together if s == together else at_default, 1.0) for s in settings}
+
+    figures = {"a": corpus(0.8, 0.9), "b": corpus(0.7, 0.8), "c": corpus(0.9, 0.85)}
+    result = joint_leave_one_out(figures, default)
+    assert [r.chosen for r in result.rows] == [together, together, together]
+    assert result.beats_default() == (2, 0, 1)
+    assert result.verdict() == "change the defaults to title 1, near 1"
+    assert "chosen vs default: better on 2, same on 0, worse on 1" in render_joint(result)
+    # a corpus whose loss outweighs the others' gains keeps the defaults where it counts
+    figures["c"] = corpus(0.9, 0.2)
+    assert joint_leave_one_out(figures, default).rows[0].chosen == default
+    assert joint_leave_one_out(figures, default).verdict().startswith("keep the defaults")
