@@ -73,6 +73,10 @@ JOINT_GRID: dict[str, tuple[float, ...]] = {
 corpora left out about evenly, as a change of one can hinge on another (a title weighed
 less leaves more to the anchor text; words near each other tell more once a page short
 of a word counts more). Every combination of their values is measured."""
+BEFORE_JOINT = replace(
+    DEFAULT_WEIGHTS, title=3.0, anchor=2.0, near=0.0, shared_idf=0.0, some_words=0.25
+)
+"""The weights of the joint grid before they were chosen together (commit 820442b)."""
 KNOWN_WEB = "known-item-web"
 """The known-item test web (benchmarks/ranking.py), one more corpus of the joint choice:
 pages named by their title, the words of the links to them (words also in the text of

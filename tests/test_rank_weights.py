@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 from tantivy_index import index_in_process
 
+from srcrawl.benchmarks.loco import BEFORE_JOINT
 from srcrawl.core.defaults import DEFAULT_MAX_QUERY_TERMS, DEFAULT_RANK_WEIGHT, SOME_WORDS_SHARE
 from srcrawl.core.urls import fingerprint
 from srcrawl.indexer.search import Searcher
@@ -56,7 +57,7 @@ def weights_pages() -> tuple[list[Page], list[tuple[int, int, str]], list[tuple[
     return pages, links, list(dict(ranks).items())
 
 
-BEFORE = RankWeights(title=3.0, anchor=2.0, near=0.0, shared_idf=0.0, some_words=0.25)
+BEFORE = BEFORE_JOINT
 """The weights as the constants were before they were one object, and until the weights
 chosen together (``srcrawl bench loco --joint``) replaced them."""
 
