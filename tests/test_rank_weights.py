@@ -166,29 +166,33 @@ def test_pages_that_link_to_many_lowered_by_their_out_links(store, weighed) -> N
 
 
 def test_words_next_to_each_other_in_the_query_count_when_near_in_the_text(store, tmp_path) -> None:
-    # "near": a page that has two adjacent query words within NEAR_SLOP words of each
-    # other ("create a new project") gains over one that has both only far apart, even
-    # where plain BM25 puts the far page first (it says each word twice)
+    # "near": in a query of three words or more, a page that has two adjacent query words
+    # within NEAR_SLOP words of each other ("create a new project") gains over one that
+    # has them only far apart, even where plain BM25 puts the far page first (it says
+    # each word twice)
     filler = " ".join(f"filler{i}" for i in range(40))
     close = _page("close", f"how to create a new project in the tool {filler} {filler} {filler}")
-    apart = _page("apart", f"create {filler} project {filler} create {filler} project")
+    pad = " ".join(f"pad{i}" for i in range(40))  # (not a near-duplicate of the close page)
+    apart = _page("apart", f"create {pad} new {pad} project {pad} create {pad} new project")
     store.put_pages([close, apart, *(_page(f"other-{i}", f"other text {i}") for i in range(8))])
     index_in_process(store, tmp_path / "index")
     plain = Searcher(store, tmp_path / "index", weights=replace(DEFAULT_WEIGHTS, near=0.0))
     near = Searcher(store, tmp_path / "index", weights=replace(DEFAULT_WEIGHTS, near=1.0))
-    assert names(plain, "create project") == ["apart", "close"]
-    assert names(near, "create project") == ["close", "apart"]
-    scores = {h.url.rsplit("/", 1)[1]: h.score for h in near.search("create project").hits}
-    plain_scores = {h.url.rsplit("/", 1)[1]: h.score for h in plain.search("create project").hits}
-    assert scores["apart"] == pytest.approx(plain_scores["apart"])  # not near: nothing added
-    # the pairs are of plain words next to each other in the query: none for one word,
-    # for an identifier, or with the signal off
+    query = "create new project"
+    assert names(plain, query) == ["apart", "close"]
+    assert names(near, query) == ["close", "apart"]
+    scores = {h.url.rsplit("/", 1)[1]: h.score for h in near.search(query).hits}
+    plain_scores = {h.url.rsplit("/", 1)[1]: h.score for h in plain.search(query).hits}
+    assert scores["close"] > plain_scores["close"]
+    # the pairs are of plain words next to each other in a query of NEAR_MIN_WORDS words
+    # or more: none for one or two words, for an identifier, or with the signal off
     units = lambda text, w: near.units(text)[0] if w else plain.units(text)[0]  # noqa: E731
     assert len(units("create a new project", True).near) == 2  # create-new, new-project
-    assert units("create project", False).near == []
+    assert units("create new project", False).near == []
+    assert units("create project", True).near == []  # two words: a page with both is enough
+    assert names(near, "create project") == names(plain, "create project")
     assert units("project", True).near == []
-    assert units("pg_hba.conf project", True).near == []
-    assert names(near, "project") == names(plain, "project")
+    assert len(units("pg_hba.conf new project", True).near) == 1  # new-project
     # past DEFAULT_MAX_QUERY_TERMS words, only the pairs of the words kept
     many = near.units(" ".join(f"word{i}" for i in range(DEFAULT_MAX_QUERY_TERMS + 8)))[0]
     assert len(many.required) == DEFAULT_MAX_QUERY_TERMS

@@ -12,6 +12,7 @@ import re
 import sys
 import time
 import unicodedata
+from dataclasses import replace
 
 import pytest
 import tantivy
@@ -37,6 +38,7 @@ from srcrawl.indexer.search.terms import (
     term_pattern,
     words_starting,
 )
+from srcrawl.indexer.search.weights import DEFAULT_WEIGHTS
 from srcrawl.indexer.text import HAN, fold_aligned
 from srcrawl.indexer.tokenizer import get_tokenizer
 from srcrawl.lab.corpus import Corpus
@@ -190,7 +192,8 @@ def test_words_are_scored_without_reading_positions(store, pages, tmp_path) -> N
     index's position files stay out of memory until a phrase needs them. Read with the
     positions, they were a quarter of a portal worker's memory at 500k pages."""
     index(store, tmp_path, pages)
-    searcher = Searcher(store, tmp_path)
+    # (words near each other are phrases: they read the positions of a pool's pages)
+    searcher = Searcher(store, tmp_path, weights=replace(DEFAULT_WEIGHTS, near=0.0))
     for q in queries(pages):
         searcher.search(q)
     files = len(list(tmp_path.glob("*.pos")))
@@ -230,7 +233,9 @@ def test_a_new_commit_is_judged_by_its_own_best_scores(store, pages, tmp_path) -
     # a word of many pages but of no title: the new page's title makes it score high
     a, b = [t for t, _n in counts.most_common(50) if t.isascii() and t not in titled][:2]
     text = f"{a} {b}"
-    searcher = Searcher(store, tmp_path)
+    # a title scores a word of many pages' text as a rare word with each field's own idf
+    weights = replace(DEFAULT_WEIGHTS, shared_idf=0.0)
+    searcher = Searcher(store, tmp_path, weights=weights)
     before = searcher.search(text)
     assert before.mode == "and"
     loud = Page(
@@ -244,7 +249,7 @@ def test_a_new_commit_is_judged_by_its_own_best_scores(store, pages, tmp_path) -
     index(store, tmp_path, [loud])
     searcher.reader.reload()
     got = searcher.search(text)
-    fresh = Searcher(store, tmp_path)  # nothing kept from the earlier commit
+    fresh = Searcher(store, tmp_path, weights=weights)  # nothing kept from the earlier commit
     assert ranked(got) == ranked(fresh.search(text))
     assert loud.fp in [h.fp for h in got.hits]
 

@@ -51,6 +51,11 @@ LONE_HAN_BOOST = 0.3
 """A Chinese character jieba leaves standing alone in a query (用, 到, 下): wanted, not
 required (see :func:`_lone_han`)."""
 PHRASE_FIELDS = ("title", "body", "anchor")
+NEAR_MIN_WORDS = 3
+"""Words a query needs for its adjacent ones to count near each other: of two words, a page
+with both is mostly about both already, and the phrase, which reads positions and stops
+Tantivy skipping blocks, cost most (common words: the most pages hold both; at 500k
+pages an English two-word search took 1.7 times the CPU with it)."""
 NEAR_SLOP = 3
 """Words between two adjacent query words in a page's text for them to count as near
 (``RankWeights.near``): a short clause ("create a new project" holds create … project)."""
@@ -352,6 +357,8 @@ def _near_pairs(units: Units, weights: RankWeights) -> list[Query]:
         w if terms is not None else None
         for w, terms in zip(units.words, units.required_terms, strict=True)
     ]
+    if len(plain) < NEAR_MIN_WORDS:
+        return []
     return [
         Query.boost_query(
             Query.phrase_query(s, "body", [stem(a), stem(b)], NEAR_SLOP), weights.near

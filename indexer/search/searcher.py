@@ -132,14 +132,21 @@ class Searcher:
         return self.weights.rank
 
     def units(
-        self, query: str, searcher: tantivy.Searcher | None = None
+        self, query: str, snapshot: Callable[[], tantivy.Searcher] | None = None
     ) -> tuple[q.Units, list[str]]:
         """The query's units and notes on what was left out (:func:`query.lower`); with
-        ``searcher``, each word's fields weighed by its idf in the whole page as the
-        weights ask (:func:`query.shared_idf`)."""
-        scale = None
-        if searcher is not None and self.weights.shared_idf > 0:
-            scale = q.shared_idf(searcher, TEXT_FIELDS, self.weights.shared_idf)
+        ``snapshot`` (the index's searcher, asked for at the first word that needs it, so
+        that an unusable query is told so before a missing index is), each word's fields
+        weighed by its idf in the whole page as the weights ask (:func:`query.shared_idf`)."""
+        scale: q.Scale | None = None
+        if snapshot is not None and self.weights.shared_idf > 0:
+            made: list[q.Scale] = []
+
+            def scale(stemmed: str) -> dict[str, float]:
+                if not made:
+                    made.append(q.shared_idf(snapshot(), TEXT_FIELDS, self.weights.shared_idf))
+                return made[0](stemmed)
+
         return q.lower(self.tokenizer, query, self.weights, scale)
 
     def search(
@@ -160,8 +167,9 @@ class Searcher:
         t0 = time.perf_counter()
         # the pool a query's meaning reorders, when it counts
         pool = max(top, meaning.MEANING_POOL) if self.weights.meaning > 0 else top
-        searcher, memo = self._snapshot()
-        units, notes = self.units(query, searcher)
+        snapshot = _Snapshot(self._snapshot)
+        units, notes = self.units(query, snapshot)
+        searcher, memo = snapshot.taken()
         self._check_filters(searcher, units, notes)
         missing: list[str] = []
         with self.store.rank_snapshot() as ranks:
@@ -334,3 +342,19 @@ class Searcher:
             if len(kept) == top and kept[-1].score > floor:
                 return kept, matches
             limit *= 4
+
+
+class _Snapshot:
+    """The index's searcher and its commit's memo, taken when first asked for."""
+
+    def __init__(self, take: Callable[[], tuple[tantivy.Searcher, dict[str, float]]]) -> None:
+        self._take = take
+        self._taken: tuple[tantivy.Searcher, dict[str, float]] | None = None
+
+    def taken(self) -> tuple[tantivy.Searcher, dict[str, float]]:
+        if self._taken is None:
+            self._taken = self._take()
+        return self._taken
+
+    def __call__(self) -> tantivy.Searcher:
+        return self.taken()[0]
