@@ -498,8 +498,7 @@ def _settings_figures(
 ) -> dict[Setting, Figures]:
     """Each combination's figures on ``qf``'s corpus or the known-item test web (the ranks
     kept, :class:`RankCache`, :class:`KnownWebRanks`)."""
-    web = isinstance(qf, str)
-    ranks = KnownWebRanks(cfg, say) if web else RankCache(cfg, qf, slaves, say)  # type: ignore[arg-type]
+    ranks = KnownWebRanks(cfg, say) if isinstance(qf, str) else RankCache(cfg, qf, slaves, say)
     try:
         return {
             setting: ranks.figures(
@@ -525,13 +524,14 @@ class KnownWebRanks:
         pages_db, marker = directory / "known-2-60-1.db", directory / "built.json"
         self.db = pages_db.with_name("index-this.db")
         self.index = index_dir_of(self.db)
+        self.path = loco_home(cfg) / f"{KNOWN_WEB}.json"
         if not marker.is_file() or not self.index.is_dir():
             say(f"storing and indexing the known-item test web in {directory}")
+            self.path.unlink(missing_ok=True)  # ranks of another build
             items = known_item_store(pages_db, 2, 60, 1)
             _index_copy(cfg, this_code(), pages_db, say)
             marker.write_text(json.dumps([[q.query, q.url] for q in items]))
         self.queries = [(q, url) for q, url in json.loads(marker.read_text())]
-        self.path = loco_home(cfg) / f"{KNOWN_WEB}.json"
         self.cache: dict[str, list[int | None]] = (
             json.loads(self.path.read_text()) if self.path.is_file() else {}
         )

@@ -316,24 +316,31 @@ def _word_units(
         units.words.append(token)
 
 
-def shared_idf(searcher: tantivy.Searcher, fields: Iterable[str], power: float) -> Scale:
+def shared_idf(
+    searcher: Callable[[], tantivy.Searcher], fields: Iterable[str], power: float
+) -> Scale:
     """Each word's weight in a field made as if the field's idf were the word's idf in the
     whole page (BM25F's one idf a word, Robertson et al. 2004), raised to ``power``:
     Tantivy weighs a field's match by the word's idf in that field alone, so a word of
     many pages' text but few titles ("photo") scores in a title as a rare word would.
-    The page's document frequency is taken as the word's largest in any field."""
+    The page's document frequency is taken as the word's largest in any field.
+    ``searcher`` gives the index's searcher when a word first needs it (so that an
+    unusable query is told so before a missing index is)."""
     names = tuple(fields)
-    n = max(searcher.num_docs, 1)
-
-    def idf(df: int) -> float:
-        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
     def scale(stemmed: str) -> dict[str, float]:
-        dfs = {f: searcher.doc_freq(f, stemmed) for f in names}
-        whole = idf(max(dfs.values(), default=0))
-        return {f: (whole / idf(df)) ** power for f, df in dfs.items() if df > 0}
+        index = searcher()
+        n = max(index.num_docs, 1)
+        dfs = {f: index.doc_freq(f, stemmed) for f in names}
+        whole = _idf(n, max(dfs.values(), default=0))
+        return {f: (whole / _idf(n, df)) ** power for f, df in dfs.items() if df > 0}
 
     return scale
+
+
+def _idf(n: int, df: int) -> float:
+    """BM25's idf (Tantivy's) of a word in ``df`` of ``n`` pages."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
 def _phrase_unit(

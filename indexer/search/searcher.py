@@ -135,18 +135,12 @@ class Searcher:
         self, query: str, snapshot: Callable[[], tantivy.Searcher] | None = None
     ) -> tuple[q.Units, list[str]]:
         """The query's units and notes on what was left out (:func:`query.lower`); with
-        ``snapshot`` (the index's searcher, asked for at the first word that needs it, so
-        that an unusable query is told so before a missing index is), each word's fields
-        weighed by its idf in the whole page as the weights ask (:func:`query.shared_idf`)."""
-        scale: q.Scale | None = None
+        ``snapshot`` (the index's searcher, taken at the first word that needs it), each
+        word's fields weighed by its idf in the whole page as the weights ask
+        (:func:`query.shared_idf`)."""
+        scale = None
         if snapshot is not None and self.weights.shared_idf > 0:
-            made: list[q.Scale] = []
-
-            def scale(stemmed: str) -> dict[str, float]:
-                if not made:
-                    made.append(q.shared_idf(snapshot(), TEXT_FIELDS, self.weights.shared_idf))
-                return made[0](stemmed)
-
+            scale = q.shared_idf(snapshot, TEXT_FIELDS, self.weights.shared_idf)
         return q.lower(self.tokenizer, query, self.weights, scale)
 
     def search(
