@@ -73,8 +73,31 @@ JOINT_GRID: dict[str, tuple[float, ...]] = {
 corpora left out about evenly, as a change of one can hinge on another (a title weighed
 less leaves more to the anchor text; words near each other tell more once a page short
 of a word counts more). Every combination of their values is measured."""
+LONG_GRID: dict[str, tuple[float, ...]] = {
+    "long_title": (1.0, 0.5, 0.0),
+    "long_anchor": (2.0, 1.0, 0.5, 0.0),
+    "some_words_rise": (0.0, 1.0),
+}
+"""The weights of long queries (``--long``), chosen together: the title's and the anchor
+text's in a query of LONG_QUERY_WORDS words or more (their first values those of shorter
+queries: the same weights whatever the length), and the share of a page short of a word
+rising with the query's words."""
+BEFORE_LONG = replace(
+    DEFAULT_WEIGHTS,
+    long_title=DEFAULT_WEIGHTS.title,
+    long_anchor=DEFAULT_WEIGHTS.anchor,
+    some_words_rise=0.0,
+)
+"""The weights before long queries had their own (commit 03be885)."""
 BEFORE_JOINT = replace(
-    DEFAULT_WEIGHTS, title=3.0, anchor=2.0, near=0.0, shared_idf=0.0, some_words=0.25
+    BEFORE_LONG,
+    title=3.0,
+    anchor=2.0,
+    long_title=3.0,
+    long_anchor=2.0,
+    near=0.0,
+    shared_idf=0.0,
+    some_words=0.25,
 )
 """The weights of the joint grid before they were chosen together (commit 820442b)."""
 KNOWN_WEB = "known-item-web"

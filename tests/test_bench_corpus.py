@@ -107,6 +107,11 @@ def test_the_shipped_query_files() -> None:
     for qf in files.values():
         assert qf.name == qf.path.stem and qf.seed.endswith(".html")
         assert len({q.query for q in qf.queries}) == len(qf.queries)  # no query twice
+    # the commands' help names every one
+    from srcrawl.benchmarks.commands.search import bench_search
+
+    corpus_help = next(p.help for p in bench_search.params if p.name == "corpora")
+    assert all(name in corpus_help for name in BUILTIN)
 
 
 def test_every_shipped_corpus_is_a_debian_package_with_30_queries() -> None:

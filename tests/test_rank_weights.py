@@ -9,8 +9,13 @@ from dataclasses import replace
 import pytest
 from tantivy_index import index_in_process
 
-from srcrawl.benchmarks.loco import BEFORE_JOINT
-from srcrawl.core.defaults import DEFAULT_MAX_QUERY_TERMS, DEFAULT_RANK_WEIGHT, SOME_WORDS_SHARE
+from srcrawl.benchmarks.loco import BEFORE_JOINT, BEFORE_LONG
+from srcrawl.core.defaults import (
+    DEFAULT_MAX_QUERY_TERMS,
+    DEFAULT_RANK_WEIGHT,
+    LONG_QUERY_WORDS,
+    SOME_WORDS_SHARE,
+)
 from srcrawl.core.urls import fingerprint
 from srcrawl.indexer.search import Searcher
 from srcrawl.indexer.search.weights import DEFAULT_WEIGHTS, RankWeights
@@ -108,11 +113,14 @@ def names(searcher: Searcher, query: str) -> list[str]:
 def test_the_weights_as_constants_rank_as_before(weighed) -> None:
     searcher = weighed(BEFORE)
     assert {q: names(searcher, q) for q in EXPECTED} == EXPECTED
-    # the defaults chosen together rank these as well, but for the table of contents,
+    # the weights chosen together rank these as well, but for the table of contents,
     # which says "migrate iptables nftables" word for word, first for those words
-    chosen = weighed()
+    joint = weighed(BEFORE_LONG)
     changed = {"migrate iptables nftables": ["toc", "nft", "防火墙"]}
-    assert {q: names(chosen, q) for q in EXPECTED} == {**EXPECTED, **changed}
+    assert {q: names(joint, q) for q in EXPECTED} == {**EXPECTED, **changed}
+    # and with a page short of one word of three counting two thirds, not half, the
+    # section that names nftables throughout (but not "migrate") is first again
+    assert {q: names(weighed(), q) for q in EXPECTED} == EXPECTED
     # the defaults are the constants of srcrawl/core/defaults.py
     assert DEFAULT_WEIGHTS.rank == DEFAULT_RANK_WEIGHT
     assert DEFAULT_WEIGHTS.some_words == SOME_WORDS_SHARE
@@ -291,3 +299,43 @@ def test_a_query_s_meaning_fused_with_the_ranking_by_reciprocal_rank(store, tmp_
         score = {n: 1 / (60 + r) + weight / (60 + by_meaning[n]) for r, n in enumerate(plain, 1)}
         assert ranked(weight) == sorted(plain, key=lambda n: -score[n])
     assert ranked(100.0)[0] == "red-eye" and ranked(100.0) != plain  # the page that means it
+
+
+def test_a_long_query_weighs_the_title_and_the_links_less() -> None:
+    w = DEFAULT_WEIGHTS
+    assert w.for_words(LONG_QUERY_WORDS - 1) is w
+    long = w.for_words(LONG_QUERY_WORDS)
+    assert (long.title, long.anchor) == (w.long_title, w.long_anchor) != (w.title, w.anchor)
+    assert long.for_words(LONG_QUERY_WORDS) is long  # weighed once, not twice
+    assert BEFORE_LONG.for_words(10) is BEFORE_LONG  # the same weights: nothing changes
+
+
+def test_a_page_short_of_a_word_counts_more_in_a_longer_query() -> None:
+    w = replace(DEFAULT_WEIGHTS, some_words=0.5, some_words_rise=1.0)
+    # short of one word of n: (n - 1)/n of its score, as the coordination factor
+    assert [w.some_share(n) for n in (1, 2, 3, 4, 6)] == pytest.approx(
+        [0.5, 0.5, 2 / 3, 0.75, 5 / 6]
+    )
+    assert replace(w, some_words_rise=0.0).some_share(6) == 0.5
+    assert replace(w, some_words=0.0).some_share(6) == 0.0  # strict tiers stay strict
+
+
+def test_a_long_task_query_finds_the_page_that_answers_it_not_the_one_linked_by_a_word(
+    store, tmp_path
+) -> None:
+    # the page on logs is linked as "log files" from every page, titled so and, being
+    # long, holds the task's words somewhere; the page on logging in holds them in a line
+    # (neither says "people")
+    logs = "log files: the access log, the error log, log rotation and log formats. " * 3
+    logs += "make a folder to see the username of each request in the log."
+    pages = [
+        _page("logs", logs, "Log Files"),
+        _page("auth", "make users log in with a username before they can see the folder", "Auth"),
+    ]
+    pages += [_page(f"m{i}", f"module {i} writes its own records") for i in range(8)]
+    store.put_pages(pages)
+    store.put_links([(p.fp, pages[0].fp, "log files") for p in pages[2:]])
+    index_in_process(store, tmp_path / "index")
+    query = "make people log in with a username before they see a folder"
+    assert names(Searcher(store, tmp_path / "index", weights=BEFORE_LONG), query)[0] == "logs"
+    assert names(Searcher(store, tmp_path / "index"), query)[0] == "auth"

@@ -42,6 +42,14 @@ from srcrawl.core.progress import ProgressLine
     "words near each other, idf in the whole page, pages short of a word) chosen together, "
     "every combination of their values measured.",
 )
+@click.option(
+    "--long",
+    "long_queries",
+    is_flag=True,
+    help="Instead: the weights of queries of four words or more (the title's, the anchor "
+    "text's, a page short of a word counting more as the query is longer) chosen together, "
+    "every combination of their values measured.",
+)
 @json_option("Also write each signal's choices and figures as JSON.")
 @click.pass_context
 def bench_loco(
@@ -50,6 +58,7 @@ def bench_loco(
     slaves: int,
     fresh: bool,
     joint: bool,
+    long_queries: bool,
     json_path: str | None,
 ) -> None:
     """Each ranking weight chosen on the other corpora and judged on the one left out: for
@@ -60,25 +69,21 @@ def bench_loco(
     default's and the signal off's (0).
     Each corpus is crawled and indexed once and each value's answers kept (in
     $SRCRAWL_HOME/bench/loco), so a run that stops goes on where it was."""
-    from srcrawl.benchmarks.known_queries import (
-        BUILTIN,
-        builtin_query_file,
-        expand_corpora,
-        read_query_file,
+    from srcrawl.benchmarks.known_queries import builtin_query_file, read_query_file
+    from srcrawl.benchmarks.loco import (
+        JOINT_GRID,
+        LONG_GRID,
+        loco_home,
+        render,
+        render_joint,
+        run_joint,
+        run_loco,
     )
-    from srcrawl.benchmarks.loco import loco_home, render, render_joint, run_joint, run_loco
 
-    names = expand_corpora(corpora)
-    unknown = [c for c in names if c not in BUILTIN]
-    if unknown:
-        raise click.BadParameter(
-            f"not a shipped corpus: {', '.join(unknown)} ({', '.join(BUILTIN)})",
-            param_hint="--corpus",
-        )
-    if len(names) < 3:
-        raise click.BadParameter(
-            "leaving one out needs three corpora or more", param_hint="--corpus"
-        )
+    names = _shipped(corpora)
+    if joint and long_queries:
+        raise click.UsageError("--joint and --long are two choices: give one")
+    joint = joint or long_queries
     cfg = config_of(ctx)
     if fresh:
         shutil.rmtree(loco_home(cfg), ignore_errors=True)
@@ -86,7 +91,8 @@ def bench_loco(
     files = [read_query_file(builtin_query_file(c)) for c in names]
     try:
         if joint:
-            together = run_joint(cfg, files, slaves=slaves, say=line.say)
+            grid = LONG_GRID if long_queries else JOINT_GRID
+            together = run_joint(cfg, files, grid=grid, slaves=slaves, say=line.say)
         else:
             results = run_loco(cfg, files, slaves=slaves, say=line.say)
     finally:
@@ -100,3 +106,22 @@ def bench_loco(
     if json_path:
         Path(json_path).write_text(json.dumps(out, indent=2))
     click.echo(text)
+
+
+def _shipped(corpora: tuple[str, ...]) -> list[str]:
+    """The shipped corpora named (``all``: every one); BadParameter for another name or
+    fewer than three."""
+    from srcrawl.benchmarks.known_queries import BUILTIN, expand_corpora
+
+    names = expand_corpora(corpora)
+    unknown = [c for c in names if c not in BUILTIN]
+    if unknown:
+        raise click.BadParameter(
+            f"not a shipped corpus: {', '.join(unknown)} ({', '.join(BUILTIN)})",
+            param_hint="--corpus",
+        )
+    if len(names) < 3:
+        raise click.BadParameter(
+            "leaving one out needs three corpora or more", param_hint="--corpus"
+        )
+    return names

@@ -149,8 +149,9 @@ def _bench_corpora(
     "corpora",
     multiple=True,
     help="Instead: crawl, index and rank a real documentation corpus (a shipped one: "
-    "django-en, flask-en, sphinx-en, scrapy-en, pytest-en, debian-handbook-zh, "
-    "debian-installer-zh, securing-debian-zh; `all` for every one; or a directory of HTML "
+    "django-en, flask-en, sphinx-en, scrapy-en, pytest-en, gimp-en, apache-en, gnucash-en, "
+    "debian-handbook-zh, debian-installer-zh, securing-debian-zh, libreoffice-zh; `all` for "
+    "every one; or a directory of HTML "
     "with --query-file) and score its known-item queries, srcrawl beside plain BM25 "
     "(repeatable; several: their figures together too).",
 )

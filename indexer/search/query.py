@@ -436,6 +436,10 @@ def lower(
     parsed = parse(query)
     notes += parsed.notes
     units = units_of(tokenizer, parsed, weights, scale)
+    long = weights.for_words(len(units.required))
+    if long is not weights:  # a long query: its own field weights
+        weights = long
+        units = units_of(tokenizer, parsed, weights, scale)
     overlong = tokenizer.overlong(" ".join(parsed.words + parsed.phrases))
     if overlong:
         # no page holds such a word as a term: say so rather than search without it

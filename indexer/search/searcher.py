@@ -173,7 +173,7 @@ class Searcher:
             every = matches
             mode = "and" if found else "none"
             if units.positive > 1 and not collect.fill_cannot_rise(
-                searcher, memo, units, found, pool, prior, self.weights.some_words
+                searcher, memo, units, found, pool, prior, self.weights.some_share(units.positive)
             ):
                 found, matches, mode, counted = self._fill(
                     searcher, units, found, (matches, mode, counted), pool, prior, notes
@@ -215,7 +215,7 @@ class Searcher:
         some_query = q.some_words(units)
         more, some = self._tier(searcher, some_query, top, prior)
         every_fps = {s.fp for s in found}
-        found = collect.merge(found, more, top, self.weights.some_words)
+        found = collect.merge(found, more, top, self.weights.some_share(units.positive))
         # the list holds pages with some of the words too: they are counted, those listed
         # (the same whether or not this query ran: when it is left out, none of its pages
         # could be listed), so the count is never short of it

@@ -7,14 +7,16 @@ whole, the PageRank prior, the tier of pages short of a word, words near each
 other, a word's idf in the whole page, and the signals measured and left off.
 Each was chosen by leaving one corpus out; the title, words near each other, the
 whole page's idf and the share of pages short of a word were chosen together
-(``bench loco --joint``; docs/search.md, "Why these weights").
+(``bench loco --joint``), and so were the weights of long queries, a user's task or
+question in their own words (``bench loco --long``; docs/search.md, "Why these
+weights").
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from srcrawl.core.defaults import DEFAULT_RANK_WEIGHT, SOME_WORDS_SHARE
+from srcrawl.core.defaults import DEFAULT_RANK_WEIGHT, LONG_QUERY_WORDS, SOME_WORDS_SHARE
 
 TEXT_FIELDS = ("title", "body", "anchor", "boiler")
 """The text fields a word is matched in, each weighed by the field of that name."""
@@ -60,10 +62,44 @@ class RankWeights:
     that a word in a page's title, links and text counts little more than in one of
     them, and a page with more of the query's words comes first. Measured, not used
     (docs/search.md, "Why these weights")."""
+    long_title: float = 0.1
+    """The title's weight in a query of LONG_QUERY_WORDS words or more (at ``title``'s, a
+    long query weighs it as a short one does). Such a query is mostly a task or a question
+    in the user's words: the page that answers it holds most of them in its text, while a
+    title or the links to a page that name one of them (a page about logs, for "log in")
+    speak of the page's subject, not of the task. (Chosen: 0; 0.1 ranks the same within
+    0.001 of MRR@10 on every corpus, and a word that only a title holds still finds its
+    page.)"""
+    long_anchor: float = 1.0
+    """The anchor text's weight in a query of LONG_QUERY_WORDS words or more (see
+    :attr:`long_title`)."""
+    some_words_rise: float = 1.0
+    """How far the share of a page short of a word rises with the query's words: the share
+    is ``some_words`` for two words and, at 1, 1 − (1 − some_words)·2/n for n words
+    (with a share of 0.5, (n − 1)/n: a page short of one word of six counts five sixths,
+    as Lucene's classic coordination factor has it); 0: the same share whatever the
+    query's length."""
     meaning: float = 0.0
     """How much a page's rank by what the query means counts beside its rank by the
     ranking, fused by reciprocal rank (indexer/search/meaning.py); 0: not at all.
     Measured, not used (docs/search.md, "Why these weights")."""
+
+    def for_words(self, words: int) -> RankWeights:
+        """The weights of a query of ``words`` words: those of long queries from
+        LONG_QUERY_WORDS on."""
+        if words < LONG_QUERY_WORDS or (self.title, self.anchor) == (
+            self.long_title,
+            self.long_anchor,
+        ):
+            return self
+        return replace(self, title=self.long_title, anchor=self.long_anchor)
+
+    def some_share(self, words: int) -> float:
+        """The share of its score a page short of a word counts, in a query of ``words``
+        words (:attr:`some_words_rise`)."""
+        if self.some_words <= 0 or self.some_words_rise <= 0 or words <= 2:
+            return self.some_words
+        return self.some_words + self.some_words_rise * (1 - self.some_words) * (1 - 2 / words)
 
     def fields(self) -> dict[str, float]:
         """Each text field a word is matched in, with its weight (those weighed 0 left out:

@@ -575,6 +575,12 @@ gives the same ranks on both corpora, 0.5 and 1.0 put one more English answer se
 text scores within 20 % of each other (the known-item test web, where links mean
 something, keeps MRR 0.997)."""
 
+LONG_QUERY_WORDS = 4
+"""A query of this many words or more is a long one, whose words weigh the title and the
+anchor text by their own weights (indexer/search/weights.py, ``long_title``): the
+known-item queries that name a page (its title, a menu label, a link's words) are
+shorter, and the tasks and questions of a user's own words longer."""
+
 SOME_WORDS_SHARE = 0.5
 """What the score of a page lacking one or more of a query's words counts against pages
 with every word (indexer/search/collect.py): a soft "every word first". Strict tiers (a page
