@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from urllib.parse import urlsplit
@@ -276,13 +276,45 @@ def _lone_han(token: str) -> bool:
     return len(token) == 1 and "\u4e00" <= token <= "\u9fff"
 
 
-def _word_units(
-    tokenizer: Tokenizer, word: str, units: Units, weights: RankWeights, scale: Scale | None
-) -> None:
+@dataclass(frozen=True)
+class _Word:
+    """A word of the query as the tokenizer reads it: one identifier whole (``ident``,
+    with its parts as ``tokens``), or its tokens."""
+
+    ident: str | None
+    tokens: list[str]
+
+
+def _read_word(tokenizer: Tokenizer, word: str) -> _Word:
     idents = tokenizer.identifiers(word)
-    if idents and idents[0] == fold(word).strip(".,;:!?()[]{}'"):
-        parts = tokenizer.tokens(word)
-        ident = Query.boost_query(Query.term_query(schema(), "ident", idents[0]), weights.ident)
+    whole = idents[0] if idents and idents[0] == fold(word).strip(".,;:!?()[]{}'") else None
+    return _Word(whole, tokenizer.tokens(word))
+
+
+def required_words(words: Sequence[_Word]) -> int:
+    """How many words a page is asked to hold of ``words`` (the required units
+    :func:`units_of` makes): each identifier, and each distinct token but a lone Chinese
+    character."""
+    terms: set[str] = set()
+    n = 0
+    for w in words:
+        if w.ident is not None:
+            n += 1
+            terms.add(w.ident)
+            continue
+        for token in w.tokens:
+            if token not in terms:
+                terms.add(token)
+                n += not _lone_han(token)
+    return n
+
+
+def _word_units(
+    tokenizer: Tokenizer, w: _Word, units: Units, weights: RankWeights, scale: Scale | None
+) -> None:
+    if w.ident is not None:
+        parts = w.tokens
+        ident = Query.boost_query(Query.term_query(schema(), "ident", w.ident), weights.ident)
         alternatives = [(Occur.Should, ident)]
         if len(parts) > 1:
             alternatives.append((Occur.Should, _phrase_query(parts, weights)))
@@ -291,10 +323,10 @@ def _word_units(
             alternatives.append((Occur.Should, _fields_query(parts[0], weights)))
         units.required.append(Query.boolean_query(alternatives))
         units.required_terms.append(None)
-        units.words.append(idents[0])
-        units.terms.append(idents[0])  # (its parts alone are not marked in snippets)
+        units.words.append(w.ident)
+        units.terms.append(w.ident)  # (its parts alone are not marked in snippets)
         return
-    for token in tokenizer.tokens(word):
+    for token in w.tokens:
         if token in units.terms:
             continue
         units.terms.append(token)
@@ -384,8 +416,11 @@ def units_of(
     """The units of a parsed query, each field weighed by ``weights`` (and each word's
     fields by ``scale``)."""
     units = Units()
-    for word in parsed.words:
-        _word_units(tokenizer, word, units, weights, scale)
+    words = [_read_word(tokenizer, word) for word in parsed.words]
+    # a long query (a task in the user's words) weighs the title and links its own way
+    weights = weights.for_words(required_words(words))
+    for w in words:
+        _word_units(tokenizer, w, units, weights, scale)
     if not units.required and not parsed.phrases:
         # nothing but lone characters ("书"): they are what is searched for
         units.required, units.optional = units.optional, []
@@ -436,10 +471,6 @@ def lower(
     parsed = parse(query)
     notes += parsed.notes
     units = units_of(tokenizer, parsed, weights, scale)
-    long = weights.for_words(len(units.required))
-    if long is not weights:  # a long query: its own field weights
-        weights = long
-        units = units_of(tokenizer, parsed, weights, scale)
     overlong = tokenizer.overlong(" ".join(parsed.words + parsed.phrases))
     if overlong:
         # no page holds such a word as a term: say so rather than search without it
