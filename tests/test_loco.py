@@ -128,3 +128,30 @@ def test_the_known_item_test_web_is_a_corpus_of_the_joint_choice(redis_url, tmp_
         web.close()
     assert before.mrr > 0.99 and now.mrr > 0.9 and now.s3 > 0.98
     assert manuals.mrr < now.mrr - 0.2
+
+
+def test_the_long_queries_grid_starts_at_the_short_queries_weights() -> None:
+    # the first value of each is "weighed as a short query": the weights before long
+    # queries had their own are a combination of the grid, the one judged against
+    from srcrawl.benchmarks.loco import BEFORE_LONG, LONG_GRID, settings_of
+    from srcrawl.indexer.search.weights import DEFAULT_WEIGHTS
+
+    first = {k: values[0] for k, values in LONG_GRID.items()}
+    assert first == {
+        "long_title": DEFAULT_WEIGHTS.title,
+        "long_anchor": DEFAULT_WEIGHTS.anchor,
+        "some_words_rise": 0.0,
+    }
+    assert replace(DEFAULT_WEIGHTS, **first) == BEFORE_LONG
+    assert len(settings_of(LONG_GRID)) == 24
+
+
+def test_joint_and_long_are_two_choices() -> None:
+    from click.testing import CliRunner
+
+    from srcrawl.benchmarks.commands.loco import bench_loco
+
+    out = CliRunner().invoke(bench_loco, ["--joint", "--long"], obj=None)
+    assert out.exit_code == 2 and "--joint and --long are two choices" in out.output
+    out = CliRunner().invoke(bench_loco, ["--long", "--corpus", "gimp-en", "--corpus", "x"])
+    assert out.exit_code == 2 and "not a shipped corpus: x" in out.output
