@@ -291,7 +291,7 @@ def _read_word(tokenizer: Tokenizer, word: str) -> _Word:
     return _Word(whole, tokenizer.tokens(word))
 
 
-def required_words(words: Sequence[_Word]) -> int:
+def _required_words(words: Sequence[_Word]) -> int:
     """How many words a page is asked to hold of ``words`` (the required units
     :func:`units_of` makes): each identifier, and each distinct token but a lone Chinese
     character."""
@@ -418,7 +418,7 @@ def units_of(
     units = Units()
     words = [_read_word(tokenizer, word) for word in parsed.words]
     # a long query (a task in the user's words) weighs the title and links its own way
-    weights = weights.for_words(required_words(words))
+    weights = weights.for_words(_required_words(words))
     for w in words:
         _word_units(tokenizer, w, units, weights, scale)
     if not units.required and not parsed.phrases:
