@@ -506,14 +506,22 @@ def run_joint(
     say: Progress,
 ) -> JointResult:
     """The weights of ``grid`` chosen together by leaving each corpus out in turn."""
-    settings = settings_of(grid)
+    default = tuple((k, float(getattr(DEFAULT_WEIGHTS, k))) for k in grid)
+    settings = joint_settings(grid, default)
     corpora: list[QueryFile | str] = [*query_files, KNOWN_WEB]
     figures = {
         (c if isinstance(c, str) else c.name): _settings_figures(cfg, c, settings, slaves, say)
         for c in corpora
     }
-    default = tuple((k, float(getattr(DEFAULT_WEIGHTS, k))) for k in grid)
     return joint_leave_one_out(figures, default)
+
+
+def joint_settings(grid: Mapping[str, Sequence[float]], default: Setting) -> list[Setting]:
+    """Every combination of ``grid``'s values, and the defaults when they are not one
+    (long_title's 0.1, beside the grid's 0 it was chosen as): what they are judged
+    against is measured too."""
+    settings = settings_of(grid)
+    return settings if default in settings else [*settings, default]
 
 
 def _settings_figures(

@@ -133,7 +133,7 @@ def test_the_known_item_test_web_is_a_corpus_of_the_joint_choice(redis_url, tmp_
 def test_the_long_queries_grid_starts_at_the_short_queries_weights() -> None:
     # the first value of each is "weighed as a short query": the weights before long
     # queries had their own are a combination of the grid, the one judged against
-    from srcrawl.benchmarks.loco import BEFORE_LONG, LONG_GRID, settings_of
+    from srcrawl.benchmarks.loco import BEFORE_LONG, LONG_GRID, joint_settings, settings_of
     from srcrawl.indexer.search.weights import DEFAULT_WEIGHTS
 
     first = {k: values[0] for k, values in LONG_GRID.items()}
@@ -144,6 +144,12 @@ def test_the_long_queries_grid_starts_at_the_short_queries_weights() -> None:
     }
     assert replace(DEFAULT_WEIGHTS, **first) == BEFORE_LONG
     assert len(settings_of(LONG_GRID)) == 24
+    # the defaults (long_title 0.1, where the grid has 0) are measured beside the grid
+    default = tuple((k, float(getattr(DEFAULT_WEIGHTS, k))) for k in LONG_GRID)
+    assert default not in settings_of(LONG_GRID)
+    assert joint_settings(LONG_GRID, default) == [*settings_of(LONG_GRID), default]
+    on_grid = tuple((k, v[0]) for k, v in LONG_GRID.items())
+    assert joint_settings(LONG_GRID, on_grid) == settings_of(LONG_GRID)
 
 
 def test_joint_and_long_are_two_choices() -> None:

@@ -67,8 +67,8 @@ class RankWeights:
     long query weighs it as a short one does). Such a query is mostly a task or a question
     in the user's words: the page that answers it holds most of them in its text, while a
     title or the links to a page that name one of them (a page about logs, for "log in")
-    speak of the page's subject, not of the task. (Chosen: 0; 0.1 ranks the same within
-    0.001 of MRR@10 on every corpus, and a word that only a title holds still finds its
+    speak of the page's subject, not of the task. (Chosen: 0; 0.1 ranks within 0.002 of
+    its MRR@10 on every corpus, and a word that only a title holds still finds its
     page.)"""
     long_anchor: float = 1.0
     """The anchor text's weight in a query of LONG_QUERY_WORDS words or more (see
