@@ -153,11 +153,14 @@ def test_the_long_queries_grid_starts_at_the_short_queries_weights() -> None:
 
 
 def test_joint_and_long_are_two_choices() -> None:
+    # through the whole command line (the subcommand alone would keep a help option
+    # without -h for the commands' reference)
     from click.testing import CliRunner
 
-    from srcrawl.benchmarks.commands.loco import bench_loco
+    from srcrawl.app.cli import cli
 
-    out = CliRunner().invoke(bench_loco, ["--joint", "--long"], obj=None)
+    out = CliRunner().invoke(cli, ["bench", "loco", "--joint", "--long"])
     assert out.exit_code == 2 and "--joint and --long are two choices" in out.output
-    out = CliRunner().invoke(bench_loco, ["--long", "--corpus", "gimp-en", "--corpus", "x"])
+    args = ["bench", "loco", "--long", "--corpus", "gimp-en", "--corpus", "x"]
+    out = CliRunner().invoke(cli, args)
     assert out.exit_code == 2 and "not a shipped corpus: x" in out.output
