@@ -339,3 +339,26 @@ def test_a_long_task_query_finds_the_page_that_answers_it_not_the_one_linked_by_
     query = "make people log in with a username before they see a folder"
     assert names(Searcher(store, tmp_path / "index", weights=BEFORE_LONG), query)[0] == "logs"
     assert names(Searcher(store, tmp_path / "index"), query)[0] == "auth"
+
+
+def test_the_words_counted_for_a_long_query_are_the_units_a_page_must_hold() -> None:
+    # the count is taken before the units are built (their weights hang on it): it is
+    # the number of required units units_of makes, identifiers, repeats, lone Chinese
+    # characters beside a word, and stop words included
+    from srcrawl.indexer.search import query as q
+    from srcrawl.indexer.tokenizer import get_tokenizer
+
+    tokenizer = get_tokenizer(None)
+    for text in [
+        "vacuum tuning",
+        "make people log in with a username before they see a folder",
+        "pg_hba.conf host method user",
+        "split splits splitting split",
+        "书 本 数据 备份 数据",
+        "迁移 防火墙 规则 到 nftables",
+        "the of and",
+    ]:
+        parsed = q.parse(text)
+        words = [q._read_word(tokenizer, w) for w in parsed.words]
+        units = q.units_of(tokenizer, parsed, BEFORE_LONG)
+        assert q._required_words(words) == len(units.required), text
