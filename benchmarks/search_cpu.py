@@ -8,7 +8,10 @@ a minute slows both. A search's cost is the CPU time of the searching thread
 the load, its CPU time much less.
 
 Tantivy alone is the same search done by the library with nothing of srcrawl's around
-it: srcrawl's every-word query for the text (built before timing), the top 10, and a
+it: srcrawl's every-word query for the text (built before timing), the top 10; when
+fewer pages hold every word, the rest of the 10 from srcrawl's query of pages with some
+of the words, as srcrawl fills them (a long query in a user's words often has no page
+with every word, and a search that shows nothing is no search to compare with); and a
 snippet of each hit by Tantivy's own ``SnippetGenerator`` over the page text the index
 stores (an index without stored text: the search alone).
 """
@@ -121,7 +124,7 @@ class TantivyAlone:
         import tantivy
 
         from srcrawl.indexer.engine import STORED_TEXT, open_index
-        from srcrawl.indexer.search.query import every_word, lower
+        from srcrawl.indexer.search.query import every_word, lower, some_words
         from srcrawl.indexer.search.weights import RankWeights
         from srcrawl.indexer.tokenizer import get_tokenizer, user_dict_from_env
 
@@ -130,13 +133,25 @@ class TantivyAlone:
         self.searcher = self.index.searcher()
         self._stored = STORED_TEXT
         tokenizer, weights = get_tokenizer(user_dict_from_env()), RankWeights()
-        self.query = lambda text: every_word(lower(tokenizer, text, weights)[0])
 
-    def search(self, query: Any) -> list[Any]:
-        """The top hits (score, address) of the (prepared) ``query``, their snippets made."""
-        hits = self.searcher.search(query, DEFAULT_SEARCH_TOP).hits
+        def prepare(text: str) -> tuple[Any, Any]:
+            units = lower(tokenizer, text, weights)[0]
+            return every_word(units), some_words(units) if units.positive > 1 else None
+
+        self.query = prepare
+
+    def search(self, query: tuple[Any, Any]) -> list[Any]:
+        """The top hits (score, address) of the (prepared) ``query``: its pages with every
+        word, then those with some of them; their snippets made."""
+        every, some = query
+        hits = self.searcher.search(every, DEFAULT_SEARCH_TOP).hits
+        if len(hits) < DEFAULT_SEARCH_TOP and some is not None:
+            held = {(a.segment_ord, a.doc) for _score, a in hits}
+            more = self.searcher.search(some, DEFAULT_SEARCH_TOP).hits
+            more = [h for h in more if (h[1].segment_ord, h[1].doc) not in held]
+            hits += more[: DEFAULT_SEARCH_TOP - len(hits)]
         make = self._tantivy.SnippetGenerator.create(
-            self.searcher, query, self.index.schema, "body"
+            self.searcher, some if some is not None else every, self.index.schema, "body"
         )
         make.set_max_num_chars(DEFAULT_SNIPPET_CHARS)
         for _score, address in hits:

@@ -1,0 +1,44 @@
+"""Tantivy alone, the search a search's CPU is compared with (benchmarks/search_cpu.py):
+the same search as srcrawl's, on a real index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tantivy_index import index_in_process
+
+from srcrawl.benchmarks.search_cpu import TantivyAlone
+from srcrawl.core.urls import fingerprint
+from srcrawl.sql.database_url import DatabaseURL
+from srcrawl.sql.pages import Page
+from srcrawl.sql.store import open_store
+
+
+def test_tantivy_alone_fills_its_page_from_the_pages_with_some_words(tmp_path: Path) -> None:
+    # one page holds both words, three hold one of them, two neither: srcrawl lists the
+    # one and then the three, and so must Tantivy alone, each with its snippet, or a
+    # query few pages answer whole would be compared with a search that shows less
+    texts = {
+        "both": "the lighthouse keeper rows out at dawn",
+        "light-1": "a lighthouse on the cliff",
+        "light-2": "the lighthouse lamp is cleaned weekly",
+        "keeper": "the keeper of the keys",
+        "none-1": "bread and butter",
+        "none-2": "rain on the roof",
+    }
+    store = open_store(DatabaseURL(kind="sqlite", path=str(tmp_path / "store.db")))
+    store.init_schema()
+    pages = []
+    for name, text in texts.items():
+        url = f"http://127.0.0.1:9/{name}"
+        pages.append(Page(fp=fingerprint(url), url=url, host="127.0.0.1:9", text=text))
+    store.put_pages(pages)
+    index_in_process(store, tmp_path / "index")
+    alone = TantivyAlone(tmp_path / "index")
+    hits = alone.search(alone.query("lighthouse keeper"))
+    names = {p.fp: p.url.rsplit("/", 1)[1] for p in pages}
+    fps = alone.searcher.fast_field_values("fp", [address for _score, address in hits])
+    found = [names[fp] for fp in fps]
+    assert found[0] == "both" and sorted(found[1:]) == ["keeper", "light-1", "light-2"]
+    # one word: no page with some of the words to fill from
+    assert len(alone.search(alone.query("lighthouse"))) == 3
