@@ -32,11 +32,9 @@ from srcrawl.indexer.search.snippets import (
 from srcrawl.indexer.search.terms import (
     _OTHER_CASES,
     char_spans,
-    find_han,
     find_terms,
     find_words,
     find_words_utf8,
-    han_pattern,
     term_pattern,
     words_starting,
 )
@@ -489,11 +487,6 @@ def test_words_found_in_the_utf8_bytes_are_those_found_in_the_text() -> None:
             expected = find_terms(text, snippet_terms(text, terms), limit)
         assert char_spans(raw, spans) == expected, (terms, text)
         assert lowered == [text[a:b].lower().encode() for a, b in expected]
-        han = han_pattern(terms)
-        if any(t.isascii() for t in terms):
-            assert han is None
-        else:  # a query of Chinese terms alone: in the decoded text, the same spans
-            assert find_han(text, han, limit) == (expected, [text[a:b] for a, b in expected])
     assert find_words_utf8("ſplit".encode(), ["split"], {"split"}, stem) is None
     assert find_words_utf8("İnk".encode(), ["ink"], set(), stem) is None
     assert find_words_utf8("café".encode(), ["café"], set(), stem) is None

@@ -17,11 +17,9 @@ from srcrawl.indexer.engine import stem
 from srcrawl.indexer.search.terms import (
     Span,
     char_spans,
-    find_han,
     find_terms,
     find_words,
     find_words_utf8,
-    han_pattern,
     words_starting,
 )
 from srcrawl.indexer.text import fold_aligned
@@ -122,14 +120,8 @@ def stored_snippet(
 ) -> Snippet:
     """:func:`page_snippet` of a page's own text as the index stores it, UTF-8 (and
     ``folded`` when the index keeps a folded copy): the terms found in the bytes
-    (:func:`find_words_utf8`), only the text decoded; a query of Chinese terms alone in
-    the decoded text (:func:`find_han`); by page_snippet when they cannot be."""
-    han = han_pattern(terms)
-    if han is not None:  # Chinese terms alone: found in the decoded text in one C pass
-        body = text.decode()
-        matches, words = find_han(body if folded is None else folded.decode(), han)
-        start = _best_window(matches, words, width)[0] if matches else 0
-        return _fragment(body, start, min(len(body), start + width), matches)
+    (:func:`find_words_utf8`), only the text decoded; by page_snippet when they cannot
+    be."""
     source = text if folded is None else folded
     stems = {stem(t) for t in terms if t.isascii()}
     found = find_words_utf8(source, terms, stems, cached_stem)

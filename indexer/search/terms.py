@@ -311,42 +311,6 @@ def find_words_utf8(
     return spans, found
 
 
-def han_pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
-    """The pattern :func:`find_han` finds ``terms`` by, or None unless every term is a
-    run of Chinese characters (kept: one query's hits share it)."""
-    return _han_pattern(tuple(sorted({t for t in terms if t})))
-
-
-def find_han(
-    text: str, pattern: re.Pattern[str], limit: int = _MAX_MATCHES
-) -> tuple[list[Span], list[str]]:
-    """Where the Chinese terms of ``pattern`` (:func:`han_pattern`) are in ``text``
-    (character spans), and what each span holds, as :func:`find_words_utf8` finds them
-    in its bytes: anywhere, at a place the longest term, then on from its end.
-
-    One pass of the regex engine over the decoded text, in C: a Chinese query's snippet
-    needs no word boundary, case or stem, so the bytes' scan (a heap of each term's next
-    occurrence, stepped in Python) and the byte spans' conversion to characters are both
-    left out."""
-    spans: list[Span] = []
-    words: list[str] = []
-    for m in pattern.finditer(text):
-        spans.append(m.span())
-        words.append(m.group())
-        if len(spans) >= limit:
-            break
-    return spans, words
-
-
-@functools.lru_cache(maxsize=256)
-def _han_pattern(terms: tuple[str, ...]) -> re.Pattern[str] | None:
-    """The alternation of ``terms``, longest first (so the longest at a place), or None
-    unless there is one and every term is a run of Chinese characters."""
-    if not terms or not all(HAN_RUN.fullmatch(t) for t in terms):
-        return None
-    return re.compile("|".join(map(re.escape, sorted(terms, key=len, reverse=True))))
-
-
 _ASCII_BYTES = re.compile(b"[a-z0-9]*")
 _ASCII_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
 
