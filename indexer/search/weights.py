@@ -34,7 +34,7 @@ class RankWeights:
     body: float = 1.0
     anchor: float = 2.0  # the text of the links to the page
     boiler: float = 0.2  # the host's repeated text (indexer/boilerplate.py)
-    ident: float = 4.0
+    ident: float = 1.0  # (4 until long queries had their own weights: bench loco chose 1)
     """An identifier found whole: the page names ``pg_hba.conf`` itself, not ``pg`` near
     ``hba``."""
     rank: float = DEFAULT_RANK_WEIGHT
