@@ -12,7 +12,9 @@ of contents that happens to hold every word once). The second query is left
 out when no page lacking a word can reach the results.
 
 Each tier's hits are collected (indexer/search/collect.py: the PageRank prior,
-duplicates collapsed) from its best DEFAULT_RERANK_POOL; the pool is widened
+duplicates collapsed) from its best DEFAULT_RERANK_POOL (the second tier's, when
+the first found pages, from four times the hits asked for: its pages are listed,
+not counted); the pool is widened
 until no page below it could rise into the results (a page below scores at most
 the pool's lowest, so at most that times the prior's largest factor), so the
 ranking stays exact. Only the hits shown are then read from the store, with
@@ -213,7 +215,10 @@ class Searcher:
         and the matches, mode and query counted (``so_far``: those of ``found``)."""
         matches, mode, counted = so_far
         some_query = q.some_words(units)
-        more, some = self._tier(searcher, some_query, top, prior)
+        # pages with every word were found: this tier's pages are not counted, only the
+        # best of them listed, so its pool need not be the one a count is read from
+        pool = self.pool if mode == "none" else 0
+        more, some = self._tier(searcher, some_query, top, prior, pool)
         every_fps = {s.fp for s in found}
         found = collect.merge(found, more, top, self.weights.some_share(units.positive))
         # the list holds pages with some of the words too: they are counted, those listed
@@ -316,13 +321,19 @@ class Searcher:
         return hits
 
     def _tier(
-        self, searcher: tantivy.Searcher, query: tantivy.Query, top: int, prior: Prior
+        self,
+        searcher: tantivy.Searcher,
+        query: tantivy.Query,
+        top: int,
+        prior: Prior,
+        pool: int | None = None,
     ) -> tuple[list[Scored], int]:
         """The ``top`` best pages of one tier, the prior blended in and duplicates collapsed
         (exactly: the pool widens until nothing below it can rise into them), and how
-        many pages match, counted up to the pool (counting every match would take
-        Tantivy's top-k pruning away: each match would be scored)."""
-        limit = max(self.pool, 4 * top)
+        many pages match, counted up to the pool (``pool``, the searcher's by default;
+        counting every match would take Tantivy's top-k pruning away: each match would
+        be scored)."""
+        limit = max(self.pool if pool is None else pool, 4 * top)
         while True:
             # count=False: Tantivy skips the blocks that cannot reach the top (block-max WAND)
             hits = searcher.search(query, limit, count=False).hits
