@@ -97,8 +97,9 @@ def test_a_small_pool_ranks_as_the_whole_match_set(store, pages, tmp_path) -> No
     for part in range(3):  # three commits: three segments
         index(store, tmp_path, pages[part::3])
     rng = random.Random(2)
-    whole = Searcher(store, tmp_path, pool=10**6)  # every match rescored and collapsed
-    small = Searcher(store, tmp_path, pool=3)
+    # every match rescored and collapsed, in either tier
+    whole = Searcher(store, tmp_path, pool=10**6, fill_pool=10**6)
+    small = Searcher(store, tmp_path, pool=3)  # the second tier from 4 x top
     for ranks in ({}, {p.fp: rng.paretovariate(1.0) for p in pages[::2]}):
         store.replace_ranks(ranks.items())
         for q in queries(pages):

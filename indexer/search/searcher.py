@@ -101,7 +101,10 @@ class Searcher:
     """Answers queries from a job's index and store; cheap to keep across queries.
 
     ``index``: the index directory, or an :class:`IndexReader` to share; ``weights``: how
-    much each signal of the ranking counts (indexer/search/weights.py).
+    much each signal of the ranking counts (indexer/search/weights.py); ``pool``: the hits
+    a tier is collected from at first (and counted up to); ``fill_pool``: those of the
+    pages with some of the words when pages with every word were found (0: four times
+    the hits asked for). Either is widened as exactness needs.
     """
 
     def __init__(
@@ -113,6 +116,7 @@ class Searcher:
         weights: RankWeights = DEFAULT_WEIGHTS,
         snippet_chars: int = DEFAULT_SNIPPET_CHARS,
         pool: int = DEFAULT_RERANK_POOL,
+        fill_pool: int = 0,
         boilerplate: HostBoilerplate | None = None,
     ) -> None:
         self.store = store
@@ -120,6 +124,7 @@ class Searcher:
         self.tokenizer = tokenizer or get_tokenizer(user_dict_from_env())
         self.weights = weights
         self.pool = pool
+        self.fill_pool = fill_pool
         self.hit_reader = HitReader(store, boilerplate, snippet_chars)
         # the suggestions for words no page holds, of the commit whose memo is _suggested_in
         self._suggested: dict[str, str | None] = {}
@@ -217,7 +222,7 @@ class Searcher:
         some_query = q.some_words(units)
         # pages with every word were found: this tier's pages are not counted, only the
         # best of them listed, so its pool need not be the one a count is read from
-        pool = self.pool if mode == "none" else 0
+        pool = self.pool if mode == "none" else self.fill_pool
         more, some = self._tier(searcher, some_query, top, prior, pool)
         every_fps = {s.fp for s in found}
         found = collect.merge(found, more, top, self.weights.some_share(units.positive))
