@@ -9,6 +9,7 @@ import struct
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from srcrawl.core.errors import StoreDataError, StoreError
@@ -120,6 +121,39 @@ def test_ranks_are_replaced_whole(store: Store) -> None:
     assert store.top_ranks() == [("http://b/", 0.75), ("http://a/", 0.25)]
     store.replace_ranks([(1, 1.0)])
     assert store.top_ranks() == [("http://a/", 1.0)]
+
+
+def test_a_search_reads_each_rank_run_as_the_table_holds_it(store: Store, monkeypatch) -> None:
+    # a search keeps a rank run's scores in memory (sql/ranks.py's KeptRanks): the same
+    # scores as the table's, pages without a score left out, and the next run's scores
+    # once it replaced them, never the kept ones; a run over RANKS_KEPT is read by SQL
+    from srcrawl.sql import ranks
+
+    rng = random.Random(3)
+    first = {rng.randrange(-(2**63), 2**63): rng.random() for _ in range(300)}
+    store.replace_ranks(first.items())
+    asked = [*rng.sample(sorted(first), 50), 7, -(2**63), 2**63 - 1]  # and pages not ranked
+    with store.rank_snapshot() as snap:
+        assert snap.run is not None and snap.run.startswith("300:")
+        assert snap.scores(asked) == {fp: first[fp] for fp in asked if fp in first}
+        assert snap.run in ranks._kept and snap.scores([]) == {}
+    second = {fp: 2.0 for fp in list(first)[:5]}
+    store.replace_ranks(second.items())
+    with store.rank_snapshot() as snap:
+        assert snap.scores(list(first)) == second
+    monkeypatch.setattr(ranks, "RANKS_KEPT", 4)
+    store.replace_ranks(second.items())
+    with store.rank_snapshot() as snap:
+        assert snap.scores(list(first)) == second and ranks._kept[snap.run] is None
+    monkeypatch.setattr(ranks, "RANKS_KEPT", 1000)
+    store.replace_ranks([(1, 0.0), (2, 0.5)])  # a score of 0 is a score
+    with store.rank_snapshot() as snap:
+        assert snap.scores([1, 2, 3]) == {1: 0.0, 2: 0.5}
+        assert snap.score_array(np.array([3, 2, 1], np.int64)).tolist() == [0.0, 0.5, 0.0]
+    store.replace_ranks([])
+    with store.rank_snapshot() as snap:
+        assert snap.mean is None and snap.run is None
+        assert snap.score_array(np.array([1], np.int64)).tolist() == [0.0]
 
 
 def test_jobs_keep_their_start_time(store: Store) -> None:

@@ -69,14 +69,15 @@ class Prior:
         """The largest factor the prior gives a page (1 when it is not active)."""
         return 1 + self.weight if self.active else 1
 
-    def factors(self, fps: list[int]) -> list[float]:
-        out = [1.0] * len(fps)
+    def factors(self, fps: np.ndarray) -> np.ndarray:
+        """Each page's factor (``fps``: int64 array): 1 + w·pr/(pr + m), 1 unranked."""
+        out = np.ones(len(fps), np.float64)
         if self.active:
-            scores = self.ranks.scores(fps)  # type: ignore[attr-defined]
-            w, m = self.weight, self.mean
-            out = [1 + w * pr / (pr + m) if (pr := scores.get(fp, 0.0)) > 0 else 1.0 for fp in fps]
+            pr = self.ranks.score_array(fps)  # type: ignore[attr-defined]
+            ranked = pr > 0
+            out[ranked] = 1 + self.weight * pr[ranked] / (pr[ranked] + self.mean)
         if self.hub > 0:
-            out = [f * d for f, d in zip(out, self._hub_factors(fps), strict=True)]
+            out *= np.array(self._hub_factors(fps.tolist()), np.float64)
         return out
 
     def _hub_factors(self, fps: list[int]) -> list[float]:
@@ -105,7 +106,7 @@ def collapsed(searcher: tantivy.Searcher, hits: list, prior: Prior, top: int) ->
     digests = _int64s(searcher.fast_field_values("digest", addresses))
     simhashes = _int64s(searcher.fast_field_values("simhash", addresses))
     bm25 = np.array([score for score, _address in hits], np.float64)
-    scores = bm25 * np.array(prior.factors(fps.tolist()), np.float64)
+    scores = bm25 * prior.factors(fps)
     order = np.lexsort((fps, -scores))  # best first, ties by page
     kept: list[Scored] = []
     by_digest: dict[int, Scored] = {}

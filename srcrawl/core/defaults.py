@@ -562,6 +562,10 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 """BM25 document-length normalisation (0: none, 1: full)."""
 
+RANKS_KEPT = 2_000_000
+"""PageRank scores a search process keeps in memory (sql/ranks.py's KeptRanks: 16 bytes a
+page, 32 MB at most): a rank run of more pages is read by SQL, a pool's pages at a time."""
+
 DEFAULT_RANK_WEIGHT = 0.2
 """How much PageRank can raise a BM25 score: by at most this fraction (a page of average
 rank by half of it). Small, because rank is query-independent: on real documentation sites
