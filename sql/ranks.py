@@ -87,8 +87,9 @@ class RankSnapshot:
         kept = self._kept()
         if kept is not None:
             return kept.score_array(fps)
-        found = self.scores(fps.tolist())
-        return np.fromiter((found.get(fp, 0.0) for fp in fps.tolist()), np.float64, len(fps))
+        listed = fps.tolist()
+        found = self.scores(listed)
+        return np.fromiter((found.get(fp, 0.0) for fp in listed), np.float64, len(listed))
 
     def _kept(self) -> KeptRanks | None:
         return _kept_run(self.cur, self.store, self.run) if self.run else None
@@ -180,20 +181,19 @@ class Ranks(StoreBase):
 
 def _kept_run(cur: Any, store: Ranks, run: str) -> KeptRanks | None:
     """The scores of rank run ``run`` in memory, read by ``cur`` (in the snapshot that saw
-    the run) the first time; None when the run holds more than RANKS_KEPT pages."""
+    the run) the first time; None when the run holds more than RANKS_KEPT pages. Read
+    under the lock: the threads that meet a new run together wait for one read of it."""
     with _kept_lock:
-        if run in _kept:
-            return _kept[run]
-    pages = run.partition(":")[0]
-    kept = None
-    if pages.isdigit() and int(pages) <= RANKS_KEPT:
-        rows = store._execute(cur, "SELECT fp, score FROM ranks").fetchall()
-        fps = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-        scores = np.fromiter((r[1] for r in rows), np.float64, len(rows))
-        order = np.argsort(fps, kind="stable")
-        kept = KeptRanks(fps[order], scores[order])
-    with _kept_lock:
-        while len(_kept) >= 2:
-            _kept.pop(next(iter(_kept)))
-        _kept[run] = kept
-    return kept
+        if run not in _kept:
+            pages = run.partition(":")[0]
+            kept = None
+            if pages.isdigit() and int(pages) <= RANKS_KEPT:
+                rows = store._execute(cur, "SELECT fp, score FROM ranks").fetchall()
+                fps = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+                scores = np.fromiter((r[1] for r in rows), np.float64, len(rows))
+                order = np.argsort(fps, kind="stable")
+                kept = KeptRanks(fps[order], scores[order])
+            while len(_kept) >= 2:
+                _kept.pop(next(iter(_kept)))
+            _kept[run] = kept
+        return _kept[run]
