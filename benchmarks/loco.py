@@ -49,6 +49,7 @@ GRID: dict[str, tuple[float, ...]] = {
     "anchor": (0.0, 1.0, 2.0, 4.0),
     "boiler": (0.0, 0.2, 0.5, 1.0),
     "ident": (0.0, 1.0, 4.0, 8.0),
+    "exact": (0.0, 0.25, 0.5, 0.75),
     "rank": (0.0, 0.1, 0.2, 0.5),
     "some_words": (0.0, 0.25, 0.5),
     "hub": (0.0, 0.2, 0.4, 0.6),
@@ -88,7 +89,7 @@ BEFORE_LONG = replace(
     long_anchor=DEFAULT_WEIGHTS.anchor,
     some_words_rise=0.0,
 )
-"""The weights before long queries had their own (commit 03be885)."""
+"""The weights before long queries had their own (commit 03be885), the rest as now."""
 BEFORE_JOINT = replace(
     BEFORE_LONG,
     title=3.0,
@@ -98,8 +99,10 @@ BEFORE_JOINT = replace(
     near=0.0,
     shared_idf=0.0,
     some_words=0.25,
+    exact=0.0,
 )
-"""The weights of the joint grid before they were chosen together (commit 820442b)."""
+"""The weights of the joint grid before they were chosen together (commit 820442b), when
+a word as typed did not count."""
 KNOWN_WEB = "known-item-web"
 """The known-item test web (benchmarks/ranking.py), one more corpus of the joint choice:
 pages named by their title, the words of the links to them (words also in the text of

@@ -36,6 +36,10 @@ Fields (a document per page):
 ``host``      the page's host, untokenized, a fast field (the host counts)
 ``fetched``   when the page was fetched (Unix seconds), a fast field (``since:``,
               ``until:``, the month counts)
+``exact``     the title's and the page's own words as written, not stemmed, those
+              of ASCII letters and digits only (:data:`EXACT_WORDS`),
+              frequencies only: a word the stemmer changes is also matched as
+              typed (``difference`` is not ``different``)
 ============  ==========================================================
 
 Why pre-tokenized text: the slaves segment with jieba (Chinese has no spaces,
@@ -71,12 +75,18 @@ if TYPE_CHECKING:
 
 STEMMED = "srcrawl_stem"
 """The analyzer of the text fields: whitespace, then the English stemmer."""
+EXACT_WORDS = "srcrawl_exact"
+"""The analyzer of the words as written: whitespace, then only tokens of ASCII letters and
+digits, those the stemmer can change (a Chinese word is the same either way: in Rust,
+dropping it costs less than indexing it twice)."""
 TEXT_FIELDS = ("title", "body", "boiler", "anchor")
 WITH_POSITIONS = ("title", "body", "anchor")
 STORED_TEXT = "text"
 """The stored field of a page's own text (snippets); an index built before it lacks it."""
 STORED_FOLDED = "folded"
 """The stored field of that text folded in place, when folding changes it."""
+EXACT = "exact"
+"""The field of a page's words as written (not stemmed); an index built before it lacks it."""
 FACET_FIELDS = ("lang", "host", "fetched")
 """The fields a search filters and counts by; an index built before them lacks them."""
 
@@ -91,6 +101,16 @@ def stemmer() -> tantivy.TextAnalyzer:
     return (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace())
         .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+@functools.cache
+def exact_words() -> tantivy.TextAnalyzer:
+    """The analyzer of the ``exact`` field (:data:`EXACT_WORDS`)."""
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace())
+        .filter(tantivy.Filter.alphanum_only())
         .build()
     )
 
@@ -120,6 +140,8 @@ def schema(*, facets: bool = True) -> tantivy.Schema:
         for name in ("lang", "host"):
             b.add_text_field(name, fast=True, tokenizer_name="raw", index_option="basic")
         b.add_integer_field("fetched", stored=False, indexed=True, fast=True)
+        # last: an index built before it has every other field's id (its queries leave it out)
+        b.add_text_field(EXACT, stored=False, tokenizer_name=EXACT_WORDS, index_option="freq")
     return b.build()
 
 
@@ -128,6 +150,12 @@ def has_facets(index: tantivy.Index) -> bool:
     before them has not: it is searched without ``lang:``, ``since:``, ``until:`` and
     counts until it is rebuilt, ``srcrawl index --rebuild``)."""
     return has_field(index, "lang", "und")
+
+
+def has_exact(index: tantivy.Index) -> bool:
+    """Whether the index has its pages' words as written (one built before them is searched
+    by its stemmed words alone until it is rebuilt)."""
+    return has_field(index, EXACT, "")
 
 
 def has_field(index: tantivy.Index, name: str, value: object) -> bool:
@@ -163,6 +191,7 @@ def open_index(path: Path, *, create: bool = False) -> tantivy.Index:
             hint = " (a reader too takes a lock file in it: mount it writable)"
         raise IndexUnavailable(f"cannot open the index at {path}: {e}{hint}") from e
     index.register_tokenizer(STEMMED, stemmer())
+    index.register_tokenizer(EXACT_WORDS, exact_words())
     return index
 
 
@@ -203,9 +232,12 @@ class IndexDoc:
     folded: str = ""  # that text folded in place, when that changes it
     lang: str = "und"  # ISO 639-1, or und (indexer/language.py)
 
-    def document(self, stored_text: bool = True, facets: bool = True) -> tantivy.Document:
-        """The Tantivy document; without the stored text or the facet fields for an index
-        built before them (``stored_text``, ``facets`` False)."""
+    def document(
+        self, stored_text: bool = True, facets: bool = True, exact: bool = True
+    ) -> tantivy.Document:
+        """The Tantivy document; without the stored text, the facet fields or the words as
+        written for an index built before them (``stored_text``, ``facets``, ``exact``
+        False)."""
         doc = tantivy.Document(
             fp=self.fp,
             title=self.title,
@@ -225,6 +257,8 @@ class IndexDoc:
             doc.add_text("lang", self.lang)
             doc.add_text("host", self.host.lower())
             doc.add_integer("fetched", int(self.fetched_at))
+            if exact:
+                doc.add_text(EXACT, f"{self.title} {self.body}")
         return doc
 
 
@@ -343,9 +377,10 @@ class IndexWriter:
             for fp in delete:
                 writer.delete_documents_by_term("fp", fp)
             stores_text, facets = self.stores_text, has_facets(self.index)
+            exact = has_exact(self.index)
             for doc in replace:
                 writer.delete_documents_by_term("fp", doc.fp)
-                writer.add_document(doc.document(stores_text, facets))
+                writer.add_document(doc.document(stores_text, facets, exact))
             if before is not None:
                 before()
         except BaseException:
@@ -433,6 +468,7 @@ class IndexReader:
         self._commit: bytes | None = None  # meta.json of the loaded commit, if known
         self._opened: tuple[int, int, str] | None = None  # the directory and schema, if known
         self._has_facets: bool | None = None
+        self._has_exact: bool | None = None
 
     @property
     def index(self) -> tantivy.Index:
@@ -454,7 +490,7 @@ class IndexReader:
         same = before == after
         self._commit = after if same else None
         self._opened = self._identity(after) if same else None
-        self._memo, self._has_facets = {}, None
+        self._memo, self._has_facets, self._has_exact = {}, None, None
         self._index = index
         return index
 
@@ -464,6 +500,13 @@ class IndexReader:
         if self._has_facets is None:
             self._has_facets = has_facets(self.index)
         return self._has_facets
+
+    @property
+    def has_exact(self) -> bool:
+        """Whether the index has its pages' words as written (:func:`has_exact`)."""
+        if self._has_exact is None:
+            self._has_exact = has_exact(self.index)
+        return self._has_exact
 
     def searcher(self) -> tantivy.Searcher:
         return self.snapshot()[0]

@@ -209,7 +209,7 @@ def test_words_next_to_each_other_in_the_query_count_when_near_in_the_text(store
 
 def _only(field: str, **more: float) -> RankWeights:
     """Weights matching in ``field`` alone (its default weight), no prior."""
-    zero = {f: 0.0 for f in ("title", "body", "anchor", "boiler")}
+    zero = {f: 0.0 for f in ("title", "body", "anchor", "boiler", "exact")}
     kept = {field: getattr(DEFAULT_WEIGHTS, field)}
     return replace(DEFAULT_WEIGHTS, **{**zero, **kept}, rank=0.0, **more)
 
@@ -222,14 +222,15 @@ def test_a_word_s_fields_summed_or_its_best_field_and_a_share_of_the_rest(weighe
     # "tie": 1 (the default) sums a word's score in each field; below 1 it is Tantivy's
     # disjunction max, the best field's score and the tie's share of the others'. The
     # backup page holds "backup" in its title, its text and the anchor text of the
-    # table of contents' link to it
+    # table of contents' link to it (its text's share as typed is left out: exact 0)
     fields = {
         f: _scores(weighed(_only(f)), "backup")["backup"] for f in ("title", "body", "anchor")
     }
     best, total = max(fields.values()), sum(fields.values())
     assert min(fields.values()) > 0
     for tie in (0.0, 0.3, 1.0):
-        got = _scores(weighed(replace(DEFAULT_WEIGHTS, rank=0.0, tie=tie)), "backup")["backup"]
+        weights = replace(DEFAULT_WEIGHTS, rank=0.0, tie=tie, exact=0.0)
+        got = _scores(weighed(weights), "backup")["backup"]
         assert got == pytest.approx(best + tie * (total - best), rel=1e-5)
     # its words are no flat sum of term queries then: a page short of a word is still
     # found, scored by the words it holds
@@ -337,8 +338,12 @@ def test_a_long_task_query_finds_the_page_that_answers_it_not_the_one_linked_by_
     store.put_links([(p.fp, pages[0].fp, "log files") for p in pages[2:]])
     index_in_process(store, tmp_path / "index")
     query = "make people log in with a username before they see a folder"
-    assert names(Searcher(store, tmp_path / "index", weights=BEFORE_LONG), query)[0] == "logs"
+    before = replace(BEFORE_LONG, exact=0.0)  # (as it was, before a word as typed counted)
+    assert names(Searcher(store, tmp_path / "index", weights=before), query)[0] == "logs"
     assert names(Searcher(store, tmp_path / "index"), query)[0] == "auth"
+    # long queries' weights alone put it first
+    no_exact = replace(DEFAULT_WEIGHTS, exact=0.0)
+    assert names(Searcher(store, tmp_path / "index", weights=no_exact), query)[0] == "auth"
 
 
 def test_the_words_counted_for_a_long_query_are_the_units_a_page_must_hold() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from index_pages import FILLER
-from tantivy_index import index_in_process, schema_before_stored_text
+from tantivy_index import index_in_process, schema_before_exact, schema_before_stored_text
 
 from srcrawl.core.urls import fingerprint
 from srcrawl.indexer.search import QueryError, Searcher
@@ -113,6 +113,37 @@ def test_english_words_are_stemmed(store, index) -> None:
     result = searcher.search("split tables partition")
     assert result.mode == "and" and result.hits[0].url.endswith("/split")
     assert "«table»" in result.hits[0].snippet.marked()
+
+
+def test_a_word_as_typed_counts_beside_its_stem(store, index, tmp_path, monkeypatch) -> None:
+    # "difference" and "different" are one stem: only the words as written tell them apart;
+    # half the text's weight goes to the word as typed, so a variant counts half
+    pages = [
+        make_page("typed", "the difference between two branches " + FILLER[0]),
+        make_page("variant", "the different between two branches " + FILLER[0]),
+        *corpus(),
+    ]
+    exact = index_pages(store, index, pages)  # (the default weighs it 0.5)
+    stemmed = Searcher(store, index, weights=RankWeights(exact=0.0))
+
+    def scores(searcher: Searcher, query: str) -> dict[str, float]:
+        return {h.url.rsplit("/", 1)[1]: h.score for h in searcher.search(query).hits}
+
+    alone = scores(stemmed, "difference branches")
+    assert alone["typed"] == pytest.approx(alone["variant"])
+    both = scores(exact, "difference branches")
+    assert both["typed"] > both["variant"] and both["variant"] < alone["variant"]
+    # a Chinese word is as written already: its score does not change
+    assert scores(exact, "量子纠缠") == pytest.approx(scores(stemmed, "量子纠缠"))
+    # an index built before the words as written is searched by its stems alone
+    old = tmp_path / "old-index"
+    monkeypatch.setattr("srcrawl.indexer.engine.schema", schema_before_exact)
+    index_in_process(store, old, [p.fp for p in pages[1:]])
+    monkeypatch.undo()
+    index_in_process(store, old, [pages[0].fp])  # written to since, as it is
+    old_exact = Searcher(store, old, weights=RankWeights(exact=0.5))
+    assert not old_exact.reader.has_exact
+    assert scores(old_exact, "difference branches") == pytest.approx(alone)
 
 
 def test_phrases_exclusions_and_sites(store, index) -> None:

@@ -62,11 +62,11 @@ def bench_loco(
     json_path: str | None,
 ) -> None:
     """Each ranking weight chosen on the other corpora and judged on the one left out: for
-    each signal (title, anchor text, the host's repeated text, identifiers, PageRank, pages
-    short of a word, hub pages lowered, words near each other, the query's meaning, a
-    word's best field, a word's idf in the whole page), the value of a small grid with the
-    best mean MRR@10 without that corpus, its MRR@10 and success@3 there beside the
-    default's and the signal off's (0).
+    each signal (title, anchor text, the host's repeated text, identifiers, a word as
+    typed, PageRank, pages short of a word, hub pages lowered, words near each other, the
+    query's meaning, a word's best field, a word's idf in the whole page), the value of a
+    small grid with the best mean MRR@10 without that corpus, its MRR@10 and success@3
+    there beside the default's and the signal off's (0).
     Each corpus is crawled and indexed once and each value's answers kept (in
     $SRCRAWL_HOME/bench/loco), so a run that stops goes on where it was."""
     from srcrawl.benchmarks.known_queries import builtin_query_file, read_query_file

@@ -36,7 +36,7 @@ import tantivy
 
 from srcrawl.core.defaults import DEFAULT_MAX_QUERY_CHARS, DEFAULT_MAX_QUERY_TERMS, MAX_TERM_CHARS
 from srcrawl.core.errors import SrcrawlError
-from srcrawl.indexer.engine import schema, site_values, stem
+from srcrawl.indexer.engine import EXACT, schema, site_values, stem
 from srcrawl.indexer.language import LANGUAGE_CODE
 from srcrawl.indexer.search.weights import DEFAULT_WEIGHTS, RankWeights
 from srcrawl.indexer.text import fold
@@ -59,6 +59,11 @@ pages an English two-word search took 1.7 times the CPU with it)."""
 NEAR_SLOP = 3
 """Words between two adjacent query words in a page's text for them to count as near
 (``RankWeights.near``): a short clause ("create a new project" holds create … project)."""
+
+
+_EXACT_WORD = re.compile(r"[a-z0-9]*[a-z][a-z0-9]*")
+"""A token the ``exact`` field holds and the English stemmer can change: ASCII letters and
+digits, one letter at least (tokens are lower-cased)."""
 
 
 class QueryError(SrcrawlError):
@@ -201,13 +206,23 @@ def _fields_clauses(
     positions")."""
     s, stemmed = schema(), stem(term)
     by = scale(stemmed) if scale is not None else {}
-    return [
+    # the share of the text's weight a word of ASCII letters and digits gives to itself as
+    # typed (RankWeights.exact): the rest stays with its stem
+    typed = weights.exact if weights.exact > 0 and _EXACT_WORD.fullmatch(term) else 0.0
+    clauses = [
         (
             Occur.Should,
-            Query.boost_query(Query.term_query(s, f, stemmed, "freq"), w * boost * by.get(f, 1.0)),
+            Query.boost_query(
+                Query.term_query(s, f, stemmed, "freq"),
+                w * boost * by.get(f, 1.0) * (1.0 - typed if f == "body" else 1.0),
+            ),
         )
         for f, w in weights.fields().items()
     ]
+    if typed:
+        exact = Query.term_query(s, EXACT, term, "freq")
+        clauses.append((Occur.Should, Query.boost_query(exact, weights.body * typed * boost)))
+    return clauses
 
 
 def _fields_query(term: str, weights: RankWeights, boost: float = 1.0) -> Query:

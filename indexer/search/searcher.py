@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -148,7 +148,19 @@ class Searcher:
         scale = None
         if snapshot is not None and self.weights.shared_idf > 0:
             scale = q.shared_idf(snapshot, TEXT_FIELDS, self.weights.shared_idf)
-        return q.lower(self.tokenizer, query, self.weights, scale)
+        return q.lower(self.tokenizer, query, self._weights(), scale)
+
+    def _weights(self) -> RankWeights:
+        """The weights, without the words as written if the index lacks them (one built
+        before them; with no index yet, the search says so later)."""
+        if self.weights.exact <= 0:
+            return self.weights
+        try:
+            if self.reader.has_exact:
+                return self.weights
+        except IndexUnavailable:
+            return self.weights
+        return replace(self.weights, exact=0.0)
 
     def search(
         self,

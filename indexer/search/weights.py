@@ -37,6 +37,12 @@ class RankWeights:
     ident: float = 1.0  # (4 until long queries had their own weights: bench loco chose 1)
     """An identifier found whole: the page names ``pg_hba.conf`` itself, not ``pg`` near
     ``hba``."""
+    exact: float = 0.5  # (chosen by bench loco)
+    """The share of a word's weight in the page's text that goes to the word as typed (the
+    ``exact`` field, the title's and the text's words not stemmed); the rest stays with
+    its stem. At 0.5 a page saying "difference" scores as before for it, and one saying
+    only "different" (one stem to Snowball) half as much in its text. Only words the
+    stemmer can change (ASCII letters and digits) are split so; 0: stems alone. Below 1."""
     rank: float = DEFAULT_RANK_WEIGHT
     """How much PageRank can raise a score (indexer/search/collect.py); 0: no prior."""
     some_words: float = SOME_WORDS_SHARE
