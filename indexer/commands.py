@@ -133,6 +133,8 @@ def index_command(
     _print_index_report(cfg, report, as_json=as_json)
     if rebuild and not as_json:
         click.echo(f"the index at {cfg.index_url or cfg.index_work_path} is rebuilt")
+    elif not as_json:
+        _note_built_before(cfg)
     if report.failed and not follow:
         sys.exit(1)
 
@@ -167,6 +169,22 @@ def _print_index_report(cfg: Config, report: IndexReport, *, as_json: bool) -> N
             )
     for error in report.errors:
         click.echo(f"srcrawl: {error}", err=True)
+
+
+def _note_built_before(cfg: Config) -> None:
+    """Say what an index an older srcrawl built lacks, and how to get it."""
+    from srcrawl.indexer.engine import IndexUnavailable, built_before, open_index
+
+    try:
+        lacking = built_before(open_index(cfg.index_work_path))
+    except IndexUnavailable:
+        return
+    if lacking:
+        click.echo(
+            f"note: the index at {cfg.index_url or cfg.index_work_path} was built before "
+            f"{'; '.join(lacking)}: `srcrawl index --rebuild` adds them",
+            err=True,
+        )
 
 
 def _term_marks() -> tuple[str, str]:

@@ -158,6 +158,19 @@ def has_exact(index: tantivy.Index) -> bool:
     return has_field(index, EXACT, "")
 
 
+def built_before(index: tantivy.Index) -> list[str]:
+    """What an index built by an older srcrawl lacks, in a user's words (empty: nothing):
+    each is searched without until ``srcrawl index --rebuild`` builds it anew."""
+    lacking = []
+    if not has_field(index, STORED_TEXT, b""):
+        lacking.append("each page's text (snippets are read from the store)")
+    if not has_facets(index):
+        lacking.append("languages, hosts and fetch times (lang:, since:, until:, counts)")
+    if not has_exact(index):
+        lacking.append("words as typed (a word's other forms count as much)")
+    return lacking
+
+
 def has_field(index: tantivy.Index, name: str, value: object) -> bool:
     """Whether the index's schema has the field ``name`` (of ``value``'s type): the bindings
     list no fields, but refuse a query on one the schema lacks."""

@@ -146,6 +146,34 @@ def test_a_word_as_typed_counts_beside_its_stem(store, index, tmp_path, monkeypa
     assert scores(old_exact, "difference branches") == pytest.approx(alone)
 
 
+def test_srcrawl_index_says_what_an_older_index_lacks(store, tmp_path, monkeypatch, capsys) -> None:
+    from types import SimpleNamespace
+
+    from srcrawl.indexer.commands import _note_built_before
+    from srcrawl.indexer.engine import built_before, open_index
+
+    store.put_pages(corpus())
+    fps = [p.fp for p in corpus()]
+    for name, old_schema in (("exact", schema_before_exact), ("text", schema_before_stored_text)):
+        monkeypatch.setattr("srcrawl.indexer.engine.schema", old_schema)
+        index_in_process(store, tmp_path / name, fps)
+        monkeypatch.undo()
+    index_in_process(store, tmp_path / "now", fps)
+    assert built_before(open_index(tmp_path / "now")) == []
+    assert built_before(open_index(tmp_path / "exact")) == [
+        "words as typed (a word's other forms count as much)"
+    ]
+    assert len(built_before(open_index(tmp_path / "text"))) == 3
+    _note_built_before(SimpleNamespace(index_url=None, index_work_path=tmp_path / "exact"))
+    assert capsys.readouterr().err == (
+        f"note: the index at {tmp_path / 'exact'} was built before words as typed (a word's "
+        "other forms count as much): `srcrawl index --rebuild` adds them\n"
+    )
+    for quiet in ("now", "none-yet"):  # an index of today, or none: nothing said
+        _note_built_before(SimpleNamespace(index_url=None, index_work_path=tmp_path / quiet))
+        assert capsys.readouterr().err == ""
+
+
 def test_phrases_exclusions_and_sites(store, index) -> None:
     pages = [
         make_page("ab", "the quick brown fox jumps", host="docs.example.com"),
