@@ -133,6 +133,10 @@ def test_a_field_weighed_zero_finds_nothing_by_itself(weighed) -> None:
     without = weighed(replace(DEFAULT_WEIGHTS, anchor=0.0)).search("standby setup")
     assert without.mode == "or" and without.missing == ["setup"]
     assert "anchor" not in RankWeights(anchor=0.0).fields()
+    # nor the text's words as typed (the exact field holds them) once the text weighs 0:
+    # "translate" is only in the nftables page's text
+    assert names(weighed(), "translate") == ["nft"]
+    assert names(weighed(replace(DEFAULT_WEIGHTS, body=0.0)), "translate") == []
 
 
 def test_the_prior_weighed_zero_is_off(weighed) -> None:

@@ -207,8 +207,10 @@ def _fields_clauses(
     s, stemmed = schema(), stem(term)
     by = scale(stemmed) if scale is not None else {}
     # the share of the text's weight a word of ASCII letters and digits gives to itself as
-    # typed (RankWeights.exact): the rest stays with its stem
-    typed = weights.exact if weights.exact > 0 and _EXACT_WORD.fullmatch(term) else 0.0
+    # typed (RankWeights.exact): the rest stays with its stem (none: the text weighed 0)
+    typed = 0.0
+    if weights.exact > 0 and weights.body > 0 and _EXACT_WORD.fullmatch(term):
+        typed = weights.exact
     clauses = [
         (
             Occur.Should,
