@@ -152,6 +152,12 @@ def has_facets(index: tantivy.Index) -> bool:
     return has_field(index, "lang", "und")
 
 
+def has_stored_text(index: tantivy.Index) -> bool:
+    """Whether the index keeps each page's text (one built before it has its hits' text read
+    from the store until it is rebuilt)."""
+    return has_field(index, STORED_TEXT, b"")
+
+
 def has_exact(index: tantivy.Index) -> bool:
     """Whether the index has its pages' words as written (one built before them is searched
     by its stemmed words alone until it is rebuilt)."""
@@ -162,7 +168,7 @@ def built_before(index: tantivy.Index) -> list[str]:
     """What an index built by an older srcrawl lacks, in a user's words (empty: nothing):
     each is searched without until ``srcrawl index --rebuild`` builds it anew."""
     lacking = []
-    if not has_field(index, STORED_TEXT, b""):
+    if not has_stored_text(index):
         lacking.append("each page's text (snippets are read from the store)")
     if not has_facets(index):
         lacking.append("languages, hosts and fetch times (lang:, since:, until:, counts)")
@@ -321,7 +327,7 @@ class IndexWriter:
         """Whether the index keeps each page's text. One built before the stored text keeps
         its schema and gets none: its hits' snippets are read from the store
         (indexer/search/hits.py) until it is rebuilt (``srcrawl index --rebuild``)."""
-        return has_field(self.index, STORED_TEXT, b"")
+        return has_stored_text(self.index)
 
     def start(self, fence: Callable[[], None] | None = None) -> None:
         """With a publisher: fetch the published commit unless the directory continues it,

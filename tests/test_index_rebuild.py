@@ -20,7 +20,7 @@ from tantivy_index import index_in_process, schema_before_stored_text
 from srcrawl.app.cli import cli
 from srcrawl.core.urls import fingerprint
 from srcrawl.indexer import rebuild as rebuild_module
-from srcrawl.indexer.engine import STORED_TEXT, has_field
+from srcrawl.indexer.engine import has_stored_text
 from srcrawl.indexer.master import IndexerError
 from srcrawl.indexer.published import IndexObjects, held_commit
 from srcrawl.indexer.rebuild import IndexRebuild, replace_directory, staging_path
@@ -98,7 +98,7 @@ def urls(searcher: Searcher, query: str) -> list[str]:
 
 
 def stores_text(searcher: Searcher) -> bool:
-    return has_field(searcher.reader.index, STORED_TEXT, b"")
+    return has_stored_text(searcher.reader.index)
 
 
 def test_an_index_without_stored_texts_is_rebuilt_with_them_and_the_same_hits(

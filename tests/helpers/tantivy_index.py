@@ -93,9 +93,9 @@ def index_in_process(store, index_dir: Path, fps: list[int] | None = None) -> in
     return len(docs)
 
 
-def schema_before_stored_text() -> tantivy.Schema:
-    """The index's schema before it stored each page's text (and its facets): a frozen
-    picture of an older index, which must not follow indexer/engine.py's."""
+def _fields_before_stored_text() -> tantivy.SchemaBuilder:
+    """The fields of an index built before the stored text, the facets and the words as
+    typed: a frozen picture, which must not follow indexer/engine.py's."""
     b = tantivy.SchemaBuilder()
     b.add_integer_field("fp", stored=False, indexed=True, fast=True)
     for name in TEXT_FIELDS:
@@ -105,21 +105,18 @@ def schema_before_stored_text() -> tantivy.Schema:
     b.add_text_field("site", stored=False, tokenizer_name="raw", index_option="basic")
     b.add_integer_field("digest", stored=False, indexed=False, fast=True)
     b.add_integer_field("simhash", stored=False, indexed=False, fast=True)
-    return b.build()
+    return b
+
+
+def schema_before_stored_text() -> tantivy.Schema:
+    """The index's schema before it stored each page's text (and its facets)."""
+    return _fields_before_stored_text().build()
 
 
 def schema_before_exact() -> tantivy.Schema:
-    """The index's schema before it held each page's words as written (``exact``): a frozen
-    picture of an older index, which must not follow indexer/engine.py's."""
-    b = tantivy.SchemaBuilder()
-    b.add_integer_field("fp", stored=False, indexed=True, fast=True)
-    for name in TEXT_FIELDS:
-        option = "position" if name in WITH_POSITIONS else "freq"
-        b.add_text_field(name, stored=False, tokenizer_name=STEMMED, index_option=option)
-    b.add_text_field("ident", stored=False, tokenizer_name="whitespace", index_option="freq")
-    b.add_text_field("site", stored=False, tokenizer_name="raw", index_option="basic")
-    b.add_integer_field("digest", stored=False, indexed=False, fast=True)
-    b.add_integer_field("simhash", stored=False, indexed=False, fast=True)
+    """The index's schema before it held each page's words as written (``exact``): the
+    stored text and the facets added, as they were (a frozen picture too)."""
+    b = _fields_before_stored_text()
     b.add_bytes_field("text", stored=True, indexed=False, fast=False)
     b.add_bytes_field("folded", stored=True, indexed=False, fast=False)
     for name in ("lang", "host"):
