@@ -54,7 +54,7 @@ GRID: dict[str, tuple[float, ...]] = {
     "some_words": (0.0, 0.25, 0.5),
     "hub": (0.0, 0.2, 0.4, 0.6),
     "near": (0.0, 0.5, 1.0, 2.0),
-    "meaning": (0.0, 0.05, 0.1, 0.25, 0.5),
+    "meaning": (0.0, 0.25, 0.5, 0.75, 1.0),
     "tie": (0.0, 0.1, 0.3, 0.6, 1.0),
     "shared_idf": (0.0, 0.25, 0.5, 1.0),
 }
@@ -100,9 +100,10 @@ BEFORE_JOINT = replace(
     shared_idf=0.0,
     some_words=0.25,
     exact=0.0,
+    meaning=0.0,
 )
 """The weights of the joint grid before they were chosen together (commit 820442b), when
-a word as typed did not count."""
+neither a word as typed nor a query's meaning counted."""
 KNOWN_WEB = "known-item-web"
 """The known-item test web (benchmarks/ranking.py), one more corpus of the joint choice:
 pages named by their title, the words of the links to them (words also in the text of

@@ -7,8 +7,9 @@ skips a document whose page was fetched again since), its host (``site:``),
 and two digests of its body tokens: xxh64 for exact duplicates and a 64-bit
 simhash [Charikar 2002; Manku et al. 2007] for near-duplicates, and the page's
 own text as written (its first SNIPPET_TEXT_CHARS) and, when folding changes
-it, folded in place, which the index stores for snippets, and its language
-(indexer/language.py).
+it, folded in place, which the index stores for snippets, its language
+(indexer/language.py) and its vector in the meaning model, base64
+(indexer/search/meaning.py; '' without).
 
 The payload is an orjson array of documents, each an array in
 :data:`COLUMNS` order. The master trusts the format, not the sender: a
@@ -17,6 +18,8 @@ payload that is not well formed raises :class:`DocumentsFormatError`.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Sequence
 
 import numpy as np
@@ -40,8 +43,12 @@ COLUMNS = (
     "text",
     "folded",
     "lang",
+    "meaning",
 )
-_TYPES = (int, (int, float), str, str, str, str, str, str, int, int, str, str, str)
+_TYPES = (int, (int, float), str, str, str, str, str, str, int, int, str, str, str, str)
+_OLDER = {len(COLUMNS) - 2: ["und", ""], len(COLUMNS) - 1: [""]}
+"""The columns a slave older than the language or the vector leaves out: none named."""
+MAX_VECTOR_BYTES = 4096
 
 
 class DocumentsFormatError(EnvelopeError):
@@ -100,8 +107,8 @@ def unpack(payload: bytes) -> list[IndexDoc]:
         raise DocumentsFormatError("documents payload is not a list")
     docs = []
     for row in rows:
-        if isinstance(row, list) and len(row) == len(COLUMNS) - 1:
-            row.append("und")  # a slave older than the language: none named
+        if isinstance(row, list) and len(row) in _OLDER:
+            row.extend(_OLDER[len(row)])
         if not isinstance(row, list) or len(row) != len(COLUMNS):
             raise DocumentsFormatError(f"a document has not the {len(COLUMNS)} columns")
         for value, kind, name in zip(row, _TYPES, COLUMNS, strict=True):
@@ -109,5 +116,18 @@ def unpack(payload: bytes) -> list[IndexDoc]:
                 raise DocumentsFormatError(f"a document's {name} is not a {kind}")
         if not all(-(2**63) <= row[i] < 2**63 for i in (0, 8, 9)):
             raise DocumentsFormatError("a document's fingerprint or digest is not 64-bit")
+        _check_vector(row[-1])
         docs.append(IndexDoc(*row))
     return docs
+
+
+def _check_vector(packed: str) -> None:
+    """DocumentsFormatError unless ``packed`` is '' or base64 of at most MAX_VECTOR_BYTES."""
+    if not packed:
+        return
+    try:
+        raw = base64.b64decode(packed, validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise DocumentsFormatError(f"a document's vector is not base64: {e}") from e
+    if len(raw) > MAX_VECTOR_BYTES:
+        raise DocumentsFormatError(f"a document's vector is over {MAX_VECTOR_BYTES} bytes")

@@ -54,6 +54,7 @@ stored in the index, so every process that opens it registers it
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import os
@@ -87,6 +88,9 @@ STORED_FOLDED = "folded"
 """The stored field of that text folded in place, when folding changes it."""
 EXACT = "exact"
 """The field of a page's words as written (not stemmed); an index built before it lacks it."""
+MEANING = "meaning"
+"""The stored field of a page's vector in the meaning model (indexer/search/meaning.py);
+an index built before it lacks it."""
 FACET_FIELDS = ("lang", "host", "fetched")
 """The fields a search filters and counts by; an index built before them lacks them."""
 
@@ -140,8 +144,10 @@ def schema(*, facets: bool = True) -> tantivy.Schema:
         for name in ("lang", "host"):
             b.add_text_field(name, fast=True, tokenizer_name="raw", index_option="basic")
         b.add_integer_field("fetched", stored=False, indexed=True, fast=True)
-        # last: an index built before it has every other field's id (its queries leave it out)
+        # last: an index built before them has every other field's id (its queries and
+        # its ranking leave them out)
         b.add_text_field(EXACT, stored=False, tokenizer_name=EXACT_WORDS, index_option="freq")
+        b.add_bytes_field(MEANING, stored=True, indexed=False, fast=False)
     return b.build()
 
 
@@ -164,6 +170,12 @@ def has_exact(index: tantivy.Index) -> bool:
     return has_field(index, EXACT, "")
 
 
+def has_meaning(index: tantivy.Index) -> bool:
+    """Whether the index keeps its pages' vectors (one built before them is ranked by its
+    words alone until it is rebuilt)."""
+    return has_field(index, MEANING, b"")
+
+
 def built_before(index: tantivy.Index) -> list[str]:
     """What an index built by an older srcrawl lacks, in a user's words (empty: nothing):
     each is searched without until ``srcrawl index --rebuild`` builds it anew."""
@@ -174,6 +186,8 @@ def built_before(index: tantivy.Index) -> list[str]:
         lacking.append("languages, hosts and fetch times (lang:, since:, until:, counts)")
     if not has_exact(index):
         lacking.append("words as typed (a word's other forms count as much)")
+    if not has_meaning(index):
+        lacking.append("pages' vectors (a query's meaning does not count)")
     return lacking
 
 
@@ -250,13 +264,18 @@ class IndexDoc:
     text: str = ""  # the own text, as written (snippets), not tokens
     folded: str = ""  # that text folded in place, when that changes it
     lang: str = "und"  # ISO 639-1, or und (indexer/language.py)
+    meaning: str = ""  # its vector, base64 (indexer/search/meaning.py), or none
 
     def document(
-        self, stored_text: bool = True, facets: bool = True, exact: bool = True
+        self,
+        stored_text: bool = True,
+        facets: bool = True,
+        exact: bool = True,
+        meaning: bool = True,
     ) -> tantivy.Document:
-        """The Tantivy document; without the stored text, the facet fields or the words as
-        written for an index built before them (``stored_text``, ``facets``, ``exact``
-        False)."""
+        """The Tantivy document; without the stored text, the facet fields, the words as
+        written or the vector for an index built before them (``stored_text``, ``facets``,
+        ``exact``, ``meaning`` False)."""
         doc = tantivy.Document(
             fp=self.fp,
             title=self.title,
@@ -278,6 +297,8 @@ class IndexDoc:
             doc.add_integer("fetched", int(self.fetched_at))
             if exact:
                 doc.add_text(EXACT, f"{self.title} {self.body}")
+            if meaning and self.meaning:
+                doc.add_bytes(MEANING, base64.b64decode(self.meaning))
         return doc
 
 
@@ -396,10 +417,10 @@ class IndexWriter:
             for fp in delete:
                 writer.delete_documents_by_term("fp", fp)
             stores_text, facets = self.stores_text, has_facets(self.index)
-            exact = has_exact(self.index)
+            exact, meaning = has_exact(self.index), has_meaning(self.index)
             for doc in replace:
                 writer.delete_documents_by_term("fp", doc.fp)
-                writer.add_document(doc.document(stores_text, facets, exact))
+                writer.add_document(doc.document(stores_text, facets, exact, meaning))
             if before is not None:
                 before()
         except BaseException:
@@ -488,6 +509,7 @@ class IndexReader:
         self._opened: tuple[int, int, str] | None = None  # the directory and schema, if known
         self._has_facets: bool | None = None
         self._has_exact: bool | None = None
+        self._has_meaning: bool | None = None
 
     @property
     def index(self) -> tantivy.Index:
@@ -509,7 +531,8 @@ class IndexReader:
         same = before == after
         self._commit = after if same else None
         self._opened = self._identity(after) if same else None
-        self._memo, self._has_facets, self._has_exact = {}, None, None
+        self._memo, self._has_facets = {}, None
+        self._has_exact = self._has_meaning = None
         self._index = index
         return index
 
@@ -526,6 +549,13 @@ class IndexReader:
         if self._has_exact is None:
             self._has_exact = has_exact(self.index)
         return self._has_exact
+
+    @property
+    def has_meaning(self) -> bool:
+        """Whether the index keeps its pages' vectors (:func:`has_meaning`)."""
+        if self._has_meaning is None:
+            self._has_meaning = has_meaning(self.index)
+        return self._has_meaning
 
     def searcher(self) -> tantivy.Searcher:
         return self.snapshot()[0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from srcrawl.core.defaults import DEFAULT_INDEX_MAX_CHARS, SNIPPET_TEXT_CHARS
@@ -20,6 +21,7 @@ from srcrawl.indexer.documents import pack, simhash, text_digest
 from srcrawl.indexer.engine import IndexDoc
 from srcrawl.indexer.language import detect_language
 from srcrawl.indexer.protocol import DocumentsResult, IndexTask, Refusal
+from srcrawl.indexer.search import meaning
 from srcrawl.indexer.text import fold_aligned
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer, user_dict_from_env
 from srcrawl.settings.config import Config
@@ -75,6 +77,16 @@ def tokenize_document(
     )
 
 
+def with_vectors(docs: Sequence[IndexDoc], titles: Sequence[str]) -> None:
+    """Each document's vector in the meaning model (indexer/search/meaning.py), made from
+    its title (as written, ``titles``) and own text, in one batch; a Chinese page has
+    none (the model's words are English), nor has any when the model is not installed."""
+    chosen = [i for i, d in enumerate(docs) if d.lang != "zh"]
+    packed = meaning.page_vectors([(titles[i], docs[i].text) for i in chosen])
+    for i, vector in zip(chosen, packed, strict=True):
+        docs[i].meaning = vector
+
+
 class IndexHandler:
     """Serves the ``index`` phase in ``srcrawl slave start``.
 
@@ -95,6 +107,7 @@ class IndexHandler:
         # load jieba now: the first batch then costs what every batch costs,
         # and the heartbeat never waits behind a dictionary load
         self.tokenizer.warm_up()
+        meaning.available()  # the embedding model too, when it is installed
         self.pages = 0
         self.terms = 0
         self.refused = 0
@@ -137,7 +150,7 @@ class IndexHandler:
     def tokenize(self, fps: list[int]) -> list[IndexDoc]:
         """The documents of the stored pages among ``fps``, fields and boilerplate found."""
         anchors = self.store.anchor_texts(fps)
-        docs = []
+        docs, titles = [], []
         for fp, fetched_at, url, title, text in self.store.index_documents(fps):
             host = host_of(url)
             own, boiler = self.boilerplate.split(host, text)
@@ -153,6 +166,8 @@ class IndexHandler:
                 anchor_text=anchor_text,
             )
             docs.append(doc)
+            titles.append(title)
+        with_vectors(docs, titles)
         return docs
 
     def _refuse(self, batch: int | None, reason: str) -> bytes:

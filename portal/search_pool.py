@@ -25,7 +25,7 @@ from typing import TypeVar
 from srcrawl.core.urls import host_of
 from srcrawl.indexer.engine import IndexReader
 from srcrawl.indexer.replica import IndexReplica
-from srcrawl.indexer.search import Searcher, SearchResult
+from srcrawl.indexer.search import Searcher, SearchResult, meaning
 from srcrawl.indexer.search.hits import Hit
 from srcrawl.indexer.tokenizer import Tokenizer, get_tokenizer
 from srcrawl.portal.grouping import GROUP_DEPTH, HostGroups, fold_near_identical
@@ -131,6 +131,7 @@ class SearchPool:
         """Where the page texts of a crawl with ``--body-store warc`` are (the snippets')."""
         self.tokenizer: Tokenizer = get_tokenizer(user_dict)
         self.tokenizer.tokens(WARM_UP_TEXT)  # the dictionary load is start-up, not query time
+        meaning.available()  # and so is the embedding model's (what a query means)
         self._local = threading.local()
         self._stores: list[Store] = []
         self._lock = threading.Lock()

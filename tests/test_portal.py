@@ -154,7 +154,9 @@ def test_api_search_pages_ranked_hits_with_totals(indexed, portal_url) -> None:
     assert scores == sorted(scores, reverse=True)
     assert all(f"«{word}»" in h["snippet"].lower() for h in first["hits"])
     second = _get(portal_url, "/api/search", q=word, size=5, page=2).json()
-    assert second["page"] == 2 and len(second["hits"]) == 5
+    # the next five ranked pages: a near-identical one (a mirror's) folded into its twin
+    assert second["page"] == 2 and len(second["hits"]) <= 5
+    assert sum(1 + h["similar"] for h in second["hits"]) >= 5
     assert not {h["url"] for h in first["hits"]} & {h["url"] for h in second["hits"]}
     assert second["hits"][0]["score"] <= scores[-1]
 

@@ -115,12 +115,32 @@ def test_the_weights_as_constants_rank_as_before(weighed) -> None:
     assert {q: names(searcher, q) for q in EXPECTED} == EXPECTED
     # the weights chosen together rank these as well, but for the table of contents,
     # which says "migrate iptables nftables" word for word, first for those words
-    joint = weighed(BEFORE_LONG)
+    joint = weighed(replace(BEFORE_LONG, meaning=0.0))
     changed = {"migrate iptables nftables": ["toc", "nft", "防火墙"]}
     assert {q: names(joint, q) for q in EXPECTED} == {**EXPECTED, **changed}
     # and with a page short of one word of three counting two thirds, not half, the
     # section that names nftables throughout (but not "migrate") is first again
-    assert {q: names(weighed(), q) for q in EXPECTED} == EXPECTED
+    before_meaning = weighed(replace(DEFAULT_WEIGHTS, meaning=0.0))
+    assert {q: names(before_meaning, q) for q in EXPECTED} == EXPECTED
+    # what a query means reorders two: the page on users' logins before the table of
+    # contents; of the pages holding one word of "guide reference", the index first,
+    # and the Chinese page (no vector: the model's words are English) below the ten
+    meant = {
+        "display messages to users after a form submission": ["forms", "messages", "auth", "toc"],
+        "guide reference": [
+            "index",
+            "toc",
+            "cache",
+            "vacuum",
+            "nft",
+            "upload",
+            "messages",
+            "backup",
+            "auth",
+            "replica",
+        ],
+    }
+    assert {q: names(weighed(), q) for q in EXPECTED} == {**EXPECTED, **meant}
     # the defaults are the constants of srcrawl/core/defaults.py
     assert DEFAULT_WEIGHTS.rank == DEFAULT_RANK_WEIGHT
     assert DEFAULT_WEIGHTS.some_words == SOME_WORDS_SHARE
@@ -141,8 +161,10 @@ def test_a_field_weighed_zero_finds_nothing_by_itself(weighed) -> None:
 
 def test_the_prior_weighed_zero_is_off(weighed) -> None:
     # the table of contents holds the most rank: with the prior it leads a query of
-    # words every page holds (the menu), without it the order is BM25's alone
-    ranked, plain = weighed(), weighed(replace(DEFAULT_WEIGHTS, rank=0.0))
+    # words every page holds (the menu), without it the order is BM25's alone (what the
+    # query means left out: it would put the index first either way)
+    words = replace(DEFAULT_WEIGHTS, meaning=0.0)
+    ranked, plain = weighed(words), weighed(replace(words, rank=0.0))
     assert ranked.search("guide reference").ranked
     assert not plain.search("guide reference").ranked
     assert names(ranked, "guide reference")[0] == "toc"
@@ -167,7 +189,9 @@ def test_pages_that_link_to_many_lowered_by_their_out_links(store, weighed) -> N
     assert mean == pytest.approx(len(links) / 4)  # 15 links from 4 pages
     # the table of contents holds the menu's words as every page does, and leads them by
     # its rank; lowered by its 12 out-links it drops below the pages that link to none
-    plain, lowered = weighed(), weighed(replace(DEFAULT_WEIGHTS, hub=0.6))
+    # (what the query means left out: it would put the index first either way)
+    words = replace(DEFAULT_WEIGHTS, meaning=0.0)
+    plain, lowered = weighed(words), weighed(replace(words, hub=0.6))
     plain_hits = plain.search("guide reference").hits
     assert plain_hits[0].url.endswith("/toc")
     every = lowered.search("guide reference", top=50).hits
@@ -212,10 +236,10 @@ def test_words_next_to_each_other_in_the_query_count_when_near_in_the_text(store
 
 
 def _only(field: str, **more: float) -> RankWeights:
-    """Weights matching in ``field`` alone (its default weight), no prior."""
+    """Weights matching in ``field`` alone (its default weight), no prior, no meaning."""
     zero = {f: 0.0 for f in ("title", "body", "anchor", "boiler", "exact")}
     kept = {field: getattr(DEFAULT_WEIGHTS, field)}
-    return replace(DEFAULT_WEIGHTS, **{**zero, **kept}, rank=0.0, **more)
+    return replace(DEFAULT_WEIGHTS, **{**zero, **kept, "rank": 0.0, "meaning": 0.0, **more})
 
 
 def _scores(searcher: Searcher, query: str) -> dict[str, float]:
@@ -233,7 +257,7 @@ def test_a_word_s_fields_summed_or_its_best_field_and_a_share_of_the_rest(weighe
     best, total = max(fields.values()), sum(fields.values())
     assert min(fields.values()) > 0
     for tie in (0.0, 0.3, 1.0):
-        weights = replace(DEFAULT_WEIGHTS, rank=0.0, tie=tie, exact=0.0)
+        weights = replace(DEFAULT_WEIGHTS, rank=0.0, tie=tie, exact=0.0, meaning=0.0)
         got = _scores(weighed(weights), "backup")["backup"]
         assert got == pytest.approx(best + tie * (total - best), rel=1e-5)
     # its words are no flat sum of term queries then: a page short of a word is still
@@ -273,10 +297,13 @@ def test_a_word_s_idf_in_the_whole_page_weighs_its_fields(store, tmp_path) -> No
         )
 
 
-def test_a_query_s_meaning_fused_with_the_ranking_by_reciprocal_rank(store, tmp_path) -> None:
-    # "meaning": the pages found, ranked again by the similarity of their title and text
-    # to the query in WordLlama's embedding (its weights in its wheel), the two ranks
-    # fused as 1/(60 + rank) + weight/(60 + rank by meaning); 0 leaves the ranking alone
+def test_a_query_s_meaning_is_added_to_the_score_of_the_best_pages(store, tmp_path) -> None:
+    # "meaning": each page's vector (WordLlama's, its weights in its wheel) made when it
+    # is indexed and kept in the index; an English query's best pages reordered by
+    # score / best score + weight × cosine(query, page); 0 leaves the ranking alone
+    import tantivy
+
+    from srcrawl.indexer.engine import MEANING
     from srcrawl.indexer.search import meaning
 
     topics = {
@@ -290,20 +317,75 @@ def test_a_query_s_meaning_fused_with_the_ranking_by_reciprocal_rank(store, tmp_
     store.put_pages(pages)
     index_in_process(store, tmp_path / "index")
 
-    def ranked(weight: float) -> list[str]:
+    def search(weight: float, query: str) -> list[tuple[str, float]]:
         weights = replace(DEFAULT_WEIGHTS, meaning=weight)
-        return names(Searcher(store, tmp_path / "index", weights=weights), query)
+        hits = Searcher(store, tmp_path / "index", weights=weights).search(query).hits
+        return [(h.url.rsplit("/", 1)[1], h.score) for h in hits]
 
-    query = "tool that fixes eyes that glow in a flash photo"
-    plain = names(Searcher(store, tmp_path / "index"), query)
-    assert ranked(0.0) == plain
-    texts = [f"{t}\n{x} with the tool" for t, x in topics.values()]
-    sims = meaning.vectors(texts) @ meaning.vectors([query])[0]
-    by_meaning = {n: r for r, (_s, n) in enumerate(sorted(zip(-sims, topics, strict=True)), 1)}
+    query = "smaller image to send"  # "send" is the printing page's word
+    plain = search(0.0, query)
+    assert plain[0][0] == "print"
+    # each page's vector as the index keeps it (int8)
+    searcher = Searcher(store, tmp_path / "index").reader.snapshot()[0]
+    addresses = [a for _s, a in searcher.search(tantivy.Query.all_query(), 10).hits]
+    fps = searcher.fast_field_values("fp", addresses)
+    docs = [searcher.doc(a) for a in addresses]
+    kept = {f: bytes(d.get_first(MEANING)) for f, d in zip(fps, docs, strict=True)}
+    q = meaning.vectors([query])[0]
+    cos = {p.url.rsplit("/", 1)[1]: float(meaning.unpacked(kept[p.fp]) @ q) for p in pages}
+    least = min(cos[n] for n, _ in plain)
     for weight in (0.5, 100.0):
-        score = {n: 1 / (60 + r) + weight / (60 + by_meaning[n]) for r, n in enumerate(plain, 1)}
-        assert ranked(weight) == sorted(plain, key=lambda n: -score[n])
-    assert ranked(100.0)[0] == "red-eye" and ranked(100.0) != plain  # the page that means it
+        # in the ranking's units: its score, raised by the weight of the best score for
+        # each step of the cosine above the pool's least
+        best = max(s for _, s in plain)
+        lifted = [(n, s + weight * best * (cos[n] - least)) for n, s in plain]
+        got = search(weight, query)
+        assert [n for n, _ in got] == [n for n, _ in sorted(lifted, key=lambda h: -h[1])]
+        assert [s for _, s in got] == pytest.approx(sorted((s for _, s in lifted), reverse=True))
+    assert search(100.0, query)[0][0] == "scale"  # the page that means it
+    # a Chinese query is not weighed by it (the model's words are English)
+    mixed = search(0.0, "smaller image 图片")
+    assert mixed and search(100.0, "smaller image 图片") == mixed
+
+
+def test_a_page_s_vector_is_kept_in_the_index_and_its_absence_is_searched_by_words(
+    store, tmp_path, monkeypatch
+) -> None:
+    import numpy as np
+    import tantivy
+    from tantivy_index import schema_before_exact
+
+    from srcrawl.indexer.engine import MEANING, built_before, open_index
+    from srcrawl.indexer.search import meaning
+
+    pages = [
+        _page("en", "remove the red color from eyes in flash photographs", title="Red eye"),
+        _page("zh", "照片中的红眼可以用这个工具去除" * 3, title="红眼"),
+    ]
+    store.put_pages(pages)
+    index_in_process(store, tmp_path / "index")
+    searcher = Searcher(store, tmp_path / "index").reader.snapshot()[0]
+    every = tantivy.Query.all_query()
+    vectors = [searcher.doc(a).get_first(MEANING) for _s, a in searcher.search(every, 10).hits]
+    # the English page has its 256 int8 components, the Chinese one none
+    assert sorted(len(bytes(v)) if v else 0 for v in vectors) == [0, 256]
+    raw = next(bytes(v) for v in vectors if v)
+    want = meaning.vectors([meaning.page_text("Red eye", pages[0].text)])[0]
+    assert float(meaning.unpacked(raw) @ want) > 0.99
+    assert np.abs(np.frombuffer(raw, np.int8)).max() <= meaning.SCALE
+    # an index built before the vectors: its pages are ranked by their words alone
+    monkeypatch.setattr("srcrawl.indexer.engine.schema", schema_before_exact)
+    index_in_process(store, tmp_path / "old", [p.fp for p in pages])
+    monkeypatch.undo()
+    assert "pages' vectors (a query's meaning does not count)" in built_before(
+        open_index(tmp_path / "old")
+    )
+    old = Searcher(store, tmp_path / "old", weights=replace(DEFAULT_WEIGHTS, meaning=100.0))
+    assert not old.reader.has_meaning
+    off = Searcher(store, tmp_path / "old", weights=replace(DEFAULT_WEIGHTS, meaning=0.0))
+    assert [h.url for h in old.search("red eyes").hits] == [
+        h.url for h in off.search("red eyes").hits
+    ]
 
 
 def test_a_long_query_weighs_the_title_and_the_links_less() -> None:
@@ -342,7 +424,8 @@ def test_a_long_task_query_finds_the_page_that_answers_it_not_the_one_linked_by_
     store.put_links([(p.fp, pages[0].fp, "log files") for p in pages[2:]])
     index_in_process(store, tmp_path / "index")
     query = "make people log in with a username before they see a folder"
-    before = replace(BEFORE_LONG, exact=0.0)  # (as it was, before a word as typed counted)
+    # (as it was, before a word as typed and what a query means counted)
+    before = replace(BEFORE_LONG, exact=0.0, meaning=0.0)
     assert names(Searcher(store, tmp_path / "index", weights=before), query)[0] == "logs"
     assert names(Searcher(store, tmp_path / "index"), query)[0] == "auth"
     # long queries' weights alone put it first

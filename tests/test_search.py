@@ -123,8 +123,10 @@ def test_a_word_as_typed_counts_beside_its_stem(store, index, tmp_path, monkeypa
         make_page("variant", "the different between two branches " + FILLER[0]),
         *corpus(),
     ]
-    exact = index_pages(store, index, pages)  # (the default weighs it 0.5)
-    stemmed = Searcher(store, index, weights=RankWeights(exact=0.0))
+    index_pages(store, index, pages)
+    # (the default weighs it 0.5; what a query means, which lifts scores, left out)
+    exact = Searcher(store, index, weights=RankWeights(meaning=0.0))
+    stemmed = Searcher(store, index, weights=RankWeights(exact=0.0, meaning=0.0))
 
     def scores(searcher: Searcher, query: str) -> dict[str, float]:
         return {h.url.rsplit("/", 1)[1]: h.score for h in searcher.search(query).hits}
@@ -141,7 +143,7 @@ def test_a_word_as_typed_counts_beside_its_stem(store, index, tmp_path, monkeypa
     index_in_process(store, old, [p.fp for p in pages[1:]])
     monkeypatch.undo()
     index_in_process(store, old, [pages[0].fp])  # written to since, as it is
-    old_exact = Searcher(store, old, weights=RankWeights(exact=0.5))
+    old_exact = Searcher(store, old, weights=RankWeights(exact=0.5, meaning=0.0))
     assert not old_exact.reader.has_exact
     assert scores(old_exact, "difference branches") == pytest.approx(alone)
 
@@ -161,13 +163,15 @@ def test_srcrawl_index_says_what_an_older_index_lacks(store, tmp_path, monkeypat
     index_in_process(store, tmp_path / "now", fps)
     assert built_before(open_index(tmp_path / "now")) == []
     assert built_before(open_index(tmp_path / "exact")) == [
-        "words as typed (a word's other forms count as much)"
+        "words as typed (a word's other forms count as much)",
+        "pages' vectors (a query's meaning does not count)",
     ]
-    assert len(built_before(open_index(tmp_path / "text"))) == 3
+    assert len(built_before(open_index(tmp_path / "text"))) == 4
     _note_built_before(SimpleNamespace(index_url=None, index_work_path=tmp_path / "exact"))
     assert capsys.readouterr().err == (
         f"note: the index at {tmp_path / 'exact'} was built before words as typed (a word's "
-        "other forms count as much): `srcrawl index --rebuild` adds them\n"
+        "other forms count as much); pages' vectors (a query's meaning does not count): "
+        "`srcrawl index --rebuild` adds them\n"
     )
     for quiet in ("now", "none-yet"):  # an index of today, or none: nothing said
         _note_built_before(SimpleNamespace(index_url=None, index_work_path=tmp_path / quiet))

@@ -14,7 +14,7 @@ from tantivy_index import index_in_process
 
 from srcrawl.core.urls import fingerprint
 from srcrawl.indexer import engine
-from srcrawl.indexer.documents import pack, unpack
+from srcrawl.indexer.documents import DocumentsFormatError, pack, unpack
 from srcrawl.indexer.engine import IndexDoc
 from srcrawl.indexer.language import detect_language
 from srcrawl.indexer.search import Searcher
@@ -55,10 +55,16 @@ def test_a_page_s_language_is_named_from_its_title_and_text() -> None:
 
 
 def test_a_page_s_language_travels_from_the_slave_and_an_older_slave_s_has_none() -> None:
-    doc = IndexDoc(7, 1.0, "h", "标题", "正文", lang="zh")
+    doc = IndexDoc(7, 1.0, "h", "标题", "正文", lang="zh", meaning="AAE=")
     assert unpack(pack([doc])) == [doc]
-    older = orjson.loads(pack([doc]))[0][:-1]  # a slave from before the language
-    assert unpack(orjson.dumps([older]))[0].lang == "und"
+    row = orjson.loads(pack([doc]))[0]
+    before_vector = unpack(orjson.dumps([row[:-1]]))[0]  # a slave from before the vectors
+    assert (before_vector.lang, before_vector.meaning) == ("zh", "")
+    before_language = unpack(orjson.dumps([row[:-2]]))[0]  # and before the language
+    assert (before_language.lang, before_language.meaning) == ("und", "")
+    for bad in ("not base64!", "A" * 8000):  # the master trusts the format, not the sender
+        with pytest.raises(DocumentsFormatError, match="vector"):
+            unpack(orjson.dumps([[*row[:-1], bad]]))
 
 
 def the_web() -> list[Page]:

@@ -51,6 +51,7 @@ class Scored:
     similar: int = 0
     members: list[int] = field(default_factory=list)  # the pages folded into it
     address: tantivy.DocAddress | None = None  # its document (the stored text)
+    doc: tantivy.Document | None = None  # that document, once read (its vector's)
 
 
 class Prior:

@@ -119,7 +119,7 @@ def _stored_texts(
     texts = {}
     for s in found:
         if s.address is not None:
-            doc = searcher.doc(s.address)
+            doc = s.doc if s.doc is not None else searcher.doc(s.address)
             stored = doc.get_first(STORED_TEXT)
             if stored is not None:
                 folded = doc.get_first(STORED_FOLDED)

@@ -1,21 +1,27 @@
 """What a query means, beside the words it shares with a page: a small word-embedding
-model, its ranks fused with the ranking's by reciprocal rank fusion.
+model's similarity of the two, added to the ranking's score.
 
 A page and a query are each the mean of their tokens' vectors (WordLlama's
 256-dimension model, whose weights ship inside its package: nothing is
-downloaded); the pages the ranking found (the best MEANING_POOL of them) are
-ranked again by cosine similarity to the query, and each page's two ranks fuse
-as ``1/(K + rank) + weight/(K + rank by meaning)`` (Cormack et al.'s RRF, as Fess
-and Elasticsearch fuse a lexical and a vector ranking). A page's vector is made
-from its title and the start of its own text as the index stores it.
+downloaded). A page's vector is made when it is indexed (the index slave), from
+its title and the start of its own text, and kept in the index as 256 bytes
+(:data:`srcrawl.indexer.engine.MEANING`). A query of English words (no Chinese:
+the model's words are English ones) then reorders the ranking's best
+MEANING_POOL pages by ``score / best score + weight × cosine``.
 
-Measured leaving one corpus out and not used (docs/search.md, "Why these
-weights"): its weight is 0 by default, and the model is only loaded when asked.
+The ranking's own score counts, not just its order: fused by reciprocal rank
+(the ranks alone, as Fess fuses a lexical and a vector ranking), a page far
+ahead by its words lost its place to one a little nearer in meaning, and every
+weight lowered the mean MRR@10 of the corpora left out (docs/search.md, "Why
+these weights"). Added to the score, a page that holds every word well stays
+first, and among pages close by their words the one that means the query rises.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,15 +29,17 @@ from typing import Any
 import numpy as np
 import tantivy
 
-from srcrawl.indexer.engine import STORED_TEXT
+from srcrawl.indexer.engine import MEANING
 from srcrawl.indexer.search.collect import Scored
+from srcrawl.indexer.text import HAN
 
-MEANING_POOL = 50
+MEANING_POOL = 20
 """The ranked pages a query's meaning may reorder (the rest keep their places below)."""
-RRF_K = 60
-"""Reciprocal rank fusion's constant: how little the first few ranks stand out."""
 MEANING_CHARS = 1500
 """Characters of a page's own text its vector is made of (its title first)."""
+SCALE = 127
+"""A vector's components (of a unit vector: within ±1) kept as int8 of this scale."""
+_HAN = re.compile(f"[{HAN}]")
 
 
 class MeaningUnavailable(RuntimeError):
@@ -45,11 +53,18 @@ def model() -> Any:
     try:
         import wordllama
     except ImportError as e:  # an optional dependency
-        raise MeaningUnavailable(
-            "the meaning signal needs WordLlama: pip install 'srcrawl[meaning]'"
-        ) from e
+        raise MeaningUnavailable("the meaning signal needs WordLlama: pip install wordllama") from e
     root = Path(wordllama.__file__).parent
     return wordllama.WordLlama.load(cache_dir=root, disable_download=True)
+
+
+def available() -> bool:
+    """Whether the model can be loaded (it is, once, if so)."""
+    try:
+        model()
+    except MeaningUnavailable:
+        return False
+    return True
 
 
 def vectors(texts: Sequence[str]) -> np.ndarray:
@@ -57,34 +72,72 @@ def vectors(texts: Sequence[str]) -> np.ndarray:
     return model().embed(list(texts), norm=True)
 
 
+def applies(query: str) -> bool:
+    """Whether a query's meaning is weighed: one in the model's language (none of its
+    characters Chinese)."""
+    return _HAN.search(query) is None
+
+
+def page_text(title: str, text: str) -> str:
+    """What of a page its vector is made of."""
+    return f"{title}\n{text[:MEANING_CHARS]}"
+
+
+def page_vectors(pages: Sequence[tuple[str, str]]) -> list[str]:
+    """The kept vector (:func:`packed`) of each (title, own text) page; all '' when the
+    model is not installed (the pages are searched by their words alone)."""
+    if not pages or not available():
+        return ["" for _ in pages]
+    return [packed(v) for v in vectors([page_text(t, x) for t, x in pages])]
+
+
+def packed(vector: np.ndarray) -> str:
+    """A unit vector as the index keeps it: int8 components, base64 (the documents
+    message is JSON)."""
+    q = np.clip(np.rint(vector * SCALE), -SCALE, SCALE).astype(np.int8)
+    return base64.b64encode(q.tobytes()).decode()
+
+
+def unpacked(raw: bytes) -> np.ndarray:
+    """The unit vector of a page's kept int8 components."""
+    v = np.frombuffer(raw, np.int8).astype(np.float32)
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm else v
+
+
 def fused(
-    found: list[Scored],
-    query: str,
-    titles: dict[int, str],
-    searcher: tantivy.Searcher,
-    weight: float,
+    found: list[Scored], query: str, searcher: tantivy.Searcher, weight: float
 ) -> list[Scored]:
-    """``found`` (ranked) reordered by its ranks fused with the ranks of its best
-    MEANING_POOL pages by similarity to ``query``; ``titles``: fp → title."""
+    """``found`` (ranked) with its best MEANING_POOL pages reordered by ``score / best
+    score + weight × cosine(query, page)``; a page without a vector counts the pool's
+    least cosine. As it is when the weight is 0, the query is not in the model's
+    language or fewer than two pages have a vector.
+
+    A reordered page's score becomes ``score + weight × best score × (cosine − the
+    pool's least)``: in the order shown and in the ranking's units, never below what its
+    words scored, so no page after the pool scores above one in it."""
     pool = found[:MEANING_POOL]
-    if weight <= 0 or len(pool) < 2:
+    if weight <= 0 or len(pool) < 2 or not applies(query):
         return found
-    texts = [f"{titles.get(s.fp, '')}\n{_own_text(searcher, s)}" for s in pool]
-    sims = vectors(texts) @ vectors([query])[0]
-    by_meaning = np.empty(len(pool), dtype=np.int64)
-    by_meaning[np.argsort(-sims, kind="stable")] = np.arange(1, len(pool) + 1)
-    score = {
-        s.fp: 1.0 / (RRF_K + rank) + weight / (RRF_K + int(by_meaning[rank - 1]))
-        for rank, s in enumerate(pool, 1)
-    }
-    return sorted(pool, key=lambda s: -score[s.fp]) + found[MEANING_POOL:]
+    kept = [_kept_vector(searcher, s) for s in pool]
+    have = [i for i, v in enumerate(kept) if v is not None]
+    if len(have) < 2:
+        return found
+    q = vectors([query])[0]
+    cos = np.full(len(pool), np.nan)
+    cos[have] = np.stack([unpacked(kept[i]) for i in have]) @ q
+    least = float(np.nanmin(cos))
+    cos[np.isnan(cos)] = least
+    best = max(s.score for s in pool)
+    for s, c in zip(pool, cos, strict=True):
+        s.score += weight * best * (float(c) - least)
+    return sorted(pool, key=lambda s: -s.score) + found[MEANING_POOL:]
 
 
-def _own_text(searcher: tantivy.Searcher, s: Scored) -> str:
-    """The start of the page's own text as the index stores it ('' without it)."""
+def _kept_vector(searcher: tantivy.Searcher, s: Scored) -> bytes | None:
+    """The page's kept vector (its document kept for its snippet, read once)."""
     if s.address is None:
-        return ""
-    stored = searcher.doc(s.address).get_first(STORED_TEXT)
-    if not stored:
-        return ""
-    return bytes(stored[: 4 * MEANING_CHARS]).decode(errors="ignore")[:MEANING_CHARS]
+        return None
+    s.doc = searcher.doc(s.address)
+    raw = s.doc.get_first(MEANING)
+    return bytes(raw) if raw else None

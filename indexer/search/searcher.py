@@ -179,7 +179,8 @@ class Searcher:
         """
         t0 = time.perf_counter()
         # the pool a query's meaning reorders, when it counts
-        pool = max(top, meaning.MEANING_POOL) if self.weights.meaning > 0 else top
+        by_meaning = self._meaning_counts(query)
+        pool = max(top, meaning.MEANING_POOL) if by_meaning else top
         snapshot = _Snapshot(self._snapshot)
         units, notes = self.units(query, snapshot)
         searcher, memo = snapshot.taken()
@@ -202,7 +203,9 @@ class Searcher:
                 # word's best score, kept in the commit's memo)
                 missing = collect.unmatched(searcher, memo, units)
         _note_missing(mode, missing, notes)
-        found = self._by_meaning(searcher, found, query)[:top]
+        if by_meaning:
+            found = meaning.fused(found, query, searcher, self.weights.meaning)
+        found = found[:top]
         return SearchResult(
             query=query,
             terms=units.terms,
@@ -247,15 +250,15 @@ class Searcher:
             notes.append("no page holds every word; pages holding some of them are shown")
         return found, matches, mode, counted
 
-    def _by_meaning(
-        self, searcher: tantivy.Searcher, found: list[Scored], query: str
-    ) -> list[Scored]:
-        """``found`` reordered by its ranks fused with those by the query's meaning (as it
-        is, when that does not count)."""
-        if self.weights.meaning <= 0:
-            return found
-        titles = {fp: title for fp, _url, title in self.store.hit_pages([s.fp for s in found])}
-        return meaning.fused(found, query, titles, searcher, self.weights.meaning)
+    def _meaning_counts(self, query: str) -> bool:
+        """Whether the query's meaning reorders its best pages: weighed, in the model's
+        language, and the index keeps its pages' vectors (one built before them does not)."""
+        if self.weights.meaning <= 0 or not meaning.applies(query):
+            return False
+        try:
+            return self.reader.has_meaning
+        except IndexUnavailable:
+            return False  # the search says so
 
     def _snapshot(self) -> tuple[tantivy.Searcher, dict[str, float]]:
         """The index's searcher and its commit's memo; QueryError if there is none."""

@@ -85,10 +85,10 @@ class RankWeights:
     (with a share of 0.5, (n − 1)/n: a page short of one word of six counts five sixths,
     as Lucene's classic coordination factor has it); 0: the same share whatever the
     query's length."""
-    meaning: float = 0.0
-    """How much a page's rank by what the query means counts beside its rank by the
-    ranking, fused by reciprocal rank (indexer/search/meaning.py); 0: not at all.
-    Measured, not used (docs/search.md, "Why these weights")."""
+    meaning: float = 0.5
+    """How much what a query means counts: its cosine with a page's vector, added to the
+    page's score over the best score of the pool it reorders (indexer/search/meaning.py;
+    a query in English, an index that keeps its pages' vectors); 0: not at all."""
 
     def for_words(self, words: int) -> RankWeights:
         """The weights of a query of ``words`` words: those of long queries from

@@ -9,8 +9,6 @@ from pathlib import Path
 
 import tantivy
 
-from srcrawl.core.urls import host_of
-from srcrawl.indexer.boilerplate import HostBoilerplate
 from srcrawl.indexer.engine import (
     STEMMED,
     TEXT_FIELDS,
@@ -20,8 +18,7 @@ from srcrawl.indexer.engine import (
     schema,
     stem,
 )
-from srcrawl.indexer.slave import tokenize_document
-from srcrawl.indexer.tokenizer import get_tokenizer
+from srcrawl.indexer.slave import IndexHandler
 
 
 def pages_with(index_dir: Path, term: str, fields: Iterable[str] = TEXT_FIELDS) -> set[int]:
@@ -64,25 +61,7 @@ def index_in_process(store, index_dir: Path, fps: list[int] | None = None) -> in
     write them as the master does; returns how many."""
     if fps is None:
         fps = store.unindexed_pages(None, 1_000_000)
-    tok = get_tokenizer()
-    boiler = HostBoilerplate(store)
-    anchors = store.anchor_texts(fps)
-    docs = []
-    for fp, at, url, title, text in store.index_documents(fps):
-        host = host_of(url)
-        own, rest = boiler.split(host, text)
-        docs.append(
-            tokenize_document(
-                tok,
-                fp,
-                at,
-                host,
-                title,
-                own,
-                boilerplate=rest,
-                anchor_text="\n".join(anchors.get(fp, ())),
-            )
-        )
+    docs = IndexHandler(store).tokenize(fps)
     writer = IndexWriter(index_dir)
     try:
         writer.replace(docs)
