@@ -393,6 +393,29 @@ def test_a_page_s_vector_is_kept_in_the_index_and_its_absence_is_searched_by_wor
     ]
 
 
+def test_without_the_model_pages_are_indexed_without_vectors(monkeypatch) -> None:
+    # (WordLlama is a dependency; a process without it indexes and searches by words)
+    import base64
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from srcrawl.indexer.search import meaning
+    from srcrawl.indexer.search.collect import Scored
+
+    def missing() -> None:
+        raise meaning.MeaningUnavailable("the meaning signal needs WordLlama")
+
+    monkeypatch.setattr(meaning, "model", missing)
+    assert not meaning.available()
+    assert meaning.page_vectors([("Red eye", "remove red eyes"), ("Layers", "stack")]) == ["", ""]
+    # an index with vectors searched where the model is not: ranked by its words
+    kept = base64.b64decode(meaning.packed(np.full(256, 1 / 16, np.float32)))
+    stored = SimpleNamespace(doc=lambda _address: SimpleNamespace(get_first=lambda _f: kept))
+    found = [Scored(fp, 1.0 / fp, 1.0 / fp, 0, 0, address=fp) for fp in (1, 2, 3)]
+    assert meaning.fused(list(found), "red eyes", stored, 0.5) == found
+
+
 def test_a_long_query_weighs_the_title_and_the_links_less() -> None:
     w = DEFAULT_WEIGHTS
     assert w.for_words(LONG_QUERY_WORDS - 1) is w
