@@ -160,8 +160,12 @@ def _step(
     one's stderr; (seconds, its stdout)."""
     say(f"$ srcrawl {' '.join(args)}" + (f"  ({code.code.label} code)" if code else ""))
     env = jcfg.child_env()
+    cwd = None
     if code is not None:
         env.update(PYTHONPATH=str(code.code.root), SRCRAWL_INDEX_DIR=str(code.index_dir))
+        # `python -c` puts its working directory first on the path: started in another
+        # checkout (this one's), it would import that code instead of ``code``'s
+        cwd = code.db.parent
     t0 = time.monotonic()
     proc = popen_child(
         [sys.executable, "-c", ANY_CLI, *args],
@@ -169,6 +173,7 @@ def _step(
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         text=True,
+        cwd=cwd,
     )
     try:
         out, _ = proc.communicate()

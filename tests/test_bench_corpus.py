@@ -250,3 +250,29 @@ def test_the_debian_corpora_are_crawled_whole(redis_url: str, tmp_path: Path) ->
         assert got["unindexed_answers"] == [], got["corpus"]
         assert got["documents"] >= 120, got["corpus"]
         assert got["bm25"]["success@3"] >= 0.85, got["corpus"]
+
+
+def test_a_step_of_the_base_code_runs_that_code_not_the_checkout_it_is_started_in(
+    redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `python -c` puts its working directory first on the path: a step started in this
+    # checkout would import this checkout's srcrawl, whatever PYTHONPATH names
+    from srcrawl.benchmarks.real_corpora import _step
+    from srcrawl.benchmarks.search_cpu import CodeJob
+    from srcrawl.benchmarks.startup import code_at
+    from srcrawl.settings.config import Config
+
+    base = tmp_path / "base"
+    (base / "srcrawl" / "app").mkdir(parents=True)
+    (base / "srcrawl" / "__init__.py").write_text("")
+    (base / "srcrawl" / "app" / "__init__.py").write_text("")
+    (base / "srcrawl" / "app" / "cli.py").write_text(
+        "import srcrawl\ndef main():\n    print(srcrawl.__file__)\n"
+    )
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])  # this checkout's root
+    cfg = Config.load(redis_url=redis_url, home=tmp_path)
+    job = CodeJob(code_at("base", base), runs / "pages.db", runs / "index", runs / "warc")
+    _seconds, out = _step(cfg, ["status"], lambda _line: None, job)
+    assert Path(out.strip()) == base / "srcrawl" / "__init__.py"

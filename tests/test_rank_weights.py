@@ -132,12 +132,12 @@ def test_the_weights_as_constants_rank_as_before(weighed) -> None:
             "toc",
             "cache",
             "vacuum",
-            "nft",
             "upload",
-            "messages",
+            "nft",
             "backup",
+            "messages",
             "auth",
-            "replica",
+            "forms",
         ],
     }
     assert {q: names(weighed(), q) for q in EXPECTED} == {**EXPECTED, **meant}

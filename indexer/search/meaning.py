@@ -35,6 +35,9 @@ from srcrawl.indexer.text import HAN
 
 MEANING_POOL = 20
 """The ranked pages a query's meaning may reorder (the rest keep their places below)."""
+NONE_FIRST = 4
+"""The best pages that, none of them with a vector, leave the order as it is unread
+further (an English word searched in pages in Chinese)."""
 MEANING_CHARS = 1500
 """Characters of a page's own text its vector is made of (its title first)."""
 SCALE = 127
@@ -153,7 +156,11 @@ def fused(
     pool = found[:MEANING_POOL]
     if weight <= 0 or len(pool) < 2 or not applies(query):
         return found
-    kept = [_kept_vector(searcher, s) for s in pool]
+    kept: list[bytes | None] = []
+    for s in pool:
+        kept.append(_kept_vector(searcher, s))
+        if len(kept) == NONE_FIRST and not any(kept):
+            return found  # pages in Chinese, most likely all of them: no reading on
     have = [i for i, v in enumerate(kept) if v is not None]
     if len(have) < 2:
         return found
