@@ -57,6 +57,11 @@ def search(q):
         return None
 for q in queries[: int(warm)]:
     search(q)
+try:  # the embedding model loaded as a server loads it, at start (the portal)
+    from srcrawl.indexer.search import meaning
+    getattr(meaning, "available", lambda: None)()
+except ImportError:  # a code before it
+    pass
 failed.clear()
 ms, urls = [], []
 for q in queries:

@@ -75,7 +75,8 @@ def available() -> bool:
 
 def vectors(texts: Sequence[str]) -> np.ndarray:
     """The unit vectors of ``texts``, one a row: the mean of their tokens' vectors, as
-    WordLlama's ``embed`` makes it of the text with its white space made single spaces.
+    WordLlama's ``embed`` makes it of the text with its white space made single spaces
+    and its words with Chinese in them left out.
 
     Its tokenizer (Llama 2's: each word starts a token of its own) is run once per
     distinct word, not once per text: a page's words are mostly words seen before, and
@@ -84,7 +85,9 @@ def vectors(texts: Sequence[str]) -> np.ndarray:
     emb = model().embedding
     out = np.zeros((len(texts), emb.shape[1]), np.float32)
     for row, text in enumerate(texts):
-        ids = _token_ids(text.split())
+        # a word with Chinese in it left out: the model's words are English ones, and its
+        # tokenizer spells such a word out a byte at a time
+        ids = _token_ids([w for w in text.split() if not _HAN.search(w)])
         if ids:  # (the sum, once made a unit vector, is the mean's)
             v = emb.take(np.asarray(ids), axis=0).sum(axis=0)
             out[row] = v / (float(np.linalg.norm(v)) or 1.0)
@@ -93,16 +96,27 @@ def vectors(texts: Sequence[str]) -> np.ndarray:
 
 def _token_ids(words: Sequence[str]) -> list[int]:
     """The model's token ids of ``words``, each word's kept (up to WORDS_KEPT words)."""
-    tokenizer = model().tokenizer
     ids: list[int] = []
     for word in words:
         known = _WORD_IDS.get(word)
         if known is None:
             if len(_WORD_IDS) >= WORDS_KEPT:
                 _WORD_IDS.clear()
-            known = _WORD_IDS[word] = tokenizer.encode(word, add_special_tokens=False).ids
+            known = _WORD_IDS[word] = _word_tokenizer().encode(word, add_special_tokens=False).ids
         ids.extend(known)
     return ids
+
+
+@functools.cache
+def _word_tokenizer() -> Any:
+    """The model's tokenizer for one word at a time: WordLlama's own pads every input
+    (for its batches), which costs a word's encoding four times as much."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_str(model().tokenizer.to_str())
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
 
 
 def applies(query: str) -> bool:
