@@ -123,15 +123,16 @@ def test_the_weights_as_constants_rank_as_before(weighed) -> None:
     before_meaning = weighed(replace(DEFAULT_WEIGHTS, meaning=0.0))
     assert {q: names(before_meaning, q) for q in EXPECTED} == EXPECTED
     # what a query means reorders two: the page on users' logins before the table of
-    # contents; of the pages holding one word of "guide reference", the index first,
-    # and the Chinese page (no vector: the model's words are English) below the ten
+    # contents; of the pages holding one word of "guide reference", the index first and
+    # the table of contents (a list of titles) fourth, and the Chinese page (no vector:
+    # the model's words are English) below the ten
     meant = {
         "display messages to users after a form submission": ["forms", "messages", "auth", "toc"],
         "guide reference": [
             "index",
-            "toc",
             "cache",
             "vacuum",
+            "toc",
             "upload",
             "nft",
             "backup",
