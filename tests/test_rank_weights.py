@@ -418,6 +418,29 @@ def test_without_the_model_pages_are_indexed_without_vectors(monkeypatch) -> Non
     assert meaning.fused(list(found), "red eyes", stored, 0.5) == found
 
 
+def test_an_english_query_over_pages_without_vectors_stops_reading_them() -> None:
+    # the best four pages without a vector (an English word in Chinese pages): the order
+    # stays as the words made it, and no more documents are read
+    import base64
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from srcrawl.indexer.search import meaning
+    from srcrawl.indexer.search.collect import Scored
+
+    kept = base64.b64decode(meaning.packed(np.full(256, 1 / 16, np.float32)))
+    read: list[int] = []
+
+    def doc(address: int) -> SimpleNamespace:
+        read.append(address)
+        return SimpleNamespace(get_first=lambda _f: kept if address > 4 else None)
+
+    found = [Scored(fp, 1.0 / fp, 1.0 / fp, 0, 0, address=fp) for fp in range(1, 9)]
+    assert meaning.fused(list(found), "red eyes", SimpleNamespace(doc=doc), 0.5) == found
+    assert read == [1, 2, 3, 4] == list(range(1, meaning.NONE_FIRST + 1))
+
+
 def test_a_long_query_weighs_the_title_and_the_links_less() -> None:
     w = DEFAULT_WEIGHTS
     assert w.for_words(LONG_QUERY_WORDS - 1) is w
