@@ -418,6 +418,27 @@ def test_without_the_model_pages_are_indexed_without_vectors(monkeypatch) -> Non
     assert meaning.fused(list(found), "red eyes", stored, 0.5) == found
 
 
+def test_a_missing_model_is_looked_for_once_and_a_loaded_one_brings_its_tokenizer(
+    monkeypatch,
+) -> None:
+    import sys
+
+    from srcrawl.indexer.search import meaning
+
+    # loaded: the tokenizer of one word is built with it, not at the first English query
+    assert meaning.available()
+    assert meaning._word_tokenizer.cache_info().currsize == 1
+    meaning._loaded.cache_clear()
+    monkeypatch.setitem(sys.modules, "wordllama", None)  # its import fails
+    try:
+        assert not meaning.available() and not meaning.available()
+        with pytest.raises(meaning.MeaningUnavailable, match="pip install wordllama"):
+            meaning.model()
+        assert meaning._loaded.cache_info().misses == 1  # the import was tried once
+    finally:
+        meaning._loaded.cache_clear()  # the next test loads the real model again
+
+
 def test_an_english_query_over_pages_without_vectors_stops_reading_them() -> None:
     # the best four pages without a vector (an English word in Chinese pages): the order
     # stays as the words made it, and no more documents are read

@@ -4,6 +4,9 @@ page; an index built before those fields still searched."""
 
 from __future__ import annotations
 
+import logging
+import subprocess
+import sys
 from collections import Counter
 from datetime import UTC, datetime
 
@@ -52,6 +55,28 @@ def test_a_page_s_language_is_named_from_its_title_and_text() -> None:
     assert detect_language("Der Debian-Systemverwalter", "Ein Handbuch für Debian") == "de"
     assert detect_language("", "") == "und"
     assert detect_language("404", "12345 -- 678") == "und"
+
+
+def test_an_index_slave_s_models_log_nothing_for_each_page() -> None:
+    # the embedding model's import set the root logger to INFO, and the language model
+    # logged each text it cut: an index slave's log had a line for every page
+    script = (
+        "import logging\n"
+        "from srcrawl.indexer.slave import IndexHandler\n"
+        "from srcrawl.indexer.search import meaning\n"
+        "from srcrawl.indexer.language import detect_language\n"
+        "assert meaning.available()\n"
+        f"assert detect_language('', {ENGLISH[0]!r} * 4) == 'en'\n"
+        f"assert detect_language('', {CHINESE[0]!r} * 4) == 'zh'\n"
+        "logging.getLogger('srcrawl.any').info('an INFO record: not shown')\n"
+        "root = logging.getLogger()\n"
+        "print(root.level, len(root.handlers))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split() == [str(logging.WARNING), "0"], done.stdout
+    assert done.stderr == "", done.stderr
 
 
 def test_a_page_s_language_travels_from_the_slave_and_an_older_slave_s_has_none() -> None:

@@ -20,9 +20,11 @@ first, and among pages close by their words the one that means the query rises.
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
+import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,22 +54,52 @@ class MeaningUnavailable(RuntimeError):
     """The embedding model is not installed."""
 
 
-@functools.cache
 def model() -> Any:
-    """WordLlama's 256-dimension model from the files inside its package (its loader looks
-    for the tokenizer in the wrong folder and would download it: it is pointed at them)."""
+    """WordLlama's 256-dimension model from the files inside its package, loaded once
+    (:func:`_loaded`); MeaningUnavailable where it is not installed."""
+    got = _loaded()
+    if isinstance(got, MeaningUnavailable):
+        raise MeaningUnavailable(str(got))
+    return got
+
+
+@functools.cache
+def _loaded() -> Any:
+    """The model, or why it cannot be had: a failed import is kept too, or each index
+    batch and each English search would try it again (``functools.cache`` keeps no
+    exception). Its loader looks for the tokenizer in the wrong folder and would download
+    it: it is pointed at the files in the package."""
+    with _root_logging_kept():
+        try:
+            import wordllama
+        except ImportError:  # a dependency, but a process may lack it
+            return MeaningUnavailable("the meaning signal needs WordLlama: pip install wordllama")
+        root = Path(wordllama.__file__).parent
+        return wordllama.WordLlama.load(cache_dir=root, disable_download=True)
+
+
+@contextlib.contextmanager
+def _root_logging_kept() -> Iterator[None]:
+    """The root logger as it was, whatever an import does to it: WordLlama's modules call
+    ``logging.basicConfig(level=INFO)`` when imported, which would print every library's
+    INFO records on stderr (a line a page from the language model, in each index
+    slave's log)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
     try:
-        import wordllama
-    except ImportError as e:  # an optional dependency
-        raise MeaningUnavailable("the meaning signal needs WordLlama: pip install wordllama") from e
-    root = Path(wordllama.__file__).parent
-    return wordllama.WordLlama.load(cache_dir=root, disable_download=True)
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
 
 
 def available() -> bool:
-    """Whether the model can be loaded (it is, once, if so)."""
+    """Whether the model can be loaded. It is, if so, once, and so is its tokenizer of
+    one word (:func:`_word_tokenizer`, 0.1 s to build): a server's first English query
+    does not wait for them."""
     try:
         model()
+        _word_tokenizer()
     except MeaningUnavailable:
         return False
     return True
