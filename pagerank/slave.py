@@ -50,6 +50,7 @@ from srcrawl.core.defaults import (
 from srcrawl.core.errors import EnvelopeError
 from srcrawl.core.keys import Keys
 from srcrawl.core.outage import REDIS_DOWN, RedisOutage
+from srcrawl.core.redis_script import register_script
 from srcrawl.pagerank.protocol import (
     LOAD_ROUND,
     GraphHeader,
@@ -164,7 +165,7 @@ class RankHandler:
         self._computed: dict[int, list[int]] = {}
         """Shards this slave claimed, by iteration (the running one and the one before)."""
         self._pending_lock = threading.Lock()
-        self._claim_script = self.client.register_script(_CLAIM)
+        self._claim_script = register_script(self.client, _CLAIM)
         self._waiting: tuple[int, int, float] | None = None
         """(version, iteration, since when): the iteration whose tasks this slave has
         been handing back to the holders of the shards left."""

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 
 import redis
 
+from srcrawl.core.redis_script import register_script
+
 try:  # redis-py internals: without them, the ordinary client still works, a little slower
     from redis.connection import Encoder, PythonRespSerializer
 except ImportError:  # pragma: no cover - depends on the installed redis-py
@@ -89,9 +91,9 @@ class TransientWriter:
         self.parent = client
         self.client = bulk_client(client)
         self.own_pool = self.client is not client
-        self._set = self.client.register_script(_SET_UNLOGGED)
-        self._set_guarded = self.client.register_script(_SET_GUARDED)
-        self._list = self.client.register_script(_LIST_UNLOGGED)
+        self._set = register_script(self.client, _SET_UNLOGGED)
+        self._set_guarded = register_script(self.client, _SET_GUARDED)
+        self._list = register_script(self.client, _LIST_UNLOGGED)
 
     def _follow(self) -> None:
         """Retry as the client this writer was made from does, whenever it was given its

@@ -39,6 +39,7 @@ import redis
 from srcrawl.core.defaults import DEFAULT_LEASE_WAITING_RENEW, DEFAULT_LEASE_WAITING_TTL
 from srcrawl.core.errors import LeaseHeld, LeaseLost
 from srcrawl.core.keys import lease_acquirer_key, lease_waiting_key
+from srcrawl.core.redis_script import register_script
 
 # The error a fenced script returns; LeaseLost is raised from it.
 _LOST = "SRCRAWL_LEASE_LOST"
@@ -155,7 +156,7 @@ class FencedScript:
 
     def __init__(self, lease: MasterLease, source: str) -> None:
         self.lease = lease
-        self._script = lease.client.register_script(_FENCE + source)
+        self._script = register_script(lease.client, _FENCE + source)
 
     def __call__(
         self,
@@ -192,11 +193,11 @@ class MasterLease:
         self.acquirer_key = lease_acquirer_key(key)
         self.acquired = False
         """Whether this holder acquired the lease (it may then take it back, see reclaim)."""
-        self._acquire = client.register_script(_ACQUIRE)
-        self._renew = client.register_script(_RENEW)
-        self._release = client.register_script(_RELEASE)
-        self._take_over = client.register_script(_TAKE_OVER)
-        self._reclaim = client.register_script(_RECLAIM)
+        self._acquire = register_script(client, _ACQUIRE)
+        self._renew = register_script(client, _RENEW)
+        self._release = register_script(client, _RELEASE)
+        self._take_over = register_script(client, _TAKE_OVER)
+        self._reclaim = register_script(client, _RECLAIM)
 
     # -- owning it ----------------------------------------------------------
     def current_holder(self) -> str | None:

@@ -17,6 +17,7 @@ import redis
 
 from srcrawl.core.defaults import LUA_UNPACK_CHUNK
 from srcrawl.core.keys import last_pop_key, processing_key
+from srcrawl.core.redis_script import register_script
 
 POP_RECORD_TTL = 86_400
 """Seconds a consumer's record of its last pop lives: longer than any outage it waits out."""
@@ -133,10 +134,10 @@ class WorkQueue:
     def __init__(self, client: redis.Redis, key: str) -> None:
         self.client = client
         self.key = key
-        self._pop = client.register_script(_POP)
-        self._ack = client.register_script(_ACK)
-        self._ack_groups = client.register_script(_ACK_GROUPS)
-        self._requeue = client.register_script(_REQUEUE)
+        self._pop = register_script(client, _POP)
+        self._ack = register_script(client, _ACK)
+        self._ack_groups = register_script(client, _ACK_GROUPS)
+        self._requeue = register_script(client, _REQUEUE)
         self.left = 0
         """Messages the queue still held after this object's last :meth:`pop` (0 after a
         blocking pop that took the one that came): a consumer whose pop came back full

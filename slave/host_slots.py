@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from srcrawl.core.defaults import HOST_SLOT_RETRY, HOST_SLOT_RETRY_MAX
+from srcrawl.core.redis_script import register_script
 
 if TYPE_CHECKING:
     import redis
@@ -111,7 +112,7 @@ class HostSlots:
     ) -> None:
         """``politeness_ms(fetch ms, crawl delay)``: how long a slot cools after a request;
         ``hold_s()``: how long a request may hold its slot at most (seconds)."""
-        self._script = client.register_script(_SLOTS)
+        self._script = register_script(client, _SLOTS)
         self._keys = keys
         self._politeness_ms = politeness_ms
         self._hold_s = hold_s

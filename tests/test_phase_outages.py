@@ -243,3 +243,38 @@ def test_pagerank_goes_on_after_an_outage_longer_than_its_lease(
     assert said(caplog, "srcrawl.lease", "took it back") >= 1
     assert l1(outcome["result"], networkx_ranks(pages, links)) <= 1e-6
     cfg.close()
+
+
+def test_a_script_met_by_a_restarted_server_without_it_says_redis_is_back(
+    aof_redis, caplog
+) -> None:
+    # the server is killed while it runs a script (loaded by its first call: NOSCRIPT,
+    # SCRIPT LOAD, EVALSHA); the call's retry reaches the server the failure restarted
+    # (as a local run's does), which answers NOSCRIPT. redis-py loads a script once a
+    # call and had: the call is loaded again. Its NOSCRIPT reply is the answer that
+    # proves Redis back (the calls after it never failed).
+    import redis
+
+    from srcrawl.core.outage import RedisOutage, wait_out_outages
+    from srcrawl.core.redis_script import register_script
+
+    def restart() -> None:
+        if aof_redis.proc.poll() is not None:
+            aof_redis.start()
+
+    caplog.set_level(logging.WARNING, logger="srcrawl.test")
+    client = redis.Redis.from_url(aof_redis.url)
+    wait_out_outages(client, RedisOutage(logging.getLogger("srcrawl.test"), on_failure=restart))
+    slow = register_script(
+        client,
+        "local t = redis.call('TIME') local start = t[1] * 1e6 + t[2] "
+        "repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - start > 400000 "
+        "return redis.call('incr', KEYS[1])",
+    )
+    assert client.incr("n") == 1
+    killer = threading.Timer(0.15, aof_redis.kill)
+    killer.start()
+    assert slow(keys=["n"]) == 2  # the killed run incremented nothing
+    killer.join()
+    assert said(caplog, "srcrawl.test", GONE) == said(caplog, "srcrawl.test", BACK) == 1
+    client.close()

@@ -31,6 +31,7 @@ import redis
 
 from srcrawl.core.defaults import DEFAULT_LAG_AFTER
 from srcrawl.core.keys import Keys, processing_key
+from srcrawl.core.redis_script import register_script
 from srcrawl.master.frontier import lua
 from srcrawl.master.frontier.host_queues import script_keys
 from srcrawl.queues.crawl_protocol import MASTER_ID
@@ -64,8 +65,8 @@ class LevelBarrier:
         self.client = client
         self.job_keys = job_keys
         self.partitions = job_keys.partitions(partitions)
-        self._probe = client.register_script(lua.PROBE.source())
-        self._move = client.register_script(lua.MOVE.source())
+        self._probe = register_script(client, lua.PROBE.source())
+        self._move = register_script(client, lua.MOVE.source())
 
     def level(self) -> int:
         return int(self.client.hget(self.job_keys.crawl_state, "level") or 0)

@@ -18,6 +18,7 @@ from srcrawl.core.defaults import (
     REDIS_TIMER_TICK,
 )
 from srcrawl.core.keys import Keys
+from srcrawl.core.redis_script import register_script
 from srcrawl.core.urls import host_of, origin
 from srcrawl.master.frontier import lua
 from srcrawl.master.frontier.batch import Batch, now_ms
@@ -76,7 +77,7 @@ class Frontier:
         self._scripts: dict[str, FencedScript] = {
             s.name: lease.script(s.source()) for s in lua.FENCED
         }
-        self._depths_of = self.client.register_script(lua.DEPTHS_OF.source())  # reads only
+        self._depths_of = register_script(self.client, lua.DEPTHS_OF.source())  # reads only
 
     def _run(self, script: lua.LuaScript, rest: Iterable[Any] = (), **args: Any) -> Any:
         """Run one fenced script, its KEYS and ARGV taken by name."""

@@ -113,6 +113,13 @@ class RedisOutage(Retry):
                 else:
                     time.sleep(pause)
                 continue
+            except redis.ResponseError:
+                # an error reply is a reply: a restarted server that lacks the call's
+                # script (NOSCRIPT) is back too; redis-py loads the script and calls
+                # again, and that call, which never failed, would not say so
+                if failures and self._down_since is not None:
+                    self._came_back()
+                raise
             # only a call that failed and then got through proves Redis is back
             # (a connect() on a socket not yet found dead "succeeds" without a word)
             if failures and self._down_since is not None:
