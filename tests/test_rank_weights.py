@@ -439,6 +439,30 @@ def test_a_missing_model_is_looked_for_once_and_a_loaded_one_brings_its_tokenize
         meaning._loaded.cache_clear()  # the next test loads the real model again
 
 
+def test_a_kept_vector_of_another_size_counts_as_none() -> None:
+    # (an index some of whose pages a model of another size made vectors of)
+    import base64
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from srcrawl.indexer.search import meaning
+    from srcrawl.indexer.search.collect import Scored
+
+    q = meaning.vectors(["red eyes"])[0]
+    near = base64.b64decode(meaning.packed(q))
+    far = base64.b64decode(meaning.packed(-q))
+    kept = {1: far, 2: near[:128], 3: near, 4: far}  # page 2's: half the size
+
+    def doc(address: int) -> SimpleNamespace:
+        return SimpleNamespace(get_first=lambda _f: kept[address])
+
+    found = [Scored(fp, 1.0, 1.0, 0, 0, address=fp) for fp in (1, 2, 3, 4)]
+    got = meaning.fused(list(found), "red eyes", SimpleNamespace(doc=doc), 0.5)
+    assert got[0].fp == 3  # the one near in meaning first, no error
+    assert np.isclose(got[0].score, 1.0 + 0.5 * 1.0 * 2.0, atol=0.02)  # cos 1 against −1
+
+
 def test_an_english_query_over_pages_without_vectors_stops_reading_them() -> None:
     # the best four pages without a vector (an English word in Chinese pages): the order
     # stays as the words made it, and no more documents are read

@@ -210,8 +210,16 @@ def fused(
         q = vectors([query])[0]
     except MeaningUnavailable:  # an index of vectors, searched where the model is not
         return found
+    # (one made by a model of another size counts as none)
+    have = [i for i in have if len(kept[i] or b"") == q.size]
+    if len(have) < 2:
+        return found
+    # the kept vectors as rows of one array, each made a unit vector by its norm
+    rows = np.frombuffer(b"".join(kept[i] or b"" for i in have), np.int8)
+    rows = rows.reshape(len(have), q.size).astype(np.float32)
+    norms = np.linalg.norm(rows, axis=1)
     cos = np.full(len(pool), np.nan)
-    cos[have] = np.stack([unpacked(kept[i]) for i in have]) @ q
+    cos[have] = rows @ q / np.where(norms > 0, norms, 1.0)
     least = float(np.nanmin(cos))
     cos[np.isnan(cos)] = least
     best = max(s.score for s in pool)
