@@ -572,7 +572,9 @@ def test_serve_with_worker_processes(indexed, portal_url) -> None:
         assert len(workers) >= 2, workers
         for _ in range(4):  # whichever worker answers, the same answer
             got, want = (_get(u, "/api/search", q=word).json() for u in (url, portal_url))
-            assert got["hits"] == want["hits"] and got["matches"] == want["matches"]
+            assert got["hits"] == want["hits"] and got["matches"] == want["matches"], [
+                [(h["url"], h["score"]) for h in side["hits"]] for side in (got, want)
+            ]
         # the workers' sockets are theirs, not this process's: timed, but by the least of
         # 15 answers: a delayed-ACK wait adds 40 ms to every one of them, a busy machine
         # slows some of them, not each
