@@ -5,7 +5,10 @@ has: ``Searcher(store, index_dir)`` and ``open_store(db, warc_root)``), one pass
 queries a child, the codes alternating pass by pass, so a machine that slows down for
 a minute slows both. A search's cost is the CPU time of the searching thread
 (``time.thread_time``): on a shared machine the wall time of one search swings with
-the load, its CPU time much less.
+the load, its CPU time much less, but not enough for a ratio of two passes a minute
+apart (the p95 over Tantivy alone's of one corpus ranged 1.4–2.3 between two runs of
+the same code). So Tantivy alone searches in srcrawl's child, each query right after
+srcrawl's search of it: the two are timed in the same moments, under the same load.
 
 Tantivy alone is the same search done by the library with nothing of srcrawl's around
 it: srcrawl's every-word query for the text (built before timing), the top 10; when
@@ -18,9 +21,7 @@ stores (an index without stored text: the search alone).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,10 +40,15 @@ import json, pathlib, sys, time
 from srcrawl.indexer.search import Searcher
 from srcrawl.sql.database_url import DatabaseURL
 from srcrawl.sql.store import open_store
-db, index, warc, queries_file, warm, top = sys.argv[1:7]
+db, index, warc, queries_file, warm, top, paired = sys.argv[1:8]
 queries = json.load(open(queries_file, encoding="utf-8"))
 store = open_store(DatabaseURL(kind="sqlite", path=db), pathlib.Path(warc))
 searcher = Searcher(store, index)
+alone, prepared = None, [None] * len(queries)
+if paired == "1":  # Tantivy alone beside it, each query right after srcrawl's search
+    from srcrawl.benchmarks.search_cpu import TantivyAlone
+    alone = TantivyAlone(pathlib.Path(index))
+    prepared = [alone.prepared(q) for q in queries]
 failed = []
 def search(q):
     try:
@@ -55,22 +61,30 @@ def search(q):
             return []
         failed.append(f"{q!r}: {type(e).__name__}: {e}")  # a code's own bug (a Rust panic)
         return None
-for q in queries[: int(warm)]:
+for q, p in list(zip(queries, prepared))[: int(warm)]:
     search(q)
+    if p is not None:
+        alone.search(p)
 try:  # the embedding model loaded as a server loads it, at start (the portal)
     from srcrawl.indexer.search import meaning
     getattr(meaning, "available", lambda: None)()
 except ImportError:  # a code before it
     pass
+tokenizer = getattr(searcher, "tokenizer", None)
+getattr(tokenizer, "warm_up", lambda: None)()  # as a server starts (not in a code before)
 failed.clear()
-ms, urls = [], []
-for q in queries:
+ms, urls, alone_ms = [], [], []
+for q, p in zip(queries, prepared):
     t0 = time.thread_time()
     got = search(q)
     if got is not None:  # a failed search is no search to time
         ms.append((time.thread_time() - t0) * 1000)
     urls.append(got or [])
-json.dump({"ms": ms, "urls": urls, "failed": failed}, sys.stdout)
+    if p is not None:
+        t0 = time.thread_time()
+        alone.search(p)
+        alone_ms.append((time.thread_time() - t0) * 1000)
+json.dump({"ms": ms, "urls": urls, "failed": failed, "alone_ms": alone_ms}, sys.stdout)
 """
 
 
@@ -165,29 +179,22 @@ class TantivyAlone:
                 make.snippet_from_doc(self._tantivy.Document(body=[bytes(stored).decode()]))
         return hits
 
-    def one_pass(self, queries: Sequence[str]) -> list[float]:
-        """CPU ms of each query's search, after the first few run once untimed."""
+    def prepared(self, text: str) -> tuple[Any, Any] | None:
+        """:attr:`query` of ``text``; None for a query srcrawl refuses (nothing to search)."""
         from srcrawl.indexer.search import QueryError
 
-        prepared = []
-        for text in queries:
-            with contextlib.suppress(QueryError):  # a query srcrawl refuses: nothing to search
-                prepared.append(self.query(text))
-        for query in prepared[:WARM_QUERIES]:
-            self.search(query)
-        ms = []
-        for query in prepared:
-            t0 = time.thread_time()
-            self.search(query)
-            ms.append((time.thread_time() - t0) * 1000)
-        return ms
+        try:
+            return self.query(text)
+        except QueryError:
+            return None
 
 
-def child_pass(job: CodeJob, queries_file: Path) -> dict[str, Any]:
+def child_pass(job: CodeJob, queries_file: Path, paired: bool = False) -> dict[str, Any]:
     """One timed pass of the job's code's search over the queries in ``queries_file``
-    (JSON)."""
+    (JSON); ``paired``: Tantivy alone's search of each query timed after it
+    (``alone_ms``)."""
     args = [str(job.db), str(job.index_dir), str(job.warc_dir), str(queries_file)]
-    args += [str(WARM_QUERIES), str(DEFAULT_SEARCH_TOP)]
+    args += [str(WARM_QUERIES), str(DEFAULT_SEARCH_TOP), "1" if paired else "0"]
     return search_child(job.code, CHILD, args, job.db.parent, {})
 
 
@@ -205,20 +212,21 @@ class CodeJob:
 def time_searches(
     queries: Sequence[str], this: CodeJob, base: CodeJob | None, rounds: int, scratch: Path
 ) -> SearchCpu:
-    """``rounds`` passes over ``queries`` by each code and by Tantivy alone, alternating."""
+    """``rounds`` passes over ``queries`` by each code, alternating, Tantivy alone paired
+    with srcrawl's (see the module)."""
     queries_file = scratch / "queries.json"
     queries_file.write_text(json.dumps(list(queries), ensure_ascii=False), encoding="utf-8")
     result = SearchCpu(CodeCpu("srcrawl"), CodeCpu("tantivy"))
     if base is not None:
         result.base = CodeCpu(base.code.label)
-    alone = TantivyAlone(this.index_dir)
     for _ in range(rounds):
         for job, cpu in ((this, result.this), (base, result.base)):
             if job is not None and cpu is not None:
-                got = child_pass(job, queries_file)
+                got = child_pass(job, queries_file, paired=job is this)
                 if got["failed"] and job is this:
                     raise BenchmarkError("srcrawl's search failed: " + "; ".join(got["failed"]))
                 cpu.ms += got["ms"]
                 cpu.urls, cpu.failed = got["urls"], got["failed"]
-        result.tantivy.ms += alone.one_pass(queries)
+                if job is this:
+                    result.tantivy.ms += got["alone_ms"]
     return result

@@ -175,7 +175,9 @@ class Tokenizer:
     def warm_up(self, text: str | None = None) -> None:
         """Load jieba and the dictionaries now rather than on the first Chinese text (a
         server at start, a slave before its first task); given ``text``, only if
-        tokenizing it will need them."""
+        tokenizing it will need them. The patterns that split a text into its runs are
+        compiled now in any case (milliseconds: their classes are large)."""
+        _runs(), _other_words()
         if text is None or self.needs_segmenter(text):
             self._segmenter()
 

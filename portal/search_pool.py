@@ -130,7 +130,8 @@ class SearchPool:
         self.warc_root = warc_root
         """Where the page texts of a crawl with ``--body-store warc`` are (the snippets')."""
         self.tokenizer: Tokenizer = get_tokenizer(user_dict)
-        self.tokenizer.tokens(WARM_UP_TEXT)  # the dictionary load is start-up, not query time
+        self.tokenizer.warm_up()  # the dictionary load is start-up, not query time
+        self.tokenizer.tokens(WARM_UP_TEXT)  # and so is jieba's first cut
         meaning.available()  # and so is the embedding model's (what a query means)
         self._local = threading.local()
         self._stores: list[Store] = []

@@ -32,6 +32,7 @@ from srcrawl.indexer.search.snippets import (
 from srcrawl.indexer.search.terms import (
     _OTHER_CASES,
     char_spans,
+    find_han,
     find_terms,
     find_words,
     find_words_utf8,
@@ -495,6 +496,23 @@ def test_words_found_in_the_utf8_bytes_are_those_found_in_the_text() -> None:
         [(3, 9)],
         ["搜索".encode()],
     )
+
+
+def test_chinese_terms_found_in_the_decoded_text_are_those_find_terms_finds() -> None:
+    # find_han (a Chinese query's snippets) against find_terms: the same spans on terms
+    # that overlap and hold one another (搜索, 搜索引擎, 引擎), beside other scripts, and
+    # the match limit; each span's term is the text it covers
+    rng = random.Random(12)
+    words = ["搜索", "引擎", "搜索引擎", "索引", "擎天", "Split", "é", "\U00020000", "—", "x"]
+    seps = [" ", "", "，", "。", "\U0001f600"]
+    for _ in range(3000):
+        text = "".join(rng.choice(words) + rng.choice(seps) for _ in range(rng.randint(0, 14)))
+        chinese = ["搜索", "引擎", "搜索引擎", "索引", "擎", "\U00020000"]
+        terms = rng.sample(chinese, rng.randint(1, 3))
+        limit = rng.choice([2, 64])
+        spans, found = find_han(text, terms, limit)
+        assert spans == find_terms(text, terms, limit), (terms, text)
+        assert found == [text[a:b] for a, b in spans]
 
 
 def test_snippets_of_stored_bytes_are_the_snippets_of_the_text() -> None:

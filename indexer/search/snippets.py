@@ -17,12 +17,13 @@ from srcrawl.indexer.engine import stem
 from srcrawl.indexer.search.terms import (
     Span,
     char_spans,
+    find_han,
     find_terms,
     find_words,
     find_words_utf8,
     words_starting,
 )
-from srcrawl.indexer.text import fold_aligned
+from srcrawl.indexer.text import HAN_RUN, fold_aligned
 
 MARK_OPEN, MARK_CLOSE = "«", "»"
 """How a query term is marked in a snippet written as plain text (``srcrawl search``,
@@ -119,9 +120,15 @@ def stored_snippet(
     text: bytes, folded: bytes | None, terms: list[str], width: int = DEFAULT_SNIPPET_CHARS
 ) -> Snippet:
     """:func:`page_snippet` of a page's own text as the index stores it, UTF-8 (and
-    ``folded`` when the index keeps a folded copy): the terms found in the bytes
-    (:func:`find_words_utf8`), only the text decoded; by page_snippet when they cannot
-    be."""
+    ``folded`` when the index keeps a folded copy): Chinese terms alone found in the
+    decoded text (:func:`find_han`), others in the bytes (:func:`find_words_utf8`), only
+    the text decoded; by page_snippet when they cannot be."""
+    plain = {t.lower() for t in terms if t}
+    if plain and all(HAN_RUN.fullmatch(t) for t in plain):  # a Chinese query's terms
+        body = text.decode()
+        matches, han = find_han(body if folded is None else folded.decode(), plain)
+        start = _best_window(matches, han, width)[0] if matches else 0
+        return _fragment(body, start, min(len(body), start + width), matches)
     source = text if folded is None else folded
     stems = {stem(t) for t in terms if t.isascii()}
     found = find_words_utf8(source, terms, stems, cached_stem)
@@ -172,21 +179,28 @@ def _best_window(matches: list[Span], words: Sequence[object], width: int) -> tu
     pass ends at the first window holding every word (one, for a one-word query)."""
     starts = [start for start, _end in matches]
     ends = [end for _start, end in matches]
+    n, lead = len(ends), width // 4
     most = len(set(words))  # a window with every word is the first best one
     counts: dict[object, int] = {}
     lo = hi = right = 0
     best_start, best_count, best_i = 0, -1, 0
+    # (plain compares, not max(): this loop runs for each hit of every search)
     for i, first in enumerate(starts):
-        start = max(0, first - width // 4)
-        while hi < len(ends) and ends[hi] <= start + width:
+        start = first - lead if first > lead else 0
+        stop = start + width
+        while hi < n and ends[hi] <= stop:
             hi += 1
-        while right < max(i, hi):  # a match now in the window
-            counts[words[right]] = counts.get(words[right], 0) + 1
+        upto = hi if hi > i else i
+        while right < upto:  # a match now in the window
+            word = words[right]
+            counts[word] = counts.get(word, 0) + 1
             right += 1
         while lo < i and starts[lo] < start:  # a match the window left behind
             word = words[lo]
-            counts[word] -= 1
-            if not counts[word]:
+            left = counts[word] - 1
+            if left:
+                counts[word] = left
+            else:
                 del counts[word]
             lo += 1
         if len(counts) > best_count:

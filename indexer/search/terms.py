@@ -311,6 +311,38 @@ def find_words_utf8(
     return spans, found
 
 
+def find_han(
+    text: str, terms: Collection[str], limit: int = _MAX_MATCHES
+) -> tuple[list[Span], list[str]]:
+    """Where the Chinese ``terms`` are in ``text`` (spans, and each span's term), in
+    order: what :func:`find_terms` finds for them (anywhere, at each position the
+    longest term, then on from its end), each term's next occurrence by ``str.find``,
+    without the case folding and the whole-token test that other scripts need.
+
+    A page's text is decoded once for it: finding the terms in the UTF-8 bytes and
+    counting each span's characters back cost about twice as much on Chinese pages,
+    and a pattern of the terms takes longer to compile (a query's terms are new to
+    the process) than the finds take (docs/benchmarks-journal.md, "Chinese snippets
+    found in the text")."""
+    heap = [(at, -len(t), t) for t in terms if t and (at := text.find(t)) >= 0]
+    heapq.heapify(heap)
+    spans: list[Span] = []
+    found: list[str] = []
+    end = 0
+    while heap and len(spans) < limit:
+        at, neg, t = heap[0]
+        if at >= end:  # the nearest occurrence, the longest there (the heap's order)
+            end = at - neg
+            spans.append((at, end))
+            found.append(t)
+        nxt = text.find(t, end)
+        if nxt < 0:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, (nxt, neg, t))
+    return spans, found
+
+
 _ASCII_BYTES = re.compile(b"[a-z0-9]*")
 _ASCII_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
 
