@@ -410,11 +410,11 @@ class Overall:
         timed = [r.cpu for r in self.results if r.cpu is not None]
         if not timed:
             return []
-        codes = [c.label for c in (timed[0].this, timed[0].tantivy, timed[0].base) if c]
+        codes = [c.label for c in timed[0].codes()]
         lines = [f"  {'search CPU ms p50/p95':<30}" + "".join(f"{c:>16}" for c in codes)]
         for r in self.results:
             if r.cpu is not None:
-                cells = [c.figures() for c in (r.cpu.this, r.cpu.tantivy, r.cpu.base) if c]
+                cells = [c.figures() for c in r.cpu.codes()]
                 lines.append(
                     f"  {r.name:<30}"
                     + "".join(f"{f['p50_ms']:>9.2f}/{f['p95_ms']:<6.2f}" for f in cells)

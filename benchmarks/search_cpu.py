@@ -9,6 +9,8 @@ the load, its CPU time much less, but not enough for a ratio of two passes a min
 apart (the p95 over Tantivy alone's of one corpus ranged 1.4–2.3 between two runs of
 the same code). So Tantivy alone searches in srcrawl's child, each query right after
 srcrawl's search of it: the two are timed in the same moments, under the same load.
+Another code's child does the same (with that code's own Tantivy alone), so that each
+code's searches share the process and the caches with the same other work.
 
 Tantivy alone is the same search done by the library with nothing of srcrawl's around
 it: srcrawl's every-word query for the text (built before timing), the top 10; when
@@ -22,7 +24,7 @@ stores (an index without stored text: the search alone).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,15 +42,27 @@ import json, pathlib, sys, time
 from srcrawl.indexer.search import Searcher
 from srcrawl.sql.database_url import DatabaseURL
 from srcrawl.sql.store import open_store
-db, index, warc, queries_file, warm, top, paired = sys.argv[1:8]
+db, index, warc, queries_file, warm, top = sys.argv[1:7]
 queries = json.load(open(queries_file, encoding="utf-8"))
 store = open_store(DatabaseURL(kind="sqlite", path=db), pathlib.Path(warc))
 searcher = Searcher(store, index)
-alone, prepared = None, [None] * len(queries)
-if paired == "1":  # Tantivy alone beside it, each query right after srcrawl's search
+alone, cut, prepared = None, None, [None] * len(queries)
+try:  # Tantivy alone beside it, each query right after the code's search (its own copy)
     from srcrawl.benchmarks.search_cpu import TantivyAlone
+    from srcrawl.indexer.search import QueryError
     alone = TantivyAlone(pathlib.Path(index))
-    prepared = [alone.prepared(q) for q in queries]
+    cut = TantivyAlone(pathlib.Path(index), chinese=True)
+except ImportError:  # a code before it: its searches timed alone
+    pass
+except TypeError:  # a code before Chinese snippets in Tantivy alone
+    cut = None
+def prepare(q):
+    try:
+        return alone.query(q)
+    except QueryError:  # a query srcrawl refuses: nothing to search
+        return None
+if alone is not None:
+    prepared = [prepare(q) for q in queries]
 failed = []
 def search(q):
     try:
@@ -65,6 +79,8 @@ for q, p in list(zip(queries, prepared))[: int(warm)]:
     search(q)
     if p is not None:
         alone.search(p)
+        if cut is not None:
+            cut.search(p)
 try:  # the embedding model loaded as a server loads it, at start (the portal)
     from srcrawl.indexer.search import meaning
     getattr(meaning, "available", lambda: None)()
@@ -73,7 +89,7 @@ except ImportError:  # a code before it
 tokenizer = getattr(searcher, "tokenizer", None)
 getattr(tokenizer, "warm_up", lambda: None)()  # as a server starts (not in a code before)
 failed.clear()
-ms, urls, alone_ms = [], [], []
+ms, urls, alone_ms, cut_ms = [], [], [], []
 for q, p in zip(queries, prepared):
     t0 = time.thread_time()
     got = search(q)
@@ -84,7 +100,12 @@ for q, p in zip(queries, prepared):
         t0 = time.thread_time()
         alone.search(p)
         alone_ms.append((time.thread_time() - t0) * 1000)
-json.dump({"ms": ms, "urls": urls, "failed": failed, "alone_ms": alone_ms}, sys.stdout)
+        if cut is not None:
+            t0 = time.thread_time()
+            cut.search(p)
+            cut_ms.append((time.thread_time() - t0) * 1000)
+out = {"ms": ms, "urls": urls, "failed": failed, "alone_ms": alone_ms, "cut_ms": cut_ms}
+json.dump(out, sys.stdout)
 """
 
 
@@ -103,11 +124,17 @@ class CodeCpu:
 
 @dataclass
 class SearchCpu:
-    """A corpus's search CPU: srcrawl (``this``), Tantivy alone, and another code."""
+    """A corpus's search CPU: srcrawl (``this``), Tantivy alone (and with its Chinese
+    snippets made, ``chinese``), and another code."""
 
     this: CodeCpu
     tantivy: CodeCpu
     base: CodeCpu | None = None
+    chinese: CodeCpu = field(default_factory=lambda: CodeCpu("tantivy+jieba"))
+
+    def codes(self) -> list[CodeCpu]:
+        """The codes timed, srcrawl first."""
+        return [c for c in (self.this, self.tantivy, self.chinese, self.base) if c and c.ms]
 
     def render(self) -> str:
         mine, lib = self.this.figures(), self.tantivy.figures()
@@ -116,6 +143,12 @@ class SearchCpu:
             f"{mine['p50_ms']:.2f}/{mine['p95_ms']:.2f}, Tantivy alone "
             f"{lib['p50_ms']:.2f}/{lib['p95_ms']:.2f} (p95 ×{mine['p95_ms'] / lib['p95_ms']:.2f})"
         )
+        if self.chinese.ms:
+            cut = self.chinese.figures()
+            line += (
+                f", with its Chinese snippets {cut['p50_ms']:.2f}/{cut['p95_ms']:.2f} "
+                f"(p95 ×{mine['p95_ms'] / cut['p95_ms']:.2f})"
+            )
         if self.base is not None:
             old = self.base.figures()
             line += (
@@ -131,15 +164,24 @@ class SearchCpu:
 
     def as_json(self) -> dict[str, Any]:
         out = {"srcrawl": self.this.figures(), "tantivy_alone": self.tantivy.figures()}
+        if self.chinese.ms:
+            out["tantivy_alone_chinese_snippets"] = self.chinese.figures()
         if self.base is not None:
             out[self.base.label] = {**self.base.figures(), "failed": self.base.failed}
         return out
 
 
 class TantivyAlone:
-    """Tantivy searching ``index_dir`` and making its own snippets (see the module)."""
+    """Tantivy searching ``index_dir`` and making its own snippets (see the module).
 
-    def __init__(self, index_dir: Path) -> None:
+    Its snippet of a Chinese page is empty: Tantivy's analyzer does not cut Chinese into
+    words (srcrawl's index is given jieba's words), so it finds no query word in the
+    text, and makes nothing of it. With ``chinese``, a text holding Chinese is cut by
+    jieba-rs first, as Tantivy with a jieba tokenizer would cut it, and its snippet is
+    made of those words: a Chinese search's snippets as an engine of Tantivy and jieba
+    alone makes them."""
+
+    def __init__(self, index_dir: Path, chinese: bool = False) -> None:
         import tantivy
 
         from srcrawl.indexer.engine import STORED_TEXT, open_index
@@ -158,6 +200,18 @@ class TantivyAlone:
             return every_word(units), some_words(units) if units.positive > 1 else None
 
         self.query = prepare
+        self.snippets: list[Any] = []  # the last search's, in order
+        self._cut: Callable[[str], str] | None = None
+        if chinese:
+            from srcrawl.indexer.text import HAN_RUN
+            from srcrawl.indexer.tokenizer import load_segmenter
+
+            segmenter = load_segmenter(user_dict_from_env())
+
+            def cut(text: str) -> str:
+                return " ".join(segmenter.cut(text, True)) if HAN_RUN.search(text) else text
+
+            self._cut = cut
 
     def search(self, query: tuple[Any, Any]) -> list[Any]:
         """The top hits (score, address) of the (prepared) ``query``: its pages with every
@@ -173,28 +227,23 @@ class TantivyAlone:
             self.searcher, some if some is not None else every, self.index.schema, "body"
         )
         make.set_max_num_chars(DEFAULT_SNIPPET_CHARS)
+        self.snippets = []
         for _score, address in hits:
             stored = self.searcher.doc(address).get_first(self._stored)
             if stored is not None:
-                make.snippet_from_doc(self._tantivy.Document(body=[bytes(stored).decode()]))
+                text = bytes(stored).decode()
+                if self._cut is not None:
+                    text = self._cut(text)
+                self.snippets.append(make.snippet_from_doc(self._tantivy.Document(body=[text])))
         return hits
 
-    def prepared(self, text: str) -> tuple[Any, Any] | None:
-        """:attr:`query` of ``text``; None for a query srcrawl refuses (nothing to search)."""
-        from srcrawl.indexer.search import QueryError
 
-        try:
-            return self.query(text)
-        except QueryError:
-            return None
-
-
-def child_pass(job: CodeJob, queries_file: Path, paired: bool = False) -> dict[str, Any]:
+def child_pass(job: CodeJob, queries_file: Path) -> dict[str, Any]:
     """One timed pass of the job's code's search over the queries in ``queries_file``
-    (JSON); ``paired``: Tantivy alone's search of each query timed after it
-    (``alone_ms``)."""
+    (JSON), and Tantivy alone's search of each query after it (``alone_ms``; none with a
+    code before TantivyAlone)."""
     args = [str(job.db), str(job.index_dir), str(job.warc_dir), str(queries_file)]
-    args += [str(WARM_QUERIES), str(DEFAULT_SEARCH_TOP), "1" if paired else "0"]
+    args += [str(WARM_QUERIES), str(DEFAULT_SEARCH_TOP)]
     return search_child(job.code, CHILD, args, job.db.parent, {})
 
 
@@ -222,11 +271,12 @@ def time_searches(
     for _ in range(rounds):
         for job, cpu in ((this, result.this), (base, result.base)):
             if job is not None and cpu is not None:
-                got = child_pass(job, queries_file, paired=job is this)
+                got = child_pass(job, queries_file)
                 if got["failed"] and job is this:
                     raise BenchmarkError("srcrawl's search failed: " + "; ".join(got["failed"]))
                 cpu.ms += got["ms"]
                 cpu.urls, cpu.failed = got["urls"], got["failed"]
                 if job is this:
                     result.tantivy.ms += got["alone_ms"]
+                    result.chinese.ms += got["cut_ms"]
     return result

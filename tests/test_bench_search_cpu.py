@@ -42,3 +42,21 @@ def test_tantivy_alone_fills_its_page_from_the_pages_with_some_words(tmp_path: P
     assert found[0] == "both" and sorted(found[1:]) == ["keeper", "light-1", "light-2"]
     # one word: no page with some of the words to fill from
     assert len(alone.search(alone.query("lighthouse"))) == 3
+
+
+def test_tantivy_alone_makes_chinese_snippets_only_from_words_cut_by_jieba(tmp_path: Path) -> None:
+    # Tantivy's analyzer does not cut Chinese into words: its snippet of a Chinese page is
+    # empty, the cost of a snippet not made; with ``chinese``, the text is cut by jieba-rs
+    # first and the query's words are marked in it, as an engine of the two would
+    store = open_store(DatabaseURL(kind="sqlite", path=str(tmp_path / "store.db")))
+    store.init_schema()
+    url = "http://127.0.0.1:9/zh"
+    text = "分布式搜索引擎把网页的正文切成词语，再为每个词语建立倒排索引。"
+    store.put_pages([Page(fp=fingerprint(url), url=url, host="127.0.0.1:9", text=text)])
+    index_in_process(store, tmp_path / "index")
+    for chinese in (False, True):
+        alone = TantivyAlone(tmp_path / "index", chinese=chinese)
+        assert len(alone.search(alone.query("倒排索引 词语"))) == 1
+        (snippet,) = alone.snippets
+        assert (len(snippet.highlighted()) >= 2) is chinese  # both words, or none
+        assert bool(snippet.fragment()) is chinese
