@@ -198,9 +198,10 @@ def test_a_small_corpus_is_crawled_indexed_and_scored(redis_url: str, tmp_path: 
     for system in ("srcrawl", "bm25"):
         assert got[system] == pytest.approx({"success@1": 0.8, "success@3": 0.8, "mrr@10": 0.8})
     assert "corpus garden" in run.stdout and "'submarine' -> tools.html  [-/-]" in run.stdout
-    # the search's CPU: each code's and Tantivy alone's, two passes over the 5 queries
+    # the search's CPU: each code's and Tantivy alone's (and with its Chinese snippets
+    # made), two passes over the 5 queries
     cpu = got["search_cpu"]
-    assert set(cpu) == {"srcrawl", "tantivy_alone", "base"}
+    assert set(cpu) == {"srcrawl", "tantivy_alone", "tantivy_alone_chinese_snippets", "base"}
     for figures in cpu.values():
         assert 0 < figures["p50_ms"] <= figures["p95_ms"] < 1000
     assert got["base"] == got["srcrawl"] and cpu["base"]["failed"] == []  # the same code
