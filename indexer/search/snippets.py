@@ -21,6 +21,7 @@ from srcrawl.indexer.search.terms import (
     find_terms,
     find_words,
     find_words_utf8,
+    merged,
     words_starting,
 )
 from srcrawl.indexer.text import HAN_RUN, fold_aligned
@@ -120,24 +121,27 @@ def stored_snippet(
     text: bytes, folded: bytes | None, terms: list[str], width: int = DEFAULT_SNIPPET_CHARS
 ) -> Snippet:
     """:func:`page_snippet` of a page's own text as the index stores it, UTF-8 (and
-    ``folded`` when the index keeps a folded copy): Chinese terms alone found in the
-    decoded text (:func:`find_han`), others in the bytes (:func:`find_words_utf8`), only
-    the text decoded; by page_snippet when they cannot be."""
-    plain = {t.lower() for t in terms if t}
-    if plain and all(HAN_RUN.fullmatch(t) for t in plain):  # a Chinese query's terms
-        body = text.decode()
-        matches, han = find_han(body if folded is None else folded.decode(), plain)
-        start = _best_window(matches, han, width)[0] if matches else 0
-        return _fragment(body, start, min(len(body), start + width), matches)
+    ``folded`` when the index keeps a folded copy): its Chinese terms found in the
+    decoded text (:func:`find_han`), the others in the bytes (:func:`find_words_utf8`),
+    only the text decoded; by page_snippet when they cannot be.
+
+    (The two kinds never overlap: a Chinese term's span holds only Chinese, another
+    term's none, so each is found apart and the two merged.)"""
     source = text if folded is None else folded
-    stems = {stem(t) for t in terms if t.isascii()}
-    found = find_words_utf8(source, terms, stems, cached_stem)
+    plain = {t.lower() for t in terms if t}
+    han = {t for t in plain if HAN_RUN.fullmatch(t)}
+    others = [t for t in terms if t and t.lower() not in han]
+    found = find_words_utf8(source, others, {stem(t) for t in others if t.isascii()}, cached_stem)
     body = text.decode()
     if found is None:
         return page_snippet(body, body if folded is None else folded.decode(), terms, width)
     spans, words = found
     matches = char_spans(source, spans)
-    start = _best_window(matches, words, width)[0] if matches else 0
+    seen: Sequence[object] = words
+    if han:
+        chinese = find_han(body if folded is None else folded.decode(), han)
+        matches, seen = merged((matches, words), chinese)
+    start = _best_window(matches, seen, width)[0] if matches else 0
     return _fragment(body, start, min(len(body), start + width), matches)
 
 

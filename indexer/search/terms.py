@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import operator
 import re
 from collections.abc import Callable, Collection, Iterator, Sequence
 
@@ -341,6 +342,22 @@ def find_han(
         else:
             heapq.heapreplace(heap, (nxt, neg, t))
     return spans, found
+
+
+def merged(
+    a: tuple[list[Span], Sequence[object]],
+    b: tuple[list[Span], Sequence[object]],
+    limit: int = _MAX_MATCHES,
+) -> tuple[list[Span], list[object]]:
+    """Two scans' (spans, words) of terms that never overlap, in one order, the first
+    ``limit`` of them (each scan stops at ``limit``: those of the other past its last
+    are not among the first)."""
+    if not a[0] or not b[0]:
+        spans, words = a if a[0] else b
+        return spans[:limit], list(words[:limit])
+    pairs = [*zip(a[0], a[1], strict=True), *zip(b[0], b[1], strict=True)]
+    both = sorted(pairs, key=operator.itemgetter(0))[:limit]
+    return [span for span, _word in both], [word for _span, word in both]
 
 
 _ASCII_BYTES = re.compile(b"[a-z0-9]*")
