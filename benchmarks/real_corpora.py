@@ -36,6 +36,7 @@ from srcrawl.benchmarks.index import BenchmarkError, _drop_job_keys
 from srcrawl.benchmarks.known_queries import QueryFile, check_answers, rank_of_answer
 from srcrawl.benchmarks.ranking import Scores
 from srcrawl.benchmarks.search_cpu import CodeJob, SearchCpu, time_searches
+from srcrawl.benchmarks.search_instructions import SearchInstructions, count_instructions
 from srcrawl.benchmarks.startup import Code, this_code
 from srcrawl.core.defaults import BENCH_CORPUS_DEPTH, DEFAULT_SEARCH_TOP
 from srcrawl.settings.config import Config
@@ -307,6 +308,7 @@ class CorpusResult:
     unindexed: list[str] = field(default_factory=list)  # answers the crawl did not index
     cpu: SearchCpu | None = None  # with --rounds: the search's CPU beside Tantivy's
     base_ranks: list[int | None] | None = None  # with --base: that code's answer ranks
+    instructions: SearchInstructions | None = None  # with --instructions
 
     def scores(self, system: str) -> Scores:
         return Scores([getattr(o, f"{system}_rank") for o in self.outcomes])
@@ -335,6 +337,8 @@ class CorpusResult:
             lines.append(f"  {label:<9}{sc.success(1):>10.3f}{sc.success(3):>11.3f}{sc.mrr:>8.3f}")
         if self.cpu is not None:
             lines.append(self.cpu.render())
+        if self.instructions is not None:
+            lines.append(self.instructions.render())
         if self.unindexed:
             lines.append(
                 f"  answers not indexed ({len(self.unindexed)}): " + ", ".join(self.unindexed)
@@ -362,6 +366,11 @@ class CorpusResult:
             "unindexed_answers": self.unindexed,
             **{s: self.figures(s) for s in SYSTEMS},
             **({"search_cpu": self.cpu.as_json()} if self.cpu is not None else {}),
+            **(
+                {"search_instructions": self.instructions.as_json()}
+                if self.instructions is not None
+                else {}
+            ),
             **({"base": _figures(Scores(self.base_ranks))} if self.base_ranks is not None else {}),
             "outcomes": [o.as_json() for o in self.outcomes],
         }
@@ -505,12 +514,14 @@ def run_corpus(
     progress: Progress | None = None,
     rounds: int = 0,
     base: Code | None = None,
+    instructions: bool = False,
 ) -> CorpusResult:
     """Crawl, index and rank the corpus of ``qf`` (its package's tree, or ``tree``), then
     score its queries with srcrawl and with BM25; ``say`` tells the steps, ``progress``
     (default ``say``) counts within one. With ``rounds``, the search's CPU beside Tantivy
     alone's over that many passes (and beside ``base``'s, a code that crawls, indexes
-    and ranks the corpus on its own, and whose answers are scored too)."""
+    and ranks the corpus on its own, and whose answers are scored too); with
+    ``instructions``, a search's instructions by each (benchmarks/search_instructions.py)."""
     if tree is None:
         tree, version = unpacked_package(cfg, qf, say)
         source = f"{qf.package[0]} {version}" if qf.package else str(tree)
@@ -533,6 +544,12 @@ def run_corpus(
         if rounds:
             say(f"corpus {qf.name}: {rounds} timed passes over its queries")
             _time_searches(result, jcfg, qf, old, rounds)
+        if instructions:
+            say(f"corpus {qf.name}: one pass of each code counted by callgrind")
+            assert jcfg.warc_dir is not None  # corpus_config names it
+            this = CodeJob(this_code(), Path(jcfg.db.path), jcfg.index_path, jcfg.warc_dir)
+            queries = [q.query for q in qf.queries]
+            result.instructions = count_instructions(queries, this, old, this.db.parent)
     finally:
         for c in (jcfg, bcfg):
             if c is not None:

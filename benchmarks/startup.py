@@ -132,7 +132,7 @@ def _pad(text: str, width: int) -> str:
     return text + " " * (width - _columns(text))
 
 
-def _child_env(code: Code, extra: dict[str, str]) -> dict[str, str]:
+def child_env(code: Code, extra: dict[str, str]) -> dict[str, str]:
     """The user's environment without srcrawl's settings, running ``code``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SRCRAWL_")}
     env["PYTHONPATH"] = str(code.root)
@@ -148,7 +148,7 @@ def search_child(
     done = subprocess.run(
         [sys.executable, "-c", script, *args],
         cwd=cwd,
-        env=_child_env(code, extra),
+        env=child_env(code, extra),
         capture_output=True,
         text=True,
         timeout=CHILD_TIMEOUT_S,
@@ -208,7 +208,7 @@ def _index_copy(cfg: Config, code: Code, pages_db: Path, say: Progress) -> Path:
     shutil.copyfile(pages_db, db)
     job = f"bench-startup-{code.label}-{os.getpid()}"
     say(f"indexing {db.name} with the {code.label} code ({code.root})")
-    env = _child_env(
+    env = child_env(
         code,
         {
             "SRCRAWL_REDIS_URL": cfg.resolved_redis_url(),
@@ -243,7 +243,7 @@ def run_startup_benchmark(
     for c in codes:
         db = _index_copy(cfg, c, pages_db, say)
         home = directory / f"home-{c.label}"
-        envs[c.label] = _child_env(
+        envs[c.label] = child_env(
             c,
             {
                 "SRCRAWL_DB_URL": f"sqlite:///{db}",

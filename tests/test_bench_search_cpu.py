@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from tantivy_index import index_in_process
 
-from srcrawl.benchmarks.search_cpu import TantivyAlone
+from srcrawl.benchmarks.search_cpu import CodeJob, TantivyAlone
+from srcrawl.benchmarks.search_instructions import count_instructions
+from srcrawl.benchmarks.startup import this_code
 from srcrawl.core.urls import fingerprint
 from srcrawl.sql.database_url import DatabaseURL
 from srcrawl.sql.pages import Page
@@ -60,3 +63,26 @@ def test_tantivy_alone_makes_chinese_snippets_only_from_words_cut_by_jieba(tmp_p
         (snippet,) = alone.snippets
         assert (len(snippet.highlighted()) >= 2) is chinese  # both words, or none
         assert bool(snippet.fragment()) is chinese
+
+
+@pytest.mark.slow
+def test_a_search_s_instructions_are_counted_for_the_pass_alone(tmp_path: Path) -> None:
+    # callgrind counts one pass of srcrawl's searches and one of Tantivy alone's, each in
+    # a child of its own, counting only the pass: a search of three small pages costs
+    # some hundred thousand to some tens of millions of instructions, not the billions of
+    # a process's start-up and its models' load
+    store = open_store(DatabaseURL(kind="sqlite", path=str(tmp_path / "store.db")))
+    store.init_schema()
+    pages = []
+    for name, text in {"a": "the lighthouse keeper", "b": "a lighthouse", "c": "bread"}.items():
+        url = f"http://127.0.0.1:9/{name}"
+        pages.append(Page(fp=fingerprint(url), url=url, host="127.0.0.1:9", text=text))
+    store.put_pages(pages)
+    index_in_process(store, tmp_path / "index")
+    (tmp_path / "warc").mkdir()
+    job = CodeJob(this_code(), tmp_path / "store.db", tmp_path / "index", tmp_path / "warc")
+    counted = count_instructions(["lighthouse keeper", "bread", "lighthouse"], job, None, tmp_path)
+    assert set(counted.per_search) == {"srcrawl", "tantivy"}
+    for n in counted.per_search.values():
+        assert 1e5 < n < 5e7
+    assert "instructions a search (callgrind, one pass): srcrawl " in counted.render()

@@ -47,10 +47,12 @@ def _bench_corpora(
     json_path: str | None,
     rounds: int = 0,
     base: Code | None = None,
+    instructions: bool = False,
 ) -> None:
     """`bench search --corpus`: each corpus's table and its search CPU over ``rounds``
-    passes (beside Tantivy alone's, and ``base``'s), then with several corpora their
-    figures together (and all of them as JSON)."""
+    passes (beside Tantivy alone's, and ``base``'s; with ``instructions``, their
+    instructions a search too), then with several corpora their figures together (and
+    all of them as JSON)."""
     from srcrawl.benchmarks.known_queries import (
         BUILTIN,
         builtin_query_file,
@@ -81,6 +83,7 @@ def _bench_corpora(
                 progress=line.update,
                 rounds=rounds,
                 base=base,
+                instructions=instructions,
             )
         finally:
             line.done()
@@ -161,6 +164,12 @@ def _bench_corpora(
     default=None,
     help="Known-item queries of a --corpus DIR (default: DIR/queries.tsv).",
 )
+@click.option(
+    "--instructions",
+    is_flag=True,
+    help="With --corpus: also count a search's instructions by callgrind, one pass of each "
+    "code and of Tantivy alone (steadier than CPU time on a shared machine; needs valgrind).",
+)
 @json_option("Also write the ranking figures as JSON.")
 @click.pass_context
 def bench_search(
@@ -176,6 +185,7 @@ def bench_search(
     rounds: int,
     corpora: tuple[str, ...],
     query_file: str | None,
+    instructions: bool,
     json_path: str | None,
 ) -> None:
     """Search latency p50/p95 over known-item queries, BM25 alone and blended with PageRank;
@@ -188,9 +198,15 @@ def bench_search(
     check_outputs(json_path=json_path, plot_path=None)
     cfg = config_of(ctx)
     say = lambda s: click.echo(s, err=True)  # noqa: E731
+    if instructions:
+        from srcrawl.benchmarks.search_instructions import valgrind_missing
+
+        why = valgrind_missing() if corpora else "it counts the searches of --corpus"
+        if why:
+            raise click.BadParameter(why, param_hint="--instructions")
     if corpora:
         base = code_at("base", base_root) if base_root else None
-        _bench_corpora(cfg, corpora, query_file, slaves, json_path, rounds, base)
+        _bench_corpora(cfg, corpora, query_file, slaves, json_path, rounds, base, instructions)
         return
     if pages >= 10:
         result = run_search_benchmark(
