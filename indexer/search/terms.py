@@ -288,6 +288,8 @@ def find_words_utf8(
         if at >= end:
             if p[0] >= 0x80:  # a Chinese term: anywhere, the longest at a place
                 stop = at - neg
+            elif at > 0 and low[at - 1] in _ASCII_WORD_BYTES:
+                stop = -1  # inside a word (``form`` in ``information``): no more to look at
             else:  # an ASCII word: a term, or stems as one, alone
                 stop = _ASCII_BYTES.match(low, at - neg).end()  # type: ignore[union-attr]
                 word = low[at:stop]
@@ -296,7 +298,7 @@ def find_words_utf8(
                     kept = verdicts[word] = word in plain_bytes or stem(word.decode()) in stems
                 if (
                     not kept
-                    or (at > 0 and (low[at - 1] in _ASCII_WORD_BYTES or _word_char_before(raw, at)))
+                    or (at > 0 and _word_char_before(raw, at))
                     or (stop < size and low[stop] >= 0x80 and _word_char_at(raw, stop))
                 ):
                     stop = -1
