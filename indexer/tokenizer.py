@@ -177,7 +177,8 @@ class Tokenizer:
         server at start, a slave before its first task); given ``text``, only if
         tokenizing it will need them. The patterns that split a text into its runs are
         compiled now in any case (milliseconds: their classes are large)."""
-        _runs(), _other_words()
+        _runs()
+        _other_words()
         if text is None or self.needs_segmenter(text):
             self._segmenter()
 
