@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import operator
 import re
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -319,31 +320,17 @@ def find_han(
 ) -> tuple[list[Span], list[str]]:
     """Where the Chinese ``terms`` are in ``text`` (spans, and each span's term), in
     order: what :func:`find_terms` finds for them (anywhere, at each position the
-    longest term, then on from its end), each term's next occurrence by ``str.find``,
-    without the case folding and the whole-token test that other scripts need.
+    longest term, then on from its end), by :func:`_found_in_lowered`'s ``str.find``
+    of each term's next occurrence, without the case folding and the whole-token test
+    that other scripts need.
 
     A page's text is decoded once for it: finding the terms in the UTF-8 bytes and
     counting each span's characters back cost about twice as much on Chinese pages,
     and a pattern of the terms takes longer to compile (a query's terms are new to
     the process) than the finds take (docs/benchmarks-journal.md, "Chinese snippets
     found in the text")."""
-    heap = [(at, -len(t), t) for t in terms if t and (at := text.find(t)) >= 0]
-    heapq.heapify(heap)
-    spans: list[Span] = []
-    found: list[str] = []
-    end = 0
-    while heap and len(spans) < limit:
-        at, neg, t = heap[0]
-        if at >= end:  # the nearest occurrence, the longest there (the heap's order)
-            end = at - neg
-            spans.append((at, end))
-            found.append(t)
-        nxt = text.find(t, end)
-        if nxt < 0:
-            heapq.heappop(heap)
-        else:
-            heapq.heapreplace(heap, (nxt, neg, t))
-    return spans, found
+    spans = list(itertools.islice(_found_in_lowered(text, {t for t in terms if t}), limit))
+    return spans, [text[at:end] for at, end in spans]  # (Chinese has no case to lower)
 
 
 def merged(
