@@ -84,13 +84,14 @@ for q, p in list(zip(queries, prepared))[: int(warm)]:
     search(q)
     if p is not None:
         alone.search(p)
-try:  # the embedding model loaded as a server loads it, at start (the portal)
-    from srcrawl.indexer.search import meaning
-    getattr(meaning, "available", lambda: None)()
-except ImportError:  # a code before it
-    pass
-tokenizer = getattr(searcher, "tokenizer", None)
-getattr(tokenizer, "warm_up", lambda: None)()  # as a server starts (not in a code before)
+if not chinese:
+    try:  # the embedding model loaded as a server loads it, at start (the portal)
+        from srcrawl.indexer.search import meaning
+        getattr(meaning, "available", lambda: None)()
+    except ImportError:  # a code before it
+        pass
+    tokenizer = getattr(searcher, "tokenizer", None)
+    getattr(tokenizer, "warm_up", lambda: None)()  # as a server starts (not in a code before)
 failed.clear()
 ms, urls, alone_ms = [], [], []
 for q, p in zip(queries, prepared):
